@@ -1,0 +1,36 @@
+/**
+ * The key operations that the enclave serves to the action executor. The executor never sees the root
+ * key: it holds an object implementing this interface (the `Enclave` instance) in the main thread and
+ * answers its workers' requests through it, after the relayer-supplied authorization callback has
+ * approved (caller key, CID, pkpId).
+ *
+ * Hex strings are 0x-prefixed. `pkpId` is always the canonical bytes32 id here: resolving a PKP address
+ * to its id is the authorization callback's job.
+ */
+export interface KeyCapabilities {
+  /** Uncompressed secp256k1 public key (0x04…) of the PKP. */
+  pkpPublicKey(pkpId: string): string;
+  /** Checksummed Ethereum address of the PKP. */
+  pkpAddress(pkpId: string): string;
+  /** ECDSA signature (65 bytes r‖s‖v, v = 27/28) of a 32-byte digest. */
+  pkpSignDigest(pkpId: string, digest: string): string;
+  /** EIP-191 personal_sign signature of a UTF-8 string or bytes. */
+  pkpSignMessage(pkpId: string, message: string | Uint8Array): string;
+  /** EIP-712 signature. */
+  pkpSignTypedData(
+    pkpId: string,
+    domain: Record<string, unknown>,
+    types: Record<string, Array<{ name: string; type: string }>>,
+    value: Record<string, unknown>,
+  ): string;
+  /** AES-256-GCM with the PKP's symmetric key; returns the versioned hex envelope (see docs/enclave.md). */
+  pkpEncrypt(pkpId: string, plaintext: string | Uint8Array): string;
+  /** Inverse of pkpEncrypt; throws EnclaveError("decryption_failed") on any tampering. */
+  pkpDecrypt(pkpId: string, ciphertext: string): Uint8Array;
+  /** The PKP's raw private key (compatibility with the reference runtime's getPrivateKey). */
+  pkpPrivateKey(pkpId: string): string;
+  /** The action identity key of a CID (HKDF(root, "sigil/action/v1/" || cid)). */
+  actionPrivateKey(cid: string): string;
+  actionPublicKey(cid: string): string;
+  actionAddress(cid: string): string;
+}
