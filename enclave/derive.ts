@@ -1,0 +1,71 @@
+/**
+ * Key derivation from the root key (DESIGN.md section 2). Pure functions of (root, label, id): nothing
+ * derived is stored anywhere. Callers outside enclave/ never see this module; the Enclave class passes
+ * its private root key in.
+ *
+ * HKDF-SHA256, no salt (the root key is 32 uniformly random bytes, so HKDF-Extract needs none),
+ * info = u16be(len(label)) ‖ label ‖ u16be(len(id)) ‖ id. Length prefixes make (label, id) pairs
+ * unambiguous even for variable-length ids such as CID strings; the "/v1/" in every label lets a future
+ * scheme coexist with this one.
+ *
+ * secp256k1 keys take 48 bytes of output reduced modulo n with noble's mapHashToField (FIPS 186-5
+ * A.2.1 style: bias below 2^-128, never zero). AES keys take 32 bytes under a different label, so a
+ * PKP's signing key and its encryption key are independent (REFERENCE.md gap 4).
+ */
+import { hkdf } from "@noble/hashes/hkdf";
+import { sha256 } from "@noble/hashes/sha2";
+import { mapHashToField } from "@noble/curves/abstract/modular";
+import { secp256k1 } from "@noble/curves/secp256k1";
+
+export const LABELS = {
+  pkpSigning: "sigil/pkp/v1/secp256k1/",
+  pkpAes: "sigil/pkp/v1/aes-256-gcm/",
+  action: "sigil/action/v1/",
+  owner: "sigil/owner/v1/",
+  gas: "sigil/gas/v1/",
+} as const;
+export type Label = (typeof LABELS)[keyof typeof LABELS];
+
+const CURVE_ORDER = secp256k1.CURVE.n;
+const utf8 = new TextEncoder();
+
+function u16be(n: number): Uint8Array {
+  if (n > 0xffff) throw new RangeError("derivation input too long");
+  return Uint8Array.of(n >> 8, n & 0xff);
+}
+
+export function infoFor(label: Label, id: Uint8Array): Uint8Array {
+  const l = utf8.encode(label);
+  const out = new Uint8Array(2 + l.length + 2 + id.length);
+  out.set(u16be(l.length), 0);
+  out.set(l, 2);
+  out.set(u16be(id.length), 2 + l.length);
+  out.set(id, 4 + l.length);
+  return out;
+}
+
+/** Raw HKDF output (exported for tests and known-answer vectors). */
+export function hkdfBytes(root: Uint8Array, label: Label, id: Uint8Array, length: number): Uint8Array {
+  return hkdf(sha256, root, undefined, infoFor(label, id), length);
+}
+
+/** A secp256k1 private key scalar (32 bytes, 1 ≤ k < n). */
+export function deriveSecp256k1(root: Uint8Array, label: Label, id: Uint8Array): Uint8Array {
+  return mapHashToField(hkdfBytes(root, label, id, 48), CURVE_ORDER);
+}
+
+export function deriveAesKey(root: Uint8Array, id: Uint8Array): Uint8Array {
+  return hkdfBytes(root, LABELS.pkpAes, id, 32);
+}
+
+/** Id encodings, one per label. */
+export const ids = {
+  /** 32 raw bytes of a validated, non-zero pkpId. */
+  pkp: (pkpIdBytes: Uint8Array): Uint8Array => pkpIdBytes,
+  /** UTF-8 of the canonical CID string (see cid.ts parseCid). */
+  action: (canonicalCid: string): Uint8Array => utf8.encode(canonicalCid),
+  /** 20 raw bytes of the master key's address. */
+  owner: (addressBytes: Uint8Array): Uint8Array => addressBytes,
+  /** u32 big-endian wallet index. */
+  gas: (index: number): Uint8Array => Uint8Array.of(index >>> 24, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff),
+};

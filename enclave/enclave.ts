@@ -1,0 +1,350 @@
+/**
+ * The Enclave: the only object that holds the root key. Every key it uses is derived on demand from the
+ * root (derive.ts) or decoded from an API key string the caller presents (apiKeys.ts), used, and dropped.
+ * The root key lives in a #private field: no getter, not enumerable, not shown by util.inspect or
+ * JSON.stringify, never part of an error.
+ */
+import { AbstractSigner, getAddress, hashMessage, isAddress, TypedDataEncoder } from "ethers";
+import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
+import { EnclaveError } from "./errors";
+import { deriveAesKey, deriveSecp256k1, ids, LABELS } from "./derive";
+import { ApiKeyParser, decodeApiKey, generateKeyString } from "./apiKeys";
+import type { GeneratedApiKey, ParsedApiKey, ApiKeyKind } from "./apiKeys";
+import { addressOf, addressOfPublicKey, hex, publicKeyOf, signDigest } from "./secp";
+import { open, seal } from "./aesEnvelope";
+import { parseCid } from "./cid";
+import { Lru } from "./lru";
+import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
+import { GasSigner } from "./gasSigner";
+import type { KeyCapabilities } from "./capabilities";
+
+/** The EIP-712 type of OpenZeppelin 5's ERC2771Forwarder. */
+export const FORWARD_REQUEST_TYPES: Record<string, TypedDataField[]> = {
+  ForwardRequest: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "value", type: "uint256" },
+    { name: "gas", type: "uint256" },
+    { name: "nonce", type: "uint256" },
+    { name: "deadline", type: "uint48" },
+    { name: "data", type: "bytes" },
+  ],
+};
+
+export interface ForwardRequestInput {
+  to: string;
+  data: string;
+  value?: bigint;
+  gas: bigint;
+  nonce: bigint;
+  deadline: number;
+}
+
+export interface ForwarderDomain {
+  name: string;
+  version: string;
+  chainId: bigint | number;
+  verifyingContract: string;
+}
+
+/** Exactly the tuple ERC2771Forwarder.execute takes. */
+export interface SignedForwardRequest {
+  from: string;
+  to: string;
+  value: bigint;
+  gas: bigint;
+  deadline: number;
+  data: string;
+  signature: string;
+}
+
+const UINT256_MAX = (1n << 256n) - 1n;
+const UINT48_MAX = 2 ** 48 - 1;
+const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
+const DIGEST = /^0x[0-9a-fA-F]{64}$/;
+
+export class Enclave implements KeyCapabilities {
+  readonly #root: Uint8Array;
+  readonly #apiKeys = new ApiKeyParser();
+  /** Public keys only: deriving a PKP's address on every list request would redo the EC multiplication. */
+  readonly #pkpPublicKeys = new Lru<string, Uint8Array>(10_000);
+
+  private constructor(root: Uint8Array) {
+    this.#root = root;
+  }
+
+  static async open(opts: RootKeySource): Promise<Enclave> {
+    return new Enclave(await loadRootKey(opts));
+  }
+
+  static fromRootKey(rootKey: Uint8Array | string): Enclave {
+    return new Enclave(decodeRootKey(rootKey, "fromRootKey"));
+  }
+
+  // ---- API keys ---------------------------------------------------------------------------------
+
+  generateAccountKey(): GeneratedApiKey {
+    return this.#generate("account");
+  }
+
+  generateUsageKey(): GeneratedApiKey {
+    return this.#generate("usage");
+  }
+
+  #generate(kind: ApiKeyKind): GeneratedApiKey {
+    const apiKey = generateKeyString(kind);
+    return { apiKey, ...this.#apiKeys.parse(apiKey) };
+  }
+
+  parseApiKey(apiKey: string): ParsedApiKey {
+    return this.#apiKeys.parse(apiKey);
+  }
+
+  /** Service-managed owner of an API-mode account: derive(root, "owner", masterKey address). */
+  ownerAddress(masterKeyAddress: string): string {
+    return addressOf(this.#ownerKey(masterKeyAddress));
+  }
+
+  /** The address a forward request carrying this key is signed as. */
+  principalAddress(apiKey: string): string {
+    const parsed = this.#apiKeys.parse(apiKey);
+    return parsed.kind === "account" ? this.ownerAddress(parsed.address) : parsed.address;
+  }
+
+  async signForwardRequest(
+    apiKey: string,
+    req: ForwardRequestInput,
+    domain: ForwarderDomain,
+  ): Promise<SignedForwardRequest> {
+    const parsed = this.#apiKeys.parse(apiKey);
+    const fields = validateForwardRequest(req);
+    const dom = validateDomain(domain);
+    const scalar = parsed.kind === "account" ? this.#ownerKey(parsed.address) : decodeApiKey(apiKey).scalar;
+    try {
+      const from = parsed.kind === "account" ? addressOf(scalar) : parsed.address;
+      const digest = TypedDataEncoder.hash(dom, FORWARD_REQUEST_TYPES, { from, ...fields });
+      const signature = signDigest(scalar, hexToBytes(digest));
+      const { to, value, gas, deadline, data } = fields;
+      return { from, to, value, gas, deadline, data, signature };
+    } finally {
+      scalar.fill(0);
+    }
+  }
+
+  #ownerKey(masterKeyAddress: string): Uint8Array {
+    if (typeof masterKeyAddress !== "string" || !isAddress(masterKeyAddress)) {
+      throw new EnclaveError("invalid_address", "Invalid address.", { details: "expected a 20-byte hex address" });
+    }
+    return deriveSecp256k1(this.#root, LABELS.owner, ids.owner(hexToBytes(getAddress(masterKeyAddress))));
+  }
+
+  // ---- Gas wallets ------------------------------------------------------------------------------
+
+  gasSigner(index: number, provider: Provider | null): AbstractSigner {
+    return new GasSigner(deriveSecp256k1(this.#root, LABELS.gas, ids.gas(checkIndex(index))), provider);
+  }
+
+  gasAddress(index: number): string {
+    const k = deriveSecp256k1(this.#root, LABELS.gas, ids.gas(checkIndex(index)));
+    try {
+      return addressOf(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  // ---- PKPs (KeyCapabilities) -------------------------------------------------------------------
+
+  pkpPublicKey(pkpId: string): string {
+    return hex(this.#pkpPublic(pkpId));
+  }
+
+  pkpAddress(pkpId: string): string {
+    return addressOfPublicKey(this.#pkpPublic(pkpId));
+  }
+
+  pkpSignDigest(pkpId: string, digest: string): string {
+    if (typeof digest !== "string" || !DIGEST.test(digest)) {
+      throw new EnclaveError("invalid_digest", "Invalid digest.", { details: "expected 0x followed by 64 hex characters" });
+    }
+    return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(digest)));
+  }
+
+  pkpSignMessage(pkpId: string, message: string | Uint8Array): string {
+    if (typeof message !== "string" && !(message instanceof Uint8Array)) {
+      throw new EnclaveError("invalid_message", "Invalid message.", { details: "expected a string or bytes" });
+    }
+    return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(hashMessage(message))));
+  }
+
+  pkpSignTypedData(
+    pkpId: string,
+    domain: Record<string, unknown>,
+    types: Record<string, Array<{ name: string; type: string }>>,
+    value: Record<string, unknown>,
+  ): string {
+    const digest = typedDataDigest(domain, types, value);
+    return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(digest)));
+  }
+
+  pkpEncrypt(pkpId: string, plaintext: string | Uint8Array): string {
+    const bytes = toMessageBytes(plaintext);
+    return this.#withAesKey(pkpId, (k) => seal(k, bytes));
+  }
+
+  pkpDecrypt(pkpId: string, ciphertext: string): Uint8Array {
+    return this.#withAesKey(pkpId, (k) => open(k, ciphertext));
+  }
+
+  pkpPrivateKey(pkpId: string): string {
+    return this.#withPkpKey(pkpId, (k) => hex(k));
+  }
+
+  // ---- Action identity (KeyCapabilities) -------------------------------------------------------
+
+  actionPrivateKey(cid: string): string {
+    const k = this.#actionKey(cid);
+    try {
+      return hex(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  actionPublicKey(cid: string): string {
+    const k = this.#actionKey(cid);
+    try {
+      return hex(publicKeyOf(k));
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  actionAddress(cid: string): string {
+    const k = this.#actionKey(cid);
+    try {
+      return addressOf(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  #actionKey(cid: string): Uint8Array {
+    return deriveSecp256k1(this.#root, LABELS.action, ids.action(parseCid(cid)));
+  }
+
+  #pkpPublic(pkpId: string): Uint8Array {
+    const id = pkpIdBytes(pkpId);
+    const cacheKey = hex(id);
+    const hit = this.#pkpPublicKeys.get(cacheKey);
+    if (hit) return hit;
+    const pub = this.#withPkpKey(pkpId, (k) => publicKeyOf(k));
+    this.#pkpPublicKeys.set(cacheKey, pub);
+    return pub;
+  }
+
+  #withPkpKey<T>(pkpId: string, use: (k: Uint8Array) => T): T {
+    const k = deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
+    try {
+      return use(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  #withAesKey<T>(pkpId: string, use: (k: Uint8Array) => T): T {
+    const k = deriveAesKey(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+    try {
+      return use(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  /** Neither util.inspect nor JSON.stringify should ever try to show more than this. */
+  toJSON(): string {
+    return "[Enclave]";
+  }
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return "[Enclave]";
+  }
+}
+
+/** A canonical bytes32 pkpId; zero and anything malformed are refused (REFERENCE.md gap 3). */
+export function pkpIdBytes(pkpId: unknown): Uint8Array {
+  if (typeof pkpId !== "string" || !PKP_ID.test(pkpId)) {
+    throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", { details: "expected 0x followed by 64 hex characters" });
+  }
+  const bytes = hexToBytes(pkpId);
+  if (bytes.every((b) => b === 0)) {
+    throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", { details: "the zero id is never derived" });
+  }
+  return bytes;
+}
+
+function checkIndex(index: unknown): number {
+  if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 0xffffffff) {
+    throw new EnclaveError("invalid_index", "Invalid gas wallet index.", { details: "expected an integer in [0, 2^32)" });
+  }
+  return index;
+}
+
+function hexToBytes(h: string): Uint8Array {
+  return Uint8Array.from(Buffer.from(h.slice(2), "hex"));
+}
+
+function toMessageBytes(m: unknown): Uint8Array {
+  if (typeof m === "string") return new TextEncoder().encode(m);
+  if (m instanceof Uint8Array) return m;
+  throw new EnclaveError("invalid_message", "Invalid message.", { details: "expected a string or bytes" });
+}
+
+function typedDataDigest(domain: unknown, types: unknown, value: unknown): string {
+  if (!isPlainObject(domain) || !isPlainObject(types) || !isPlainObject(value)) {
+    throw new EnclaveError("invalid_typed_data", "Invalid typed data.", { details: "domain, types and value must be objects" });
+  }
+  // Callers (eth_signTypedData_v4 payloads) often include EIP712Domain; ethers derives it from `domain`.
+  const { EIP712Domain: _ignored, ...rest } = types as Record<string, TypedDataField[]>;
+  void _ignored;
+  try {
+    return TypedDataEncoder.hash(domain as TypedDataDomain, rest, value as Record<string, unknown>);
+  } catch (e) {
+    const reason = (e as { shortMessage?: string }).shortMessage ?? "could not encode";
+    throw new EnclaveError("invalid_typed_data", "Invalid typed data.", { details: reason });
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function invalidRequest(details: string): EnclaveError {
+  return new EnclaveError("invalid_request", "Invalid forward request.", { details });
+}
+
+function validateForwardRequest(req: ForwardRequestInput): Omit<SignedForwardRequest, "from" | "signature"> & { nonce: bigint } {
+  if (!isPlainObject(req)) throw invalidRequest("request must be an object");
+  const { to, data, gas, nonce, deadline } = req;
+  const value = req.value ?? 0n;
+  if (typeof to !== "string" || !isAddress(to)) throw invalidRequest("to must be an address");
+  if (typeof data !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(data)) throw invalidRequest("data must be 0x-prefixed hex bytes");
+  for (const [name, v] of [["value", value], ["gas", gas], ["nonce", nonce]] as const) {
+    if (typeof v !== "bigint" || v < 0n || v > UINT256_MAX) throw invalidRequest(`${name} must be a uint256 bigint`);
+  }
+  if (typeof deadline !== "number" || !Number.isInteger(deadline) || deadline < 0 || deadline > UINT48_MAX) {
+    throw invalidRequest("deadline must be a uint48 number of seconds");
+  }
+  return { to: getAddress(to), value, gas, nonce, deadline, data: data.toLowerCase() };
+}
+
+function validateDomain(d: ForwarderDomain): TypedDataDomain {
+  if (!isPlainObject(d)) throw invalidRequest("domain must be an object");
+  if (typeof d.name !== "string" || typeof d.version !== "string") throw invalidRequest("domain name and version must be strings");
+  const chainOk =
+    (typeof d.chainId === "bigint" && d.chainId > 0n) || (typeof d.chainId === "number" && Number.isSafeInteger(d.chainId) && d.chainId > 0);
+  if (!chainOk) throw invalidRequest("domain chainId must be a positive integer");
+  if (typeof d.verifyingContract !== "string" || !isAddress(d.verifyingContract)) {
+    throw invalidRequest("domain verifyingContract must be an address");
+  }
+  return { name: d.name, version: d.version, chainId: d.chainId, verifyingContract: getAddress(d.verifyingContract) };
+}

@@ -1,0 +1,82 @@
+/**
+ * An ethers signer for a gas wallet whose private key is unreachable from the object: it sits in a
+ * #private SigningKey, with no `privateKey`/`signingKey` getter (unlike ethers' Wallet). Gas wallets
+ * pay for forwarder transactions and carry no authority in the registry.
+ */
+import {
+  AbstractSigner,
+  computeAddress,
+  copyRequest,
+  getAddress,
+  hashMessage,
+  resolveAddress,
+  resolveProperties,
+  SigningKey,
+  Transaction,
+  TypedDataEncoder,
+} from "ethers";
+import type { Provider, TransactionRequest, TypedDataDomain, TypedDataField } from "ethers";
+import { hex } from "./secp";
+
+export class GasSigner extends AbstractSigner {
+  readonly address: string;
+  readonly #key: SigningKey;
+
+  /** Takes ownership of `scalar` (a SigningKey copy is kept; the array is zeroed). */
+  constructor(scalar: Uint8Array | SigningKey, provider: Provider | null) {
+    super(provider);
+    if (scalar instanceof SigningKey) {
+      this.#key = scalar;
+    } else {
+      this.#key = new SigningKey(hex(scalar));
+      scalar.fill(0);
+    }
+    this.address = computeAddress(this.#key.publicKey);
+  }
+
+  async getAddress(): Promise<string> {
+    return this.address;
+  }
+
+  connect(provider: Provider | null): GasSigner {
+    return new GasSigner(this.#key, provider);
+  }
+
+  async signTransaction(request: TransactionRequest): Promise<string> {
+    const tx = copyRequest(request);
+    const { to, from } = await resolveProperties({
+      to: tx.to ? resolveAddress(tx.to, this) : undefined,
+      from: tx.from ? resolveAddress(tx.from, this) : undefined,
+    });
+    if (to != null) tx.to = to;
+    if (from != null) {
+      if (getAddress(from) !== this.address) throw new Error("transaction from address mismatch");
+      delete tx.from;
+    }
+    const btx = Transaction.from(tx as Parameters<typeof Transaction.from>[0]);
+    btx.signature = this.#key.sign(btx.unsignedHash);
+    return btx.serialized;
+  }
+
+  async signMessage(message: string | Uint8Array): Promise<string> {
+    return this.#key.sign(hashMessage(message)).serialized;
+  }
+
+  async signTypedData(
+    domain: TypedDataDomain,
+    types: Record<string, TypedDataField[]>,
+    value: Record<string, unknown>,
+  ): Promise<string> {
+    const populated = await TypedDataEncoder.resolveNames(domain, types, value, async (name: string) => {
+      if (!this.provider) throw new Error("cannot resolve ENS names without a provider");
+      const address = await this.provider.resolveName(name);
+      if (!address) throw new Error("unconfigured ENS name");
+      return address;
+    });
+    return this.#key.sign(TypedDataEncoder.hash(populated.domain, types, populated.value)).serialized;
+  }
+
+  toJSON(): { address: string } {
+    return { address: this.address };
+  }
+}
