@@ -1,0 +1,90 @@
+/**
+ * `npm start`: the embedded default. Validates the configuration, compiles the contracts if this checkout
+ * has never been compiled, starts everything (scripts/start/service.ts), prints where it is and what to
+ * try next, and on Ctrl-C (SIGINT) or SIGTERM stops cleanly, keeping every piece of state for the next start.
+ *
+ * Exit codes: 0 clean shutdown, 1 invalid configuration or failed start, 2 the embedded chain died.
+ */
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { ConfigError, loadConfig, type SigilConfig } from "./start/config";
+import { banner, devRootKeyWarning } from "./start/banner";
+
+const ROOT = path.resolve(__dirname, "..");
+
+/** A fresh clone has no TypeChain factories yet; deploySigil needs them. */
+function ensureCompiled(): void {
+  if (fs.existsSync(path.join(ROOT, "typechain-types", "index.ts"))) return;
+  process.stderr.write("• compiling the contracts (first start of this checkout, about a minute)…\n");
+  const r = spawnSync(process.execPath, [require.resolve("hardhat/internal/cli/cli"), "compile", "--quiet"], {
+    cwd: ROOT,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (r.status !== 0) {
+    process.stderr.write("Compiling the contracts failed (see above). Run `npm run build` to retry.\n");
+    process.exit(1);
+  }
+}
+
+async function main(): Promise<void> {
+  let config: SigilConfig;
+  try {
+    config = loadConfig(process.env, process.cwd());
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${e.message}\nSee docs/configuration.md for every variable.\n`);
+      process.exit(1);
+    }
+    throw e;
+  }
+  ensureCompiled();
+  // Loaded only now: it imports the TypeChain factories that ensureCompiled may just have generated.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { startSigil } = require("./start/service") as typeof import("./start/service");
+
+  const step = (m: string) => process.stderr.write(`• ${m}…\n`);
+  const warn = (m: string) => process.stderr.write(/DEV MODE generated/.test(m) ? devRootKeyWarning(m) : `! ${m}\n`);
+  let sigil: Awaited<ReturnType<typeof startSigil>>;
+  try {
+    sigil = await startSigil(config, { step, warn });
+  } catch (e) {
+    const err = e as Error & { code?: string; details?: unknown };
+    const details = typeof err.details === "string" ? ` (${err.details})` : "";
+    process.stderr.write(`\nSigil could not start: ${err.message}${details}\n`);
+    if (err.code === "root_key_missing")
+      process.stderr.write(
+        "Provide the root key in SIGIL_ROOT_KEY (64 hex digits) or in <data dir>/root.key (mode 0600), or set SIGIL_DEV_MODE=true for a throwaway dev instance.\n",
+      );
+    process.exit(1);
+  }
+  process.stdout.write(banner(config, sigil));
+
+  let shuttingDown = false;
+  const shutdown = async (reason: string, code: number) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    process.stderr.write(`\n• ${reason}: stopping the API, the ledger and the chain (state is kept)…\n`);
+    const force = setTimeout(() => {
+      process.stderr.write("! shutdown took longer than 20 s; exiting anyway\n");
+      process.exit(code || 1);
+    }, 20_000);
+    force.unref();
+    await sigil.close();
+    process.stderr.write(`• stopped. Run npm start again to resume where you left off.\n`);
+    process.exit(code);
+  };
+  process.on("SIGINT", () => void shutdown("SIGINT", 0));
+  process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
+  void sigil.chainExited.then(() => {
+    if (!shuttingDown) {
+      process.stderr.write("! the embedded chain (anvil) exited unexpectedly\n");
+      void shutdown("chain exited", 2);
+    }
+  });
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`Sigil crashed while starting: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});

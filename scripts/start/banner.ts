@@ -1,0 +1,51 @@
+/** What `npm start` prints once the service is up, and the dev-only root key warning. No secrets here. */
+import type { SigilConfig } from "./config";
+
+interface BannerFacts {
+  url: string;
+  chainId: number;
+  rpcUrl: string;
+  embeddedChain: boolean;
+  deployment: { registry: string; forwarder: string; deployBlock: number };
+  freshDeployment: boolean;
+  paymentProcessor: "simulated" | "stripe";
+}
+
+export function banner(config: SigilConfig, s: BannerFacts): string {
+  const chain = s.embeddedChain ? `embedded anvil at ${s.rpcUrl}` : "SIGIL_RPC_URL";
+  const lines = [
+    "",
+    `Sigil is running at ${s.url}`,
+    "",
+    `  chain        ${s.chainId} (${chain})`,
+    `  registry     ${s.deployment.registry}${s.freshDeployment ? "  (deployed now)" : ""}`,
+    `  forwarder    ${s.deployment.forwarder}`,
+    `  data folder  ${config.dataDir}`,
+    `  payments     ${s.paymentProcessor === "stripe" ? "Stripe" : "simulated (no money moves)"}`,
+    `  mode         ${config.devMode ? `dev (sign-up credit ${config.signupCreditCents} cents)` : "production"}`,
+    `  logs         ${config.logFile === "-" ? "stdout" : config.logFile}`,
+    "",
+    "Next: create an account (in another terminal):",
+    "",
+    `  ${s.url === "http://127.0.0.1:8000" ? "" : `SIGIL_URL=${s.url} `}npx sigil account create --name "my first account"`,
+    "",
+    "Then follow the walk-through in README.md. Stop with Ctrl-C; npm start again resumes with everything kept.",
+    "",
+  ];
+  return lines.join("\n") + "\n";
+}
+
+/** The enclave's one-line notice, made impossible to miss: a generated key is for development only. */
+export function devRootKeyWarning(message: string): string {
+  const bar = "!".repeat(78);
+  return [
+    bar,
+    "!! DEV MODE: a new root key was generated for this data folder.",
+    `!! ${message}`,
+    "!! Every PKP and API key derives from it. It is stored unencrypted on this disk:",
+    "!! fine for trying Sigil, never for real keys. In production set SIGIL_ROOT_KEY",
+    "!! from a secret manager (or a TEE key service) and leave SIGIL_DEV_MODE off.",
+    bar,
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,342 @@
+/**
+ * Configuration of `npm start`: environment variables, optionally a JSON file with the same names as
+ * keys (environment wins), validated in one pass so that a newcomer sees every problem at once, each
+ * with what was wrong and how to fix it. Nothing here touches the network or the disk beyond reading
+ * the optional config file.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+/** Every variable `npm start` reads. The README and docs/configuration.md document the same list. */
+export const CONFIG_VARIABLES = [
+  "SIGIL_DATA_DIR",
+  "SIGIL_HOST",
+  "PORT",
+  "SIGIL_RPC_URL",
+  "SIGIL_ANVIL_PORT",
+  "SIGIL_CHAIN_ID",
+  "SIGIL_DEV_MODE",
+  "SIGIL_ROOT_KEY",
+  "SIGIL_DEPLOYER_KEY",
+  "SIGIL_REGISTRY_ADDRESS",
+  "SIGIL_FORWARDER_ADDRESS",
+  "SIGIL_DEPLOY_BLOCK",
+  "SIGIL_GAS_WALLETS",
+  "SIGIL_SIGNUP_CREDIT_CENTS",
+  "SIGIL_PRICE_WRITE_CENTS",
+  "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
+  "SIGIL_EXECUTOR_POOL_SIZE",
+  "SIGIL_IPFS_GATEWAYS",
+  "SIGIL_FETCH_ALLOW_HOSTS",
+  "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
+  "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
+  "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
+  "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
+  "STRIPE_SECRET_KEY",
+  "STRIPE_PUBLISHABLE_KEY",
+  "STRIPE_WEBHOOK_SECRET",
+  "STRIPE_API_HOST",
+  "SIGIL_LOG_LEVEL",
+  "SIGIL_LOG_FILE",
+] as const;
+export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
+
+/** Variables whose value is a secret: never printed, never accepted from the config file. */
+export const SECRET_VARIABLES: ReadonlySet<ConfigVariable> = new Set([
+  "SIGIL_ROOT_KEY",
+  "SIGIL_DEPLOYER_KEY",
+  "STRIPE_SECRET_KEY",
+  "STRIPE_WEBHOOK_SECRET",
+]);
+
+/** Chain id of the embedded anvil chain unless SIGIL_CHAIN_ID says otherwise (anvil's own default). */
+export const DEFAULT_DEV_CHAIN_ID = 31337;
+/** Sign-up credit granted by the embedded default: enough for the README walk-through (about 10 cents). */
+export const DEV_SIGNUP_CREDIT_CENTS = 100;
+
+export interface StripeConfig {
+  secretKey: string;
+  publishableKey: string;
+  /** Without it the webhook endpoint refuses every event (confirm_payment still credits). */
+  webhookSecret?: string;
+  /** "host:port" of a Stripe-compatible API over plain HTTP (tests and stubs only). */
+  apiHost?: string;
+}
+
+export interface SigilConfig {
+  dataDir: string;
+  host: string;
+  port: number;
+  /** The external chain; absent = the embedded anvil chain in the data folder. */
+  rpcUrl?: string;
+  anvilPort: number;
+  /** Embedded chain: the id anvil is started with. External chain: the id it must report (optional). */
+  chainId?: number;
+  devMode: boolean;
+  rootKeyHex?: string;
+  deployerKey?: string;
+  /** A deployment chosen by configuration instead of the one remembered in the data folder. */
+  deployment?: { registry: string; forwarder: string; deployBlock: number };
+  gasWallets: number;
+  signupCreditCents: number;
+  prices: { write_cents?: number; execution_cents_per_second?: number };
+  executorPoolSize?: number;
+  ipfsGateways?: string[];
+  fetchAllowHosts?: string[];
+  rateLimits: {
+    perKeyPerMinute?: number;
+    perAccountPerMinute?: number;
+    newAccountPerIpPerHour?: number;
+    concurrentExecutionsPerAccount?: number;
+  };
+  stripe?: StripeConfig;
+  logLevel: string;
+  /** Where the structured (pino) log goes: a file path, or "-" for stdout. */
+  logFile: string;
+  /** Where each value came from, for the start-up banner ("env", "file", "default"). */
+  sources: Partial<Record<ConfigVariable, "env" | "file">>;
+  configFile?: string;
+}
+
+/** Every problem found, each a sentence that says what is wrong and how to fix it. */
+export class ConfigError extends Error {
+  readonly code = "invalid_configuration";
+  constructor(readonly problems: string[]) {
+    super(`Sigil cannot start: the configuration is invalid.\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const HEX32 = /^(0x)?[0-9a-fA-F]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+type Raw = Partial<Record<ConfigVariable, string>>;
+
+/**
+ * Reads the optional config file: `SIGIL_CONFIG` if set (it must exist), else `sigil.config.json` in
+ * `cwd` if present. Keys are the variable names above; values are strings, numbers or booleans.
+ */
+function readConfigFile(env: NodeJS.ProcessEnv, cwd: string, problems: string[]): { file?: string; values: Raw } {
+  const explicit = env.SIGIL_CONFIG;
+  const file = explicit ? path.resolve(cwd, explicit) : path.join(cwd, "sigil.config.json");
+  if (!fs.existsSync(file)) {
+    if (explicit) problems.push(`SIGIL_CONFIG points to ${file}, which does not exist. Create it or unset SIGIL_CONFIG.`);
+    return { values: {} };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch (e) {
+    problems.push(`${file} is not valid JSON (${(e as Error).message}). Fix it or remove it.`);
+    return { file, values: {} };
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    problems.push(`${file} must hold a JSON object whose keys are variable names such as "PORT".`);
+    return { file, values: {} };
+  }
+  const values: Raw = {};
+  for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (!(CONFIG_VARIABLES as readonly string[]).includes(key)) {
+      problems.push(`${file}: unknown key "${key}". Known keys: ${CONFIG_VARIABLES.join(", ")}.`);
+      continue;
+    }
+    if (SECRET_VARIABLES.has(key as ConfigVariable)) {
+      problems.push(`${file}: "${key}" is a secret and is only read from the environment. Remove it from the file.`);
+      continue;
+    }
+    if (Array.isArray(value) && value.every((v) => typeof v === "string")) values[key as ConfigVariable] = value.join(",");
+    else if (typeof value === "string" || typeof value === "number" || typeof value === "boolean")
+      values[key as ConfigVariable] = String(value);
+    else problems.push(`${file}: "${key}" must be a string, number or boolean.`);
+  }
+  return { file, values };
+}
+
+/** Validates the environment (and config file) into a SigilConfig, or throws ConfigError listing every problem. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): SigilConfig {
+  const problems: string[] = [];
+  const { file, values: fileValues } = readConfigFile(env, cwd, problems);
+  const sources: SigilConfig["sources"] = {};
+  const get = (name: ConfigVariable): string | undefined => {
+    const fromEnv = env[name];
+    if (fromEnv !== undefined && fromEnv.trim() !== "") {
+      sources[name] = "env";
+      return fromEnv.trim();
+    }
+    if (fileValues[name] !== undefined && fileValues[name]!.trim() !== "") {
+      sources[name] = "file";
+      return fileValues[name]!.trim();
+    }
+    return undefined;
+  };
+  const int = (name: ConfigVariable, min: number, max: number, hint: string): number | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name}=${JSON.stringify(raw)} is not valid: ${hint} (an integer from ${min} to ${max}).`);
+      return undefined;
+    }
+    return Number(raw);
+  };
+  const bool = (name: ConfigVariable): boolean | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (/^(0|false|no|off)$/i.test(raw)) return false;
+    problems.push(`${name}=${JSON.stringify(raw)} is not valid: use true or false.`);
+    return undefined;
+  };
+  const list = (name: ConfigVariable): string[] | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    return raw
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
+  };
+  const hexKey = (name: ConfigVariable, what: string): string | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    if (!HEX32.test(raw)) {
+      // Never echo the value: it is a secret, and a near-miss is still most of a key.
+      problems.push(`${name} is not valid: it must be ${what} written as 64 hex digits (optionally 0x-prefixed).`);
+      return undefined;
+    }
+    return raw.startsWith("0x") ? raw : `0x${raw}`;
+  };
+
+  const dataDir = path.resolve(cwd, get("SIGIL_DATA_DIR") ?? ".sigil");
+  const host = get("SIGIL_HOST") ?? "127.0.0.1";
+  const port = int("PORT", 0, 65535, "the HTTP port of the API; 0 picks a free one") ?? 8000;
+  const anvilPort = int("SIGIL_ANVIL_PORT", 0, 65535, "the port of the embedded chain; 0 picks a free one") ?? 8545;
+  const chainId = int("SIGIL_CHAIN_ID", 1, 2 ** 32 - 1, "the chain id");
+
+  const rpcUrl = get("SIGIL_RPC_URL");
+  if (rpcUrl !== undefined) {
+    let ok = false;
+    try {
+      ok = ["http:", "https:", "ws:", "wss:"].includes(new URL(rpcUrl).protocol);
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push(`SIGIL_RPC_URL=${JSON.stringify(rpcUrl)} is not an http(s) or ws(s) URL.`);
+  }
+  // Dev mode (generated root key, funded gas wallets, sign-up credit) is the embedded default's mode;
+  // pointing at an external chain turns it off unless asked for explicitly.
+  const devMode = bool("SIGIL_DEV_MODE") ?? rpcUrl === undefined;
+
+  const rootKeyHex = hexKey("SIGIL_ROOT_KEY", "the 32-byte root key");
+  if (!devMode && rootKeyHex === undefined && env.SIGIL_ROOT_KEY === undefined && !fs.existsSync(path.join(dataDir, "root.key")))
+    problems.push(
+      `No root key: outside dev mode Sigil never generates one. Provide it in SIGIL_ROOT_KEY (64 hex digits, e.g. from ` +
+        `\`node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"\` kept in your secret manager), ` +
+        `or place it in ${path.join(dataDir, "root.key")} (file mode 0600), or set SIGIL_DEV_MODE=true for a throwaway dev instance.`,
+    );
+  const deployerKey = hexKey("SIGIL_DEPLOYER_KEY", "the private key of the account that deploys the contracts");
+
+  const registry = get("SIGIL_REGISTRY_ADDRESS");
+  const forwarder = get("SIGIL_FORWARDER_ADDRESS");
+  const deployBlock = int("SIGIL_DEPLOY_BLOCK", 0, Number.MAX_SAFE_INTEGER, "the block the registry was deployed in");
+  let deployment: SigilConfig["deployment"];
+  if (registry !== undefined || forwarder !== undefined) {
+    if (registry === undefined || !ADDRESS.test(registry))
+      problems.push(`SIGIL_REGISTRY_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_FORWARDER_ADDRESS is set.`);
+    if (forwarder === undefined || !ADDRESS.test(forwarder))
+      problems.push(`SIGIL_FORWARDER_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_REGISTRY_ADDRESS is set.`);
+    if (deployBlock === undefined && get("SIGIL_DEPLOY_BLOCK") === undefined)
+      problems.push(`SIGIL_DEPLOY_BLOCK is required with SIGIL_REGISTRY_ADDRESS (the block the registry was deployed in).`);
+    if (registry && forwarder && ADDRESS.test(registry) && ADDRESS.test(forwarder) && deployBlock !== undefined)
+      deployment = { registry, forwarder, deployBlock };
+  }
+
+  const gasWallets = int("SIGIL_GAS_WALLETS", 1, 64, "how many gas wallets send transactions") ?? 4;
+  const signupCreditCents =
+    int("SIGIL_SIGNUP_CREDIT_CENTS", 0, 1_000_000, "credit granted to each new account") ??
+    (devMode ? DEV_SIGNUP_CREDIT_CENTS : 0);
+  const prices = {
+    write_cents: int("SIGIL_PRICE_WRITE_CENTS", 0, 1_000_000, "the price of a management write in cents"),
+    execution_cents_per_second: int(
+      "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
+      0,
+      1_000_000,
+      "the price of an execution per started second in cents",
+    ),
+  };
+  const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
+  const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
+  for (const g of ipfsGateways ?? []) {
+    try {
+      new URL(g);
+    } catch {
+      problems.push(`SIGIL_IPFS_GATEWAYS: ${JSON.stringify(g)} is not a URL (use a comma-separated list of gateway base URLs).`);
+    }
+  }
+  const fetchAllowHosts = list("SIGIL_FETCH_ALLOW_HOSTS");
+  const rateLimits = {
+    perKeyPerMinute: int("SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE", 1, 1_000_000, "requests per usage key per minute"),
+    perAccountPerMinute: int("SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE", 1, 1_000_000, "requests per account per minute"),
+    newAccountPerIpPerHour: int("SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR", 1, 1_000_000, "accounts created per IP per hour"),
+    concurrentExecutionsPerAccount: int(
+      "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
+      1,
+      10_000,
+      "executions running at once per account",
+    ),
+  };
+
+  const stripeSecret = get("STRIPE_SECRET_KEY");
+  const stripePublishable = get("STRIPE_PUBLISHABLE_KEY");
+  const stripeWebhook = get("STRIPE_WEBHOOK_SECRET");
+  const stripeHost = get("STRIPE_API_HOST");
+  let stripe: StripeConfig | undefined;
+  if (stripeSecret !== undefined || stripePublishable !== undefined || stripeWebhook !== undefined) {
+    const before = problems.length;
+    if (stripeSecret === undefined || stripePublishable === undefined)
+      problems.push(
+        `Stripe is half configured: set both STRIPE_SECRET_KEY and STRIPE_PUBLISHABLE_KEY (or unset every STRIPE_ variable to use the simulated processor).`,
+      );
+    if (stripeSecret !== undefined && !/^(sk|rk)_/.test(stripeSecret))
+      problems.push(`STRIPE_SECRET_KEY must start with sk_ or rk_ (a Stripe secret or restricted key).`);
+    if (stripePublishable !== undefined && !/^pk_/.test(stripePublishable))
+      problems.push(`STRIPE_PUBLISHABLE_KEY must start with pk_.`);
+    if (stripeWebhook !== undefined && !/^whsec_/.test(stripeWebhook))
+      problems.push(`STRIPE_WEBHOOK_SECRET must start with whsec_ (the signing secret of your webhook endpoint).`);
+    if (problems.length === before)
+      stripe = { secretKey: stripeSecret!, publishableKey: stripePublishable!, webhookSecret: stripeWebhook, apiHost: stripeHost };
+  }
+  if (stripeHost !== undefined && !/^[\w.-]+:\d+$/.test(stripeHost))
+    problems.push(`STRIPE_API_HOST=${JSON.stringify(stripeHost)} must be host:port (a local Stripe-compatible stub).`);
+
+  const logLevel = get("SIGIL_LOG_LEVEL") ?? "info";
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`SIGIL_LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}.`);
+
+  const logFileRaw = get("SIGIL_LOG_FILE");
+  const logFile = logFileRaw === "-" ? "-" : path.resolve(cwd, logFileRaw ?? path.join(dataDir, "sigil.log"));
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    dataDir,
+    host,
+    port,
+    rpcUrl,
+    anvilPort,
+    chainId: chainId ?? (rpcUrl === undefined ? DEFAULT_DEV_CHAIN_ID : undefined),
+    devMode,
+    rootKeyHex,
+    deployerKey,
+    deployment,
+    gasWallets,
+    signupCreditCents,
+    prices,
+    executorPoolSize,
+    ipfsGateways,
+    fetchAllowHosts,
+    rateLimits,
+    stripe,
+    logLevel,
+    logFile,
+    sources,
+    configFile: file && fs.existsSync(file) ? file : undefined,
+  };
+}

@@ -1,0 +1,210 @@
+/**
+ * Brings the whole service up in one process, in dependency order, and down again in reverse:
+ * data folder → root key (enclave) → chain (embedded anvil or SIGIL_RPC_URL) → contracts (deployed once,
+ * remembered) → gas → billing ledger (+ reconciliation) → relayer (HTTP API). If any step fails, whatever
+ * was already started is stopped before the error propagates, so a failed start leaves no process behind.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { ethers } from "ethers";
+import pino from "pino";
+import { Enclave } from "../../enclave";
+import { startRelayer, type RunningRelayer } from "../../relayer";
+import { createBilling, SimulatedProcessor, StripeProcessor, type Billing } from "../../relayer/billing";
+import { deploySigil } from "../deploy";
+import { startAnvil, type RunningAnvil } from "./anvil";
+import type { SigilConfig } from "./config";
+import { describeRpc, ensureDeployment, type Deployment } from "./deployment";
+import { DEV_ACCOUNT_KEY, fundGasWallets, type FundingReport } from "./funding";
+
+export interface RunningSigil {
+  url: string;
+  chainId: number;
+  rpcUrl: string;
+  embeddedChain: boolean;
+  deployment: Deployment;
+  freshDeployment: boolean;
+  funding: FundingReport;
+  paymentProcessor: "simulated" | "stripe";
+  /** Resolves if the embedded chain exits on its own (a crash), so the caller can shut down. */
+  chainExited: Promise<void>;
+  /** Stops the API, the ledger and the chain, in that order; safe to call more than once. */
+  close(): Promise<void>;
+}
+
+export interface StartHooks {
+  /** One line of progress for the terminal ("starting the chain…"). */
+  step?: (message: string) => void;
+  /** Warnings meant for a human (dev root key generated, low gas …). */
+  warn?: (message: string) => void;
+}
+
+export const DATA_FILES = {
+  rootKey: "root.key",
+  chainState: "chain-state.json",
+  anvilPid: "anvil.pid",
+  deployment: "deployment.json",
+  ledger: "ledger.sqlite",
+  relayer: "relayer",
+} as const;
+
+export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): Promise<RunningSigil> {
+  const step = hooks.step ?? (() => {});
+  const warn = hooks.warn ?? ((m: string) => console.warn(m));
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const closeAll = async () => {
+    while (cleanups.length > 0) {
+      const fn = cleanups.pop()!;
+      try {
+        await fn();
+      } catch (e) {
+        warn(`shutdown: ${(e as Error).message}`);
+      }
+    }
+  };
+
+  try {
+    fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const file = (name: keyof typeof DATA_FILES) => path.join(config.dataDir, DATA_FILES[name]);
+    const logger =
+      config.logFile === "-"
+        ? pino({ level: config.logLevel })
+        : pino({ level: config.logLevel }, pino.destination({ dest: config.logFile, mkdir: true, sync: false }));
+    cleanups.push(() => logger.flush());
+
+    step("opening the enclave (root key)");
+    const enclave = await Enclave.open({
+      rootKeyFile: file("rootKey"),
+      rootKeyHex: config.rootKeyHex,
+      devMode: config.devMode,
+      warn,
+    });
+
+    let rpcUrl: string;
+    let anvil: RunningAnvil | undefined;
+    if (config.rpcUrl === undefined) {
+      step("starting the embedded chain (anvil)");
+      anvil = await startAnvil({
+        statePath: file("chainState"),
+        pidPath: file("anvilPid"),
+        port: config.anvilPort,
+        chainId: config.chainId!,
+      });
+      cleanups.push(() => anvil!.stop());
+      rpcUrl = anvil.rpcUrl;
+    } else {
+      rpcUrl = config.rpcUrl;
+    }
+    // cacheTimeout -1: no cached nonces/blocks between back-to-back calls (TOOLCHAIN.md).
+    const provider = new ethers.JsonRpcProvider(rpcUrl, undefined, { cacheTimeout: -1, staticNetwork: false });
+    cleanups.push(() => provider.destroy());
+    step("connecting to the chain");
+    let chainId: number;
+    try {
+      chainId = Number((await provider.getNetwork()).chainId);
+    } catch (e) {
+      throw new Error(
+        `Cannot reach the chain at ${describeRpc(rpcUrl)} (${(e as Error).message}). Check SIGIL_RPC_URL and that the node is running.`,
+      );
+    }
+    if (config.chainId !== undefined && chainId !== config.chainId)
+      throw new Error(`The chain at ${describeRpc(config.rpcUrl)} reports chain id ${chainId}, but SIGIL_CHAIN_ID is ${config.chainId}.`);
+
+    // Who pays for the first deployment: anvil's dev account on a dev chain, else SIGIL_DEPLOYER_KEY.
+    const deployerKey = config.deployerKey ?? (config.devMode ? DEV_ACCOUNT_KEY : undefined);
+    step("checking the contracts");
+    const { deployment, fresh } = await ensureDeployment({
+      provider,
+      file: file("deployment"),
+      chainLabel: describeRpc(config.rpcUrl),
+      configured: config.deployment,
+      deploy: deployerKey
+        ? async () => {
+            step("deploying the registry and forwarder (first start)");
+            return deploySigil(new ethers.NonceManager(new ethers.Wallet(deployerKey, provider)));
+          }
+        : undefined,
+      deployHint:
+        `No contracts are deployed on chain ${chainId} yet. Set SIGIL_DEPLOYER_KEY to a funded account's private key to ` +
+        `deploy them on this start, or point SIGIL_REGISTRY_ADDRESS, SIGIL_FORWARDER_ADDRESS and SIGIL_DEPLOY_BLOCK at an existing deployment.`,
+    });
+
+    step("funding the gas wallets");
+    const gasAddresses = Array.from({ length: config.gasWallets }, (_, i) => enclave.gasAddress(i));
+    const funding = await fundGasWallets({ provider, addresses: gasAddresses, devMode: config.devMode });
+    for (const low of funding.low)
+      warn(
+        `gas wallet ${low.address} holds only ${ethers.formatEther(low.balanceWei)} ETH: fund it, or writes will fail with 503.`,
+      );
+
+    step("opening the billing ledger");
+    const processor = config.stripe
+      ? new StripeProcessor({
+          secretKey: config.stripe.secretKey,
+          publishableKey: config.stripe.publishableKey,
+          webhookSecret: config.stripe.webhookSecret,
+          ...(config.stripe.apiHost
+            ? {
+                host: config.stripe.apiHost.split(":")[0],
+                port: Number(config.stripe.apiHost.split(":")[1]),
+                protocol: "http" as const,
+              }
+            : {}),
+        })
+      : new SimulatedProcessor();
+    const billing: Billing = createBilling({
+      dbPath: file("ledger"),
+      processor,
+      prices: {
+        ...(config.prices.write_cents !== undefined ? { write_cents: config.prices.write_cents } : {}),
+        ...(config.prices.execution_cents_per_second !== undefined
+          ? { execution_cents_per_second: config.prices.execution_cents_per_second }
+          : {}),
+      },
+      signupCreditCents: config.signupCreditCents,
+      logger: logger.child({ module: "billing" }),
+    });
+    cleanups.push(() => billing.close());
+    await billing.reconcile();
+
+    step("starting the API");
+    const relayer: RunningRelayer = await startRelayer({
+      rpcUrl,
+      chainId,
+      registryAddress: deployment.registry,
+      forwarderAddress: deployment.forwarder,
+      deployBlock: deployment.deployBlock,
+      enclave,
+      dataDir: path.join(config.dataDir, DATA_FILES.relayer),
+      host: config.host,
+      port: config.port,
+      gasWallets: config.gasWallets,
+      executor: {
+        poolSize: config.executorPoolSize,
+        fetchAllowHosts: config.fetchAllowHosts,
+      },
+      ipfsGateways: config.ipfsGateways,
+      rateLimits: config.rateLimits,
+      billing,
+      logger,
+    });
+    cleanups.push(() => relayer.close());
+
+    let closing: Promise<void> | undefined;
+    return {
+      url: relayer.url,
+      chainId,
+      rpcUrl,
+      embeddedChain: anvil !== undefined,
+      deployment,
+      freshDeployment: fresh,
+      funding,
+      paymentProcessor: config.stripe ? "stripe" : "simulated",
+      chainExited: anvil ? anvil.exited.then(() => undefined) : new Promise<void>(() => {}),
+      close: () => (closing ??= closeAll()),
+    };
+  } catch (e) {
+    await closeAll();
+    throw e;
+  }
+}

@@ -1,0 +1,116 @@
+import { expect } from "chai";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { ConfigError, DEV_SIGNUP_CREDIT_CENTS, loadConfig } from "../../scripts/start/config";
+
+function problemsOf(env: NodeJS.ProcessEnv, cwd: string): string[] {
+  try {
+    loadConfig(env, cwd);
+  } catch (e) {
+    expect(e).to.be.instanceOf(ConfigError);
+    return (e as ConfigError).problems;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("start: configuration", () => {
+  let cwd: string;
+  beforeEach(() => {
+    cwd = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-config-"));
+  });
+  afterEach(() => fs.rmSync(cwd, { recursive: true, force: true }));
+
+  it("defaults to the embedded dev chain, port 8000, ./.sigil and the dev sign-up credit", () => {
+    const c = loadConfig({}, cwd);
+    expect(c.dataDir).to.equal(path.join(cwd, ".sigil"));
+    expect(c.port).to.equal(8000);
+    expect(c.host).to.equal("127.0.0.1");
+    expect(c.rpcUrl).to.equal(undefined);
+    expect(c.chainId).to.equal(31337);
+    expect(c.devMode).to.equal(true);
+    expect(c.signupCreditCents).to.equal(DEV_SIGNUP_CREDIT_CENTS);
+    expect(c.stripe).to.equal(undefined);
+    expect(c.logFile).to.equal(path.join(cwd, ".sigil", "sigil.log"));
+  });
+
+  it("turns dev mode off for an external chain, and then refuses to start without a root key, saying how to provide one", () => {
+    const problems = problemsOf({ SIGIL_RPC_URL: "http://127.0.0.1:9999" }, cwd);
+    expect(problems).to.have.length(1);
+    expect(problems[0]).to.match(/^No root key: outside dev mode Sigil never generates one\. Provide it in SIGIL_ROOT_KEY/);
+    expect(problems[0]).to.contain("root.key");
+    expect(problems[0]).to.contain("SIGIL_DEV_MODE=true");
+  });
+
+  it("accepts an external chain with a root key, with no sign-up credit by default", () => {
+    const c = loadConfig({ SIGIL_RPC_URL: "http://127.0.0.1:9999", SIGIL_ROOT_KEY: "ab".repeat(32) }, cwd);
+    expect(c.devMode).to.equal(false);
+    expect(c.rootKeyHex).to.equal("0x" + "ab".repeat(32));
+    expect(c.signupCreditCents).to.equal(0);
+    expect(c.chainId).to.equal(undefined);
+  });
+
+  it("reports every invalid value at once without echoing secrets", () => {
+    const secret = "zz" + "12".repeat(31);
+    const problems = problemsOf(
+      { PORT: "80x", SIGIL_ANVIL_PORT: "70000", SIGIL_DEV_MODE: "maybe", SIGIL_ROOT_KEY: secret, SIGIL_LOG_LEVEL: "loud" },
+      cwd,
+    );
+    expect(problems.map((p) => p.split(" ")[0])).to.deep.equal([
+      'PORT="80x"',
+      'SIGIL_ANVIL_PORT="70000"',
+      'SIGIL_DEV_MODE="maybe"',
+      "SIGIL_ROOT_KEY",
+      "SIGIL_LOG_LEVEL",
+    ]);
+    expect(problems.join("\n")).not.to.contain(secret);
+  });
+
+  it("rejects a non-http RPC URL", () => {
+    expect(problemsOf({ SIGIL_RPC_URL: "localhost:8545", SIGIL_ROOT_KEY: "ab".repeat(32) }, cwd)).to.deep.equal([
+      'SIGIL_RPC_URL="localhost:8545" is not an http(s) or ws(s) URL.',
+    ]);
+  });
+
+  it("requires the three deployment variables together", () => {
+    const problems = problemsOf({ SIGIL_REGISTRY_ADDRESS: "0x" + "11".repeat(20) }, cwd);
+    expect(problems).to.deep.equal([
+      "SIGIL_FORWARDER_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_REGISTRY_ADDRESS is set.",
+      "SIGIL_DEPLOY_BLOCK is required with SIGIL_REGISTRY_ADDRESS (the block the registry was deployed in).",
+    ]);
+  });
+
+  it("refuses half a Stripe configuration and picks Stripe when complete", () => {
+    expect(problemsOf({ STRIPE_SECRET_KEY: "sk_test_x" }, cwd)[0]).to.match(/^Stripe is half configured/);
+    const c = loadConfig({ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_PUBLISHABLE_KEY: "pk_test_y", STRIPE_WEBHOOK_SECRET: "whsec_z" }, cwd);
+    expect(c.stripe).to.deep.equal({ secretKey: "sk_test_x", publishableKey: "pk_test_y", webhookSecret: "whsec_z", apiHost: undefined });
+  });
+
+  it("reads sigil.config.json, with the environment taking precedence", () => {
+    fs.writeFileSync(path.join(cwd, "sigil.config.json"), JSON.stringify({ PORT: 9100, SIGIL_GAS_WALLETS: 2, SIGIL_IPFS_GATEWAYS: ["https://a.example", "https://b.example"] }));
+    const c = loadConfig({ PORT: "9200" }, cwd);
+    expect(c.port).to.equal(9200);
+    expect(c.gasWallets).to.equal(2);
+    expect(c.ipfsGateways).to.deep.equal(["https://a.example", "https://b.example"]);
+    expect(c.sources).to.include({ PORT: "env", SIGIL_GAS_WALLETS: "file" });
+  });
+
+  it("refuses secrets and unknown keys in the config file", () => {
+    fs.writeFileSync(path.join(cwd, "sigil.config.json"), JSON.stringify({ SIGIL_ROOT_KEY: "ab".repeat(32), PROT: 1 }));
+    const problems = problemsOf({}, cwd);
+    expect(problems).to.have.length(2);
+    expect(problems[0]).to.contain('"SIGIL_ROOT_KEY" is a secret and is only read from the environment');
+    expect(problems[1]).to.contain('unknown key "PROT"');
+  });
+
+  it("reports a config file that is not JSON", () => {
+    fs.writeFileSync(path.join(cwd, "sigil.config.json"), "{ PORT: 1 ");
+    expect(problemsOf({}, cwd)[0]).to.match(/sigil\.config\.json is not valid JSON/);
+  });
+
+  it("reports an explicit SIGIL_CONFIG that does not exist", () => {
+    expect(problemsOf({ SIGIL_CONFIG: "nope.json" }, cwd)[0]).to.equal(
+      `SIGIL_CONFIG points to ${path.join(cwd, "nope.json")}, which does not exist. Create it or unset SIGIL_CONFIG.`,
+    );
+  });
+});
