@@ -1,0 +1,138 @@
+import BetterSqlite3, { type Database } from "better-sqlite3";
+import type { RequestHandler, Router } from "express";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Logger } from "pino";
+import { type HistoryItem, Ledger } from "./ledger";
+import { type ChargeResult, DEFAULT_PRICES, Metering, type Prices, type Principal, executionPriceCents } from "./metering";
+import { migrate } from "./migrations";
+import { formatCents } from "./money";
+import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
+import type { PaymentProcessor } from "./processor";
+import { buildRouter } from "./router";
+
+export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor };
+export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest } from "./processor";
+export { ProcessorError } from "./processor";
+export { SimulatedProcessor } from "./simulatedProcessor";
+export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor";
+export { DEFAULT_PRICES, executionPriceCents } from "./metering";
+export { CREDIT_PACKAGES, formatCents } from "./money";
+export { CRASH_POINT_ENV } from "./payments";
+export { MIGRATIONS, migrate, readVersion } from "./migrations";
+
+export interface Billing {
+  /** Mounted by the relayer at /core/v1/billing BEFORE its own JSON body parser: this router parses its own bodies (raw for /webhook). `requireAccountKey` is the relayer's middleware: it sets res.locals.principal (kind "account") or passes an ApiError to next(). */
+  router(requireAccountKey: RequestHandler): Router;
+  /** Called by the relayer after new_account lands (grants the configured sign-up credit, default 0). */
+  onAccountCreated(accountId: string): void;
+  /** Throws ApiError 402 insufficient_credits (details: balance_cents, price_cents) or 403 spend_cap_reached. */
+  assertCanAfford(p: Principal, operation: "write" | "execution"): void;
+  /** Charge a management write that landed (reference = tx hash; unique). Idempotent on the reference. */
+  chargeWrite(p: Principal, operation: string, reference: string): ChargeResult;
+  /** Charge an execution for the time it used (reference = request id; unique). Idempotent on the reference. */
+  chargeExecution(p: Principal, executionMs: number, reference: string): ChargeResult;
+  /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
+  keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null };
+  setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void;
+  prices(): { write_cents: number; execution_cents_per_second: number; minimum_payment_cents: number };
+  reconcile(): Promise<void>;
+  close(): void;
+
+  // Additions beyond the agreed interface.
+  /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
+  executionPriceCents(executionMs: number): number;
+  balance(accountId: string): { balance_cents: number; balance_display: string };
+  history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number };
+  /** The invariant: the ledger's net sum equals the stored balance. */
+  audit(accountId: string): { balance_cents: number; ledger_sum_cents: number };
+  /** Like reconcile(), with counts. */
+  reconcileWithReport(): Promise<{ checked: number; credited: number; errors: number }>;
+  readonly ledgerId: string;
+  readonly processorKind: "stripe" | "simulated";
+}
+
+export interface CreateBillingOptions {
+  dbPath: string;
+  processor: PaymentProcessor;
+  prices?: Partial<Prices>;
+  signupCreditCents?: number;
+  /** Largest accepted top-up; default 1,000,000 cents ($10,000). */
+  maximumPaymentCents?: number;
+  logger?: Logger;
+}
+
+export function createBilling(opts: CreateBillingOptions): Billing {
+  const prices = resolvePrices(opts.prices);
+  const signupCredit = opts.signupCreditCents ?? 0;
+  if (!Number.isSafeInteger(signupCredit) || signupCredit < 0) throw new Error("signupCreditCents must be a non-negative integer");
+
+  const db = openDatabase(opts.dbPath);
+  const ledgerId = (db.prepare("SELECT ledger_id FROM ledger_meta").get() as { ledger_id: string }).ledger_id;
+  opts.processor.attach?.(db);
+  const ledger = new Ledger(db);
+  const metering = new Metering(db, ledger, prices);
+  const payments = new Payments(
+    db,
+    ledger,
+    opts.processor,
+    ledgerId,
+    { minimumCents: prices.minimum_payment_cents, maximumCents: opts.maximumPaymentCents ?? DEFAULT_MAXIMUM_PAYMENT_CENTS },
+    opts.logger,
+  );
+
+  return {
+    ledgerId,
+    processorKind: opts.processor.kind,
+    router: (requireAccountKey) => buildRouter({ ledger, payments, processor: opts.processor, prices, logger: opts.logger }, requireAccountKey),
+    onAccountCreated(accountId) {
+      db.transaction(() => {
+        ledger.ensureAccount(accountId);
+        if (signupCredit > 0) {
+          ledger.apply({ accountId, kind: "credit", amountCents: signupCredit, reference: "signup:" + accountId, keyAddress: null, operation: "signup_credit" });
+        }
+      }).immediate();
+    },
+    assertCanAfford: (p, operation) => metering.assertCanAfford(p, operation),
+    chargeWrite: (p, operation, reference) => metering.chargeWrite(p, operation, reference),
+    chargeExecution: (p, ms, reference) => metering.chargeExecution(p, ms, reference),
+    keySpend: (keyAddress) => metering.keySpend(keyAddress),
+    setKeySpendCap: (accountId, keyAddress, capCents) => metering.setKeySpendCap(accountId, keyAddress, capCents),
+    prices: () => ({ ...prices }),
+    executionPriceCents: (ms) => executionPriceCents(prices, ms),
+    balance(accountId) {
+      const cents = ledger.balance(accountId);
+      return { balance_cents: cents, balance_display: formatCents(cents) };
+    },
+    history: (accountId, pageNumber, pageSize) => ledger.history(accountId, pageNumber, pageSize),
+    audit: (accountId) => ledger.audit(accountId),
+    async reconcile() {
+      await payments.reconcile();
+    },
+    reconcileWithReport: () => payments.reconcile(),
+    close() {
+      if (db.open) db.close();
+    },
+  };
+}
+
+function resolvePrices(p: Partial<Prices> | undefined): Prices {
+  const prices = { ...DEFAULT_PRICES, ...(p ?? {}) };
+  for (const [k, v] of Object.entries(prices)) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new Error(`billing price ${k} must be a non-negative integer number of cents`);
+  }
+  if (prices.minimum_payment_cents < 50) throw new Error("minimum_payment_cents below Stripe's 50-cent minimum");
+  return prices;
+}
+
+/** WAL for concurrent readers; FULL sync because these rows are money; a busy timeout for other processes. */
+export function openDatabase(path: string): Database {
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  const db = new BetterSqlite3(path);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.pragma("busy_timeout = 5000");
+  db.pragma("foreign_keys = ON");
+  migrate(db);
+  return db;
+}

@@ -1,0 +1,167 @@
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from "express";
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import { ApiError, isApiError } from "../errors";
+import type { Ledger } from "./ledger";
+import type { Principal, Prices } from "./metering";
+import { CREDIT_PACKAGES, formatCents } from "./money";
+import type { Payments } from "./payments";
+import { type PaymentProcessor, ProcessorError } from "./processor";
+import { type SimulatedAction, SimulatedProcessor } from "./simulatedProcessor";
+
+export interface RouterDeps {
+  ledger: Ledger;
+  payments: Payments;
+  processor: PaymentProcessor;
+  prices: Prices;
+  logger?: Logger;
+}
+
+const SIMULATED_ACTIONS: readonly SimulatedAction[] = ["succeed", "fail", "process", "cancel"];
+const MAX_PAGE_SIZE = 100;
+const DEFAULT_PAGE_SIZE = 20;
+
+/**
+ * /core/v1/billing. Mounted before the relayer's JSON parser, so it parses its own bodies: the
+ * webhook needs the raw bytes for the signature check, the rest take small JSON bodies.
+ */
+export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler): Router {
+  const { ledger, payments, processor, prices } = deps;
+  const r = express.Router();
+  const json = express.json({ limit: "16kb", type: () => true });
+  const auth: RequestHandler[] = [requireAccountKey, requireAccountPrincipal];
+
+  r.get("/stripe_config", (_req, res) => {
+    res.json({ publishable_key: processor.publishableKey(), mode: processor.kind });
+  });
+
+  r.get("/packages", (_req, res) => {
+    res.json({
+      items: CREDIT_PACKAGES.map((p) => ({ ...p, credits: p.amount_cents, price_display: formatCents(p.amount_cents) })),
+      minimum_payment_cents: prices.minimum_payment_cents,
+      prices: { write_cents: prices.write_cents, execution_cents_per_second: prices.execution_cents_per_second, read_cents: 0 },
+    });
+  });
+
+  r.post("/webhook", express.raw({ type: () => true, limit: "512kb" }), (req, res) => {
+    const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    let event;
+    try {
+      event = processor.parseWebhook(raw, req.get("stripe-signature"));
+    } catch (e) {
+      if (e instanceof ProcessorError && e.kind === "invalid_signature") {
+        throw new ApiError(400, "invalid_webhook_signature", "the Stripe-Signature header does not verify against the raw body");
+      }
+      if (e instanceof ProcessorError && e.kind === "unsupported") {
+        throw new ApiError(404, "webhook_not_configured", "this deployment does not accept payment webhooks (no signing secret, or the simulated processor)");
+      }
+      throw e;
+    }
+    const outcome = payments.handleEvent(event);
+    res.json({ received: true, event_id: event.id, outcome });
+  });
+
+  r.get("/balance", ...auth, (_req, res) => {
+    const balance = ledger.balance(principal(res).accountId);
+    res.json({ balance_cents: balance, balance_display: formatCents(balance) });
+  });
+
+  r.post("/create_payment_intent", ...auth, json, async (req, res) => {
+    const body = objectBody(req);
+    const out = await payments.createIntent(principal(res).accountId, body.amount_cents, req.get("idempotency-key") || undefined);
+    res.json(out);
+  });
+
+  r.post("/confirm_payment", ...auth, json, async (req, res) => {
+    const out = await payments.confirm(principal(res).accountId, objectBody(req).payment_intent_id);
+    res.status(out.httpStatus).json(out.body);
+  });
+
+  r.post("/cancel_payment", ...auth, json, async (req, res) => {
+    res.json(await payments.cancel(principal(res).accountId, objectBody(req).payment_intent_id));
+  });
+
+  r.get("/history", ...auth, (req, res) => {
+    const pageNumber = intParam(req.query.page_number, 0, 0, Number.MAX_SAFE_INTEGER, "page_number");
+    const pageSize = intParam(req.query.page_size, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, "page_size");
+    const { items, total } = ledger.history(principal(res).accountId, pageNumber, pageSize);
+    res.json({ items, page_number: pageNumber, page_size: pageSize, total });
+  });
+
+  // Dev-only: exists only while the simulated processor is active, never with Stripe.
+  if (processor instanceof SimulatedProcessor) {
+    r.post("/simulated/intents/:id/:action", ...auth, (req, res) => {
+      const id = String(req.params.id);
+      const action = String(req.params.action) as SimulatedAction;
+      if (!SIMULATED_ACTIONS.includes(action)) {
+        throw new ApiError(400, "invalid_simulated_action", `action must be one of ${SIMULATED_ACTIONS.join(", ")}`, { details: { action } });
+      }
+      if (payments.intentAccount(id) !== principal(res).accountId) {
+        throw new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, { details: { payment_intent_id: id } });
+      }
+      let intent;
+      try {
+        intent = processor.transition(id, action);
+      } catch (e) {
+        if (e instanceof ProcessorError && e.kind === "unexpected_state") {
+          throw new ApiError(409, "invalid_simulated_transition", e.message, { details: { payment_intent_id: id, action } });
+        }
+        throw e;
+      }
+      // What Stripe's webhook would do next: record the new state, crediting a success.
+      payments.observeNow(intent);
+      res.json({ payment_intent_id: id, status: intent.status, last_error: intent.lastError });
+    });
+  }
+
+  r.use((err: unknown, req: Request, res: Response, next: NextFunction) => renderError(err, req, res, next, deps.logger));
+  return r;
+}
+
+const requireAccountPrincipal: RequestHandler = (_req, res, next) => {
+  const p = res.locals.principal as Principal | undefined;
+  if (!p) return next(new Error("billing router: requireAccountKey did not set res.locals.principal"));
+  if (p.kind !== "account") return next(new ApiError(403, "account_key_required", "billing endpoints take the account key, not a usage key"));
+  next();
+};
+
+function principal(res: Response): Principal {
+  return res.locals.principal as Principal;
+}
+
+function objectBody(req: Request): Record<string, unknown> {
+  const b = req.body as unknown;
+  if (b === null || typeof b !== "object" || Array.isArray(b)) {
+    throw new ApiError(400, "invalid_json", "the request body must be a JSON object");
+  }
+  return b as Record<string, unknown>;
+}
+
+function intParam(v: unknown, dflt: number, min: number, max: number, name: string): number {
+  if (v === undefined) return dflt;
+  const n = typeof v === "string" && /^[0-9]{1,15}$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw new ApiError(400, "invalid_pagination", `${name} must be an integer from ${min} to ${max}`, { details: { field: name } });
+  }
+  return n;
+}
+
+/** The relayer's error format, rendered here because this router runs before the relayer's own handlers. */
+function renderError(err: unknown, req: Request, res: Response, _next: NextFunction, logger?: Logger): void {
+  let apiErr: ApiError;
+  const bodyErr = err as { type?: string; status?: number };
+  if (isApiError(err)) apiErr = err;
+  else if (bodyErr?.type === "entity.parse.failed") apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
+  else if (bodyErr?.type === "entity.too.large") apiErr = new ApiError(413, "body_too_large", "the request body is too large");
+  else {
+    logger?.error({ err, path: req.path }, "billing: unexpected error");
+    apiErr = new ApiError(500, "internal_error", "internal error");
+  }
+  let requestId = (res.getHeader("x-request-id") as string | undefined) ?? (res.locals.requestId as string | undefined);
+  if (!requestId) {
+    requestId = randomUUID();
+    res.setHeader("X-Request-Id", requestId);
+  }
+  if (apiErr.retryAfter !== undefined) res.setHeader("Retry-After", String(apiErr.retryAfter));
+  res.status(apiErr.status).json({ error: apiErr.toJSON(), request_id: requestId });
+}
