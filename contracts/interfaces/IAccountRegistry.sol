@@ -196,6 +196,8 @@ interface IAccountRegistry {
     error TooManyMembers(uint64 groupId, uint256 max);
     /// @notice A scope array or batch has more entries than the maximum.
     error TooManyEntries(uint256 length, uint256 max);
+    /// @notice Account `accountId` already has `max` live groups; delete one first.
+    error TooManyGroups(uint64 accountId, uint256 max);
     /// @notice A view was asked for a page larger than the maximum.
     error PageTooLarge(uint256 limit, uint256 max);
     /// @notice `caller` is not the pending owner of account `accountId`.

@@ -1,0 +1,62 @@
+/**
+ * Deploys the Sigil contracts: the ERC-2771 forwarder, then the registry that trusts it.
+ *
+ * As a module: `deploySigil(signer)` works against any provider (Hardhat's in-process network, anvil or any
+ * JSON-RPC endpoint) because it only uses the signer and the TypeChain factories, never `hre`.
+ * As a script: `npx hardhat run scripts/deploy.ts --network <name>` deploys with the first signer and writes
+ * `deployments/<name>.json` ({chainId, registry, forwarder, deployBlock}).
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { Signer } from "ethers";
+import { AccountRegistry__factory, SigilForwarder__factory } from "../typechain-types";
+
+export interface SigilDeployment {
+  registry: string;
+  forwarder: string;
+  /** Block of the forwarder's deployment: the first block an indexer needs to scan. */
+  deployBlock: number;
+  chainId: number;
+}
+
+export async function deploySigil(deployer: Signer): Promise<SigilDeployment> {
+  const provider = deployer.provider;
+  if (!provider) throw new Error("deploySigil: the deployer signer has no provider");
+
+  const forwarder = await new SigilForwarder__factory(deployer).deploy();
+  const forwarderReceipt = await forwarder.deploymentTransaction()?.wait();
+  if (!forwarderReceipt) throw new Error("deploySigil: forwarder deployment has no receipt");
+  const forwarderAddress = await forwarder.getAddress();
+
+  const registry = await new AccountRegistry__factory(deployer).deploy(forwarderAddress);
+  await registry.deploymentTransaction()?.wait();
+
+  const { chainId } = await provider.getNetwork();
+  return {
+    registry: await registry.getAddress(),
+    forwarder: forwarderAddress,
+    deployBlock: forwarderReceipt.blockNumber,
+    chainId: Number(chainId),
+  };
+}
+
+async function main(): Promise<void> {
+  const hre = await import("hardhat");
+  const [deployer] = await hre.ethers.getSigners();
+  if (!deployer) throw new Error(`no signer configured for network ${hre.network.name}`);
+  const deployment = await deploySigil(deployer);
+  const outDir = path.join(__dirname, "..", "deployments");
+  mkdirSync(outDir, { recursive: true });
+  const file = path.join(outDir, `${hre.network.name}.json`);
+  const { chainId, registry, forwarder, deployBlock } = deployment;
+  writeFileSync(file, JSON.stringify({ chainId, registry, forwarder, deployBlock }, null, 2) + "\n");
+  console.log(`Deployed to ${hre.network.name} (chain ${chainId}): registry ${registry}, forwarder ${forwarder}`);
+  console.log(`Wrote ${path.relative(process.cwd(), file)}`);
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
+}
