@@ -1,0 +1,108 @@
+import type { Command } from "commander";
+import { UsageError } from "../client";
+import { collect, contextOf, groupId } from "../context";
+import { fields, list, table } from "../output";
+
+interface MemberFlags {
+  pkp?: string[];
+  action?: string[];
+}
+
+const splitAll = (v: string[] | undefined) => (v ?? []).flatMap((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
+
+export function registerGroups(program: Command): void {
+  const groups = program.command("groups").description("groups: a set of PKPs and a set of action CIDs");
+
+  groups
+    .command("create")
+    .description("create a group, optionally with PKPs and actions")
+    .requiredOption("--name <name>", "label")
+    .option("--description <text>", "description")
+    .option("--pkp <pkpId>", "a PKP to include (repeatable)", collect)
+    .option("--action <cid>", "an action CID to include (repeatable)", collect)
+    .action(async (o: MemberFlags & { name: string; description?: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const body: Record<string, unknown> = { name: o.name, pkps: splitAll(o.pkp), actions: splitAll(o.action) };
+      if (o.description !== undefined) body.description = o.description;
+      const r = await out.progress("creating the group on chain", client.request<Record<string, unknown>>("POST", "/core/v1/groups", { body }));
+      out.result(r, () => `group id  ${String(r.group_id)}`);
+    });
+
+  groups
+    .command("list")
+    .description("list the account's groups")
+    .option("--page <n>", "page number, from 0", "0")
+    .option("--page-size <n>", "items per page (1..100)", "100")
+    .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<{ items: Record<string, unknown>[] }>("GET", "/core/v1/groups", {
+        query: { page_number: o.page, page_size: o.pageSize },
+      });
+      out.result(r, () =>
+        table(
+          ["group id", "name", "pkps", "actions"],
+          (r.items ?? []).map((g) => [
+            String(g.group_id ?? g.id),
+            String(g.name ?? ""),
+            String(Array.isArray(g.pkps) ? g.pkps.length : (g.pkp_count ?? "")),
+            String(Array.isArray(g.actions) ? g.actions.length : (g.action_count ?? "")),
+          ]),
+        ),
+      );
+    });
+
+  groups
+    .command("show <groupId>")
+    .description("a group's PKPs and action CIDs")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<Record<string, unknown>>("GET", `/core/v1/groups/${groupId(id)}`);
+      out.result(r, () =>
+        [
+          fields([
+            ["group id", r.group_id ?? r.id],
+            ["name", r.name],
+            ["description", r.description || undefined],
+          ]),
+          `pkps     ${list(r.pkps)}`,
+          `actions  ${list(r.actions)}`,
+        ].join("\n"),
+      );
+    });
+
+  for (const verb of ["add", "remove"] as const)
+    groups
+      .command(`${verb} <groupId>`)
+      .description(`${verb} PKPs and/or action CIDs ${verb === "add" ? "to" : "from"} a group`)
+      .option("--pkp <pkpId>", "a PKP (repeatable)", collect)
+      .option("--action <cid>", "an action CID (repeatable)", collect)
+      .action(async (id: string, o: MemberFlags, cmd: Command) => {
+        const { client, out } = contextOf(cmd);
+        const g = groupId(id);
+        const pkps = splitAll(o.pkp);
+        const actions = splitAll(o.action);
+        if (pkps.length === 0 && actions.length === 0) throw new UsageError(`groups ${verb}: give at least one --pkp or --action.`);
+        const results: Record<string, unknown> = {};
+        const other = verb === "add" ? "remove" : "add";
+        if (actions.length > 0)
+          results.actions = await out.progress(
+            `${verb === "add" ? "adding" : "removing"} ${actions.length} action(s) on chain`,
+            client.request("POST", `/core/v1/groups/${g}/actions`, { body: { [verb]: actions, [other]: [] } }),
+          );
+        if (pkps.length > 0)
+          results.pkps = await out.progress(
+            `${verb === "add" ? "adding" : "removing"} ${pkps.length} PKP(s) on chain`,
+            client.request("POST", `/core/v1/groups/${g}/pkps`, { body: { [verb]: pkps, [other]: [] } }),
+          );
+        out.result(results, () => `${verb === "add" ? "added to" : "removed from"} group ${g}`);
+      });
+
+  groups
+    .command("delete <groupId>")
+    .description("delete a group")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await out.progress("deleting the group on chain", client.request("DELETE", `/core/v1/groups/${groupId(id)}`));
+      out.result(r, () => `deleted group ${id}`);
+    });
+}

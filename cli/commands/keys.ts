@@ -1,0 +1,144 @@
+import type { Command } from "commander";
+import { UsageError } from "../client";
+import { collect, contextOf, groupIds } from "../context";
+import { list, table } from "../output";
+
+interface PermissionFlags {
+  name?: string;
+  description?: string;
+  canCreateGroups?: boolean;
+  canDeleteGroups?: boolean;
+  canCreatePkps?: boolean;
+  execute?: string[];
+  manageActions?: string[];
+  addPkp?: string[];
+  removePkp?: string[];
+  expiration?: string;
+}
+
+function withPermissionFlags(cmd: Command): Command {
+  return cmd
+    .option("--description <text>", "description")
+    .option("--can-create-groups", "may create groups (group:create)")
+    .option("--can-delete-groups", "may delete groups (group:delete)")
+    .option("--can-create-pkps", "may create PKPs (pkp:create)")
+    .option("--execute <groups>", "groups where it may run actions, e.g. 1,2 or * for all (execute)", collect)
+    .option("--manage-actions <groups>", "groups where it may add/remove action CIDs (group:manageActions)", collect)
+    .option("--add-pkp <groups>", "groups where it may add PKPs (group:addPkp)", collect)
+    .option("--remove-pkp <groups>", "groups where it may remove PKPs (group:removePkp)", collect)
+    .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)");
+}
+
+/** The request body of add/update: the full permission set (SPEC 4.1 rule 2: anything omitted is reset). */
+function permissionBody(o: PermissionFlags): Record<string, unknown> {
+  const ids = (v: string[] | undefined, flag: string) => groupIds(v, flag).map((s) => Number(s));
+  const body: Record<string, unknown> = {
+    name: o.name,
+    can_create_groups: o.canCreateGroups === true,
+    can_delete_groups: o.canDeleteGroups === true,
+    can_create_pkps: o.canCreatePkps === true,
+    manage_ipfs_ids_in_groups: ids(o.manageActions, "--manage-actions"),
+    add_pkp_to_groups: ids(o.addPkp, "--add-pkp"),
+    remove_pkp_from_groups: ids(o.removePkp, "--remove-pkp"),
+    execute_in_groups: ids(o.execute, "--execute"),
+  };
+  if (o.description !== undefined) body.description = o.description;
+  if (o.expiration !== undefined) body.expiration = parseExpiration(o.expiration);
+  return body;
+}
+
+function parseExpiration(v: string): number {
+  if (/^\d+$/.test(v)) return Number(v);
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw new UsageError(`--expiration: ${JSON.stringify(v)} is neither an ISO date nor unix seconds.`);
+  return Math.floor(t / 1000);
+}
+
+/** A key is named by its value (uk_…, or a raw 0x private key) or by its id (its 0x address). */
+export function keyReference(ref: string): Record<string, string> {
+  if (/^0x[0-9a-fA-F]{40}$/.test(ref)) return { id: ref };
+  if (/^(uk_[0-9a-fA-F]{64}|0x[0-9a-fA-F]{64})$/.test(ref)) return { usage_api_key: ref };
+  throw new UsageError(`${ref.startsWith("ak_") ? "That is an account key; " : ""}give the usage key value (uk_…) or its id (0x address).`);
+}
+
+export function registerKeys(program: Command): void {
+  const keys = program.command("keys").description("usage keys: scoped, rotatable keys (account key only)");
+
+  withPermissionFlags(keys.command("add").description("create a usage key; prints its value ONCE").requiredOption("--name <name>", "label")).action(
+    async (o: PermissionFlags, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await out.progress(
+        "registering the usage key on chain",
+        client.request<Record<string, unknown>>("POST", "/core/v1/add_usage_api_key", { body: permissionBody(o) }),
+      );
+      out.result(r, () =>
+        [
+          `usage key id  ${String(r.id ?? r.address ?? "")}`.trimEnd(),
+          "",
+          "Usage key (shown this once; give it to the service that will use it):",
+          "",
+          `  ${String(r.usage_api_key)}`,
+        ].join("\n"),
+      );
+    },
+  );
+
+  keys
+    .command("list")
+    .description("list usage keys (values are never shown)")
+    .option("--page <n>", "page number, from 0", "0")
+    .option("--page-size <n>", "items per page (1..100)", "100")
+    .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<{ items: Record<string, unknown>[]; total?: number }>("GET", "/core/v1/list_api_keys", {
+        query: { page_number: o.page, page_size: o.pageSize },
+      });
+      out.result(r, () =>
+        table(
+          ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "balance"],
+          (r.items ?? []).map((k) => [
+            String(k.id),
+            String(k.name ?? ""),
+            list(k.can_execute_in_groups),
+            list(k.can_manage_ipfs_ids_in_groups),
+            list(k.can_add_pkp_to_groups),
+            list(k.can_remove_pkp_from_groups),
+            [k.can_create_groups && "groups", k.can_delete_groups && "delete-groups", k.can_create_pkps && "pkps"].filter(Boolean).join(",") || "-",
+            String(k.balance ?? ""),
+          ]),
+        ),
+      );
+    });
+
+  withPermissionFlags(
+    keys
+      .command("update <key>")
+      .description("replace a usage key's name and ALL its permissions (omitted flags are reset); <key> is its value or id")
+      .requiredOption("--name <name>", "label"),
+  )
+    .option("--metadata-only", "change only name and description, keep the permissions")
+    .action(async (ref: string, o: PermissionFlags & { metadataOnly?: boolean }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const target = keyReference(ref);
+      const body = o.metadataOnly
+        ? { ...target, name: o.name, ...(o.description !== undefined ? { description: o.description } : {}) }
+        : { ...target, ...permissionBody(o) };
+      const r = await out.progress(
+        "updating the usage key on chain",
+        client.request("POST", o.metadataOnly ? "/core/v1/update_usage_api_key_metadata" : "/core/v1/update_usage_api_key", { body }),
+      );
+      out.result(r, () => "updated");
+    });
+
+  keys
+    .command("remove <key>")
+    .description("revoke a usage key now (its value or id)")
+    .action(async (ref: string, _o: unknown, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await out.progress(
+        "revoking the usage key on chain",
+        client.request("POST", "/core/v1/remove_usage_api_key", { body: keyReference(ref) }),
+      );
+      out.result(r, () => "removed");
+    });
+}

@@ -1,0 +1,54 @@
+import type { Command } from "commander";
+import { contextOf } from "../context";
+import { fields, table } from "../output";
+
+export function registerPkps(program: Command): void {
+  const pkps = program.command("pkps").description("PKPs: keys derived in the enclave, never stored");
+
+  pkps
+    .command("create")
+    .description("create a PKP in the account's registry")
+    .option("--name <name>", "label")
+    .option("--description <text>", "description")
+    .action(async (o: { name?: string; description?: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await out.progress(
+        "creating the PKP on chain",
+        client.request<Record<string, unknown>>("POST", "/core/v1/pkps/create", { body: { ...o } }),
+      );
+      out.result(r, () =>
+        fields([
+          ["pkp id", r.pkp_id],
+          ["address", r.address],
+          ["public key", r.public_key],
+        ]),
+      );
+    });
+
+  pkps
+    .command("list")
+    .description("list the account's PKPs")
+    .option("--page <n>", "page number, from 0", "0")
+    .option("--page-size <n>", "items per page (1..100)", "100")
+    .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<{ items: Record<string, unknown>[] }>("GET", "/core/v1/pkps", {
+        query: { page_number: o.page, page_size: o.pageSize },
+      });
+      out.result(r, () =>
+        table(
+          ["pkp id", "address", "name"],
+          (r.items ?? []).map((p) => [String(p.pkp_id ?? p.id), String(p.address ?? ""), String(p.name ?? "")]),
+        ),
+      );
+    });
+
+  pkps
+    .command("show <pkpId>")
+    .description("public key and address of a PKP (no key needed)")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<Record<string, unknown>>("GET", `/core/v1/pkps/${encodeURIComponent(id)}`, { auth: false });
+      out.result(r, () => fields(Object.entries(r).map(([k, v]) => [k.replace(/_/g, " "), v])));
+    });
+}

@@ -1,0 +1,91 @@
+/**
+ * `npx sigil …`: the command-line client of a running Sigil (npm start). An HTTP client of the
+ * /core/v1 API and nothing more: it holds no keys of its own and never prints an API key except the
+ * one time a key is created.
+ *
+ * Exit codes: 0 ok; 1 usage error (bad flags or arguments); 2 the API answered with an error (its code
+ * is printed), or the action itself failed; 3 the service could not be reached.
+ */
+import { Command, CommanderError } from "commander";
+import { ApiCallError, ConnectionError, UsageError } from "./client";
+import { registerAccount } from "./commands/account";
+import { registerActions } from "./commands/actions";
+import { registerBilling } from "./commands/billing";
+import { registerConfig } from "./commands/config";
+import { registerGroups } from "./commands/groups";
+import { registerKeys } from "./commands/keys";
+import { registerPkps } from "./commands/pkps";
+import { registerRun } from "./commands/run";
+import { DEFAULT_URL } from "./context";
+
+export const EXIT = { ok: 0, usage: 1, api: 2, connection: 3 } as const;
+
+export function buildProgram(): Command {
+  const program = new Command("sigil")
+    .description("Command-line client of Sigil, the programmable key-management service")
+    .option("--url <url>", `the Sigil API (env SIGIL_URL, default ${DEFAULT_URL})`)
+    .option("--api-key <key>", "account or usage key (env SIGIL_API_KEY; the flag is visible in `ps`, prefer the variable)")
+    .option("--json", "machine-readable JSON on stdout")
+    .option("-q, --quiet", "no progress output on stderr")
+    .showHelpAfterError("(run with --help for usage)")
+    .exitOverride();
+  registerAccount(program);
+  registerKeys(program);
+  registerPkps(program);
+  registerGroups(program);
+  registerActions(program);
+  registerRun(program);
+  registerBilling(program);
+  registerConfig(program);
+  // Subcommands inherit exitOverride only if set on each; do it once for the whole tree.
+  const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+  for (const c of all(program)) c.exitOverride();
+  return program;
+}
+
+/** Runs the CLI; returns the exit code instead of exiting (the tests call this). */
+export async function runCli(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  const json = argv.includes("--json");
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return typeof process.exitCode === "number" ? process.exitCode : EXIT.ok;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // --help and --version "fail" with exit code 0; real parse errors were already printed by commander.
+      return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (e instanceof UsageError) {
+      process.stderr.write(`error: ${e.message}\n`);
+      return EXIT.usage;
+    }
+    if (e instanceof ApiCallError) {
+      if (json)
+        process.stdout.write(
+          JSON.stringify({ error: { status: e.status, code: e.code, message: e.message, details: e.details }, request_id: e.requestId }, null, 2) +
+            "\n",
+        );
+      process.stderr.write(`error ${e.status} ${e.code}: ${e.message}\n`);
+      if (e.details !== undefined && !json) process.stderr.write(`details: ${JSON.stringify(e.details)}\n`);
+      return EXIT.api;
+    }
+    if (e instanceof ConnectionError) {
+      process.stderr.write(`error: ${e.message}\n`);
+      return EXIT.connection;
+    }
+    throw e;
+  }
+}
+
+/** The process entry point (bin/sigil.js, or `ts-node cli/index.ts`). */
+export function main(): void {
+  runCli(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`sigil crashed (a bug; please report it): ${(e as Error).stack ?? String(e)}\n`);
+      process.exit(70);
+    },
+  );
+}
+
+if (require.main === module) main();
