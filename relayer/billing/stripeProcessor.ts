@@ -125,9 +125,9 @@ function classify(e: unknown): ProcessorError {
   if (e instanceof Stripe.errors.StripeError) {
     if (e.code === "payment_intent_unexpected_state") return new ProcessorError("unexpected_state", e.message, e.code, { cause: e });
     if (e instanceof Stripe.errors.StripeInvalidRequestError || e instanceof Stripe.errors.StripeIdempotencyError) {
-      return new ProcessorError("rejected", e.message, e.code ?? e.type, { cause: e });
+      return new ProcessorError("rejected", e.message, e.code ?? e.rawType ?? e.type, { cause: e });
     }
-    return new ProcessorError("unavailable", e.message, e.code ?? e.type, { cause: e });
+    return new ProcessorError("unavailable", e.message, e.code ?? e.rawType ?? e.type, { cause: e });
   }
   return new ProcessorError("unavailable", e instanceof Error ? e.message : String(e), undefined, { cause: e });
 }
