@@ -22,15 +22,18 @@ export function registerBilling(program: Command): void {
     .action(async (o: { amount: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
       if (!/^\d+$/.test(o.amount)) throw new UsageError(`--amount must be a whole number of cents, e.g. 500.`);
-      const { publishable_key } = await client.request<{ publishable_key: string }>("GET", "/core/v1/billing/stripe_config", {
-        auth: false,
-      });
+      const { publishable_key, mode } = await client.request<{ publishable_key: string; mode?: string }>(
+        "GET",
+        "/core/v1/billing/stripe_config",
+        { auth: false },
+      );
+      const simulated = mode === "simulated" || (mode === undefined && publishable_key.startsWith("pk_sim_"));
       const intent = await client.request<{ payment_intent_id: string; client_secret: string }>(
         "POST",
         "/core/v1/billing/create_payment_intent",
         { body: { amount_cents: Number(o.amount) } },
       );
-      if (!publishable_key.startsWith("pk_sim_")) {
+      if (!simulated) {
         // Real Stripe: the card or wallet step happens in the browser; the CLI cannot and must not see card data.
         const r = { status: "requires_payment", ...intent, publishable_key };
         out.result(r, () =>
