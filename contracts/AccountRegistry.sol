@@ -416,7 +416,10 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 count = 0;
         for (uint256 i = start; i < end; ++i) {
             address key = keys.at(i);
-            if (_isLive(_keys[key])) buffer[count++] = _keyInfo(key);
+            if (_isLive(_keys[key])) {
+                buffer[count] = _keyInfo(key);
+                ++count;
+            }
         }
         items = new KeyInfo[](count);
         for (uint256 i = 0; i < count; ++i) {

@@ -89,7 +89,10 @@ library ScopeMasks {
         uint256 count = 0;
         for (uint256 i = 0; i < total; ++i) {
             uint64 groupId = uint64(self.groupIds.at(i));
-            if (self.bits[groupId] & bit != 0) buffer[count++] = groupId;
+            if (self.bits[groupId] & bit != 0) {
+                buffer[count] = groupId;
+                ++count;
+            }
         }
         ids = new uint64[](count);
         for (uint256 i = 0; i < count; ++i) {

@@ -31,8 +31,10 @@ export const cidHash = (cid: string): string => ethers.keccak256(ethers.toUtf8By
 export type KeyScopes = IAccountRegistry.KeyScopesStruct;
 
 /** Scopes in the shape of the contract's struct, everything off unless given. */
-export function scopes(grant: Partial<Record<ScopeName, boolean | number[]>> = {}): KeyScopes {
-  const ids = (name: ScopeName): number[] => {
+export type Grant = Partial<Record<ScopeName, boolean | Array<number | bigint>>>;
+
+export function scopes(grant: Grant = {}): KeyScopes {
+  const ids = (name: ScopeName): Array<number | bigint> => {
     const value = grant[name];
     return Array.isArray(value) ? value : [];
   };
@@ -60,7 +62,7 @@ export const ALL_SCOPES = scopes({
 
 /** Every scope except `missing`; per-group ones through the wildcard. */
 export function allScopesExcept(missing: ScopeName): KeyScopes {
-  const grant: Partial<Record<ScopeName, boolean | number[]>> = {};
+  const grant: Grant = {};
   for (const name of ACCOUNT_WIDE) if (name !== missing) grant[name] = true;
   for (const name of PER_GROUP) if (name !== missing) grant[name] = [0];
   return scopes(grant);
