@@ -1,0 +1,35 @@
+import { ethers } from "ethers";
+import { SafeCliError } from "./errors";
+
+/** Default RPC: the embedded dev chain unless SIGIL_RPC_URL says otherwise. */
+export function defaultRpcUrl(): string {
+  return process.env.SIGIL_RPC_URL ?? "http://127.0.0.1:8545";
+}
+
+/**
+ * A JSON-RPC provider for scripts. `cacheTimeout: -1` because with caching anvil answers stale nonces to
+ * back-to-back transactions (TOOLCHAIN.md).
+ */
+export function rpcProvider(rpcUrl: string): ethers.JsonRpcProvider {
+  return new ethers.JsonRpcProvider(rpcUrl, undefined, { cacheTimeout: -1, staticNetwork: false });
+}
+
+/** A wallet from a 0x-prefixed (or bare) 32-byte hex private key; a clear error otherwise. */
+export function walletFromKey(privateKey: string, provider?: ethers.Provider): ethers.Wallet {
+  const hex = privateKey.startsWith("0x") ? privateKey : `0x${privateKey}`;
+  if (!/^0x[0-9a-fA-F]{64}$/.test(hex)) {
+    throw new SafeCliError("invalid_argument", "a private key must be 32 bytes of hex (0x + 64 hex digits)");
+  }
+  return new ethers.Wallet(hex, provider);
+}
+
+/** Normalise a private key to the 0x-prefixed form protocol-kit expects. */
+export function normaliseKey(privateKey: string): string {
+  return walletFromKey(privateKey).privateKey;
+}
+
+export function requireAddress(value: string, what: string): string {
+  if (!ethers.isAddress(value))
+    throw new SafeCliError("invalid_argument", `${what} is not an address: ${value}`);
+  return ethers.getAddress(value);
+}
