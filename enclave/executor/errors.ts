@@ -1,0 +1,51 @@
+/**
+ * Errors of the executor. Action failures are never thrown: they are RunResult values with
+ * `has_error: true` and one of ACTION_ERROR_CODES (documented in docs/actions.md). Only two things
+ * reject `run()`: a full queue (ExecutorBusyError) and a closed executor (ExecutorClosedError).
+ */
+export const ACTION_ERROR_CODES = [
+  "action_threw",
+  "syntax_error",
+  "timeout",
+  "heap_limit",
+  "memory_limit",
+  "worker_crashed",
+  "code_too_large",
+  "params_too_large",
+  "params_not_json",
+  "response_too_large",
+  "response_not_json",
+  "key_ops_limit",
+  "fetch_limit",
+  "sleep_limit",
+  "fetch_disabled",
+  "fetch_host_not_allowed",
+  "fetch_timeout",
+  "fetch_failed",
+  "fetch_response_too_large",
+  "pkp_not_authorized",
+  "invalid_argument",
+  "key_op_failed",
+] as const;
+
+export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];
+
+export class ExecutorBusyError extends Error {
+  readonly code = "executor_busy" as const;
+  readonly retryAfterSeconds: number;
+
+  constructor(retryAfterSeconds: number) {
+    super(`the action executor is busy (queue full); retry after ${retryAfterSeconds} s`);
+    this.name = "ExecutorBusyError";
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+export class ExecutorClosedError extends Error {
+  readonly code = "executor_closed" as const;
+
+  constructor() {
+    super("the action executor is closed");
+    this.name = "ExecutorClosedError";
+  }
+}

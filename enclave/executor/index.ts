@@ -1,0 +1,178 @@
+/**
+ * The action executor: runs untrusted action code in an SES sandbox inside a pool of worker threads
+ * (docs/actions.md). It lives on the enclave side, holds a KeyCapabilities object (never the root key)
+ * and serves its workers' key operations after the run's authorization callback approves them.
+ */
+import os from "node:os";
+import type { KeyCapabilities } from "../capabilities";
+import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./errors";
+import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
+import { WorkerPool, type PoolJob, type RunOutcome } from "./pool";
+
+export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
+export type { ExecutorLimits };
+export type { ActionErrorCode } from "./errors";
+
+export interface RunRequest {
+  /** Action source: defines `async function main(params)` and/or calls `Actions.setResponse`. */
+  code: string;
+  /** CID of the code (computed by the caller): binds the action identity key and authorization. */
+  cid: string;
+  /** Delivered to the action as `params` (the argument of main) and the global `jsParams`. */
+  jsParams?: unknown;
+  /**
+   * Relayer callback: resolves a PKP id or address to the canonical bytes32 id and checks (caller key,
+   * this cid, pkp). Throw to refuse; the error's message is shown to the action.
+   */
+  authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  /** undefined = fetch disabled. Hosts are names (`api.example.com`) or `host:port`. */
+  fetch?: { allowHosts: string[] };
+  limits?: Partial<ExecutorLimits>;
+}
+
+export interface RunResult {
+  response: unknown;
+  logs: string;
+  has_error: boolean;
+  error?: { code: string; message: string };
+  execution_ms: number;
+  key_ops: number;
+  fetches: number;
+}
+
+export interface ExecutorOptions {
+  keys: KeyCapabilities;
+  /** Worker threads; default os.availableParallelism(). */
+  poolSize?: number;
+  /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
+  maxQueue?: number;
+  limits?: Partial<ExecutorLimits>;
+}
+
+const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
+
+export class ActionExecutor {
+  private readonly pool: WorkerPool;
+  private readonly limits: ExecutorLimits;
+  private readonly maxQueue: number;
+  private readonly queue: PoolJob[] = [];
+  private closed = false;
+  /** Moving average of run time, for the Retry-After estimate of a busy answer. */
+  private avgRunMs = 50;
+
+  constructor(opts: ExecutorOptions) {
+    this.limits = mergeLimits(DEFAULT_LIMITS, opts.limits);
+    const poolSize = opts.poolSize ?? os.availableParallelism();
+    if (!Number.isInteger(poolSize) || poolSize < 1) throw new RangeError("poolSize must be a positive integer");
+    this.maxQueue = opts.maxQueue ?? poolSize * 32;
+    if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0) throw new RangeError("maxQueue must be an integer ≥ 0");
+    this.pool = new WorkerPool({ keys: opts.keys, poolSize, heapMb: this.limits.heapMb });
+    this.pool.onIdle = () => this.pump();
+  }
+
+  /** Resolves when every worker is warmed and locked down. */
+  ready(): Promise<void> {
+    return this.pool.ready();
+  }
+
+  /**
+   * Run one action. Rejects only with ExecutorBusyError (queue full) or ExecutorClosedError; every
+   * failure of the action itself, including limits, is a result with `has_error: true`.
+   */
+  async run(req: RunRequest): Promise<RunResult> {
+    if (this.closed) throw new ExecutorClosedError();
+    const limits = mergeLimits(this.limits, req.limits);
+    limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
+    const checked = checkInput(req, limits);
+    if (typeof checked !== "string") return checked;
+    if (!this.pool.hasIdle() && this.queue.length >= this.maxQueue) {
+      throw new ExecutorBusyError(this.retryAfterSeconds());
+    }
+    return new Promise<RunResult>((resolve, reject) => {
+      this.queue.push({
+        code: req.code,
+        cid: req.cid,
+        paramsJson: checked,
+        limits,
+        fetchAllowHosts: req.fetch ? [...req.fetch.allowHosts] : null,
+        authorizePkp: req.authorizePkp,
+        finish: (outcome) => {
+          if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
+          this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
+          resolve(toResult(outcome));
+        },
+      });
+      this.pump();
+    });
+  }
+
+  stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
+    return { ...this.pool.stats(), queued: this.queue.length };
+  }
+
+  /** Kill every worker that is running an action now (their runs end with worker_crashed). */
+  crashBusyWorkers(): number {
+    return this.pool.crashBusyWorkers();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const job of this.queue.splice(0)) {
+      job.finish({ error: { code: "executor_closed", message: "" }, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
+    }
+    await this.pool.close({ code: "executor_closed", message: "the executor was closed" });
+  }
+
+  private pump(): void {
+    const broken = this.pool.isBroken();
+    while (this.queue.length > 0 && (broken || this.pool.hasIdle())) {
+      const job = this.queue.shift()!;
+      if (broken) {
+        const error = { code: "worker_crashed", message: "the executor's workers cannot start" };
+        job.finish({ error, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
+      } else this.pool.dispatch(job);
+    }
+  }
+
+  private retryAfterSeconds(): number {
+    const { poolSize } = this.pool.stats();
+    return Math.max(1, Math.ceil((this.avgRunMs * (this.queue.length / poolSize + 1)) / 1000));
+  }
+}
+
+/** Size and shape checks done before a worker is involved. Returns the params as JSON when accepted. */
+function checkInput(req: RunRequest, limits: ExecutorLimits): string | RunResult {
+  if (typeof req.code !== "string") return refusal("syntax_error", "code must be a string");
+  const codeBytes = Buffer.byteLength(req.code);
+  if (codeBytes > limits.maxCodeBytes) {
+    return refusal("code_too_large", `the code is ${codeBytes} bytes; the limit is ${limits.maxCodeBytes}`);
+  }
+  let paramsJson: string | undefined;
+  try {
+    paramsJson = JSON.stringify(req.jsParams === undefined ? {} : req.jsParams);
+  } catch {
+    paramsJson = undefined;
+  }
+  if (typeof paramsJson !== "string") return refusal("params_not_json", "js_params must be JSON-serializable");
+  const paramsBytes = Buffer.byteLength(paramsJson);
+  if (paramsBytes > limits.maxParamsBytes) {
+    return refusal("params_too_large", `js_params is ${paramsBytes} bytes as JSON; the limit is ${limits.maxParamsBytes}`);
+  }
+  return paramsJson;
+}
+
+function refusal(code: string, message: string): RunResult {
+  return { response: null, logs: "", has_error: true, error: { code, message }, execution_ms: 0, key_ops: 0, fetches: 0 };
+}
+
+function toResult(o: RunOutcome): RunResult {
+  const base = { logs: o.logs, execution_ms: o.executionMs, key_ops: o.keyOps, fetches: o.fetches };
+  if (o.error !== null) {
+    // Codes the enclave raised (e.g. decryption_failed) reach the action as is; as a run result they are
+    // key_op_failed, with the enclave's code kept at the start of the message.
+    const code = KNOWN_CODES.has(o.error.code) ? o.error.code : "key_op_failed";
+    return { response: null, has_error: true, error: { code, message: o.error.message }, ...base };
+  }
+  return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base };
+}

@@ -1,0 +1,367 @@
+/**
+ * The pool of pre-warmed, locked-down worker threads that runs actions, one run per worker at a time.
+ *
+ * The parent (this module, in the main thread) owns everything that must survive a misbehaving worker:
+ * the wall-time timer, the captured logs (streamed from the worker as they are written), the key-op
+ * and fetch counters, and the memory watchdog. A worker that times out, runs out of heap, exceeds its
+ * off-heap budget, or dies is terminated and replaced; its run ends with a stable error code and the
+ * logs so far, and the pool keeps serving.
+ */
+import { Worker } from "node:worker_threads";
+import path from "node:path";
+import type { KeyCapabilities } from "../capabilities";
+import { serveKeyOp, type KeyOpError } from "./key-ops";
+import type { ExecutorLimits } from "./limits";
+
+export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
+
+const MB = 1024 * 1024;
+/** How often the watchdog samples memory while runs are in progress. */
+const WATCHDOG_INTERVAL_MS = 25;
+/** A worker that has not answered a memory probe for this long, under memory pressure, is killed. */
+const UNRESPONSIVE_MS = 100;
+/** Headroom over the idle RSS before the process counts as under memory pressure. */
+const PRESSURE_SLACK_BYTES = 64 * MB;
+/** Consecutive workers that die before becoming ready, after which the pool stops respawning. */
+const MAX_STARTUP_FAILURES = 3;
+
+export interface PoolJob {
+  code: string;
+  cid: string;
+  paramsJson: string;
+  limits: ExecutorLimits;
+  fetchAllowHosts: string[] | null;
+  authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  finish: (outcome: RunOutcome) => void;
+}
+
+export interface RunOutcome {
+  responseJson?: string;
+  error: KeyOpError | null;
+  logs: string;
+  executionMs: number;
+  keyOps: number;
+  fetches: number;
+}
+
+interface ActiveRun {
+  job: PoolJob;
+  runId: number;
+  startedAt: number;
+  logs: string[];
+  logBytes: number;
+  keyOps: number;
+  fetches: number;
+  timer: NodeJS.Timeout;
+  done: boolean;
+}
+
+interface Slot {
+  worker: Worker;
+  state: "starting" | "idle" | "busy" | "dead";
+  run: ActiveRun | null;
+  probeSentAt: number | null; // outstanding memory probe, if any
+}
+
+export interface PoolOptions {
+  keys: KeyCapabilities;
+  poolSize: number;
+  heapMb: number;
+}
+
+export class WorkerPool {
+  private readonly slots = new Set<Slot>();
+  private readonly keys: KeyCapabilities;
+  private readonly heapMb: number;
+  private readonly poolSize: number;
+  private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
+  private nextRunId = 1;
+  private restartCount = 0;
+  private startupFailures = 0;
+  private broken: Error | null = null;
+  private closed = false;
+  private watchdog: NodeJS.Timeout | null = null;
+  private idleRss = process.memoryUsage.rss();
+  /** Called whenever a worker becomes idle, so the owner can hand it the next queued job. */
+  onIdle: () => void = () => {};
+
+  constructor(opts: PoolOptions) {
+    this.keys = opts.keys;
+    this.heapMb = opts.heapMb;
+    this.poolSize = opts.poolSize;
+    for (let i = 0; i < opts.poolSize; i++) this.spawn();
+  }
+
+  /** Resolves when every worker is warmed and locked down; rejects if workers cannot start. */
+  ready(): Promise<void> {
+    if (this.broken) return Promise.reject(this.broken);
+    if (this.allStarted()) return Promise.resolve();
+    return new Promise((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
+  }
+
+  stats(): { poolSize: number; alive: number; busy: number; restarts: number } {
+    let alive = 0;
+    let busy = 0;
+    for (const s of this.slots) {
+      if (s.state === "idle" || s.state === "busy") alive++;
+      if (s.state === "busy") busy++;
+    }
+    return { poolSize: this.poolSize, alive, busy, restarts: this.restartCount };
+  }
+
+  hasIdle(): boolean {
+    for (const s of this.slots) if (s.state === "idle") return true;
+    return false;
+  }
+
+  isBroken(): Error | null {
+    return this.broken;
+  }
+
+  /** Start a job on an idle worker. The caller checks hasIdle() first. */
+  dispatch(job: PoolJob): void {
+    const slot = [...this.slots].find((s) => s.state === "idle");
+    if (slot === undefined) throw new Error("dispatch without an idle worker");
+    if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
+    const run: ActiveRun = {
+      job,
+      runId: this.nextRunId++,
+      startedAt: performance.now(),
+      logs: [],
+      logBytes: 0,
+      keyOps: 0,
+      fetches: 0,
+      timer: setTimeout(
+        () => this.kill(slot, { code: "timeout", message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time` }),
+        job.limits.wallTimeMs,
+      ),
+      done: false,
+    };
+    slot.state = "busy";
+    slot.run = run;
+    slot.probeSentAt = null;
+    const { wallTimeMs: _w, heapMb: _h, maxCodeBytes: _c, maxParamsBytes: _p, offHeapMb: _o, ...workerLimits } = job.limits;
+    slot.worker.postMessage({
+      type: "run",
+      runId: run.runId,
+      code: job.code,
+      cid: job.cid,
+      paramsJson: job.paramsJson,
+      limits: workerLimits,
+      fetchAllowHosts: job.fetchAllowHosts,
+    });
+    this.startWatchdog();
+  }
+
+  /** Terminate a worker (ending its run with `error`) and start a replacement. */
+  kill(slot: Slot, error: KeyOpError): void {
+    if (slot.state === "dead") return;
+    slot.state = "dead";
+    if (slot.run) this.finishRun(slot, slot.run, { error });
+    this.slots.delete(slot);
+    void slot.worker.terminate();
+    if (this.busyCount() === 0) this.stopWatchdog();
+    this.replace();
+  }
+
+  /** Operations and test hook: kill every worker that is running an action, as if it had crashed. */
+  crashBusyWorkers(): number {
+    let n = 0;
+    for (const s of [...this.slots]) {
+      if (s.state === "busy") {
+        n++;
+        this.kill(s, { code: "worker_crashed", message: "the worker running this action was killed" });
+      }
+    }
+    return n;
+  }
+
+  async close(reason: KeyOpError): Promise<void> {
+    this.closed = true;
+    this.stopWatchdog();
+    const all = [...this.slots];
+    for (const s of all) {
+      s.state = "dead";
+      if (s.run) this.finishRun(s, s.run, { error: reason });
+    }
+    this.slots.clear();
+    await Promise.all(all.map((s) => s.worker.terminate()));
+    for (const w of this.readyWaiters.splice(0)) w.reject(new Error("executor closed"));
+  }
+
+  // ---- workers ----
+
+  private spawn(): void {
+    const worker = new Worker(WORKER_SCRIPT, {
+      name: "sigil-action-worker",
+      // No environment (secrets such as the root key may live in process.env) and no inherited flags.
+      env: {},
+      execArgv: [],
+      resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
+    });
+    const slot: Slot = { worker, state: "starting", run: null, probeSentAt: null };
+    this.slots.add(slot);
+    worker.on("message", (m) => this.onMessage(slot, m));
+    worker.on("error", (e: Error & { code?: string }) => {
+      const error =
+        e.code === "ERR_WORKER_OUT_OF_MEMORY"
+          ? { code: "heap_limit", message: `the run exceeded the ${this.heapMb} MB heap limit` }
+          : { code: "worker_crashed", message: "the worker running this action crashed" };
+      this.onWorkerGone(slot, error);
+    });
+    worker.on("exit", () =>
+      this.onWorkerGone(slot, { code: "worker_crashed", message: "the worker running this action exited" }),
+    );
+  }
+
+  private onWorkerGone(slot: Slot, error: KeyOpError): void {
+    if (slot.state === "dead") return;
+    if (slot.state === "starting") {
+      this.startupFailures++;
+      if (this.startupFailures >= MAX_STARTUP_FAILURES) {
+        this.broken = new Error("executor workers fail to start");
+        for (const w of this.readyWaiters.splice(0)) w.reject(this.broken);
+      }
+    }
+    this.kill(slot, error);
+  }
+
+  private replace(): void {
+    if (this.closed || this.broken) return;
+    this.restartCount++;
+    this.spawn();
+  }
+
+  private allStarted(): boolean {
+    return [...this.slots].every((s) => s.state !== "starting") && this.slots.size === this.poolSize;
+  }
+
+  private busyCount(): number {
+    let n = 0;
+    for (const s of this.slots) if (s.state === "busy") n++;
+    return n;
+  }
+
+  // ---- messages from a worker ----
+
+  private onMessage(slot: Slot, m: { type: string; runId?: number; [k: string]: unknown }): void {
+    if (slot.state === "dead") return;
+    if (m.type === "ready") {
+      slot.state = "idle";
+      this.startupFailures = 0;
+      if (this.allStarted()) for (const w of this.readyWaiters.splice(0)) w.resolve();
+      this.onIdle();
+      return;
+    }
+    if (m.type === "memory") {
+      slot.probeSentAt = null;
+      const run = slot.run;
+      if (run && (m.arrayBuffers as number) > run.job.limits.offHeapMb * MB) {
+        this.kill(slot, {
+          code: "memory_limit",
+          message: `the run exceeded the ${run.job.limits.offHeapMb} MB off-heap (ArrayBuffer) limit`,
+        });
+      }
+      return;
+    }
+    const run = slot.run;
+    if (run === null || run.runId !== m.runId || run.done) return;
+    switch (m.type) {
+      case "log":
+        this.appendLog(run, m.text as string);
+        break;
+      case "fetch":
+        run.fetches++;
+        break;
+      case "keyop":
+        this.onKeyOp(slot, run, m.callId as number, m.op as string, m.args as Record<string, unknown>);
+        break;
+      case "done":
+        this.finishRun(slot, run, { error: (m.error as KeyOpError | null) ?? null, responseJson: m.responseJson as string });
+        slot.run = null;
+        slot.state = "idle";
+        if (this.busyCount() === 0) this.stopWatchdog();
+        this.onIdle();
+        break;
+    }
+  }
+
+  private appendLog(run: ActiveRun, text: string): void {
+    // The worker caps its own output; this cap is the parent's defence if the worker misbehaves.
+    const cap = run.job.limits.maxLogBytes + 512;
+    if (run.logBytes >= cap) return;
+    const bytes = Buffer.byteLength(text);
+    run.logBytes += bytes;
+    run.logs.push(bytes <= cap ? text : text.slice(0, cap));
+  }
+
+  private onKeyOp(slot: Slot, run: ActiveRun, callId: number, op: string, args: Record<string, unknown>): void {
+    const reply = (answer: { ok: boolean; value?: unknown; error?: KeyOpError; fatal?: boolean }) => {
+      if (slot.run !== run || run.done || slot.state !== "busy") return;
+      slot.worker.postMessage({ type: "keyop_result", runId: run.runId, callId, ...answer });
+    };
+    if (run.keyOps >= run.job.limits.maxKeyOps) {
+      const message = `more than ${run.job.limits.maxKeyOps} key operations in one run`;
+      reply({ ok: false, fatal: true, error: { code: "key_ops_limit", message } });
+      return;
+    }
+    run.keyOps++;
+    void serveKeyOp(this.keys, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+  }
+
+  private finishRun(slot: Slot, run: ActiveRun, end: { error: KeyOpError | null; responseJson?: string }): void {
+    if (run.done) return;
+    run.done = true;
+    clearTimeout(run.timer);
+    run.job.finish({
+      responseJson: end.responseJson,
+      error: end.error,
+      logs: run.logs.join(""),
+      executionMs: Math.round((performance.now() - run.startedAt) * 1000) / 1000,
+      keyOps: run.keyOps,
+      fetches: run.fetches,
+    });
+  }
+
+  // ---- memory watchdog ----
+
+  private startWatchdog(): void {
+    if (this.watchdog !== null) return;
+    this.watchdog = setInterval(() => this.checkMemory(), WATCHDOG_INTERVAL_MS);
+    this.watchdog.unref();
+  }
+
+  private stopWatchdog(): void {
+    if (this.watchdog === null) return;
+    clearInterval(this.watchdog);
+    this.watchdog = null;
+  }
+
+  /**
+   * ArrayBuffer memory lives outside the V8 heap, so resourceLimits does not bound it. Two checks:
+   * - each busy worker is asked for its own ArrayBuffer total; over the run's offHeapMb it is killed;
+   * - a worker allocating in a synchronous loop cannot answer, so the process RSS is also watched: when it
+   *   exceeds the idle RSS plus what the busy workers may legitimately use, busy workers that have left
+   *   a probe unanswered for UNRESPONSIVE_MS are killed (memory_limit).
+   */
+  private checkMemory(): void {
+    const now = performance.now();
+    const busy = [...this.slots].filter((s) => s.state === "busy" && s.run !== null);
+    if (busy.length === 0) return;
+    const rss = process.memoryUsage.rss();
+    let allowance = PRESSURE_SLACK_BYTES;
+    for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
+    const underPressure = rss > this.idleRss + allowance;
+    for (const s of busy) {
+      if (s.probeSentAt === null) {
+        s.probeSentAt = now;
+        s.worker.postMessage({ type: "memory_probe" });
+      } else if (underPressure && now - s.probeSentAt >= UNRESPONSIVE_MS) {
+        this.kill(s, {
+          code: "memory_limit",
+          message: "the process ran short of memory while this run was not responding (off-heap allocation)",
+        });
+      }
+    }
+  }
+}

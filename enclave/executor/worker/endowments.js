@@ -1,0 +1,184 @@
+"use strict";
+/**
+ * The per-run endowments besides the Actions API: a captured `console`, a bounded `sleep`, and the
+ * policy-enforcing `fetch`. Each is bound to one RunState and hardened before the action sees it.
+ */
+const { formatLogArgs, platformError, copyPlain } = require("./values");
+
+const MAX_CONCURRENT_SLEEPS = 1000;
+
+function makeConsole(run, harden) {
+  const write = (...args) => {
+    if (run.ended || run.logTruncated) return;
+    const line = formatLogArgs(args) + "\n";
+    const bytes = Buffer.byteLength(line);
+    const room = run.limits.maxLogBytes - run.logBytes;
+    if (bytes <= room) {
+      run.logBytes += bytes;
+      run.post({ type: "log", runId: run.runId, text: line });
+      return;
+    }
+    // Keep what fits (cut on a character boundary), then one marker; later output is dropped.
+    run.logTruncated = true;
+    const head = Buffer.from(line).subarray(0, Math.max(0, room)).toString("utf8").replace(/\uFFFD$/, "");
+    run.logBytes = run.limits.maxLogBytes;
+    run.post({
+      type: "log",
+      runId: run.runId,
+      text: `${head}\n[sigil: log limit of ${run.limits.maxLogBytes} bytes reached; further output dropped]\n`,
+      truncated: true,
+    });
+  };
+  return harden({ log: write, info: write, warn: write, error: write, debug: write, trace: write });
+}
+
+function makeSleep(run, harden) {
+  return harden(function sleep(ms) {
+    run.assertLive();
+    const n = Number(ms);
+    if (!Number.isFinite(n) || n < 0) throw platformError("invalid_argument", "sleep(ms) needs a non-negative number");
+    if (n > run.limits.maxSleepMs) {
+      throw platformError("invalid_argument", `sleep(ms) is limited to ${run.limits.maxSleepMs} ms per call`);
+    }
+    if (run.pendingTimers.size >= MAX_CONCURRENT_SLEEPS) {
+      throw run.fail("sleep_limit", `more than ${MAX_CONCURRENT_SLEEPS} concurrent sleeps`);
+    }
+    return new Promise((resolve) => {
+      const t = run.timers.setTimeout(() => {
+        run.pendingTimers.delete(t);
+        if (!run.ended) resolve(undefined);
+        run.noteSettled();
+      }, n);
+      run.pendingTimers.add(t);
+    });
+  });
+}
+
+function hostAllowed(url, allowHosts) {
+  const host = url.host.toLowerCase();
+  const hostname = url.hostname.toLowerCase();
+  return allowHosts.some((h) => {
+    const a = String(h).toLowerCase();
+    return a === host || a === hostname;
+  });
+}
+
+/** Copy of the request init the action passed: method, headers (plain object) and body (string or bytes). */
+function readInit(init) {
+  if (init === undefined || init === null) return {};
+  if (typeof init !== "object") throw platformError("invalid_argument", "fetch init must be an object");
+  const out = {};
+  const method = init.method;
+  if (method !== undefined) {
+    if (typeof method !== "string" || !/^[A-Za-z]{1,16}$/.test(method)) {
+      throw platformError("invalid_argument", "fetch method must be an HTTP method name");
+    }
+    out.method = method.toUpperCase();
+  }
+  const headers = init.headers;
+  if (headers !== undefined) {
+    const h = copyPlain(headers, "fetch headers");
+    if (typeof h !== "object" || h === null || Array.isArray(h) || h instanceof Uint8Array) {
+      throw platformError("invalid_argument", "fetch headers must be a plain object of strings");
+    }
+    out.headers = {};
+    for (const [k, v] of Object.entries(h)) {
+      if (typeof v !== "string") throw platformError("invalid_argument", "fetch header values must be strings");
+      out.headers[k] = v;
+    }
+  }
+  const body = init.body;
+  if (body !== undefined && body !== null) {
+    if (typeof body === "string") out.body = body;
+    else if (body instanceof Uint8Array) out.body = Uint8Array.from(body);
+    else throw platformError("invalid_argument", "fetch body must be a string or a Uint8Array");
+  }
+  return out;
+}
+
+async function readCapped(res, cap, ac) {
+  const chunks = [];
+  let total = 0;
+  if (res.body === null) return new Uint8Array(0);
+  for await (const chunk of res.body) {
+    total += chunk.byteLength;
+    if (total > cap) {
+      ac.abort();
+      throw platformError("fetch_response_too_large", `response body over ${cap} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  const out = new Uint8Array(total);
+  let o = 0;
+  for (const c of chunks) {
+    out.set(c, o);
+    o += c.byteLength;
+  }
+  return out;
+}
+
+/**
+ * `fetch(url, init)`: off unless the run has an allow-list. Counts requests (fatal past maxFetches),
+ * accepts http(s) URLs whose host is listed, never follows redirects (a 3xx is returned to the action,
+ * which may fetch the Location itself, through the same checks), times out, caps the body, and answers
+ * with a small hardened response object instead of the host's Response.
+ */
+function makeFetch(run, harden, host) {
+  return harden(async function fetch(input, init) {
+    run.assertLive();
+    if (run.fetchAllowHosts === null) throw platformError("fetch_disabled", "fetch is not enabled for this run");
+    if (typeof input !== "string") throw platformError("invalid_argument", "fetch(url) takes the URL as a string");
+    let url;
+    try {
+      url = new URL(input);
+    } catch {
+      throw platformError("invalid_argument", "fetch(url): not a valid URL");
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw platformError("invalid_argument", "fetch(url): only http and https URLs");
+    }
+    if (!hostAllowed(url, run.fetchAllowHosts)) {
+      throw platformError("fetch_host_not_allowed", `host ${url.host} is not in this run's fetch allow-list`);
+    }
+    const opts = readInit(init);
+    if (run.fetches >= run.limits.maxFetches) {
+      throw run.fail("fetch_limit", `more than ${run.limits.maxFetches} fetches in one run`);
+    }
+    run.fetches++;
+    run.post({ type: "fetch", runId: run.runId });
+    const ac = new host.AbortController();
+    run.pendingFetches.add(ac);
+    const timer = run.timers.setTimeout(() => ac.abort(), run.limits.fetchTimeoutMs);
+    let res, body;
+    try {
+      res = await host.fetch(url.href, { ...opts, redirect: "manual", signal: ac.signal });
+      body = await readCapped(res, run.limits.maxFetchBodyBytes, ac);
+    } catch (e) {
+      if (run.ended) return new Promise(() => {});
+      if (e && e.code === "fetch_response_too_large") throw e;
+      if (ac.signal.aborted) throw platformError("fetch_timeout", `no complete answer within ${run.limits.fetchTimeoutMs} ms`);
+      throw platformError("fetch_failed", `request to ${url.host} failed`);
+    } finally {
+      run.timers.clearTimeout(timer);
+      run.pendingFetches.delete(ac);
+      run.noteSettled();
+    }
+    if (run.ended) return new Promise(() => {});
+    const headers = {};
+    res.headers.forEach((v, k) => (headers[k] = v));
+    const text = () => new TextDecoder().decode(body);
+    return harden({
+      ok: res.ok,
+      status: res.status,
+      statusText: res.statusText,
+      url: url.href,
+      headers,
+      text: async () => text(),
+      json: async () => JSON.parse(text()),
+      bytes: async () => Uint8Array.from(body),
+      arrayBuffer: async () => Uint8Array.from(body).buffer,
+    });
+  });
+}
+
+module.exports = { makeConsole, makeSleep, makeFetch };

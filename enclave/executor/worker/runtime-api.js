@@ -1,0 +1,98 @@
+"use strict";
+/**
+ * The `Actions` object of one run (also reachable as `Lit.Actions` and `LitActions`, with the reference
+ * runtime's names). Every key operation is a message to the enclave side, which authorizes it for
+ * (caller key, this run's CID, pkpId) and answers; nothing here holds key material.
+ */
+const { platformError, copyPlain } = require("./values");
+
+function argsObject(args, fnName) {
+  if (typeof args !== "object" || args === null) {
+    throw platformError("invalid_argument", `${fnName} takes an object argument, e.g. ${fnName}({ pkpId })`);
+  }
+  return args;
+}
+
+function readString(args, field, fnName) {
+  const v = args[field];
+  if (typeof v !== "string" || v === "") throw platformError("invalid_argument", `${fnName}: ${field} must be a non-empty string`);
+  return v;
+}
+
+function readBytesOrString(args, field, fnName) {
+  const v = args[field];
+  if (typeof v === "string") return v;
+  if (v instanceof Uint8Array) return Uint8Array.from(v);
+  throw platformError("invalid_argument", `${fnName}: ${field} must be a string or a Uint8Array`);
+}
+
+function makeActions(run, harden) {
+  const utf8 = new TextDecoder("utf-8", { fatal: false });
+
+  const pkpOp = (fnName, op, read) => async (args) => {
+    const a = argsObject(args, fnName);
+    const payload = { pkpId: readString(a, "pkpId", fnName), ...(read ? read(a) : {}) };
+    return run.keyOp(op, payload);
+  };
+
+  const getPublicKey = pkpOp("getPublicKey", "pkpPublicKey");
+  const getAddress = pkpOp("getAddress", "pkpAddress");
+  const signEcdsa = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({ digest: readBytesOrString(a, "digest", "signEcdsa") }));
+  const signMessage = pkpOp("signMessage", "pkpSignMessage", (a) => ({
+    message: readBytesOrString(a, "message", "signMessage"),
+  }));
+  const signTypedData = pkpOp("signTypedData", "pkpSignTypedData", (a) => ({
+    domain: copyPlain(a.domain, "signTypedData domain"),
+    types: copyPlain(a.types, "signTypedData types"),
+    value: copyPlain(a.value, "signTypedData value"),
+  }));
+  const encrypt = pkpOp("encrypt", "pkpEncrypt", (a) => ({ plaintext: readBytesOrString(a, "message", "encrypt") }));
+  const decryptBytes = pkpOp("decrypt", "pkpDecrypt", (a) => ({ ciphertext: readString(a, "ciphertext", "decrypt") }));
+  /** Plaintext as a UTF-8 string; `{as: "bytes"}` gives the raw Uint8Array. */
+  const decrypt = async (args) => {
+    const a = argsObject(args, "decrypt");
+    const asBytes = a.as === "bytes";
+    const bytes = await decryptBytes(a);
+    return asBytes ? bytes : utf8.decode(bytes);
+  };
+  const getPrivateKey = pkpOp("getPrivateKey", "pkpPrivateKey");
+
+  const getActionPrivateKey = async () => run.keyOp("actionPrivateKey", {});
+  const actionKeyOf = (fnName, op, field) => async (args) => {
+    const a = args === undefined ? {} : argsObject(args, fnName);
+    const cid = a[field] === undefined ? run.cid : readString(a, field, fnName);
+    return run.keyOp(op, { cid });
+  };
+  const getActionPublicKey = actionKeyOf("getActionPublicKey", "actionPublicKey", "cid");
+  const getActionAddress = actionKeyOf("getActionAddress", "actionAddress", "cid");
+
+  const setResponse = (args) => {
+    run.assertLive();
+    const a = argsObject(args, "setResponse");
+    run.response = a.response;
+    run.responseSet = true;
+  };
+
+  return harden({
+    getPublicKey,
+    getAddress,
+    signEcdsa,
+    signMessage,
+    signTypedData,
+    encrypt,
+    decrypt,
+    getPrivateKey,
+    getActionPrivateKey,
+    getActionPublicKey,
+    getActionAddress,
+    setResponse,
+    // The reference runtime's names, so its actions run unchanged.
+    Encrypt: encrypt,
+    Decrypt: decrypt,
+    getLitActionPrivateKey: getActionPrivateKey,
+    getLitActionPublicKey: actionKeyOf("getLitActionPublicKey", "actionPublicKey", "ipfsId"),
+    getLitActionWalletAddress: actionKeyOf("getLitActionWalletAddress", "actionAddress", "ipfsId"),
+  });
+}
+
+module.exports = { makeActions };

@@ -1,0 +1,167 @@
+"use strict";
+/**
+ * Entry point of one executor worker thread (plain CommonJS: workers start without ts-node).
+ *
+ * Start-up order matters:
+ *  1. load ethers and capture the host functions the runtime needs (fetch, timers) in the normal realm;
+ *  2. lockdown(): freeze every intrinsic of this thread's realm (never done in the main process);
+ *  3. harden the endowments that are shared by all runs (ethers facade, TextEncoder/TextDecoder).
+ * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
+ * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
+ */
+const { parentPort } = require("node:worker_threads");
+const { makeEthersFacade } = require("./ethers-facade");
+const { RunState } = require("./run-state");
+const { makeConsole, makeSleep, makeFetch } = require("./endowments");
+const { makeActions } = require("./runtime-api");
+const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
+require("ses");
+
+const host = {
+  fetch: globalThis.fetch,
+  AbortController: globalThis.AbortController,
+};
+const timers = { setTimeout, clearTimeout };
+const hostSetImmediate = setImmediate;
+const post = (m) => parentPort.postMessage(m);
+
+lockdown({
+  errorTaming: "safe",
+  overrideTaming: "moderate",
+  consoleTaming: "unsafe",
+  errorTrapping: "none",
+  unhandledRejectionTrapping: "none",
+  stackFiltering: "concise",
+  reporting: "none",
+});
+
+const shared = {
+  ethers: makeEthersFacade(harden),
+  TextEncoder: harden(TextEncoder),
+  TextDecoder: harden(TextDecoder),
+  // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
+  Date,
+  Math,
+  // Removed from compartment globals: no evaluators, no nested compartments, no lockdown.
+  eval: undefined,
+  Function: Function.prototype.constructor, // inert: throws when called, keeps `instanceof Function`
+  Compartment: undefined,
+  lockdown: undefined,
+};
+
+let current = null; // the RunState of the run in progress, if any
+
+/** SES rejects these patterns in source text, even inside strings and comments: explain which. */
+const SES_REJECTIONS = {
+  SES_IMPORT_REJECTED: "`import(` is not allowed anywhere in action source, even in a string or comment",
+  SES_EVAL_REJECTED: "`eval(` is not allowed anywhere in action source, even in a string or comment",
+  SES_HTML_COMMENT_REJECTED: "`<!--` and `-->` are not allowed anywhere in action source",
+};
+
+function wrap(code) {
+  // A function body, so top-level `await` and `return` work. main's result goes through arguments[0]
+  // (a hardened recorder), so it cannot be confused with a top-level return value, and main receives
+  // arguments[1] so that a top-level `params` declaration in the action cannot shadow it.
+  return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
+}
+
+function nextMacrotask() {
+  return new Promise((resolve) => hostSetImmediate(resolve));
+}
+
+async function execute(msg) {
+  const run = new RunState(msg, post, timers);
+  current = run;
+  let error = null;
+  let value;
+  try {
+    const params = JSON.parse(msg.paramsJson);
+    const actions = makeActions(run, harden);
+    const compartment = new Compartment({
+      ...shared,
+      console: makeConsole(run, harden),
+      sleep: makeSleep(run, harden),
+      fetch: makeFetch(run, harden, host),
+      Actions: actions,
+      LitActions: actions,
+      Lit: harden({ Actions: actions }),
+      params,
+      jsParams: params,
+    });
+    let fn;
+    try {
+      fn = compartment.evaluate(wrap(msg.code));
+    } catch (e) {
+      const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
+      error = { code: "syntax_error", message: sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e) };
+    }
+    if (error === null) {
+      let mainCalled = false;
+      let mainValue;
+      const recordMain = harden((v) => {
+        mainCalled = true;
+        mainValue = v;
+      });
+      const topLevelValue = await fn(recordMain, params);
+      value = mainCalled ? mainValue : topLevelValue;
+      // Like the reference runtime, the run lasts until its event loop is empty: an action that
+      // calls go() without awaiting it still gets to setResponse. A macrotask turn also proves the
+      // microtask queue drained, so a runaway microtask loop counts against this run's wall time.
+      for (;;) {
+        await nextMacrotask();
+        if (run.pendingCount() === 0) break;
+        await run.whenIdle();
+      }
+    }
+  } catch (e) {
+    error = isPlatformError(e) ? platformErrorInfo(e) : { code: "action_threw", message: describeThrown(e) };
+  }
+  if (run.fatal !== null) error = run.fatal;
+  let responseJson;
+  if (error === null) {
+    const response = run.responseSet ? run.response : value;
+    try {
+      responseJson = JSON.stringify(response === undefined ? null : response);
+      if (typeof responseJson !== "string") throw new TypeError("not JSON");
+    } catch (e) {
+      error = { code: "response_not_json", message: "the response is not JSON-serializable: " + describeThrown(e) };
+    }
+    if (error === null && Buffer.byteLength(responseJson) > run.limits.maxResponseBytes) {
+      error = { code: "response_too_large", message: `the response is over ${run.limits.maxResponseBytes} bytes` };
+      responseJson = undefined;
+    }
+  }
+  run.end();
+  current = null;
+  await nextMacrotask();
+  post({ type: "done", runId: run.runId, responseJson: error === null ? responseJson : undefined, error });
+}
+
+parentPort.on("message", (msg) => {
+  switch (msg.type) {
+    case "run":
+      execute(msg).catch((e) => {
+        // execute() catches everything an action can throw; reaching here is a runtime bug.
+        post({ type: "done", runId: msg.runId, error: { code: "worker_crashed", message: describeThrown(e) } });
+      });
+      break;
+    case "keyop_result":
+      if (current !== null && current.runId === msg.runId) current.settleKeyOp(msg);
+      break;
+    case "memory_probe":
+      post({ type: "memory", probeId: msg.probeId, arrayBuffers: process.memoryUsage().arrayBuffers });
+      break;
+  }
+});
+
+// A rejection nobody handled belongs to the action; it must not crash the worker. It is noted in the
+// run's logs when a run is in progress.
+process.on("unhandledRejection", (reason) => {
+  if (current !== null && !current.ended) {
+    makeConsole(current, (x) => x).log("[sigil: unhandled rejection] " + describeThrown(reason));
+  }
+});
+
+// Warm the compartment path once so the first real run is not the slow one.
+new Compartment({ ...shared }).evaluate(wrap("return 1;"))(() => {}, {});
+post({ type: "ready" });
