@@ -21,6 +21,7 @@ import {
   encodeRegistryCall,
   ensureSafeSuite,
   executeProposal,
+  generateUsageKey,
   jsonSafe,
   proposalStatus,
   propose,
@@ -261,6 +262,23 @@ const proposals: [Command, OpBuilder][] = [
     (o) => ({ op: "call", method: o.method, args: JSON.parse(o.args) }),
   ],
 ];
+
+program
+  .command("new-key")
+  .description(
+    "make a usage key locally (raw private key); print it once with its address and hash for add-key",
+  )
+  .action(() => {
+    const k = generateUsageKey();
+    print(
+      [
+        `usage key (shown once; give it to the service that will use it): ${k.usageApiKey}`,
+        `address (--key-address):  ${k.address}`,
+        `hash (--key-hash):        ${k.keyHash}`,
+      ].join("\n"),
+      { usage_api_key: k.usageApiKey, address: k.address, key_hash: k.keyHash },
+    );
+  });
 
 const proposeGroup = program
   .command("propose")

@@ -6,3 +6,4 @@ export * from "./kit";
 export * from "./registryCalls";
 export * from "./registryAddress";
 export * from "./proposals";
+export * from "./keys";
