@@ -25,7 +25,7 @@ export interface Context {
 
 export function contextOf(cmd: Command): Context {
   const g = cmd.optsWithGlobals<GlobalOptions>();
-  const url = g.url ?? process.env.SIGIL_URL ?? DEFAULT_URL;
+  const url = g.url ?? (process.env.SIGIL_URL?.trim() || DEFAULT_URL);
   try {
     new URL(url);
   } catch {
