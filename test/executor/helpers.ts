@@ -6,13 +6,14 @@ import { expect } from "chai";
 import { ethers } from "ethers";
 import type { KeyCapabilities } from "../../enclave/capabilities";
 import { ActionExecutor, type RunRequest, type RunResult } from "../../enclave/executor";
-import { TestKeys } from "./test-keys";
+import { Enclave } from "../../enclave";
 
 export const TEST_CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 export const OTHER_CID = "QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH";
 
+/** The real enclave, on a fixed test root key: every key below is derived as in production. */
 export function makeKeys(): KeyCapabilities {
-  return new TestKeys("0x" + "5a".repeat(32));
+  return Enclave.fromRootKey("0x" + "5a".repeat(32));
 }
 
 /** Two PKPs the caller may use, one it may not. */
