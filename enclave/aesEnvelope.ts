@@ -14,7 +14,11 @@ const TAG_BYTES = 16;
 const AAD = Uint8Array.of(ENVELOPE_VERSION);
 
 /** `nonce` is for known-answer tests only; production calls leave it to the CSPRNG. */
-export function seal(key: Uint8Array, plaintext: Uint8Array, nonce: Uint8Array = randomBytes(NONCE_BYTES)): string {
+export function seal(
+  key: Uint8Array,
+  plaintext: Uint8Array,
+  nonce: Uint8Array = randomBytes(NONCE_BYTES),
+): string {
   if (nonce.length !== NONCE_BYTES) throw new RangeError("nonce must be 12 bytes");
   const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: TAG_BYTES });
   cipher.setAAD(AAD);

@@ -66,7 +66,8 @@ export function decodeApiKey(apiKey: unknown): { kind: ApiKeyKind; scalar: Uint8
     throw invalid(describeShapeError(apiKey));
   }
   const scalar = Uint8Array.from(Buffer.from(hexPart, "hex"));
-  if (!isValidScalar(scalar)) throw invalid("API key is not a valid secp256k1 private key (zero or ≥ curve order)");
+  if (!isValidScalar(scalar))
+    throw invalid("API key is not a valid secp256k1 private key (zero or ≥ curve order)");
   return { kind, scalar };
 }
 
@@ -104,7 +105,11 @@ export class ApiKeyParser {
     const hit = this.#cache.get(cacheKey);
     if (hit) return { ...hit };
     const { kind, scalar } = decodeApiKey(apiKey);
-    const parsed: ParsedApiKey = Object.freeze({ kind, address: addressOf(scalar), keyHash: keyHash(apiKey) });
+    const parsed: ParsedApiKey = Object.freeze({
+      kind,
+      address: addressOf(scalar),
+      keyHash: keyHash(apiKey),
+    });
     scalar.fill(0);
     this.#cache.set(cacheKey, parsed);
     return { ...parsed };

@@ -23,7 +23,9 @@ export class ContentStore {
   /** Stores `bytes` and returns its CIDv0 (idempotent). */
   async put(bytes: Uint8Array): Promise<string> {
     if (!(bytes instanceof Uint8Array)) {
-      throw new EnclaveError("invalid_content", "Content must be bytes.", { details: "expected a Uint8Array" });
+      throw new EnclaveError("invalid_content", "Content must be bytes.", {
+        details: "expected a Uint8Array",
+      });
     }
     if (bytes.length > this.#maxBytes) {
       throw new EnclaveError("content_too_large", "Content too large.", {

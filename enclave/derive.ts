@@ -67,5 +67,6 @@ export const ids = {
   /** 20 raw bytes of the master key's address. */
   owner: (addressBytes: Uint8Array): Uint8Array => addressBytes,
   /** u32 big-endian wallet index. */
-  gas: (index: number): Uint8Array => Uint8Array.of(index >>> 24, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff),
+  gas: (index: number): Uint8Array =>
+    Uint8Array.of(index >>> 24, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff),
 };

@@ -133,7 +133,9 @@ export class Enclave implements KeyCapabilities {
 
   #ownerKey(masterKeyAddress: string): Uint8Array {
     if (typeof masterKeyAddress !== "string" || !isAddress(masterKeyAddress)) {
-      throw new EnclaveError("invalid_address", "Invalid address.", { details: "expected a 20-byte hex address" });
+      throw new EnclaveError("invalid_address", "Invalid address.", {
+        details: "expected a 20-byte hex address",
+      });
     }
     return deriveSecp256k1(this.#root, LABELS.owner, ids.owner(hexToBytes(getAddress(masterKeyAddress))));
   }
@@ -165,14 +167,18 @@ export class Enclave implements KeyCapabilities {
 
   pkpSignDigest(pkpId: string, digest: string): string {
     if (typeof digest !== "string" || !DIGEST.test(digest)) {
-      throw new EnclaveError("invalid_digest", "Invalid digest.", { details: "expected 0x followed by 64 hex characters" });
+      throw new EnclaveError("invalid_digest", "Invalid digest.", {
+        details: "expected 0x followed by 64 hex characters",
+      });
     }
     return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(digest)));
   }
 
   pkpSignMessage(pkpId: string, message: string | Uint8Array): string {
     if (typeof message !== "string" && !(message instanceof Uint8Array)) {
-      throw new EnclaveError("invalid_message", "Invalid message.", { details: "expected a string or bytes" });
+      throw new EnclaveError("invalid_message", "Invalid message.", {
+        details: "expected a string or bytes",
+      });
     }
     return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(hashMessage(message))));
   }
@@ -273,7 +279,9 @@ export class Enclave implements KeyCapabilities {
 /** A canonical bytes32 pkpId; zero and anything malformed are refused (REFERENCE.md gap 3). */
 export function pkpIdBytes(pkpId: unknown): Uint8Array {
   if (typeof pkpId !== "string" || !PKP_ID.test(pkpId)) {
-    throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", { details: "expected 0x followed by 64 hex characters" });
+    throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", {
+      details: "expected 0x followed by 64 hex characters",
+    });
   }
   const bytes = hexToBytes(pkpId);
   if (bytes.every((b) => b === 0)) {
@@ -284,7 +292,9 @@ export function pkpIdBytes(pkpId: unknown): Uint8Array {
 
 function checkIndex(index: unknown): number {
   if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 0xffffffff) {
-    throw new EnclaveError("invalid_index", "Invalid gas wallet index.", { details: "expected an integer in [0, 2^32)" });
+    throw new EnclaveError("invalid_index", "Invalid gas wallet index.", {
+      details: "expected an integer in [0, 2^32)",
+    });
   }
   return index;
 }
@@ -301,7 +311,9 @@ function toMessageBytes(m: unknown): Uint8Array {
 
 function typedDataDigest(domain: unknown, types: unknown, value: unknown): string {
   if (!isPlainObject(domain) || !isPlainObject(types) || !isPlainObject(value)) {
-    throw new EnclaveError("invalid_typed_data", "Invalid typed data.", { details: "domain, types and value must be objects" });
+    throw new EnclaveError("invalid_typed_data", "Invalid typed data.", {
+      details: "domain, types and value must be objects",
+    });
   }
   // Callers (eth_signTypedData_v4 payloads) often include EIP712Domain; ethers derives it from `domain`.
   const { EIP712Domain: _ignored, ...rest } = types as Record<string, TypedDataField[]>;
@@ -322,14 +334,22 @@ function invalidRequest(details: string): EnclaveError {
   return new EnclaveError("invalid_request", "Invalid forward request.", { details });
 }
 
-function validateForwardRequest(req: ForwardRequestInput): Omit<SignedForwardRequest, "from" | "signature"> & { nonce: bigint } {
+function validateForwardRequest(
+  req: ForwardRequestInput,
+): Omit<SignedForwardRequest, "from" | "signature"> & { nonce: bigint } {
   if (!isPlainObject(req)) throw invalidRequest("request must be an object");
   const { to, data, gas, nonce, deadline } = req;
   const value = req.value ?? 0n;
   if (typeof to !== "string" || !isAddress(to)) throw invalidRequest("to must be an address");
-  if (typeof data !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(data)) throw invalidRequest("data must be 0x-prefixed hex bytes");
-  for (const [name, v] of [["value", value], ["gas", gas], ["nonce", nonce]] as const) {
-    if (typeof v !== "bigint" || v < 0n || v > UINT256_MAX) throw invalidRequest(`${name} must be a uint256 bigint`);
+  if (typeof data !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(data))
+    throw invalidRequest("data must be 0x-prefixed hex bytes");
+  for (const [name, v] of [
+    ["value", value],
+    ["gas", gas],
+    ["nonce", nonce],
+  ] as const) {
+    if (typeof v !== "bigint" || v < 0n || v > UINT256_MAX)
+      throw invalidRequest(`${name} must be a uint256 bigint`);
   }
   if (typeof deadline !== "number" || !Number.isInteger(deadline) || deadline < 0 || deadline > UINT48_MAX) {
     throw invalidRequest("deadline must be a uint48 number of seconds");
@@ -339,12 +359,19 @@ function validateForwardRequest(req: ForwardRequestInput): Omit<SignedForwardReq
 
 function validateDomain(d: ForwarderDomain): TypedDataDomain {
   if (!isPlainObject(d)) throw invalidRequest("domain must be an object");
-  if (typeof d.name !== "string" || typeof d.version !== "string") throw invalidRequest("domain name and version must be strings");
+  if (typeof d.name !== "string" || typeof d.version !== "string")
+    throw invalidRequest("domain name and version must be strings");
   const chainOk =
-    (typeof d.chainId === "bigint" && d.chainId > 0n) || (typeof d.chainId === "number" && Number.isSafeInteger(d.chainId) && d.chainId > 0);
+    (typeof d.chainId === "bigint" && d.chainId > 0n) ||
+    (typeof d.chainId === "number" && Number.isSafeInteger(d.chainId) && d.chainId > 0);
   if (!chainOk) throw invalidRequest("domain chainId must be a positive integer");
   if (typeof d.verifyingContract !== "string" || !isAddress(d.verifyingContract)) {
     throw invalidRequest("domain verifyingContract must be an address");
   }
-  return { name: d.name, version: d.version, chainId: d.chainId, verifyingContract: getAddress(d.verifyingContract) };
+  return {
+    name: d.name,
+    version: d.version,
+    chainId: d.chainId,
+    verifyingContract: getAddress(d.verifyingContract),
+  };
 }

@@ -29,7 +29,11 @@ export class EnclaveError extends Error {
   readonly shortMessage: string;
   readonly details?: string;
 
-  constructor(code: EnclaveErrorCode, shortMessage: string, opts: { details?: string; cause?: unknown } = {}) {
+  constructor(
+    code: EnclaveErrorCode,
+    shortMessage: string,
+    opts: { details?: string; cause?: unknown } = {},
+  ) {
     super(opts.details ? `${shortMessage}\n\nDetails: ${opts.details}` : shortMessage, {
       cause: opts.cause,
     });

@@ -28,13 +28,16 @@ export class GatewayClient {
   readonly #timeoutMs: number;
 
   constructor(opts: GatewayClientOptions) {
-    if (!Array.isArray(opts.gateways) || opts.gateways.length === 0) throw new RangeError("at least one gateway is required");
+    if (!Array.isArray(opts.gateways) || opts.gateways.length === 0)
+      throw new RangeError("at least one gateway is required");
     this.#gateways = opts.gateways.map((g) => {
       const u = new URL(g);
-      if (u.protocol !== "http:" && u.protocol !== "https:") throw new RangeError("gateways must be http(s) URLs");
+      if (u.protocol !== "http:" && u.protocol !== "https:")
+        throw new RangeError("gateways must be http(s) URLs");
       return u;
     });
-    if (!(opts.maxBytes > 0) || !(opts.timeoutMs > 0)) throw new RangeError("maxBytes and timeoutMs must be positive");
+    if (!(opts.maxBytes > 0) || !(opts.timeoutMs > 0))
+      throw new RangeError("maxBytes and timeoutMs must be positive");
     this.#maxBytes = opts.maxBytes;
     this.#timeoutMs = opts.timeoutMs;
   }
@@ -46,12 +49,16 @@ export class GatewayClient {
       try {
         const bytes = await this.#fetchOne(gw, canonical);
         if (!contentMatchesCid(canonical, bytes)) {
-          throw new EnclaveError("cid_mismatch", "Gateway content does not match the CID.", { details: gw.origin });
+          throw new EnclaveError("cid_mismatch", "Gateway content does not match the CID.", {
+            details: gw.origin,
+          });
         }
         return bytes;
       } catch (e) {
         failures.push(
-          e instanceof EnclaveError ? e : new EnclaveError("gateway_error", "Gateway request failed.", { details: gw.origin }),
+          e instanceof EnclaveError
+            ? e
+            : new EnclaveError("gateway_error", "Gateway request failed.", { details: gw.origin }),
         );
       }
     }
@@ -74,11 +81,15 @@ export class GatewayClient {
       const res = await fetch(url, { signal: controller.signal, redirect: "follow" });
       if (res.status === 404 || res.status === 410) {
         await res.body?.cancel();
-        throw new EnclaveError("content_not_found", "Content not found on the gateway.", { details: gw.origin });
+        throw new EnclaveError("content_not_found", "Content not found on the gateway.", {
+          details: gw.origin,
+        });
       }
       if (!res.ok || !res.body) {
         await res.body?.cancel();
-        throw new EnclaveError("gateway_error", "Gateway request failed.", { details: `${gw.origin} answered ${res.status}` });
+        throw new EnclaveError("gateway_error", "Gateway request failed.", {
+          details: `${gw.origin} answered ${res.status}`,
+        });
       }
       const declared = Number(res.headers.get("content-length"));
       if (Number.isFinite(declared) && declared > this.#maxBytes) {
@@ -102,7 +113,9 @@ export class GatewayClient {
     } catch (e) {
       if (e instanceof EnclaveError) throw e;
       if (timedOut) {
-        throw new EnclaveError("gateway_timeout", "Gateway timed out.", { details: `${gw.origin} after ${this.#timeoutMs} ms` });
+        throw new EnclaveError("gateway_timeout", "Gateway timed out.", {
+          details: `${gw.origin} after ${this.#timeoutMs} ms`,
+        });
       }
       throw new EnclaveError("gateway_error", "Gateway request failed.", { details: gw.origin });
     } finally {
@@ -111,6 +124,8 @@ export class GatewayClient {
   }
 
   #tooLarge(gw: URL): EnclaveError {
-    return new EnclaveError("content_too_large", "Content too large.", { details: `${gw.origin} exceeds ${this.#maxBytes} bytes` });
+    return new EnclaveError("content_too_large", "Content too large.", {
+      details: `${gw.origin} exceeds ${this.#maxBytes} bytes`,
+    });
   }
 }

@@ -27,17 +27,22 @@ export function decodeRootKey(input: unknown, origin: string): Uint8Array {
     bytes = /^[0-9a-fA-F]{64}$/.test(h) ? Uint8Array.from(Buffer.from(h, "hex")) : null;
   }
   if (!bytes) {
-    throw new EnclaveError("root_key_invalid", "Invalid root key.", { details: `${origin}: expected 32 bytes as 64 hex characters` });
+    throw new EnclaveError("root_key_invalid", "Invalid root key.", {
+      details: `${origin}: expected 32 bytes as 64 hex characters`,
+    });
   }
   if (bytes.every((b) => b === 0)) {
-    throw new EnclaveError("root_key_invalid", "Invalid root key.", { details: `${origin}: the all-zero key is refused` });
+    throw new EnclaveError("root_key_invalid", "Invalid root key.", {
+      details: `${origin}: the all-zero key is refused`,
+    });
   }
   return bytes;
 }
 
 export async function loadRootKey(src: RootKeySource): Promise<Uint8Array> {
   const warn = src.warn ?? ((m: string) => console.warn(m));
-  if (src.rootKeyHex !== undefined && src.rootKeyHex !== "") return decodeRootKey(src.rootKeyHex, "rootKeyHex");
+  if (src.rootKeyHex !== undefined && src.rootKeyHex !== "")
+    return decodeRootKey(src.rootKeyHex, "rootKeyHex");
   if (!src.rootKeyFile) {
     throw new EnclaveError("root_key_missing", "No root key configured.", {
       details: "set SIGIL_ROOT_KEY or a root key file (dev mode generates one)",
@@ -47,11 +52,14 @@ export async function loadRootKey(src: RootKeySource): Promise<Uint8Array> {
   let text: string;
   try {
     const st = await fs.stat(file);
-    if ((st.mode & 0o077) !== 0) warn(`enclave: root key file ${file} is accessible to group/others; chmod 600 it`);
+    if ((st.mode & 0o077) !== 0)
+      warn(`enclave: root key file ${file} is accessible to group/others; chmod 600 it`);
     text = await fs.readFile(file, "utf8");
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
-      throw new EnclaveError("root_key_missing", "Root key file unreadable.", { details: `${file}: ${(e as NodeJS.ErrnoException).code}` });
+      throw new EnclaveError("root_key_missing", "Root key file unreadable.", {
+        details: `${file}: ${(e as NodeJS.ErrnoException).code}`,
+      });
     }
     if (!src.devMode) {
       throw new EnclaveError("root_key_missing", "Root key file not found.", {
@@ -70,9 +78,12 @@ async function generateDevRootKey(file: string, warn: (msg: string) => void): Pr
     // "wx": never overwrite a key that appeared meanwhile (two processes starting at once).
     await fs.writeFile(file, key.toString("hex") + "\n", { mode: 0o600, flag: "wx" });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return decodeRootKey(await fs.readFile(file, "utf8"), "root key file");
+    if ((e as NodeJS.ErrnoException).code === "EEXIST")
+      return decodeRootKey(await fs.readFile(file, "utf8"), "root key file");
     throw e;
   }
-  warn(`enclave: DEV MODE generated a new root key at ${file} (mode 0600). Do not use dev mode in production.`);
+  warn(
+    `enclave: DEV MODE generated a new root key at ${file} (mode 0600). Do not use dev mode in production.`,
+  );
   return Uint8Array.from(key);
 }

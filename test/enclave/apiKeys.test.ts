@@ -14,13 +14,21 @@ describe("enclave API keys", function () {
       const k = enclave.generateAccountKey();
       expect(k.apiKey).to.match(/^ak_[0-9a-f]{64}$/);
       expect(k.kind).to.equal("account");
-      expect(enclave.parseApiKey(k.apiKey)).to.deep.equal({ kind: "account", address: k.address, keyHash: k.keyHash });
+      expect(enclave.parseApiKey(k.apiKey)).to.deep.equal({
+        kind: "account",
+        address: k.address,
+        keyHash: k.keyHash,
+      });
     });
 
     it("a usage key is uk_ + 64 lowercase hex and parses back to kind usage", function () {
       const k = enclave.generateUsageKey();
       expect(k.apiKey).to.match(/^uk_[0-9a-f]{64}$/);
-      expect(enclave.parseApiKey(k.apiKey)).to.deep.equal({ kind: "usage", address: k.address, keyHash: k.keyHash });
+      expect(enclave.parseApiKey(k.apiKey)).to.deep.equal({
+        kind: "usage",
+        address: k.address,
+        keyHash: k.keyHash,
+      });
     });
 
     it("the address is the ethers wallet address of the key's scalar", function () {
@@ -65,8 +73,12 @@ describe("enclave API keys", function () {
     });
 
     it("the smallest and largest valid scalars (1 and n-1) are accepted", function () {
-      expect(enclave.parseApiKey("uk_" + hex64(1n)).address).to.equal(new ethers.Wallet("0x" + hex64(1n)).address);
-      expect(enclave.parseApiKey("uk_" + hex64(N - 1n)).address).to.equal(new ethers.Wallet("0x" + hex64(N - 1n)).address);
+      expect(enclave.parseApiKey("uk_" + hex64(1n)).address).to.equal(
+        new ethers.Wallet("0x" + hex64(1n)).address,
+      );
+      expect(enclave.parseApiKey("uk_" + hex64(N - 1n)).address).to.equal(
+        new ethers.Wallet("0x" + hex64(N - 1n)).address,
+      );
     });
 
     it("a cached parse returns the same answer as a cold one, and a copy the caller cannot corrupt", function () {
@@ -142,27 +154,37 @@ describe("enclave API keys", function () {
     }
 
     it("the reason names the problem: whitespace", function () {
-      expect(expectEnclaveError(() => enclave.parseApiKey(" " + valid), "invalid_api_key").details).to.match(/whitespace/);
+      expect(expectEnclaveError(() => enclave.parseApiKey(" " + valid), "invalid_api_key").details).to.match(
+        /whitespace/,
+      );
     });
 
     it("the reason names the problem: scalar range", function () {
-      expect(expectEnclaveError(() => enclave.parseApiKey("uk_" + hex64(N)), "invalid_api_key").details).to.match(/curve order/);
+      expect(
+        expectEnclaveError(() => enclave.parseApiKey("uk_" + hex64(N)), "invalid_api_key").details,
+      ).to.match(/curve order/);
     });
 
     it("the reason names the problem: length", function () {
-      expect(expectEnclaveError(() => enclave.parseApiKey(valid + "0"), "invalid_api_key").details).to.match(/length/);
+      expect(expectEnclaveError(() => enclave.parseApiKey(valid + "0"), "invalid_api_key").details).to.match(
+        /length/,
+      );
     });
 
     it("principalAddress and signForwardRequest refuse malformed keys the same way", async function () {
       expectEnclaveError(() => enclave.principalAddress("nope"), "invalid_api_key");
       let caught: unknown;
       await enclave
-        .signForwardRequest("nope", { to: ethers.ZeroAddress, data: "0x", gas: 1n, nonce: 0n, deadline: 1 }, {
-          name: "SigilForwarder",
-          version: "1",
-          chainId: 1,
-          verifyingContract: ethers.ZeroAddress,
-        })
+        .signForwardRequest(
+          "nope",
+          { to: ethers.ZeroAddress, data: "0x", gas: 1n, nonce: 0n, deadline: 1 },
+          {
+            name: "SigilForwarder",
+            version: "1",
+            chainId: 1,
+            verifyingContract: ethers.ZeroAddress,
+          },
+        )
         .catch((e) => (caught = e));
       expect(caught).to.be.instanceOf(EnclaveError);
       expect((caught as EnclaveError).code).to.equal("invalid_api_key");

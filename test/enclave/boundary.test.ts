@@ -9,7 +9,15 @@ import path from "node:path";
  * the enclave itself (test/enclave, test/executor) may import internals.
  */
 const REPO = path.resolve(__dirname, "../..");
-const SKIP_DIRS = new Set(["node_modules", "typechain-types", "artifacts", "cache", "dist", "coverage", ".git"]);
+const SKIP_DIRS = new Set([
+  "node_modules",
+  "typechain-types",
+  "artifacts",
+  "cache",
+  "dist",
+  "coverage",
+  ".git",
+]);
 const ALLOWED_TEST_DIRS = [path.join("test", "enclave"), path.join("test", "executor")];
 /**
  * TEMPORARY (lead: delete once enclave/index.ts re-exports the executor and callers import "../enclave"):
@@ -78,7 +86,9 @@ describe("enclave boundary", function () {
   });
 
   it("TEMPORARY: imports of enclave/executor still to move to enclave/index are listed here", function () {
-    const pending = scan(REPO).filter((v) => /enclave\/executor["']?$/.test(v) || /enclave\/executor(\/index)?$/.test(v));
+    const pending = scan(REPO).filter(
+      (v) => /enclave\/executor["']?$/.test(v) || /enclave\/executor(\/index)?$/.test(v),
+    );
     if (pending.length > 0) this.test!.title += ` (${pending.length}: ${pending.join(", ")})`;
     expect(scan(REPO).length).to.equal(pending.length);
   });
@@ -106,17 +116,27 @@ describe("enclave boundary", function () {
       ["a require", 'const m = require("../enclave/derive");'],
       ["a bare deep specifier", 'import x from "enclave/derive";'],
       ["a multi-line import", 'import {\n  a,\n  b,\n} from "../enclave/executor/pool";'],
-      ["the executor's entry point when not tolerated", 'import { ActionExecutor } from "../enclave/executor";'],
+      [
+        "the executor's entry point when not tolerated",
+        'import { ActionExecutor } from "../enclave/executor";',
+      ],
     ] as const) {
       it(`flags ${name}`, function () {
         file("relayer/x.ts", text);
-        expect(scan(root)).to.deep.equal([`${path.join("relayer", "x.ts")}: ${/["']([^"']+)["']/.exec(text)![1]}`]);
+        expect(scan(root)).to.deep.equal([
+          `${path.join("relayer", "x.ts")}: ${/["']([^"']+)["']/.exec(text)![1]}`,
+        ]);
       });
     }
 
     it("tolerates the executor's entry point only when asked, and nothing deeper", function () {
-      file("relayer/x.ts", 'import { A } from "../enclave/executor";\nimport { B } from "../enclave/executor/pool";');
-      expect(scan(root, PENDING_EXECUTOR_ENTRY)).to.deep.equal([`${path.join("relayer", "x.ts")}: ../enclave/executor/pool`]);
+      file(
+        "relayer/x.ts",
+        'import { A } from "../enclave/executor";\nimport { B } from "../enclave/executor/pool";',
+      );
+      expect(scan(root, PENDING_EXECUTOR_ENTRY)).to.deep.equal([
+        `${path.join("relayer", "x.ts")}: ../enclave/executor/pool`,
+      ]);
     });
 
     for (const [name, rel, text] of [
@@ -125,7 +145,11 @@ describe("enclave boundary", function () {
       ["bare enclave", "relayer/x.ts", 'import { Enclave } from "enclave";'],
       ["internals from enclave/ itself", "enclave/enclave.ts", 'import { x } from "./derive";'],
       ["internals from test/enclave", "test/enclave/a.test.ts", 'import { x } from "../../enclave/derive";'],
-      ["internals from test/executor", "test/executor/a.test.ts", 'import { x } from "../../enclave/derive";'],
+      [
+        "internals from test/executor",
+        "test/executor/a.test.ts",
+        'import { x } from "../../enclave/derive";',
+      ],
       ["an unrelated module named like enclave", "relayer/x.ts", 'import { x } from "./enclaveClient";'],
       ["node_modules", "node_modules/pkg/x.ts", 'import { x } from "../../enclave/derive";'],
     ] as const) {

@@ -7,7 +7,11 @@ import { expectEnclaveError, expectEnclaveRejection } from "./helpers";
 /** Expected CIDs come from ipfs-unixfs-importer, an independent implementation, with `ipfs add` defaults. */
 async function importerCid(bytes: Uint8Array, version: 0 | 1): Promise<string> {
   const { importBytes } = require("ipfs-unixfs-importer") as typeof import("ipfs-unixfs-importer");
-  const blockstore = { put: async (cid: unknown) => cid, get: async () => new Uint8Array(), has: async () => false };
+  const blockstore = {
+    put: async (cid: unknown) => cid,
+    get: async () => new Uint8Array(),
+    has: async () => false,
+  };
   const opts =
     version === 0
       ? { cidVersion: 0 as const, rawLeaves: false, reduceSingleLeafToSelf: true }
@@ -27,7 +31,9 @@ const utf8 = (s: string) => new TextEncoder().encode(s);
 describe("enclave CIDs", function () {
   describe("known CIDs", function () {
     it('"hello world\\n" is QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o', async function () {
-      expect(await computeCid(utf8("hello world\n"))).to.equal("QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o");
+      expect(await computeCid(utf8("hello world\n"))).to.equal(
+        "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o",
+      );
     });
 
     it("the empty file is QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH", async function () {
@@ -93,7 +99,9 @@ describe("enclave CIDs", function () {
 
   describe("parseCid / isValidCid", function () {
     it("accepts a CIDv0 unchanged", function () {
-      expect(parseCid("QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o")).to.equal("QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o");
+      expect(parseCid("QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o")).to.equal(
+        "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o",
+      );
     });
 
     it("accepts a CIDv1 raw and a CIDv1 dag-pb unchanged", function () {
@@ -107,7 +115,8 @@ describe("enclave CIDs", function () {
 
     it("canonicalises a CIDv1 in base58btc to base32", function () {
       const { CID } = require("multiformats") as typeof import("multiformats");
-      const { base58btc } = require("multiformats/bases/base58") as typeof import("multiformats/bases/base58");
+      const { base58btc } =
+        require("multiformats/bases/base58") as typeof import("multiformats/bases/base58");
       const b32 = "bafkreifjjcie6lypi6ny7amxnfftagclbuxndqonfipmb64f2km2devei4";
       expect(parseCid(CID.parse(b32).toString(base58btc))).to.equal(b32);
     });
@@ -144,7 +153,11 @@ describe("enclave CIDs", function () {
     it("accepts the content for its v0, v1 raw-leaf, and v1 dag-pb-leaf CIDs", async function () {
       const v1DagPbLeaves = await (async () => {
         const { importBytes } = require("ipfs-unixfs-importer") as typeof import("ipfs-unixfs-importer");
-        const bs = { put: async (c: unknown) => c, get: async () => new Uint8Array(), has: async () => false };
+        const bs = {
+          put: async (c: unknown) => c,
+          get: async () => new Uint8Array(),
+          has: async () => false,
+        };
         return (await importBytes(bytes, bs as never, { cidVersion: 1, rawLeaves: false })).cid.toString();
       })();
       for (const cid of [await computeCid(bytes), await computeCid(bytes, { version: 1 }), v1DagPbLeaves]) {

@@ -86,7 +86,9 @@ describe("enclave content store", function () {
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
-async function serve(handler: Handler): Promise<{ url: string; close: () => Promise<void>; hits: () => number }> {
+async function serve(
+  handler: Handler,
+): Promise<{ url: string; close: () => Promise<void>; hits: () => number }> {
   let hits = 0;
   const server = http.createServer((req, res) => {
     hits++;
@@ -106,15 +108,17 @@ async function serve(handler: Handler): Promise<{ url: string; close: () => Prom
 }
 
 /** A gateway serving `files` (cid → bytes) at /ipfs/<cid>. */
-const gatewayFor = (files: Record<string, Uint8Array>): Handler => (req, res) => {
-  const cid = req.url?.replace(/^\/ipfs\//, "") ?? "";
-  const body = files[cid];
-  if (!body) {
-    res.writeHead(404).end("not found");
-    return;
-  }
-  res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.from(body));
-};
+const gatewayFor =
+  (files: Record<string, Uint8Array>): Handler =>
+  (req, res) => {
+    const cid = req.url?.replace(/^\/ipfs\//, "") ?? "";
+    const body = files[cid];
+    if (!body) {
+      res.writeHead(404).end("not found");
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/octet-stream" }).end(Buffer.from(body));
+  };
 
 describe("enclave gateway client", function () {
   const servers: Array<{ close: () => Promise<void> }> = [];
@@ -187,7 +191,9 @@ describe("enclave gateway client", function () {
 
   it("refuses a declared oversized body with content_too_large", async function () {
     const big = new Uint8Array(5000);
-    const gw = await start((_req, res) => res.writeHead(200, { "content-length": String(big.length) }).end(Buffer.from(big)));
+    const gw = await start((_req, res) =>
+      res.writeHead(200, { "content-length": String(big.length) }).end(Buffer.from(big)),
+    );
     const client = new GatewayClient({ gateways: [gw.url], maxBytes: 1024, timeoutMs: 2000 });
     await expectEnclaveRejection(client.fetch(HELLO_V0), "content_too_large");
   });
@@ -245,6 +251,8 @@ describe("enclave gateway client", function () {
 
   it("refuses a configuration without gateways or with a non-http URL", function () {
     expect(() => new GatewayClient({ gateways: [], maxBytes: 1, timeoutMs: 1 })).to.throw(RangeError);
-    expect(() => new GatewayClient({ gateways: ["file:///etc"], maxBytes: 1, timeoutMs: 1 })).to.throw(RangeError);
+    expect(() => new GatewayClient({ gateways: ["file:///etc"], maxBytes: 1, timeoutMs: 1 })).to.throw(
+      RangeError,
+    );
   });
 });

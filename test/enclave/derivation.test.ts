@@ -23,7 +23,10 @@ const CIDS = [
   "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o",
   "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
 ];
-const MASTER_KEYS = ["0x0000000000000000000000000000000000000001", "0x256D394319DA7E564dd8b29753E04D65965075d3"];
+const MASTER_KEYS = [
+  "0x0000000000000000000000000000000000000001",
+  "0x256D394319DA7E564dd8b29753E04D65965075d3",
+];
 const GAS_INDICES = [0, 1, 4294967295];
 const ZERO_NONCE = new Uint8Array(12);
 const root = ethers.getBytes(ROOT);
@@ -35,7 +38,8 @@ function computeVectors() {
   const digest = ethers.keccak256(ethers.toUtf8Bytes("known answer"));
   return {
     root: ROOT,
-    scheme: "HKDF-SHA256(ikm=root, salt=none, info=u16be(len label)||label||u16be(len id)||id); secp256k1: 48 bytes -> mapHashToField",
+    scheme:
+      "HKDF-SHA256(ikm=root, salt=none, info=u16be(len label)||label||u16be(len id)||id); secp256k1: 48 bytes -> mapHashToField",
     pkp: PKP_IDS.map((pkpId) => {
       const aes = deriveAesKey(root, ids.pkp(bytesOf(pkpId)));
       return {
@@ -89,7 +93,9 @@ describe("enclave derivations", function () {
     });
 
     it("PKP AES keys match the fixture", function () {
-      expect(actual.pkp.map((p) => p.aesKey)).to.deep.equal(expected.pkp.map((p: { aesKey: string }) => p.aesKey));
+      expect(actual.pkp.map((p) => p.aesKey)).to.deep.equal(
+        expected.pkp.map((p: { aesKey: string }) => p.aesKey),
+      );
     });
 
     it("the AES envelope of a fixed nonce matches the fixture byte for byte", function () {
@@ -127,8 +133,15 @@ describe("enclave derivations", function () {
       const labelBytes = Buffer.from("sigil/pkp/v1/secp256k1/", "utf8");
       for (const v of expected.pkp) {
         const id = Buffer.from(v.pkpId.slice(2), "hex");
-        const info = Buffer.concat([Buffer.from([0, labelBytes.length]), labelBytes, Buffer.from([0, 32]), id]);
-        const okm = Buffer.from(hkdfSync("sha256", Buffer.from(ROOT.slice(2), "hex"), Buffer.alloc(0), info, 48));
+        const info = Buffer.concat([
+          Buffer.from([0, labelBytes.length]),
+          labelBytes,
+          Buffer.from([0, 32]),
+          id,
+        ]);
+        const okm = Buffer.from(
+          hkdfSync("sha256", Buffer.from(ROOT.slice(2), "hex"), Buffer.alloc(0), info, 48),
+        );
         expect("0x" + okm.toString("hex")).to.equal(v.okm48);
         const k = (BigInt("0x" + okm.toString("hex")) % (n - 1n)) + 1n;
         expect(ethers.toBeHex(k, 32)).to.equal(v.privateKey);
@@ -194,13 +207,16 @@ describe("enclave derivations", function () {
     it("a CIDv1 in another base derives the same action key as its canonical base32 form", function () {
       const b32 = "bafkreifjjcie6lypi6ny7amxnfftagclbuxndqonfipmb64f2km2devei4";
       const { CID } = require("multiformats") as typeof import("multiformats");
-      const { base58btc } = require("multiformats/bases/base58") as typeof import("multiformats/bases/base58");
+      const { base58btc } =
+        require("multiformats/bases/base58") as typeof import("multiformats/bases/base58");
       const b58 = CID.parse(b32).toString(base58btc);
       expect(enclave.actionAddress(b58)).to.equal(enclave.actionAddress(b32));
     });
 
     it("owner keys are derived from the master key's address, case-insensitively", function () {
-      expect(enclave.ownerAddress(MASTER_KEYS[1].toLowerCase())).to.equal(enclave.ownerAddress(MASTER_KEYS[1]));
+      expect(enclave.ownerAddress(MASTER_KEYS[1].toLowerCase())).to.equal(
+        enclave.ownerAddress(MASTER_KEYS[1]),
+      );
     });
   });
 
@@ -223,7 +239,10 @@ describe("enclave derivations", function () {
       refused(() => enclave.pkpPublicKey(zero), "invalid_pkp_id");
       refused(() => enclave.pkpSignDigest(zero, ethers.ZeroHash.replace(/0$/, "1")), "invalid_pkp_id");
       refused(() => enclave.pkpSignMessage(zero, "x"), "invalid_pkp_id");
-      refused(() => enclave.pkpSignTypedData(zero, {}, { T: [{ name: "a", type: "uint256" }] }, { a: 1 }), "invalid_pkp_id");
+      refused(
+        () => enclave.pkpSignTypedData(zero, {}, { T: [{ name: "a", type: "uint256" }] }, { a: 1 }),
+        "invalid_pkp_id",
+      );
       refused(() => enclave.pkpEncrypt(zero, "x"), "invalid_pkp_id");
       refused(() => enclave.pkpDecrypt(zero, "0x01"), "invalid_pkp_id");
     });

@@ -25,7 +25,9 @@ describe("enclave root key", function () {
   });
 
   it("fromRootKey accepts 32 bytes", function () {
-    expect(Enclave.fromRootKey(new Uint8Array(32).fill(0x3c)).pkpAddress(PKP)).to.equal(reference.pkpAddress(PKP));
+    expect(Enclave.fromRootKey(new Uint8Array(32).fill(0x3c)).pkpAddress(PKP)).to.equal(
+      reference.pkpAddress(PKP),
+    );
   });
 
   it("opens from a sealed file", async function () {

@@ -6,7 +6,12 @@ import { Enclave, EnclaveError, FORWARD_REQUEST_TYPES } from "../../enclave";
 import { expectEnclaveError, expectEnclaveRejection } from "./helpers";
 
 const PKP = ethers.keccak256(ethers.toUtf8Bytes("signing test pkp"));
-const DOMAIN = { name: "SigilForwarder", version: "1", chainId: 31337n, verifyingContract: "0x" + "ab".repeat(20) };
+const DOMAIN = {
+  name: "SigilForwarder",
+  version: "1",
+  chainId: 31337n,
+  verifyingContract: "0x" + "ab".repeat(20),
+};
 const MAIL_TYPES = {
   Mail: [
     { name: "to", type: "address" },
@@ -31,7 +36,9 @@ describe("enclave signing", function () {
     });
 
     it("pkpSignMessage of a string verifies (verifyMessage)", function () {
-      expect(ethers.verifyMessage("hello sigil", enclave.pkpSignMessage(PKP, "hello sigil"))).to.equal(pkpAddress);
+      expect(ethers.verifyMessage("hello sigil", enclave.pkpSignMessage(PKP, "hello sigil"))).to.equal(
+        pkpAddress,
+      );
     });
 
     it("pkpSignMessage of bytes verifies", function () {
@@ -67,16 +74,25 @@ describe("enclave signing", function () {
     });
 
     it("pkpSignTypedData refuses types that do not match the value with invalid_typed_data", function () {
-      expectEnclaveError(() => enclave.pkpSignTypedData(PKP, DOMAIN, MAIL_TYPES, { to: "not an address", contents: 1 }), "invalid_typed_data");
+      expectEnclaveError(
+        () => enclave.pkpSignTypedData(PKP, DOMAIN, MAIL_TYPES, { to: "not an address", contents: 1 }),
+        "invalid_typed_data",
+      );
     });
 
     it("pkpSignTypedData refuses non-object arguments with invalid_typed_data", function () {
-      expectEnclaveError(() => enclave.pkpSignTypedData(PKP, DOMAIN, null as never, {}), "invalid_typed_data");
+      expectEnclaveError(
+        () => enclave.pkpSignTypedData(PKP, DOMAIN, null as never, {}),
+        "invalid_typed_data",
+      );
     });
 
     it("pkpSignDigest refuses a digest that is not 32 bytes of hex with invalid_digest", function () {
       expectEnclaveError(() => enclave.pkpSignDigest(PKP, "0x1234"), "invalid_digest");
-      expectEnclaveError(() => enclave.pkpSignDigest(PKP, ethers.keccak256("0x01").slice(2)), "invalid_digest");
+      expectEnclaveError(
+        () => enclave.pkpSignDigest(PKP, ethers.keccak256("0x01").slice(2)),
+        "invalid_digest",
+      );
     });
 
     it("pkpSignMessage refuses a non-string non-bytes message with invalid_message", function () {
@@ -99,12 +115,16 @@ describe("enclave signing", function () {
 
   describe("AES-256-GCM envelope", function () {
     it("round-trips a string", function () {
-      expect(ethers.toUtf8String(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, "top secret")))).to.equal("top secret");
+      expect(ethers.toUtf8String(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, "top secret")))).to.equal(
+        "top secret",
+      );
     });
 
     it("round-trips bytes, including empty", function () {
       for (const m of [new Uint8Array(0), ethers.randomBytes(1000)]) {
-        expect(ethers.hexlify(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, m)))).to.equal(ethers.hexlify(m));
+        expect(ethers.hexlify(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, m)))).to.equal(
+          ethers.hexlify(m),
+        );
       }
     });
 
@@ -119,12 +139,17 @@ describe("enclave signing", function () {
     });
 
     it("accepts the envelope without 0x", function () {
-      expect(ethers.toUtf8String(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, "x").slice(2)))).to.equal("x");
+      expect(ethers.toUtf8String(enclave.pkpDecrypt(PKP, enclave.pkpEncrypt(PKP, "x").slice(2)))).to.equal(
+        "x",
+      );
     });
 
     it("another PKP cannot decrypt it", function () {
       const other = ethers.keccak256(ethers.toUtf8Bytes("other pkp"));
-      expectEnclaveError(() => enclave.pkpDecrypt(other, enclave.pkpEncrypt(PKP, "mine")), "decryption_failed");
+      expectEnclaveError(
+        () => enclave.pkpDecrypt(other, enclave.pkpEncrypt(PKP, "mine")),
+        "decryption_failed",
+      );
     });
 
     for (const [name, mutate] of [
@@ -157,13 +182,27 @@ describe("enclave signing", function () {
   });
 
   describe("forward requests", function () {
-    const req = { to: "0x" + "22".repeat(20), data: "0x1234", gas: 100_000n, nonce: 7n, deadline: 2_000_000_000 };
+    const req = {
+      to: "0x" + "22".repeat(20),
+      data: "0x1234",
+      gas: 100_000n,
+      nonce: 7n,
+      deadline: 2_000_000_000,
+    };
 
     it("a usage key's request verifies as the key's address (verifyTypedData)", async function () {
       const k = enclave.generateUsageKey();
       const s = await enclave.signForwardRequest(k.apiKey, req, DOMAIN);
       expect(s.from).to.equal(k.address);
-      const value = { from: s.from, to: s.to, value: s.value, gas: s.gas, nonce: req.nonce, deadline: s.deadline, data: s.data };
+      const value = {
+        from: s.from,
+        to: s.to,
+        value: s.value,
+        gas: s.gas,
+        nonce: req.nonce,
+        deadline: s.deadline,
+        data: s.data,
+      };
       expect(ethers.verifyTypedData(DOMAIN, FORWARD_REQUEST_TYPES, value, s.signature)).to.equal(k.address);
     });
 
@@ -198,7 +237,10 @@ describe("enclave signing", function () {
 
     it("refuses a domain without a verifying contract with invalid_request", async function () {
       await expectEnclaveRejection(
-        enclave.signForwardRequest(enclave.generateUsageKey().apiKey, req, { ...DOMAIN, verifyingContract: "x" }),
+        enclave.signForwardRequest(enclave.generateUsageKey().apiKey, req, {
+          ...DOMAIN,
+          verifyingContract: "x",
+        }),
         "invalid_request",
       );
     });
@@ -223,10 +265,17 @@ describe("enclave signing", function () {
       }
       forwarder = (await factory.deploy()) as unknown as ethers.Contract;
       await forwarder.waitForDeployment();
-      target = (await (await hhEthers.getContractFactory("EnclaveTarget")).deploy(await forwarder.getAddress())) as unknown as ethers.Contract;
+      target = (await (
+        await hhEthers.getContractFactory("EnclaveTarget")
+      ).deploy(await forwarder.getAddress())) as unknown as ethers.Contract;
       await target.waitForDeployment();
       const d = await forwarder.eip712Domain();
-      domain = { name: d.name, version: d.version, chainId: d.chainId, verifyingContract: d.verifyingContract };
+      domain = {
+        name: d.name,
+        version: d.version,
+        chainId: d.chainId,
+        verifyingContract: d.verifyingContract,
+      };
       expect(domain.name).to.equal("SigilForwarder");
       expect(domain.version).to.equal("1");
     });
@@ -287,7 +336,9 @@ describe("enclave signing", function () {
       const [funder] = await hhEthers.getSigners();
       const gas = enclave.gasSigner(3, hhEthers.provider);
       expect(await gas.getAddress()).to.equal(enclave.gasAddress(3));
-      await (await funder.sendTransaction({ to: enclave.gasAddress(3), value: ethers.parseEther("1") })).wait();
+      await (
+        await funder.sendTransaction({ to: enclave.gasAddress(3), value: ethers.parseEther("1") })
+      ).wait();
       const receipt = await (await gas.sendTransaction({ to: funder.address, value: 1n })).wait();
       expect(receipt!.from).to.equal(enclave.gasAddress(3));
       expect(["SigilForwarder", "EnclaveTestForwarder"]).to.include(forwarderName);
@@ -296,11 +347,19 @@ describe("enclave signing", function () {
     it("a gas signer can submit forwarder.execute itself", async function () {
       const [funder] = await hhEthers.getSigners();
       const gas = enclave.gasSigner(4, hhEthers.provider);
-      await (await funder.sendTransaction({ to: enclave.gasAddress(4), value: ethers.parseEther("1") })).wait();
+      await (
+        await funder.sendTransaction({ to: enclave.gasAddress(4), value: ethers.parseEther("1") })
+      ).wait();
       const k = enclave.generateUsageKey();
       const signed = await enclave.signForwardRequest(
         k.apiKey,
-        { to: await target.getAddress(), data: target.interface.encodeFunctionData("record", [44n]), gas: 200_000n, nonce: 0n, deadline: 2 ** 40 },
+        {
+          to: await target.getAddress(),
+          data: target.interface.encodeFunctionData("record", [44n]),
+          gas: 200_000n,
+          nonce: 0n,
+          deadline: 2 ** 40,
+        },
         domain,
       );
       await (await (forwarder.connect(gas) as ethers.Contract).execute(signed)).wait();
@@ -313,9 +372,9 @@ describe("enclave signing", function () {
       const g = enclave.gasSigner(0, null);
       expect(ethers.verifyMessage("m", await g.signMessage("m"))).to.equal(enclave.gasAddress(0));
       const value = { to: "0x" + "11".repeat(20), contents: "x" };
-      expect(ethers.verifyTypedData(DOMAIN, MAIL_TYPES, value, await g.signTypedData(DOMAIN, MAIL_TYPES, value))).to.equal(
-        enclave.gasAddress(0),
-      );
+      expect(
+        ethers.verifyTypedData(DOMAIN, MAIL_TYPES, value, await g.signTypedData(DOMAIN, MAIL_TYPES, value)),
+      ).to.equal(enclave.gasAddress(0));
     });
 
     it("connect() keeps the same key", async function () {
@@ -342,14 +401,26 @@ describe("enclave signing", function () {
       expect(hidden.address).to.equal(enclave.gasAddress(2));
       expect(g.privateKey).to.equal(undefined);
       expect(g.signingKey).to.equal(undefined);
-      const dump = inspect(g, { showHidden: true, depth: 10 }) + JSON.stringify(g) + Object.getOwnPropertyNames(g).join();
+      const dump =
+        inspect(g, { showHidden: true, depth: 10 }) +
+        JSON.stringify(g) +
+        Object.getOwnPropertyNames(g).join();
       expect(dump).to.not.include(hidden.privateKey.slice(2));
     });
 
     it("refuses a transaction whose from is another address", async function () {
       const g = enclave.gasSigner(0, null);
       let caught: unknown;
-      await g.signTransaction({ from: "0x" + "11".repeat(20), to: "0x" + "22".repeat(20), chainId: 1n, nonce: 0, gasLimit: 21000n, gasPrice: 1n }).catch((e) => (caught = e));
+      await g
+        .signTransaction({
+          from: "0x" + "11".repeat(20),
+          to: "0x" + "22".repeat(20),
+          chainId: 1n,
+          nonce: 0,
+          gasLimit: 21000n,
+          gasPrice: 1n,
+        })
+        .catch((e) => (caught = e));
       expect(String(caught)).to.match(/from address mismatch/);
     });
   });
