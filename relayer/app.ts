@@ -1,0 +1,116 @@
+/**
+ * The Express application: conventions of DESIGN.md section 8 around the /core/v1 routes.
+ * Order matters: request ids → request log → billing router (parses its own bodies, raw for webhooks) →
+ * JSON body parser with a size limit → routes → 405/404 → the error handler.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import type { RelayerContext } from "./context";
+import { ApiError } from "./errors";
+import { requestContext } from "./http/context";
+import { errorHandler } from "./http/errorHandler";
+import { buildOpenApi } from "./openapi";
+import { accountRoutes } from "./routes/accounts";
+import { actionRoutes } from "./routes/actions";
+import { groupRoutes } from "./routes/groups";
+import { keyRoutes } from "./routes/keys";
+import { pkpRoutes } from "./routes/pkps";
+import { configRoute, healthRoutes } from "./routes/system";
+
+/** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
+export const ROUTES: Array<[string, string]> = [
+  ["POST", "/core/v1/new_account"],
+  ["GET", "/core/v1/account"],
+  ["POST", "/core/v1/account/transfer_ownership"],
+  ["POST", "/core/v1/account/cancel_ownership_transfer"],
+  ["POST", "/core/v1/add_usage_api_key"],
+  ["GET", "/core/v1/list_api_keys"],
+  ["POST", "/core/v1/update_usage_api_key"],
+  ["POST", "/core/v1/update_usage_api_key_metadata"],
+  ["POST", "/core/v1/remove_usage_api_key"],
+  ["POST", "/core/v1/pkps/create"],
+  ["GET", "/core/v1/pkps"],
+  ["GET", "/core/v1/pkps/:id"],
+  ["POST", "/core/v1/groups"],
+  ["GET", "/core/v1/groups"],
+  ["GET", "/core/v1/groups/:id"],
+  ["DELETE", "/core/v1/groups/:id"],
+  ["POST", "/core/v1/groups/:id/actions"],
+  ["POST", "/core/v1/groups/:id/pkps"],
+  ["POST", "/core/v1/actions"],
+  ["POST", "/core/v1/actions/cid"],
+  ["GET", "/core/v1/actions/:cid"],
+  ["POST", "/core/v1/svc_action"],
+  ["GET", "/core/v1/config"],
+  ["GET", "/core/v1/openapi.json"],
+  ["GET", "/health"],
+  ["GET", "/metrics"],
+];
+
+function patternToRegex(p: string): RegExp {
+  return new RegExp("^" + p.replace(/:[a-z_]+/g, "[^/]+") + "/?$");
+}
+
+export function buildApp(ctx: RelayerContext): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.set("query parser", "simple");
+
+  app.use(requestContext);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    res.on("finish", () => {
+      const route = req.route?.path ? req.baseUrl + req.route.path : "unmatched";
+      const ms = Number(process.hrtime.bigint() - (res.locals.startedAt as bigint)) / 1e6;
+      ctx.metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+      ctx.metrics.httpDuration.observe({ method: req.method, route }, ms / 1000);
+      const line = {
+        request_id: res.locals.requestId,
+        correlation_id: res.locals.correlationId,
+        method: req.method,
+        route,
+        status: res.statusCode,
+        ms: Math.round(ms * 10) / 10,
+        code: res.locals.errorCode,
+        account_id: (res.locals.principal as { accountId?: string } | undefined)?.accountId,
+      };
+      if (res.statusCode >= 500) ctx.logger.error(line, "request");
+      else ctx.logger.info(line, "request");
+    });
+    next();
+  });
+
+  if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
+
+  app.use(express.json({ limit: ctx.cfg.maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    const length = Number(req.get("content-length") ?? 0);
+    const chunked = req.get("transfer-encoding") !== undefined;
+    if (req.body === undefined && (length > 0 || chunked) && !["GET", "HEAD"].includes(req.method)) {
+      next(new ApiError(415, "unsupported_media_type", "Send the body as JSON with Content-Type: application/json."));
+      return;
+    }
+    next();
+  });
+
+  const openapi = buildOpenApi(ctx);
+  app.get("/core/v1/openapi.json", (_req, res) => {
+    res.json(openapi);
+  });
+  for (const router of [accountRoutes(ctx), keyRoutes(ctx), pkpRoutes(ctx), groupRoutes(ctx), actionRoutes(ctx), configRoute(ctx)]) {
+    app.use("/core/v1", router);
+  }
+  app.use(healthRoutes(ctx));
+
+  const compiled = ROUTES.map(([m, p]) => [m, patternToRegex(p)] as const);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const allowed = compiled.filter(([, re]) => re.test(req.path)).map(([m]) => m);
+    if (allowed.length) {
+      res.setHeader("Allow", [...new Set(allowed)].join(", "));
+      next(new ApiError(405, "method_not_allowed", `${req.method} is not allowed here; use ${[...new Set(allowed)].join(" or ")}.`));
+      return;
+    }
+    next(new ApiError(404, "route_not_found", `No endpoint ${req.method} ${req.path.slice(0, 200)}.`));
+  });
+  app.use(errorHandler(ctx.logger));
+  return app;
+}

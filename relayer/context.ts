@@ -1,0 +1,162 @@
+/**
+ * What route handlers share: configuration, the enclave, the chain (reader, sender), the permission
+ * cache, stores, billing. Plus the two helpers every write route uses: `write` (billing gate, path-A
+ * submit, cache sync, charge) and `handler` (Idempotency-Key on POST, JSON answer).
+ */
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import type { Request, RequestHandler, Response } from "express";
+import type { LogDescription } from "ethers";
+import type { Logger } from "pino";
+import type { ContentStore, Enclave, GatewayClient } from "../enclave";
+import type { ActionExecutor } from "../enclave/executor";
+import type { AuthContext, Authenticator } from "./auth";
+import type { Billing } from "./billing";
+import type { PermissionCache } from "./cache/permissionCache";
+import type { RegistryReader } from "./chain/registryReader";
+import { registryEvents, type Sender, type WriteResult } from "./chain/sender";
+import type { RelayerConfig } from "./config";
+import { ApiError } from "./errors";
+import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
+import type { RelayerMetrics } from "./metrics";
+import type { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import type { ProfileStore } from "./store";
+import { clientIp } from "./http/context";
+
+export interface RelayerContext {
+  cfg: RelayerConfig;
+  chainId: number;
+  enclave: Enclave;
+  cache: PermissionCache;
+  reader: RegistryReader;
+  sender: Sender;
+  executor: ActionExecutor;
+  contentStore: ContentStore;
+  gateway: GatewayClient | null;
+  billing: Billing | null;
+  idempotency: IdempotencyStore;
+  profiles: ProfileStore;
+  auth: Authenticator;
+  newAccountLimit: TokenBuckets;
+  executionCap: ConcurrencyCap;
+  metrics: RelayerMetrics;
+  logger: Logger;
+}
+
+export interface WriteOutcome extends WriteResult {
+  events: LogDescription[];
+}
+
+/**
+ * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
+ * (read-your-writes), then charge (only writes that landed are billed: REFERENCE.md gap 11).
+ */
+export async function write(ctx: RelayerContext, auth: AuthContext, operation: string, data: string): Promise<WriteOutcome> {
+  ctx.billing?.assertCanAfford(auth.principal, "write");
+  const result = await submit(ctx, { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind }, data);
+  ctx.billing?.chargeWrite(auth.principal, operation, result.txHash);
+  return result;
+}
+
+/** Submit and sync the cache; used directly by new_account (no principal yet). */
+export async function submit(ctx: RelayerContext, who: { apiKey: string; principal: string; kind: "account" | "usage" }, data: string): Promise<WriteOutcome> {
+  let result: WriteResult;
+  try {
+    result = await ctx.sender.write({ ...who, data });
+    ctx.metrics.chainWrites.inc({ result: "ok" });
+  } catch (err) {
+    ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
+    throw err;
+  }
+  try {
+    await ctx.cache.syncTo(result.blockNumber);
+  } catch (err) {
+    // The write landed; the cache catches up on its next poll. Answer with the result anyway.
+    ctx.logger.warn({ err: (err as Error).message, block: result.blockNumber }, "cache sync after a write failed");
+  }
+  return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
+}
+
+export interface HandlerResult {
+  status?: number;
+  body: unknown;
+}
+
+export interface HandlerOptions {
+  /**
+   * Fields of the answer that hold a secret (a new key). A kept answer never holds them in clear:
+   * "encrypt" seals them with a key derived from the caller's own API key and the Idempotency-Key (so
+   * only the same caller can read them back on a replay); "drop" leaves them out (new_account: there is
+   * no caller key to seal with).
+   */
+  secretFields?: { names: string[]; mode: "encrypt" | "drop" };
+}
+
+/**
+ * Wraps a route: runs it, and for POST with an Idempotency-Key, keeps and replays its successful answer.
+ */
+export function handler(ctx: RelayerContext, fn: (req: Request, res: Response) => Promise<HandlerResult>, opts: HandlerOptions = {}): RequestHandler {
+  return async (req: Request, res: Response) => {
+    const idemKey = req.method === "POST" ? validateIdempotencyKey(req.get("idempotency-key")) : undefined;
+    if (idemKey === undefined) {
+      const out = await fn(req, res);
+      res.status(out.status ?? 200).json(out.body);
+      return;
+    }
+    const auth = res.locals.auth as AuthContext | undefined;
+    const scope = auth ? `key:${auth.principal.keyAddress}` : `ip:${clientIp(req)}`;
+    const fp = fingerprint(req.method, req.baseUrl + req.path, req.body);
+    const sealKey = auth ? createHash("sha256").update(`sigil/idempotency/v1\n${auth.apiKey}\n${idemKey}`).digest() : null;
+    const out = await ctx.idempotency.run(scope, idemKey, fp, async () => {
+      const r = await fn(req, res);
+      return { status: r.status ?? 200, body: r.body };
+    }, {
+      seal: (body) => sealSecrets(body, opts.secretFields, sealKey),
+      unseal: (body) => unsealSecrets(body, opts.secretFields, sealKey),
+    });
+    if (out.replayed) res.setHeader("Idempotent-Replayed", "true");
+    res.status(out.status).json(out.body);
+  };
+}
+
+function sealSecrets(body: unknown, secret: HandlerOptions["secretFields"], key: Buffer | null): unknown {
+  if (!secret || body === null || typeof body !== "object") return body;
+  const copy = { ...(body as Record<string, unknown>) };
+  for (const name of secret.names) {
+    if (copy[name] === undefined) continue;
+    if (secret.mode === "drop" || !key) {
+      copy[name] = null;
+      copy[`${name}_withheld`] = true;
+      continue;
+    }
+    const iv = randomBytes(12);
+    const c = createCipheriv("aes-256-gcm", key, iv);
+    const ct = Buffer.concat([c.update(String(copy[name]), "utf8"), c.final()]);
+    copy[name] = { sealed: Buffer.concat([iv, ct, c.getAuthTag()]).toString("base64") };
+  }
+  return copy;
+}
+
+function unsealSecrets(body: unknown, secret: HandlerOptions["secretFields"], key: Buffer | null): unknown {
+  if (!secret || body === null || typeof body !== "object") return body;
+  const copy = { ...(body as Record<string, unknown>) };
+  for (const name of secret.names) {
+    const v = copy[name] as { sealed?: string } | null | undefined;
+    if (!v || typeof v !== "object" || typeof v.sealed !== "string" || !key) continue;
+    const raw = Buffer.from(v.sealed, "base64");
+    try {
+      const d = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12));
+      d.setAuthTag(raw.subarray(raw.length - 16));
+      copy[name] = Buffer.concat([d.update(raw.subarray(12, raw.length - 16)), d.final()]).toString("utf8");
+    } catch {
+      copy[name] = null;
+      copy[`${name}_withheld`] = true;
+    }
+  }
+  return copy;
+}
+
+export function firstEvent(out: WriteOutcome, name: string): LogDescription {
+  const ev = out.events.find((e) => e.name === name);
+  if (!ev) throw new Error(`the receipt of ${out.txHash} has no ${name} event`);
+  return ev;
+}

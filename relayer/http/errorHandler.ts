@@ -1,0 +1,70 @@
+/**
+ * The one place errors become HTTP answers. ApiErrors render as
+ *   {"error": {"code", "message", "details"?}, "request_id"}
+ * with their status (and Retry-After). Body-parser failures are the client's, not ours: malformed JSON is
+ * 400 invalid_json, an oversized body 413 payload_too_large. Anything else is a bug: 500 internal_error,
+ * logged with its stack, without leaking its message.
+ */
+import type { NextFunction, Request, Response } from "express";
+import type { Logger } from "pino";
+import { ApiError, isApiError } from "../errors";
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+  expose?: boolean;
+}
+
+export function toApiError(err: unknown): ApiError | undefined {
+  if (isApiError(err)) return err;
+  const e = err as BodyParserError | undefined;
+  switch (e?.type) {
+    case "entity.parse.failed":
+      return new ApiError(400, "invalid_json", "The request body is not valid JSON.");
+    case "entity.too.large":
+      return new ApiError(413, "payload_too_large", "The request body is larger than the limit.");
+    case "encoding.unsupported":
+    case "charset.unsupported":
+      return new ApiError(415, "unsupported_media_type", "Unsupported body encoding or charset; send UTF-8 JSON.");
+    case "request.aborted":
+    case "request.size.invalid":
+    case "stream.encoding.set":
+      return new ApiError(400, "invalid_request", "The request body could not be read.");
+  }
+  // Other errors thrown by express/body-parser with a 4xx status are client mistakes too.
+  if (e && typeof e.status === "number" && e.status >= 400 && e.status < 500 && e.expose) {
+    return new ApiError(e.status, "invalid_request", "The request could not be read.");
+  }
+  return undefined;
+}
+
+export function sendError(res: Response, err: ApiError): void {
+  if (err.retryAfter !== undefined) res.setHeader("Retry-After", String(Math.max(1, Math.ceil(err.retryAfter))));
+  res.status(err.status).json({ error: err.toJSON(), request_id: res.locals.requestId });
+}
+
+export function errorHandler(logger: Logger) {
+  // Express recognises error handlers by their four parameters.
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    const apiError = toApiError(err);
+    if (res.headersSent) {
+      logger.error({ request_id: res.locals.requestId, err: describe(err) }, "error after the response started");
+      return;
+    }
+    if (apiError) {
+      res.locals.errorCode = apiError.code;
+      sendError(res, apiError);
+      return;
+    }
+    logger.error({ request_id: res.locals.requestId, err: describe(err) }, "unhandled error");
+    res.locals.errorCode = "internal_error";
+    sendError(res, new ApiError(500, "internal_error", "Internal error. Report the request_id."));
+  };
+}
+
+/** Error summary for logs: type, message and stack, nothing else (no request bodies, no headers). */
+function describe(err: unknown): Record<string, unknown> {
+  if (err instanceof Error) return { type: err.name, message: err.message, stack: err.stack };
+  return { value: String(err) };
+}

@@ -1,0 +1,155 @@
+/**
+ * The relayer: the /core/v1 HTTP API (SPEC sections 4 and 5). `startRelayer` wires the pieces together
+ * and listens; `close()` stops everything it started (HTTP server, event poller, executor, database).
+ */
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as path from "node:path";
+import type { AddressInfo } from "node:net";
+import type { Express } from "express";
+import { getAddress } from "ethers";
+import { ContentStore, GatewayClient } from "../enclave";
+import { ActionExecutor } from "../enclave/executor";
+import { buildApp } from "./app";
+import { Authenticator } from "./auth";
+import { PermissionCache } from "./cache/permissionCache";
+import { RegistryReader } from "./chain/registryReader";
+import { fetchChainId, makeProvider } from "./chain/rpc";
+import { Sender } from "./chain/sender";
+import { resolveConfig, type RelayerOptions } from "./config";
+import type { RelayerContext } from "./context";
+import { IdempotencyStore } from "./idempotency";
+import { defaultLogger } from "./logger";
+import { createMetrics } from "./metrics";
+import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import { openRelayerDb, ProfileStore } from "./store";
+
+export type { RelayerOptions, RateLimitOptions } from "./config";
+export type { Principal } from "./auth";
+export { ApiError, isApiError } from "./errors";
+export { ERROR_CATALOGUE } from "./errorCatalogue";
+
+export interface RunningRelayer {
+  url: string;
+  port: number;
+  app: Express;
+  close(): Promise<void>;
+}
+
+const MINUTE = 60_000;
+
+export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer> {
+  const cfg = resolveConfig(opts);
+  const logger = opts.logger ?? defaultLogger();
+  const enclave = opts.enclave;
+  fs.mkdirSync(cfg.dataDir, { recursive: true });
+  cfg.registryAddress = getAddress(cfg.registryAddress);
+  cfg.forwarderAddress = getAddress(cfg.forwarderAddress);
+
+  const chainId = cfg.chainId ?? (await fetchChainId(cfg.rpcUrl, cfg.rpcTimeoutMs));
+  const provider = makeProvider(cfg.rpcUrl, chainId, cfg.rpcTimeoutMs);
+
+  let executor: ActionExecutor | null = null;
+  let cache: PermissionCache | null = null;
+  const metrics = createMetrics({
+    cacheBlock: () => cache?.lastProcessedBlock ?? 0,
+    executor: () => executor?.stats() ?? null,
+  });
+  const onTransient = () => metrics.rpcFailures.inc();
+  const reader = new RegistryReader(provider, cfg.registryAddress, onTransient);
+  cache = new PermissionCache({
+    provider,
+    reader,
+    registry: cfg.registryAddress,
+    chainId,
+    deployBlock: cfg.deployBlock,
+    dataDir: cfg.dataDir,
+    pollIntervalMs: cfg.pollIntervalMs,
+    logger,
+    onApplied: (n) => metrics.eventsApplied.inc(n),
+  });
+  const sender = new Sender({
+    provider,
+    signer: enclave,
+    gasSigners: Array.from({ length: cfg.gasWallets }, (_, i) => enclave.gasSigner(i, provider)),
+    chainId,
+    registry: cfg.registryAddress,
+    forwarder: cfg.forwarderAddress,
+    receiptTimeoutMs: cfg.receiptTimeoutMs,
+    rpcTimeoutMs: cfg.rpcTimeoutMs,
+    onTransient,
+  });
+  await sender.init();
+
+  executor = new ActionExecutor({ keys: enclave, poolSize: cfg.executorPoolSize, limits: cfg.executorLimits });
+  const db = openRelayerDb(cfg.dataDir);
+  const ctx: RelayerContext = {
+    cfg,
+    chainId,
+    enclave,
+    cache,
+    reader,
+    sender,
+    executor,
+    contentStore: new ContentStore(path.join(cfg.dataDir, "actions"), { maxBytes: cfg.limits.ipfsCodeBytes }),
+    gateway: cfg.ipfsGateways.length ? new GatewayClient({ gateways: cfg.ipfsGateways, maxBytes: cfg.limits.ipfsCodeBytes, timeoutMs: 10_000 }) : null,
+    billing: opts.billing ?? null,
+    idempotency: new IdempotencyStore(db),
+    profiles: new ProfileStore(db),
+    auth: new Authenticator(enclave, cache, {
+      perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
+      perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),
+    }),
+    newAccountLimit: new TokenBuckets(cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
+    executionCap: new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
+    metrics,
+    logger,
+  };
+
+  try {
+    await executor.ready();
+    // Catch up with the chain before serving, if it is there; if not, requests answer 503 until it is.
+    await cache.ensureSynced().catch((err) => logger.warn({ err: (err as Error).message }, "chain unreachable at start; serving 503 until it is back"));
+  } catch (err) {
+    await executor.close();
+    db.close();
+    throw err;
+  }
+  cache.start();
+  const pruneTimer = setInterval(() => ctx.idempotency.prune(), 60 * MINUTE);
+  pruneTimer.unref();
+
+  const app = buildApp(ctx);
+  const server = http.createServer(app);
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(cfg.port, cfg.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const hostForUrl = cfg.host.includes(":") ? `[${cfg.host}]` : cfg.host === "0.0.0.0" ? "127.0.0.1" : cfg.host;
+  logger.info({ port, chainId, registry: cfg.registryAddress }, "relayer listening");
+
+  let closed = false;
+  return {
+    url: `http://${hostForUrl}:${port}`,
+    port,
+    app,
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(pruneTimer);
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await cache!.stop();
+      await executor!.close();
+      provider.destroy();
+      db.close();
+    },
+  };
+}

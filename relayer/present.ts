@@ -1,0 +1,42 @@
+/**
+ * JSON shapes of resources, one format everywhere (REFERENCE.md gap 9): group and account ids are JSON
+ * numbers, PKP ids 0x-prefixed 32-byte lower-case hex, addresses EIP-55 checksummed, times unix seconds.
+ */
+import type { Enclave } from "../enclave";
+import type { Billing } from "./billing";
+import type { GroupRecord, KeyRecord, PkpRecord } from "./cache/projection";
+
+export function keyItem(k: KeyRecord, billing: Billing | null) {
+  const spend = billing ? billing.keySpend(k.address) : null;
+  return {
+    id: k.address,
+    api_key_hash: BigInt(k.keyHash) === 0n ? null : k.keyHash,
+    name: k.name,
+    description: k.description,
+    expiration: k.expiration === 0 ? null : k.expiration,
+    // Remaining spend allowance in cents (cap − spent) when billing is on and the key has a cap; else null.
+    balance: spend && spend.cap_cents !== null ? Math.max(0, spend.cap_cents - spend.spent_cents) : null,
+    spent_cents: spend ? spend.spent_cents : null,
+    spend_cap_cents: spend ? spend.cap_cents : null,
+    can_create_groups: k.scopes.canCreateGroups,
+    can_delete_groups: k.scopes.canDeleteGroups,
+    can_create_pkps: k.scopes.canCreatePkps,
+    can_manage_ipfs_ids_in_groups: k.scopes.manageIpfsIdsInGroups,
+    can_add_pkp_to_groups: k.scopes.addPkpToGroups,
+    can_remove_pkp_from_groups: k.scopes.removePkpFromGroups,
+    can_execute_in_groups: k.scopes.executeInGroups,
+    created_at: k.createdAt,
+  };
+}
+
+export function pkpItem(p: PkpRecord, enclave: Enclave) {
+  return { pkp_id: p.id, address: enclave.pkpAddress(p.id), public_key: enclave.pkpPublicKey(p.id), name: p.name, description: p.description };
+}
+
+export function groupSummary(g: GroupRecord) {
+  return { group_id: g.id, name: g.name, description: g.description, pkp_count: g.pkps.size, action_count: g.actions.size };
+}
+
+export function groupDetail(g: GroupRecord) {
+  return { group_id: g.id, name: g.name, description: g.description, pkps: [...g.pkps], actions: [...g.actions.values()] };
+}

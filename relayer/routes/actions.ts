@@ -1,0 +1,202 @@
+/**
+ * Actions (content-addressed code) and their execution (DESIGN.md section 6).
+ *
+ * svc_action: resolve the code (inline → its CID is computed; by CID → content store, then the IPFS
+ * gateways, always verified against the CID), authorize from the cache (SPEC 4.3: some group this key may
+ * execute in lists the CID and, if given, the PKP), billing gate, run in the executor, whose every key
+ * operation calls back `authorizePkp`, which re-checks (key, CID, PKP) against the *current* cache, so a
+ * revocation processed mid-run is honoured by the next key operation.
+ */
+import { Router } from "express";
+import { computeCid, isEnclaveError } from "../../enclave";
+import { ExecutorBusyError, ExecutorClosedError } from "../../enclave/executor";
+import { authOf, type AuthContext } from "../auth";
+import { canExecute } from "../authorize";
+import { cidHash } from "../cache/projection";
+import { handler, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+import { BodyReader, isPkpAddress, parsePkpId } from "../http/validate";
+import { parseCidField } from "./groups";
+
+function readCode(b: BodyReader, maxBytes: number): string {
+  const v = b.raw("code");
+  if (typeof v !== "string") throw new ApiError(400, "invalid_request", "`code` must be a string of JavaScript.", { details: { field: "code" } });
+  if (v.trim() === "") throw new ApiError(400, "invalid_request", "`code` is empty.", { details: { field: "code" } });
+  if (Buffer.byteLength(v, "utf8") > maxBytes) {
+    throw new ApiError(413, "code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, { details: { field: "code", max: maxBytes } });
+  }
+  return v;
+}
+
+export function actionRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+  const { limits } = ctx.cfg;
+
+  /** Code of a CID: content store first, then the gateways (verified by the enclave's client). */
+  async function loadCode(cid: string): Promise<string> {
+    let bytes: Uint8Array | null = null;
+    try {
+      bytes = await ctx.contentStore.get(cid);
+    } catch (err) {
+      if (!isEnclaveError(err)) throw err;
+      ctx.logger.warn({ cid, code: err.code }, "content store entry does not match its CID");
+    }
+    if (!bytes && ctx.gateway) {
+      try {
+        bytes = await ctx.gateway.fetch(cid);
+      } catch (err) {
+        if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
+        else if (isEnclaveError(err)) {
+          throw new ApiError(502, "action_fetch_failed", `The IPFS gateways could not deliver ${cid} (${err.code}).`, { details: { cid, reason: err.code } });
+        } else throw err;
+      }
+      if (bytes) {
+        if (bytes.length > limits.ipfsCodeBytes) throw new ApiError(413, "code_too_large", `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`);
+        await ctx.contentStore.put(bytes).catch(() => undefined);
+      }
+    }
+    if (!bytes) throw new ApiError(404, "action_not_found", `No code is known for ${cid}; pin it with POST /actions or send it inline.`, { details: { cid } });
+    return Buffer.from(bytes).toString("utf8");
+  }
+
+  r.post(
+    "/actions",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req) => {
+      const b = new BodyReader(req.body);
+      const code = readCode(b, limits.inlineCodeBytes);
+      b.done();
+      const cid = await ctx.contentStore.put(new TextEncoder().encode(code));
+      return { status: 201, body: { cid } };
+    }),
+  );
+
+  r.post(
+    "/actions/cid",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req) => {
+      const b = new BodyReader(req.body);
+      const code = readCode(b, limits.inlineCodeBytes);
+      b.done();
+      return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
+    }),
+  );
+
+  r.get(
+    "/actions/:cid",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req) => {
+      const cid = parseCidField(req.params.cid, "cid");
+      return { body: { cid, code: await loadCode(cid) } };
+    }),
+  );
+
+  r.post(
+    "/svc_action",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const b = new BodyReader(req.body);
+      const hasCode = b.has("code");
+      const hasCid = b.has("cid");
+      if (hasCode === hasCid) throw new ApiError(400, "invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", { details: { field: "code" } });
+      const inline = hasCode ? readCode(b, limits.inlineCodeBytes) : undefined;
+      const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
+      const pkpRaw = b.raw("pkp_id");
+      let pkpId: string | undefined;
+      if (pkpRaw !== undefined && pkpRaw !== null) {
+        pkpId = isPkpAddress(pkpRaw) ? resolveAddress(ctx, auth, pkpRaw) : parsePkpId(pkpRaw, "pkp_id");
+      }
+      const jsParams = b.raw("js_params");
+      b.done();
+      if (jsParams !== undefined && Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > limits.jsParamsBytes) {
+        throw new ApiError(413, "js_params_too_large", `\`js_params\` is larger than ${limits.jsParamsBytes} bytes.`, { details: { field: "js_params", max: limits.jsParamsBytes } });
+      }
+      if (auth.principal.kind === "account" && auth.mode !== "api") {
+        throw new ApiError(409, "account_chain_secured", "This account is ChainSecured: the account key cannot execute. Use a usage key with execute on a group.");
+      }
+      const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
+      const hash = cidHash(cid);
+      if (!canExecute(auth, hash, pkpId)) {
+        throw new ApiError(
+          403,
+          "not_authorized_to_execute",
+          pkpId
+            ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
+            : `No group that this key may execute in lists action ${cid}.`,
+          { details: { cid, pkp_id: pkpId ?? null } },
+        );
+      }
+      const code = inline ?? (await loadCode(cid));
+      ctx.billing?.assertCanAfford(auth.principal, "execution");
+      const release = ctx.executionCap.enter(auth.principal.accountId);
+      let result;
+      try {
+        result = await ctx.executor.run({
+          code,
+          cid,
+          jsParams,
+          authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+          fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
+        });
+      } catch (err) {
+        if (err instanceof ExecutorBusyError) {
+          throw new ApiError(503, "executor_busy", "Every sandbox worker is busy; retry shortly.", { retryAfter: err.retryAfterSeconds });
+        }
+        if (err instanceof ExecutorClosedError) throw new ApiError(503, "executor_busy", "The executor is shutting down.", { retryAfter: 5 });
+        throw err;
+      } finally {
+        release();
+      }
+      ctx.metrics.executions.inc({ has_error: String(result.has_error) });
+      const charged = ctx.billing ? ctx.billing.chargeExecution(auth.principal, result.execution_ms, res.locals.requestId as string).charged_cents : 0;
+      return {
+        body: {
+          response: result.response,
+          logs: result.logs,
+          has_error: result.has_error,
+          ...(result.error ? { error: result.error } : {}),
+          cid,
+          execution_ms: result.execution_ms,
+          charged_cents: charged,
+        },
+      };
+    }),
+  );
+
+  return r;
+}
+
+function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
+  const want = address.toLowerCase();
+  for (const id of auth.account.pkps.keys()) if (ctx.enclave.pkpAddress(id).toLowerCase() === want) return id;
+  throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${address}.`, { details: { address } });
+}
+
+/**
+ * The executor's per-key-operation check: the caller's key must still be live and still hold execute on
+ * a group listing this CID and this PKP, according to the cache as it is *now*.
+ */
+async function authorizePkp(ctx: RelayerContext, auth: AuthContext, cid: string, ref: string): Promise<string> {
+  let current: AuthContext;
+  try {
+    current = await ctx.auth.authenticate(auth.apiKey, { rateLimit: false });
+  } catch {
+    throw new Error("the caller's key is no longer valid");
+  }
+  let pkpId: string;
+  if (isPkpAddress(ref)) {
+    const want = ref.toLowerCase();
+    const hit = [...current.account.pkps.keys()].find((id) => ctx.enclave.pkpAddress(id).toLowerCase() === want);
+    if (!hit) throw new Error(`no PKP of this account has address ${ref}`);
+    pkpId = hit;
+  } else if (/^0x[0-9a-fA-F]{64}$/.test(String(ref))) {
+    pkpId = String(ref).toLowerCase();
+  } else {
+    throw new Error("expected a PKP id (0x + 64 hex) or a PKP address");
+  }
+  if (!canExecute(current, cidHash(cid), pkpId)) {
+    throw new Error(`PKP ${pkpId} is not in a group this key may execute ${cid} in`);
+  }
+  return pkpId;
+}

@@ -1,0 +1,157 @@
+/**
+ * Groups: create, list, get (members as PKP ids and CIDs, never hashes), delete, and change members.
+ * Every refusal is checked from the cache first (precise 403/404/409 without gas); the registry checks
+ * again on chain.
+ */
+import { Router } from "express";
+import { getAddress } from "ethers";
+import { isValidCid, parseCid } from "../../enclave";
+import { authOf, type AuthContext } from "../auth";
+import { requireGroup, requireWriteScope } from "../authorize";
+import { registryInterface, Scope } from "../chain/abi";
+import { cidHash, type AccountProjection } from "../cache/projection";
+import { firstEvent, handler, write, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+import { BodyReader, invalid, isPkpAddress, paginate, parseGroupId, parsePage, parsePkpId } from "../http/validate";
+import { groupDetail, groupSummary } from "../present";
+
+const MAX_CID_BYTES = 128;
+
+export function parseCidField(v: unknown, field: string): string {
+  if (typeof v !== "string" || v.length === 0 || v.length > MAX_CID_BYTES || !isValidCid(v)) {
+    throw invalid(field, "an IPFS CID (e.g. Qm… or bafy…)", v, "invalid_cid");
+  }
+  return parseCid(v);
+}
+
+/** A PKP reference of this account, by id or by address, as its canonical id. */
+export function resolvePkpRef(ctx: RelayerContext, account: AccountProjection, v: unknown, field: string): string {
+  if (isPkpAddress(v)) {
+    const want = getAddress(v.toLowerCase());
+    for (const id of account.pkps.keys()) if (ctx.enclave.pkpAddress(id) === want) return id;
+    throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${want}.`, { details: { field, address: want } });
+  }
+  const id = parsePkpId(v, field);
+  if (!account.pkps.has(id)) throw new ApiError(404, "pkp_not_found", `PKP ${id} does not exist in this account.`, { details: { field, pkp_id: id } });
+  return id;
+}
+
+function noDuplicates(list: string[], field: string): void {
+  const seen = new Set<string>();
+  for (const x of list) {
+    if (seen.has(x)) throw new ApiError(400, "invalid_request", `\`${field}\` lists ${x} twice.`, { details: { field } });
+    seen.add(x);
+  }
+}
+
+export function groupRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+  const { limits } = ctx.cfg;
+
+  r.post(
+    "/groups",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const b = new BodyReader(req.body);
+      const name = b.string("name", { max: limits.maxNameLength });
+      const description = b.string("description", { max: limits.maxDescriptionLength });
+      const pkps = b.array("pkps", limits.maxArrayEntries).map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
+      const cids = b.array("actions", limits.maxArrayEntries).map((x, i) => parseCidField(x, `actions[${i}]`));
+      b.done();
+      noDuplicates(pkps, "pkps");
+      noDuplicates(cids, "actions");
+      requireWriteScope(auth, Scope.CreateGroup, 0);
+      // Initial members only where the key could add them afterwards: the wildcard (the new id is unknown).
+      if (pkps.length) requireWriteScope(auth, Scope.AddPkp, 0);
+      if (cids.length) requireWriteScope(auth, Scope.ManageActions, 0);
+      const out = await write(ctx, auth, "create_group", registryInterface.encodeFunctionData("createGroup", [name, description, pkps, cids]));
+      const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
+      return { status: 201, body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash } };
+    }),
+  );
+
+  r.get(
+    "/groups",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
+      const groups = [...auth.account.groups.values()].sort((a, b) => a.id - b.id);
+      const p = paginate(groups, page);
+      return { body: { ...p, items: p.items.map(groupSummary) } };
+    }),
+  );
+
+  r.get(
+    "/groups/:id",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const id = parseGroupId(req.params.id, "id");
+      return { body: groupDetail(requireGroup(auth.account, id)) };
+    }),
+  );
+
+  r.delete(
+    "/groups/:id",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const id = parseGroupId(req.params.id, "id");
+      requireGroup(auth.account, id);
+      requireWriteScope(auth, Scope.DeleteGroup, 0);
+      const out = await write(ctx, auth, "delete_group", registryInterface.encodeFunctionData("deleteGroup", [id]));
+      return { body: { group_id: id, deleted: true, tx_hash: out.txHash } };
+    }),
+  );
+
+  /** Members: `{add, remove}`; removals are sent first, then additions (one transaction each). */
+  function members(kind: "actions" | "pkps") {
+    return handler(ctx, async (req, res) => {
+      const auth: AuthContext = authOf(res);
+      const id = parseGroupId(req.params.id, "id");
+      const b = new BodyReader(req.body);
+      const parse =
+        kind === "actions"
+          ? (x: unknown, f: string) => parseCidField(x, f)
+          : (x: unknown, f: string) => (isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f));
+      const add = b.array("add", limits.maxArrayEntries).map((x, i) => parse(x, `add[${i}]`));
+      const remove = b.array("remove", limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
+      b.done();
+      if (add.length === 0 && remove.length === 0) throw new ApiError(400, "invalid_request", "Send at least one entry in `add` or `remove`.", { details: { field: "add" } });
+      noDuplicates([...add, ...remove], "add and remove");
+      const group = requireGroup(auth.account, id);
+      if (kind === "actions") {
+        if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
+        for (const cid of add) {
+          if (group.actions.has(cidHash(cid))) throw new ApiError(409, "action_already_in_group", `Action ${cid} is already in group ${id}.`, { details: { group_id: id, cid } });
+        }
+        for (const cid of remove) {
+          if (!group.actions.has(cidHash(cid))) throw new ApiError(409, "action_not_in_group", `Action ${cid} is not in group ${id}.`, { details: { group_id: id, cid } });
+        }
+      } else {
+        if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
+        if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
+        for (const p of add) {
+          if (!auth.account.pkps.has(p)) throw new ApiError(404, "pkp_not_found", `PKP ${p} does not exist in this account.`, { details: { pkp_id: p } });
+          if (group.pkps.has(p)) throw new ApiError(409, "pkp_already_in_group", `PKP ${p} is already in group ${id}.`, { details: { group_id: id, pkp_id: p } });
+        }
+        for (const p of remove) {
+          if (!group.pkps.has(p)) throw new ApiError(409, "pkp_not_in_group", `PKP ${p} is not in group ${id}.`, { details: { group_id: id, pkp_id: p } });
+        }
+      }
+      const txs: string[] = [];
+      const [addFn, removeFn] = kind === "actions" ? ["addActions", "removeActions"] : ["addPkps", "removePkps"];
+      if (remove.length) txs.push((await write(ctx, auth, `group_${kind}_remove`, registryInterface.encodeFunctionData(removeFn, [id, remove]))).txHash);
+      if (add.length) txs.push((await write(ctx, auth, `group_${kind}_add`, registryInterface.encodeFunctionData(addFn, [id, add]))).txHash);
+      const now = (await ctx.cache.account(auth.account.id)).groups.get(id);
+      return { body: { ...(now ? groupDetail(now) : { group_id: id }), tx_hashes: txs } };
+    });
+  }
+
+  r.post("/groups/:id/actions", ctx.auth.requireKey(), members("actions"));
+  r.post("/groups/:id/pkps", ctx.auth.requireKey(), members("pkps"));
+
+  return r;
+}

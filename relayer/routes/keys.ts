@@ -1,0 +1,190 @@
+/**
+ * The five usage-key endpoints of SPEC 4.1. Owner-only: a usage key gets 403 owner_only, the account key
+ * of a ChainSecured account 409 account_chain_secured. Update and remove take the key's value
+ * (`usage_api_key`) or its `id` (an owner who no longer holds the value).
+ */
+import { Router } from "express";
+import { isEnclaveError } from "../../enclave";
+import { authOf, type AuthContext } from "../auth";
+import { requireOwner } from "../authorize";
+import { registryInterface } from "../chain/abi";
+import type { KeyRecord, KeyScopes } from "../cache/projection";
+import { firstEvent, handler, write, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+import { BodyReader, paginate, parseAddress, parsePage } from "../http/validate";
+import { keyItem } from "../present";
+
+export function keyRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+  const { limits } = ctx.cfg;
+  const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+  /** The seven permission fields; any left out take their default (false / []): SPEC 4.1 rule 2. */
+  function readScopes(b: BodyReader, auth: AuthContext): KeyScopes {
+    const scopes: KeyScopes = {
+      canCreateGroups: b.bool("can_create_groups"),
+      canDeleteGroups: b.bool("can_delete_groups"),
+      canCreatePkps: b.bool("can_create_pkps"),
+      manageIpfsIdsInGroups: b.groupIds("manage_ipfs_ids_in_groups", limits.maxArrayEntries),
+      addPkpToGroups: b.groupIds("add_pkp_to_groups", limits.maxArrayEntries),
+      removePkpFromGroups: b.groupIds("remove_pkp_from_groups", limits.maxArrayEntries),
+      executeInGroups: b.groupIds("execute_in_groups", limits.maxArrayEntries),
+    };
+    // Same rule as the registry (a scope can name only live groups or the wildcard), said precisely.
+    for (const [field, ids] of [
+      ["manage_ipfs_ids_in_groups", scopes.manageIpfsIdsInGroups],
+      ["add_pkp_to_groups", scopes.addPkpToGroups],
+      ["remove_pkp_from_groups", scopes.removePkpFromGroups],
+      ["execute_in_groups", scopes.executeInGroups],
+    ] as const) {
+      for (const id of ids) {
+        if (id !== 0 && !auth.account.groups.has(id)) {
+          throw new ApiError(404, "group_not_found", `\`${field}\` names group ${id}, which does not exist in this account.`, { details: { field, group_id: id } });
+        }
+      }
+    }
+    return scopes;
+  }
+
+  /** The key an update/remove is about: by value (`usage_api_key`) or by `id`; exactly one. */
+  function targetKey(b: BodyReader, auth: AuthContext): KeyRecord {
+    const value = b.raw("usage_api_key");
+    const id = b.raw("id");
+    if ((value === undefined || value === null) === (id === undefined || id === null)) {
+      throw new ApiError(400, "invalid_request", "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).", {
+        details: { field: "usage_api_key" },
+      });
+    }
+    let address: string;
+    if (value !== undefined && value !== null) {
+      if (typeof value !== "string") throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", { details: { field: "usage_api_key" } });
+      let parsed;
+      try {
+        parsed = ctx.enclave.parseApiKey(value);
+      } catch (err) {
+        if (isEnclaveError(err)) throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", { details: { field: "usage_api_key" } });
+        throw err;
+      }
+      if (parsed.kind !== "usage") {
+        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` holds an account key; send the usage key (SPEC 4.1).", { details: { field: "usage_api_key" } });
+      }
+      address = parsed.address;
+    } else {
+      address = parseAddress(id, "id");
+    }
+    const key = auth.account.keys.get(address);
+    if (!key) throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, { details: { id: address } });
+    return key;
+  }
+
+  function scopesArg(s: KeyScopes) {
+    return [s.canCreateGroups, s.canDeleteGroups, s.canCreatePkps, s.manageIpfsIdsInGroups, s.addPkpToGroups, s.removePkpFromGroups, s.executeInGroups];
+  }
+
+  r.post(
+    "/add_usage_api_key",
+    ctx.auth.requireKey(),
+    handler(
+      ctx,
+      async (req, res) => {
+        const auth = authOf(res);
+        requireOwner(auth);
+        const b = new BodyReader(req.body);
+        const name = b.string("name", { max: limits.maxNameLength });
+        const description = b.string("description", { max: limits.maxDescriptionLength });
+        const expiration = b.expiration("expiration", nowSeconds());
+        const scopes = readScopes(b, auth);
+        b.done();
+        const gen = ctx.enclave.generateUsageKey();
+        const out = await write(
+          ctx,
+          auth,
+          "add_usage_api_key",
+          registryInterface.encodeFunctionData("addKey", [gen.address, gen.keyHash, name, description, expiration, scopesArg(scopes)]),
+        );
+        firstEvent(out, "KeyAdded");
+        const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address);
+        const item = rec
+          ? keyItem(rec, ctx.billing)
+          : keyItem({ address: gen.address, keyHash: gen.keyHash, name, description, expiration, createdAt: null, scopes }, ctx.billing);
+        return { status: 201, body: { usage_api_key: gen.apiKey, ...item, tx_hash: out.txHash } };
+      },
+      { secretFields: { names: ["usage_api_key"], mode: "encrypt" } },
+    ),
+  );
+
+  r.get(
+    "/list_api_keys",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      requireOwner(auth);
+      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
+      const now = nowSeconds();
+      // The registry's listKeys leaves expired keys out; so does this list.
+      const keys = [...auth.account.keys.values()]
+        .filter((k) => k.expiration === 0 || now < k.expiration)
+        .sort((x, y) => (x.createdAt ?? 0) - (y.createdAt ?? 0) || x.address.localeCompare(y.address));
+      const p = paginate(keys, page);
+      return { body: { ...p, items: p.items.map((k) => keyItem(k, ctx.billing)) } };
+    }),
+  );
+
+  r.post(
+    "/update_usage_api_key",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      requireOwner(auth);
+      const b = new BodyReader(req.body);
+      const key = targetKey(b, auth);
+      const name = b.string("name", { max: limits.maxNameLength });
+      const description = b.string("description", { max: limits.maxDescriptionLength });
+      const expiration = b.expiration("expiration", nowSeconds());
+      const scopes = readScopes(b, auth);
+      b.done();
+      const out = await write(
+        ctx,
+        auth,
+        "update_usage_api_key",
+        registryInterface.encodeFunctionData("updateKey", [key.address, name, description, expiration, scopesArg(scopes)]),
+      );
+      const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
+      return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+    }),
+  );
+
+  r.post(
+    "/update_usage_api_key_metadata",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      requireOwner(auth);
+      const b = new BodyReader(req.body);
+      const key = targetKey(b, auth);
+      // Metadata only: a field left out keeps its current value.
+      const name = b.string("name", { max: limits.maxNameLength, def: key.name });
+      const description = b.string("description", { max: limits.maxDescriptionLength, def: key.description });
+      b.done();
+      const out = await write(ctx, auth, "update_usage_api_key_metadata", registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]));
+      const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
+      return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+    }),
+  );
+
+  r.post(
+    "/remove_usage_api_key",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      requireOwner(auth);
+      const b = new BodyReader(req.body);
+      const key = targetKey(b, auth);
+      b.done();
+      const out = await write(ctx, auth, "remove_usage_api_key", registryInterface.encodeFunctionData("removeKey", [key.address]));
+      return { body: { id: key.address, removed: true, tx_hash: out.txHash } };
+    }),
+  );
+
+  return r;
+}
