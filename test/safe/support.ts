@@ -112,3 +112,105 @@ export async function safeWorld(): Promise<SafeWorld> {
     dir,
   };
 }
+
+// ------------------------------------------------------------------------------------------------
+// The real relayer on the same chain
+// ------------------------------------------------------------------------------------------------
+
+import { Enclave } from "../../enclave";
+import { startRelayer, type RunningRelayer } from "../../relayer";
+
+export interface SigilWorld extends SafeWorld {
+  enclave: Enclave;
+  relayer: RunningRelayer;
+  api: Api;
+  stopAll(): Promise<void>;
+}
+
+/** anvil + Sigil + the Safe suite + the real relayer (gas wallets funded with anvil_setBalance). */
+export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promise<SigilWorld> {
+  const world = await safeWorld();
+  const enclave = Enclave.fromRootKey(ethers.hexlify(ethers.randomBytes(32)));
+  const gasWallets = 2;
+  for (let i = 0; i < gasWallets; i++) {
+    await world.chain.provider.send("anvil_setBalance", [enclave.gasAddress(i), "0x56BC75E2D63100000"]);
+  }
+  const relayer = await startRelayer({
+    rpcUrl: world.chain.rpcUrl,
+    chainId: Number(world.ctx.chainId),
+    registryAddress: world.registry,
+    forwarderAddress: world.forwarder,
+    deployBlock: world.deployBlock,
+    enclave,
+    dataDir: path.join(world.dir, "relayer"),
+    port: 0,
+    gasWallets,
+    pollIntervalMs: opts.pollIntervalMs ?? 50,
+    executor: { poolSize: 1 },
+    rateLimits: {
+      perKeyPerMinute: 100_000,
+      perAccountPerMinute: 100_000,
+      newAccountPerIpPerHour: 100_000,
+      concurrentExecutionsPerAccount: 50,
+    },
+    logger: silentLogger(),
+  });
+  return {
+    ...world,
+    enclave,
+    relayer,
+    api: new Api(relayer.url),
+    stopAll: async () => {
+      await relayer.close();
+      await world.chain.stop();
+    },
+  };
+}
+
+function silentLogger() {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const pino = require("pino");
+  return pino({ level: "silent" });
+}
+
+export interface ApiResponse {
+  status: number;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** A minimal HTTP client for /core/v1 (the key in X-Api-Key). */
+export class Api {
+  constructor(readonly base: string) {}
+  async call(method: string, route: string, key?: string, body?: unknown): Promise<ApiResponse> {
+    const headers: Record<string, string> = {};
+    if (key) headers["X-Api-Key"] = key;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const res = await fetch(`${this.base}/core/v1${route}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  }
+  get(route: string, key?: string) {
+    return this.call("GET", route, key);
+  }
+  post(route: string, key: string | undefined, body: unknown = {}) {
+    return this.call("POST", route, key, body);
+  }
+  /** The last block the relayer's permission cache has applied. */
+  async processedBlock(): Promise<number> {
+    const r = await fetch(`${this.base}/health`);
+    return (await r.json()).cache.last_processed_block;
+  }
+  /** Wait until the relayer has applied `block` (path-B writes reach it through its event poll). */
+  async waitForBlock(block: number, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((await this.processedBlock()) < block) {
+      if (Date.now() > deadline)
+        throw new Error(`the relayer did not process block ${block} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
