@@ -10,8 +10,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { Enclave } from "../enclave";
 import { isEnclaveError } from "../enclave";
-import type { AccountProjection, KeyRecord } from "./cache/projection";
-import type { PermissionCache } from "./cache/permissionCache";
+import type { AccountProjection, KeyRecord } from "./permissions/projection";
+import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
 import type { TokenBuckets } from "./rateLimit";
 

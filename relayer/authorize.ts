@@ -5,7 +5,7 @@
  * and group id 0 in any of the four arrays is the wildcard for every group.
  */
 import { SCOPE_NAMES, Scope } from "./chain/abi";
-import type { AccountProjection, GroupRecord, KeyRecord } from "./cache/projection";
+import type { AccountProjection, GroupRecord, KeyRecord } from "./permissions/projection";
 import type { AuthContext } from "./auth";
 import { ApiError } from "./errors";
 

@@ -11,7 +11,7 @@ import type { ContentStore, Enclave, GatewayClient } from "../enclave";
 import type { ActionExecutor } from "../enclave/executor";
 import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
-import type { PermissionCache } from "./cache/permissionCache";
+import type { PermissionCache } from "./permissions/permissionCache";
 import type { RegistryReader } from "./chain/registryReader";
 import { registryEvents, type Sender, type WriteResult } from "./chain/sender";
 import type { RelayerConfig } from "./config";

@@ -12,7 +12,7 @@ import { ContentStore, GatewayClient } from "../enclave";
 import { ActionExecutor } from "../enclave/executor";
 import { buildApp } from "./app";
 import { Authenticator } from "./auth";
-import { PermissionCache } from "./cache/permissionCache";
+import { PermissionCache } from "./permissions/permissionCache";
 import { RegistryReader } from "./chain/registryReader";
 import { fetchChainId, makeProvider } from "./chain/rpc";
 import { Sender } from "./chain/sender";

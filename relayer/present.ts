@@ -4,7 +4,7 @@
  */
 import type { Enclave } from "../enclave";
 import type { Billing } from "./billing";
-import type { GroupRecord, KeyRecord, PkpRecord } from "./cache/projection";
+import type { GroupRecord, KeyRecord, PkpRecord } from "./permissions/projection";
 
 export function keyItem(k: KeyRecord, billing: Billing | null) {
   const spend = billing ? billing.keySpend(k.address) : null;

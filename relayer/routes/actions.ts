@@ -12,7 +12,7 @@ import { computeCid, isEnclaveError } from "../../enclave";
 import { ExecutorBusyError, ExecutorClosedError } from "../../enclave/executor";
 import { authOf, type AuthContext } from "../auth";
 import { canExecute } from "../authorize";
-import { cidHash } from "../cache/projection";
+import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, isPkpAddress, parsePkpId } from "../http/validate";

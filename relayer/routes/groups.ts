@@ -9,7 +9,7 @@ import { isValidCid, parseCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { requireGroup, requireWriteScope } from "../authorize";
 import { registryInterface, Scope } from "../chain/abi";
-import { cidHash, type AccountProjection } from "../cache/projection";
+import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, invalid, isPkpAddress, paginate, parseGroupId, parsePage, parsePkpId } from "../http/validate";

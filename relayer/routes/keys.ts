@@ -8,7 +8,7 @@ import { isEnclaveError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { requireOwner } from "../authorize";
 import { registryInterface } from "../chain/abi";
-import type { KeyRecord, KeyScopes } from "../cache/projection";
+import type { KeyRecord, KeyScopes } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, paginate, parseAddress, parsePage } from "../http/validate";

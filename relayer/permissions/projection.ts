@@ -1,0 +1,194 @@
+/**
+ * The per-account projection of registry state that the permission cache keeps (DESIGN.md section 5):
+ * owner, keys with their scopes, groups with their members, PKPs. Built from views, then moved forward
+ * by applying registry events in chain order (`applyEvent`), so it always equals the registry's state at
+ * the cache's cursor block.
+ */
+import { getAddress, keccak256, toUtf8Bytes, ZeroAddress, type LogDescription } from "ethers";
+
+export interface KeyScopes {
+  canCreateGroups: boolean;
+  canDeleteGroups: boolean;
+  canCreatePkps: boolean;
+  manageIpfsIdsInGroups: number[];
+  addPkpToGroups: number[];
+  removePkpFromGroups: number[];
+  executeInGroups: number[];
+}
+
+export interface KeyRecord {
+  address: string; // checksummed
+  keyHash: string;
+  name: string;
+  description: string;
+  expiration: number; // unix seconds, 0 = never
+  createdAt: number | null; // block timestamp of registration
+  scopes: KeyScopes;
+}
+
+export interface GroupRecord {
+  id: number;
+  name: string;
+  description: string;
+  pkps: Set<string>; // lower-case pkp ids, insertion ordered
+  actions: Map<string, string>; // cidHash → cid, insertion ordered
+}
+
+export interface PkpRecord {
+  id: string; // lower-case 0x + 64 hex
+  name: string;
+  description: string;
+}
+
+export interface AccountProjection {
+  id: number;
+  owner: string;
+  pendingOwner: string | null;
+  masterKey: string | null;
+  name: string;
+  groupCount: number;
+  keys: Map<string, KeyRecord>; // by checksummed address
+  groups: Map<number, GroupRecord>;
+  pkps: Map<string, PkpRecord>;
+}
+
+export function cidHash(cid: string): string {
+  return keccak256(toUtf8Bytes(cid));
+}
+
+function nonZero(a: string): string | null {
+  return a === ZeroAddress ? null : getAddress(a);
+}
+
+type Struct = Record<string, unknown> & unknown[];
+
+export function scopesFromStruct(s: Struct): KeyScopes {
+  const ids = (v: unknown) => Array.from(v as Iterable<bigint>, (x) => Number(x));
+  return {
+    canCreateGroups: Boolean(s.canCreateGroups ?? s[0]),
+    canDeleteGroups: Boolean(s.canDeleteGroups ?? s[1]),
+    canCreatePkps: Boolean(s.canCreatePkps ?? s[2]),
+    manageIpfsIdsInGroups: ids(s.manageIpfsIdsInGroups ?? s[3]),
+    addPkpToGroups: ids(s.addPkpToGroups ?? s[4]),
+    removePkpFromGroups: ids(s.removePkpFromGroups ?? s[5]),
+    executeInGroups: ids(s.executeInGroups ?? s[6]),
+  };
+}
+
+export function keyFromStruct(k: Struct): KeyRecord {
+  return {
+    address: getAddress(k.key as string),
+    keyHash: (k.keyHash as string).toLowerCase(),
+    name: k.name as string,
+    description: k.description as string,
+    expiration: Number(k.expiration),
+    createdAt: Number(k.createdAt),
+    scopes: scopesFromStruct(k.scopes as Struct),
+  };
+}
+
+export function accountFromStruct(a: Struct): Omit<AccountProjection, "keys" | "groups" | "pkps"> {
+  return {
+    id: Number(a.id),
+    owner: getAddress(a.owner as string),
+    pendingOwner: nonZero(a.pendingOwner as string),
+    masterKey: nonZero(a.masterKey as string),
+    name: a.name as string,
+    groupCount: Number(a.groupCount),
+  };
+}
+
+/** Index updates the cache must make when an event changes which account a key or PKP belongs to. */
+export interface IndexChange {
+  keyAdded?: string;
+  keyRemoved?: string;
+  pkpAdded?: string;
+}
+
+/**
+ * Applies one registry event to its account's projection. Events arrive in chain order and each
+ * describes its full effect, so application is a plain state transition.
+ */
+export function applyEvent(acc: AccountProjection, ev: LogDescription, blockTimestamp: number | null): IndexChange {
+  const a = ev.args;
+  switch (ev.name) {
+    case "OwnershipTransferStarted":
+      acc.pendingOwner = getAddress(a.newOwner);
+      return {};
+    case "OwnershipTransferCanceled":
+      acc.pendingOwner = null;
+      return {};
+    case "OwnershipTransferred":
+      acc.owner = getAddress(a.newOwner);
+      acc.pendingOwner = null;
+      return {};
+    case "KeyAdded": {
+      const address = getAddress(a.key);
+      acc.keys.set(address, {
+        address,
+        keyHash: (a.keyHash as string).toLowerCase(),
+        name: a.name,
+        description: a.description,
+        expiration: Number(a.expiration),
+        createdAt: blockTimestamp,
+        scopes: scopesFromStruct(a.scopes),
+      });
+      return { keyAdded: address };
+    }
+    case "KeyUpdated": {
+      const address = getAddress(a.key);
+      const prev = acc.keys.get(address);
+      acc.keys.set(address, {
+        address,
+        keyHash: prev?.keyHash ?? "0x" + "0".repeat(64),
+        name: a.name,
+        description: a.description,
+        expiration: Number(a.expiration),
+        createdAt: prev?.createdAt ?? null,
+        scopes: scopesFromStruct(a.scopes),
+      });
+      return { keyAdded: address };
+    }
+    case "KeyMetadataUpdated": {
+      const k = acc.keys.get(getAddress(a.key));
+      if (k) {
+        k.name = a.name;
+        k.description = a.description;
+      }
+      return {};
+    }
+    case "KeyRemoved": {
+      const address = getAddress(a.key);
+      acc.keys.delete(address);
+      return { keyRemoved: address };
+    }
+    case "PkpCreated": {
+      const id = (a.pkpId as string).toLowerCase();
+      acc.pkps.set(id, { id, name: a.name, description: a.description });
+      return { pkpAdded: id };
+    }
+    case "GroupCreated": {
+      const id = Number(a.groupId);
+      if (!acc.groups.has(id)) acc.groups.set(id, { id, name: a.name, description: a.description, pkps: new Set(), actions: new Map() });
+      acc.groupCount = Math.max(acc.groupCount, id);
+      return {};
+    }
+    case "GroupDeleted":
+      acc.groups.delete(Number(a.groupId));
+      return {};
+    case "ActionAdded":
+      acc.groups.get(Number(a.groupId))?.actions.set((a.cidHash as string).toLowerCase(), a.cid);
+      return {};
+    case "ActionRemoved":
+      acc.groups.get(Number(a.groupId))?.actions.delete((a.cidHash as string).toLowerCase());
+      return {};
+    case "PkpAdded":
+      acc.groups.get(Number(a.groupId))?.pkps.add((a.pkpId as string).toLowerCase());
+      return {};
+    case "PkpRemoved":
+      acc.groups.get(Number(a.groupId))?.pkps.delete((a.pkpId as string).toLowerCase());
+      return {};
+    default:
+      return {};
+  }
+}
