@@ -1,0 +1,136 @@
+/**
+ * `npm run bench:executor`: the action executor's throughput and latency, as ratios against baselines
+ * measured in the same run (numbers alone are machine-dependent; ratios are the claim).
+ *
+ * Baselines:
+ *  - bare signature: Enclave.pkpSignMessage called directly in the main thread (no sandbox at all);
+ *  - fresh worker per run: a new locked-down worker (and Compartment) for every run, i.e. no pool.
+ * Workloads, each with 1, 2 and 8 concurrent callers against a pool of os.availableParallelism():
+ *  - trivial: `async function main() { return 1; }`
+ *  - one signature: `Actions.signMessage` on a PKP (the signature is made by the enclave in the main thread).
+ * Goals (issue 4): sandbox overhead per warm run ≤ 0.5 ms over the bare call; the one-signature action
+ * reaches ≥ 50% of the single-thread bare signing rate.
+ */
+import os from "node:os";
+import { ethers } from "ethers";
+import { Enclave } from "../enclave";
+import { ActionExecutor, type RunRequest } from "../enclave/executor";
+
+const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+const PKP = ethers.zeroPadValue("0x65", 32);
+const TRIVIAL = `async function main() { return 1; }`;
+const SIGN = `async function main(p) { return await Actions.signMessage({ pkpId: p.pkpId, message: "bench" }); }`;
+const DURATION_MS = Number(process.env.BENCH_MS ?? 3000);
+
+interface Stats {
+  ops: number;
+  perSec: number;
+  p50: number;
+  p99: number;
+}
+
+function summarize(latencies: number[], elapsedMs: number): Stats {
+  const s = [...latencies].sort((a, b) => a - b);
+  const pick = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+  return { ops: s.length, perSec: (s.length / elapsedMs) * 1000, p50: pick(0.5), p99: pick(0.99) };
+}
+
+/** Run `op` from `callers` concurrent loops for DURATION_MS. */
+async function measure(callers: number, op: () => Promise<void>, durationMs = DURATION_MS): Promise<Stats> {
+  const latencies: number[] = [];
+  const start = performance.now();
+  const deadline = start + durationMs;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (performance.now() < deadline) {
+        const t = performance.now();
+        await op();
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  return summarize(latencies, performance.now() - start);
+}
+
+function fmt(n: number, digits = 2): string {
+  return n.toFixed(digits);
+}
+
+async function main(): Promise<void> {
+  const enclave = Enclave.fromRootKey("0x" + "42".repeat(32));
+  const authorizePkp = async (id: string) => id;
+  const request = (code: string): RunRequest => ({ code, cid: CID, jsParams: { pkpId: PKP }, authorizePkp });
+  const poolSize = os.availableParallelism();
+
+  // Baseline 1: bare signature in the main thread.
+  for (let i = 0; i < 200; i++) enclave.pkpSignMessage(PKP, "bench");
+  const bare = await measure(1, async () => {
+    enclave.pkpSignMessage(PKP, "bench");
+  });
+
+  // Baseline 2: a fresh worker per run (spawn, lockdown, run, terminate).
+  const freshLatencies: number[] = [];
+  const freshStart = performance.now();
+  for (let i = 0; i < 8; i++) {
+    const t = performance.now();
+    const one = new ActionExecutor({ keys: enclave, poolSize: 1 });
+    await one.ready();
+    const r = await one.run(request(SIGN));
+    if (r.has_error) throw new Error(JSON.stringify(r.error));
+    await one.close();
+    freshLatencies.push(performance.now() - t);
+  }
+  const fresh = summarize(freshLatencies, performance.now() - freshStart);
+
+  const executor = new ActionExecutor({ keys: enclave, poolSize });
+  await executor.ready();
+  for (let i = 0; i < 500; i++) await executor.run(request(i % 2 ? TRIVIAL : SIGN)); // warm-up
+
+  const rows: Array<{ name: string; callers: number; s: Stats }> = [];
+  for (const [name, code] of [
+    ["trivial", TRIVIAL],
+    ["one signature", SIGN],
+  ] as const) {
+    for (const callers of [1, 2, 8]) {
+      const s = await measure(callers, async () => {
+        const r = await executor.run(request(code));
+        if (r.has_error) throw new Error(JSON.stringify(r.error));
+      });
+      rows.push({ name, callers, s });
+    }
+  }
+  await executor.close();
+
+  console.log(`executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`);
+  console.log("baselines");
+  console.log(`  bare signature (main thread): ${fmt(bare.perSec, 0)}/s, p50 ${fmt(bare.p50, 3)} ms, p99 ${fmt(bare.p99, 3)} ms`);
+  console.log(`  fresh worker per run (one signature): ${fmt(fresh.perSec, 1)}/s, p50 ${fmt(fresh.p50, 1)} ms, p99 ${fmt(fresh.p99, 1)} ms\n`);
+  console.log("workload        callers   runs/s    p50 ms   p99 ms   ×bare rate   ×fresh-worker rate   p50 − bare p50");
+  for (const { name, callers, s } of rows) {
+    console.log(
+      [
+        name.padEnd(15),
+        String(callers).padStart(7),
+        fmt(s.perSec, 0).padStart(8),
+        fmt(s.p50, 3).padStart(9),
+        fmt(s.p99, 3).padStart(8),
+        fmt(s.perSec / bare.perSec).padStart(12),
+        fmt(s.perSec / fresh.perSec, 0).padStart(20),
+        `${fmt(s.p50 - bare.p50, 3)} ms`.padStart(16),
+      ].join(" "),
+    );
+  }
+  const trivial1 = rows.find((r) => r.name === "trivial" && r.callers === 1)!.s;
+  const sign1 = rows.find((r) => r.name === "one signature" && r.callers === 1)!.s;
+  const signBest = Math.max(...rows.filter((r) => r.name === "one signature").map((r) => r.s.perSec));
+  console.log("\ngoals");
+  console.log(
+    `  sandbox overhead per warm run (one-signature p50 − bare p50): ${fmt(sign1.p50 - bare.p50, 3)} ms (goal ≤ 0.5 ms; trivial run p50 ${fmt(trivial1.p50, 3)} ms)`,
+  );
+  console.log(`  one-signature action rate / bare signing rate: ${fmt((signBest / bare.perSec) * 100, 0)}% (goal ≥ 50%)`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
