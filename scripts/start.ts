@@ -76,6 +76,12 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => void shutdown("SIGINT", 0));
   process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
+  // If whatever started us dies without passing a signal on (a shell wrapper killed on its own), we are
+  // reparented: shut down rather than run on unsupervised.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) void shutdown("parent process exited", 0);
+  }, 1000).unref();
   void sigil.chainExited.then(() => {
     if (!shuttingDown) {
       process.stderr.write("! the embedded chain (anvil) exited unexpectedly\n");

@@ -58,15 +58,13 @@ export function registerGroups(program: Command): void {
       const { client, out } = contextOf(cmd);
       const r = await client.request<Record<string, unknown>>("GET", `/core/v1/groups/${groupId(id)}`);
       out.result(r, () =>
-        [
-          fields([
-            ["group id", r.group_id ?? r.id],
-            ["name", r.name],
-            ["description", r.description || undefined],
-          ]),
-          `pkps     ${list(r.pkps)}`,
-          `actions  ${list(r.actions)}`,
-        ].join("\n"),
+        fields([
+          ["group id", String(r.group_id ?? r.id)],
+          ["name", r.name],
+          ["description", r.description || undefined],
+          ["pkps", list(r.pkps)],
+          ["actions", list(r.actions)],
+        ]),
       );
     });
 

@@ -54,6 +54,12 @@ function parseExpiration(v: string): number {
   return Math.floor(t / 1000);
 }
 
+/** Cents spent by the key, and its cap when it has one ("3/50"). */
+function spent(k: Record<string, unknown>): string {
+  if (typeof k.spent_cents !== "number") return k.balance === null || k.balance === undefined ? "-" : String(k.balance);
+  return typeof k.spend_cap_cents === "number" ? `${k.spent_cents}/${k.spend_cap_cents}` : String(k.spent_cents);
+}
+
 /** A key is named by its value (uk_…, or a raw 0x private key) or by its id (its 0x address). */
 export function keyReference(ref: string): Record<string, string> {
   if (/^0x[0-9a-fA-F]{40}$/.test(ref)) return { id: ref };
@@ -95,7 +101,7 @@ export function registerKeys(program: Command): void {
       });
       out.result(r, () =>
         table(
-          ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "balance"],
+          ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "spent"],
           (r.items ?? []).map((k) => [
             String(k.id),
             String(k.name ?? ""),
@@ -104,7 +110,7 @@ export function registerKeys(program: Command): void {
             list(k.can_add_pkp_to_groups),
             list(k.can_remove_pkp_from_groups),
             [k.can_create_groups && "groups", k.can_delete_groups && "delete-groups", k.can_create_pkps && "pkps"].filter(Boolean).join(",") || "-",
-            String(k.balance ?? ""),
+            spent(k),
           ]),
         ),
       );

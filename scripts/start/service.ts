@@ -70,7 +70,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       config.logFile === "-"
         ? pino({ level: config.logLevel })
         : pino({ level: config.logLevel }, pino.destination({ dest: config.logFile, mkdir: true, sync: false }));
-    cleanups.push(() => logger.flush());
+    // Async log writes are flushed last, after everything else has logged its shutdown.
+    cleanups.push(() => new Promise<void>((resolve) => logger.flush(() => resolve())));
 
     step("opening the enclave (root key)");
     const enclave = await Enclave.open({
