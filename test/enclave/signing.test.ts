@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { ethers as hhEthers } from "hardhat";
 import { ethers } from "ethers";
 import { inspect } from "node:util";
-import { Enclave, EnclaveError, FORWARD_REQUEST_TYPES } from "../../enclave";
+import { Enclave, EnclaveError, FORWARD_REQUEST_TYPES, isEnclaveError } from "../../enclave";
 import { expectEnclaveError, expectEnclaveRejection } from "./helpers";
 
 const PKP = ethers.keccak256(ethers.toUtf8Bytes("signing test pkp"));
@@ -425,7 +425,20 @@ describe("enclave signing", function () {
     });
   });
 
-  it("EnclaveError is exported and typed", function () {
-    expect(new EnclaveError("invalid_cid", "x").code).to.equal("invalid_cid");
+  it("EnclaveError is exported and typed, and isEnclaveError tells it from other errors", function () {
+    const e = new EnclaveError("invalid_cid", "Invalid CID.", { details: "why" });
+    expect([e.code, e.shortMessage, e.details, e.name]).to.deep.equal([
+      "invalid_cid",
+      "Invalid CID.",
+      "why",
+      "EnclaveError",
+    ]);
+    expect(JSON.parse(JSON.stringify(e))).to.deep.equal({
+      code: "invalid_cid",
+      message: "Invalid CID.",
+      details: "why",
+    });
+    expect(isEnclaveError(e)).to.equal(true);
+    expect(isEnclaveError(new Error("x"))).to.equal(false);
   });
 });
