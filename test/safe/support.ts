@@ -118,6 +118,7 @@ export async function safeWorld(): Promise<SafeWorld> {
 // ------------------------------------------------------------------------------------------------
 
 import { Enclave } from "../../enclave";
+import pino from "pino";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 
 export interface SigilWorld extends SafeWorld {
@@ -168,8 +169,6 @@ export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promis
 }
 
 function silentLogger() {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const pino = require("pino");
   return pino({ level: "silent" });
 }
 
@@ -202,7 +201,7 @@ export class Api {
   /** The last block the relayer's permission cache has applied. */
   async processedBlock(): Promise<number> {
     const r = await fetch(`${this.base}/health`);
-    return (await r.json()).cache.last_processed_block;
+    return ((await r.json()) as { cache: { last_processed_block: number } }).cache.last_processed_block;
   }
   /** Wait until the relayer has applied `block` (path-B writes reach it through its event poll). */
   async waitForBlock(block: number, timeoutMs = 10_000): Promise<void> {
