@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { type HistoryItem, Ledger } from "./ledger";
-import { type ChargeResult, DEFAULT_PRICES, Metering, type Prices, type Principal, executionPriceCents } from "./metering";
+import { type ChargeResult, DEFAULT_CHARGE_FLUSH_MS, DEFAULT_PRICES, Metering, type Prices, type Principal, executionPriceCents } from "./metering";
 import { migrate } from "./migrations";
 import { formatCents } from "./money";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
@@ -16,7 +16,7 @@ export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest
 export { ProcessorError } from "./processor";
 export { SimulatedProcessor } from "./simulatedProcessor";
 export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor";
-export { DEFAULT_PRICES, executionPriceCents } from "./metering";
+export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents } from "./metering";
 export { CREDIT_PACKAGES, formatCents } from "./money";
 export { CRASH_POINT_ENV } from "./payments";
 export { MIGRATIONS, migrate, readVersion } from "./migrations";
@@ -46,6 +46,8 @@ export interface Billing {
   history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number };
   /** The invariant: the ledger's net sum equals the stored balance. */
   audit(accountId: string): { balance_cents: number; ledger_sum_cents: number };
+  /** Commits usage charges still in the write-behind buffer (reads through this interface do it themselves). */
+  flushCharges(): void;
   /** Like reconcile(), with counts. */
   reconcileWithReport(): Promise<{ checked: number; credited: number; errors: number }>;
   readonly ledgerId: string;
@@ -57,6 +59,11 @@ export interface CreateBillingOptions {
   processor: PaymentProcessor;
   prices?: Partial<Prices>;
   signupCreditCents?: number;
+  /**
+   * Write-behind window for usage charges in ms (default 50): charges are visible to assertCanAfford
+   * at once and committed in batches. 0 commits every charge before chargeWrite/chargeExecution return.
+   */
+  chargeFlushMs?: number;
   /** Largest accepted top-up; default 1,000,000 cents ($10,000). */
   maximumPaymentCents?: number;
   logger?: Logger;
@@ -71,20 +78,21 @@ export function createBilling(opts: CreateBillingOptions): Billing {
   const ledgerId = (db.prepare("SELECT ledger_id FROM ledger_meta").get() as { ledger_id: string }).ledger_id;
   opts.processor.attach?.(db);
   const ledger = new Ledger(db);
-  const metering = new Metering(db, ledger, prices);
+  const metering = new Metering(db, ledger, prices, opts.chargeFlushMs ?? DEFAULT_CHARGE_FLUSH_MS, opts.logger);
   const payments = new Payments(
     db,
     ledger,
     opts.processor,
     ledgerId,
     { minimumCents: prices.minimum_payment_cents, maximumCents: opts.maximumPaymentCents ?? DEFAULT_MAXIMUM_PAYMENT_CENTS },
+    (accountId) => metering.balanceWithPending(accountId),
     opts.logger,
   );
 
   return {
     ledgerId,
     processorKind: opts.processor.kind,
-    router: (requireAccountKey) => buildRouter({ ledger, payments, processor: opts.processor, prices, logger: opts.logger }, requireAccountKey),
+    router: (requireAccountKey) => buildRouter({ ledger, metering, payments, processor: opts.processor, prices, logger: opts.logger }, requireAccountKey),
     onAccountCreated(accountId) {
       db.transaction(() => {
         ledger.ensureAccount(accountId);
@@ -101,17 +109,26 @@ export function createBilling(opts: CreateBillingOptions): Billing {
     prices: () => ({ ...prices }),
     executionPriceCents: (ms) => executionPriceCents(prices, ms),
     balance(accountId) {
-      const cents = ledger.balance(accountId);
+      const cents = metering.balanceWithPending(accountId);
       return { balance_cents: cents, balance_display: formatCents(cents) };
     },
-    history: (accountId, pageNumber, pageSize) => ledger.history(accountId, pageNumber, pageSize),
-    audit: (accountId) => ledger.audit(accountId),
+    history(accountId, pageNumber, pageSize) {
+      metering.flush();
+      return ledger.history(accountId, pageNumber, pageSize);
+    },
+    audit(accountId) {
+      metering.flush();
+      return ledger.audit(accountId);
+    },
+    flushCharges: () => metering.flush(),
     async reconcile() {
       await payments.reconcile();
     },
     reconcileWithReport: () => payments.reconcile(),
     close() {
-      if (db.open) db.close();
+      if (!db.open) return;
+      metering.flush();
+      db.close();
     },
   };
 }
@@ -125,12 +142,16 @@ function resolvePrices(p: Partial<Prices> | undefined): Prices {
   return prices;
 }
 
-/** WAL for concurrent readers; FULL sync because these rows are money; a busy timeout for other processes. */
+/**
+ * WAL for concurrent readers, and a busy timeout for other processes on the same file.
+ * synchronous=NORMAL: every commit survives a crash of the process; the transactions that record
+ * money coming in switch to FULL for themselves (Payments.observe), so they also survive power loss.
+ */
 export function openDatabase(path: string): Database {
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   const db = new BetterSqlite3(path);
   db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = FULL");
+  db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   migrate(db);

@@ -93,6 +93,33 @@ export class Ledger {
     return { applied: true, balanceCents: balanceAfter };
   }
 
+  /**
+   * Applies many entries in one pass (the write-behind flush of usage charges): each account's
+   * balance is read once and written once, and each entry costs one INSERT. Must run inside a write
+   * transaction. Returns, per entry, whether it was applied (false: its reference was already there).
+   */
+  applyBatch(entries: readonly LedgerEntryInput[]): boolean[] {
+    if (!this.db.inTransaction) throw new Error("Ledger.applyBatch must run inside a transaction");
+    const running = new Map<string, { start: number; balance: number }>();
+    const now = Date.now();
+    const applied = entries.map((e) => {
+      if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0) throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
+      let acc = running.get(e.accountId);
+      if (!acc) {
+        this.ensureAccount(e.accountId);
+        const b = this.balance(e.accountId);
+        acc = { start: b, balance: b };
+        running.set(e.accountId, acc);
+      }
+      const after = acc.balance + (e.kind === "credit" ? e.amountCents : -e.amountCents);
+      if (this.s.insert.run({ ...e, balanceAfter: after, now }).changes === 0) return false;
+      acc.balance = after;
+      return true;
+    });
+    for (const [accountId, acc] of running) if (acc.balance !== acc.start) this.s.addBalance.run(acc.balance - acc.start, accountId);
+    return applied;
+  }
+
   history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number } {
     const rows = this.s.history.all(accountId, pageSize, pageNumber * pageSize) as Array<{
       id: number;

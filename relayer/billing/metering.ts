@@ -1,4 +1,5 @@
 import type { Database, Statement } from "better-sqlite3";
+import type { Logger } from "pino";
 import { ApiError } from "../errors";
 import type { Ledger } from "./ledger";
 
@@ -19,9 +20,12 @@ export interface Prices {
 
 export const DEFAULT_PRICES: Prices = Object.freeze({ write_cents: 1, execution_cents_per_second: 1, minimum_payment_cents: 500 });
 
+/** Default write-behind window for usage charges (see docs/billing.md, "Charges are written behind"). */
+export const DEFAULT_CHARGE_FLUSH_MS = 50;
+const MAX_PENDING_CHARGES = 256;
+
 export interface ChargeResult {
   charged_cents: number;
-  balance_cents: number;
   /** false when this reference had already been charged (a retry): nothing changed. */
   applied: boolean;
 }
@@ -32,22 +36,47 @@ export function executionPriceCents(prices: Prices, executionMs: number): number
   return Math.max(1, Math.ceil(ms / 1000)) * prices.execution_cents_per_second;
 }
 
+interface PendingCharge {
+  accountId: string;
+  keyAddress: string;
+  cents: number;
+  reference: string;
+  operation: string;
+}
+
 /**
  * Usage charges. Checked before work starts (assertCanAfford), charged after it finished
  * (chargeWrite only for writes that landed; chargeExecution for the time used). A charge is never
  * refused after the fact: the work has been done, so it is recorded in full even if that takes the
  * balance (or a key's spend) past zero (or its cap); the next assertCanAfford then refuses.
+ *
+ * Charges are written behind: they are applied to an in-memory overlay at once (so the next
+ * assertCanAfford already sees them) and committed to the ledger in one transaction per
+ * `flushMs` window (or every 256 charges, or before any read of balances, history or spend, or on
+ * close). A committed transaction per trivial execution would cost more than the execution itself.
+ * flushMs = 0 commits every charge before returning.
  */
 export class Metering {
-  private readonly s: { spend: Statement; addSpend: Statement; setCap: Statement };
+  private readonly s: { spend: Statement; afford: Statement; addSpend: Statement; setCap: Statement };
+  private readonly pending = new Map<string, PendingCharge>();
+  private readonly pendingByAccount = new Map<string, number>();
+  private readonly pendingByKey = new Map<string, number>();
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly db: Database,
     private readonly ledger: Ledger,
     private readonly prices: Prices,
+    private readonly flushMs: number = DEFAULT_CHARGE_FLUSH_MS,
+    private readonly logger?: Logger,
   ) {
     this.s = {
       spend: db.prepare("SELECT spent_cents, cap_cents FROM key_spend WHERE key_address = ?"),
+      // Everything assertCanAfford needs in one statement: it runs before every metered request.
+      afford: db.prepare(
+        `SELECT (SELECT balance_cents FROM accounts WHERE account_id = @account) AS balance_cents, s.spent_cents, s.cap_cents
+         FROM (SELECT 1) LEFT JOIN key_spend s ON s.key_address = @key`,
+      ),
       addSpend: db.prepare(
         `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES (?, ?, ?, NULL)
          ON CONFLICT (key_address) DO UPDATE SET spent_cents = spent_cents + excluded.spent_cents`,
@@ -63,14 +92,17 @@ export class Metering {
     const price = operation === "write" ? this.prices.write_cents : executionPriceCents(this.prices, 0);
     if (price === 0) return;
     const key = normalizeAddress(p.keyAddress);
-    const spend = this.keySpend(key);
+    const row = this.s.afford.get({ account: p.accountId, key }) as { balance_cents: number | null; spent_cents: number | null; cap_cents: number | null };
     // The cap is checked first: it is the narrower, key-specific refusal and names the key's problem.
-    if (spend.cap_cents !== null && spend.spent_cents + price > spend.cap_cents) {
-      throw new ApiError(403, "spend_cap_reached", `this key has spent ${spend.spent_cents} of its ${spend.cap_cents}-cent cap`, {
-        details: { key_address: key, spent_cents: spend.spent_cents, cap_cents: spend.cap_cents, price_cents: price },
-      });
+    if (row.cap_cents !== null) {
+      const spent = (row.spent_cents ?? 0) + (this.pendingByKey.get(key) ?? 0);
+      if (spent + price > row.cap_cents) {
+        throw new ApiError(403, "spend_cap_reached", `this key has spent ${spent} of its ${row.cap_cents}-cent cap`, {
+          details: { key_address: key, spent_cents: spent, cap_cents: row.cap_cents, price_cents: price },
+        });
+      }
     }
-    const balance = this.ledger.balance(p.accountId);
+    const balance = (row.balance_cents ?? 0) - (this.pendingByAccount.get(p.accountId) ?? 0);
     if (balance < price) {
       throw new ApiError(402, "insufficient_credits", `this ${operation} costs ${price} cents and the balance is ${balance} cents`, {
         details: { balance_cents: balance, price_cents: price },
@@ -87,8 +119,7 @@ export class Metering {
   }
 
   keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null } {
-    const row = this.s.spend.get(normalizeAddress(keyAddress)) as { spent_cents: number; cap_cents: number | null } | undefined;
-    return row ? { spent_cents: row.spent_cents, cap_cents: row.cap_cents } : { spent_cents: 0, cap_cents: null };
+    return this.spendWithPending(normalizeAddress(keyAddress));
   }
 
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void {
@@ -100,15 +131,72 @@ export class Metering {
     this.s.setCap.run(normalizeAddress(keyAddress), accountId, capCents);
   }
 
+  /** Balance including charges not yet committed. */
+  balanceWithPending(accountId: string): number {
+    return this.ledger.balance(accountId) - (this.pendingByAccount.get(accountId) ?? 0);
+  }
+
+  /** Commits every pending charge in one transaction. Idempotent; a failure keeps them pending and retries later. */
+  flush(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending.values()];
+    try {
+      this.db
+        .transaction(() => {
+          const applied = this.ledger.applyBatch(
+            batch.map((c) => ({ accountId: c.accountId, kind: "debit" as const, amountCents: c.cents, reference: c.reference, keyAddress: c.keyAddress, operation: c.operation })),
+          );
+          const spend = new Map<string, { accountId: string; cents: number }>();
+          batch.forEach((c, i) => {
+            if (!applied[i]) return;
+            const s = spend.get(c.keyAddress) ?? { accountId: c.accountId, cents: 0 };
+            s.cents += c.cents;
+            spend.set(c.keyAddress, s);
+          });
+          for (const [key, s] of spend) this.s.addSpend.run(key, s.accountId, s.cents);
+        })
+        .immediate();
+    } catch (e) {
+      this.logger?.error({ err: e instanceof Error ? e.message : String(e), pending: batch.length }, "billing: could not commit usage charges; will retry");
+      this.arm();
+      return;
+    }
+    this.pending.clear();
+    this.pendingByAccount.clear();
+    this.pendingByKey.clear();
+  }
+
   private charge(p: Principal, cents: number, reference: string, operation: string): ChargeResult {
     const key = normalizeAddress(p.keyAddress);
-    const tx = this.db.transaction((): ChargeResult => {
-      if (cents === 0) return { charged_cents: 0, balance_cents: this.ledger.balance(p.accountId), applied: false };
-      const r = this.ledger.apply({ accountId: p.accountId, kind: "debit", amountCents: cents, reference, keyAddress: key, operation });
-      if (r.applied) this.s.addSpend.run(key, p.accountId, cents);
-      return { charged_cents: r.applied ? cents : 0, balance_cents: r.balanceCents, applied: r.applied };
-    });
-    return tx.immediate();
+    if (cents === 0 || this.pending.has(reference) || this.ledger.hasReference(reference)) {
+      return { charged_cents: 0, applied: false };
+    }
+    this.pending.set(reference, { accountId: p.accountId, keyAddress: key, cents, reference, operation });
+    this.pendingByAccount.set(p.accountId, (this.pendingByAccount.get(p.accountId) ?? 0) + cents);
+    this.pendingByKey.set(key, (this.pendingByKey.get(key) ?? 0) + cents);
+    if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) this.flush();
+    else this.arm();
+    return { charged_cents: cents, applied: true };
+  }
+
+  private arm(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.flush();
+    }, Math.max(1, this.flushMs));
+    // A pending flush must not keep a process alive; close() flushes synchronously.
+    this.timer.unref();
+  }
+
+  private spendWithPending(key: string): { spent_cents: number; cap_cents: number | null } {
+    const row = this.s.spend.get(key) as { spent_cents: number; cap_cents: number | null } | undefined;
+    const pending = this.pendingByKey.get(key) ?? 0;
+    return row ? { spent_cents: row.spent_cents + pending, cap_cents: row.cap_cents } : { spent_cents: pending, cap_cents: null };
   }
 }
 

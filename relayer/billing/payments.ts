@@ -59,6 +59,8 @@ export class Payments {
     private readonly processor: PaymentProcessor,
     private readonly ledgerId: string,
     private readonly limits: { minimumCents: number; maximumCents: number },
+    /** The balance including usage charges not yet committed (Metering's write-behind buffer). */
+    private readonly balanceOf: (accountId: string) => number,
     private readonly logger?: Logger,
   ) {
     this.crashPoint = process.env[CRASH_POINT_ENV];
@@ -117,7 +119,7 @@ export class Payments {
     const after = this.row(id)!;
     if (after.credited_at != null) return this.succeededResult(after, newlyCredited);
     if (intent.status === "processing") {
-      const balance = this.ledger.balance(accountId);
+      const balance = this.balanceOf(accountId);
       return {
         httpStatus: 202,
         body: {
@@ -249,11 +251,17 @@ export class Payments {
       if (event) this.s.recordEvent.run(event.id, event.type, result.outcome, now);
       return result;
     });
-    return tx.immediate();
+    // Money coming in is fsynced before we answer (the rest of the file runs synchronous=NORMAL).
+    this.db.pragma("synchronous = FULL");
+    try {
+      return tx.immediate();
+    } finally {
+      this.db.pragma("synchronous = NORMAL");
+    }
   }
 
   private succeededResult(row: IntentRow, newlyCredited: boolean): ConfirmResult {
-    const balance = this.ledger.balance(row.account_id);
+    const balance = this.balanceOf(row.account_id);
     return {
       httpStatus: 200,
       body: {

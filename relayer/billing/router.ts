@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
-import type { Principal, Prices } from "./metering";
+import type { Metering, Principal, Prices } from "./metering";
 import { CREDIT_PACKAGES, formatCents } from "./money";
 import type { Payments } from "./payments";
 import { type PaymentProcessor, ProcessorError } from "./processor";
@@ -11,6 +11,7 @@ import { type SimulatedAction, SimulatedProcessor } from "./simulatedProcessor";
 
 export interface RouterDeps {
   ledger: Ledger;
+  metering: Metering;
   payments: Payments;
   processor: PaymentProcessor;
   prices: Prices;
@@ -26,7 +27,7 @@ const DEFAULT_PAGE_SIZE = 20;
  * webhook needs the raw bytes for the signature check, the rest take small JSON bodies.
  */
 export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler): Router {
-  const { ledger, payments, processor, prices } = deps;
+  const { ledger, metering, payments, processor, prices } = deps;
   const r = express.Router();
   const json = express.json({ limit: "16kb", type: () => true });
   const auth: RequestHandler[] = [requireAccountKey, requireAccountPrincipal];
@@ -62,7 +63,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
   });
 
   r.get("/balance", ...auth, (_req, res) => {
-    const balance = ledger.balance(principal(res).accountId);
+    const balance = metering.balanceWithPending(principal(res).accountId);
     res.json({ balance_cents: balance, balance_display: formatCents(balance) });
   });
 
@@ -84,6 +85,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
   r.get("/history", ...auth, (req, res) => {
     const pageNumber = intParam(req.query.page_number, 0, 0, Number.MAX_SAFE_INTEGER, "page_number");
     const pageSize = intParam(req.query.page_size, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, "page_size");
+    metering.flush();
     const { items, total } = ledger.history(principal(res).accountId, pageNumber, pageSize);
     res.json({ items, page_number: pageNumber, page_size: pageSize, total });
   });

@@ -15,7 +15,7 @@ function thrown(fn: () => void): ApiError {
   throw new Error("expected an ApiError");
 }
 
-describe("billing: metering", function () {
+for (const chargeFlushMs of [50, 0]) describe(`billing: metering (${chargeFlushMs ? "write-behind charges" : "strict charges"})`, function () {
   let tmp: ReturnType<typeof tempDir>;
   let billing: Billing;
   let srv: TestServer;
@@ -26,7 +26,7 @@ describe("billing: metering", function () {
   const usage2 = principalFor(A, "usage", "0x2222222222222222222222222222222222222222");
 
   async function open(opts: { prices?: Parameters<typeof createBilling>[0]["prices"]; signupCreditCents?: number } = {}) {
-    billing = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: new SimulatedProcessor(), ...opts });
+    billing = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: new SimulatedProcessor(), chargeFlushMs, ...opts });
     srv = await serve(billing);
   }
 
@@ -128,8 +128,9 @@ describe("billing: metering", function () {
     await topUp(A, 500);
     const first = billing.chargeWrite(usage1, "add_group", "0xsame");
     const second = billing.chargeWrite(usage1, "add_group", "0xsame");
-    expect(first).to.deep.equal({ charged_cents: 1, balance_cents: 499, applied: true });
-    expect(second).to.deep.equal({ charged_cents: 0, balance_cents: 499, applied: false });
+    expect(first).to.deep.equal({ charged_cents: 1, applied: true });
+    expect(second).to.deep.equal({ charged_cents: 0, applied: false });
+    expect(billing.balance(A).balance_cents).to.equal(499);
     expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(1);
   });
 
@@ -147,7 +148,7 @@ describe("billing: metering", function () {
     billing.chargeExecution(owner, 498_000, "burn"); // 498 cents → 2 left
     billing.assertCanAfford(owner, "execution");
     const r = billing.chargeExecution(owner, 4200, "overrun"); // 5 cents
-    expect(r).to.deep.equal({ charged_cents: 5, balance_cents: -3, applied: true });
+    expect(r).to.deep.equal({ charged_cents: 5, applied: true });
     const e = thrown(() => billing.assertCanAfford(owner, "execution"));
     expect(e.details).to.deep.equal({ balance_cents: -3, price_cents: 1 });
     const b = await srv.call("GET", "/balance", { account: A });
@@ -211,6 +212,35 @@ describe("billing: metering", function () {
     expect(billing.history(B, 0, 10).total).to.equal(0);
   });
 
+  it("a retried reference is charged once even when the first charge was already committed", async function () {
+    await open();
+    await topUp(A, 500);
+    billing.chargeExecution(usage1, 10, "req-retry");
+    billing.flushCharges();
+    expect(billing.chargeExecution(usage1, 10, "req-retry")).to.deep.equal({ charged_cents: 0, applied: false });
+    expect(billing.audit(A)).to.deep.equal({ balance_cents: 499, ledger_sum_cents: 499 });
+  });
+
+  it("a charge is seen by the next assertCanAfford at once", async function () {
+    await open();
+    await topUp(A, 500);
+    billing.chargeExecution(usage1, 499_000, "big"); // 499 cents, 1 left
+    billing.chargeWrite(usage1, "add_group", "0x1"); // 0 left
+    expect(thrown(() => billing.assertCanAfford(usage1, "write")).details).to.deep.equal({ balance_cents: 0, price_cents: 1 });
+  });
+
+  it("charges are committed by close() and found after reopening the file", async function () {
+    await open();
+    await topUp(A, 500);
+    billing.chargeExecution(usage1, 1500, "r1");
+    billing.chargeWrite(usage1, "add_group", "0x2");
+    await srv.close();
+    billing.close();
+    await open();
+    expect(billing.audit(A)).to.deep.equal({ balance_cents: 497, ledger_sum_cents: 497 });
+    expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(3);
+  });
+
   it("property: any sequence of charges, with retried references, keeps ledger sum = balance = top-up − unique charges", async function () {
     await open();
     await topUp(A, 5000);
@@ -242,5 +272,35 @@ describe("billing: metering", function () {
       }),
       { numRuns: 60, seed: 424242 },
     );
+  });
+});
+
+describe("billing: metering across processes sharing the ledger file", function () {
+  let tmp: ReturnType<typeof tempDir>;
+  beforeEach(() => (tmp = tempDir()));
+  afterEach(() => tmp.cleanup());
+
+  it("strict charges (chargeFlushMs 0) are committed before chargeExecution returns", function () {
+    const path = join(tmp.dir, "billing.sqlite");
+    const a = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 0 });
+    const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
+    a.onAccountCreated("5");
+    a.chargeExecution(principalFor("5"), 2000, "r");
+    expect(b.balance("5").balance_cents).to.equal(98);
+    a.close();
+    b.close();
+  });
+
+  it("write-behind charges reach the file within the flush window", async function () {
+    const path = join(tmp.dir, "billing.sqlite");
+    const a = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 20 });
+    const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
+    a.onAccountCreated("5");
+    a.chargeExecution(principalFor("5"), 2000, "r");
+    expect(b.balance("5").balance_cents).to.equal(100);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(b.balance("5").balance_cents).to.equal(98);
+    a.close();
+    b.close();
   });
 });

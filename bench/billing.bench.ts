@@ -1,0 +1,138 @@
+/**
+ * Metering overhead per execution: assertCanAfford + chargeExecution around a real executor run,
+ * against the same run unmetered, in the same process and the same run (alternating, so drift hits
+ * both sides equally). Goal: ≤ 5 %.
+ *
+ *   npm run bench:billing            (BENCH_ROUNDS=… to change the sample size)
+ *
+ * The ledger is a real SQLite file (WAL, synchronous=NORMAL) in a temp folder. Two configurations:
+ * the default write-behind charges (committed in batches every 50 ms) and strict mode
+ * (chargeFlushMs: 0, one committed transaction per charge).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Enclave } from "../enclave";
+import { ActionExecutor } from "../enclave/executor";
+import { type Principal, SimulatedProcessor, createBilling } from "../relayer/billing";
+
+const WARMUP = 50;
+const BLOCK = 20;
+/** Runs per side (unmetered, metered), a multiple of BLOCK. */
+const ROUNDS = Math.max(4 * BLOCK, Math.ceil(Number(process.env.BENCH_ROUNDS ?? 800) / (4 * BLOCK)) * 4 * BLOCK);
+const CODE = "async function main(params) { return params.n + 1; }";
+const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+function mean(xs: number[]): number {
+  return xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
+
+async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise<{ direct: number; endToEnd: number }> {
+  const dir = mkdtempSync(join(tmpdir(), "sigil-billing-bench-"));
+  const billing = createBilling({
+    dbPath: join(dir, "billing.sqlite"),
+    processor: new SimulatedProcessor(),
+    signupCreditCents: 1_000_000_000,
+    chargeFlushMs,
+  });
+  const p: Principal = { accountId: "1", keyAddress: "0x00000000000000000000000000000000000000aa", kind: "usage" };
+  billing.onAccountCreated(p.accountId);
+  billing.setKeySpendCap(p.accountId, p.keyAddress, 1_000_000_000); // exercise the cap check too
+
+  const authorizePkp = async (id: string) => id;
+
+  let ref = 0;
+  const unmetered = async (n: number) => {
+    const t = performance.now();
+    const r = await executor.run({ code: CODE, cid: CID, jsParams: { n }, authorizePkp });
+    if (r.has_error) throw new Error("action failed: " + JSON.stringify(r.error));
+    return performance.now() - t;
+  };
+  const metered = async (n: number) => {
+    const t = performance.now();
+    billing.assertCanAfford(p, "execution");
+    const r = await executor.run({ code: CODE, cid: CID, jsParams: { n }, authorizePkp });
+    if (r.has_error) throw new Error("action failed: " + JSON.stringify(r.error));
+    billing.chargeExecution(p, r.execution_ms, "bench-" + ref++);
+    return performance.now() - t;
+  };
+
+  for (let i = 0; i < WARMUP; i++) {
+    await unmetered(i);
+    await metered(i);
+  }
+  // Blocks of BLOCK runs, alternating unmetered and metered blocks (ABBA order), timed as a whole:
+  // the block time includes everything metering costs, write-behind flushes included.
+  const plain: number[] = [];
+  const withBilling: number[] = [];
+  const plainBlocks: number[] = [];
+  const meteredBlocks: number[] = [];
+  const runBlock = async (fn: (n: number) => Promise<number>, into: number[], blocks: number[]) => {
+    const t = performance.now();
+    for (let j = 0; j < BLOCK; j++) into.push(await fn(j));
+    blocks.push(performance.now() - t);
+  };
+  for (let b = 0; b < ROUNDS / BLOCK; b++) {
+    if (b % 2 === 0) {
+      await runBlock(unmetered, plain, plainBlocks);
+      await runBlock(metered, withBilling, meteredBlocks);
+    } else {
+      await runBlock(metered, withBilling, meteredBlocks);
+      await runBlock(unmetered, plain, plainBlocks);
+    }
+  }
+
+  // The metering calls alone, same ledger, same key: the cost added to each execution.
+  const meterOnly: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const t = performance.now();
+    billing.assertCanAfford(p, "execution");
+    billing.chargeExecution(p, 3, "bench-only-" + i);
+    meterOnly.push(performance.now() - t);
+  }
+
+  const audit = billing.audit(p.accountId);
+  if (audit.balance_cents !== audit.ledger_sum_cents) throw new Error("ledger does not sum to the balance");
+  const charged = WARMUP + ROUNDS * 2;
+  if (billing.keySpend(p.keyAddress).spent_cents !== charged) throw new Error(`expected ${charged} cents of spend`);
+
+  const rows = [
+    ["unmetered execution (trivial action, real SES executor)", mean(plain), median(plain)],
+    ["metered execution (assertCanAfford + run + chargeExecution)", mean(withBilling), median(withBilling)],
+    ["metering calls alone (assertCanAfford + chargeExecution)", mean(meterOnly), median(meterOnly)],
+  ] as const;
+  const mode = chargeFlushMs > 0 ? `write-behind charges (flush every ${chargeFlushMs} ms)` : "strict charges (one commit per charge)";
+  console.log(`\n## ${mode} — ${ROUNDS} rounds after ${WARMUP} warm-up, executor pool of 1 worker`);
+  console.log("| measurement | mean ms | median ms |");
+  console.log("|---|---:|---:|");
+  for (const [name, m, med] of rows) console.log(`| ${name} | ${m.toFixed(3)} | ${med.toFixed(3)} |`);
+  const direct = mean(meterOnly) / mean(plain);
+  const endToEnd = median(meteredBlocks) / median(plainBlocks) - 1;
+  console.log("");
+  console.log(`overhead, metering cost / unmetered execution (means):  ${pct(direct)}   goal ≤ 5 %: ${direct <= 0.05 ? "met" : "NOT met"}`);
+  console.log(`overhead, metered / unmetered block time − 1 (medians of ${BLOCK}-run blocks): ${pct(endToEnd)}`);
+
+  billing.close();
+  rmSync(dir, { recursive: true, force: true });
+  return { direct, endToEnd };
+}
+
+async function main(): Promise<void> {
+  const enclave = Enclave.fromRootKey("0x" + "5a".repeat(32));
+  const executor = new ActionExecutor({ keys: enclave, poolSize: 1 });
+  await executor.ready();
+  console.log("# billing: metering overhead per execution (real SES executor, trivial action, same run)");
+  await measure(executor, 50);
+  await measure(executor, 0);
+  await executor.close();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
