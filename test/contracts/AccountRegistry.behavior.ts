@@ -25,7 +25,11 @@ export interface ScopedOperation {
   event: string;
   /** Owner-side state the operation needs to succeed on `groupId` (e.g. a CID to remove). */
   prepare?: (ctx: TwoAccounts, groupId: bigint) => Promise<void>;
-  send: (registry: AccountRegistry, ctx: TwoAccounts, groupId: bigint) => Promise<ContractTransactionResponse>;
+  send: (
+    registry: AccountRegistry,
+    ctx: TwoAccounts,
+    groupId: bigint,
+  ) => Promise<ContractTransactionResponse>;
   /** Arguments of `event` when performed in `accountId` on `groupId`. */
   eventArgs: (ctx: TwoAccounts, accountId: bigint, groupId: bigint) => Promise<unknown[]>;
 }
@@ -41,7 +45,9 @@ export interface OwnerOnlyOperation {
 export function shouldBehaveLikeScopedOperation(op: ScopedOperation): void {
   // Per-group scopes are checked on the group concerned; account-wide ones report group 0.
   const perGroup = PER_GROUP.includes(op.scope);
-  const exactGrant = perGroup ? (groupId: bigint) => scopes({ [op.scope]: [Number(groupId)] }) : () => scopes({ [op.scope]: true });
+  const exactGrant = perGroup
+    ? (groupId: bigint) => scopes({ [op.scope]: [Number(groupId)] })
+    : () => scopes({ [op.scope]: true });
 
   async function prepared(): Promise<TwoAccounts> {
     const ctx = await loadFixture(twoAccountsFixture);
@@ -49,7 +55,11 @@ export function shouldBehaveLikeScopedOperation(op: ScopedOperation): void {
     return ctx;
   }
 
-  async function expectSuccess(ctx: TwoAccounts, registry: AccountRegistry, accountId = ctx.accountA): Promise<void> {
+  async function expectSuccess(
+    ctx: TwoAccounts,
+    registry: AccountRegistry,
+    accountId = ctx.accountA,
+  ): Promise<void> {
     const args = await op.eventArgs(ctx, accountId, ctx.target);
     await expect(op.send(registry, ctx, ctx.target))
       .to.emit(ctx.registry, op.event)

@@ -4,7 +4,15 @@
 import { expect } from "chai";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { ethers } from "hardhat";
-import { ALL_SCOPES, CID_HELLO, cidHash, deployFixture, grantKey, scopes, twoAccountsFixture } from "./fixtures";
+import {
+  ALL_SCOPES,
+  CID_HELLO,
+  cidHash,
+  deployFixture,
+  grantKey,
+  scopes,
+  twoAccountsFixture,
+} from "./fixtures";
 
 describe("AccountRegistry: accounts", function () {
   describe("createAccount", function () {
@@ -21,13 +29,13 @@ describe("AccountRegistry: accounts", function () {
       const masterKey = ethers.Wallet.createRandom().address;
       await registry.connect(ownerA).createAccount("Acme", masterKey);
       const account = await registry.getAccount(1n);
-      expect([account.id, account.owner, account.pendingOwner, account.masterKey, account.name]).to.deep.equal([
-        1n,
-        ownerA.address,
-        ethers.ZeroAddress,
-        masterKey,
-        "Acme",
-      ]);
+      expect([
+        account.id,
+        account.owner,
+        account.pendingOwner,
+        account.masterKey,
+        account.name,
+      ]).to.deep.equal([1n, ownerA.address, ethers.ZeroAddress, masterKey, "Acme"]);
       expect([account.groupCount, account.pkpCount, account.keyCount]).to.deep.equal([0n, 0n, 0n]);
       expect(await registry.accountOfOwner(ownerA.address)).to.equal(1n);
       expect(await registry.accountOfMasterKey(masterKey)).to.equal(1n);
@@ -107,12 +115,16 @@ describe("AccountRegistry: accounts", function () {
   describe("views", function () {
     it("getAccount reverts UnknownAccount for id 0", async function () {
       const { registry } = await loadFixture(deployFixture);
-      await expect(registry.getAccount(0n)).to.be.revertedWithCustomError(registry, "UnknownAccount").withArgs(0n);
+      await expect(registry.getAccount(0n))
+        .to.be.revertedWithCustomError(registry, "UnknownAccount")
+        .withArgs(0n);
     });
 
     it("getAccount reverts UnknownAccount past the last id", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.getAccount(3n)).to.be.revertedWithCustomError(registry, "UnknownAccount").withArgs(3n);
+      await expect(registry.getAccount(3n))
+        .to.be.revertedWithCustomError(registry, "UnknownAccount")
+        .withArgs(3n);
     });
 
     it("getAccount counts groups, PKPs and keys", async function () {
@@ -163,10 +175,9 @@ describe("AccountRegistry: accounts", function () {
     it("the old owner keeps every power until acceptance", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).transferOwnership(keySigners[5].address);
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES)).to.emit(
-        registry,
-        "KeyAdded",
-      );
+      await expect(
+        registry.connect(ownerA).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES),
+      ).to.emit(registry, "KeyAdded");
     });
 
     it("acceptOwnership moves the account to the pending owner", async function () {
@@ -187,7 +198,9 @@ describe("AccountRegistry: accounts", function () {
       const newOwner = keySigners[5];
       await registry.connect(ownerA).transferOwnership(newOwner.address);
       await registry.connect(newOwner).acceptOwnership(1n);
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES))
+      await expect(
+        registry.connect(ownerA).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES),
+      )
         .to.be.revertedWithCustomError(registry, "NoAccount")
         .withArgs(ownerA.address);
     });
@@ -206,7 +219,9 @@ describe("AccountRegistry: accounts", function () {
       const newOwner = keySigners[5];
       await registry.connect(ownerA).transferOwnership(newOwner.address);
       await registry.connect(newOwner).acceptOwnership(1n);
-      await expect(registry.connect(newOwner).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES))
+      await expect(
+        registry.connect(newOwner).addKey(keySigners[0].address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES),
+      )
         .to.emit(registry, "KeyAdded")
         .withArgs(1n, keySigners[0].address, ethers.ZeroHash, "k", "", 0n, Object.values(ALL_SCOPES));
     });
@@ -217,7 +232,9 @@ describe("AccountRegistry: accounts", function () {
       await grantKey(registry, ownerA, key, scopes({ CreateGroup: true }));
       await registry.connect(ownerA).transferOwnership(keySigners[5].address);
       await registry.connect(keySigners[5]).acceptOwnership(1n);
-      await expect(registry.connect(key).createGroup("g", "", [], [])).to.emit(registry, "GroupCreated").withArgs(1n, 3n, "g", "");
+      await expect(registry.connect(key).createGroup("g", "", [], []))
+        .to.emit(registry, "GroupCreated")
+        .withArgs(1n, 3n, "g", "");
     });
 
     it("acceptOwnership is refused to anyone but the pending owner", async function () {
@@ -254,10 +271,9 @@ describe("AccountRegistry: accounts", function () {
 
     it("transferOwnership refuses the zero address", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).transferOwnership(ethers.ZeroAddress)).to.be.revertedWithCustomError(
-        registry,
-        "ZeroAddress",
-      );
+      await expect(
+        registry.connect(ownerA).transferOwnership(ethers.ZeroAddress),
+      ).to.be.revertedWithCustomError(registry, "ZeroAddress");
     });
 
     it("transferOwnership refuses an address that already owns an account", async function () {

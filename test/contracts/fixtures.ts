@@ -5,7 +5,12 @@
 import { ethers } from "hardhat";
 import type { HardhatEthersSigner } from "@nomicfoundation/hardhat-ethers/signers";
 import { deploySigil } from "../../scripts/deploy";
-import { AccountRegistry, AccountRegistry__factory, SigilForwarder, SigilForwarder__factory } from "../../typechain-types";
+import {
+  AccountRegistry,
+  AccountRegistry__factory,
+  SigilForwarder,
+  SigilForwarder__factory,
+} from "../../typechain-types";
 import type { IAccountRegistry } from "../../typechain-types/contracts/AccountRegistry";
 
 /** The `Scope` enum of IAccountRegistry, by name. */
@@ -71,12 +76,16 @@ export function allScopesExcept(missing: ScopeName): KeyScopes {
 /** The PKP id the registry assigns: keccak256(abi.encode(chainid, registry, accountId, counter)). */
 export function expectedPkpId(chainId: bigint, registry: string, accountId: bigint, counter: bigint): string {
   return ethers.keccak256(
-    ethers.AbiCoder.defaultAbiCoder().encode(["uint256", "address", "uint64", "uint256"], [chainId, registry, accountId, counter]),
+    ethers.AbiCoder.defaultAbiCoder().encode(
+      ["uint256", "address", "uint64", "uint256"],
+      [chainId, registry, accountId, counter],
+    ),
   );
 }
 
 /** A deterministic address nobody holds a key for (master keys, unknown callers in views). */
-export const labelAddress = (label: string): string => ethers.getAddress(ethers.dataSlice(ethers.id(label), 12));
+export const labelAddress = (label: string): string =>
+  ethers.getAddress(ethers.dataSlice(ethers.id(label), 12));
 
 export async function deployFixture() {
   const [deployer, ownerA, ownerB, relayer, outsider, ...keySigners] = await ethers.getSigners();
@@ -124,7 +133,12 @@ export type TwoAccounts = Awaited<ReturnType<typeof twoAccountsFixture>>;
 /** The id the next `createPkp` of `accountId` will return. */
 export async function nextPkpId(ctx: TwoAccounts, accountId: bigint): Promise<string> {
   const account = await ctx.registry.getAccount(accountId);
-  return expectedPkpId(BigInt(ctx.deployment.chainId), ctx.deployment.registry, accountId, account.pkpCount + 1n);
+  return expectedPkpId(
+    BigInt(ctx.deployment.chainId),
+    ctx.deployment.registry,
+    accountId,
+    account.pkpCount + 1n,
+  );
 }
 
 /** Register `key` under `owner`'s account with `grant`, no expiration. */

@@ -8,7 +8,16 @@ import { anyValue } from "@nomicfoundation/hardhat-chai-matchers/withArgs";
 import { ethers } from "hardhat";
 import type { HardhatEthersSigner } from "@nomicfoundation/hardhat-ethers/signers";
 import { SigilForwarder__factory } from "../../typechain-types";
-import { ALL_SCOPES, CID_HELLO, Scope, type TwoAccounts, cidHash, grantKey, scopes, twoAccountsFixture } from "./fixtures";
+import {
+  ALL_SCOPES,
+  CID_HELLO,
+  Scope,
+  type TwoAccounts,
+  cidHash,
+  grantKey,
+  scopes,
+  twoAccountsFixture,
+} from "./fixtures";
 
 const FORWARD_REQUEST_TYPES = {
   ForwardRequest: [
@@ -29,7 +38,12 @@ interface SignOptions {
 }
 
 /** An EIP-712 ForwardRequest for `data` on the registry, signed by `signer` (as the enclave does). */
-async function signRequest(ctx: TwoAccounts, signer: HardhatEthersSigner, data: string, options: SignOptions = {}) {
+async function signRequest(
+  ctx: TwoAccounts,
+  signer: HardhatEthersSigner,
+  data: string,
+  options: SignOptions = {},
+) {
   const forwarderAddress = options.forwarderAddress ?? ctx.deployment.forwarder;
   const forwarder = SigilForwarder__factory.connect(forwarderAddress, ethers.provider);
   const request = {
@@ -41,14 +55,31 @@ async function signRequest(ctx: TwoAccounts, signer: HardhatEthersSigner, data: 
     deadline: options.deadline ?? BigInt(await time.latest()) + 300n,
     data,
   };
-  const domain = { name: "SigilForwarder", version: "1", chainId: ctx.deployment.chainId, verifyingContract: forwarderAddress };
+  const domain = {
+    name: "SigilForwarder",
+    version: "1",
+    chainId: ctx.deployment.chainId,
+    verifyingContract: forwarderAddress,
+  };
   const signature = await signer.signTypedData(domain, FORWARD_REQUEST_TYPES, request);
-  return { from: request.from, to: request.to, value: request.value, gas: request.gas, deadline: request.deadline, data, signature };
+  return {
+    from: request.from,
+    to: request.to,
+    value: request.value,
+    gas: request.gas,
+    deadline: request.deadline,
+    data,
+    signature,
+  };
 }
 
 /** What the registry answers when the forwarder relays `data` for `from` (how the relayer decodes a revert). */
 function simulateForwarded(ctx: TwoAccounts, from: string, data: string) {
-  return ethers.provider.call({ from: ctx.deployment.forwarder, to: ctx.deployment.registry, data: ethers.concat([data, from]) });
+  return ethers.provider.call({
+    from: ctx.deployment.forwarder,
+    to: ctx.deployment.registry,
+    data: ethers.concat([data, from]),
+  });
 }
 
 describe("AccountRegistry: forwarded calls (path A)", function () {
@@ -62,7 +93,11 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ ManageActions: [1] }));
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]),
+    );
     await expect(ctx.forwarder.connect(ctx.relayer).execute(request))
       .to.emit(ctx.registry, "ActionAdded")
       .withArgs(1n, 1n, cidHash(CID_HELLO), CID_HELLO);
@@ -73,7 +108,11 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ CreateGroup: true }));
     const direct = await ctx.registry.connect(key).createGroup.staticCall("g", "", [], []);
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("createGroup", ["g", "", [], []]));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("createGroup", ["g", "", [], []]),
+    );
     await ctx.forwarder.connect(ctx.relayer).execute(request);
     expect((await ctx.registry.getGroup(1n, direct)).name).to.equal("g");
   });
@@ -81,7 +120,14 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
   it("a request signed by the owner can perform owner-only operations", async function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const key = ctx.keySigners[0].address;
-    const data = ctx.registry.interface.encodeFunctionData("addKey", [key, ethers.ZeroHash, "k", "", 0n, ALL_SCOPES]);
+    const data = ctx.registry.interface.encodeFunctionData("addKey", [
+      key,
+      ethers.ZeroHash,
+      "k",
+      "",
+      0n,
+      ALL_SCOPES,
+    ]);
     await ctx.forwarder.connect(ctx.relayer).execute(await signRequest(ctx, ctx.ownerA, data));
     expect(await ctx.registry.accountOfKey(key)).to.equal(1n);
   });
@@ -90,8 +136,15 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ ManageActions: [2] }));
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]));
-    await expect(ctx.forwarder.connect(ctx.relayer).execute(request)).to.be.revertedWithCustomError(ctx.forwarder, "FailedCall");
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]),
+    );
+    await expect(ctx.forwarder.connect(ctx.relayer).execute(request)).to.be.revertedWithCustomError(
+      ctx.forwarder,
+      "FailedCall",
+    );
   });
 
   it("the forwarded failure is the direct call's error, naming the signer", async function () {
@@ -112,10 +165,9 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, ALL_SCOPES);
     const data = ctx.registry.interface.encodeFunctionData("transferOwnership", [ctx.outsider.address]);
-    await expect(ctx.forwarder.connect(ctx.relayer).execute(await signRequest(ctx, key, data))).to.be.revertedWithCustomError(
-      ctx.forwarder,
-      "FailedCall",
-    );
+    await expect(
+      ctx.forwarder.connect(ctx.relayer).execute(await signRequest(ctx, key, data)),
+    ).to.be.revertedWithCustomError(ctx.forwarder, "FailedCall");
     await expect(simulateForwarded(ctx, key.address, data))
       .to.be.revertedWithCustomError(ctx.registry, "NotOwner")
       .withArgs(key.address, 1n);
@@ -128,15 +180,24 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const data = ctx.registry.interface.encodeFunctionData("createPkp", ["p", ""]);
     const request = await signRequest(ctx, key, data);
     await ctx.registry.connect(ctx.ownerA).removeKey(key.address);
-    await expect(ctx.forwarder.connect(ctx.relayer).execute(request)).to.be.revertedWithCustomError(ctx.forwarder, "FailedCall");
-    await expect(simulateForwarded(ctx, key.address, data)).to.be.revertedWithCustomError(ctx.registry, "NoAccount").withArgs(key.address);
+    await expect(ctx.forwarder.connect(ctx.relayer).execute(request)).to.be.revertedWithCustomError(
+      ctx.forwarder,
+      "FailedCall",
+    );
+    await expect(simulateForwarded(ctx, key.address, data))
+      .to.be.revertedWithCustomError(ctx.registry, "NoAccount")
+      .withArgs(key.address);
   });
 
   it("a tampered request is refused", async function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, ALL_SCOPES);
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("addAction", [1n, CID_HELLO]),
+    );
     const tampered = { ...request, data: ctx.registry.interface.encodeFunctionData("deleteGroup", [1n]) };
     await expect(ctx.forwarder.connect(ctx.relayer).execute(tampered))
       .to.be.revertedWithCustomError(ctx.forwarder, "ERC2771ForwarderInvalidSigner")
@@ -147,7 +208,11 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes());
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("deleteGroup", [1n]));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("deleteGroup", [1n]),
+    );
     await expect(ctx.forwarder.connect(ctx.relayer).execute({ ...request, from: ctx.ownerA.address }))
       .to.be.revertedWithCustomError(ctx.forwarder, "ERC2771ForwarderInvalidSigner")
       .withArgs(anyValue, ctx.ownerA.address);
@@ -157,7 +222,11 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ CreatePkp: true }));
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("createPkp", ["once", ""]));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("createPkp", ["once", ""]),
+    );
     await ctx.forwarder.connect(ctx.relayer).execute(request);
     await expect(ctx.forwarder.connect(ctx.relayer).execute(request))
       .to.be.revertedWithCustomError(ctx.forwarder, "ERC2771ForwarderInvalidSigner")
@@ -169,7 +238,12 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ CreatePkp: true }));
     const deadline = BigInt(await time.latest()) + 60n;
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("createPkp", ["late", ""]), { deadline });
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("createPkp", ["late", ""]),
+      { deadline },
+    );
     await time.increaseTo(deadline + 1n);
     await expect(ctx.forwarder.connect(ctx.relayer).execute(request))
       .to.be.revertedWithCustomError(ctx.forwarder, "ERC2771ForwarderExpiredRequest")
@@ -182,9 +256,14 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     await grantKey(ctx.registry, ctx.ownerA, key, ALL_SCOPES);
     const rogue = await new SigilForwarder__factory(ctx.deployer).deploy();
     const rogueAddress = await rogue.getAddress();
-    const request = await signRequest(ctx, key, ctx.registry.interface.encodeFunctionData("createPkp", ["p", ""]), {
-      forwarderAddress: rogueAddress,
-    });
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("createPkp", ["p", ""]),
+      {
+        forwarderAddress: rogueAddress,
+      },
+    );
     await expect(rogue.connect(ctx.relayer).execute(request))
       .to.be.revertedWithCustomError(rogue, "ERC2771UntrustfulTarget")
       .withArgs(ctx.deployment.registry, rogueAddress);
@@ -192,7 +271,10 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
 
   it("an address appended by anyone but the trusted forwarder is ignored", async function () {
     const ctx = await loadFixture(twoAccountsFixture);
-    const data = ethers.concat([ctx.registry.interface.encodeFunctionData("createPkp", ["p", ""]), ctx.ownerA.address]);
+    const data = ethers.concat([
+      ctx.registry.interface.encodeFunctionData("createPkp", ["p", ""]),
+      ctx.ownerA.address,
+    ]);
     await expect(ctx.outsider.sendTransaction({ to: ctx.deployment.registry, data }))
       .to.be.revertedWithCustomError(ctx.registry, "NoAccount")
       .withArgs(ctx.outsider.address);

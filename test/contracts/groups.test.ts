@@ -4,7 +4,16 @@
 import { expect } from "chai";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { ethers } from "hardhat";
-import { CID_EMPTY, CID_HELLO, Scope, cidHash, expectedPkpId, grantKey, scopes, twoAccountsFixture } from "./fixtures";
+import {
+  CID_EMPTY,
+  CID_HELLO,
+  Scope,
+  cidHash,
+  expectedPkpId,
+  grantKey,
+  scopes,
+  twoAccountsFixture,
+} from "./fixtures";
 
 /** Distinct, CID-shaped strings (46 characters like a CIDv0). */
 const fakeCid = (i: number): string => "Qm" + ethers.id(`cid ${i}`).slice(2, 46);
@@ -48,7 +57,9 @@ describe("AccountRegistry: PKPs and groups", function () {
 
     it("listPkps refuses a page larger than MAX_PAGE_SIZE", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.listPkps(1n, 0n, 1000n)).to.be.revertedWithCustomError(registry, "PageTooLarge").withArgs(1000n, 100n);
+      await expect(registry.listPkps(1n, 0n, 1000n))
+        .to.be.revertedWithCustomError(registry, "PageTooLarge")
+        .withArgs(1000n, 100n);
     });
 
     it("refuses a description longer than MAX_STRING_BYTES", async function () {
@@ -90,13 +101,21 @@ describe("AccountRegistry: PKPs and groups", function () {
       const { registry, ownerA, keySigners, pkpA1 } = await loadFixture(twoAccountsFixture);
       const [key] = keySigners;
       await grantKey(registry, ownerA, key, scopes({ CreateGroup: true, AddPkp: [0], ManageActions: [0] }));
-      await expect(registry.connect(key).createGroup("full", "", [pkpA1], [CID_HELLO])).to.emit(registry, "ActionAdded");
+      await expect(registry.connect(key).createGroup("full", "", [pkpA1], [CID_HELLO])).to.emit(
+        registry,
+        "ActionAdded",
+      );
     });
 
     it("refuses initial PKPs to a key without wildcard addPkp", async function () {
       const { registry, ownerA, keySigners, pkpA1 } = await loadFixture(twoAccountsFixture);
       const [key] = keySigners;
-      await grantKey(registry, ownerA, key, scopes({ CreateGroup: true, AddPkp: [1, 2], ManageActions: [0] }));
+      await grantKey(
+        registry,
+        ownerA,
+        key,
+        scopes({ CreateGroup: true, AddPkp: [1, 2], ManageActions: [0] }),
+      );
       await expect(registry.connect(key).createGroup("g", "", [pkpA1], [CID_HELLO]))
         .to.be.revertedWithCustomError(registry, "MissingScope")
         .withArgs(key.address, 1n, Scope.AddPkp, 3n);
@@ -140,8 +159,12 @@ describe("AccountRegistry: PKPs and groups", function () {
       await registry.connect(ownerA).addPkp(2n, pkpA1);
       await registry.connect(ownerA).addAction(2n, CID_HELLO);
       await registry.connect(ownerA).deleteGroup(2n);
-      await expect(registry.getGroup(1n, 2n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(1n, 2n);
-      await expect(registry.groupPkps(1n, 2n, 0n, 10n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(1n, 2n);
+      await expect(registry.getGroup(1n, 2n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 2n);
+      await expect(registry.groupPkps(1n, 2n, 0n, 10n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 2n);
       const [groups, total] = await registry.listGroups(1n, 0n, 10n);
       expect([groups.map((group) => group.id), total]).to.deep.equal([[1n], 1n]);
     });
@@ -158,18 +181,24 @@ describe("AccountRegistry: PKPs and groups", function () {
 
     it("refuses a group that does not exist", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).deleteGroup(5n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(1n, 5n);
+      await expect(registry.connect(ownerA).deleteGroup(5n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 5n);
     });
 
     it("refuses a group deleted already", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).deleteGroup(2n);
-      await expect(registry.connect(ownerA).deleteGroup(2n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(1n, 2n);
+      await expect(registry.connect(ownerA).deleteGroup(2n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 2n);
     });
 
     it("refuses the wildcard id 0", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).deleteGroup(0n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(1n, 0n);
+      await expect(registry.connect(ownerA).deleteGroup(0n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 0n);
     });
   });
 
@@ -195,7 +224,10 @@ describe("AccountRegistry: PKPs and groups", function () {
 
     it("refuses an empty CID", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).addAction(1n, "")).to.be.revertedWithCustomError(registry, "EmptyCid");
+      await expect(registry.connect(ownerA).addAction(1n, "")).to.be.revertedWithCustomError(
+        registry,
+        "EmptyCid",
+      );
     });
 
     it("refuses a CID longer than MAX_CID_BYTES", async function () {
@@ -238,7 +270,9 @@ describe("AccountRegistry: PKPs and groups", function () {
     it("refuses a batch of more than MAX_BATCH CIDs", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       const cids = Array.from({ length: 65 }, (_, i) => fakeCid(i));
-      await expect(registry.connect(ownerA).addActions(1n, cids)).to.be.revertedWithCustomError(registry, "TooManyEntries").withArgs(65n, 64n);
+      await expect(registry.connect(ownerA).addActions(1n, cids))
+        .to.be.revertedWithCustomError(registry, "TooManyEntries")
+        .withArgs(65n, 64n);
     });
 
     it("refuses a removal batch of more than MAX_BATCH CIDs", async function () {
@@ -252,10 +286,15 @@ describe("AccountRegistry: PKPs and groups", function () {
     it("refuses the CID beyond MAX_ACTIONS_PER_GROUP", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       for (let batch = 0; batch < 4; batch++) {
-        await registry.connect(ownerA).addActions(1n, Array.from({ length: 64 }, (_, i) => fakeCid(batch * 64 + i)));
+        await registry.connect(ownerA).addActions(
+          1n,
+          Array.from({ length: 64 }, (_, i) => fakeCid(batch * 64 + i)),
+        );
       }
       expect((await registry.getGroup(1n, 1n)).actionCount).to.equal(256n);
-      await expect(registry.connect(ownerA).addAction(1n, CID_HELLO)).to.be.revertedWithCustomError(registry, "TooManyMembers").withArgs(1n, 256n);
+      await expect(registry.connect(ownerA).addAction(1n, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "TooManyMembers")
+        .withArgs(1n, 256n);
     });
 
     it("groupActions pages through the CID strings", async function () {
@@ -267,37 +306,49 @@ describe("AccountRegistry: PKPs and groups", function () {
 
     it("groupActions refuses a page larger than MAX_PAGE_SIZE", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.groupActions(1n, 1n, 0n, 101n)).to.be.revertedWithCustomError(registry, "PageTooLarge").withArgs(101n, 100n);
+      await expect(registry.groupActions(1n, 1n, 0n, 101n))
+        .to.be.revertedWithCustomError(registry, "PageTooLarge")
+        .withArgs(101n, 100n);
     });
   });
 
   describe("PKP membership", function () {
     it("refuses a PKP of another account", async function () {
       const { registry, ownerA, pkpB1 } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).addPkp(1n, pkpB1)).to.be.revertedWithCustomError(registry, "PkpNotInAccount").withArgs(pkpB1, 1n);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "PkpNotInAccount")
+        .withArgs(pkpB1, 1n);
     });
 
     it("refuses a PKP id that was never created", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       const unknown = ethers.id("no such pkp");
-      await expect(registry.connect(ownerA).addPkp(1n, unknown)).to.be.revertedWithCustomError(registry, "PkpNotInAccount").withArgs(unknown, 1n);
+      await expect(registry.connect(ownerA).addPkp(1n, unknown))
+        .to.be.revertedWithCustomError(registry, "PkpNotInAccount")
+        .withArgs(unknown, 1n);
     });
 
     it("refuses a PKP already in the group", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addPkp(1n, pkpA1);
-      await expect(registry.connect(ownerA).addPkp(1n, pkpA1)).to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup").withArgs(1n, pkpA1);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
+        .withArgs(1n, pkpA1);
     });
 
     it("lets one PKP be referenced by several groups", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addPkp(1n, pkpA1);
-      await expect(registry.connect(ownerA).addPkp(2n, pkpA1)).to.emit(registry, "PkpAdded").withArgs(1n, 2n, pkpA1);
+      await expect(registry.connect(ownerA).addPkp(2n, pkpA1))
+        .to.emit(registry, "PkpAdded")
+        .withArgs(1n, 2n, pkpA1);
     });
 
     it("refuses to remove a PKP the group does not hold", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).removePkp(1n, pkpA1)).to.be.revertedWithCustomError(registry, "PkpNotInGroup").withArgs(1n, pkpA1);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "PkpNotInGroup")
+        .withArgs(1n, pkpA1);
     });
 
     it("refuses a batch of more than MAX_BATCH PKPs", async function () {
@@ -319,9 +370,14 @@ describe("AccountRegistry: PKPs and groups", function () {
       const chainId = BigInt(deployment.chainId);
       for (let i = 0; i < 255; i++) await registry.connect(ownerA).createPkp("", "");
       // PKPs 1..257 of account A exist now (2 from the fixture).
-      const ids = Array.from({ length: 257 }, (_, i) => expectedPkpId(chainId, deployment.registry, 1n, BigInt(i + 1)));
-      for (let start = 0; start < 256; start += 64) await registry.connect(ownerA).addPkps(1n, ids.slice(start, start + 64));
-      await expect(registry.connect(ownerA).addPkp(1n, ids[256])).to.be.revertedWithCustomError(registry, "TooManyMembers").withArgs(1n, 256n);
+      const ids = Array.from({ length: 257 }, (_, i) =>
+        expectedPkpId(chainId, deployment.registry, 1n, BigInt(i + 1)),
+      );
+      for (let start = 0; start < 256; start += 64)
+        await registry.connect(ownerA).addPkps(1n, ids.slice(start, start + 64));
+      await expect(registry.connect(ownerA).addPkp(1n, ids[256]))
+        .to.be.revertedWithCustomError(registry, "TooManyMembers")
+        .withArgs(1n, 256n);
     });
 
     it("groupPkps pages through the members", async function () {
@@ -337,19 +393,21 @@ describe("AccountRegistry: PKPs and groups", function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addPkp(1n, pkpA1);
       const group = await registry.getGroup(1n, 1n);
-      expect([group.id, group.accountId, group.name, group.description, group.pkpCount, group.actionCount]).to.deep.equal([
-        1n,
-        1n,
-        "target",
-        "the group under test",
-        1n,
-        0n,
-      ]);
+      expect([
+        group.id,
+        group.accountId,
+        group.name,
+        group.description,
+        group.pkpCount,
+        group.actionCount,
+      ]).to.deep.equal([1n, 1n, "target", "the group under test", 1n, 0n]);
     });
 
     it("getGroup of another account's id reverts UnknownGroup", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.getGroup(2n, 2n)).to.be.revertedWithCustomError(registry, "UnknownGroup").withArgs(2n, 2n);
+      await expect(registry.getGroup(2n, 2n))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(2n, 2n);
     });
 
     it("listGroups pages through live groups", async function () {
@@ -360,7 +418,9 @@ describe("AccountRegistry: PKPs and groups", function () {
 
     it("listGroups refuses a page larger than MAX_PAGE_SIZE", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.listGroups(1n, 0n, 101n)).to.be.revertedWithCustomError(registry, "PageTooLarge").withArgs(101n, 100n);
+      await expect(registry.listGroups(1n, 0n, 101n))
+        .to.be.revertedWithCustomError(registry, "PageTooLarge")
+        .withArgs(101n, 100n);
     });
 
     it("lists of an account that does not exist are empty", async function () {
@@ -447,7 +507,9 @@ describe("AccountRegistry: PKPs and groups", function () {
         .to.be.revertedWithCustomError(registry, "TooManyGroups")
         .withArgs(2n, BigInt(max));
       await registry.connect(ownerB).deleteGroup(1n);
-      await expect(registry.connect(ownerB).createGroup("", "", [], [])).to.emit(registry, "GroupCreated").withArgs(2n, BigInt(max + 1), "", "");
+      await expect(registry.connect(ownerB).createGroup("", "", [], []))
+        .to.emit(registry, "GroupCreated")
+        .withArgs(2n, BigInt(max + 1), "", "");
     });
   });
 });

@@ -9,7 +9,9 @@ import { ALL_SCOPES, CID_HELLO, Scope, cidHash, grantKey, scopes, twoAccountsFix
 const KEY_HASH = ethers.id("uk_" + "ab".repeat(32));
 
 /** The scopes part of a KeyInfo, as plain values. */
-function scopesOf(info: Awaited<ReturnType<Awaited<ReturnType<typeof twoAccountsFixture>>["registry"]["getKey"]>>) {
+function scopesOf(
+  info: Awaited<ReturnType<Awaited<ReturnType<typeof twoAccountsFixture>>["registry"]["getKey"]>>,
+) {
   const s = info.scopes;
   return {
     canCreateGroups: s.canCreateGroups,
@@ -28,7 +30,9 @@ describe("AccountRegistry: usage keys", function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const grant = scopes({ CreatePkp: true, Execute: [1], AddPkp: [0] });
       const expiration = BigInt(await time.latest()) + 1000n;
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "server", "prod", expiration, grant))
+      await expect(
+        registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "server", "prod", expiration, grant),
+      )
         .to.emit(registry, "KeyAdded")
         .withArgs(1n, keySigners[0].address, KEY_HASH, "server", "prod", expiration, Object.values(grant));
     });
@@ -36,16 +40,18 @@ describe("AccountRegistry: usage keys", function () {
     it("getKey returns what was registered", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const key = keySigners[0].address;
-      await registry.connect(ownerA).addKey(key, KEY_HASH, "server", "prod", 0, scopes({ CreateGroup: true, ManageActions: [2, 1] }));
+      await registry
+        .connect(ownerA)
+        .addKey(key, KEY_HASH, "server", "prod", 0, scopes({ CreateGroup: true, ManageActions: [2, 1] }));
       const info = await registry.getKey(key);
-      expect([info.key, info.accountId, info.keyHash, info.name, info.description, info.expiration]).to.deep.equal([
-        key,
-        1n,
-        KEY_HASH,
-        "server",
-        "prod",
-        0n,
-      ]);
+      expect([
+        info.key,
+        info.accountId,
+        info.keyHash,
+        info.name,
+        info.description,
+        info.expiration,
+      ]).to.deep.equal([key, 1n, KEY_HASH, "server", "prod", 0n]);
       expect(info.createdAt).to.equal(BigInt(await time.latest()));
       expect(scopesOf(info)).to.deep.equal({
         canCreateGroups: true,
@@ -60,14 +66,19 @@ describe("AccountRegistry: usage keys", function () {
 
     it("getKey returns each per-group array with the ids granted in it", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      await grantKey(registry, ownerA, keySigners[0], scopes({ Execute: [1, 0], ManageActions: [2], AddPkp: [0], RemovePkp: [1, 2] }));
+      await grantKey(
+        registry,
+        ownerA,
+        keySigners[0],
+        scopes({ Execute: [1, 0], ManageActions: [2], AddPkp: [0], RemovePkp: [1, 2] }),
+      );
       const info = scopesOf(await registry.getKey(keySigners[0].address));
-      expect([info.executeInGroups, info.manageIpfsIdsInGroups, info.addPkpToGroups, info.removePkpFromGroups]).to.deep.equal([
-        [1n, 0n],
-        [2n],
-        [0n],
-        [1n, 2n],
-      ]);
+      expect([
+        info.executeInGroups,
+        info.manageIpfsIdsInGroups,
+        info.addPkpToGroups,
+        info.removePkpFromGroups,
+      ]).to.deep.equal([[1n, 0n], [2n], [0n], [1n, 2n]]);
     });
 
     it("treats duplicate ids in an array as one", async function () {
@@ -95,10 +106,9 @@ describe("AccountRegistry: usage keys", function () {
 
     it("refuses the zero address", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).addKey(ethers.ZeroAddress, KEY_HASH, "k", "", 0, scopes())).to.be.revertedWithCustomError(
-        registry,
-        "ZeroAddress",
-      );
+      await expect(
+        registry.connect(ownerA).addKey(ethers.ZeroAddress, KEY_HASH, "k", "", 0, scopes()),
+      ).to.be.revertedWithCustomError(registry, "ZeroAddress");
     });
 
     it("refuses a key already registered in another account", async function () {
@@ -156,7 +166,11 @@ describe("AccountRegistry: usage keys", function () {
     ] as const) {
       it(`refuses a group id in ${field} that is not a group of the account`, async function () {
         const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-        await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ [scope]: [1, 3] })))
+        await expect(
+          registry
+            .connect(ownerA)
+            .addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ [scope]: [1, 3] })),
+        )
           .to.be.revertedWithCustomError(registry, "UnknownGroup")
           .withArgs(1n, 3n);
       });
@@ -164,7 +178,11 @@ describe("AccountRegistry: usage keys", function () {
       it(`refuses more than MAX_SCOPE_ENTRIES ids in ${field}`, async function () {
         const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
         const ids = new Array(65).fill(1);
-        await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ [scope]: ids })))
+        await expect(
+          registry
+            .connect(ownerA)
+            .addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ [scope]: ids })),
+        )
           .to.be.revertedWithCustomError(registry, "TooManyEntries")
           .withArgs(65n, 64n);
       });
@@ -174,35 +192,47 @@ describe("AccountRegistry: usage keys", function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       expect(await registry.MAX_SCOPE_ENTRIES()).to.equal(64n);
       await expect(
-        registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ Execute: new Array(64).fill(2) })),
+        registry
+          .connect(ownerA)
+          .addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ Execute: new Array(64).fill(2) })),
       ).to.emit(registry, "KeyAdded");
     });
 
     it("refuses a group id of a deleted group", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).deleteGroup(2n);
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ Execute: [2] })))
+      await expect(
+        registry
+          .connect(ownerA)
+          .addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ Execute: [2] })),
+      )
         .to.be.revertedWithCustomError(registry, "UnknownGroup")
         .withArgs(1n, 2n);
     });
 
     it("refuses a group id that exists only in another account", async function () {
       const { registry, ownerB, keySigners } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerB).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ AddPkp: [2] })))
+      await expect(
+        registry.connect(ownerB).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes({ AddPkp: [2] })),
+      )
         .to.be.revertedWithCustomError(registry, "UnknownGroup")
         .withArgs(2n, 2n);
     });
 
     it("refuses a name longer than MAX_STRING_BYTES", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "n".repeat(300), "", 0, scopes()))
+      await expect(
+        registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "n".repeat(300), "", 0, scopes()),
+      )
         .to.be.revertedWithCustomError(registry, "StringTooLong")
         .withArgs(300n, 256n);
     });
 
     it("refuses a description longer than MAX_STRING_BYTES", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "d".repeat(257), 0, scopes()))
+      await expect(
+        registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "d".repeat(257), 0, scopes()),
+      )
         .to.be.revertedWithCustomError(registry, "StringTooLong")
         .withArgs(257n, 256n);
     });
@@ -245,7 +275,9 @@ describe("AccountRegistry: usage keys", function () {
       await registry.connect(ownerA).addKey(key, KEY_HASH, "old", "old desc", 0, scopes());
       const createdAt = (await registry.getKey(key)).createdAt;
       const expiration = BigInt(await time.latest()) + 500n;
-      await expect(registry.connect(ownerA).updateKey(key, "new", "new desc", expiration, scopes({ Execute: [1] })))
+      await expect(
+        registry.connect(ownerA).updateKey(key, "new", "new desc", expiration, scopes({ Execute: [1] })),
+      )
         .to.emit(registry, "KeyUpdated")
         .withArgs(1n, key, "new", "new desc", expiration, Object.values(scopes({ Execute: [1] })));
       const info = await registry.getKey(key);
@@ -286,7 +318,9 @@ describe("AccountRegistry: usage keys", function () {
     it("validates the new scopes like addKey", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       await grantKey(registry, ownerA, keySigners[0], scopes());
-      await expect(registry.connect(ownerA).updateKey(keySigners[0].address, "k", "", 0, scopes({ RemovePkp: [7] })))
+      await expect(
+        registry.connect(ownerA).updateKey(keySigners[0].address, "k", "", 0, scopes({ RemovePkp: [7] })),
+      )
         .to.be.revertedWithCustomError(registry, "UnknownGroup")
         .withArgs(1n, 7n);
     });
@@ -302,7 +336,17 @@ describe("AccountRegistry: usage keys", function () {
         .withArgs(1n, key, "renamed", "described");
       const info = await registry.getKey(key);
       expect([info.name, info.description]).to.deep.equal(["renamed", "described"]);
-      expect(scopesOf(info)).to.deep.equal(scopes({ CreatePkp: true, CreateGroup: true, DeleteGroup: true, Execute: [0n], ManageActions: [0n], AddPkp: [0n], RemovePkp: [0n] }));
+      expect(scopesOf(info)).to.deep.equal(
+        scopes({
+          CreatePkp: true,
+          CreateGroup: true,
+          DeleteGroup: true,
+          Execute: [0n],
+          ManageActions: [0n],
+          AddPkp: [0n],
+          RemovePkp: [0n],
+        }),
+      );
     });
 
     it("refuses a key of another account", async function () {
@@ -329,7 +373,9 @@ describe("AccountRegistry: usage keys", function () {
       await grantKey(registry, ownerA, key, ALL_SCOPES);
       await registry.connect(key).createPkp("before", "");
       await registry.connect(ownerA).removeKey(key.address);
-      await expect(registry.connect(key).createPkp("after", "")).to.be.revertedWithCustomError(registry, "NoAccount").withArgs(key.address);
+      await expect(registry.connect(key).createPkp("after", ""))
+        .to.be.revertedWithCustomError(registry, "NoAccount")
+        .withArgs(key.address);
     });
 
     it("makes the key absent from every view", async function () {
@@ -351,7 +397,10 @@ describe("AccountRegistry: usage keys", function () {
       await grantKey(registry, ownerA, keySigners[0], ALL_SCOPES);
       await grantKey(registry, ownerA, keySigners[1], scopes({ CreatePkp: true }));
       await registry.connect(ownerA).removeKey(keySigners[0].address);
-      await expect(registry.connect(keySigners[1]).createPkp("still works", "")).to.emit(registry, "PkpCreated");
+      await expect(registry.connect(keySigners[1]).createPkp("still works", "")).to.emit(
+        registry,
+        "PkpCreated",
+      );
     });
 
     it("frees the address: re-registering starts from the new scopes only", async function () {
@@ -397,7 +446,10 @@ describe("AccountRegistry: usage keys", function () {
       const expiration = BigInt(await time.latest()) + 3600n;
       await grantKey(registry, ownerA, keySigners[0], scopes({ CreatePkp: true }), expiration);
       await time.setNextBlockTimestamp(expiration - 1n);
-      await expect(registry.connect(keySigners[0]).createPkp("last second", "")).to.emit(registry, "PkpCreated");
+      await expect(registry.connect(keySigners[0]).createPkp("last second", "")).to.emit(
+        registry,
+        "PkpCreated",
+      );
     });
 
     it("a key is refused with KeyExpired from its expiration on", async function () {
@@ -474,7 +526,9 @@ describe("AccountRegistry: usage keys", function () {
 
     it("refuses a page larger than MAX_PAGE_SIZE", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.listKeys(1n, 0n, 101n)).to.be.revertedWithCustomError(registry, "PageTooLarge").withArgs(101n, 100n);
+      await expect(registry.listKeys(1n, 0n, 101n))
+        .to.be.revertedWithCustomError(registry, "PageTooLarge")
+        .withArgs(101n, 100n);
     });
   });
 

@@ -10,9 +10,20 @@ import {
   shouldBehaveLikeOwnerOnlyOperation,
   shouldBehaveLikeScopedOperation,
 } from "./AccountRegistry.behavior";
-import { ALL_SCOPES, CID_EMPTY, CID_HELLO, type TwoAccounts, cidHash, grantKey, nextPkpId, scopes, twoAccountsFixture } from "./fixtures";
+import {
+  ALL_SCOPES,
+  CID_EMPTY,
+  CID_HELLO,
+  type TwoAccounts,
+  cidHash,
+  grantKey,
+  nextPkpId,
+  scopes,
+  twoAccountsFixture,
+} from "./fixtures";
 
-const ownerOf = (ctx: TwoAccounts, accountId: bigint) => (accountId === ctx.accountA ? ctx.ownerA : ctx.ownerB);
+const ownerOf = (ctx: TwoAccounts, accountId: bigint) =>
+  accountId === ctx.accountA ? ctx.ownerA : ctx.ownerB;
 
 /** Owner-side preparation: list CID_HELLO and CID_EMPTY in the group. */
 const withActions = async (ctx: TwoAccounts, groupId: bigint) => {
@@ -29,7 +40,12 @@ const scopedOperations: ScopedOperation[] = [
     scope: "CreatePkp",
     event: "PkpCreated",
     send: (registry) => registry.createPkp("new pkp", "made in a test"),
-    eventArgs: async (ctx, accountId) => [accountId, await nextPkpId(ctx, accountId), "new pkp", "made in a test"],
+    eventArgs: async (ctx, accountId) => [
+      accountId,
+      await nextPkpId(ctx, accountId),
+      "new pkp",
+      "made in a test",
+    ],
   },
   {
     name: "createGroup",
@@ -121,7 +137,8 @@ const ownerOnlyOperations: OwnerOnlyOperation[] = [
   {
     name: "addKey",
     event: "KeyAdded",
-    send: (registry, ctx) => registry.addKey(subjectKey(ctx).address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES),
+    send: (registry, ctx) =>
+      registry.addKey(subjectKey(ctx).address, ethers.ZeroHash, "k", "", 0, ALL_SCOPES),
   },
   {
     name: "updateKey",
@@ -203,7 +220,14 @@ describe("AccountRegistry: the SPEC 5.4 permission matrix", function () {
         ctx.registry,
         ctx.ownerA,
         key,
-        scopes({ CreatePkp: true, CreateGroup: true, DeleteGroup: true, ManageActions: [0], AddPkp: [0], RemovePkp: [0] }),
+        scopes({
+          CreatePkp: true,
+          CreateGroup: true,
+          DeleteGroup: true,
+          ManageActions: [0],
+          AddPkp: [0],
+          RemovePkp: [0],
+        }),
       );
       expect(await ctx.registry.canExecute(key.address, cidHash(CID_HELLO), ctx.pkpA1)).to.equal(false);
     });
@@ -218,7 +242,9 @@ describe("AccountRegistry: the SPEC 5.4 permission matrix", function () {
 
     it("is refused to the owner of another account", async function () {
       const ctx = await executable();
-      expect(await ctx.registry.canExecute(ownerOf(ctx, ctx.accountB).address, cidHash(CID_HELLO), ctx.pkpA1)).to.equal(false);
+      expect(
+        await ctx.registry.canExecute(ownerOf(ctx, ctx.accountB).address, cidHash(CID_HELLO), ctx.pkpA1),
+      ).to.equal(false);
     });
   });
 });
