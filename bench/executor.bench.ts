@@ -101,11 +101,19 @@ async function main(): Promise<void> {
   }
   await executor.close();
 
-  console.log(`executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`);
+  console.log(
+    `executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`,
+  );
   console.log("baselines");
-  console.log(`  bare signature (main thread): ${fmt(bare.perSec, 0)}/s, p50 ${fmt(bare.p50, 3)} ms, p99 ${fmt(bare.p99, 3)} ms`);
-  console.log(`  fresh worker per run (one signature): ${fmt(fresh.perSec, 1)}/s, p50 ${fmt(fresh.p50, 1)} ms, p99 ${fmt(fresh.p99, 1)} ms\n`);
-  console.log("workload        callers   runs/s    p50 ms   p99 ms   ×bare rate   ×fresh-worker rate   p50 − bare p50");
+  console.log(
+    `  bare signature (main thread): ${fmt(bare.perSec, 0)}/s, p50 ${fmt(bare.p50, 3)} ms, p99 ${fmt(bare.p99, 3)} ms`,
+  );
+  console.log(
+    `  fresh worker per run (one signature): ${fmt(fresh.perSec, 1)}/s, p50 ${fmt(fresh.p50, 1)} ms, p99 ${fmt(fresh.p99, 1)} ms\n`,
+  );
+  console.log(
+    "workload        callers   runs/s    p50 ms   p99 ms   ×bare rate   ×fresh-worker rate   p50 − bare p50",
+  );
   for (const { name, callers, s } of rows) {
     console.log(
       [
@@ -127,7 +135,9 @@ async function main(): Promise<void> {
   console.log(
     `  sandbox overhead per warm run (one-signature p50 − bare p50): ${fmt(sign1.p50 - bare.p50, 3)} ms (goal ≤ 0.5 ms; trivial run p50 ${fmt(trivial1.p50, 3)} ms)`,
   );
-  console.log(`  one-signature action rate / bare signing rate: ${fmt((signBest / bare.perSec) * 100, 0)}% (goal ≥ 50%)`);
+  console.log(
+    `  one-signature action rate / bare signing rate: ${fmt((signBest / bare.perSec) * 100, 0)}% (goal ≥ 50%)`,
+  );
 }
 
 main().catch((e) => {

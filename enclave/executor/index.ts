@@ -63,9 +63,11 @@ export class ActionExecutor {
   constructor(opts: ExecutorOptions) {
     this.limits = mergeLimits(DEFAULT_LIMITS, opts.limits);
     const poolSize = opts.poolSize ?? os.availableParallelism();
-    if (!Number.isInteger(poolSize) || poolSize < 1) throw new RangeError("poolSize must be a positive integer");
+    if (!Number.isInteger(poolSize) || poolSize < 1)
+      throw new RangeError("poolSize must be a positive integer");
     this.maxQueue = opts.maxQueue ?? poolSize * 32;
-    if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0) throw new RangeError("maxQueue must be an integer ≥ 0");
+    if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
+      throw new RangeError("maxQueue must be an integer ≥ 0");
     this.pool = new WorkerPool({ keys: opts.keys, poolSize, heapMb: this.limits.heapMb });
     this.pool.onIdle = () => this.pump();
   }
@@ -76,11 +78,13 @@ export class ActionExecutor {
   }
 
   /**
-   * Run one action. Rejects only with ExecutorBusyError (queue full) or ExecutorClosedError; every
-   * failure of the action itself, including limits, is a result with `has_error: true`.
+   * Run one action. Rejects only with ExecutorBusyError (queue full) or ExecutorClosedError (and with a
+   * TypeError for a malformed request, which is a caller bug); every failure of the action itself,
+   * including limits, is a result with `has_error: true`.
    */
   async run(req: RunRequest): Promise<RunResult> {
     if (this.closed) throw new ExecutorClosedError();
+    checkRequestShape(req);
     const limits = mergeLimits(this.limits, req.limits);
     limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
     const checked = checkInput(req, limits);
@@ -119,7 +123,13 @@ export class ActionExecutor {
     if (this.closed) return;
     this.closed = true;
     for (const job of this.queue.splice(0)) {
-      job.finish({ error: { code: "executor_closed", message: "" }, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
+      job.finish({
+        error: { code: "executor_closed", message: "" },
+        logs: "",
+        executionMs: 0,
+        keyOps: 0,
+        fetches: 0,
+      });
     }
     await this.pool.close({ code: "executor_closed", message: "the executor was closed" });
   }
@@ -141,6 +151,21 @@ export class ActionExecutor {
   }
 }
 
+/** A malformed request is a bug in the caller (the relayer), not an action failure: TypeError. */
+function checkRequestShape(req: RunRequest): void {
+  if (typeof req !== "object" || req === null) throw new TypeError("run(req): req must be an object");
+  if (typeof req.cid !== "string" || req.cid === "")
+    throw new TypeError("run(req): cid must be a non-empty string");
+  if (typeof req.authorizePkp !== "function")
+    throw new TypeError("run(req): authorizePkp must be a function");
+  if (req.fetch !== undefined) {
+    const hosts = req.fetch?.allowHosts;
+    if (!Array.isArray(hosts) || !hosts.every((h) => typeof h === "string" && h !== "")) {
+      throw new TypeError("run(req): fetch.allowHosts must be an array of host names");
+    }
+  }
+}
+
 /** Size and shape checks done before a worker is involved. Returns the params as JSON when accepted. */
 function checkInput(req: RunRequest, limits: ExecutorLimits): string | RunResult {
   if (typeof req.code !== "string") return refusal("syntax_error", "code must be a string");
@@ -154,16 +179,28 @@ function checkInput(req: RunRequest, limits: ExecutorLimits): string | RunResult
   } catch {
     paramsJson = undefined;
   }
-  if (typeof paramsJson !== "string") return refusal("params_not_json", "js_params must be JSON-serializable");
+  if (typeof paramsJson !== "string")
+    return refusal("params_not_json", "js_params must be JSON-serializable");
   const paramsBytes = Buffer.byteLength(paramsJson);
   if (paramsBytes > limits.maxParamsBytes) {
-    return refusal("params_too_large", `js_params is ${paramsBytes} bytes as JSON; the limit is ${limits.maxParamsBytes}`);
+    return refusal(
+      "params_too_large",
+      `js_params is ${paramsBytes} bytes as JSON; the limit is ${limits.maxParamsBytes}`,
+    );
   }
   return paramsJson;
 }
 
 function refusal(code: string, message: string): RunResult {
-  return { response: null, logs: "", has_error: true, error: { code, message }, execution_ms: 0, key_ops: 0, fetches: 0 };
+  return {
+    response: null,
+    logs: "",
+    has_error: true,
+    error: { code, message },
+    execution_ms: 0,
+    key_ops: 0,
+    fetches: 0,
+  };
 }
 
 function toResult(o: RunOutcome): RunResult {

@@ -132,7 +132,11 @@ export class WorkerPool {
       keyOps: 0,
       fetches: 0,
       timer: setTimeout(
-        () => this.kill(slot, { code: "timeout", message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time` }),
+        () =>
+          this.kill(slot, {
+            code: "timeout",
+            message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time`,
+          }),
         job.limits.wallTimeMs,
       ),
       done: false,
@@ -140,7 +144,14 @@ export class WorkerPool {
     slot.state = "busy";
     slot.run = run;
     slot.probeSentAt = null;
-    const { wallTimeMs: _w, heapMb: _h, maxCodeBytes: _c, maxParamsBytes: _p, offHeapMb: _o, ...workerLimits } = job.limits;
+    const {
+      wallTimeMs: _w,
+      heapMb: _h,
+      maxCodeBytes: _c,
+      maxParamsBytes: _p,
+      offHeapMb: _o,
+      ...workerLimits
+    } = job.limits;
     slot.worker.postMessage({
       type: "run",
       runId: run.runId,
@@ -277,7 +288,10 @@ export class WorkerPool {
         this.onKeyOp(slot, run, m.callId as number, m.op as string, m.args as Record<string, unknown>);
         break;
       case "done":
-        this.finishRun(slot, run, { error: (m.error as KeyOpError | null) ?? null, responseJson: m.responseJson as string });
+        this.finishRun(slot, run, {
+          error: (m.error as KeyOpError | null) ?? null,
+          responseJson: m.responseJson as string,
+        });
         slot.run = null;
         slot.state = "idle";
         if (this.busyCount() === 0) this.stopWatchdog();
@@ -295,7 +309,13 @@ export class WorkerPool {
     run.logs.push(bytes <= cap ? text : text.slice(0, cap));
   }
 
-  private onKeyOp(slot: Slot, run: ActiveRun, callId: number, op: string, args: Record<string, unknown>): void {
+  private onKeyOp(
+    slot: Slot,
+    run: ActiveRun,
+    callId: number,
+    op: string,
+    args: Record<string, unknown>,
+  ): void {
     const reply = (answer: { ok: boolean; value?: unknown; error?: KeyOpError; fatal?: boolean }) => {
       if (slot.run !== run || run.done || slot.state !== "busy") return;
       slot.worker.postMessage({ type: "keyop_result", runId: run.runId, callId, ...answer });
@@ -309,7 +329,11 @@ export class WorkerPool {
     void serveKeyOp(this.keys, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
   }
 
-  private finishRun(slot: Slot, run: ActiveRun, end: { error: KeyOpError | null; responseJson?: string }): void {
+  private finishRun(
+    slot: Slot,
+    run: ActiveRun,
+    end: { error: KeyOpError | null; responseJson?: string },
+  ): void {
     if (run.done) return;
     run.done = true;
     clearTimeout(run.timer);
@@ -351,6 +375,8 @@ export class WorkerPool {
     const rss = process.memoryUsage.rss();
     let allowance = PRESSURE_SLACK_BYTES;
     for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
+    // Replacement workers that are starting up (loading ethers, locking down) grow the RSS too.
+    for (const s of this.slots) if (s.state === "starting") allowance += this.heapMb * MB;
     const underPressure = rss > this.idleRss + allowance;
     for (const s of busy) {
       if (s.probeSentAt === null) {

@@ -13,7 +13,11 @@ describe("executor: hostile code", function () {
   let run: Runner;
 
   before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 2, limits: { wallTimeMs: 2_000, heapMb: 96, offHeapMb: 64 } });
+    executor = new ActionExecutor({
+      keys,
+      poolSize: 2,
+      limits: { wallTimeMs: 2_000, heapMb: 96, offHeapMb: 64 },
+    });
     await executor.ready();
     run = makeRunner(executor, keys);
   });
@@ -84,9 +88,12 @@ describe("executor: hostile code", function () {
     });
 
     it("an ArrayBuffer bomb allocating between awaits hits the off-heap limit", async function () {
-      const r = await run(`const keep = []; for (;;) { keep.push(new ArrayBuffer(8 * 1024 * 1024)); await sleep(1); }`, {
-        limits: { wallTimeMs: 20_000 },
-      });
+      const r = await run(
+        `const keep = []; for (;;) { keep.push(new ArrayBuffer(8 * 1024 * 1024)); await sleep(1); }`,
+        {
+          limits: { wallTimeMs: 20_000 },
+        },
+      );
       expectError(r, "memory_limit");
     });
 
@@ -164,7 +171,9 @@ describe("executor: hostile code", function () {
       const out = expectOk(r) as { checked: number; polluted: string[] };
       expect(out.polluted).to.deep.equal([]);
       expect(out.checked).to.be.greaterThan(40);
-      const after = await run(`return [({}).__polluted, [].__polluted, ethers.__polluted, Actions.__polluted, (() => 1).__polluted];`);
+      const after = await run(
+        `return [({}).__polluted, [].__polluted, ethers.__polluted, Actions.__polluted, (() => 1).__polluted];`,
+      );
       expect(expectOk(after)).to.deep.equal([null, null, null, null, null]);
     });
 
@@ -208,7 +217,9 @@ describe("executor: hostile code", function () {
     it("dynamic import( in the source is a syntax_error that says why", async function () {
       const r = await run(`const m = await import("fs");`);
       expectError(r, "syntax_error");
-      expect(r.error?.message).to.equal("`import(` is not allowed anywhere in action source, even in a string or comment");
+      expect(r.error?.message).to.equal(
+        "`import(` is not allowed anywhere in action source, even in a string or comment",
+      );
     });
 
     it("import( inside a string is rejected too", async function () {
@@ -222,7 +233,12 @@ describe("executor: hostile code", function () {
         try { new Function("return 1")(); out.fn = "ran"; } catch (e) { out.fn = e.constructor.name; }
         try { (0, globalThis["ev" + "al"])("1"); out.indirect = "ran"; } catch (e) { out.indirect = e.constructor.name; }
         return out;`);
-      expect(expectOk(r)).to.deep.equal({ eval: "undefined", Compartment: "undefined", fn: "TypeError", indirect: "TypeError" });
+      expect(expectOk(r)).to.deep.equal({
+        eval: "undefined",
+        Compartment: "undefined",
+        fn: "TypeError",
+        indirect: "TypeError",
+      });
     });
 
     it("a direct eval( in the source is a syntax_error", async function () {
@@ -262,13 +278,15 @@ describe("executor: hostile code", function () {
 
   describe("confusing the runtime", function () {
     it("a Promise subclass with Symbol.species does not confuse the runtime", async function () {
-      const r = await run(`
+      const r = await run(
+        `
         class Evil extends Promise { static get [Symbol.species]() { return Promise; } then(a, b) { return super.then(a, b); } }
         const p = Actions.getAddress({ pkpId: params.pkpId });
         try { p.constructor = Evil; } catch {}
         try { p.then = () => "hijacked"; } catch {}
         async function main() { return await Evil.resolve(await Actions.getAddress({ pkpId: params.pkpId })); }`,
-        { jsParams: { pkpId: pkpIds().allowed } });
+        { jsParams: { pkpId: pkpIds().allowed } },
+      );
       expect(expectOk(r)).to.equal(keys.pkpAddress(pkpIds().allowed));
     });
 
@@ -280,7 +298,9 @@ describe("executor: hostile code", function () {
     });
 
     it("a thenable returned from main is awaited like any value", async function () {
-      const r = await run(`async function main() { return { then(resolve) { resolve("from thenable"); } }; }`);
+      const r = await run(
+        `async function main() { return { then(resolve) { resolve("from thenable"); } }; }`,
+      );
       expect(expectOk(r)).to.equal("from thenable");
     });
 
@@ -308,9 +328,12 @@ describe("executor: hostile code", function () {
     });
 
     it("a thrown Error whose name getter loops is ended by the wall-time limit", async function () {
-      const r = await run(`const e = new Error("x"); Object.defineProperty(e, "name", { get() { for (;;) {} } }); throw e;`, {
-        limits: { wallTimeMs: 500 },
-      });
+      const r = await run(
+        `const e = new Error("x"); Object.defineProperty(e, "name", { get() { for (;;) {} } }); throw e;`,
+        {
+          limits: { wallTimeMs: 500 },
+        },
+      );
       expectError(r, "timeout");
     });
 
@@ -352,27 +375,33 @@ describe("executor: hostile code", function () {
 
   describe("isolation between runs", function () {
     it("an action cannot read another run's data", async function () {
-      const writer = await run(`
+      const writer = await run(
+        `
         globalThis.secret = params.secret;
         try { Object.prototype.secret = params.secret; } catch {}
         try { Actions.secret = params.secret; } catch {}
         try { ethers.secret = params.secret; } catch {}
         try { console.secret = params.secret; } catch {}
         return globalThis.secret;`,
-        { jsParams: { secret: "s3cr3t" } });
+        { jsParams: { secret: "s3cr3t" } },
+      );
       expect(expectOk(writer)).to.equal("s3cr3t");
       // Run enough readers that both workers (the writer's included) are covered.
       for (let i = 0; i < 4; i++) {
-        const reader = await run(`return [globalThis.secret, ({}).secret, Actions.secret, ethers.secret, console.secret, typeof params.secret];`);
+        const reader = await run(
+          `return [globalThis.secret, ({}).secret, Actions.secret, ethers.secret, console.secret, typeof params.secret];`,
+        );
         expect(expectOk(reader)).to.deep.equal([null, null, null, null, null, "undefined"]);
       }
     });
 
     it("work left running by a finished run never acts in a later run", async function () {
-      const first = await run(`
+      const first = await run(
+        `
         (async () => { await sleep(200); console.log("stale"); await Actions.signMessage({ pkpId: params.pkpId, message: "stale" }); })();
         Actions.setResponse({ response: "first" });`,
-        { jsParams: { pkpId: pkpIds().allowed } });
+        { jsParams: { pkpId: pkpIds().allowed } },
+      );
       // The run waits for its own pending sleep, so the stale work happens inside the first run.
       expect(expectOk(first)).to.equal("first");
       expect(first.logs).to.equal("stale\n");

@@ -73,6 +73,22 @@ describe("executor: limits, queue and fetch", function () {
       expect(r.has_error).to.equal(false);
     });
 
+    it("rejects a malformed request with a TypeError (a caller bug, not an action failure)", async function () {
+      const e = await executor
+        .run({
+          code: "return 1;",
+          cid: "QmX",
+          authorizePkp: async (p: string) => p,
+          fetch: { allowHosts: [5 as unknown as string] },
+        })
+        .then(
+          () => null,
+          (x: unknown) => x,
+        );
+      expect(e).to.be.instanceOf(TypeError);
+      expect((e as Error).message).to.equal("run(req): fetch.allowHosts must be an array of host names");
+    });
+
     it("rejects invalid limits at construction", function () {
       expect(() => new ActionExecutor({ keys, poolSize: 1, limits: { wallTimeMs: -1 } })).to.throw(
         RangeError,
@@ -109,7 +125,11 @@ describe("executor: limits, queue and fetch", function () {
       const small = new ActionExecutor({ keys, poolSize: 1 });
       await small.ready();
       const r = makeRunner(small, keys);
-      const settle = (p: Promise<RunResult>) => p.then(() => null, (x: unknown) => x);
+      const settle = (p: Promise<RunResult>) =>
+        p.then(
+          () => null,
+          (x: unknown) => x,
+        );
       const running = settle(r(`await sleep(1000);`));
       const queued = settle(r(`return 1;`));
       await new Promise((res) => setTimeout(res, 50));
@@ -125,7 +145,9 @@ describe("executor: limits, queue and fetch", function () {
     });
 
     it("runs concurrent actions on all workers", async function () {
-      const results = await Promise.all(Array.from({ length: 6 }, (_, i) => run(`await sleep(50); return ${i};`)));
+      const results = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => run(`await sleep(50); return ${i};`)),
+      );
       expect(results.map((x) => x.response)).to.deep.equal([0, 1, 2, 3, 4, 5]);
     });
   });
@@ -141,9 +163,16 @@ describe("executor: limits, queue and fetch", function () {
         let body = "";
         req.on("data", (c) => (body += c));
         req.on("end", () => {
-          hits.push({ method: req.method, url: req.url, body, header: req.headers["x-test"] as string | undefined });
-          if (req.url === "/json") return res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
-          if (req.url === "/redirect") return res.writeHead(302, { location: "http://example.invalid/" }).end();
+          hits.push({
+            method: req.method,
+            url: req.url,
+            body,
+            header: req.headers["x-test"] as string | undefined,
+          });
+          if (req.url === "/json")
+            return res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+          if (req.url === "/redirect")
+            return res.writeHead(302, { location: "http://example.invalid/" }).end();
           if (req.url === "/slow") return setTimeout(() => res.end("late"), 2_000);
           if (req.url === "/big") return res.end("x".repeat(300_000));
           res.end("echo:" + body);
@@ -165,20 +194,31 @@ describe("executor: limits, queue and fetch", function () {
     const enabled = () => ({ fetch: { allowHosts: [host] } });
 
     it("fetches from an allowed host and parses JSON", async function () {
-      const r = await run(`const res = await fetch("http://" + params.host + "/json"); return { status: res.status, ok: res.ok, body: await res.json(), type: res.headers["content-type"] };`, {
-        ...enabled(),
-        jsParams: { host },
+      const r = await run(
+        `const res = await fetch("http://" + params.host + "/json"); return { status: res.status, ok: res.ok, body: await res.json(), type: res.headers["content-type"] };`,
+        {
+          ...enabled(),
+          jsParams: { host },
+        },
+      );
+      expect(r.response).to.deep.equal({
+        status: 200,
+        ok: true,
+        body: { ok: true },
+        type: "application/json",
       });
-      expect(r.response).to.deep.equal({ status: 200, ok: true, body: { ok: true }, type: "application/json" });
       expect(r.fetches).to.equal(1);
     });
 
     it("sends the method, headers and body", async function () {
       hits = [];
-      const r = await run(`const res = await fetch("http://" + params.host + "/echo", { method: "POST", headers: { "x-test": "yes" }, body: "payload" }); return await res.text();`, {
-        ...enabled(),
-        jsParams: { host },
-      });
+      const r = await run(
+        `const res = await fetch("http://" + params.host + "/echo", { method: "POST", headers: { "x-test": "yes" }, body: "payload" }); return await res.text();`,
+        {
+          ...enabled(),
+          jsParams: { host },
+        },
+      );
       expect(r.response).to.equal("echo:payload");
       expect(hits).to.deep.equal([{ method: "POST", url: "/echo", body: "payload", header: "yes" }]);
     });
@@ -187,7 +227,11 @@ describe("executor: limits, queue and fetch", function () {
       hits = [];
       const port = host.split(":")[1];
       const r = await run(`await fetch("http://localhost:${port}/json");`, enabled());
-      expectError(r, "fetch_host_not_allowed", `host localhost:${port} is not in this run's fetch allow-list`);
+      expectError(
+        r,
+        "fetch_host_not_allowed",
+        `host localhost:${port} is not in this run's fetch allow-list`,
+      );
       expect(hits).to.deep.equal([]);
     });
 
@@ -197,11 +241,14 @@ describe("executor: limits, queue and fetch", function () {
     });
 
     it("counts fetches and ends the run at maxFetches even if the action catches the error", async function () {
-      const r = await run(`for (let i = 0; i < 5; i++) { try { await fetch("http://" + params.host + "/json"); } catch {} } return "swallowed";`, {
-        ...enabled(),
-        jsParams: { host },
-        limits: { maxFetches: 3 },
-      });
+      const r = await run(
+        `for (let i = 0; i < 5; i++) { try { await fetch("http://" + params.host + "/json"); } catch {} } return "swallowed";`,
+        {
+          ...enabled(),
+          jsParams: { host },
+          limits: { maxFetches: 3 },
+        },
+      );
       expectError(r, "fetch_limit", "more than 3 fetches in one run");
       expect(r.fetches).to.equal(3);
     });
@@ -216,10 +263,13 @@ describe("executor: limits, queue and fetch", function () {
     });
 
     it("does not follow redirects: the 3xx goes back to the action", async function () {
-      const r = await run(`const res = await fetch("http://" + params.host + "/redirect"); return [res.status, res.headers.location];`, {
-        ...enabled(),
-        jsParams: { host },
-      });
+      const r = await run(
+        `const res = await fetch("http://" + params.host + "/redirect"); return [res.status, res.headers.location];`,
+        {
+          ...enabled(),
+          jsParams: { host },
+        },
+      );
       expect(r.response).to.deep.equal([302, "http://example.invalid/"]);
     });
 

@@ -1,7 +1,16 @@
 import { expect } from "chai";
 import { ethers } from "ethers";
 import { ActionExecutor } from "../../enclave/executor";
-import { OTHER_CID, REFUSAL_MESSAGE, TEST_CID, makeAuthorizer, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import {
+  OTHER_CID,
+  REFUSAL_MESSAGE,
+  TEST_CID,
+  makeAuthorizer,
+  makeKeys,
+  makeRunner,
+  pkpIds,
+  type Runner,
+} from "./helpers";
 
 describe("executor: runtime API", function () {
   const keys = makeKeys();
@@ -36,12 +45,16 @@ describe("executor: runtime API", function () {
     });
 
     it("uses setResponse when the action calls it, even from an un-awaited async function", async function () {
-      const r = await ok(`const go = async () => { await sleep(5); Actions.setResponse({ response: "late" }); }; go();`);
+      const r = await ok(
+        `const go = async () => { await sleep(5); Actions.setResponse({ response: "late" }); }; go();`,
+      );
       expect(r).to.equal("late");
     });
 
     it("lets setResponse win over main's return value", async function () {
-      expect(await ok(`async function main() { Actions.setResponse({ response: 1 }); return 2; }`)).to.equal(1);
+      expect(await ok(`async function main() { Actions.setResponse({ response: 1 }); return 2; }`)).to.equal(
+        1,
+      );
     });
 
     it("uses a top-level return value when there is no main", async function () {
@@ -78,7 +91,9 @@ describe("executor: runtime API", function () {
     });
 
     it("reports execution time, key operations and fetches", async function () {
-      const r = await run(`await Actions.getAddress({ pkpId: params.pkpId }); return 1;`, { jsParams: { pkpId: allowed } });
+      const r = await run(`await Actions.getAddress({ pkpId: params.pkpId }); return 1;`, {
+        jsParams: { pkpId: allowed },
+      });
       expect(r.key_ops).to.equal(1);
       expect(r.fetches).to.equal(0);
       expect(r.execution_ms).to.be.greaterThan(0);
@@ -92,29 +107,39 @@ describe("executor: runtime API", function () {
     });
 
     it("getAddress returns the PKP's address", async function () {
-      expect(await ok(`return await Actions.getAddress({ pkpId: params.pkpId });`)).to.equal(keys.pkpAddress(allowed));
+      expect(await ok(`return await Actions.getAddress({ pkpId: params.pkpId });`)).to.equal(
+        keys.pkpAddress(allowed),
+      );
     });
 
     it("accepts the PKP's address in place of its id", async function () {
-      const r = await ok(`return await Actions.getPublicKey({ pkpId: params.pkpId });`, { pkpId: keys.pkpAddress(second) });
+      const r = await ok(`return await Actions.getPublicKey({ pkpId: params.pkpId });`, {
+        pkpId: keys.pkpAddress(second),
+      });
       expect(r).to.equal(keys.pkpPublicKey(second));
     });
 
     it("signEcdsa signs a digest that recovers to the PKP's address", async function () {
       const digest = ethers.keccak256(ethers.toUtf8Bytes("digest me"));
-      const sig = await ok(`return await Actions.signEcdsa({ pkpId: params.pkpId, digest: params.digest });`, {
-        pkpId: allowed,
-        digest,
-      });
+      const sig = await ok(
+        `return await Actions.signEcdsa({ pkpId: params.pkpId, digest: params.digest });`,
+        {
+          pkpId: allowed,
+          digest,
+        },
+      );
       expect(ethers.recoverAddress(digest, sig as unknown as string)).to.equal(keys.pkpAddress(allowed));
     });
 
     it("signEcdsa accepts the digest as bytes", async function () {
       const digest = ethers.keccak256("0x01");
-      const sig = await ok(`return await Actions.signEcdsa({ pkpId: params.pkpId, digest: ethers.getBytes(params.digest) });`, {
-        pkpId: allowed,
-        digest,
-      });
+      const sig = await ok(
+        `return await Actions.signEcdsa({ pkpId: params.pkpId, digest: ethers.getBytes(params.digest) });`,
+        {
+          pkpId: allowed,
+          digest,
+        },
+      );
       expect(ethers.recoverAddress(digest, sig as unknown as string)).to.equal(keys.pkpAddress(allowed));
     });
 
@@ -125,13 +150,20 @@ describe("executor: runtime API", function () {
 
     it("signTypedData makes an EIP-712 signature", async function () {
       const domain = { name: "Sigil", version: "1", chainId: 31337 };
-      const types = { Mail: [{ name: "to", type: "address" }, { name: "amount", type: "uint256" }] };
+      const types = {
+        Mail: [
+          { name: "to", type: "address" },
+          { name: "amount", type: "uint256" },
+        ],
+      };
       const value = { to: "0x" + "22".repeat(20), amount: "1000000000000000000000" };
       const sig = await ok(`return await Actions.signTypedData({ pkpId: params.pkpId, ...params.td });`, {
         pkpId: allowed,
         td: { domain, types, value },
       });
-      expect(ethers.verifyTypedData(domain, types, value, sig as unknown as string)).to.equal(keys.pkpAddress(allowed));
+      expect(ethers.verifyTypedData(domain, types, value, sig as unknown as string)).to.equal(
+        keys.pkpAddress(allowed),
+      );
     });
 
     it("encrypt then decrypt round-trips a message", async function () {
@@ -152,11 +184,13 @@ describe("executor: runtime API", function () {
     });
 
     it("decrypt of a tampered ciphertext fails with the enclave's code", async function () {
-      const r = await run(`
+      const r = await run(
+        `
         const c = await Actions.encrypt({ pkpId: params.pkpId, message: "x" });
         const bad = c.slice(0, -2) + (c.endsWith("00") ? "01" : "00");
         try { await Actions.decrypt({ pkpId: params.pkpId, ciphertext: bad }); } catch (e) { return e.code; }`,
-        { jsParams: { pkpId: allowed } });
+        { jsParams: { pkpId: allowed } },
+      );
       expect(r.response).to.equal("decryption_failed");
     });
 
@@ -166,10 +200,12 @@ describe("executor: runtime API", function () {
     });
 
     it("a PKP that the authorization callback refuses gives a clear error inside the action", async function () {
-      const r = await run(`
+      const r = await run(
+        `
         try { await Actions.signMessage({ pkpId: params.pkpId, message: "m" }); return "signed"; }
         catch (e) { return { code: e.code, message: e.message }; }`,
-        { jsParams: { pkpId: refused } });
+        { jsParams: { pkpId: refused } },
+      );
       expect(r.response).to.deep.equal({
         code: "pkp_not_authorized",
         message: `pkp_not_authorized: PKP ${refused} refused: ${REFUSAL_MESSAGE}`,
@@ -177,7 +213,9 @@ describe("executor: runtime API", function () {
     });
 
     it("an uncaught refusal ends the run with pkp_not_authorized", async function () {
-      const r = await run(`await Actions.getPrivateKey({ pkpId: params.pkpId });`, { jsParams: { pkpId: refused } });
+      const r = await run(`await Actions.getPrivateKey({ pkpId: params.pkpId });`, {
+        jsParams: { pkpId: refused },
+      });
       expect(r.has_error).to.equal(true);
       expect(r.error?.code).to.equal("pkp_not_authorized");
     });
@@ -195,7 +233,9 @@ describe("executor: runtime API", function () {
     });
 
     it("rejects malformed arguments with invalid_argument before reaching the enclave", async function () {
-      const r = await run(`try { await Actions.signMessage({ pkpId: 5, message: "m" }); } catch (e) { return e.code; }`);
+      const r = await run(
+        `try { await Actions.signMessage({ pkpId: 5, message: "m" }); } catch (e) { return e.code; }`,
+      );
       expect(r.response).to.equal("invalid_argument");
       expect(r.key_ops).to.equal(0);
     });
@@ -208,14 +248,19 @@ describe("executor: runtime API", function () {
     });
 
     it("getActionPublicKey and getActionAddress default to this CID", async function () {
-      const r = await ok(`return { pub: await Actions.getActionPublicKey(), addr: await Actions.getActionAddress() };`);
+      const r = await ok(
+        `return { pub: await Actions.getActionPublicKey(), addr: await Actions.getActionAddress() };`,
+      );
       expect(r).to.deep.equal({ pub: keys.actionPublicKey(TEST_CID), addr: keys.actionAddress(TEST_CID) });
     });
 
     it("getActionPublicKey and getActionAddress take any CID", async function () {
-      const r = await ok(`return { pub: await Actions.getActionPublicKey({ cid: params.cid }), addr: await Actions.getActionAddress({ cid: params.cid }) };`, {
-        cid: OTHER_CID,
-      });
+      const r = await ok(
+        `return { pub: await Actions.getActionPublicKey({ cid: params.cid }), addr: await Actions.getActionAddress({ cid: params.cid }) };`,
+        {
+          cid: OTHER_CID,
+        },
+      );
       expect(r).to.deep.equal({ pub: keys.actionPublicKey(OTHER_CID), addr: keys.actionAddress(OTHER_CID) });
     });
   });
@@ -238,24 +283,33 @@ describe("executor: runtime API", function () {
     });
 
     it("getLitActionPrivateKey is the action identity key", async function () {
-      expect(await ok(`return await Lit.Actions.getLitActionPrivateKey();`)).to.equal(keys.actionPrivateKey(TEST_CID));
+      expect(await ok(`return await Lit.Actions.getLitActionPrivateKey();`)).to.equal(
+        keys.actionPrivateKey(TEST_CID),
+      );
     });
 
     it("getLitActionPublicKey and getLitActionWalletAddress take { ipfsId }", async function () {
-      const r = await ok(`return {
+      const r = await ok(
+        `return {
         pub: await Lit.Actions.getLitActionPublicKey({ ipfsId: params.cid }),
-        addr: await LitActions.getLitActionWalletAddress({ ipfsId: params.cid }) };`, { cid: OTHER_CID });
+        addr: await LitActions.getLitActionWalletAddress({ ipfsId: params.cid }) };`,
+        { cid: OTHER_CID },
+      );
       expect(r).to.deep.equal({ pub: keys.actionPublicKey(OTHER_CID), addr: keys.actionAddress(OTHER_CID) });
     });
 
     it("setResponse through Lit.Actions", async function () {
-      expect(await ok(`Lit.Actions.setResponse({ response: JSON.stringify({ ok: true }) });`)).to.equal('{"ok":true}');
+      expect(await ok(`Lit.Actions.setResponse({ response: JSON.stringify({ ok: true }) });`)).to.equal(
+        '{"ok":true}',
+      );
     });
   });
 
   describe("reference samples run unchanged", function () {
     it("hello world", async function () {
-      const r = await run(`const go = async () => { Lit.Actions.setResponse({ response: "Hello World!" }); };\ngo();`);
+      const r = await run(
+        `const go = async () => { Lit.Actions.setResponse({ response: "Hello World!" }); };\ngo();`,
+      );
       expect(r).to.include({ response: "Hello World!", has_error: false });
     });
 

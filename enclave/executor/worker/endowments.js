@@ -20,7 +20,10 @@ function makeConsole(run, harden) {
     }
     // Keep what fits (cut on a character boundary), then one marker; later output is dropped.
     run.logTruncated = true;
-    const head = Buffer.from(line).subarray(0, Math.max(0, room)).toString("utf8").replace(/\uFFFD$/, "");
+    const head = Buffer.from(line)
+      .subarray(0, Math.max(0, room))
+      .toString("utf8")
+      .replace(/\uFFFD$/, "");
     run.logBytes = run.limits.maxLogBytes;
     run.post({
       type: "log",
@@ -36,7 +39,8 @@ function makeSleep(run, harden) {
   return harden(function sleep(ms) {
     run.assertLive();
     const n = Number(ms);
-    if (!Number.isFinite(n) || n < 0) throw platformError("invalid_argument", "sleep(ms) needs a non-negative number");
+    if (!Number.isFinite(n) || n < 0)
+      throw platformError("invalid_argument", "sleep(ms) needs a non-negative number");
     if (n > run.limits.maxSleepMs) {
       throw platformError("invalid_argument", `sleep(ms) is limited to ${run.limits.maxSleepMs} ms per call`);
     }
@@ -83,7 +87,8 @@ function readInit(init) {
     }
     out.headers = {};
     for (const [k, v] of Object.entries(h)) {
-      if (typeof v !== "string") throw platformError("invalid_argument", "fetch header values must be strings");
+      if (typeof v !== "string")
+        throw platformError("invalid_argument", "fetch header values must be strings");
       out.headers[k] = v;
     }
   }
@@ -126,8 +131,10 @@ async function readCapped(res, cap, ac) {
 function makeFetch(run, harden, host) {
   return harden(async function fetch(input, init) {
     run.assertLive();
-    if (run.fetchAllowHosts === null) throw platformError("fetch_disabled", "fetch is not enabled for this run");
-    if (typeof input !== "string") throw platformError("invalid_argument", "fetch(url) takes the URL as a string");
+    if (run.fetchAllowHosts === null)
+      throw platformError("fetch_disabled", "fetch is not enabled for this run");
+    if (typeof input !== "string")
+      throw platformError("invalid_argument", "fetch(url) takes the URL as a string");
     let url;
     try {
       url = new URL(input);
@@ -156,7 +163,8 @@ function makeFetch(run, harden, host) {
     } catch (e) {
       if (run.ended) return new Promise(() => {});
       if (e && e.code === "fetch_response_too_large") throw e;
-      if (ac.signal.aborted) throw platformError("fetch_timeout", `no complete answer within ${run.limits.fetchTimeoutMs} ms`);
+      if (ac.signal.aborted)
+        throw platformError("fetch_timeout", `no complete answer within ${run.limits.fetchTimeoutMs} ms`);
       throw platformError("fetch_failed", `request to ${url.host} failed`);
     } finally {
       run.timers.clearTimeout(timer);

@@ -55,7 +55,8 @@ class RunState {
   }
 
   assertLive() {
-    if (this.fatal !== null) throw platformError(this.fatal.code, "the run already failed: " + this.fatal.message);
+    if (this.fatal !== null)
+      throw platformError(this.fatal.code, "the run already failed: " + this.fatal.message);
   }
 
   /** Send a key operation to the enclave side; resolves with its answer. */
@@ -74,7 +75,9 @@ class RunState {
     this.pendingCalls.delete(msg.callId);
     if (msg.ok) call.resolve(msg.value);
     else {
-      const e = msg.fatal ? this.fail(msg.error.code, msg.error.message) : platformError(msg.error.code, msg.error.message);
+      const e = msg.fatal
+        ? this.fail(msg.error.code, msg.error.message)
+        : platformError(msg.error.code, msg.error.message);
       call.reject(e);
     }
     this.noteSettled();

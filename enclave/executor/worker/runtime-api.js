@@ -15,7 +15,8 @@ function argsObject(args, fnName) {
 
 function readString(args, field, fnName) {
   const v = args[field];
-  if (typeof v !== "string" || v === "") throw platformError("invalid_argument", `${fnName}: ${field} must be a non-empty string`);
+  if (typeof v !== "string" || v === "")
+    throw platformError("invalid_argument", `${fnName}: ${field} must be a non-empty string`);
   return v;
 }
 
@@ -37,7 +38,9 @@ function makeActions(run, harden) {
 
   const getPublicKey = pkpOp("getPublicKey", "pkpPublicKey");
   const getAddress = pkpOp("getAddress", "pkpAddress");
-  const signEcdsa = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({ digest: readBytesOrString(a, "digest", "signEcdsa") }));
+  const signEcdsa = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({
+    digest: readBytesOrString(a, "digest", "signEcdsa"),
+  }));
   const signMessage = pkpOp("signMessage", "pkpSignMessage", (a) => ({
     message: readBytesOrString(a, "message", "signMessage"),
   }));
@@ -46,8 +49,12 @@ function makeActions(run, harden) {
     types: copyPlain(a.types, "signTypedData types"),
     value: copyPlain(a.value, "signTypedData value"),
   }));
-  const encrypt = pkpOp("encrypt", "pkpEncrypt", (a) => ({ plaintext: readBytesOrString(a, "message", "encrypt") }));
-  const decryptBytes = pkpOp("decrypt", "pkpDecrypt", (a) => ({ ciphertext: readString(a, "ciphertext", "decrypt") }));
+  const encrypt = pkpOp("encrypt", "pkpEncrypt", (a) => ({
+    plaintext: readBytesOrString(a, "message", "encrypt"),
+  }));
+  const decryptBytes = pkpOp("decrypt", "pkpDecrypt", (a) => ({
+    ciphertext: readString(a, "ciphertext", "decrypt"),
+  }));
   /** Plaintext as a UTF-8 string; `{as: "bytes"}` gives the raw Uint8Array. */
   const decrypt = async (args) => {
     const a = argsObject(args, "decrypt");

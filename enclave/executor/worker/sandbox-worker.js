@@ -124,10 +124,16 @@ async function execute(msg) {
       responseJson = JSON.stringify(response === undefined ? null : response);
       if (typeof responseJson !== "string") throw new TypeError("not JSON");
     } catch (e) {
-      error = { code: "response_not_json", message: "the response is not JSON-serializable: " + describeThrown(e) };
+      error = {
+        code: "response_not_json",
+        message: "the response is not JSON-serializable: " + describeThrown(e),
+      };
     }
     if (error === null && Buffer.byteLength(responseJson) > run.limits.maxResponseBytes) {
-      error = { code: "response_too_large", message: `the response is over ${run.limits.maxResponseBytes} bytes` };
+      error = {
+        code: "response_too_large",
+        message: `the response is over ${run.limits.maxResponseBytes} bytes`,
+      };
       responseJson = undefined;
     }
   }
@@ -142,7 +148,11 @@ parentPort.on("message", (msg) => {
     case "run":
       execute(msg).catch((e) => {
         // execute() catches everything an action can throw; reaching here is a runtime bug.
-        post({ type: "done", runId: msg.runId, error: { code: "worker_crashed", message: describeThrown(e) } });
+        post({
+          type: "done",
+          runId: msg.runId,
+          error: { code: "worker_crashed", message: describeThrown(e) },
+        });
       });
       break;
     case "keyop_result":

@@ -98,7 +98,17 @@ function copyPlain(v, what, depth = 0, budget = { nodes: 0 }) {
     for (const k of Object.keys(v)) out[k] = copyPlain(v[k], what, depth + 1, budget);
     return out;
   }
-  throw platformError("invalid_argument", `${what} must be plain data (strings, numbers, bigints, bytes, arrays, objects)`);
+  throw platformError(
+    "invalid_argument",
+    `${what} must be plain data (strings, numbers, bigints, bytes, arrays, objects)`,
+  );
 }
 
-module.exports = { platformError, isPlatformError, platformErrorInfo, describeThrown, formatLogArgs, copyPlain };
+module.exports = {
+  platformError,
+  isPlatformError,
+  platformErrorInfo,
+  describeThrown,
+  formatLogArgs,
+  copyPlain,
+};
