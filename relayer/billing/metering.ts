@@ -124,8 +124,8 @@ export class Metering {
 
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void {
     if (capCents !== null && (!Number.isSafeInteger(capCents) || capCents < 0)) {
-      throw new ApiError(400, "invalid_spend_cap", "a spend cap is a non-negative integer number of cents, or null for none", {
-        details: { cap_cents: capCents },
+      throw new ApiError(400, "invalid_request", "a spend cap is a non-negative integer number of cents, or null for none", {
+        details: { field: "cap_cents" },
       });
     }
     this.s.setCap.run(normalizeAddress(keyAddress), accountId, capCents);

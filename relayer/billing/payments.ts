@@ -144,11 +144,11 @@ export class Payments {
       if (!found || !this.ownedBy(found, accountId)) throw notFound(id);
     }
     try {
-      const intent = await this.call(() => this.processor.cancelIntent(id, "sigil-cancel-" + id));
+      const intent = await this.processor.cancelIntent(id, "sigil-cancel-" + id);
       this.observe(intent, nowSeconds());
       return { payment_intent_id: id, status: intent.status };
     } catch (e) {
-      if (!(e instanceof ApiError && e.code === "payment_processor_conflict")) throw e;
+      if (!(e instanceof ProcessorError && e.kind === "unexpected_state")) throw toApiError(e);
       // Too late to cancel (it succeeded, or was already canceled): record what it is now, which
       // credits it if it succeeded, and say so.
       const current = await this.call(() => this.processor.retrieveIntent(id));
@@ -294,7 +294,7 @@ export class Payments {
 
   private validateAmount(amount: unknown): void {
     if (typeof amount !== "number" || !Number.isSafeInteger(amount)) {
-      throw new ApiError(400, "invalid_amount", "amount_cents must be an integer number of cents", { details: { field: "amount_cents" } });
+      throw new ApiError(400, "invalid_request", "amount_cents must be an integer number of cents", { details: { field: "amount_cents" } });
     }
     if (amount < this.limits.minimumCents) {
       throw new ApiError(400, "amount_below_minimum", `the minimum payment is ${this.limits.minimumCents} cents`, {
@@ -321,7 +321,6 @@ export function toApiError(e: unknown): unknown {
   if (!(e instanceof ProcessorError)) return e;
   switch (e.kind) {
     case "unexpected_state":
-      return new ApiError(409, "payment_processor_conflict", e.message, { details: { processor_code: e.processorCode }, cause: e });
     case "rejected":
       return new ApiError(503, "payment_processor_error", "the payment processor refused the request; check the billing configuration", {
         details: { processor_code: e.processorCode ?? null },
@@ -334,7 +333,7 @@ export function toApiError(e: unknown): unknown {
 
 function validateIntentId(id: unknown): string {
   if (typeof id !== "string" || !/^pi_[A-Za-z0-9_]{1,200}$/.test(id)) {
-    throw new ApiError(400, "invalid_payment_intent_id", "payment_intent_id must be a PaymentIntent id (pi_…)", {
+    throw new ApiError(400, "invalid_request", "payment_intent_id must be a PaymentIntent id (pi_…)", {
       details: { field: "payment_intent_id" },
     });
   }

@@ -123,7 +123,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
 const requireAccountPrincipal: RequestHandler = (_req, res, next) => {
   const p = res.locals.principal as Principal | undefined;
   if (!p) return next(new Error("billing router: requireAccountKey did not set res.locals.principal"));
-  if (p.kind !== "account") return next(new ApiError(403, "account_key_required", "billing endpoints take the account key, not a usage key"));
+  if (p.kind !== "account") return next(new ApiError(403, "owner_only", "billing endpoints take the account key, not a usage key"));
   next();
 };
 
@@ -133,8 +133,8 @@ function principal(res: Response): Principal {
 
 function objectBody(req: Request): Record<string, unknown> {
   const b = req.body as unknown;
-  if (b === null || typeof b !== "object" || Array.isArray(b)) {
-    throw new ApiError(400, "invalid_json", "the request body must be a JSON object");
+  if (b === null || b === undefined || typeof b !== "object" || Array.isArray(b)) {
+    throw new ApiError(400, "invalid_request", "the request body must be a JSON object");
   }
   return b as Record<string, unknown>;
 }
@@ -154,7 +154,7 @@ function renderError(err: unknown, req: Request, res: Response, _next: NextFunct
   const bodyErr = err as { type?: string; status?: number };
   if (isApiError(err)) apiErr = err;
   else if (bodyErr?.type === "entity.parse.failed") apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
-  else if (bodyErr?.type === "entity.too.large") apiErr = new ApiError(413, "body_too_large", "the request body is too large");
+  else if (bodyErr?.type === "entity.too.large") apiErr = new ApiError(413, "payload_too_large", "the request body is too large");
   else {
     logger?.error({ err, path: req.path }, "billing: unexpected error");
     apiErr = new ApiError(500, "internal_error", "internal error");

@@ -188,12 +188,13 @@ for (const chargeFlushMs of [50, 0]) describe(`billing: metering (${chargeFlushM
     billing.assertCanAfford(usage1, "execution");
   });
 
-  it("an invalid cap is refused with 400 invalid_spend_cap", async function () {
+  it("an invalid cap is refused with 400 invalid_request", async function () {
     await open();
     for (const cap of [-1, 1.5]) {
       const e = thrown(() => billing.setKeySpendCap(A, usage1.keyAddress, cap));
       expect(e.status).to.equal(400);
-      expect(e.code).to.equal("invalid_spend_cap");
+      expect(e.code).to.equal("invalid_request");
+      expect(e.details).to.deep.equal({ field: "cap_cents" });
     }
   });
 

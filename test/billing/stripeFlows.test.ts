@@ -87,11 +87,12 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(pi.metadata).to.deep.equal({ account_id: A, ledger_id: billing.ledgerId });
   });
 
-  it("create_payment_intent refuses a non-integer amount with 400 invalid_amount", async function () {
+  it("create_payment_intent refuses a non-integer amount with 400 invalid_request naming the field", async function () {
     for (const amount_cents of [500.5, "500", null]) {
       const r = await srv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents } });
       expect(r.status).to.equal(400);
-      expect(r.body.error.code).to.equal("invalid_amount");
+      expect(r.body.error.code).to.equal("invalid_request");
+      expect(r.body.error.details).to.deep.equal({ field: "amount_cents" });
     }
   });
 
@@ -114,10 +115,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(r.body.error.code).to.equal("missing_api_key");
   });
 
-  it("billing endpoints refuse a usage key with 403 account_key_required", async function () {
+  it("billing endpoints refuse a usage key with 403 owner_only", async function () {
     const r = await srv.call("GET", "/balance", { account: A, headers: { "x-test-usage-key": "1" } });
     expect(r.status).to.equal(403);
-    expect(r.body.error.code).to.equal("account_key_required");
+    expect(r.body.error.code).to.equal("owner_only");
   });
 
   it("card success: confirm_payment credits the amount and balance shows it", async function () {
@@ -229,10 +230,11 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(r.body.error.code).to.equal("payment_intent_not_found");
   });
 
-  it("a malformed intent id answers 400 invalid_payment_intent_id", async function () {
+  it("a malformed intent id answers 400 invalid_request naming the field", async function () {
     const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: "../../v1/charges" } });
     expect(r.status).to.equal(400);
-    expect(r.body.error.code).to.equal("invalid_payment_intent_id");
+    expect(r.body.error.code).to.equal("invalid_request");
+    expect(r.body.error.details).to.deep.equal({ field: "payment_intent_id" });
   });
 
   it("an intent created outside this ledger (other ledger_id) is not credited by confirm", async function () {
@@ -355,6 +357,18 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     ]);
     const p1 = await srv.call("GET", "/history?page_number=1&page_size=2", { account: A });
     expect(p1.body.items.map((i: any) => i.amount_cents)).to.deep.equal([500]);
+  });
+
+  it("a body that is not a JSON object answers 400 invalid_request", async function () {
+    const r = await srv.call("POST", "/confirm_payment", { account: A, body: ["pi_x"] });
+    expect(r.status).to.equal(400);
+    expect(r.body.error.code).to.equal("invalid_request");
+  });
+
+  it("a body over 16 KiB answers 413 payload_too_large", async function () {
+    const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: "pi_" + "a".repeat(20_000) } });
+    expect(r.status).to.equal(413);
+    expect(r.body.error.code).to.equal("payload_too_large");
   });
 
   it("history refuses page_size 101 with 400 invalid_pagination", async function () {

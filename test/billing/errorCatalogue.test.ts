@@ -1,0 +1,51 @@
+import { expect } from "chai";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { BILLING_ERROR_CATALOGUE } from "../../relayer/billing/errorCatalogue";
+import { ERROR_CATALOGUE } from "../../relayer/errorCatalogue";
+
+const ROOT = join(__dirname, "..", "..");
+
+/** Every `new ApiError(status, "code"` under relayer/billing, as [status, code]. */
+function thrownCodes(): Array<[number, string]> {
+  const dir = join(ROOT, "relayer", "billing");
+  const out: Array<[number, string]> = [];
+  for (const f of readdirSync(dir).filter((n) => n.endsWith(".ts"))) {
+    for (const m of readFileSync(join(dir, f), "utf8").matchAll(/ApiError\(\s*(\d{3}),\s*"([a-z_]+)"/g)) out.push([Number(m[1]), m[2]]);
+  }
+  return out;
+}
+
+/** The billing section of the error catalogue: the end of docs/errors.md, or docs/errors-billing.md. */
+function billingDocs(): string {
+  const main = join(ROOT, "docs", "errors.md");
+  if (existsSync(main)) {
+    const text = readFileSync(main, "utf8");
+    const at = text.indexOf("\n## Billing");
+    if (at >= 0) return text.slice(at);
+  }
+  return readFileSync(join(ROOT, "docs", "errors-billing.md"), "utf8");
+}
+
+describe("billing: error catalogue", function () {
+  it("every code billing throws is catalogued with the status it is thrown with", function () {
+    const codes = thrownCodes();
+    expect(codes.length).to.be.greaterThan(15);
+    for (const [status, code] of codes) {
+      const entry = BILLING_ERROR_CATALOGUE[code] ?? ERROR_CATALOGUE[code];
+      expect(entry, `${code} is not in any catalogue`).to.not.equal(undefined);
+      expect(entry.status, code).to.equal(status);
+    }
+  });
+
+  it("billing's own codes do not redefine the relayer's", function () {
+    for (const code of Object.keys(BILLING_ERROR_CATALOGUE)) expect(ERROR_CATALOGUE, code).to.not.have.property(code);
+  });
+
+  it("every billing code is documented with its status in the billing section of the error docs", function () {
+    const docs = billingDocs();
+    for (const [code, e] of Object.entries(BILLING_ERROR_CATALOGUE)) {
+      expect(docs, code).to.match(new RegExp("\\|\\s*`" + code + "`\\s*\\|\\s*" + e.status + "\\s*\\|"));
+    }
+  });
+});
