@@ -14,3 +14,13 @@ export { ContentStore } from "./contentStore";
 export { GatewayClient } from "./gateway";
 export type { GatewayClientOptions } from "./gateway";
 export type { KeyCapabilities } from "./capabilities";
+// The action executor (SES workers). It runs on the enclave side: it holds a KeyCapabilities (the
+// Enclave) and answers its workers' key operations after the relayer's authorization callback.
+export {
+  ActionExecutor,
+  DEFAULT_LIMITS,
+  ExecutorBusyError,
+  ExecutorClosedError,
+  ACTION_ERROR_CODES,
+} from "./executor";
+export type { ExecutorLimits, ActionErrorCode, RunRequest, RunResult, ExecutorOptions } from "./executor";
