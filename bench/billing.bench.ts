@@ -10,7 +10,7 @@
  * (chargeFlushMs: 0, one committed transaction per charge).
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Enclave } from "../enclave";
 import { ActionExecutor } from "../enclave/executor";
@@ -112,14 +112,16 @@ async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise
   console.log("|---|---:|---:|");
   for (const [name, m, med] of rows) console.log(`| ${name} | ${m.toFixed(3)} | ${med.toFixed(3)} |`);
   const direct = mean(meterOnly) / mean(plain);
+  const directMedian = median(meterOnly) / median(plain);
   const endToEnd = median(meteredBlocks) / median(plainBlocks) - 1;
   console.log("");
-  console.log(`overhead, metering cost / unmetered execution (means):  ${pct(direct)}   goal ≤ 5 %: ${direct <= 0.05 ? "met" : "NOT met"}`);
+  console.log(`overhead, metering cost / unmetered execution (medians): ${pct(directMedian)}   goal ≤ 5 %: ${directMedian <= 0.05 ? "met" : "NOT met"}`);
+  console.log(`overhead, metering cost / unmetered execution (means):   ${pct(direct)}   goal ≤ 5 %: ${direct <= 0.05 ? "met" : "NOT met"}`);
   console.log(`overhead, metered / unmetered block time − 1 (medians of ${BLOCK}-run blocks): ${pct(endToEnd)}`);
 
   billing.close();
   rmSync(dir, { recursive: true, force: true });
-  return { direct, endToEnd };
+  return { direct: directMedian, endToEnd };
 }
 
 async function main(): Promise<void> {
@@ -127,6 +129,9 @@ async function main(): Promise<void> {
   const executor = new ActionExecutor({ keys: enclave, poolSize: 1 });
   await executor.ready();
   console.log("# billing: metering overhead per execution (real SES executor, trivial action, same run)");
+  // On a shared, busy machine every extra microsecond of main-thread work is amplified by the
+  // scheduler; the load average tells the reader how much to trust the end-to-end line.
+  console.log(`cores ${availableParallelism()}, load average ${loadavg().map((l) => l.toFixed(1)).join(" / ")}`);
   await measure(executor, 50);
   await measure(executor, 0);
   await executor.close();
