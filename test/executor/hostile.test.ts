@@ -4,7 +4,7 @@
  */
 import { expect } from "chai";
 import { ActionExecutor, type RunResult } from "../../enclave/executor";
-import { expectHealthy, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { TEST_CID, expectHealthy, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
 
 describe("executor: hostile code", function () {
   this.timeout(60_000);
@@ -414,8 +414,19 @@ describe("executor: hostile code", function () {
 
     it("a worker killed mid-run ends that run with worker_crashed and is replaced", async function () {
       const restarts = executor.stats().restarts;
-      const pending = run(`console.log("started"); await sleep(5000); return "never";`);
-      await new Promise((r) => setTimeout(r, 100));
+      // The action's first key operation tells the test it is running (its log line was sent before).
+      let started!: () => void;
+      const running = new Promise<void>((r) => (started = r));
+      const pending = executor.run({
+        code: `console.log("started"); await Actions.getAddress({ pkpId: params.pkpId }); await sleep(5000); return "never";`,
+        cid: TEST_CID,
+        jsParams: { pkpId: pkpIds().allowed },
+        authorizePkp: async (id: string) => {
+          started();
+          return id;
+        },
+      });
+      await running;
       expect(executor.crashBusyWorkers()).to.equal(1);
       const r = await pending;
       expectError(r, "worker_crashed");
