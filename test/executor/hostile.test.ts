@@ -265,12 +265,14 @@ describe("executor: hostile code", function () {
         try { ethers.keccak256.register(() => "0x00"); out.register = "ran"; } catch (e) { out.register = "refused"; }
         try { ethers.Wallet.prototype.signMessage = async () => "fake"; out.patch = "ran"; } catch (e) { out.patch = "refused"; }
         try { ethers.LangEn.wordlist().getWord = () => "abandon"; out.wordlist = "ran"; } catch (e) { out.wordlist = "refused"; }
+        try { ethers.AbiCoder.defaultAbiCoder().encode = () => "0x"; out.coder = "ran"; } catch (e) { out.coder = "refused"; }
         out.providers = [typeof ethers.JsonRpcProvider, typeof ethers.FetchRequest, typeof ethers.getDefaultProvider, typeof ethers.ethers, typeof ethers.IpcSocketProvider];
         return out;`);
       expect(expectOk(r)).to.deep.equal({
         register: "refused",
         patch: "refused",
         wordlist: "refused",
+        coder: "refused",
         providers: ["undefined", "undefined", "undefined", "undefined", "undefined"],
       });
     });

@@ -11,8 +11,9 @@
  * - ethers' crypto primitives are swappable (`keccak256.register`, `randomBytes.register`, ...); a run
  *   could replace them for every later run in the worker. `ethers.lock()` freezes them first.
  * - `ethers.ethers` (the whole namespace again, providers included) is left out for the same reason.
- * - Lazily created singletons (the English wordlist) are not reachable at harden time; they are created
- *   now and hardened, so a run cannot patch the wordlist that later runs derive mnemonics with.
+ * - Lazily created singletons (the English wordlist, the default AbiCoder) are not reachable at harden
+ *   time; they are created now and hardened, so a run cannot patch the wordlist that later runs derive
+ *   mnemonics with, or the coder that later runs encode calldata with.
  */
 const ethers = require("ethers");
 
@@ -27,6 +28,7 @@ function makeEthersFacade(harden) {
   }
   harden(ethers.LangEn.wordlist());
   harden(ethers.wordlists);
+  harden(ethers.AbiCoder.defaultAbiCoder()); // shared by Interface and Contract encoding
   return harden(facade);
 }
 
