@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import Stripe from "stripe";
 import { join } from "node:path";
 import { type Billing, StripeProcessor, createBilling } from "../../relayer/billing";
 import { StripeStub } from "../helpers/stripeStub";
@@ -338,6 +339,69 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(billing.balance(A).balance_cents).to.equal(600);
     const mine = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: orphan.id } });
     expect(mine.body).to.include({ status: "succeeded", newly_credited: false, balance_cents: 600 });
+  });
+
+  it("a webhook signed more than five minutes ago is refused (replay protection)", async function () {
+    const id = await createIntent(A, 1000);
+    stub.succeed(id);
+    const payload = JSON.stringify(stub.event("payment_intent.succeeded", id));
+    const header = new Stripe("sk_test_x").webhooks.generateTestHeaderString({ payload, secret: stub.webhookSecret, timestamp: Math.floor(Date.now() / 1000) - 600 });
+    const w = await srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    expect(w.status).to.equal(400);
+    expect(w.body.error.code).to.equal("invalid_webhook_signature");
+    expect(billing.balance(A).balance_cents).to.equal(0);
+  });
+
+  it("webhook events that are not about payment intents are acknowledged and ignored", async function () {
+    const id = await createIntent(A, 1000);
+    const evt = { ...stub.event("payment_intent.succeeded", id), type: "customer.created", data: { object: { id: "cus_1", object: "customer" } } };
+    const { payload, header } = stub.sign(evt);
+    const w = await srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    expect(w.status).to.equal(200);
+    expect(w.body.outcome).to.equal("ignored_type");
+  });
+
+  it("reconcile with Stripe unreachable counts the errors and credits nothing; a later reconcile credits", async function () {
+    const id = await createIntent(A, 900);
+    stub.succeed(id);
+    await stub.stop();
+    expect(await billing.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 0, errors: 1 });
+    expect(billing.balance(A).balance_cents).to.equal(0);
+    await stub.start(); // a new port: point a fresh Billing on the same file at it
+    const again = createBilling({
+      dbPath: join(tmp.dir, "billing.sqlite"),
+      processor: new StripeProcessor({ secretKey: stub.secretKey, publishableKey: "pk_test_stub", host: "127.0.0.1", port: stub.port, protocol: "http" }),
+    });
+    try {
+      expect(await again.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 1, errors: 0 });
+      expect(again.balance(A).balance_cents).to.equal(900);
+      expect(await again.reconcileWithReport()).to.deep.equal({ checked: 0, credited: 0, errors: 0 });
+    } finally {
+      again.close();
+    }
+  });
+
+  it("reconcile skips canceled intents", async function () {
+    const id = await createIntent(A, 900);
+    await srv.call("POST", "/cancel_payment", { account: A, body: { payment_intent_id: id } });
+    expect(await billing.reconcileWithReport()).to.deep.equal({ checked: 0, credited: 0, errors: 0 });
+  });
+
+  it("a wrong Stripe secret key answers 503 payment_processor_unavailable, never the key", async function () {
+    const bad = createBilling({
+      dbPath: join(tmp.dir, "other.sqlite"),
+      processor: new StripeProcessor({ secretKey: "sk_test_wrong_secret_value", publishableKey: "pk_test_stub", host: "127.0.0.1", port: stub.port, protocol: "http" }),
+    });
+    const badSrv = await serve(bad);
+    try {
+      const r = await badSrv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 500 } });
+      expect(r.status).to.equal(503);
+      expect(r.body.error.code).to.equal("payment_processor_unavailable");
+      expect(JSON.stringify(r.body)).to.not.contain("sk_test_wrong_secret_value");
+    } finally {
+      await badSrv.close();
+      bad.close();
+    }
   });
 
   it("history lists ledger entries newest first with pagination", async function () {
