@@ -384,6 +384,7 @@ describe("executor: hostile code", function () {
         try { Actions.secret = params.secret; } catch {}
         try { ethers.secret = params.secret; } catch {}
         try { console.secret = params.secret; } catch {}
+        /secret:(\w+)/.exec("secret:" + params.secret); // legacy RegExp.$1 would keep the match
         return globalThis.secret;`,
         { jsParams: { secret: "s3cr3t" } },
       );
@@ -391,9 +392,9 @@ describe("executor: hostile code", function () {
       // Run enough readers that both workers (the writer's included) are covered.
       for (let i = 0; i < 4; i++) {
         const reader = await run(
-          `return [globalThis.secret, ({}).secret, Actions.secret, ethers.secret, console.secret, typeof params.secret];`,
+          `return [globalThis.secret, ({}).secret, Actions.secret, ethers.secret, console.secret, typeof params.secret, RegExp.$1, RegExp.lastMatch];`,
         );
-        expect(expectOk(reader)).to.deep.equal([null, null, null, null, null, "undefined"]);
+        expect(expectOk(reader)).to.deep.equal([null, null, null, null, null, "undefined", null, null]);
       }
     });
 
