@@ -19,7 +19,10 @@ import { type Principal, SimulatedProcessor, createBilling } from "../relayer/bi
 const WARMUP = 50;
 const BLOCK = 20;
 /** Runs per side (unmetered, metered), a multiple of BLOCK. */
-const ROUNDS = Math.max(4 * BLOCK, Math.ceil(Number(process.env.BENCH_ROUNDS ?? 800) / (4 * BLOCK)) * 4 * BLOCK);
+const ROUNDS = Math.max(
+  4 * BLOCK,
+  Math.ceil(Number(process.env.BENCH_ROUNDS ?? 800) / (4 * BLOCK)) * 4 * BLOCK,
+);
 const CODE = "async function main(params) { return params.n + 1; }";
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 
@@ -32,7 +35,10 @@ function mean(xs: number[]): number {
 }
 const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
 
-async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise<{ direct: number; endToEnd: number }> {
+async function measure(
+  executor: ActionExecutor,
+  chargeFlushMs: number,
+): Promise<{ direct: number; endToEnd: number }> {
   const dir = mkdtempSync(join(tmpdir(), "sigil-billing-bench-"));
   const billing = createBilling({
     dbPath: join(dir, "billing.sqlite"),
@@ -40,7 +46,11 @@ async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise
     signupCreditCents: 1_000_000_000,
     chargeFlushMs,
   });
-  const p: Principal = { accountId: "1", keyAddress: "0x00000000000000000000000000000000000000aa", kind: "usage" };
+  const p: Principal = {
+    accountId: "1",
+    keyAddress: "0x00000000000000000000000000000000000000aa",
+    kind: "usage",
+  };
   billing.onAccountCreated(p.accountId);
   billing.setKeySpendCap(p.accountId, p.keyAddress, 1_000_000_000); // exercise the cap check too
 
@@ -99,14 +109,18 @@ async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise
   const audit = billing.audit(p.accountId);
   if (audit.balance_cents !== audit.ledger_sum_cents) throw new Error("ledger does not sum to the balance");
   const charged = WARMUP + ROUNDS * 2;
-  if (billing.keySpend(p.keyAddress).spent_cents !== charged) throw new Error(`expected ${charged} cents of spend`);
+  if (billing.keySpend(p.keyAddress).spent_cents !== charged)
+    throw new Error(`expected ${charged} cents of spend`);
 
   const rows = [
     ["unmetered execution (trivial action, real SES executor)", mean(plain), median(plain)],
     ["metered execution (assertCanAfford + run + chargeExecution)", mean(withBilling), median(withBilling)],
     ["metering calls alone (assertCanAfford + chargeExecution)", mean(meterOnly), median(meterOnly)],
   ] as const;
-  const mode = chargeFlushMs > 0 ? `write-behind charges (flush every ${chargeFlushMs} ms)` : "strict charges (one commit per charge)";
+  const mode =
+    chargeFlushMs > 0
+      ? `write-behind charges (flush every ${chargeFlushMs} ms)`
+      : "strict charges (one commit per charge)";
   console.log(`\n## ${mode} — ${ROUNDS} rounds after ${WARMUP} warm-up, executor pool of 1 worker`);
   console.log("| measurement | mean ms | median ms |");
   console.log("|---|---:|---:|");
@@ -115,9 +129,15 @@ async function measure(executor: ActionExecutor, chargeFlushMs: number): Promise
   const directMedian = median(meterOnly) / median(plain);
   const endToEnd = median(meteredBlocks) / median(plainBlocks) - 1;
   console.log("");
-  console.log(`overhead, metering cost / unmetered execution (medians): ${pct(directMedian)}   goal ≤ 5 %: ${directMedian <= 0.05 ? "met" : "NOT met"}`);
-  console.log(`overhead, metering cost / unmetered execution (means):   ${pct(direct)}   goal ≤ 5 %: ${direct <= 0.05 ? "met" : "NOT met"}`);
-  console.log(`overhead, metered / unmetered block time − 1 (medians of ${BLOCK}-run blocks): ${pct(endToEnd)}`);
+  console.log(
+    `overhead, metering cost / unmetered execution (medians): ${pct(directMedian)}   goal ≤ 5 %: ${directMedian <= 0.05 ? "met" : "NOT met"}`,
+  );
+  console.log(
+    `overhead, metering cost / unmetered execution (means):   ${pct(direct)}   goal ≤ 5 %: ${direct <= 0.05 ? "met" : "NOT met"}`,
+  );
+  console.log(
+    `overhead, metered / unmetered block time − 1 (medians of ${BLOCK}-run blocks): ${pct(endToEnd)}`,
+  );
 
   billing.close();
   rmSync(dir, { recursive: true, force: true });
@@ -131,7 +151,11 @@ async function main(): Promise<void> {
   console.log("# billing: metering overhead per execution (real SES executor, trivial action, same run)");
   // On a shared, busy machine every extra microsecond of main-thread work is amplified by the
   // scheduler; the load average tells the reader how much to trust the end-to-end line.
-  console.log(`cores ${availableParallelism()}, load average ${loadavg().map((l) => l.toFixed(1)).join(" / ")}`);
+  console.log(
+    `cores ${availableParallelism()}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" / ")}`,
+  );
   await measure(executor, 50);
   await measure(executor, 0);
   await executor.close();

@@ -4,7 +4,15 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import { type HistoryItem, Ledger } from "./ledger";
-import { type ChargeResult, DEFAULT_CHARGE_FLUSH_MS, DEFAULT_PRICES, Metering, type Prices, type Principal, executionPriceCents } from "./metering";
+import {
+  type ChargeResult,
+  DEFAULT_CHARGE_FLUSH_MS,
+  DEFAULT_PRICES,
+  Metering,
+  type Prices,
+  type Principal,
+  executionPriceCents,
+} from "./metering";
 import { migrate } from "./migrations";
 import { formatCents } from "./money";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
@@ -72,19 +80,29 @@ export interface CreateBillingOptions {
 export function createBilling(opts: CreateBillingOptions): Billing {
   const prices = resolvePrices(opts.prices);
   const signupCredit = opts.signupCreditCents ?? 0;
-  if (!Number.isSafeInteger(signupCredit) || signupCredit < 0) throw new Error("signupCreditCents must be a non-negative integer");
+  if (!Number.isSafeInteger(signupCredit) || signupCredit < 0)
+    throw new Error("signupCreditCents must be a non-negative integer");
 
   const db = openDatabase(opts.dbPath);
   const ledgerId = (db.prepare("SELECT ledger_id FROM ledger_meta").get() as { ledger_id: string }).ledger_id;
   opts.processor.attach?.(db);
   const ledger = new Ledger(db);
-  const metering = new Metering(db, ledger, prices, opts.chargeFlushMs ?? DEFAULT_CHARGE_FLUSH_MS, opts.logger);
+  const metering = new Metering(
+    db,
+    ledger,
+    prices,
+    opts.chargeFlushMs ?? DEFAULT_CHARGE_FLUSH_MS,
+    opts.logger,
+  );
   const payments = new Payments(
     db,
     ledger,
     opts.processor,
     ledgerId,
-    { minimumCents: prices.minimum_payment_cents, maximumCents: opts.maximumPaymentCents ?? DEFAULT_MAXIMUM_PAYMENT_CENTS },
+    {
+      minimumCents: prices.minimum_payment_cents,
+      maximumCents: opts.maximumPaymentCents ?? DEFAULT_MAXIMUM_PAYMENT_CENTS,
+    },
     (accountId) => metering.balanceWithPending(accountId),
     opts.logger,
   );
@@ -92,12 +110,23 @@ export function createBilling(opts: CreateBillingOptions): Billing {
   return {
     ledgerId,
     processorKind: opts.processor.kind,
-    router: (requireAccountKey) => buildRouter({ ledger, metering, payments, processor: opts.processor, prices, logger: opts.logger }, requireAccountKey),
+    router: (requireAccountKey) =>
+      buildRouter(
+        { ledger, metering, payments, processor: opts.processor, prices, logger: opts.logger },
+        requireAccountKey,
+      ),
     onAccountCreated(accountId) {
       db.transaction(() => {
         ledger.ensureAccount(accountId);
         if (signupCredit > 0) {
-          ledger.apply({ accountId, kind: "credit", amountCents: signupCredit, reference: "signup:" + accountId, keyAddress: null, operation: "signup_credit" });
+          ledger.apply({
+            accountId,
+            kind: "credit",
+            amountCents: signupCredit,
+            reference: "signup:" + accountId,
+            keyAddress: null,
+            operation: "signup_credit",
+          });
         }
       }).immediate();
     },
@@ -105,7 +134,8 @@ export function createBilling(opts: CreateBillingOptions): Billing {
     chargeWrite: (p, operation, reference) => metering.chargeWrite(p, operation, reference),
     chargeExecution: (p, ms, reference) => metering.chargeExecution(p, ms, reference),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),
-    setKeySpendCap: (accountId, keyAddress, capCents) => metering.setKeySpendCap(accountId, keyAddress, capCents),
+    setKeySpendCap: (accountId, keyAddress, capCents) =>
+      metering.setKeySpendCap(accountId, keyAddress, capCents),
     prices: () => ({ ...prices }),
     executionPriceCents: (ms) => executionPriceCents(prices, ms),
     balance(accountId) {
@@ -136,9 +166,11 @@ export function createBilling(opts: CreateBillingOptions): Billing {
 function resolvePrices(p: Partial<Prices> | undefined): Prices {
   const prices = { ...DEFAULT_PRICES, ...(p ?? {}) };
   for (const [k, v] of Object.entries(prices)) {
-    if (!Number.isSafeInteger(v) || v < 0) throw new Error(`billing price ${k} must be a non-negative integer number of cents`);
+    if (!Number.isSafeInteger(v) || v < 0)
+      throw new Error(`billing price ${k} must be a non-negative integer number of cents`);
   }
-  if (prices.minimum_payment_cents < 50) throw new Error("minimum_payment_cents below Stripe's 50-cent minimum");
+  if (prices.minimum_payment_cents < 50)
+    throw new Error("minimum_payment_cents below Stripe's 50-cent minimum");
   return prices;
 }
 

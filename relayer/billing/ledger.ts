@@ -45,7 +45,9 @@ export class Ledger {
 
   constructor(private readonly db: Database) {
     this.s = {
-      ensure: db.prepare("INSERT INTO accounts (account_id, balance_cents, created_at) VALUES (?, 0, ?) ON CONFLICT (account_id) DO NOTHING"),
+      ensure: db.prepare(
+        "INSERT INTO accounts (account_id, balance_cents, created_at) VALUES (?, 0, ?) ON CONFLICT (account_id) DO NOTHING",
+      ),
       balance: db.prepare("SELECT balance_cents FROM accounts WHERE account_id = ?"),
       insert: db.prepare(
         `INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address, operation, created_at)
@@ -83,7 +85,8 @@ export class Ledger {
    */
   apply(e: LedgerEntryInput): AppliedEntry {
     if (!this.db.inTransaction) throw new Error("Ledger.apply must run inside a transaction");
-    if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0) throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
+    if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0)
+      throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
     this.ensureAccount(e.accountId);
     const delta = e.kind === "credit" ? e.amountCents : -e.amountCents;
     const balanceAfter = this.balance(e.accountId) + delta;
@@ -103,7 +106,8 @@ export class Ledger {
     const running = new Map<string, { start: number; balance: number }>();
     const now = Date.now();
     const applied = entries.map((e) => {
-      if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0) throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
+      if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0)
+        throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
       let acc = running.get(e.accountId);
       if (!acc) {
         this.ensureAccount(e.accountId);
@@ -116,7 +120,8 @@ export class Ledger {
       acc.balance = after;
       return true;
     });
-    for (const [accountId, acc] of running) if (acc.balance !== acc.start) this.s.addBalance.run(acc.balance - acc.start, accountId);
+    for (const [accountId, acc] of running)
+      if (acc.balance !== acc.start) this.s.addBalance.run(acc.balance - acc.start, accountId);
     return applied;
   }
 
@@ -149,6 +154,9 @@ export class Ledger {
 
   /** The invariant the tests and operators check: the ledger's net sum equals the stored balance. */
   audit(accountId: string): { balance_cents: number; ledger_sum_cents: number } {
-    return { balance_cents: this.balance(accountId), ledger_sum_cents: (this.s.sum.get(accountId) as { s: number }).s };
+    return {
+      balance_cents: this.balance(accountId),
+      ledger_sum_cents: (this.s.sum.get(accountId) as { s: number }).s,
+    };
   }
 }

@@ -18,7 +18,11 @@ export interface Prices {
   minimum_payment_cents: number;
 }
 
-export const DEFAULT_PRICES: Prices = Object.freeze({ write_cents: 1, execution_cents_per_second: 1, minimum_payment_cents: 500 });
+export const DEFAULT_PRICES: Prices = Object.freeze({
+  write_cents: 1,
+  execution_cents_per_second: 1,
+  minimum_payment_cents: 500,
+});
 
 /** Default write-behind window for usage charges (see docs/billing.md, "Charges are written behind"). */
 export const DEFAULT_CHARGE_FLUSH_MS = 50;
@@ -92,21 +96,35 @@ export class Metering {
     const price = operation === "write" ? this.prices.write_cents : executionPriceCents(this.prices, 0);
     if (price === 0) return;
     const key = normalizeAddress(p.keyAddress);
-    const row = this.s.afford.get({ account: p.accountId, key }) as { balance_cents: number | null; spent_cents: number | null; cap_cents: number | null };
+    const row = this.s.afford.get({ account: p.accountId, key }) as {
+      balance_cents: number | null;
+      spent_cents: number | null;
+      cap_cents: number | null;
+    };
     // The cap is checked first: it is the narrower, key-specific refusal and names the key's problem.
     if (row.cap_cents !== null) {
       const spent = (row.spent_cents ?? 0) + (this.pendingByKey.get(key) ?? 0);
       if (spent + price > row.cap_cents) {
-        throw new ApiError(403, "spend_cap_reached", `this key has spent ${spent} of its ${row.cap_cents}-cent cap`, {
-          details: { key_address: key, spent_cents: spent, cap_cents: row.cap_cents, price_cents: price },
-        });
+        throw new ApiError(
+          403,
+          "spend_cap_reached",
+          `this key has spent ${spent} of its ${row.cap_cents}-cent cap`,
+          {
+            details: { key_address: key, spent_cents: spent, cap_cents: row.cap_cents, price_cents: price },
+          },
+        );
       }
     }
     const balance = (row.balance_cents ?? 0) - (this.pendingByAccount.get(p.accountId) ?? 0);
     if (balance < price) {
-      throw new ApiError(402, "insufficient_credits", `this ${operation} costs ${price} cents and the balance is ${balance} cents`, {
-        details: { balance_cents: balance, price_cents: price },
-      });
+      throw new ApiError(
+        402,
+        "insufficient_credits",
+        `this ${operation} costs ${price} cents and the balance is ${balance} cents`,
+        {
+          details: { balance_cents: balance, price_cents: price },
+        },
+      );
     }
   }
 
@@ -115,7 +133,12 @@ export class Metering {
   }
 
   chargeExecution(p: Principal, executionMs: number, reference: string): ChargeResult {
-    return this.charge(p, executionPriceCents(this.prices, executionMs), "exec:" + requireReference(reference), "execution");
+    return this.charge(
+      p,
+      executionPriceCents(this.prices, executionMs),
+      "exec:" + requireReference(reference),
+      "execution",
+    );
   }
 
   keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null } {
@@ -124,9 +147,14 @@ export class Metering {
 
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void {
     if (capCents !== null && (!Number.isSafeInteger(capCents) || capCents < 0)) {
-      throw new ApiError(400, "invalid_request", "a spend cap is a non-negative integer number of cents, or null for none", {
-        details: { field: "cap_cents" },
-      });
+      throw new ApiError(
+        400,
+        "invalid_request",
+        "a spend cap is a non-negative integer number of cents, or null for none",
+        {
+          details: { field: "cap_cents" },
+        },
+      );
     }
     this.s.setCap.run(normalizeAddress(keyAddress), accountId, capCents);
   }
@@ -148,7 +176,14 @@ export class Metering {
       this.db
         .transaction(() => {
           const applied = this.ledger.applyBatch(
-            batch.map((c) => ({ accountId: c.accountId, kind: "debit" as const, amountCents: c.cents, reference: c.reference, keyAddress: c.keyAddress, operation: c.operation })),
+            batch.map((c) => ({
+              accountId: c.accountId,
+              kind: "debit" as const,
+              amountCents: c.cents,
+              reference: c.reference,
+              keyAddress: c.keyAddress,
+              operation: c.operation,
+            })),
           );
           const spend = new Map<string, { accountId: string; cents: number }>();
           batch.forEach((c, i) => {
@@ -161,7 +196,10 @@ export class Metering {
         })
         .immediate();
     } catch (e) {
-      this.logger?.error({ err: e instanceof Error ? e.message : String(e), pending: batch.length }, "billing: could not commit usage charges; will retry");
+      this.logger?.error(
+        { err: e instanceof Error ? e.message : String(e), pending: batch.length },
+        "billing: could not commit usage charges; will retry",
+      );
       this.arm();
       return;
     }
@@ -185,10 +223,13 @@ export class Metering {
 
   private arm(): void {
     if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.flush();
-    }, Math.max(1, this.flushMs));
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.flush();
+      },
+      Math.max(1, this.flushMs),
+    );
     // A pending flush must not keep a process alive; close() flushes synchronously.
     this.timer.unref();
   }
@@ -196,7 +237,9 @@ export class Metering {
   private spendWithPending(key: string): { spent_cents: number; cap_cents: number | null } {
     const row = this.s.spend.get(key) as { spent_cents: number; cap_cents: number | null } | undefined;
     const pending = this.pendingByKey.get(key) ?? 0;
-    return row ? { spent_cents: row.spent_cents + pending, cap_cents: row.cap_cents } : { spent_cents: pending, cap_cents: null };
+    return row
+      ? { spent_cents: row.spent_cents + pending, cap_cents: row.cap_cents }
+      : { spent_cents: pending, cap_cents: null };
   }
 }
 

@@ -86,7 +86,9 @@ export const MIGRATIONS: readonly Migration[] = [
           intent_id       TEXT NOT NULL
         );
       `);
-      db.prepare("INSERT INTO ledger_meta (ledger_id) VALUES (?)").run("ldg_" + randomBytes(12).toString("hex"));
+      db.prepare("INSERT INTO ledger_meta (ledger_id) VALUES (?)").run(
+        "ldg_" + randomBytes(12).toString("hex"),
+      );
     },
   },
 ];

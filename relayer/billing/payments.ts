@@ -4,7 +4,12 @@ import type { Logger } from "pino";
 import { ApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import { formatCents } from "./money";
-import { type PaymentProcessor, type ProcessorEvent, type ProcessorIntent, ProcessorError } from "./processor";
+import {
+  type PaymentProcessor,
+  type ProcessorEvent,
+  type ProcessorIntent,
+  ProcessorError,
+} from "./processor";
 
 /** Largest single top-up accepted (configurable): $10,000. Stripe's own ceiling is far higher. */
 export const DEFAULT_MAXIMUM_PAYMENT_CENTS = 1_000_000;
@@ -41,7 +46,14 @@ export interface ConfirmResult {
   };
 }
 
-type Outcome = "credited" | "already_credited" | "status_recorded" | "stale" | "ignored_foreign" | "ignored_type" | "duplicate";
+type Outcome =
+  | "credited"
+  | "already_credited"
+  | "status_recorded"
+  | "stale"
+  | "ignored_foreign"
+  | "ignored_type"
+  | "duplicate";
 
 /**
  * Top-ups: creating intents, observing their state (confirm_payment, webhooks, reconciliation) and
@@ -50,7 +62,10 @@ type Outcome = "credited" | "already_credited" | "status_recorded" | "stale" | "
  * "succeeded" first credits and every other path is a no-op.
  */
 export class Payments {
-  private readonly s: Record<"row" | "insert" | "setStatus" | "markCredited" | "eventSeen" | "recordEvent" | "uncredited", Statement>;
+  private readonly s: Record<
+    "row" | "insert" | "setStatus" | "markCredited" | "eventSeen" | "recordEvent" | "uncredited",
+    Statement
+  >;
   private readonly crashPoint: string | undefined;
 
   constructor(
@@ -70,12 +85,16 @@ export class Payments {
         `INSERT INTO payment_intents (payment_intent_id, account_id, amount_cents, currency, status, last_error, status_event_at, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (payment_intent_id) DO NOTHING`,
       ),
-      setStatus: db.prepare("UPDATE payment_intents SET status = ?, last_error = ?, status_event_at = ?, updated_at = ? WHERE payment_intent_id = ?"),
+      setStatus: db.prepare(
+        "UPDATE payment_intents SET status = ?, last_error = ?, status_event_at = ?, updated_at = ? WHERE payment_intent_id = ?",
+      ),
       markCredited: db.prepare(
         "UPDATE payment_intents SET status = 'succeeded', last_error = NULL, credited_cents = ?, credited_at = ?, updated_at = ? WHERE payment_intent_id = ?",
       ),
       eventSeen: db.prepare("SELECT outcome FROM webhook_events WHERE event_id = ?"),
-      recordEvent: db.prepare("INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?)"),
+      recordEvent: db.prepare(
+        "INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?)",
+      ),
       uncredited: db.prepare(
         "SELECT payment_intent_id FROM payment_intents WHERE credited_at IS NULL AND status != 'canceled' AND created_at > ? ORDER BY created_at DESC LIMIT 5000",
       ),
@@ -88,7 +107,8 @@ export class Payments {
     // A client-supplied Idempotency-Key makes retries return the same intent; without one every
     // call is a new intent (harmless: an unpaid intent costs nothing and expires at the processor).
     const idempotencyKey = clientIdempotencyKey
-      ? "sigil-create-" + createHash("sha256").update(`${this.ledgerId}:${accountId}:${clientIdempotencyKey}`).digest("hex")
+      ? "sigil-create-" +
+        createHash("sha256").update(`${this.ledgerId}:${accountId}:${clientIdempotencyKey}`).digest("hex")
       : "sigil-create-" + randomUUID();
     const intent = await this.call(() =>
       this.processor.createIntent({
@@ -99,9 +119,26 @@ export class Payments {
       }),
     );
     const now = Date.now();
-    this.s.insert.run(intent.id, accountId, intent.amountCents, intent.currency, intent.status, intent.lastError, now, now);
-    this.logger?.info({ account_id: accountId, payment_intent_id: intent.id, amount_cents: amount }, "payment intent created");
-    return { client_secret: intent.clientSecret, payment_intent_id: intent.id, amount_cents: intent.amountCents, status: intent.status };
+    this.s.insert.run(
+      intent.id,
+      accountId,
+      intent.amountCents,
+      intent.currency,
+      intent.status,
+      intent.lastError,
+      now,
+      now,
+    );
+    this.logger?.info(
+      { account_id: accountId, payment_intent_id: intent.id, amount_cents: amount },
+      "payment intent created",
+    );
+    return {
+      client_secret: intent.clientSecret,
+      payment_intent_id: intent.id,
+      amount_cents: intent.amountCents,
+      status: intent.status,
+    };
   }
 
   async confirm(accountId: string, paymentIntentId: unknown): Promise<ConfirmResult> {
@@ -164,11 +201,15 @@ export class Payments {
     if (this.s.eventSeen.get(event.id)) return "duplicate";
     const intent = event.intent;
     if (!intent || !event.type.startsWith("payment_intent.")) {
-      this.db.transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_type", Date.now())).immediate();
+      this.db
+        .transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_type", Date.now()))
+        .immediate();
       return "ignored_type";
     }
     if (!this.ours(intent)) {
-      this.db.transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_foreign", Date.now())).immediate();
+      this.db
+        .transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_foreign", Date.now()))
+        .immediate();
       return "ignored_foreign";
     }
     const { outcome } = this.observe(intent, event.created, event);
@@ -178,7 +219,9 @@ export class Payments {
   /** Start-up repair: asks the processor about every intent not yet credited and credits those that succeeded. */
   async reconcile(maxAgeDays = 30): Promise<{ checked: number; credited: number; errors: number }> {
     const since = Date.now() - maxAgeDays * 86_400_000;
-    const ids = (this.s.uncredited.all(since) as Array<{ payment_intent_id: string }>).map((r) => r.payment_intent_id);
+    const ids = (this.s.uncredited.all(since) as Array<{ payment_intent_id: string }>).map(
+      (r) => r.payment_intent_id,
+    );
     let credited = 0;
     let errors = 0;
     for (const id of ids) {
@@ -188,10 +231,14 @@ export class Payments {
         if (this.observe(intent, nowSeconds()).newlyCredited) credited++;
       } catch (e) {
         errors++;
-        this.logger?.warn({ payment_intent_id: id, err: e instanceof Error ? e.message : String(e) }, "reconcile: could not check intent");
+        this.logger?.warn(
+          { payment_intent_id: id, err: e instanceof Error ? e.message : String(e) },
+          "reconcile: could not check intent",
+        );
       }
     }
-    if (ids.length > 0) this.logger?.info({ checked: ids.length, credited, errors }, "billing reconciliation done");
+    if (ids.length > 0)
+      this.logger?.info({ checked: ids.length, credited, errors }, "billing reconciliation done");
     return { checked: ids.length, credited, errors };
   }
 
@@ -208,8 +255,13 @@ export class Payments {
    * Records what the processor says about an intent and credits it if it succeeded: one immediate
    * transaction, together with the webhook event id when there is one.
    */
-  private observe(intent: ProcessorIntent, observedAt: number, event?: ProcessorEvent): { newlyCredited: boolean; outcome: Outcome } {
-    if (intent.status === "succeeded" && this.crashPoint === "before_credit") process.kill(process.pid, "SIGKILL");
+  private observe(
+    intent: ProcessorIntent,
+    observedAt: number,
+    event?: ProcessorEvent,
+  ): { newlyCredited: boolean; outcome: Outcome } {
+    if (intent.status === "succeeded" && this.crashPoint === "before_credit")
+      process.kill(process.pid, "SIGKILL");
     const accountId = intent.metadata.account_id;
     const tx = this.db.transaction((): { newlyCredited: boolean; outcome: Outcome } => {
       if (event) {
@@ -221,7 +273,16 @@ export class Payments {
       const now = Date.now();
       // Adopt intents we have no row for (a crash between the processor's create and our insert):
       // the processor's metadata, signed or fetched with our secret key, names the account.
-      this.s.insert.run(intent.id, accountId, intent.amountCents, intent.currency, intent.status, intent.lastError, now, now);
+      this.s.insert.run(
+        intent.id,
+        accountId,
+        intent.amountCents,
+        intent.currency,
+        intent.status,
+        intent.lastError,
+        now,
+        now,
+      );
       const row = this.row(intent.id)!;
       let result: { newlyCredited: boolean; outcome: Outcome };
       if (row.credited_at != null) {
@@ -237,9 +298,15 @@ export class Payments {
           operation: "top_up",
         });
         this.s.markCredited.run(cents, now, now, intent.id);
-        result = { newlyCredited: applied.applied, outcome: applied.applied ? "credited" : "already_credited" };
+        result = {
+          newlyCredited: applied.applied,
+          outcome: applied.applied ? "credited" : "already_credited",
+        };
         if (applied.applied) {
-          this.logger?.info({ account_id: row.account_id, payment_intent_id: intent.id, credited_cents: cents }, "payment credited");
+          this.logger?.info(
+            { account_id: row.account_id, payment_intent_id: intent.id, credited_cents: cents },
+            "payment credited",
+          );
         }
       } else if (observedAt >= row.status_event_at && row.status !== "canceled") {
         // Older events arriving late (processing after payment_failed, say) do not roll the status back.
@@ -294,17 +361,29 @@ export class Payments {
 
   private validateAmount(amount: unknown): void {
     if (typeof amount !== "number" || !Number.isSafeInteger(amount)) {
-      throw new ApiError(400, "invalid_request", "amount_cents must be an integer number of cents", { details: { field: "amount_cents" } });
+      throw new ApiError(400, "invalid_request", "amount_cents must be an integer number of cents", {
+        details: { field: "amount_cents" },
+      });
     }
     if (amount < this.limits.minimumCents) {
-      throw new ApiError(400, "amount_below_minimum", `the minimum payment is ${this.limits.minimumCents} cents`, {
-        details: { amount_cents: amount, minimum_cents: this.limits.minimumCents },
-      });
+      throw new ApiError(
+        400,
+        "amount_below_minimum",
+        `the minimum payment is ${this.limits.minimumCents} cents`,
+        {
+          details: { amount_cents: amount, minimum_cents: this.limits.minimumCents },
+        },
+      );
     }
     if (amount > this.limits.maximumCents) {
-      throw new ApiError(400, "amount_above_maximum", `the maximum payment is ${this.limits.maximumCents} cents`, {
-        details: { amount_cents: amount, maximum_cents: this.limits.maximumCents },
-      });
+      throw new ApiError(
+        400,
+        "amount_above_maximum",
+        `the maximum payment is ${this.limits.maximumCents} cents`,
+        {
+          details: { amount_cents: amount, maximum_cents: this.limits.maximumCents },
+        },
+      );
     }
   }
 
@@ -322,12 +401,22 @@ export function toApiError(e: unknown): unknown {
   switch (e.kind) {
     case "unexpected_state":
     case "rejected":
-      return new ApiError(503, "payment_processor_error", "the payment processor refused the request; check the billing configuration", {
-        details: { processor_code: e.processorCode ?? null },
-        cause: e,
-      });
+      return new ApiError(
+        503,
+        "payment_processor_error",
+        "the payment processor refused the request; check the billing configuration",
+        {
+          details: { processor_code: e.processorCode ?? null },
+          cause: e,
+        },
+      );
     default:
-      return new ApiError(503, "payment_processor_unavailable", "the payment processor could not be reached; try again", { retryAfter: 5, cause: e });
+      return new ApiError(
+        503,
+        "payment_processor_unavailable",
+        "the payment processor could not be reached; try again",
+        { retryAfter: 5, cause: e },
+      );
   }
 }
 
@@ -341,22 +430,39 @@ function validateIntentId(id: unknown): string {
 }
 
 function notFound(id: string): ApiError {
-  return new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, { details: { payment_intent_id: id } });
+  return new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, {
+    details: { payment_intent_id: id },
+  });
 }
 
 function stateError(intent: ProcessorIntent): ApiError {
   const details = { payment_intent_id: intent.id, status: intent.status };
   if (intent.status === "canceled") {
-    return new ApiError(409, "payment_canceled", "this payment was canceled and will not be credited; create a new payment intent", { details });
+    return new ApiError(
+      409,
+      "payment_canceled",
+      "this payment was canceled and will not be credited; create a new payment intent",
+      { details },
+    );
   }
   if (intent.status === "requires_payment_method" && intent.lastError) {
-    return new ApiError(409, "payment_failed", `the payment failed: ${intent.lastError} No credits were applied; retry with a new payment`, {
-      details: { ...details, reason: intent.lastError },
-    });
+    return new ApiError(
+      409,
+      "payment_failed",
+      `the payment failed: ${intent.lastError} No credits were applied; retry with a new payment`,
+      {
+        details: { ...details, reason: intent.lastError },
+      },
+    );
   }
-  return new ApiError(409, "payment_not_completed", "the payment has not been completed yet; finish it with the processor, then confirm again", {
-    details,
-  });
+  return new ApiError(
+    409,
+    "payment_not_completed",
+    "the payment has not been completed yet; finish it with the processor, then confirm again",
+    {
+      details,
+    },
+  );
 }
 
 function nowSeconds(): number {

@@ -1,4 +1,10 @@
-import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from "express";
+import express, {
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+  type Router,
+} from "express";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ApiError, isApiError } from "../errors";
@@ -38,9 +44,17 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
 
   r.get("/packages", (_req, res) => {
     res.json({
-      items: CREDIT_PACKAGES.map((p) => ({ ...p, credits: p.amount_cents, price_display: formatCents(p.amount_cents) })),
+      items: CREDIT_PACKAGES.map((p) => ({
+        ...p,
+        credits: p.amount_cents,
+        price_display: formatCents(p.amount_cents),
+      })),
       minimum_payment_cents: prices.minimum_payment_cents,
-      prices: { write_cents: prices.write_cents, execution_cents_per_second: prices.execution_cents_per_second, read_cents: 0 },
+      prices: {
+        write_cents: prices.write_cents,
+        execution_cents_per_second: prices.execution_cents_per_second,
+        read_cents: 0,
+      },
     });
   });
 
@@ -51,10 +65,18 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       event = processor.parseWebhook(raw, req.get("stripe-signature"));
     } catch (e) {
       if (e instanceof ProcessorError && e.kind === "invalid_signature") {
-        throw new ApiError(400, "invalid_webhook_signature", "the Stripe-Signature header does not verify against the raw body");
+        throw new ApiError(
+          400,
+          "invalid_webhook_signature",
+          "the Stripe-Signature header does not verify against the raw body",
+        );
       }
       if (e instanceof ProcessorError && e.kind === "unsupported") {
-        throw new ApiError(404, "webhook_not_configured", "this deployment does not accept payment webhooks (no signing secret, or the simulated processor)");
+        throw new ApiError(
+          404,
+          "webhook_not_configured",
+          "this deployment does not accept payment webhooks (no signing secret, or the simulated processor)",
+        );
       }
       throw e;
     }
@@ -69,7 +91,11 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
 
   r.post("/create_payment_intent", ...auth, json, async (req, res) => {
     const body = objectBody(req);
-    const out = await payments.createIntent(principal(res).accountId, body.amount_cents, req.get("idempotency-key") || undefined);
+    const out = await payments.createIntent(
+      principal(res).accountId,
+      body.amount_cents,
+      req.get("idempotency-key") || undefined,
+    );
     res.json(out);
   });
 
@@ -96,17 +122,26 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       const id = String(req.params.id);
       const action = String(req.params.action) as SimulatedAction;
       if (!SIMULATED_ACTIONS.includes(action)) {
-        throw new ApiError(400, "invalid_simulated_action", `action must be one of ${SIMULATED_ACTIONS.join(", ")}`, { details: { action } });
+        throw new ApiError(
+          400,
+          "invalid_simulated_action",
+          `action must be one of ${SIMULATED_ACTIONS.join(", ")}`,
+          { details: { action } },
+        );
       }
       if (payments.intentAccount(id) !== principal(res).accountId) {
-        throw new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, { details: { payment_intent_id: id } });
+        throw new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, {
+          details: { payment_intent_id: id },
+        });
       }
       let intent;
       try {
         intent = processor.transition(id, action);
       } catch (e) {
         if (e instanceof ProcessorError && e.kind === "unexpected_state") {
-          throw new ApiError(409, "invalid_simulated_transition", e.message, { details: { payment_intent_id: id, action } });
+          throw new ApiError(409, "invalid_simulated_transition", e.message, {
+            details: { payment_intent_id: id, action },
+          });
         }
         throw e;
       }
@@ -116,14 +151,17 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
     });
   }
 
-  r.use((err: unknown, req: Request, res: Response, next: NextFunction) => renderError(err, req, res, next, deps.logger));
+  r.use((err: unknown, req: Request, res: Response, next: NextFunction) =>
+    renderError(err, req, res, next, deps.logger),
+  );
   return r;
 }
 
 const requireAccountPrincipal: RequestHandler = (_req, res, next) => {
   const p = res.locals.principal as Principal | undefined;
   if (!p) return next(new Error("billing router: requireAccountKey did not set res.locals.principal"));
-  if (p.kind !== "account") return next(new ApiError(403, "owner_only", "billing endpoints take the account key, not a usage key"));
+  if (p.kind !== "account")
+    return next(new ApiError(403, "owner_only", "billing endpoints take the account key, not a usage key"));
   next();
 };
 
@@ -143,7 +181,9 @@ function intParam(v: unknown, dflt: number, min: number, max: number, name: stri
   if (v === undefined) return dflt;
   const n = typeof v === "string" && /^[0-9]{1,15}$/.test(v) ? Number(v) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ApiError(400, "invalid_pagination", `${name} must be an integer from ${min} to ${max}`, { details: { field: name } });
+    throw new ApiError(400, "invalid_pagination", `${name} must be an integer from ${min} to ${max}`, {
+      details: { field: name },
+    });
   }
   return n;
 }
@@ -153,13 +193,16 @@ function renderError(err: unknown, req: Request, res: Response, _next: NextFunct
   let apiErr: ApiError;
   const bodyErr = err as { type?: string; status?: number };
   if (isApiError(err)) apiErr = err;
-  else if (bodyErr?.type === "entity.parse.failed") apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
-  else if (bodyErr?.type === "entity.too.large") apiErr = new ApiError(413, "payload_too_large", "the request body is too large");
+  else if (bodyErr?.type === "entity.parse.failed")
+    apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
+  else if (bodyErr?.type === "entity.too.large")
+    apiErr = new ApiError(413, "payload_too_large", "the request body is too large");
   else {
     logger?.error({ err, path: req.path }, "billing: unexpected error");
     apiErr = new ApiError(500, "internal_error", "internal error");
   }
-  let requestId = (res.getHeader("x-request-id") as string | undefined) ?? (res.locals.requestId as string | undefined);
+  let requestId =
+    (res.getHeader("x-request-id") as string | undefined) ?? (res.locals.requestId as string | undefined);
   if (!requestId) {
     requestId = randomUUID();
     res.setHeader("X-Request-Id", requestId);

@@ -50,7 +50,9 @@ export class SimulatedProcessor implements PaymentProcessor {
 
   async createIntent(req: CreateIntentRequest): Promise<ProcessorIntent> {
     const db = this.requireDb();
-    const requestHash = createHash("sha256").update(JSON.stringify([req.amountCents, req.currency, req.metadata])).digest("hex");
+    const requestHash = createHash("sha256")
+      .update(JSON.stringify([req.amountCents, req.currency, req.metadata]))
+      .digest("hex");
     const create = db.transaction((): ProcessorIntent => {
       // Same semantics as Stripe's Idempotency-Key: a replay returns the first result, a reuse
       // with different parameters is refused.
@@ -59,7 +61,11 @@ export class SimulatedProcessor implements PaymentProcessor {
         .get(req.idempotencyKey) as { request_hash: string; intent_id: string } | undefined;
       if (seen) {
         if (seen.request_hash !== requestHash) {
-          throw new ProcessorError("rejected", "idempotency key reused with different parameters", "idempotency_key_in_use");
+          throw new ProcessorError(
+            "rejected",
+            "idempotency key reused with different parameters",
+            "idempotency_key_in_use",
+          );
         }
         return this.read(seen.intent_id)!;
       }
@@ -68,7 +74,9 @@ export class SimulatedProcessor implements PaymentProcessor {
       db.prepare(
         "INSERT INTO sim_intents (id, client_secret, amount_cents, currency, status, metadata, last_error, created_at) VALUES (?, ?, ?, ?, 'requires_payment_method', ?, NULL, ?)",
       ).run(id, secret, req.amountCents, req.currency, JSON.stringify(req.metadata), Date.now());
-      db.prepare("INSERT INTO sim_idempotency (idempotency_key, request_hash, intent_id) VALUES (?, ?, ?)").run(req.idempotencyKey, requestHash, id);
+      db.prepare(
+        "INSERT INTO sim_idempotency (idempotency_key, request_hash, intent_id) VALUES (?, ?, ?)",
+      ).run(req.idempotencyKey, requestHash, id);
       return this.read(id)!;
     });
     return create.immediate();
@@ -95,7 +103,11 @@ export class SimulatedProcessor implements PaymentProcessor {
       const row = this.read(id);
       if (!row) throw new ProcessorError("rejected", `no such payment intent: ${id}`, "resource_missing");
       if (!ALLOWED_FROM[action].includes(row.status)) {
-        throw new ProcessorError("unexpected_state", `cannot ${action} a payment intent whose status is ${row.status}`, "payment_intent_unexpected_state");
+        throw new ProcessorError(
+          "unexpected_state",
+          `cannot ${action} a payment intent whose status is ${row.status}`,
+          "payment_intent_unexpected_state",
+        );
       }
       const next: Record<SimulatedAction, [IntentStatus, string | null]> = {
         succeed: ["succeeded", null],
@@ -112,7 +124,8 @@ export class SimulatedProcessor implements PaymentProcessor {
   }
 
   private read(id: string): ProcessorIntent | null {
-    const r = this.requireDb().prepare("SELECT * FROM sim_intents WHERE id = ?").get(id) as SimRow | undefined;
+    const r = this.requireDb().prepare("SELECT * FROM sim_intents WHERE id = ?").get(id) as
+      SimRow | undefined;
     if (!r) return null;
     return {
       id: r.id,

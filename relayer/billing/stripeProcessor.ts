@@ -35,8 +35,10 @@ export class StripeProcessor implements PaymentProcessor {
   private readonly opts: StripeProcessorOptions;
 
   constructor(opts: StripeProcessorOptions) {
-    if (!/^(sk|rk)_/.test(opts.secretKey)) throw new Error("StripeProcessor: secretKey must be a Stripe secret key (sk_… or rk_…)");
-    if (!/^pk_/.test(opts.publishableKey)) throw new Error("StripeProcessor: publishableKey must start with pk_");
+    if (!/^(sk|rk)_/.test(opts.secretKey))
+      throw new Error("StripeProcessor: secretKey must be a Stripe secret key (sk_… or rk_…)");
+    if (!/^pk_/.test(opts.publishableKey))
+      throw new Error("StripeProcessor: publishableKey must start with pk_");
     this.opts = opts;
     this.stripe = new Stripe(opts.secretKey, {
       host: opts.host,
@@ -58,9 +60,13 @@ export class StripeProcessor implements PaymentProcessor {
       amount: req.amountCents,
       currency: req.currency,
       metadata: req.metadata,
-      ...(methods === "automatic" ? { automatic_payment_methods: { enabled: true } } : { payment_method_types: methods }),
+      ...(methods === "automatic"
+        ? { automatic_payment_methods: { enabled: true } }
+        : { payment_method_types: methods }),
     };
-    const pi = await this.call(() => this.stripe.paymentIntents.create(params, { idempotencyKey: req.idempotencyKey }));
+    const pi = await this.call(() =>
+      this.stripe.paymentIntents.create(params, { idempotencyKey: req.idempotencyKey }),
+    );
     return toIntent(pi);
   }
 
@@ -80,20 +86,24 @@ export class StripeProcessor implements PaymentProcessor {
   }
 
   parseWebhook(rawBody: Buffer, signatureHeader: string | undefined): ProcessorEvent {
-    if (!this.opts.webhookSecret) throw new ProcessorError("unsupported", "no webhook signing secret is configured");
+    if (!this.opts.webhookSecret)
+      throw new ProcessorError("unsupported", "no webhook signing secret is configured");
     if (!signatureHeader) throw new ProcessorError("invalid_signature", "missing Stripe-Signature header");
     let event: Stripe.Event;
     try {
       event = this.stripe.webhooks.constructEvent(rawBody, signatureHeader, this.opts.webhookSecret);
     } catch (e) {
-      throw new ProcessorError("invalid_signature", "webhook signature does not verify", undefined, { cause: e });
+      throw new ProcessorError("invalid_signature", "webhook signature does not verify", undefined, {
+        cause: e,
+      });
     }
     const obj = (event.data as { object?: { object?: string } } | undefined)?.object;
     return {
       id: event.id,
       type: event.type,
       created: event.created,
-      intent: obj && obj.object === "payment_intent" ? toIntent(obj as unknown as Stripe.PaymentIntent) : null,
+      intent:
+        obj && obj.object === "payment_intent" ? toIntent(obj as unknown as Stripe.PaymentIntent) : null,
     };
   }
 
@@ -115,7 +125,9 @@ function toIntent(pi: Stripe.PaymentIntent): ProcessorIntent {
     currency: pi.currency,
     clientSecret: pi.client_secret ?? null,
     metadata: (pi.metadata ?? {}) as Record<string, string>,
-    lastError: pi.last_payment_error ? (pi.last_payment_error.message ?? pi.last_payment_error.code ?? "payment failed") : null,
+    lastError: pi.last_payment_error
+      ? (pi.last_payment_error.message ?? pi.last_payment_error.code ?? "payment failed")
+      : null,
   };
 }
 
@@ -123,11 +135,17 @@ function toIntent(pi: Stripe.PaymentIntent): ProcessorIntent {
 function classify(e: unknown): ProcessorError {
   if (e instanceof ProcessorError) return e;
   if (e instanceof Stripe.errors.StripeError) {
-    if (e.code === "payment_intent_unexpected_state") return new ProcessorError("unexpected_state", e.message, e.code, { cause: e });
-    if (e instanceof Stripe.errors.StripeInvalidRequestError || e instanceof Stripe.errors.StripeIdempotencyError) {
+    if (e.code === "payment_intent_unexpected_state")
+      return new ProcessorError("unexpected_state", e.message, e.code, { cause: e });
+    if (
+      e instanceof Stripe.errors.StripeInvalidRequestError ||
+      e instanceof Stripe.errors.StripeIdempotencyError
+    ) {
       return new ProcessorError("rejected", e.message, e.code ?? e.rawType ?? e.type, { cause: e });
     }
     return new ProcessorError("unavailable", e.message, e.code ?? e.rawType ?? e.type, { cause: e });
   }
-  return new ProcessorError("unavailable", e instanceof Error ? e.message : String(e), undefined, { cause: e });
+  return new ProcessorError("unavailable", e instanceof Error ? e.message : String(e), undefined, {
+    cause: e,
+  });
 }

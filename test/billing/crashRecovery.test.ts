@@ -53,10 +53,14 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
     };
     delete env[CRASH_POINT_ENV];
     if (opts.crash) env[CRASH_POINT_ENV] = "before_credit";
-    const proc = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", join(__dirname, "fixtures", "billingServer.ts")], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const proc = spawn(
+      process.execPath,
+      ["-r", "ts-node/register/transpile-only", join(__dirname, "fixtures", "billingServer.ts")],
+      {
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     children.add(proc);
     const stdout: string[] = [];
     let stderr = "";
@@ -76,7 +80,9 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
           if (m) resolve(Number(m[1]));
         }
       });
-      void exited.then(({ code, signal }) => reject(new Error(`billing server exited early (${code ?? signal}): ${stderr}`)));
+      void exited.then(({ code, signal }) =>
+        reject(new Error(`billing server exited early (${code ?? signal}): ${stderr}`)),
+      );
     });
     return { proc, url: `http://127.0.0.1:${port}`, stdout, exited };
   }
@@ -87,19 +93,32 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
   }
 
   /** Creates an intent, lets Stripe succeed it, and triggers crediting in a server armed to die before the credit. */
-  async function paidIntentLostInCrash(trigger: "confirm" | "webhook", amount = 3000): Promise<{ id: string; event: Record<string, unknown> }> {
+  async function paidIntentLostInCrash(
+    trigger: "confirm" | "webhook",
+    amount = 3000,
+  ): Promise<{ id: string; event: Record<string, unknown> }> {
     const doomed = await startServer({ crash: true });
-    const created = await httpCall(doomed.url, "POST", "/create_payment_intent", { account: A, body: { amount_cents: amount } });
+    const created = await httpCall(doomed.url, "POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: amount },
+    });
     expect(created.status).to.equal(200);
     const id = created.body.payment_intent_id as string;
     stub.succeed(id);
     const event = stub.event("payment_intent.succeeded", id);
     let answered = true;
     try {
-      if (trigger === "confirm") await httpCall(doomed.url, "POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+      if (trigger === "confirm")
+        await httpCall(doomed.url, "POST", "/confirm_payment", {
+          account: A,
+          body: { payment_intent_id: id },
+        });
       else {
         const { payload, header } = stub.sign(event);
-        await httpCall(doomed.url, "POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+        await httpCall(doomed.url, "POST", "/webhook", {
+          rawBody: payload,
+          headers: { "stripe-signature": header, "content-type": "application/json" },
+        });
       }
     } catch {
       answered = false; // the connection died with the process
@@ -125,9 +144,20 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
   it("repaired by the next confirm_payment: credited exactly once", async function () {
     const { id } = await paidIntentLostInCrash("confirm");
     const s = await startServer();
-    const first = await httpCall(s.url, "POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
-    const second = await httpCall(s.url, "POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
-    expect(first.body).to.include({ status: "succeeded", credited_cents: 3000, newly_credited: true, balance_cents: 3000 });
+    const first = await httpCall(s.url, "POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
+    const second = await httpCall(s.url, "POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
+    expect(first.body).to.include({
+      status: "succeeded",
+      credited_cents: 3000,
+      newly_credited: true,
+      balance_cents: 3000,
+    });
     expect(second.body).to.include({ newly_credited: false, balance_cents: 3000 });
     expect(await balanceAndHistory(s.url)).to.deep.equal({ balance: 3000, entries: 1 });
     await stopServer(s);
@@ -137,9 +167,15 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
     const { id, event } = await paidIntentLostInCrash("confirm");
     const s = await startServer();
     const { payload, header } = stub.sign(event);
-    const w = await httpCall(s.url, "POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const w = await httpCall(s.url, "POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(w.body.outcome).to.equal("credited");
-    const c = await httpCall(s.url, "POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+    const c = await httpCall(s.url, "POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
     expect(c.body).to.include({ newly_credited: false, balance_cents: 3000 });
     expect(await balanceAndHistory(s.url)).to.deep.equal({ balance: 3000, entries: 1 });
     await stopServer(s);
@@ -161,11 +197,20 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
     const { id, event } = await paidIntentLostInCrash("webhook");
     const s = await startServer();
     const { payload, header } = stub.sign(event);
-    const redelivered = await httpCall(s.url, "POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
-    const again = await httpCall(s.url, "POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const redelivered = await httpCall(s.url, "POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
+    const again = await httpCall(s.url, "POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(redelivered.body.outcome).to.equal("credited");
     expect(again.body.outcome).to.equal("duplicate");
-    const c = await httpCall(s.url, "POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+    const c = await httpCall(s.url, "POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
     expect(c.body).to.include({ newly_credited: false, balance_cents: 3000 });
     await stopServer(s);
   });

@@ -11,7 +11,8 @@ function thrownCodes(): Array<[number, string]> {
   const dir = join(ROOT, "relayer", "billing");
   const out: Array<[number, string]> = [];
   for (const f of readdirSync(dir).filter((n) => n.endsWith(".ts"))) {
-    for (const m of readFileSync(join(dir, f), "utf8").matchAll(/ApiError\(\s*(\d{3}),\s*"([a-z_]+)"/g)) out.push([Number(m[1]), m[2]]);
+    for (const m of readFileSync(join(dir, f), "utf8").matchAll(/ApiError\(\s*(\d{3}),\s*"([a-z_]+)"/g))
+      out.push([Number(m[1]), m[2]]);
   }
   return out;
 }
@@ -39,7 +40,8 @@ describe("billing: error catalogue", function () {
   });
 
   it("billing's own codes do not redefine the relayer's", function () {
-    for (const code of Object.keys(BILLING_ERROR_CATALOGUE)) expect(ERROR_CATALOGUE, code).to.not.have.property(code);
+    for (const code of Object.keys(BILLING_ERROR_CATALOGUE))
+      expect(ERROR_CATALOGUE, code).to.not.have.property(code);
   });
 
   it("every billing code is documented with its status in the billing section of the error docs", function () {

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { join } from "node:path";
 import { type Billing, StripeProcessor, createBilling } from "../../relayer/billing";
 import { StripeStub } from "../helpers/stripeStub";
-import { type TestServer, serve, tempDir } from "./harness";
+import { type Json, type TestServer, serve, tempDir } from "./harness";
 
 describe("billing: exactly-once crediting under concurrency and webhook replays", function () {
   let stub: StripeStub;
@@ -42,20 +42,29 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
 
   function webhook(srv: TestServer, event: Record<string, unknown>) {
     const { payload, header } = stub.sign(event);
-    return srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    return srv.call("POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
   }
 
   it("100 concurrent confirms plus duplicate and out-of-order webhooks credit one intent exactly once", async function () {
-    const created = await servers[0].call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 5000 } });
+    const created = await servers[0].call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 5000 },
+    });
     const id = created.body.payment_intent_id as string;
     stub.process(id);
     const now = Math.floor(Date.now() / 1000);
     const processingEvt = stub.event("payment_intent.processing", id, { created: now - 5 });
     stub.succeed(id);
     const succeededEvt = stub.event("payment_intent.succeeded", id, { created: now });
-    const redelivery = stub.event("payment_intent.succeeded", id, { created: now, eventId: "evt_distinct_redelivery" });
+    const redelivery = stub.event("payment_intent.succeeded", id, {
+      created: now,
+      eventId: "evt_distinct_redelivery",
+    });
 
-    const calls: Array<Promise<{ status: number; body: any }>> = [];
+    const calls: Array<Promise<{ status: number; body: Json }>> = [];
     for (let i = 0; i < 100; i++) {
       const srv = servers[i % 2];
       calls.push(srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } }));
@@ -73,7 +82,9 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
       expect(c.status).to.equal(200);
       expect(c.body).to.include({ status: "succeeded", credited_cents: 5000 });
     }
-    const credits = confirms.filter((c) => c.body.newly_credited).length + hooks.filter((h) => h.body.outcome === "credited").length;
+    const credits =
+      confirms.filter((c) => c.body.newly_credited).length +
+      hooks.filter((h) => h.body.outcome === "credited").length;
     expect(credits).to.equal(1);
 
     for (const b of billings) {
@@ -81,12 +92,18 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
       expect(b.history(A, 0, 100).total).to.equal(1);
     }
     // The late "processing" event did not roll the credited intent back.
-    const again = await servers[1].call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+    const again = await servers[1].call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
     expect(again.body).to.include({ status: "succeeded", newly_credited: false, balance_cents: 5000 });
   });
 
   it("a replayed webhook event id is answered 200 as a duplicate and changes nothing", async function () {
-    const created = await servers[0].call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 800 } });
+    const created = await servers[0].call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 800 },
+    });
     const id = created.body.payment_intent_id as string;
     stub.succeed(id);
     const evt = stub.event("payment_intent.succeeded", id);
@@ -99,15 +116,23 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
   });
 
   it("a payment_failed event older than the processing status already recorded is ignored as stale", async function () {
-    const created = await servers[0].call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 800 } });
+    const created = await servers[0].call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 800 },
+    });
     const id = created.body.payment_intent_id as string;
     const now = Math.floor(Date.now() / 1000);
     stub.fail(id);
     const oldFailure = stub.event("payment_intent.payment_failed", id, { created: now - 60 });
     stub.process(id);
-    expect((await webhook(servers[0], stub.event("payment_intent.processing", id, { created: now }))).body.outcome).to.equal("status_recorded");
+    expect(
+      (await webhook(servers[0], stub.event("payment_intent.processing", id, { created: now }))).body.outcome,
+    ).to.equal("status_recorded");
     expect((await webhook(servers[0], oldFailure)).body.outcome).to.equal("stale");
-    const c = await servers[0].call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+    const c = await servers[0].call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: id },
+    });
     expect(c.status).to.equal(202);
   });
 });

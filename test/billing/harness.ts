@@ -17,8 +17,14 @@ export function tempDir(prefix = "sigil-billing-"): { dir: string; cleanup(): vo
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-export function principalFor(accountId: string, kind: "account" | "usage" = "account", keyAddress?: string): Principal {
-  const hex = BigInt(accountId).toString(16).padStart(kind === "account" ? 40 : 38, "0");
+export function principalFor(
+  accountId: string,
+  kind: "account" | "usage" = "account",
+  keyAddress?: string,
+): Principal {
+  const hex = BigInt(accountId)
+    .toString(16)
+    .padStart(kind === "account" ? 40 : 38, "0");
   return { accountId, kind, keyAddress: keyAddress ?? (kind === "account" ? "0x" + hex : "0xEE" + hex) };
 }
 
@@ -29,11 +35,19 @@ export const testAccountKey: express.RequestHandler = (req, res, next) => {
   next();
 };
 
+/** A parsed JSON answer: tests index into it freely and assert on the values. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
 export interface TestServer {
   url: string;
   close(): Promise<void>;
   /** JSON request helper: returns status, parsed body and headers. */
-  call(method: string, path: string, opts?: { account?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<{ status: number; body: any; headers: Headers }>;
+  call(
+    method: string,
+    path: string,
+    opts?: { account?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: Json; headers: Headers }>;
 }
 
 export async function serve(billing: Billing): Promise<TestServer> {
@@ -60,7 +74,7 @@ export async function httpCall(
   method: string,
   path: string,
   opts: { account?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
-): Promise<{ status: number; body: any; headers: Headers }> {
+): Promise<{ status: number; body: Json; headers: Headers }> {
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   if (opts.account) headers["x-test-account"] = opts.account;
   let body: string | undefined = opts.rawBody;

@@ -15,266 +15,296 @@ function thrown(fn: () => void): ApiError {
   throw new Error("expected an ApiError");
 }
 
-for (const chargeFlushMs of [50, 0]) describe(`billing: metering (${chargeFlushMs ? "write-behind charges" : "strict charges"})`, function () {
-  let tmp: ReturnType<typeof tempDir>;
-  let billing: Billing;
-  let srv: TestServer;
-  const A = "3";
-  const B = "4";
-  const owner = principalFor(A, "account");
-  const usage1 = principalFor(A, "usage", "0x1111111111111111111111111111111111111111");
-  const usage2 = principalFor(A, "usage", "0x2222222222222222222222222222222222222222");
+for (const chargeFlushMs of [50, 0])
+  describe(`billing: metering (${chargeFlushMs ? "write-behind charges" : "strict charges"})`, function () {
+    let tmp: ReturnType<typeof tempDir>;
+    let billing: Billing;
+    let srv: TestServer;
+    const A = "3";
+    const B = "4";
+    const owner = principalFor(A, "account");
+    const usage1 = principalFor(A, "usage", "0x1111111111111111111111111111111111111111");
+    const usage2 = principalFor(A, "usage", "0x2222222222222222222222222222222222222222");
 
-  async function open(opts: { prices?: Parameters<typeof createBilling>[0]["prices"]; signupCreditCents?: number } = {}) {
-    billing = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: new SimulatedProcessor(), chargeFlushMs, ...opts });
-    srv = await serve(billing);
-  }
-
-  /** Tops the account up the way a user would (simulated processor): create, pay, confirm. */
-  async function topUp(account: string, cents: number): Promise<void> {
-    const c = await srv.call("POST", "/create_payment_intent", { account, body: { amount_cents: cents } });
-    const id = c.body.payment_intent_id;
-    expect((await srv.call("POST", `/simulated/intents/${id}/succeed`, { account })).status).to.equal(200);
-  }
-
-  beforeEach(function () {
-    tmp = tempDir();
-  });
-
-  afterEach(async function () {
-    await srv?.close();
-    billing?.close();
-    tmp.cleanup();
-  });
-
-  it("default prices: write 1 cent, execution 1 cent per started second, minimum payment 500", async function () {
-    await open();
-    expect(billing.prices()).to.deep.equal({ write_cents: 1, execution_cents_per_second: 1, minimum_payment_cents: 500 });
-  });
-
-  it("a scripted session lowers the balance by exactly the documented prices", async function () {
-    await open();
-    await topUp(A, 1000);
-    const steps: Array<[string, () => unknown, number]> = [
-      ["write", () => billing.chargeWrite(usage1, "add_group", "0xtx1"), 1],
-      ["execution 0 ms", () => billing.chargeExecution(usage1, 0, "req-1"), 1],
-      ["execution 999 ms", () => billing.chargeExecution(usage1, 999, "req-2"), 1],
-      ["execution 1000 ms", () => billing.chargeExecution(usage1, 1000, "req-3"), 1],
-      ["execution 1001 ms", () => billing.chargeExecution(usage2, 1001, "req-4"), 2],
-      ["execution 29 500 ms", () => billing.chargeExecution(owner, 29_500, "req-5"), 30],
-      ["write", () => billing.chargeWrite(owner, "add_pkp_to_group", "0xtx2"), 1],
-    ];
-    let expected = 1000;
-    for (const [what, step, price] of steps) {
-      billing.assertCanAfford(usage1, what === "write" ? "write" : "execution");
-      step();
-      expected -= price;
-      expect(billing.balance(A).balance_cents, what).to.equal(expected);
+    async function open(
+      opts: { prices?: Parameters<typeof createBilling>[0]["prices"]; signupCreditCents?: number } = {},
+    ) {
+      billing = createBilling({
+        dbPath: join(tmp.dir, "billing.sqlite"),
+        processor: new SimulatedProcessor(),
+        chargeFlushMs,
+        ...opts,
+      });
+      srv = await serve(billing);
     }
-    expect(expected).to.equal(963);
-    expect(billing.audit(A)).to.deep.equal({ balance_cents: 963, ledger_sum_cents: 963 });
-    const b = await srv.call("GET", "/balance", { account: A });
-    expect(b.body).to.deep.equal({ balance_cents: 963, balance_display: "$9.63" });
-  });
 
-  it("reads are free: balance and history calls do not change the balance", async function () {
-    await open();
-    await topUp(A, 500);
-    for (let i = 0; i < 3; i++) {
-      await srv.call("GET", "/balance", { account: A });
-      await srv.call("GET", "/history", { account: A });
+    /** Tops the account up the way a user would (simulated processor): create, pay, confirm. */
+    async function topUp(account: string, cents: number): Promise<void> {
+      const c = await srv.call("POST", "/create_payment_intent", { account, body: { amount_cents: cents } });
+      const id = c.body.payment_intent_id;
+      expect((await srv.call("POST", `/simulated/intents/${id}/succeed`, { account })).status).to.equal(200);
     }
-    expect(billing.balance(A).balance_cents).to.equal(500);
-  });
 
-  it("configured prices replace the defaults", async function () {
-    await open({ prices: { write_cents: 3, execution_cents_per_second: 2 } });
-    await topUp(A, 500);
-    billing.chargeWrite(owner, "add_group", "0xa");
-    billing.chargeExecution(owner, 1500, "r1");
-    expect(billing.balance(A).balance_cents).to.equal(500 - 3 - 4);
-    expect(billing.executionPriceCents(2001)).to.equal(6);
-  });
-
-  it("an empty account is refused with 402 insufficient_credits naming balance and price", async function () {
-    await open();
-    const e = thrown(() => billing.assertCanAfford(usage1, "write"));
-    expect(e.status).to.equal(402);
-    expect(e.code).to.equal("insufficient_credits");
-    expect(e.details).to.deep.equal({ balance_cents: 0, price_cents: 1 });
-  });
-
-  it("an execution is refused with 402 when the balance is below its one-second minimum price", async function () {
-    await open({ prices: { execution_cents_per_second: 7 } });
-    await topUp(A, 500);
-    billing.chargeExecution(owner, 70_001, "long"); // 71 s × 7 = 497, leaving 3
-    const e = thrown(() => billing.assertCanAfford(owner, "execution"));
-    expect(e.code).to.equal("insufficient_credits");
-    expect(e.details).to.deep.equal({ balance_cents: 3, price_cents: 7 });
-  });
-
-  it("the pre-check charges nothing, so a write that fails after it costs nothing", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.assertCanAfford(usage1, "write");
-    // …the write reverts on chain: the relayer never calls chargeWrite.
-    expect(billing.balance(A).balance_cents).to.equal(500);
-    expect(billing.history(A, 0, 10).total).to.equal(1); // only the top-up
-    expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(0);
-  });
-
-  it("chargeWrite is idempotent on its reference (a retried tx hash is charged once)", async function () {
-    await open();
-    await topUp(A, 500);
-    const first = billing.chargeWrite(usage1, "add_group", "0xsame");
-    const second = billing.chargeWrite(usage1, "add_group", "0xsame");
-    expect(first).to.deep.equal({ charged_cents: 1, applied: true });
-    expect(second).to.deep.equal({ charged_cents: 0, applied: false });
-    expect(billing.balance(A).balance_cents).to.equal(499);
-    expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(1);
-  });
-
-  it("chargeExecution is idempotent on its reference", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(usage1, 2500, "req-x");
-    billing.chargeExecution(usage1, 2500, "req-x");
-    expect(billing.balance(A).balance_cents).to.equal(497);
-  });
-
-  it("an execution that outran the balance is charged in full and leaves it negative; the next check refuses", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(owner, 498_000, "burn"); // 498 cents → 2 left
-    billing.assertCanAfford(owner, "execution");
-    const r = billing.chargeExecution(owner, 4200, "overrun"); // 5 cents
-    expect(r).to.deep.equal({ charged_cents: 5, applied: true });
-    const e = thrown(() => billing.assertCanAfford(owner, "execution"));
-    expect(e.details).to.deep.equal({ balance_cents: -3, price_cents: 1 });
-    const b = await srv.call("GET", "/balance", { account: A });
-    expect(b.body).to.deep.equal({ balance_cents: -3, balance_display: "-$0.03" });
-  });
-
-  it("spend is recorded per key, case-insensitively by address", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(usage1, 3000, "a");
-    billing.chargeWrite(usage2, "add_group", "b");
-    billing.chargeWrite(owner, "add_group", "c");
-    expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 3, cap_cents: null });
-    expect(billing.keySpend(usage2.keyAddress.toUpperCase().replace("0X", "0x"))).to.deep.equal({ spent_cents: 1, cap_cents: null });
-    expect(billing.keySpend("0x9999999999999999999999999999999999999999")).to.deep.equal({ spent_cents: 0, cap_cents: null });
-  });
-
-  it("a key at its spend cap is refused with 403 spend_cap_reached while other keys keep working", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.setKeySpendCap(A, usage1.keyAddress, 3);
-    billing.chargeExecution(usage1, 2500, "r1"); // 3 cents
-    const e = thrown(() => billing.assertCanAfford(usage1, "write"));
-    expect(e.status).to.equal(403);
-    expect(e.code).to.equal("spend_cap_reached");
-    expect(e.details).to.deep.equal({ key_address: usage1.keyAddress, spent_cents: 3, cap_cents: 3, price_cents: 1 });
-    billing.assertCanAfford(usage2, "write");
-    expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 3, cap_cents: 3 });
-  });
-
-  it("removing a cap (null) lets the key spend again", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.setKeySpendCap(A, usage1.keyAddress, 0);
-    expect(thrown(() => billing.assertCanAfford(usage1, "execution")).code).to.equal("spend_cap_reached");
-    billing.setKeySpendCap(A, usage1.keyAddress, null);
-    billing.assertCanAfford(usage1, "execution");
-  });
-
-  it("an invalid cap is refused with 400 invalid_request", async function () {
-    await open();
-    for (const cap of [-1, 1.5]) {
-      const e = thrown(() => billing.setKeySpendCap(A, usage1.keyAddress, cap));
-      expect(e.status).to.equal(400);
-      expect(e.code).to.equal("invalid_request");
-      expect(e.details).to.deep.equal({ field: "cap_cents" });
-    }
-  });
-
-  it("onAccountCreated grants the sign-up credit once", async function () {
-    await open({ signupCreditCents: 100 });
-    billing.onAccountCreated(B);
-    billing.onAccountCreated(B);
-    expect(billing.balance(B).balance_cents).to.equal(100);
-    expect(billing.history(B, 0, 10).items.map((i) => i.operation)).to.deep.equal(["signup_credit"]);
-  });
-
-  it("onAccountCreated with the default sign-up credit (0) creates a zero balance and no ledger row", async function () {
-    await open();
-    billing.onAccountCreated(B);
-    expect(billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
-    expect(billing.history(B, 0, 10).total).to.equal(0);
-  });
-
-  it("a retried reference is charged once even when the first charge was already committed", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(usage1, 10, "req-retry");
-    billing.flushCharges();
-    expect(billing.chargeExecution(usage1, 10, "req-retry")).to.deep.equal({ charged_cents: 0, applied: false });
-    expect(billing.audit(A)).to.deep.equal({ balance_cents: 499, ledger_sum_cents: 499 });
-  });
-
-  it("a charge is seen by the next assertCanAfford at once", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(usage1, 499_000, "big"); // 499 cents, 1 left
-    billing.chargeWrite(usage1, "add_group", "0x1"); // 0 left
-    expect(thrown(() => billing.assertCanAfford(usage1, "write")).details).to.deep.equal({ balance_cents: 0, price_cents: 1 });
-  });
-
-  it("charges are committed by close() and found after reopening the file", async function () {
-    await open();
-    await topUp(A, 500);
-    billing.chargeExecution(usage1, 1500, "r1");
-    billing.chargeWrite(usage1, "add_group", "0x2");
-    await srv.close();
-    billing.close();
-    await open();
-    expect(billing.audit(A)).to.deep.equal({ balance_cents: 497, ledger_sum_cents: 497 });
-    expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(3);
-  });
-
-  it("property: any sequence of charges, with retried references, keeps ledger sum = balance = top-up − unique charges", async function () {
-    await open();
-    await topUp(A, 5000);
-    const op = fc.record({
-      kind: fc.constantFrom("write" as const, "execution" as const),
-      ref: fc.integer({ min: 0, max: 15 }),
-      ms: fc.integer({ min: 0, max: 10_000 }),
-      key: fc.constantFrom(usage1, usage2, owner),
+    beforeEach(function () {
+      tmp = tempDir();
     });
-    let run = 0;
-    fc.assert(
-      fc.property(fc.array(op, { maxLength: 40 }), (ops) => {
-        run++;
-        const before = billing.balance(A).balance_cents;
-        const charged = new Map<string, number>();
-        for (const o of ops) {
-          const ref = `p${run}-${o.ref}`;
-          if (o.kind === "write") {
-            billing.chargeWrite(o.key, "w", ref);
-            if (!charged.has("write:" + ref)) charged.set("write:" + ref, 1);
-          } else {
-            billing.chargeExecution(o.key, o.ms, ref);
-            if (!charged.has("exec:" + ref)) charged.set("exec:" + ref, Math.max(1, Math.ceil(o.ms / 1000)));
+
+    afterEach(async function () {
+      await srv?.close();
+      billing?.close();
+      tmp.cleanup();
+    });
+
+    it("default prices: write 1 cent, execution 1 cent per started second, minimum payment 500", async function () {
+      await open();
+      expect(billing.prices()).to.deep.equal({
+        write_cents: 1,
+        execution_cents_per_second: 1,
+        minimum_payment_cents: 500,
+      });
+    });
+
+    it("a scripted session lowers the balance by exactly the documented prices", async function () {
+      await open();
+      await topUp(A, 1000);
+      const steps: Array<[string, () => unknown, number]> = [
+        ["write", () => billing.chargeWrite(usage1, "add_group", "0xtx1"), 1],
+        ["execution 0 ms", () => billing.chargeExecution(usage1, 0, "req-1"), 1],
+        ["execution 999 ms", () => billing.chargeExecution(usage1, 999, "req-2"), 1],
+        ["execution 1000 ms", () => billing.chargeExecution(usage1, 1000, "req-3"), 1],
+        ["execution 1001 ms", () => billing.chargeExecution(usage2, 1001, "req-4"), 2],
+        ["execution 29 500 ms", () => billing.chargeExecution(owner, 29_500, "req-5"), 30],
+        ["write", () => billing.chargeWrite(owner, "add_pkp_to_group", "0xtx2"), 1],
+      ];
+      let expected = 1000;
+      for (const [what, step, price] of steps) {
+        billing.assertCanAfford(usage1, what === "write" ? "write" : "execution");
+        step();
+        expected -= price;
+        expect(billing.balance(A).balance_cents, what).to.equal(expected);
+      }
+      expect(expected).to.equal(963);
+      expect(billing.audit(A)).to.deep.equal({ balance_cents: 963, ledger_sum_cents: 963 });
+      const b = await srv.call("GET", "/balance", { account: A });
+      expect(b.body).to.deep.equal({ balance_cents: 963, balance_display: "$9.63" });
+    });
+
+    it("reads are free: balance and history calls do not change the balance", async function () {
+      await open();
+      await topUp(A, 500);
+      for (let i = 0; i < 3; i++) {
+        await srv.call("GET", "/balance", { account: A });
+        await srv.call("GET", "/history", { account: A });
+      }
+      expect(billing.balance(A).balance_cents).to.equal(500);
+    });
+
+    it("configured prices replace the defaults", async function () {
+      await open({ prices: { write_cents: 3, execution_cents_per_second: 2 } });
+      await topUp(A, 500);
+      billing.chargeWrite(owner, "add_group", "0xa");
+      billing.chargeExecution(owner, 1500, "r1");
+      expect(billing.balance(A).balance_cents).to.equal(500 - 3 - 4);
+      expect(billing.executionPriceCents(2001)).to.equal(6);
+    });
+
+    it("an empty account is refused with 402 insufficient_credits naming balance and price", async function () {
+      await open();
+      const e = thrown(() => billing.assertCanAfford(usage1, "write"));
+      expect(e.status).to.equal(402);
+      expect(e.code).to.equal("insufficient_credits");
+      expect(e.details).to.deep.equal({ balance_cents: 0, price_cents: 1 });
+    });
+
+    it("an execution is refused with 402 when the balance is below its one-second minimum price", async function () {
+      await open({ prices: { execution_cents_per_second: 7 } });
+      await topUp(A, 500);
+      billing.chargeExecution(owner, 70_001, "long"); // 71 s × 7 = 497, leaving 3
+      const e = thrown(() => billing.assertCanAfford(owner, "execution"));
+      expect(e.code).to.equal("insufficient_credits");
+      expect(e.details).to.deep.equal({ balance_cents: 3, price_cents: 7 });
+    });
+
+    it("the pre-check charges nothing, so a write that fails after it costs nothing", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.assertCanAfford(usage1, "write");
+      // …the write reverts on chain: the relayer never calls chargeWrite.
+      expect(billing.balance(A).balance_cents).to.equal(500);
+      expect(billing.history(A, 0, 10).total).to.equal(1); // only the top-up
+      expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(0);
+    });
+
+    it("chargeWrite is idempotent on its reference (a retried tx hash is charged once)", async function () {
+      await open();
+      await topUp(A, 500);
+      const first = billing.chargeWrite(usage1, "add_group", "0xsame");
+      const second = billing.chargeWrite(usage1, "add_group", "0xsame");
+      expect(first).to.deep.equal({ charged_cents: 1, applied: true });
+      expect(second).to.deep.equal({ charged_cents: 0, applied: false });
+      expect(billing.balance(A).balance_cents).to.equal(499);
+      expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(1);
+    });
+
+    it("chargeExecution is idempotent on its reference", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 2500, "req-x");
+      billing.chargeExecution(usage1, 2500, "req-x");
+      expect(billing.balance(A).balance_cents).to.equal(497);
+    });
+
+    it("an execution that outran the balance is charged in full and leaves it negative; the next check refuses", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(owner, 498_000, "burn"); // 498 cents → 2 left
+      billing.assertCanAfford(owner, "execution");
+      const r = billing.chargeExecution(owner, 4200, "overrun"); // 5 cents
+      expect(r).to.deep.equal({ charged_cents: 5, applied: true });
+      const e = thrown(() => billing.assertCanAfford(owner, "execution"));
+      expect(e.details).to.deep.equal({ balance_cents: -3, price_cents: 1 });
+      const b = await srv.call("GET", "/balance", { account: A });
+      expect(b.body).to.deep.equal({ balance_cents: -3, balance_display: "-$0.03" });
+    });
+
+    it("spend is recorded per key, case-insensitively by address", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 3000, "a");
+      billing.chargeWrite(usage2, "add_group", "b");
+      billing.chargeWrite(owner, "add_group", "c");
+      expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 3, cap_cents: null });
+      expect(billing.keySpend(usage2.keyAddress.toUpperCase().replace("0X", "0x"))).to.deep.equal({
+        spent_cents: 1,
+        cap_cents: null,
+      });
+      expect(billing.keySpend("0x9999999999999999999999999999999999999999")).to.deep.equal({
+        spent_cents: 0,
+        cap_cents: null,
+      });
+    });
+
+    it("a key at its spend cap is refused with 403 spend_cap_reached while other keys keep working", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.setKeySpendCap(A, usage1.keyAddress, 3);
+      billing.chargeExecution(usage1, 2500, "r1"); // 3 cents
+      const e = thrown(() => billing.assertCanAfford(usage1, "write"));
+      expect(e.status).to.equal(403);
+      expect(e.code).to.equal("spend_cap_reached");
+      expect(e.details).to.deep.equal({
+        key_address: usage1.keyAddress,
+        spent_cents: 3,
+        cap_cents: 3,
+        price_cents: 1,
+      });
+      billing.assertCanAfford(usage2, "write");
+      expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 3, cap_cents: 3 });
+    });
+
+    it("removing a cap (null) lets the key spend again", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.setKeySpendCap(A, usage1.keyAddress, 0);
+      expect(thrown(() => billing.assertCanAfford(usage1, "execution")).code).to.equal("spend_cap_reached");
+      billing.setKeySpendCap(A, usage1.keyAddress, null);
+      billing.assertCanAfford(usage1, "execution");
+    });
+
+    it("an invalid cap is refused with 400 invalid_request", async function () {
+      await open();
+      for (const cap of [-1, 1.5]) {
+        const e = thrown(() => billing.setKeySpendCap(A, usage1.keyAddress, cap));
+        expect(e.status).to.equal(400);
+        expect(e.code).to.equal("invalid_request");
+        expect(e.details).to.deep.equal({ field: "cap_cents" });
+      }
+    });
+
+    it("onAccountCreated grants the sign-up credit once", async function () {
+      await open({ signupCreditCents: 100 });
+      billing.onAccountCreated(B);
+      billing.onAccountCreated(B);
+      expect(billing.balance(B).balance_cents).to.equal(100);
+      expect(billing.history(B, 0, 10).items.map((i) => i.operation)).to.deep.equal(["signup_credit"]);
+    });
+
+    it("onAccountCreated with the default sign-up credit (0) creates a zero balance and no ledger row", async function () {
+      await open();
+      billing.onAccountCreated(B);
+      expect(billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+      expect(billing.history(B, 0, 10).total).to.equal(0);
+    });
+
+    it("a retried reference is charged once even when the first charge was already committed", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 10, "req-retry");
+      billing.flushCharges();
+      expect(billing.chargeExecution(usage1, 10, "req-retry")).to.deep.equal({
+        charged_cents: 0,
+        applied: false,
+      });
+      expect(billing.audit(A)).to.deep.equal({ balance_cents: 499, ledger_sum_cents: 499 });
+    });
+
+    it("a charge is seen by the next assertCanAfford at once", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 499_000, "big"); // 499 cents, 1 left
+      billing.chargeWrite(usage1, "add_group", "0x1"); // 0 left
+      expect(thrown(() => billing.assertCanAfford(usage1, "write")).details).to.deep.equal({
+        balance_cents: 0,
+        price_cents: 1,
+      });
+    });
+
+    it("charges are committed by close() and found after reopening the file", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 1500, "r1");
+      billing.chargeWrite(usage1, "add_group", "0x2");
+      await srv.close();
+      billing.close();
+      await open();
+      expect(billing.audit(A)).to.deep.equal({ balance_cents: 497, ledger_sum_cents: 497 });
+      expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(3);
+    });
+
+    it("property: any sequence of charges, with retried references, keeps ledger sum = balance = top-up − unique charges", async function () {
+      await open();
+      await topUp(A, 5000);
+      const op = fc.record({
+        kind: fc.constantFrom("write" as const, "execution" as const),
+        ref: fc.integer({ min: 0, max: 15 }),
+        ms: fc.integer({ min: 0, max: 10_000 }),
+        key: fc.constantFrom(usage1, usage2, owner),
+      });
+      let run = 0;
+      fc.assert(
+        fc.property(fc.array(op, { maxLength: 40 }), (ops) => {
+          run++;
+          const before = billing.balance(A).balance_cents;
+          const charged = new Map<string, number>();
+          for (const o of ops) {
+            const ref = `p${run}-${o.ref}`;
+            if (o.kind === "write") {
+              billing.chargeWrite(o.key, "w", ref);
+              if (!charged.has("write:" + ref)) charged.set("write:" + ref, 1);
+            } else {
+              billing.chargeExecution(o.key, o.ms, ref);
+              if (!charged.has("exec:" + ref))
+                charged.set("exec:" + ref, Math.max(1, Math.ceil(o.ms / 1000)));
+            }
           }
-        }
-        const total = [...charged.values()].reduce((a, b) => a + b, 0);
-        const audit = billing.audit(A);
-        return audit.balance_cents === before - total && audit.ledger_sum_cents === audit.balance_cents;
-      }),
-      { numRuns: 60, seed: 424242 },
-    );
+          const total = [...charged.values()].reduce((a, b) => a + b, 0);
+          const audit = billing.audit(A);
+          return audit.balance_cents === before - total && audit.ledger_sum_cents === audit.balance_cents;
+        }),
+        { numRuns: 60, seed: 424242 },
+      );
+    });
   });
-});
 
 describe("billing: metering across processes sharing the ledger file", function () {
   let tmp: ReturnType<typeof tempDir>;
@@ -283,7 +313,12 @@ describe("billing: metering across processes sharing the ledger file", function 
 
   it("strict charges (chargeFlushMs 0) are committed before chargeExecution returns", function () {
     const path = join(tmp.dir, "billing.sqlite");
-    const a = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 0 });
+    const a = createBilling({
+      dbPath: path,
+      processor: new SimulatedProcessor(),
+      signupCreditCents: 100,
+      chargeFlushMs: 0,
+    });
     const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
     a.onAccountCreated("5");
     a.chargeExecution(principalFor("5"), 2000, "r");
@@ -294,7 +329,12 @@ describe("billing: metering across processes sharing the ledger file", function 
 
   it("write-behind charges reach the file within the flush window", async function () {
     const path = join(tmp.dir, "billing.sqlite");
-    const a = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 20 });
+    const a = createBilling({
+      dbPath: path,
+      processor: new SimulatedProcessor(),
+      signupCreditCents: 100,
+      chargeFlushMs: 20,
+    });
     const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
     a.onAccountCreated("5");
     a.chargeExecution(principalFor("5"), 2000, "r");

@@ -16,8 +16,20 @@ describe("billing: schema migrations", function () {
     const db = openDatabase(join(tmp.dir, "sub", "billing.sqlite"));
     expect(readVersion(db)).to.equal(latest);
     expect(db.pragma("journal_mode", { simple: true })).to.equal("wal");
-    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>).map((t) => t.name);
-    expect(tables).to.include.members(["accounts", "ledger_entries", "payment_intents", "webhook_events", "key_spend", "sim_intents", "schema_version"]);
+    const tables = (
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{
+        name: string;
+      }>
+    ).map((t) => t.name);
+    expect(tables).to.include.members([
+      "accounts",
+      "ledger_entries",
+      "payment_intents",
+      "webhook_events",
+      "key_spend",
+      "sim_intents",
+      "schema_version",
+    ]);
     db.close();
   });
 
@@ -42,7 +54,17 @@ describe("billing: schema migrations", function () {
   it("a newer migration appended to the list is applied once, on the next open", function () {
     const db = openDatabase(join(tmp.dir, "billing.sqlite"));
     let runs = 0;
-    const next = [...MIGRATIONS, { version: latest + 1, description: "test column", up: (d: typeof db) => { runs++; d.exec("ALTER TABLE accounts ADD COLUMN note TEXT"); } }];
+    const next = [
+      ...MIGRATIONS,
+      {
+        version: latest + 1,
+        description: "test column",
+        up: (d: typeof db) => {
+          runs++;
+          d.exec("ALTER TABLE accounts ADD COLUMN note TEXT");
+        },
+      },
+    ];
     expect(migrate(db, next)).to.equal(latest + 1);
     expect(migrate(db, next)).to.equal(latest + 1);
     expect(runs).to.equal(1);

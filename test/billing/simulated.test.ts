@@ -24,8 +24,10 @@ describe("billing: simulated processor (embedded default)", function () {
     expect(r.status).to.equal(200);
     return r.body.payment_intent_id;
   }
-  const act = (account: string, id: string, action: string) => srv.call("POST", `/simulated/intents/${id}/${action}`, { account });
-  const confirm = (account: string, id: string) => srv.call("POST", "/confirm_payment", { account, body: { payment_intent_id: id } });
+  const act = (account: string, id: string, action: string) =>
+    srv.call("POST", `/simulated/intents/${id}/${action}`, { account });
+  const confirm = (account: string, id: string) =>
+    srv.call("POST", "/confirm_payment", { account, body: { payment_intent_id: id } });
 
   beforeEach(async function () {
     tmp = tempDir();
@@ -48,7 +50,12 @@ describe("billing: simulated processor (embedded default)", function () {
     const s = await act(A, id, "succeed");
     expect(s.body).to.deep.equal({ payment_intent_id: id, status: "succeeded", last_error: null });
     const c = await confirm(A, id);
-    expect(c.body).to.include({ status: "succeeded", credited_cents: 1500, newly_credited: false, balance_cents: 1500 });
+    expect(c.body).to.include({
+      status: "succeeded",
+      credited_cents: 1500,
+      newly_credited: false,
+      balance_cents: 1500,
+    });
   });
 
   it("process leaves the intent processing (202 on confirm) until succeed", async function () {
@@ -130,7 +137,10 @@ describe("billing: simulated processor (embedded default)", function () {
   });
 
   it("the webhook endpoint answers 404 webhook_not_configured", async function () {
-    const r = await srv.call("POST", "/webhook", { rawBody: "{}", headers: { "stripe-signature": "t=1,v1=00" } });
+    const r = await srv.call("POST", "/webhook", {
+      rawBody: "{}",
+      headers: { "stripe-signature": "t=1,v1=00" },
+    });
     expect(r.status).to.equal(404);
     expect(r.body.error.code).to.equal("webhook_not_configured");
   });

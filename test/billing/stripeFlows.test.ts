@@ -3,7 +3,7 @@ import Stripe from "stripe";
 import { join } from "node:path";
 import { type Billing, StripeProcessor, createBilling } from "../../relayer/billing";
 import { StripeStub } from "../helpers/stripeStub";
-import { type TestServer, serve, tempDir } from "./harness";
+import { type Json, type TestServer, serve, tempDir } from "./harness";
 
 describe("billing: Stripe flows (real stripe SDK against the local PaymentIntents stub)", function () {
   let stub: StripeStub;
@@ -46,7 +46,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
 
   async function deliver(type: string, id: string, opts: { eventId?: string; created?: number } = {}) {
     const { payload, header } = stub.sign(stub.event(type, id, opts));
-    return srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    return srv.call("POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
   }
 
   it("stripe_config returns the publishable key without authentication", async function () {
@@ -58,7 +61,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   it("packages lists Starter 500, Basic 1000, Standard 2500, Pro 5000", async function () {
     const r = await srv.call("GET", "/packages");
     expect(r.status).to.equal(200);
-    expect(r.body.items.map((p: any) => [p.name, p.amount_cents, p.price_display])).to.deep.equal([
+    expect(r.body.items.map((p: Json) => [p.name, p.amount_cents, p.price_display])).to.deep.equal([
       ["Starter", 500, "$5.00"],
       ["Basic", 1000, "$10.00"],
       ["Standard", 2500, "$25.00"],
@@ -98,13 +101,20 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("create_payment_intent refuses more than the maximum with 400 amount_above_maximum", async function () {
-    const r = await srv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 1_000_001 } });
+    const r = await srv.call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 1_000_001 },
+    });
     expect(r.status).to.equal(400);
     expect(r.body.error.code).to.equal("amount_above_maximum");
   });
 
   it("malformed JSON gets 400 invalid_json in the relayer's error format", async function () {
-    const r = await srv.call("POST", "/create_payment_intent", { account: A, rawBody: "{nope", headers: { "content-type": "application/json" } });
+    const r = await srv.call("POST", "/create_payment_intent", {
+      account: A,
+      rawBody: "{nope",
+      headers: { "content-type": "application/json" },
+    });
     expect(r.status).to.equal(400);
     expect(r.body.error.code).to.equal("invalid_json");
     expect(r.body.request_id).to.equal(r.headers.get("x-request-id"));
@@ -171,7 +181,11 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
     expect(r.status).to.equal(409);
     expect(r.body.error.code).to.equal("payment_failed");
-    expect(r.body.error.details).to.include({ payment_intent_id: id, status: "requires_payment_method", reason: "The crypto transaction reverted." });
+    expect(r.body.error.details).to.include({
+      payment_intent_id: id,
+      status: "requires_payment_method",
+      reason: "The crypto transaction reverted.",
+    });
     expect(billing.balance(A).balance_cents).to.equal(0);
     expect(billing.history(A, 0, 10).total).to.equal(0);
   });
@@ -226,13 +240,19 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("an unknown intent id answers the same 404 as another account's", async function () {
-    const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: "pi_doesnotexist" } });
+    const r = await srv.call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: "pi_doesnotexist" },
+    });
     expect(r.status).to.equal(404);
     expect(r.body.error.code).to.equal("payment_intent_not_found");
   });
 
   it("a malformed intent id answers 400 invalid_request naming the field", async function () {
-    const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: "../../v1/charges" } });
+    const r = await srv.call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: "../../v1/charges" },
+    });
     expect(r.status).to.equal(400);
     expect(r.body.error.code).to.equal("invalid_request");
     expect(r.body.error.details).to.deep.equal({ field: "payment_intent_id" });
@@ -265,15 +285,28 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("the client's Idempotency-Key makes a repeated create return the same intent", async function () {
-    const call = () => srv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 900 }, headers: { "idempotency-key": "order-77" } });
+    const call = () =>
+      srv.call("POST", "/create_payment_intent", {
+        account: A,
+        body: { amount_cents: 900 },
+        headers: { "idempotency-key": "order-77" },
+      });
     const [r1, r2] = [await call(), await call()];
     expect(r1.body.payment_intent_id).to.equal(r2.body.payment_intent_id);
     expect(stub.intents.size).to.equal(1);
   });
 
   it("reusing the client's Idempotency-Key with another amount is refused by Stripe (503 payment_processor_error)", async function () {
-    await srv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 900 }, headers: { "idempotency-key": "order-78" } });
-    const r = await srv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 901 }, headers: { "idempotency-key": "order-78" } });
+    await srv.call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 900 },
+      headers: { "idempotency-key": "order-78" },
+    });
+    const r = await srv.call("POST", "/create_payment_intent", {
+      account: A,
+      body: { amount_cents: 901 },
+      headers: { "idempotency-key": "order-78" },
+    });
     expect(r.status).to.equal(503);
     expect(r.body.error.code).to.equal("payment_processor_error");
     expect(r.body.error.details.processor_code).to.equal("idempotency_error");
@@ -302,7 +335,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const id = await createIntent(A, 1000);
     stub.succeed(id);
     const { payload, header } = stub.sign(stub.event("payment_intent.succeeded", id), "whsec_wrong");
-    const w = await srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const w = await srv.call("POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(w.status).to.equal(400);
     expect(w.body.error.code).to.equal("invalid_webhook_signature");
     expect(billing.balance(A).balance_cents).to.equal(0);
@@ -313,7 +349,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     stub.succeed(id);
     const { payload, header } = stub.sign(stub.event("payment_intent.succeeded", id));
     const reformatted = JSON.stringify(JSON.parse(payload), null, 2);
-    const w = await srv.call("POST", "/webhook", { rawBody: reformatted, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const w = await srv.call("POST", "/webhook", {
+      rawBody: reformatted,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(w.status).to.equal(400);
     expect(w.body.error.code).to.equal("invalid_webhook_signature");
   });
@@ -337,7 +376,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const w = await deliver("payment_intent.succeeded", orphan.id);
     expect(w.body.outcome).to.equal("credited");
     expect(billing.balance(A).balance_cents).to.equal(600);
-    const mine = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: orphan.id } });
+    const mine = await srv.call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: orphan.id },
+    });
     expect(mine.body).to.include({ status: "succeeded", newly_credited: false, balance_cents: 600 });
   });
 
@@ -345,8 +387,15 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const id = await createIntent(A, 1000);
     stub.succeed(id);
     const payload = JSON.stringify(stub.event("payment_intent.succeeded", id));
-    const header = new Stripe("sk_test_x").webhooks.generateTestHeaderString({ payload, secret: stub.webhookSecret, timestamp: Math.floor(Date.now() / 1000) - 600 });
-    const w = await srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const header = new Stripe("sk_test_x").webhooks.generateTestHeaderString({
+      payload,
+      secret: stub.webhookSecret,
+      timestamp: Math.floor(Date.now() / 1000) - 600,
+    });
+    const w = await srv.call("POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(w.status).to.equal(400);
     expect(w.body.error.code).to.equal("invalid_webhook_signature");
     expect(billing.balance(A).balance_cents).to.equal(0);
@@ -354,9 +403,16 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
 
   it("webhook events that are not about payment intents are acknowledged and ignored", async function () {
     const id = await createIntent(A, 1000);
-    const evt = { ...stub.event("payment_intent.succeeded", id), type: "customer.created", data: { object: { id: "cus_1", object: "customer" } } };
+    const evt = {
+      ...stub.event("payment_intent.succeeded", id),
+      type: "customer.created",
+      data: { object: { id: "cus_1", object: "customer" } },
+    };
     const { payload, header } = stub.sign(evt);
-    const w = await srv.call("POST", "/webhook", { rawBody: payload, headers: { "stripe-signature": header, "content-type": "application/json" } });
+    const w = await srv.call("POST", "/webhook", {
+      rawBody: payload,
+      headers: { "stripe-signature": header, "content-type": "application/json" },
+    });
     expect(w.status).to.equal(200);
     expect(w.body.outcome).to.equal("ignored_type");
   });
@@ -370,7 +426,13 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     await stub.start(); // a new port: point a fresh Billing on the same file at it
     const again = createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
-      processor: new StripeProcessor({ secretKey: stub.secretKey, publishableKey: "pk_test_stub", host: "127.0.0.1", port: stub.port, protocol: "http" }),
+      processor: new StripeProcessor({
+        secretKey: stub.secretKey,
+        publishableKey: "pk_test_stub",
+        host: "127.0.0.1",
+        port: stub.port,
+        protocol: "http",
+      }),
     });
     try {
       expect(await again.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 1, errors: 0 });
@@ -390,11 +452,20 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   it("a wrong Stripe secret key answers 503 payment_processor_unavailable, never the key", async function () {
     const bad = createBilling({
       dbPath: join(tmp.dir, "other.sqlite"),
-      processor: new StripeProcessor({ secretKey: "sk_test_wrong_secret_value", publishableKey: "pk_test_stub", host: "127.0.0.1", port: stub.port, protocol: "http" }),
+      processor: new StripeProcessor({
+        secretKey: "sk_test_wrong_secret_value",
+        publishableKey: "pk_test_stub",
+        host: "127.0.0.1",
+        port: stub.port,
+        protocol: "http",
+      }),
     });
     const badSrv = await serve(bad);
     try {
-      const r = await badSrv.call("POST", "/create_payment_intent", { account: A, body: { amount_cents: 500 } });
+      const r = await badSrv.call("POST", "/create_payment_intent", {
+        account: A,
+        body: { amount_cents: 500 },
+      });
       expect(r.status).to.equal(503);
       expect(r.body.error.code).to.equal("payment_processor_unavailable");
       expect(JSON.stringify(r.body)).to.not.contain("sk_test_wrong_secret_value");
@@ -415,12 +486,12 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(r.body.total).to.equal(3);
     expect(r.body.page_number).to.equal(0);
     expect(r.body.page_size).to.equal(2);
-    expect(r.body.items.map((i: any) => [i.type, i.amount_cents, i.balance_after_cents])).to.deep.equal([
+    expect(r.body.items.map((i: Json) => [i.type, i.amount_cents, i.balance_after_cents])).to.deep.equal([
       ["credit", 700, 1800],
       ["credit", 600, 1100],
     ]);
     const p1 = await srv.call("GET", "/history?page_number=1&page_size=2", { account: A });
-    expect(p1.body.items.map((i: any) => i.amount_cents)).to.deep.equal([500]);
+    expect(p1.body.items.map((i: Json) => i.amount_cents)).to.deep.equal([500]);
   });
 
   it("a body that is not a JSON object answers 400 invalid_request", async function () {
@@ -430,7 +501,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("a body over 16 KiB answers 413 payload_too_large", async function () {
-    const r = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: "pi_" + "a".repeat(20_000) } });
+    const r = await srv.call("POST", "/confirm_payment", {
+      account: A,
+      body: { payment_intent_id: "pi_" + "a".repeat(20_000) },
+    });
     expect(r.status).to.equal(413);
     expect(r.body.error.code).to.equal("payload_too_large");
   });

@@ -44,16 +44,32 @@ export interface StripeStubOptions {
   requireExplicitIdempotencyKeys?: boolean;
 }
 
-const CREATE_PARAMS = new Set(["amount", "currency", "metadata", "payment_method_types", "automatic_payment_methods", "description"]);
+const CREATE_PARAMS = new Set([
+  "amount",
+  "currency",
+  "metadata",
+  "payment_method_types",
+  "automatic_payment_methods",
+  "description",
+]);
 const KNOWN_METHOD_TYPES = new Set(["card", "crypto", "us_bank_account", "link"]);
-const CANCELABLE = new Set(["requires_payment_method", "requires_capture", "requires_confirmation", "requires_action", "processing"]);
+const CANCELABLE = new Set([
+  "requires_payment_method",
+  "requires_capture",
+  "requires_confirmation",
+  "requires_action",
+  "processing",
+]);
 
 export class StripeStub {
   readonly secretKey: string;
   readonly webhookSecret: string;
   readonly intents = new Map<string, StubIntent>();
   readonly requests: StubRequest[] = [];
-  private readonly idempotency = new Map<string, { method: string; path: string; body: string; status: number; response: string }>();
+  private readonly idempotency = new Map<
+    string,
+    { method: string; path: string; body: string; status: number; response: string }
+  >();
   private readonly server: Server;
   private readonly requireKeys: boolean;
   private resetNext = 0;
@@ -87,7 +103,12 @@ export class StripeStub {
 
   /** The customer's payment went through (card) or was confirmed on chain (crypto). */
   succeed(id: string): StubIntent {
-    const pi = this.must(id, ["requires_payment_method", "requires_confirmation", "requires_action", "processing"]);
+    const pi = this.must(id, [
+      "requires_payment_method",
+      "requires_confirmation",
+      "requires_action",
+      "processing",
+    ]);
     pi.status = "succeeded";
     pi.amount_received = pi.amount;
     pi.last_payment_error = null;
@@ -103,7 +124,12 @@ export class StripeStub {
 
   /** The attempt failed (card declined, crypto transaction reverted): back to requires_payment_method with an error, as Stripe does. */
   fail(id: string, message = "Your card was declined."): StubIntent {
-    const pi = this.must(id, ["requires_payment_method", "requires_confirmation", "requires_action", "processing"]);
+    const pi = this.must(id, [
+      "requires_payment_method",
+      "requires_confirmation",
+      "requires_action",
+      "processing",
+    ]);
     pi.status = "requires_payment_method";
     pi.last_payment_error = { code: "card_declined", message, type: "card_error" };
     return clone(pi);
@@ -112,7 +138,11 @@ export class StripeStub {
   // ---- webhooks ------------------------------------------------------------------------------
 
   /** A Stripe event carrying a snapshot of the intent as it is now. */
-  event(type: string, id: string, opts: { eventId?: string; created?: number } = {}): Record<string, unknown> {
+  event(
+    type: string,
+    id: string,
+    opts: { eventId?: string; created?: number } = {},
+  ): Record<string, unknown> {
     const pi = this.intents.get(id);
     if (!pi) throw new Error(`stub: no intent ${id}`);
     return {
@@ -146,27 +176,44 @@ export class StripeStub {
       const key = header(req, "idempotency-key");
       this.requests.push({ method, path, idempotencyKey: key, body });
       const send = (status: number, payload: unknown, extra: Record<string, string> = {}) => {
-        res.writeHead(status, { "content-type": "application/json", "request-id": "req_" + randomBytes(6).toString("hex"), ...extra });
+        res.writeHead(status, {
+          "content-type": "application/json",
+          "request-id": "req_" + randomBytes(6).toString("hex"),
+          ...extra,
+        });
         res.end(typeof payload === "string" ? payload : JSON.stringify(payload));
       };
 
       if (header(req, "authorization") !== `Bearer ${this.secretKey}`) {
-        return send(401, stripeError("invalid_request_error", "Invalid API Key provided.", { code: "api_key_invalid" }));
+        return send(
+          401,
+          stripeError("invalid_request_error", "Invalid API Key provided.", { code: "api_key_invalid" }),
+        );
       }
-      if (!header(req, "stripe-version")) return send(400, stripeError("invalid_request_error", "stub: missing Stripe-Version header"));
+      if (!header(req, "stripe-version"))
+        return send(400, stripeError("invalid_request_error", "stub: missing Stripe-Version header"));
 
       if (method === "POST") {
         if (!(header(req, "content-type") ?? "").startsWith("application/x-www-form-urlencoded")) {
           return send(400, stripeError("invalid_request_error", "stub: POST bodies must be form-encoded"));
         }
         if (this.requireKeys && (!key || key.startsWith("stripe-node-retry-"))) {
-          return send(400, stripeError("invalid_request_error", "stub: expected an explicit Idempotency-Key on every POST"));
+          return send(
+            400,
+            stripeError("invalid_request_error", "stub: expected an explicit Idempotency-Key on every POST"),
+          );
         }
         if (key) {
           const seen = this.idempotency.get(key);
           if (seen) {
             if (seen.method !== method || seen.path !== path || seen.body !== body) {
-              return send(400, stripeError("idempotency_error", `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`));
+              return send(
+                400,
+                stripeError(
+                  "idempotency_error",
+                  `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+                ),
+              );
             }
             return send(seen.status, seen.response, { "idempotent-replayed": "true" });
           }
@@ -176,7 +223,8 @@ export class StripeStub {
       const [status, payload] = this.route(method, path, parseForm(body));
       const response = JSON.stringify(payload);
       // Stripe stores the result of any request that began executing, errors included (except 5xx / rate limits).
-      if (method === "POST" && key && status < 500) this.idempotency.set(key, { method, path, body, status, response });
+      if (method === "POST" && key && status < 500)
+        this.idempotency.set(key, { method, path, body, status, response });
       if (method === "POST" && this.resetNext > 0) {
         this.resetNext--;
         req.socket.destroy();
@@ -197,11 +245,19 @@ export class StripeStub {
       const pi = this.intents.get(decodeURIComponent(m[1]));
       if (!pi) return missing(m[1]);
       if (!CANCELABLE.has(pi.status)) {
-        return [400, stripeError("invalid_request_error", `You cannot cancel this PaymentIntent because it has a status of ${pi.status}.`, { code: "payment_intent_unexpected_state" })];
+        return [
+          400,
+          stripeError(
+            "invalid_request_error",
+            `You cannot cancel this PaymentIntent because it has a status of ${pi.status}.`,
+            { code: "payment_intent_unexpected_state" },
+          ),
+        ];
       }
       pi.status = "canceled";
       pi.canceled_at = Math.floor(Date.now() / 1000);
-      pi.cancellation_reason = typeof params.cancellation_reason === "string" ? params.cancellation_reason : null;
+      pi.cancellation_reason =
+        typeof params.cancellation_reason === "string" ? params.cancellation_reason : null;
       return [200, pi];
     }
     return [404, stripeError("invalid_request_error", `Unrecognized request URL (${method}: ${path}).`)];
@@ -209,28 +265,76 @@ export class StripeStub {
 
   private create(p: Record<string, unknown>): [number, unknown] {
     for (const k of Object.keys(p)) {
-      if (!CREATE_PARAMS.has(k)) return [400, stripeError("invalid_request_error", `Received unknown parameter: ${k}`, { code: "parameter_unknown", param: k })];
+      if (!CREATE_PARAMS.has(k))
+        return [
+          400,
+          stripeError("invalid_request_error", `Received unknown parameter: ${k}`, {
+            code: "parameter_unknown",
+            param: k,
+          }),
+        ];
     }
     const amount = typeof p.amount === "string" && /^[0-9]+$/.test(p.amount) ? Number(p.amount) : NaN;
-    if (!Number.isSafeInteger(amount)) return [400, stripeError("invalid_request_error", "Invalid integer: amount", { code: "parameter_invalid_integer", param: "amount" })];
+    if (!Number.isSafeInteger(amount))
+      return [
+        400,
+        stripeError("invalid_request_error", "Invalid integer: amount", {
+          code: "parameter_invalid_integer",
+          param: "amount",
+        }),
+      ];
     if (typeof p.currency !== "string" || !/^[a-z]{3}$/.test(p.currency)) {
-      return [400, stripeError("invalid_request_error", "Missing required param: currency.", { code: "parameter_missing", param: "currency" })];
+      return [
+        400,
+        stripeError("invalid_request_error", "Missing required param: currency.", {
+          code: "parameter_missing",
+          param: "currency",
+        }),
+      ];
     }
-    if (amount < 50) return [400, stripeError("invalid_request_error", "Amount must be at least $0.50 usd", { code: "amount_too_small", param: "amount" })];
+    if (amount < 50)
+      return [
+        400,
+        stripeError("invalid_request_error", "Amount must be at least $0.50 usd", {
+          code: "amount_too_small",
+          param: "amount",
+        }),
+      ];
     const types = p.payment_method_types;
     const auto = p.automatic_payment_methods as { enabled?: string } | undefined;
     if (types !== undefined && auto !== undefined) {
-      return [400, stripeError("invalid_request_error", "You may only specify one of these parameters: automatic_payment_methods, payment_method_types.", { code: "parameter_unknown" })];
+      return [
+        400,
+        stripeError(
+          "invalid_request_error",
+          "You may only specify one of these parameters: automatic_payment_methods, payment_method_types.",
+          { code: "parameter_unknown" },
+        ),
+      ];
     }
     let methodTypes: string[] = ["card"];
     if (types !== undefined) {
-      if (!Array.isArray(types) || types.length === 0 || !types.every((t) => typeof t === "string" && KNOWN_METHOD_TYPES.has(t))) {
-        return [400, stripeError("invalid_request_error", "Invalid payment_method_types", { code: "parameter_invalid_empty", param: "payment_method_types" })];
+      if (
+        !Array.isArray(types) ||
+        types.length === 0 ||
+        !types.every((t) => typeof t === "string" && KNOWN_METHOD_TYPES.has(t))
+      ) {
+        return [
+          400,
+          stripeError("invalid_request_error", "Invalid payment_method_types", {
+            code: "parameter_invalid_empty",
+            param: "payment_method_types",
+          }),
+        ];
       }
       methodTypes = types as string[];
     }
     const metadata = (p.metadata ?? {}) as Record<string, unknown>;
-    if (typeof metadata !== "object" || Array.isArray(metadata) || !Object.values(metadata).every((v) => typeof v === "string")) {
+    if (
+      typeof metadata !== "object" ||
+      Array.isArray(metadata) ||
+      !Object.values(metadata).every((v) => typeof v === "string")
+    ) {
       return [400, stripeError("invalid_request_error", "Invalid metadata", { param: "metadata" })];
     }
     const id = "pi_" + randomBytes(12).toString("hex");
@@ -258,7 +362,8 @@ export class StripeStub {
   private must(id: string, from: string[]): StubIntent {
     const pi = this.intents.get(id);
     if (!pi) throw new Error(`stub: no intent ${id}`);
-    if (!from.includes(pi.status)) throw new Error(`stub: intent ${id} is ${pi.status}, cannot move it from there`);
+    if (!from.includes(pi.status))
+      throw new Error(`stub: intent ${id} is ${pi.status}, cannot move it from there`);
     return pi;
   }
 }
@@ -273,7 +378,13 @@ function stripeError(type: string, message: string, extra: { code?: string; para
 }
 
 function missing(id: string): [number, unknown] {
-  return [404, stripeError("invalid_request_error", `No such payment_intent: '${decodeURIComponent(id)}'`, { code: "resource_missing", param: "intent" })];
+  return [
+    404,
+    stripeError("invalid_request_error", `No such payment_intent: '${decodeURIComponent(id)}'`, {
+      code: "resource_missing",
+      param: "intent",
+    }),
+  ];
 }
 
 function clone<T>(v: T): T {
