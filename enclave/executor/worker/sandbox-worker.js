@@ -159,7 +159,7 @@ parentPort.on("message", (msg) => {
       if (current !== null && current.runId === msg.runId) current.settleKeyOp(msg);
       break;
     case "memory_probe":
-      post({ type: "memory", probeId: msg.probeId, arrayBuffers: process.memoryUsage().arrayBuffers });
+      post({ type: "memory", arrayBuffers: process.memoryUsage().arrayBuffers });
       break;
   }
 });
