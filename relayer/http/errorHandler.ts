@@ -31,9 +31,11 @@ export function toApiError(err: unknown): ApiError | undefined {
     case "stream.encoding.set":
       return new ApiError(400, "invalid_request", "The request body could not be read.");
   }
+  // A path with broken percent-encoding (e.g. /groups/%zz): express's router fails to decode the param.
+  if (err instanceof URIError) return new ApiError(400, "invalid_request", "The path holds malformed percent-encoding.");
   // Other errors thrown by express/body-parser with a 4xx status are client mistakes too.
-  if (e && typeof e.status === "number" && e.status >= 400 && e.status < 500 && e.expose) {
-    return new ApiError(e.status, "invalid_request", "The request could not be read.");
+  if (e && typeof e.status === "number" && e.status >= 400 && e.status < 500) {
+    return new ApiError(400, "invalid_request", "The request could not be read.");
   }
   return undefined;
 }

@@ -297,7 +297,8 @@ export class PermissionCache {
     const account = await this.account(accountId);
     const key = account.keys.get(address);
     if (!key) return { status: "unknown" };
-    if (key.expiration !== 0 && nowSeconds > key.expiration) return { status: "expired", expiration: key.expiration };
+    // Same rule as the registry: expired from the second `expiration` on.
+    if (key.expiration !== 0 && nowSeconds >= key.expiration) return { status: "expired", expiration: key.expiration };
     return { status: "live", account, key };
   }
 

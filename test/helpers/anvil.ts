@@ -61,7 +61,9 @@ export async function startChain(opts: { stateFile?: string } = {}): Promise<Tes
   const rpcUrl = `http://127.0.0.1:${port}`;
   let child: ChildProcess | null = null;
   const launch = async () => {
-    const args = ["--port", String(port), "--silent", "--chain-id", "31337"];
+    // No contract-size limit: while someone runs `hardhat coverage`, the shared artifacts hold instrumented
+    // (oversized) bytecode; the tests must not depend on that timing.
+    const args = ["--port", String(port), "--silent", "--chain-id", "31337", "--disable-code-size-limit"];
     if (opts.stateFile) args.push("--state", opts.stateFile);
     child = spawn(ANVIL_BIN, args, { stdio: "ignore" });
     await waitReady(rpcUrl, child);
