@@ -24,7 +24,8 @@ export interface HistoryItem {
   operation: string;
   reference: string;
   key_address: string | null;
-  created_at: string;
+  /** Unix seconds, like every time in the API. */
+  created_at: number;
 }
 
 /**
@@ -147,7 +148,7 @@ export class Ledger {
         operation: r.operation,
         reference: r.reference,
         key_address: r.key_address,
-        created_at: new Date(r.created_at).toISOString(),
+        created_at: Math.floor(r.created_at / 1000),
       })),
     };
   }

@@ -93,7 +93,7 @@ export class Payments {
       ),
       eventSeen: db.prepare("SELECT outcome FROM webhook_events WHERE event_id = ?"),
       recordEvent: db.prepare(
-        "INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?)",
+        "INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
       ),
       uncredited: db.prepare(
         "SELECT payment_intent_id FROM payment_intents WHERE credited_at IS NULL AND status != 'canceled' AND created_at > ? ORDER BY created_at DESC LIMIT 5000",
