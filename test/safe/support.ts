@@ -41,9 +41,15 @@ export interface TestChain {
 export async function startAnvil(extraArgs: string[] = []): Promise<TestChain> {
   const port = await freePort();
   const bin = path.resolve(__dirname, "../../node_modules/.bin/anvil");
-  const child: ChildProcess = spawn(bin, ["--port", String(port), "--silent", ...extraArgs], {
-    stdio: "ignore",
-  });
+  // No code-size limit: `hardhat coverage` run by a teammate in the same tree leaves instrumented (larger)
+  // TypeChain bytecode behind until the next compile; these tests are about behaviour, not contract size.
+  const child: ChildProcess = spawn(
+    bin,
+    ["--port", String(port), "--silent", "--disable-code-size-limit", ...extraArgs],
+    {
+      stdio: "ignore",
+    },
+  );
   const rpcUrl = `http://127.0.0.1:${port}`;
   // Poll with plain fetch: an ethers provider created before the node answers logs retry noise.
   const deadline = Date.now() + 15_000;
@@ -147,7 +153,7 @@ export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promis
     port: 0,
     gasWallets,
     pollIntervalMs: opts.pollIntervalMs ?? 50,
-    executor: { poolSize: 1 },
+    executor: { poolSize: 2 },
     rateLimits: {
       perKeyPerMinute: 100_000,
       perAccountPerMinute: 100_000,
