@@ -47,7 +47,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   cfg.forwarderAddress = getAddress(cfg.forwarderAddress);
 
   const chainId = cfg.chainId ?? (await fetchChainId(cfg.rpcUrl, cfg.rpcTimeoutMs));
-  const provider = makeProvider(cfg.rpcUrl, chainId, cfg.rpcTimeoutMs);
+  const rpc = makeProvider(cfg.rpcUrl, chainId, cfg.rpcTimeoutMs);
+  const provider = rpc.provider;
 
   let executor: ActionExecutor | null = null;
   let cache: PermissionCache | null = null;
@@ -148,7 +149,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       });
       await cache!.stop();
       await executor!.close();
-      provider.destroy();
+      rpc.close();
       db.close();
     },
   };

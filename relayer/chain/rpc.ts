@@ -6,12 +6,22 @@
  */
 import { FetchRequest, JsonRpcProvider, Network } from "ethers";
 import { ApiError } from "../errors";
+import { keepAliveTransport } from "./transport";
 
-export function makeProvider(rpcUrl: string, chainId: number, timeoutMs: number): JsonRpcProvider {
+export function makeProvider(rpcUrl: string, chainId: number, timeoutMs: number): { provider: JsonRpcProvider; close(): void } {
+  const transport = keepAliveTransport();
   const req = new FetchRequest(rpcUrl);
   req.timeout = timeoutMs;
+  req.getUrlFunc = transport.getUrl;
   const network = Network.from(chainId);
-  return new JsonRpcProvider(req, network, { staticNetwork: network, cacheTimeout: -1, batchMaxCount: 1, polling: false });
+  const provider = new JsonRpcProvider(req, network, { staticNetwork: network, cacheTimeout: -1, batchMaxCount: 1, polling: false });
+  return {
+    provider,
+    close() {
+      provider.destroy();
+      transport.destroy();
+    },
+  };
 }
 
 /** eth_chainId with a timeout, before the real provider exists. */
