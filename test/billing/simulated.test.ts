@@ -83,6 +83,28 @@ describe("billing: simulated processor (embedded default)", function () {
     expect((await confirm(A, id)).body.error.code).to.equal("payment_canceled");
   });
 
+  it("cancel_payment cancels a simulated intent", async function () {
+    const id = await create(A);
+    const r = await srv.call("POST", "/cancel_payment", { account: A, body: { payment_intent_id: id } });
+    expect(r.body).to.deep.equal({ payment_intent_id: id, status: "canceled" });
+    expect((await confirm(A, id)).body.error.code).to.equal("payment_canceled");
+  });
+
+  it("honours Idempotency-Key like Stripe: same intent on replay, refusal with another amount", async function () {
+    const call = (amount_cents: number) =>
+      srv.call("POST", "/create_payment_intent", {
+        account: A,
+        body: { amount_cents },
+        headers: { "idempotency-key": "order-1" },
+      });
+    const [a, b] = [await call(600), await call(600)];
+    expect(a.body.payment_intent_id).to.equal(b.body.payment_intent_id);
+    const c = await call(700);
+    expect(c.status).to.equal(503);
+    expect(c.body.error.code).to.equal("payment_processor_error");
+    expect(c.body.error.details.processor_code).to.equal("idempotency_key_in_use");
+  });
+
   it("an impossible transition answers 409 invalid_simulated_transition", async function () {
     const id = await create(A);
     await act(A, id, "succeed");

@@ -239,6 +239,24 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(billing.balance(A).balance_cents).to.equal(0);
   });
 
+  it("one account cannot cancel another account's intent: 404 payment_intent_not_found", async function () {
+    const id = await createIntent(A, 500);
+    const r = await srv.call("POST", "/cancel_payment", { account: B, body: { payment_intent_id: id } });
+    expect(r.status).to.equal(404);
+    expect(r.body.error.code).to.equal("payment_intent_not_found");
+    expect(stub.intents.get(id)!.status).to.equal("requires_payment_method");
+  });
+
+  it("a webhook for another ledger's intent is acknowledged as ignored_foreign and credits nothing", async function () {
+    const id = await createIntent(A, 500);
+    stub.intents.get(id)!.metadata.ledger_id = "ldg_someone_else";
+    stub.succeed(id);
+    const w = await deliver("payment_intent.succeeded", id);
+    expect(w.status).to.equal(200);
+    expect(w.body.outcome).to.equal("ignored_foreign");
+    expect(billing.balance(A).balance_cents).to.equal(0);
+  });
+
   it("an unknown intent id answers the same 404 as another account's", async function () {
     const r = await srv.call("POST", "/confirm_payment", {
       account: A,
