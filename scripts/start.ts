@@ -51,7 +51,12 @@ async function main(): Promise<void> {
   } catch (e) {
     const err = e as Error & { code?: string; details?: unknown };
     const details = typeof err.details === "string" ? ` (${err.details})` : "";
-    process.stderr.write(`\nSigil could not start: ${err.message}${details}\n`);
+    if (err.code === "EADDRINUSE")
+      process.stderr.write(
+        `\nSigil could not start: port ${config.port} on ${config.host} is already in use (is another Sigil running?). ` +
+          `Stop whatever uses it, or set PORT to another port.\n`,
+      );
+    else process.stderr.write(`\nSigil could not start: ${err.message}${details}\n`);
     if (err.code === "root_key_missing")
       process.stderr.write(
         "Provide the root key in SIGIL_ROOT_KEY (64 hex digits) or in <data dir>/root.key (mode 0600), or set SIGIL_DEV_MODE=true for a throwaway dev instance.\n",

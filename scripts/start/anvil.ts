@@ -41,7 +41,7 @@ export interface RunningAnvil {
 
 export class AnvilError extends Error {
   constructor(
-    readonly code: "anvil_not_found" | "anvil_port_in_use" | "anvil_failed_to_start" | "anvil_state_unreadable",
+    readonly code: "anvil_not_found" | "anvil_port_in_use" | "anvil_in_use" | "anvil_failed_to_start" | "anvil_state_unreadable",
     message: string,
   ) {
     super(message);
@@ -96,12 +96,20 @@ function isAlive(pid: number): boolean {
 }
 
 /**
- * If the pid file names a live anvil that uses this very state file (an orphan of a hard-killed start),
- * stop it so its port and state file are free again. Any other process is left alone.
+ * The pid file holds "<anvil pid> <owner pid>". If the owner (the `npm start` that launched it) is still
+ * alive, another Sigil is using this data folder: refuse. If only the anvil is alive and it uses this very
+ * state file, it is an orphan of a hard-killed start: stop it (SIGTERM, so it writes its state) so that
+ * its port and state file are free again. Any other process is left alone.
  */
 export async function reapOrphan(pidPath: string, statePath: string): Promise<boolean> {
   if (!fs.existsSync(pidPath)) return false;
-  const pid = Number(fs.readFileSync(pidPath, "utf8").trim());
+  const [pid, owner] = fs.readFileSync(pidPath, "utf8").trim().split(/\s+/).map(Number);
+  if (Number.isInteger(owner) && owner > 1 && owner !== process.pid && isAlive(owner) && Number.isInteger(pid) && isAlive(pid))
+    throw new AnvilError(
+      "anvil_in_use",
+      `Another Sigil (pid ${owner}) is already running with this data folder (${path.dirname(pidPath)}). ` +
+        `Stop it first (Ctrl-C in its terminal, or kill -TERM ${owner}), or use another SIGIL_DATA_DIR.`,
+    );
   fs.rmSync(pidPath, { force: true });
   if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid)) return false;
   let cmdline = "";
@@ -175,7 +183,7 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
     child.once("error", () => resolve({ code: null, signal: null }));
   });
   const spawnError = new Promise<Error>((resolve) => child.once("error", resolve));
-  fs.writeFileSync(opts.pidPath, String(child.pid ?? ""));
+  fs.writeFileSync(opts.pidPath, `${child.pid ?? ""} ${process.pid}`);
   // A crash of our own process (not a signal we handle) must not leave the chain running.
   const killOnExit = () => {
     try {

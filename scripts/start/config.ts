@@ -227,7 +227,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const devMode = bool("SIGIL_DEV_MODE") ?? rpcUrl === undefined;
 
   const rootKeyHex = hexKey("SIGIL_ROOT_KEY", "the 32-byte root key");
-  if (!devMode && rootKeyHex === undefined && env.SIGIL_ROOT_KEY === undefined && !fs.existsSync(path.join(dataDir, "root.key")))
+  // (An invalid SIGIL_ROOT_KEY was reported just above; this is about none at all.)
+  if (!devMode && get("SIGIL_ROOT_KEY") === undefined && !fs.existsSync(path.join(dataDir, "root.key")))
     problems.push(
       `No root key: outside dev mode Sigil never generates one. Provide it in SIGIL_ROOT_KEY (64 hex digits, e.g. from ` +
         `\`node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"\` kept in your secret manager), ` +

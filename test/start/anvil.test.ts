@@ -5,7 +5,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ethers } from "ethers";
-import { AnvilError, anvilBinary, reapOrphan, startAnvil, type RunningAnvil } from "../../scripts/start/anvil";
+import { AnvilError, anvilBinary, freePort, reapOrphan, startAnvil, type RunningAnvil } from "../../scripts/start/anvil";
 import { fundGasWallets, LOW_GAS_WEI } from "../../scripts/start/funding";
 
 const WHO = "0x1111111111111111111111111111111111111111";
@@ -48,7 +48,7 @@ describe("start: embedded chain (anvil)", function () {
     const a = await start({ chainId: 424242 });
     const p = provider(a);
     expect(Number((await p.getNetwork()).chainId)).to.equal(424242);
-    expect(fs.readFileSync(path.join(dir, "anvil.pid"), "utf8")).to.equal(String(a.pid));
+    expect(fs.readFileSync(path.join(dir, "anvil.pid"), "utf8")).to.equal(`${a.pid} ${process.pid}`);
     p.destroy();
   });
 
@@ -111,14 +111,36 @@ describe("start: embedded chain (anvil)", function () {
 
   it("reaps an anvil orphaned by a hard-killed start (same state file), keeping its state", async () => {
     const statePath = path.join(dir, "chain-state.json");
-    const orphan = spawn(anvilBinary(), ["--state", statePath, "--port", "0", "--silent"], { stdio: "ignore", detached: true });
+    const port = await freePort();
+    const orphan = spawn(anvilBinary(), ["--state", statePath, "--port", String(port), "--silent"], { stdio: "ignore", detached: true });
     strayPids.push(orphan.pid!);
     fs.writeFileSync(path.join(dir, "anvil.pid"), String(orphan.pid));
-    await new Promise((r) => setTimeout(r, 500));
+    const rpc = () =>
+      fetch(`http://127.0.0.1:${port}`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' });
+    for (let i = 0; i < 100; i++) {
+      if (await rpc().then(() => true, () => false)) break; // up, with its signal handlers installed
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const exited = new Promise((r) => orphan.once("exit", r));
     expect(await reapOrphan(path.join(dir, "anvil.pid"), statePath)).to.equal(true);
     await exited;
     expect(fs.existsSync(statePath)).to.equal(true); // it was stopped with SIGTERM and wrote its state
+  });
+
+  it("refuses to start while another live Sigil owns the data folder, and leaves its chain running", async () => {
+    const statePath = path.join(dir, "chain-state.json");
+    const other = spawn(anvilBinary(), ["--state", statePath, "--port", "0", "--silent"], { stdio: "ignore", detached: true });
+    const owner = spawn(process.execPath, ["-e", "setTimeout(() => {}, 30000)"], { stdio: "ignore" });
+    strayPids.push(other.pid!, owner.pid!);
+    fs.writeFileSync(path.join(dir, "anvil.pid"), `${other.pid} ${owner.pid}`);
+    try {
+      await start();
+      expect.fail("should have refused");
+    } catch (e) {
+      expect((e as AnvilError).code).to.equal("anvil_in_use");
+      expect((e as Error).message).to.contain(`Another Sigil (pid ${owner.pid}) is already running with this data folder`);
+    }
+    expect(() => process.kill(other.pid!, 0)).not.to.throw();
   });
 
   it("leaves alone a process in the pid file that is not our anvil", async () => {

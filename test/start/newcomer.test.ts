@@ -97,7 +97,7 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     }
     const pidFile = path.join(dataDir, "anvil.pid");
     if (fs.existsSync(pidFile)) {
-      const pid = Number(fs.readFileSync(pidFile, "utf8"));
+      const pid = Number(fs.readFileSync(pidFile, "utf8").split(" ")[0]);
       if (pid > 1 && alive(pid)) process.kill(pid, "SIGKILL");
     }
     for (const d of [copy, dataDir, work]) fs.rmSync(d, { recursive: true, force: true });
@@ -323,7 +323,7 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
 
   it("Ctrl-C stops the API and the chain cleanly and keeps the state", async () => {
     const s = sigil!;
-    const pid = Number(fs.readFileSync(path.join(dataDir, "anvil.pid"), "utf8"));
+    const pid = Number(fs.readFileSync(path.join(dataDir, "anvil.pid"), "utf8").split(" ")[0]);
     const exit = await ctrlC(s);
     expect(exit.signal === "SIGINT" || exit.code === 0, `exit ${JSON.stringify(exit)}`).to.equal(true);
     expect(s.stderr()).to.contain("stopped. Run npm start again to resume");
