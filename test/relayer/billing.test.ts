@@ -1,0 +1,104 @@
+/**
+ * The relayer with billing (real ledger, simulated processor): the billing router is mounted with the
+ * relayer's account-key middleware; writes and executions are gated (402 before anything is sent), only
+ * writes that landed are charged, executions are charged for their measured time, and the usage-key list
+ * shows a key's spend.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { expect } from "chai";
+import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
+import { AccountRegistry__factory } from "../../typechain-types";
+import { setupAccount, startStack, type Stack } from "../helpers/stack";
+
+describe("relayer: billing integration", function () {
+  this.timeout(120_000);
+  let s: Stack;
+  let billing: Billing;
+  let dir: string;
+
+  const balance = async (key: string) => (await s.api("GET", "/core/v1/billing/balance", { key })).body.balance_cents as number;
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billing-"));
+    billing = createBilling({ dbPath: path.join(dir, "billing.sqlite"), processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 0 });
+    s = await startStack({ billing });
+  });
+  after(async () => {
+    await s?.close();
+    billing?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("new_account grants the sign-up credit; the billing router answers with the account key", async () => {
+    const a = await s.api("POST", "/core/v1/new_account", { body: {} });
+    expect(await balance(a.body.api_key)).to.equal(100);
+  });
+
+  it("a landed write is charged once; a refused one is not", async () => {
+    const a = await setupAccount(s); // new_account + 3 writes (pkp, group); pinning is free
+    const before = await balance(a.accountKey);
+    expect(before).to.equal(100 - 2);
+    const ok = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} });
+    expect(ok.status).to.equal(201);
+    expect(await balance(a.accountKey)).to.equal(before - 1);
+    const refused = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, { key: a.accountKey, body: { add: [a.pkpId] } });
+    expect(refused.status).to.equal(409);
+    expect(await balance(a.accountKey)).to.equal(before - 1);
+  });
+
+  it("an execution reports and charges its measured time", async () => {
+    const a = await setupAccount(s);
+    const before = await balance(a.accountKey);
+    const r = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid } });
+    expect(r.status).to.equal(200);
+    expect(r.body.charged_cents).to.equal(billing.executionPriceCents(r.body.execution_ms));
+    expect(await balance(a.accountKey)).to.equal(before - r.body.charged_cents);
+  });
+
+  it("with no credits left, a write is 402 insufficient_credits and nothing is sent to the chain", async () => {
+    const a = await setupAccount(s);
+    // Spend the rest of the sign-up credit.
+    let left = await balance(a.accountKey);
+    while (left > 0) {
+      expect((await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} })).status).to.equal(201);
+      left = await balance(a.accountKey);
+    }
+    const registry = AccountRegistry__factory.connect(s.deployment.registry, s.provider);
+    const pkps = Number((await registry.listPkps(a.accountId, 0, 1))[1]);
+    const r = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} });
+    expect(r.status).to.equal(402);
+    expect(r.body.error.code).to.equal("insufficient_credits");
+    expect(Number((await registry.listPkps(a.accountId, 0, 1))[1])).to.equal(pkps);
+    const x = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid } });
+    expect(x.status).to.equal(402);
+  });
+
+  it("a usage key's spend shows in list_api_keys, and its cap refuses further executions", async () => {
+    const a = await setupAccount(s);
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "capped", execute_in_groups: [0] } });
+    billing.setKeySpendCap(String(a.accountId), k.body.id, 1);
+    expect((await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } })).status).to.equal(200);
+    const list = await s.api("GET", "/core/v1/list_api_keys", { key: a.accountKey });
+    const item = list.body.items.find((i: { id: string }) => i.id === k.body.id);
+    expect(item).to.include({ spent_cents: 1, spend_cap_cents: 1, balance: 0 });
+    const r = await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } });
+    expect(r.status).to.equal(403);
+    expect(r.body.error.code).to.equal("spend_cap_reached");
+  });
+
+  it("billing endpoints refuse usage keys with 403 owner_only", async () => {
+    const a = await setupAccount(s);
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "u" } });
+    const r = await s.api("GET", "/core/v1/billing/balance", { key: k.body.usage_api_key });
+    expect(r.status).to.equal(403);
+    expect(r.body.error.code).to.equal("owner_only");
+  });
+
+  it("GET config shows the prices", async () => {
+    const r = await s.api("GET", "/core/v1/config");
+    expect(r.body.billing_enabled).to.equal(true);
+    expect(r.body.prices).to.deep.equal(billing.prices());
+  });
+});

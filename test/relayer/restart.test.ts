@@ -1,0 +1,51 @@
+/**
+ * Restarts: the event cursor is checkpointed under dataDir and the relayer resumes from it; projections are
+ * rebuilt on demand, so a key revoked on chain (path B) while the relayer was down is refused on the very
+ * first request after the restart.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { expect } from "chai";
+import { Wallet, ZeroAddress } from "ethers";
+import { computeCid } from "../../enclave";
+import { AccountRegistry__factory } from "../../typechain-types";
+import { DEV_KEYS } from "../helpers/anvil";
+import { startStack, type Stack } from "../helpers/stack";
+
+describe("relayer: restart", function () {
+  this.timeout(120_000);
+  let s: Stack;
+
+  before(async () => {
+    s = await startStack();
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  it("resumes from the checkpoint; a key revoked on chain while it was down is refused at once", async () => {
+    const wallet = new Wallet(DEV_KEYS[3], s.provider);
+    const registry = AccountRegistry__factory.connect(s.deployment.registry, wallet);
+    await (await registry.createAccount("w", ZeroAddress)).wait();
+    const gen = s.enclave.generateUsageKey();
+    const scopes = { canCreateGroups: false, canDeleteGroups: false, canCreatePkps: false, manageIpfsIdsInGroups: [], addPkpToGroups: [], removePkpFromGroups: [], executeInGroups: [0] };
+    await (await registry.addKey(gen.address, gen.keyHash, "k", "", 0, scopes)).wait();
+    const code = "async function main() { return 'up'; }";
+    const cid = await computeCid(new TextEncoder().encode(code));
+    await (await registry.createGroup("g", "", [], [cid])).wait();
+    await s.relayer.close();
+    await s.restartRelayer();
+    expect((await s.api("POST", "/core/v1/svc_action", { key: gen.apiKey, body: { code } })).status).to.equal(200);
+
+    await s.relayer.close();
+    const checkpoint = JSON.parse(fs.readFileSync(path.join(s.dataDir, "event-cursor.json"), "utf8"));
+    expect(checkpoint.block).to.equal(await s.provider.getBlockNumber());
+    await (await registry.removeKey(gen.address)).wait();
+    await s.restartRelayer();
+    const r = await s.api("POST", "/core/v1/svc_action", { key: gen.apiKey, body: { code } });
+    expect(r.status).to.equal(401);
+    expect(r.body.error.code).to.equal("unknown_api_key");
+    const h = await s.api("GET", "/health");
+    expect(h.body.cache.last_processed_block).to.equal(await s.provider.getBlockNumber());
+  });
+});
