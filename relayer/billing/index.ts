@@ -72,6 +72,12 @@ export interface CreateBillingOptions {
    * at once and committed in batches. 0 commits every charge before chargeWrite/chargeExecution return.
    */
   chargeFlushMs?: number;
+  /**
+   * With the Stripe processor: every this many ms, re-check intents left `processing` and credit those
+   * that succeeded (covers deployments without a webhook). Default 300,000 (5 min); 0 turns it off.
+   * Never runs with the simulated processor, whose dev endpoint applies changes directly.
+   */
+  reconcileProcessingEveryMs?: number;
   /** Largest accepted top-up; default 1,000,000 cents ($10,000). */
   maximumPaymentCents?: number;
   logger?: Logger;
@@ -106,6 +112,27 @@ export function createBilling(opts: CreateBillingOptions): Billing {
     (accountId) => metering.balanceWithPending(accountId),
     opts.logger,
   );
+
+  // Periodic pass for processing intents (Stripe only); unref'd so it never keeps a process alive.
+  let periodic: NodeJS.Timeout | null = null;
+  const every = opts.reconcileProcessingEveryMs ?? 300_000;
+  if (opts.processor.kind === "stripe" && every > 0) {
+    let running = false;
+    periodic = setInterval(() => {
+      if (running || !db.open) return;
+      running = true;
+      payments
+        .reconcile({ onlyProcessing: true })
+        .catch((e: unknown) =>
+          opts.logger?.error(
+            { err: e instanceof Error ? e.message : String(e) },
+            "periodic reconcile failed",
+          ),
+        )
+        .finally(() => (running = false));
+    }, every);
+    periodic.unref();
+  }
 
   return {
     ledgerId,
@@ -156,6 +183,7 @@ export function createBilling(opts: CreateBillingOptions): Billing {
     },
     reconcileWithReport: () => payments.reconcile(),
     close() {
+      if (periodic) clearInterval(periodic);
       if (!db.open) return;
       metering.flush();
       db.close();

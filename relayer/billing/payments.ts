@@ -96,7 +96,7 @@ export class Payments {
         "INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
       ),
       uncredited: db.prepare(
-        "SELECT payment_intent_id FROM payment_intents WHERE credited_at IS NULL AND status != 'canceled' AND created_at > ? ORDER BY created_at DESC LIMIT 5000",
+        "SELECT payment_intent_id, status FROM payment_intents WHERE credited_at IS NULL AND status != 'canceled' AND created_at > ? ORDER BY created_at DESC LIMIT 5000",
       ),
     };
   }
@@ -216,25 +216,38 @@ export class Payments {
     return outcome;
   }
 
-  /** Start-up repair: asks the processor about every intent not yet credited and credits those that succeeded. */
-  async reconcile(maxAgeDays = 30): Promise<{ checked: number; credited: number; errors: number }> {
-    const since = Date.now() - maxAgeDays * 86_400_000;
-    const ids = (this.s.uncredited.all(since) as Array<{ payment_intent_id: string }>).map(
-      (r) => r.payment_intent_id,
-    );
+  /**
+   * Repair pass: asks the processor about intents not yet credited and credits those that succeeded.
+   * At start-up it checks every uncredited, non-canceled intent of the last 30 days (a crash between
+   * "succeeded" and "credited"); the periodic pass checks only `processing` ones (a crypto payment that
+   * settled after its page was closed, when no webhook is configured). An outage of the processor
+   * ends the pass early: the rest count as errors and are retried by the next pass, confirm or webhook.
+   */
+  async reconcile(
+    opts: { onlyProcessing?: boolean; maxAgeDays?: number } = {},
+  ): Promise<{ checked: number; credited: number; errors: number }> {
+    const since = Date.now() - (opts.maxAgeDays ?? 30) * 86_400_000;
+    const rows = this.s.uncredited.all(since) as Array<{ payment_intent_id: string; status: string }>;
+    const ids = rows
+      .filter((r) => !opts.onlyProcessing || r.status === "processing")
+      .map((r) => r.payment_intent_id);
     let credited = 0;
     let errors = 0;
-    for (const id of ids) {
+    for (const [i, id] of ids.entries()) {
       try {
         const intent = await this.processor.retrieveIntent(id);
         if (!intent || !this.ours(intent)) continue;
         if (this.observe(intent, nowSeconds()).newlyCredited) credited++;
       } catch (e) {
-        errors++;
+        const outage = e instanceof ProcessorError && e.kind === "unavailable";
+        errors += outage ? ids.length - i : 1;
         this.logger?.warn(
           { payment_intent_id: id, err: e instanceof Error ? e.message : String(e) },
-          "reconcile: could not check intent",
+          outage
+            ? "reconcile: payment processor unavailable, pass stopped"
+            : "reconcile: could not check intent",
         );
+        if (outage) break;
       }
     }
     if (ids.length > 0)

@@ -461,6 +461,41 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     }
   });
 
+  it("the periodic pass credits a processing intent that settled after its page was closed (no webhook)", async function () {
+    const fast = createBilling({
+      dbPath: join(tmp.dir, "periodic.sqlite"),
+      processor: new StripeProcessor({
+        secretKey: stub.secretKey,
+        publishableKey: "pk_test_stub",
+        host: "127.0.0.1",
+        port: stub.port,
+        protocol: "http",
+      }),
+      reconcileProcessingEveryMs: 30,
+    });
+    const fastSrv = await serve(fast);
+    try {
+      const c = await fastSrv.call("POST", "/create_payment_intent", {
+        account: A,
+        body: { amount_cents: 800 },
+      });
+      const id = c.body.payment_intent_id;
+      stub.process(id);
+      expect(
+        (await fastSrv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } }))
+          .status,
+      ).to.equal(202);
+      stub.succeed(id);
+      const deadline = Date.now() + 5000;
+      while (fast.balance(A).balance_cents === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(fast.audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
+    } finally {
+      await fastSrv.close();
+      fast.close();
+    }
+  });
+
   it("reconcile skips canceled intents", async function () {
     const id = await createIntent(A, 900);
     await srv.call("POST", "/cancel_payment", { account: A, body: { payment_intent_id: id } });
