@@ -34,14 +34,13 @@ library ScopeMasks {
     }
 
     /**
-     * @notice The mask bit of a per-group scope, or 0 for an account-wide one.
+     * @notice The mask bit of a per-group scope.
      * @dev Relies on the enum order of `IAccountRegistry.Scope`: the three account-wide scopes come first, then
-     * Execute, ManageActions, AddPkp, RemovePkp, which map to bits 1, 2, 4, 8.
+     * Execute, ManageActions, AddPkp, RemovePkp, which map to bits 1, 2, 4, 8. Callers answer account-wide scopes
+     * from the key's flags before asking; an account-wide scope here reverts (arithmetic underflow).
      */
     function bitOf(IAccountRegistry.Scope scope) internal pure returns (uint8) {
-        uint8 index = uint8(scope);
-        if (index < uint8(IAccountRegistry.Scope.Execute)) return 0;
-        return uint8(1 << (index - uint8(IAccountRegistry.Scope.Execute)));
+        return uint8(1 << (uint8(scope) - uint8(IAccountRegistry.Scope.Execute)));
     }
 
     /// @notice Grant the four per-group scopes of `scopes`. Duplicate ids are harmless.

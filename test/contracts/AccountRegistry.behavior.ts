@@ -7,6 +7,7 @@ import { loadFixture, time } from "@nomicfoundation/hardhat-network-helpers";
 import type { ContractTransactionResponse } from "ethers";
 import type { AccountRegistry } from "../../typechain-types";
 import {
+  pinnedNow,
   ALL_SCOPES,
   PER_GROUP,
   Scope,
@@ -133,7 +134,7 @@ export function shouldBehaveLikeScopedOperation(op: ScopedOperation): void {
     it(`is refused to a key holding ${op.scope} once it has expired`, async function () {
       const ctx = await prepared();
       const [key] = ctx.keySigners;
-      const expiration = BigInt(await time.latest()) + 3600n;
+      const expiration = (await pinnedNow()) + 3600n;
       await grantKey(ctx.registry, ctx.ownerA, key, ALL_SCOPES, expiration);
       await time.increaseTo(expiration);
       await expect(op.send(ctx.registry.connect(key), ctx, ctx.target))

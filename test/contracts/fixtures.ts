@@ -3,6 +3,7 @@
  * starts from the same snapshot and no state leaks between tests.
  */
 import { ethers } from "hardhat";
+import { mine, time } from "@nomicfoundation/hardhat-network-helpers";
 import type { HardhatEthersSigner } from "@nomicfoundation/hardhat-ethers/signers";
 import { deploySigil } from "../../scripts/deploy";
 import {
@@ -151,4 +152,16 @@ export async function grantKey(
 ): Promise<void> {
   const address = typeof key === "string" ? key : key.address;
   await registry.connect(owner).addKey(address, ethers.ZeroHash, "key", "", expiration, grant);
+}
+
+/**
+ * Pin the chain clock: mine a block one second after the latest and return its timestamp. Fixtures are
+ * snapshots, so without this "latest + 60" can already be in the past on a slow run (e.g. under coverage),
+ * because the next block takes the wall clock.
+ */
+export async function pinnedNow(): Promise<bigint> {
+  const now = BigInt(await time.latest()) + 1n;
+  await time.setNextBlockTimestamp(now);
+  await mine();
+  return now;
 }

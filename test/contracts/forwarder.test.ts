@@ -9,6 +9,7 @@ import { ethers } from "hardhat";
 import type { HardhatEthersSigner } from "@nomicfoundation/hardhat-ethers/signers";
 import { SigilForwarder__factory } from "../../typechain-types";
 import {
+  pinnedNow,
   ALL_SCOPES,
   CID_HELLO,
   Scope,
@@ -52,7 +53,7 @@ async function signRequest(
     value: 0n,
     gas: 1_000_000n,
     nonce: options.nonce ?? (await forwarder.nonces(signer.address)),
-    deadline: options.deadline ?? BigInt(await time.latest()) + 300n,
+    deadline: options.deadline ?? (await pinnedNow()) + 300n,
     data,
   };
   const domain = {
@@ -237,7 +238,7 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const [key] = ctx.keySigners;
     await grantKey(ctx.registry, ctx.ownerA, key, scopes({ CreatePkp: true }));
-    const deadline = BigInt(await time.latest()) + 60n;
+    const deadline = (await pinnedNow()) + 60n;
     const request = await signRequest(
       ctx,
       key,

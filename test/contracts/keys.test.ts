@@ -4,7 +4,16 @@
 import { expect } from "chai";
 import { loadFixture, time } from "@nomicfoundation/hardhat-network-helpers";
 import { ethers } from "hardhat";
-import { ALL_SCOPES, CID_HELLO, Scope, cidHash, grantKey, scopes, twoAccountsFixture } from "./fixtures";
+import {
+  pinnedNow,
+  ALL_SCOPES,
+  CID_HELLO,
+  Scope,
+  cidHash,
+  grantKey,
+  scopes,
+  twoAccountsFixture,
+} from "./fixtures";
 
 const KEY_HASH = ethers.id("uk_" + "ab".repeat(32));
 
@@ -29,7 +38,7 @@ describe("AccountRegistry: usage keys", function () {
     it("emits KeyAdded with the key, its hash, metadata, expiration and scopes", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const grant = scopes({ CreatePkp: true, Execute: [1], AddPkp: [0] });
-      const expiration = BigInt(await time.latest()) + 1000n;
+      const expiration = (await pinnedNow()) + 1000n;
       await expect(
         registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "server", "prod", expiration, grant),
       )
@@ -40,9 +49,10 @@ describe("AccountRegistry: usage keys", function () {
     it("getKey returns what was registered", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const key = keySigners[0].address;
-      await registry
+      const tx = await registry
         .connect(ownerA)
         .addKey(key, KEY_HASH, "server", "prod", 0, scopes({ CreateGroup: true, ManageActions: [2, 1] }));
+      const block = await ethers.provider.getBlock((await tx.wait())!.blockNumber);
       const info = await registry.getKey(key);
       expect([
         info.key,
@@ -52,7 +62,7 @@ describe("AccountRegistry: usage keys", function () {
         info.description,
         info.expiration,
       ]).to.deep.equal([key, 1n, KEY_HASH, "server", "prod", 0n]);
-      expect(info.createdAt).to.equal(BigInt(await time.latest()));
+      expect(info.createdAt).to.equal(BigInt(block!.timestamp));
       expect(scopesOf(info)).to.deep.equal({
         canCreateGroups: true,
         canDeleteGroups: false,
@@ -143,7 +153,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("refuses an expiration in the past", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const past = BigInt(await time.latest()) - 1n;
+      const past = (await pinnedNow()) - 1n;
       await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", past, scopes()))
         .to.be.revertedWithCustomError(registry, "ExpirationInPast")
         .withArgs(past);
@@ -151,7 +161,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("refuses an expiration equal to the block time", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const next = BigInt(await time.latest()) + 10n;
+      const next = (await pinnedNow()) + 10n;
       await time.setNextBlockTimestamp(next);
       await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", next, scopes()))
         .to.be.revertedWithCustomError(registry, "ExpirationInPast")
@@ -274,7 +284,7 @@ describe("AccountRegistry: usage keys", function () {
       const key = keySigners[0].address;
       await registry.connect(ownerA).addKey(key, KEY_HASH, "old", "old desc", 0, scopes());
       const createdAt = (await registry.getKey(key)).createdAt;
-      const expiration = BigInt(await time.latest()) + 500n;
+      const expiration = (await pinnedNow()) + 500n;
       await expect(
         registry.connect(ownerA).updateKey(key, "new", "new desc", expiration, scopes({ Execute: [1] })),
       )
@@ -307,7 +317,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("refuses an expired key", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 60n;
+      const expiration = (await pinnedNow()) + 60n;
       await grantKey(registry, ownerA, keySigners[0], scopes(), expiration);
       await time.increaseTo(expiration);
       await expect(registry.connect(ownerA).updateKey(keySigners[0].address, "k", "", 0, scopes()))
@@ -414,7 +424,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("accepts an expired key, so its address can be freed", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 60n;
+      const expiration = (await pinnedNow()) + 60n;
       await grantKey(registry, ownerA, keySigners[0], scopes(), expiration);
       await time.increaseTo(expiration);
       await expect(registry.connect(ownerA).removeKey(keySigners[0].address))
@@ -443,7 +453,7 @@ describe("AccountRegistry: usage keys", function () {
   describe("expiration", function () {
     it("a key works until its expiration", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 3600n;
+      const expiration = (await pinnedNow()) + 3600n;
       await grantKey(registry, ownerA, keySigners[0], scopes({ CreatePkp: true }), expiration);
       await time.setNextBlockTimestamp(expiration - 1n);
       await expect(registry.connect(keySigners[0]).createPkp("last second", "")).to.emit(
@@ -454,7 +464,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("a key is refused with KeyExpired from its expiration on", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 3600n;
+      const expiration = (await pinnedNow()) + 3600n;
       await grantKey(registry, ownerA, keySigners[0], scopes({ CreatePkp: true }), expiration);
       await time.setNextBlockTimestamp(expiration);
       await expect(registry.connect(keySigners[0]).createPkp("too late", ""))
@@ -466,7 +476,7 @@ describe("AccountRegistry: usage keys", function () {
       const { registry, ownerA, keySigners, pkpA1 } = await loadFixture(twoAccountsFixture);
       const key = keySigners[0].address;
       await registry.connect(ownerA).createGroup("g", "", [pkpA1], [CID_HELLO]);
-      const expiration = BigInt(await time.latest()) + 3600n;
+      const expiration = (await pinnedNow()) + 3600n;
       await grantKey(registry, ownerA, key, ALL_SCOPES, expiration);
       expect(await registry.canExecute(key, cidHash(CID_HELLO), pkpA1)).to.equal(true);
       await time.increaseTo(expiration);
@@ -480,7 +490,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("an expired key still occupies its address until removed", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 60n;
+      const expiration = (await pinnedNow()) + 60n;
       await grantKey(registry, ownerA, keySigners[0], scopes(), expiration);
       await time.increaseTo(expiration);
       await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, scopes()))
@@ -507,7 +517,7 @@ describe("AccountRegistry: usage keys", function () {
 
     it("leaves expired keys out of the page but counts them in total", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = BigInt(await time.latest()) + 60n;
+      const expiration = (await pinnedNow()) + 60n;
       await grantKey(registry, ownerA, keySigners[0], scopes(), expiration);
       await grantKey(registry, ownerA, keySigners[1], scopes());
       await time.increaseTo(expiration);
