@@ -71,6 +71,8 @@ export interface PoolOptions {
 
 export class WorkerPool {
   private readonly slots = new Set<Slot>();
+  /** Idle workers, longest idle first: runs rotate over the pool instead of piling on one worker. */
+  private idle: Slot[] = [];
   private readonly keys: KeyCapabilities;
   private readonly heapMb: number;
   private readonly poolSize: number;
@@ -110,8 +112,7 @@ export class WorkerPool {
   }
 
   hasIdle(): boolean {
-    for (const s of this.slots) if (s.state === "idle") return true;
-    return false;
+    return this.idle.length > 0;
   }
 
   isBroken(): Error | null {
@@ -120,7 +121,7 @@ export class WorkerPool {
 
   /** Start a job on an idle worker. The caller checks hasIdle() first. */
   dispatch(job: PoolJob): void {
-    const slot = [...this.slots].find((s) => s.state === "idle");
+    const slot = this.idle.shift();
     if (slot === undefined) throw new Error("dispatch without an idle worker");
     if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
     const run: ActiveRun = {
@@ -170,6 +171,7 @@ export class WorkerPool {
     slot.state = "dead";
     if (slot.run) this.finishRun(slot, slot.run, { error });
     this.slots.delete(slot);
+    this.idle = this.idle.filter((s) => s !== slot);
     void slot.worker.terminate();
     if (this.busyCount() === 0) this.stopWatchdog();
     this.replace();
@@ -196,6 +198,7 @@ export class WorkerPool {
       if (s.run) this.finishRun(s, s.run, { error: reason });
     }
     this.slots.clear();
+    this.idle = [];
     await Promise.all(all.map((s) => s.worker.terminate()));
     for (const w of this.readyWaiters.splice(0)) w.reject(new Error("executor closed"));
   }
@@ -259,6 +262,7 @@ export class WorkerPool {
     if (slot.state === "dead") return;
     if (m.type === "ready") {
       slot.state = "idle";
+      this.idle.push(slot);
       this.startupFailures = 0;
       if (this.allStarted()) for (const w of this.readyWaiters.splice(0)) w.resolve();
       this.onIdle();
@@ -294,6 +298,7 @@ export class WorkerPool {
         });
         slot.run = null;
         slot.state = "idle";
+        this.idle.push(slot);
         if (this.busyCount() === 0) this.stopWatchdog();
         this.onIdle();
         break;
