@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BILLING_ERROR_CATALOGUE } from "../../relayer/billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "../../relayer/errorCatalogue";
@@ -17,15 +17,12 @@ function thrownCodes(): Array<[number, string]> {
   return out;
 }
 
-/** The billing section of the error catalogue: the end of docs/errors.md, or docs/errors-billing.md. */
+/** The billing section of the error catalogue: the "## Billing" section at the end of docs/errors.md. */
 function billingDocs(): string {
-  const main = join(ROOT, "docs", "errors.md");
-  if (existsSync(main)) {
-    const text = readFileSync(main, "utf8");
-    const at = text.indexOf("\n## Billing");
-    if (at >= 0) return text.slice(at);
-  }
-  return readFileSync(join(ROOT, "docs", "errors-billing.md"), "utf8");
+  const text = readFileSync(join(ROOT, "docs", "errors.md"), "utf8");
+  const at = text.indexOf("\n## Billing");
+  expect(at, "docs/errors.md has no '## Billing' section").to.be.greaterThan(-1);
+  return text.slice(at);
 }
 
 describe("billing: error catalogue", function () {
