@@ -55,15 +55,25 @@ export class SigilClient {
     return this.apiKey !== undefined && this.apiKey !== "";
   }
 
-  async request<T = Record<string, unknown>>(method: string, apiPath: string, opts: RequestOptions = {}): Promise<T> {
-    const url = new URL(apiPath.replace(/^\//, ""), this.baseUrl.endsWith("/") ? this.baseUrl : this.baseUrl + "/");
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+  async request<T = Record<string, unknown>>(
+    method: string,
+    apiPath: string,
+    opts: RequestOptions = {},
+  ): Promise<T> {
+    const url = new URL(
+      apiPath.replace(/^\//, ""),
+      this.baseUrl.endsWith("/") ? this.baseUrl : this.baseUrl + "/",
+    );
+    for (const [k, v] of Object.entries(opts.query ?? {}))
+      if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: "application/json" };
     if (opts.auth === "optional") {
       if (this.hasApiKey) headers["x-api-key"] = this.apiKey!;
     } else if (opts.auth !== false) {
       if (!this.hasApiKey)
-        throw new UsageError("This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).");
+        throw new UsageError(
+          "This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).",
+        );
       headers["x-api-key"] = this.apiKey!;
     }
     if (opts.body !== undefined) headers["content-type"] = "application/json";
@@ -96,10 +106,22 @@ export class SigilClient {
       }
     }
     if (!res.ok) {
-      const err = (payload as { error?: { code?: string; message?: string; details?: unknown }; request_id?: string }) ?? {};
+      const err =
+        (payload as {
+          error?: { code?: string; message?: string; details?: unknown };
+          request_id?: string;
+        }) ?? {};
       const code = err.error?.code ?? `http_${res.status}`;
-      const message = err.error?.message ?? (typeof payload === "string" && payload ? payload.slice(0, 300) : res.statusText);
-      throw new ApiCallError(res.status, code, message, err.error?.details, err.request_id ?? res.headers.get("x-request-id") ?? undefined);
+      const message =
+        err.error?.message ??
+        (typeof payload === "string" && payload ? payload.slice(0, 300) : res.statusText);
+      throw new ApiCallError(
+        res.status,
+        code,
+        message,
+        err.error?.details,
+        err.request_id ?? res.headers.get("x-request-id") ?? undefined,
+      );
     }
     return (payload ?? {}) as T;
   }

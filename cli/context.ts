@@ -45,10 +45,16 @@ export function contextOf(cmd: Command): Context {
 export function groupIds(values: string[] | undefined, flag: string): string[] {
   const out: string[] = [];
   for (const v of values ?? [])
-    for (const part of v.split(",").map((s) => s.trim()).filter(Boolean)) {
+    for (const part of v
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       if (part === "*" || part === "all") out.push("0");
       else if (/^\d+$/.test(part) && BigInt(part) < 2n ** 64n) out.push(part);
-      else throw new UsageError(`${flag}: ${JSON.stringify(part)} is not a group id (a number, or * for all groups).`);
+      else
+        throw new UsageError(
+          `${flag}: ${JSON.stringify(part)} is not a group id (a number, or * for all groups).`,
+        );
     }
   return out;
 }
@@ -60,6 +66,7 @@ export function collect(value: string, previous: string[] = []): string[] {
 
 /** The one place an ID argument is checked to be a positive integer (groups). */
 export function groupId(v: string): string {
-  if (!/^\d+$/.test(v) || v === "0") throw new UsageError(`${JSON.stringify(v)} is not a group id (a positive integer).`);
+  if (!/^\d+$/.test(v) || v === "0")
+    throw new UsageError(`${JSON.stringify(v)} is not a group id (a positive integer).`);
   return v;
 }

@@ -24,7 +24,10 @@ export function buildProgram(): Command {
   const program = new Command("sigil")
     .description("Command-line client of Sigil, the programmable key-management service")
     .option("--url <url>", `the Sigil API (env SIGIL_URL, default ${DEFAULT_URL})`)
-    .option("--api-key <key>", "account or usage key (env SIGIL_API_KEY; the flag is visible in `ps`, prefer the variable)")
+    .option(
+      "--api-key <key>",
+      "account or usage key (env SIGIL_API_KEY; the flag is visible in `ps`, prefer the variable)",
+    )
     .option("--json", "machine-readable JSON on stdout")
     .option("-q, --quiet", "no progress output on stderr")
     .showHelpAfterError("(run with --help for usage)")
@@ -62,8 +65,14 @@ export async function runCli(argv: string[]): Promise<number> {
     if (e instanceof ApiCallError) {
       if (json)
         process.stdout.write(
-          JSON.stringify({ error: { status: e.status, code: e.code, message: e.message, details: e.details }, request_id: e.requestId }, null, 2) +
-            "\n",
+          JSON.stringify(
+            {
+              error: { status: e.status, code: e.code, message: e.message, details: e.details },
+              request_id: e.requestId,
+            },
+            null,
+            2,
+          ) + "\n",
         );
       process.stderr.write(`error ${e.status} ${e.code}: ${e.message}\n`);
       if (e.details !== undefined && !json) process.stderr.write(`details: ${JSON.stringify(e.details)}\n`);

@@ -82,7 +82,9 @@ export function table(headers: string[], rows: string[][]): string {
 export function fields(pairs: [string, unknown][]): string {
   const shown = pairs.filter(([, v]) => v !== undefined && v !== null);
   const width = Math.max(...shown.map(([k]) => k.length));
-  return shown.map(([k, v]) => `${k.padEnd(width)}  ${typeof v === "string" ? v : JSON.stringify(v)}`).join("\n");
+  return shown
+    .map(([k, v]) => `${k.padEnd(width)}  ${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join("\n");
 }
 
 export function list(v: unknown): string {

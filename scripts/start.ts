@@ -40,11 +40,11 @@ async function main(): Promise<void> {
   }
   ensureCompiled();
   // Loaded only now: it imports the TypeChain factories that ensureCompiled may just have generated.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { startSigil } = require("./start/service") as typeof import("./start/service");
 
   const step = (m: string) => process.stderr.write(`• ${m}…\n`);
-  const warn = (m: string) => process.stderr.write(/DEV MODE generated/.test(m) ? devRootKeyWarning(m) : `! ${m}\n`);
+  const warn = (m: string) =>
+    process.stderr.write(/DEV MODE generated/.test(m) ? devRootKeyWarning(m) : `! ${m}\n`);
   let sigil: Awaited<ReturnType<typeof startSigil>>;
   try {
     sigil = await startSigil(config, { step, warn });

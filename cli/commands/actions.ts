@@ -7,7 +7,9 @@ export function readCodeFile(file: string): string {
   try {
     return fs.readFileSync(file, "utf8");
   } catch (e) {
-    throw new UsageError(`Cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}.`);
+    throw new UsageError(
+      `Cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}.`,
+    );
   }
 }
 
@@ -19,7 +21,9 @@ export function registerActions(program: Command): void {
     .description("store an action's code in the service's content store; prints its CID")
     .action(async (file: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<{ cid: string }>("POST", "/core/v1/actions", { body: { code: readCodeFile(file) } });
+      const r = await client.request<{ cid: string }>("POST", "/core/v1/actions", {
+        body: { code: readCodeFile(file) },
+      });
       out.result(r, () => r.cid);
     });
 
@@ -28,7 +32,9 @@ export function registerActions(program: Command): void {
     .description("compute an action's CID without storing it")
     .action(async (file: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<{ cid: string }>("POST", "/core/v1/actions/cid", { body: { code: readCodeFile(file) } });
+      const r = await client.request<{ cid: string }>("POST", "/core/v1/actions/cid", {
+        body: { code: readCodeFile(file) },
+      });
       out.result(r, () => r.cid);
     });
 
@@ -37,7 +43,10 @@ export function registerActions(program: Command): void {
     .description("print the code stored under a CID")
     .action(async (cid: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<Record<string, unknown>>("GET", `/core/v1/actions/${encodeURIComponent(cid)}`);
+      const r = await client.request<Record<string, unknown>>(
+        "GET",
+        `/core/v1/actions/${encodeURIComponent(cid)}`,
+      );
       out.result(r, () => String(r.code ?? ""));
     });
 }

@@ -11,17 +11,23 @@ export function registerBilling(program: Command): void {
     .description("the account's credit balance")
     .action(async (_o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<{ balance_cents: number; balance_display: string }>("GET", "/core/v1/billing/balance");
+      const r = await client.request<{ balance_cents: number; balance_display: string }>(
+        "GET",
+        "/core/v1/billing/balance",
+      );
       out.result(r, () => `${r.balance_display} (${r.balance_cents} cents)`);
     });
 
   billing
     .command("top-up")
-    .description("buy credits: completed on the spot with the simulated processor, or a Stripe payment to finish in a browser")
+    .description(
+      "buy credits: completed on the spot with the simulated processor, or a Stripe payment to finish in a browser",
+    )
     .option("--amount <cents>", "amount in cents (minimum 500)", "500")
     .action(async (o: { amount: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      if (!/^\d+$/.test(o.amount)) throw new UsageError(`--amount must be a whole number of cents, e.g. 500.`);
+      if (!/^\d+$/.test(o.amount))
+        throw new UsageError(`--amount must be a whole number of cents, e.g. 500.`);
       const { publishable_key, mode } = await client.request<{ publishable_key: string; mode?: string }>(
         "GET",
         "/core/v1/billing/stripe_config",
@@ -53,7 +59,10 @@ export function registerBilling(program: Command): void {
         return;
       }
       // Simulated processor: play the customer's part through its dev-only endpoint, then confirm like a client would.
-      await client.request("POST", `/core/v1/billing/simulated/intents/${encodeURIComponent(intent.payment_intent_id)}/succeed`);
+      await client.request(
+        "POST",
+        `/core/v1/billing/simulated/intents/${encodeURIComponent(intent.payment_intent_id)}/succeed`,
+      );
       const r = await out.progress(
         "confirming the payment",
         client.request<Record<string, unknown>>("POST", "/core/v1/billing/confirm_payment", {
@@ -75,7 +84,9 @@ export function registerBilling(program: Command): void {
     .description("credit a payment once the processor reports it settled")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<Record<string, unknown>>("POST", "/core/v1/billing/confirm_payment", { body: { payment_intent_id: id } });
+      const r = await client.request<Record<string, unknown>>("POST", "/core/v1/billing/confirm_payment", {
+        body: { payment_intent_id: id },
+      });
       out.result(r, () => fields(Object.entries(r).map(([k, v]) => [k.replace(/_/g, " "), v])));
     });
 
@@ -86,9 +97,13 @@ export function registerBilling(program: Command): void {
     .option("--page-size <n>", "items per page (1..100)", "20")
     .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<{ items: Record<string, unknown>[] }>("GET", "/core/v1/billing/history", {
-        query: { page_number: o.page, page_size: o.pageSize },
-      });
+      const r = await client.request<{ items: Record<string, unknown>[] }>(
+        "GET",
+        "/core/v1/billing/history",
+        {
+          query: { page_number: o.page, page_size: o.pageSize },
+        },
+      );
       out.result(r, () =>
         table(
           ["time", "kind", "cents", "operation", "reference"],

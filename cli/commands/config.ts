@@ -8,7 +8,9 @@ export function registerConfig(program: Command): void {
     .description("where the CLI points, and the service's chain, contracts, limits and prices")
     .action(async (_o: unknown, cmd: Command) => {
       const { client, out, url, apiKeySource } = contextOf(cmd);
-      const server = await client.request<Record<string, unknown>>("GET", "/core/v1/config", { auth: "optional" });
+      const server = await client.request<Record<string, unknown>>("GET", "/core/v1/config", {
+        auth: "optional",
+      });
       // The key itself is never printed: only whether one is set and from where.
       const cli = { url, api_key: apiKeySource === "none" ? "not set" : `set (from ${apiKeySource})` };
       out.result({ cli, service: server }, () =>

@@ -8,7 +8,13 @@ interface MemberFlags {
   action?: string[];
 }
 
-const splitAll = (v: string[] | undefined) => (v ?? []).flatMap((s) => s.split(",").map((x) => x.trim()).filter(Boolean));
+const splitAll = (v: string[] | undefined) =>
+  (v ?? []).flatMap((s) =>
+    s
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean),
+  );
 
 export function registerGroups(program: Command): void {
   const groups = program.command("groups").description("groups: a set of PKPs and a set of action CIDs");
@@ -22,9 +28,16 @@ export function registerGroups(program: Command): void {
     .option("--action <cid>", "an action CID to include (repeatable)", collect)
     .action(async (o: MemberFlags & { name: string; description?: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const body: Record<string, unknown> = { name: o.name, pkps: splitAll(o.pkp), actions: splitAll(o.action) };
+      const body: Record<string, unknown> = {
+        name: o.name,
+        pkps: splitAll(o.pkp),
+        actions: splitAll(o.action),
+      };
       if (o.description !== undefined) body.description = o.description;
-      const r = await out.progress("creating the group on chain", client.request<Record<string, unknown>>("POST", "/core/v1/groups", { body }));
+      const r = await out.progress(
+        "creating the group on chain",
+        client.request<Record<string, unknown>>("POST", "/core/v1/groups", { body }),
+      );
       out.result(r, () => `group id  ${String(r.group_id)}`);
     });
 
@@ -79,13 +92,16 @@ export function registerGroups(program: Command): void {
         const g = groupId(id);
         const pkps = splitAll(o.pkp);
         const actions = splitAll(o.action);
-        if (pkps.length === 0 && actions.length === 0) throw new UsageError(`groups ${verb}: give at least one --pkp or --action.`);
+        if (pkps.length === 0 && actions.length === 0)
+          throw new UsageError(`groups ${verb}: give at least one --pkp or --action.`);
         const results: Record<string, unknown> = {};
         const other = verb === "add" ? "remove" : "add";
         if (actions.length > 0)
           results.actions = await out.progress(
             `${verb === "add" ? "adding" : "removing"} ${actions.length} action(s) on chain`,
-            client.request("POST", `/core/v1/groups/${g}/actions`, { body: { [verb]: actions, [other]: [] } }),
+            client.request("POST", `/core/v1/groups/${g}/actions`, {
+              body: { [verb]: actions, [other]: [] },
+            }),
           );
         if (pkps.length > 0)
           results.pkps = await out.progress(
@@ -100,7 +116,10 @@ export function registerGroups(program: Command): void {
     .description("delete a group")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await out.progress("deleting the group on chain", client.request("DELETE", `/core/v1/groups/${groupId(id)}`));
+      const r = await out.progress(
+        "deleting the group on chain",
+        client.request("DELETE", `/core/v1/groups/${groupId(id)}`),
+      );
       out.result(r, () => `deleted group ${id}`);
     });
 }

@@ -23,7 +23,11 @@ function withPermissionFlags(cmd: Command): Command {
     .option("--can-delete-groups", "may delete groups (group:delete)")
     .option("--can-create-pkps", "may create PKPs (pkp:create)")
     .option("--execute <groups>", "groups where it may run actions, e.g. 1,2 or * for all (execute)", collect)
-    .option("--manage-actions <groups>", "groups where it may add/remove action CIDs (group:manageActions)", collect)
+    .option(
+      "--manage-actions <groups>",
+      "groups where it may add/remove action CIDs (group:manageActions)",
+      collect,
+    )
     .option("--add-pkp <groups>", "groups where it may add PKPs (group:addPkp)", collect)
     .option("--remove-pkp <groups>", "groups where it may remove PKPs (group:removePkp)", collect)
     .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)");
@@ -50,44 +54,55 @@ function permissionBody(o: PermissionFlags): Record<string, unknown> {
 function parseExpiration(v: string): number {
   if (/^\d+$/.test(v)) return Number(v);
   const t = Date.parse(v);
-  if (Number.isNaN(t)) throw new UsageError(`--expiration: ${JSON.stringify(v)} is neither an ISO date nor unix seconds.`);
+  if (Number.isNaN(t))
+    throw new UsageError(`--expiration: ${JSON.stringify(v)} is neither an ISO date nor unix seconds.`);
   return Math.floor(t / 1000);
 }
 
 /** Cents spent by the key, and its cap when it has one ("3/50"). */
 function spent(k: Record<string, unknown>): string {
-  if (typeof k.spent_cents !== "number") return k.balance === null || k.balance === undefined ? "-" : String(k.balance);
-  return typeof k.spend_cap_cents === "number" ? `${k.spent_cents}/${k.spend_cap_cents}` : String(k.spent_cents);
+  if (typeof k.spent_cents !== "number")
+    return k.balance === null || k.balance === undefined ? "-" : String(k.balance);
+  return typeof k.spend_cap_cents === "number"
+    ? `${k.spent_cents}/${k.spend_cap_cents}`
+    : String(k.spent_cents);
 }
 
 /** A key is named by its value (uk_…, or a raw 0x private key) or by its id (its 0x address). */
 export function keyReference(ref: string): Record<string, string> {
   if (/^0x[0-9a-fA-F]{40}$/.test(ref)) return { id: ref };
   if (/^(uk_[0-9a-fA-F]{64}|0x[0-9a-fA-F]{64})$/.test(ref)) return { usage_api_key: ref };
-  throw new UsageError(`${ref.startsWith("ak_") ? "That is an account key; " : ""}give the usage key value (uk_…) or its id (0x address).`);
+  throw new UsageError(
+    `${ref.startsWith("ak_") ? "That is an account key; " : ""}give the usage key value (uk_…) or its id (0x address).`,
+  );
 }
 
 export function registerKeys(program: Command): void {
   const keys = program.command("keys").description("usage keys: scoped, rotatable keys (account key only)");
 
-  withPermissionFlags(keys.command("add").description("create a usage key; prints its value ONCE").requiredOption("--name <name>", "label")).action(
-    async (o: PermissionFlags, cmd: Command) => {
-      const { client, out } = contextOf(cmd);
-      const r = await out.progress(
-        "registering the usage key on chain",
-        client.request<Record<string, unknown>>("POST", "/core/v1/add_usage_api_key", { body: permissionBody(o) }),
-      );
-      out.result(r, () =>
-        [
-          `usage key id  ${String(r.id ?? r.address ?? "")}`.trimEnd(),
-          "",
-          "Usage key (shown this once; give it to the service that will use it):",
-          "",
-          `  ${String(r.usage_api_key)}`,
-        ].join("\n"),
-      );
-    },
-  );
+  withPermissionFlags(
+    keys
+      .command("add")
+      .description("create a usage key; prints its value ONCE")
+      .requiredOption("--name <name>", "label"),
+  ).action(async (o: PermissionFlags, cmd: Command) => {
+    const { client, out } = contextOf(cmd);
+    const r = await out.progress(
+      "registering the usage key on chain",
+      client.request<Record<string, unknown>>("POST", "/core/v1/add_usage_api_key", {
+        body: permissionBody(o),
+      }),
+    );
+    out.result(r, () =>
+      [
+        `usage key id  ${String(r.id ?? r.address ?? "")}`.trimEnd(),
+        "",
+        "Usage key (shown this once; give it to the service that will use it):",
+        "",
+        `  ${String(r.usage_api_key)}`,
+      ].join("\n"),
+    );
+  });
 
   keys
     .command("list")
@@ -96,9 +111,13 @@ export function registerKeys(program: Command): void {
     .option("--page-size <n>", "items per page (1..100)", "100")
     .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<{ items: Record<string, unknown>[]; total?: number }>("GET", "/core/v1/list_api_keys", {
-        query: { page_number: o.page, page_size: o.pageSize },
-      });
+      const r = await client.request<{ items: Record<string, unknown>[]; total?: number }>(
+        "GET",
+        "/core/v1/list_api_keys",
+        {
+          query: { page_number: o.page, page_size: o.pageSize },
+        },
+      );
       out.result(r, () =>
         table(
           ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "spent"],
@@ -109,7 +128,13 @@ export function registerKeys(program: Command): void {
             list(k.can_manage_ipfs_ids_in_groups),
             list(k.can_add_pkp_to_groups),
             list(k.can_remove_pkp_from_groups),
-            [k.can_create_groups && "groups", k.can_delete_groups && "delete-groups", k.can_create_pkps && "pkps"].filter(Boolean).join(",") || "-",
+            [
+              k.can_create_groups && "groups",
+              k.can_delete_groups && "delete-groups",
+              k.can_create_pkps && "pkps",
+            ]
+              .filter(Boolean)
+              .join(",") || "-",
             spent(k),
           ]),
         ),
@@ -119,7 +144,9 @@ export function registerKeys(program: Command): void {
   withPermissionFlags(
     keys
       .command("update <key>")
-      .description("replace a usage key's name and ALL its permissions (omitted flags are reset); <key> is its value or id")
+      .description(
+        "replace a usage key's name and ALL its permissions (omitted flags are reset); <key> is its value or id",
+      )
       .requiredOption("--name <name>", "label"),
   )
     .option("--metadata-only", "change only name and description, keep the permissions")
@@ -131,7 +158,11 @@ export function registerKeys(program: Command): void {
         : { ...target, ...permissionBody(o) };
       const r = await out.progress(
         "updating the usage key on chain",
-        client.request("POST", o.metadataOnly ? "/core/v1/update_usage_api_key_metadata" : "/core/v1/update_usage_api_key", { body }),
+        client.request(
+          "POST",
+          o.metadataOnly ? "/core/v1/update_usage_api_key_metadata" : "/core/v1/update_usage_api_key",
+          { body },
+        ),
       );
       out.result(r, () => "updated");
     });

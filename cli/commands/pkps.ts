@@ -38,7 +38,11 @@ export function registerPkps(program: Command): void {
       out.result(r, () =>
         table(
           ["pkp id", "address", "name"],
-          (r.items ?? []).map((p) => [String(p.pkp_id ?? p.id), String(p.address ?? ""), String(p.name ?? "")]),
+          (r.items ?? []).map((p) => [
+            String(p.pkp_id ?? p.id),
+            String(p.address ?? ""),
+            String(p.name ?? ""),
+          ]),
         ),
       );
     });
@@ -48,7 +52,11 @@ export function registerPkps(program: Command): void {
     .description("public key and address of a PKP (no key needed)")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const r = await client.request<Record<string, unknown>>("GET", `/core/v1/pkps/${encodeURIComponent(id)}`, { auth: false });
+      const r = await client.request<Record<string, unknown>>(
+        "GET",
+        `/core/v1/pkps/${encodeURIComponent(id)}`,
+        { auth: false },
+      );
       out.result(r, () => fields(Object.entries(r).map(([k, v]) => [k.replace(/_/g, " "), v])));
     });
 }

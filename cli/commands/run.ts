@@ -12,13 +12,16 @@ interface RunFlags {
 }
 
 function parseParams(o: RunFlags): unknown {
-  if (o.params !== undefined && o.paramsFile !== undefined) throw new UsageError("Give --params or --params-file, not both.");
+  if (o.params !== undefined && o.paramsFile !== undefined)
+    throw new UsageError("Give --params or --params-file, not both.");
   const text = o.params ?? (o.paramsFile !== undefined ? readParamsFile(o.paramsFile) : undefined);
   if (text === undefined) return undefined;
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new UsageError(`--params must be JSON (${(e as Error).message}), e.g. --params '{"message":"hello"}'.`);
+    throw new UsageError(
+      `--params must be JSON (${(e as Error).message}), e.g. --params '{"message":"hello"}'.`,
+    );
   }
 }
 
@@ -26,7 +29,9 @@ function readParamsFile(file: string): string {
   try {
     return fs.readFileSync(file, "utf8");
   } catch (e) {
-    throw new UsageError(`Cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}.`);
+    throw new UsageError(
+      `Cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}.`,
+    );
   }
 }
 
@@ -40,18 +45,21 @@ export function registerRun(program: Command): void {
     .option("--params-file <file>", "read jsParams from a JSON file")
     .action(async (file: string | undefined, o: RunFlags, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      if ((file === undefined) === (o.cid === undefined)) throw new UsageError("run: give either a file or --cid (exactly one).");
-      const body: Record<string, unknown> = file !== undefined ? { code: readCodeFile(file) } : { cid: o.cid };
+      if ((file === undefined) === (o.cid === undefined))
+        throw new UsageError("run: give either a file or --cid (exactly one).");
+      const body: Record<string, unknown> =
+        file !== undefined ? { code: readCodeFile(file) } : { cid: o.cid };
       if (o.pkp !== undefined) body.pkp_id = o.pkp;
       const params = parseParams(o);
       if (params !== undefined) body.js_params = params;
       const r = await out.progress(
         "running the action",
-        client.request<{ response?: unknown; logs?: string | string[]; has_error?: boolean; error?: { code: string; message: string } }>(
-          "POST",
-          "/core/v1/svc_action",
-          { body },
-        ),
+        client.request<{
+          response?: unknown;
+          logs?: string | string[];
+          has_error?: boolean;
+          error?: { code: string; message: string };
+        }>("POST", "/core/v1/svc_action", { body }),
       );
       out.result(r, () => {
         const logs = Array.isArray(r.logs) ? r.logs.join("\n") : (r.logs ?? "");

@@ -41,7 +41,12 @@ export interface RunningAnvil {
 
 export class AnvilError extends Error {
   constructor(
-    readonly code: "anvil_not_found" | "anvil_port_in_use" | "anvil_in_use" | "anvil_failed_to_start" | "anvil_state_unreadable",
+    readonly code:
+      | "anvil_not_found"
+      | "anvil_port_in_use"
+      | "anvil_in_use"
+      | "anvil_failed_to_start"
+      | "anvil_state_unreadable",
     message: string,
   ) {
     super(message);
@@ -61,7 +66,10 @@ export function anvilBinary(): string {
   }
   const shim = path.resolve(__dirname, "..", "..", "node_modules", ".bin", "anvil");
   if (fs.existsSync(shim)) return shim;
-  throw new AnvilError("anvil_not_found", `anvil was not found (looked for ${pkg} and node_modules/.bin/anvil). Run npm install.`);
+  throw new AnvilError(
+    "anvil_not_found",
+    `anvil was not found (looked for ${pkg} and node_modules/.bin/anvil). Run npm install.`,
+  );
 }
 
 export async function freePort(host = "127.0.0.1"): Promise<number> {
@@ -104,7 +112,14 @@ function isAlive(pid: number): boolean {
 export async function reapOrphan(pidPath: string, statePath: string): Promise<boolean> {
   if (!fs.existsSync(pidPath)) return false;
   const [pid, owner] = fs.readFileSync(pidPath, "utf8").trim().split(/\s+/).map(Number);
-  if (Number.isInteger(owner) && owner > 1 && owner !== process.pid && isAlive(owner) && Number.isInteger(pid) && isAlive(pid))
+  if (
+    Number.isInteger(owner) &&
+    owner > 1 &&
+    owner !== process.pid &&
+    isAlive(owner) &&
+    Number.isInteger(pid) &&
+    isAlive(pid)
+  )
     throw new AnvilError(
       "anvil_in_use",
       `Another Sigil (pid ${owner}) is already running with this data folder (${path.dirname(pidPath)}). ` +

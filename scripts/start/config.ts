@@ -117,11 +117,16 @@ type Raw = Partial<Record<ConfigVariable, string>>;
  * Reads the optional config file: `SIGIL_CONFIG` if set (it must exist), else `sigil.config.json` in
  * `cwd` if present. Keys are the variable names above; values are strings, numbers or booleans.
  */
-function readConfigFile(env: NodeJS.ProcessEnv, cwd: string, problems: string[]): { file?: string; values: Raw } {
+function readConfigFile(
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  problems: string[],
+): { file?: string; values: Raw } {
   const explicit = env.SIGIL_CONFIG;
   const file = explicit ? path.resolve(cwd, explicit) : path.join(cwd, "sigil.config.json");
   if (!fs.existsSync(file)) {
-    if (explicit) problems.push(`SIGIL_CONFIG points to ${file}, which does not exist. Create it or unset SIGIL_CONFIG.`);
+    if (explicit)
+      problems.push(`SIGIL_CONFIG points to ${file}, which does not exist. Create it or unset SIGIL_CONFIG.`);
     return { values: {} };
   }
   let parsed: unknown;
@@ -142,10 +147,13 @@ function readConfigFile(env: NodeJS.ProcessEnv, cwd: string, problems: string[])
       continue;
     }
     if (SECRET_VARIABLES.has(key as ConfigVariable)) {
-      problems.push(`${file}: "${key}" is a secret and is only read from the environment. Remove it from the file.`);
+      problems.push(
+        `${file}: "${key}" is a secret and is only read from the environment. Remove it from the file.`,
+      );
       continue;
     }
-    if (Array.isArray(value) && value.every((v) => typeof v === "string")) values[key as ConfigVariable] = value.join(",");
+    if (Array.isArray(value) && value.every((v) => typeof v === "string"))
+      values[key as ConfigVariable] = value.join(",");
     else if (typeof value === "string" || typeof value === "number" || typeof value === "boolean")
       values[key as ConfigVariable] = String(value);
     else problems.push(`${file}: "${key}" must be a string, number or boolean.`);
@@ -174,7 +182,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     const raw = get(name);
     if (raw === undefined) return undefined;
     if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-      problems.push(`${name}=${JSON.stringify(raw)} is not valid: ${hint} (an integer from ${min} to ${max}).`);
+      problems.push(
+        `${name}=${JSON.stringify(raw)} is not valid: ${hint} (an integer from ${min} to ${max}).`,
+      );
       return undefined;
     }
     return Number(raw);
@@ -200,7 +210,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     if (raw === undefined) return undefined;
     if (!HEX32.test(raw)) {
       // Never echo the value: it is a secret, and a near-miss is still most of a key.
-      problems.push(`${name} is not valid: it must be ${what} written as 64 hex digits (optionally 0x-prefixed).`);
+      problems.push(
+        `${name} is not valid: it must be ${what} written as 64 hex digits (optionally 0x-prefixed).`,
+      );
       return undefined;
     }
     return raw.startsWith("0x") ? raw : `0x${raw}`;
@@ -209,7 +221,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const dataDir = path.resolve(cwd, get("SIGIL_DATA_DIR") ?? ".sigil");
   const host = get("SIGIL_HOST") ?? "127.0.0.1";
   const port = int("PORT", 0, 65535, "the HTTP port of the API; 0 picks a free one") ?? 8000;
-  const anvilPort = int("SIGIL_ANVIL_PORT", 0, 65535, "the port of the embedded chain; 0 picks a free one") ?? 8545;
+  const anvilPort =
+    int("SIGIL_ANVIL_PORT", 0, 65535, "the port of the embedded chain; 0 picks a free one") ?? 8545;
   const chainId = int("SIGIL_CHAIN_ID", 1, 2 ** 32 - 1, "the chain id");
 
   const rpcUrl = get("SIGIL_RPC_URL");
@@ -234,20 +247,40 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
         `\`node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"\` kept in your secret manager), ` +
         `or place it in ${path.join(dataDir, "root.key")} (file mode 0600), or set SIGIL_DEV_MODE=true for a throwaway dev instance.`,
     );
-  const deployerKey = hexKey("SIGIL_DEPLOYER_KEY", "the private key of the account that deploys the contracts");
+  const deployerKey = hexKey(
+    "SIGIL_DEPLOYER_KEY",
+    "the private key of the account that deploys the contracts",
+  );
 
   const registry = get("SIGIL_REGISTRY_ADDRESS");
   const forwarder = get("SIGIL_FORWARDER_ADDRESS");
-  const deployBlock = int("SIGIL_DEPLOY_BLOCK", 0, Number.MAX_SAFE_INTEGER, "the block the registry was deployed in");
+  const deployBlock = int(
+    "SIGIL_DEPLOY_BLOCK",
+    0,
+    Number.MAX_SAFE_INTEGER,
+    "the block the registry was deployed in",
+  );
   let deployment: SigilConfig["deployment"];
   if (registry !== undefined || forwarder !== undefined) {
     if (registry === undefined || !ADDRESS.test(registry))
-      problems.push(`SIGIL_REGISTRY_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_FORWARDER_ADDRESS is set.`);
+      problems.push(
+        `SIGIL_REGISTRY_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_FORWARDER_ADDRESS is set.`,
+      );
     if (forwarder === undefined || !ADDRESS.test(forwarder))
-      problems.push(`SIGIL_FORWARDER_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_REGISTRY_ADDRESS is set.`);
+      problems.push(
+        `SIGIL_FORWARDER_ADDRESS must be a 0x-prefixed 20-byte address when SIGIL_REGISTRY_ADDRESS is set.`,
+      );
     if (deployBlock === undefined && get("SIGIL_DEPLOY_BLOCK") === undefined)
-      problems.push(`SIGIL_DEPLOY_BLOCK is required with SIGIL_REGISTRY_ADDRESS (the block the registry was deployed in).`);
-    if (registry && forwarder && ADDRESS.test(registry) && ADDRESS.test(forwarder) && deployBlock !== undefined)
+      problems.push(
+        `SIGIL_DEPLOY_BLOCK is required with SIGIL_REGISTRY_ADDRESS (the block the registry was deployed in).`,
+      );
+    if (
+      registry &&
+      forwarder &&
+      ADDRESS.test(registry) &&
+      ADDRESS.test(forwarder) &&
+      deployBlock !== undefined
+    )
       deployment = { registry, forwarder, deployBlock };
   }
 
@@ -270,14 +303,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     try {
       new URL(g);
     } catch {
-      problems.push(`SIGIL_IPFS_GATEWAYS: ${JSON.stringify(g)} is not a URL (use a comma-separated list of gateway base URLs).`);
+      problems.push(
+        `SIGIL_IPFS_GATEWAYS: ${JSON.stringify(g)} is not a URL (use a comma-separated list of gateway base URLs).`,
+      );
     }
   }
   const fetchAllowHosts = list("SIGIL_FETCH_ALLOW_HOSTS");
   const rateLimits = {
-    perKeyPerMinute: int("SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE", 1, 1_000_000, "requests per usage key per minute"),
-    perAccountPerMinute: int("SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE", 1, 1_000_000, "requests per account per minute"),
-    newAccountPerIpPerHour: int("SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR", 1, 1_000_000, "accounts created per IP per hour"),
+    perKeyPerMinute: int(
+      "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
+      1,
+      1_000_000,
+      "requests per usage key per minute",
+    ),
+    perAccountPerMinute: int(
+      "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
+      1,
+      1_000_000,
+      "requests per account per minute",
+    ),
+    newAccountPerIpPerHour: int(
+      "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
+      1,
+      1_000_000,
+      "accounts created per IP per hour",
+    ),
     concurrentExecutionsPerAccount: int(
       "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
       1,
@@ -302,15 +352,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     if (stripePublishable !== undefined && !/^pk_/.test(stripePublishable))
       problems.push(`STRIPE_PUBLISHABLE_KEY must start with pk_.`);
     if (stripeWebhook !== undefined && !/^whsec_/.test(stripeWebhook))
-      problems.push(`STRIPE_WEBHOOK_SECRET must start with whsec_ (the signing secret of your webhook endpoint).`);
+      problems.push(
+        `STRIPE_WEBHOOK_SECRET must start with whsec_ (the signing secret of your webhook endpoint).`,
+      );
     if (problems.length === before)
-      stripe = { secretKey: stripeSecret!, publishableKey: stripePublishable!, webhookSecret: stripeWebhook, apiHost: stripeHost };
+      stripe = {
+        secretKey: stripeSecret!,
+        publishableKey: stripePublishable!,
+        webhookSecret: stripeWebhook,
+        apiHost: stripeHost,
+      };
   }
   if (stripeHost !== undefined && !/^[\w.-]+:\d+$/.test(stripeHost))
-    problems.push(`STRIPE_API_HOST=${JSON.stringify(stripeHost)} must be host:port (a local Stripe-compatible stub).`);
+    problems.push(
+      `STRIPE_API_HOST=${JSON.stringify(stripeHost)} must be host:port (a local Stripe-compatible stub).`,
+    );
 
   const logLevel = get("SIGIL_LOG_LEVEL") ?? "info";
-  if (!LOG_LEVELS.includes(logLevel)) problems.push(`SIGIL_LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}.`);
+  if (!LOG_LEVELS.includes(logLevel))
+    problems.push(`SIGIL_LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}.`);
 
   const logFileRaw = get("SIGIL_LOG_FILE");
   const logFile = logFileRaw === "-" ? "-" : path.resolve(cwd, logFileRaw ?? path.join(dataDir, "sigil.log"));

@@ -82,7 +82,9 @@ export interface EnsureDeploymentOptions {
 }
 
 /** Returns the deployment to use and whether it was just made. */
-export async function ensureDeployment(opts: EnsureDeploymentOptions): Promise<{ deployment: Deployment; fresh: boolean }> {
+export async function ensureDeployment(
+  opts: EnsureDeploymentOptions,
+): Promise<{ deployment: Deployment; fresh: boolean }> {
   const chainId = Number((await opts.provider.getNetwork()).chainId);
   const resetAdvice = (what: string) =>
     `${what}\nThe data folder (${opts.file.replace(/[/\\]deployment\.json$/, "")}) belongs to that old chain: ` +
@@ -114,7 +116,8 @@ export async function ensureDeployment(opts: EnsureDeploymentOptions): Promise<{
       );
     const missing: string[] = [];
     if (!(await hasCode(opts.provider, remembered.registry))) missing.push(`registry ${remembered.registry}`);
-    if (!(await hasCode(opts.provider, remembered.forwarder))) missing.push(`forwarder ${remembered.forwarder}`);
+    if (!(await hasCode(opts.provider, remembered.forwarder)))
+      missing.push(`forwarder ${remembered.forwarder}`);
     if (missing.length > 0)
       throw new DeploymentError(
         "chain_reset",

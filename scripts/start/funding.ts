@@ -19,7 +19,11 @@ export interface FundingReport {
   low: { address: string; balanceWei: bigint }[];
 }
 
-async function trySetBalance(provider: ethers.JsonRpcProvider, address: string, wei: bigint): Promise<boolean> {
+async function trySetBalance(
+  provider: ethers.JsonRpcProvider,
+  address: string,
+  wei: bigint,
+): Promise<boolean> {
   for (const method of ["anvil_setBalance", "hardhat_setBalance"]) {
     try {
       await provider.send(method, [address, ethers.toQuantity(wei)]);

@@ -69,7 +69,10 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     const logger =
       config.logFile === "-"
         ? pino({ level: config.logLevel })
-        : pino({ level: config.logLevel }, pino.destination({ dest: config.logFile, mkdir: true, sync: false }));
+        : pino(
+            { level: config.logLevel },
+            pino.destination({ dest: config.logFile, mkdir: true, sync: false }),
+          );
     // Async log writes are flushed last, after everything else has logged its shutdown.
     cleanups.push(() => new Promise<void>((resolve) => logger.flush(() => resolve())));
 
@@ -97,7 +100,10 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       rpcUrl = config.rpcUrl;
     }
     // cacheTimeout -1: no cached nonces/blocks between back-to-back calls (TOOLCHAIN.md).
-    const provider = new ethers.JsonRpcProvider(rpcUrl, undefined, { cacheTimeout: -1, staticNetwork: false });
+    const provider = new ethers.JsonRpcProvider(rpcUrl, undefined, {
+      cacheTimeout: -1,
+      staticNetwork: false,
+    });
     cleanups.push(() => provider.destroy());
     step("connecting to the chain");
     let chainId: number;
@@ -109,7 +115,9 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       );
     }
     if (config.chainId !== undefined && chainId !== config.chainId)
-      throw new Error(`The chain at ${describeRpc(config.rpcUrl)} reports chain id ${chainId}, but SIGIL_CHAIN_ID is ${config.chainId}.`);
+      throw new Error(
+        `The chain at ${describeRpc(config.rpcUrl)} reports chain id ${chainId}, but SIGIL_CHAIN_ID is ${config.chainId}.`,
+      );
 
     // Who pays for the first deployment: anvil's dev account on a dev chain, else SIGIL_DEPLOYER_KEY.
     const deployerKey = config.deployerKey ?? (config.devMode ? DEV_ACCOUNT_KEY : undefined);

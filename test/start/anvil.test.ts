@@ -5,7 +5,14 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ethers } from "ethers";
-import { AnvilError, anvilBinary, freePort, reapOrphan, startAnvil, type RunningAnvil } from "../../scripts/start/anvil";
+import {
+  AnvilError,
+  anvilBinary,
+  freePort,
+  reapOrphan,
+  startAnvil,
+  type RunningAnvil,
+} from "../../scripts/start/anvil";
 import { fundGasWallets, LOW_GAS_WEI } from "../../scripts/start/funding";
 
 const WHO = "0x1111111111111111111111111111111111111111";
@@ -112,13 +119,26 @@ describe("start: embedded chain (anvil)", function () {
   it("reaps an anvil orphaned by a hard-killed start (same state file), keeping its state", async () => {
     const statePath = path.join(dir, "chain-state.json");
     const port = await freePort();
-    const orphan = spawn(anvilBinary(), ["--state", statePath, "--port", String(port), "--silent"], { stdio: "ignore", detached: true });
+    const orphan = spawn(anvilBinary(), ["--state", statePath, "--port", String(port), "--silent"], {
+      stdio: "ignore",
+      detached: true,
+    });
     strayPids.push(orphan.pid!);
     fs.writeFileSync(path.join(dir, "anvil.pid"), String(orphan.pid));
     const rpc = () =>
-      fetch(`http://127.0.0.1:${port}`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' });
+      fetch(`http://127.0.0.1:${port}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+      });
     for (let i = 0; i < 100; i++) {
-      if (await rpc().then(() => true, () => false)) break; // up, with its signal handlers installed
+      if (
+        await rpc().then(
+          () => true,
+          () => false,
+        )
+      )
+        break; // up, with its signal handlers installed
       await new Promise((r) => setTimeout(r, 100));
     }
     const exited = new Promise((r) => orphan.once("exit", r));
@@ -129,7 +149,10 @@ describe("start: embedded chain (anvil)", function () {
 
   it("refuses to start while another live Sigil owns the data folder, and leaves its chain running", async () => {
     const statePath = path.join(dir, "chain-state.json");
-    const other = spawn(anvilBinary(), ["--state", statePath, "--port", "0", "--silent"], { stdio: "ignore", detached: true });
+    const other = spawn(anvilBinary(), ["--state", statePath, "--port", "0", "--silent"], {
+      stdio: "ignore",
+      detached: true,
+    });
     const owner = spawn(process.execPath, ["-e", "setTimeout(() => {}, 30000)"], { stdio: "ignore" });
     strayPids.push(other.pid!, owner.pid!);
     fs.writeFileSync(path.join(dir, "anvil.pid"), `${other.pid} ${owner.pid}`);
@@ -138,7 +161,9 @@ describe("start: embedded chain (anvil)", function () {
       expect.fail("should have refused");
     } catch (e) {
       expect((e as AnvilError).code).to.equal("anvil_in_use");
-      expect((e as Error).message).to.contain(`Another Sigil (pid ${owner.pid}) is already running with this data folder`);
+      expect((e as Error).message).to.contain(
+        `Another Sigil (pid ${owner.pid}) is already running with this data folder`,
+      );
     }
     expect(() => process.kill(other.pid!, 0)).not.to.throw();
   });

@@ -39,7 +39,8 @@ describe("start: CLI without a server", function () {
   it("prints help listing every command group and exits 0", () => {
     const r = sigil(["--help"]);
     expect(r.code).to.equal(0);
-    for (const c of ["account", "keys", "pkps", "groups", "actions", "run", "billing", "config"]) expect(r.stdout).to.match(new RegExp(`^  ${c}\\b`, "m"));
+    for (const c of ["account", "keys", "pkps", "groups", "actions", "run", "billing", "config"])
+      expect(r.stdout).to.match(new RegExp(`^  ${c}\\b`, "m"));
   });
 
   it("exits 1 on an unknown command", () => {
@@ -57,11 +58,15 @@ describe("start: CLI without a server", function () {
   it("exits 1 when a command needs a key and none is given, saying how to give one", () => {
     const r = sigil(["pkps", "list"]);
     expect(r.code).to.equal(1);
-    expect(r.stderr).to.equal("error: This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).\n");
+    expect(r.stderr).to.equal(
+      "error: This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).\n",
+    );
   });
 
   it("exits 1 on invalid --params JSON before contacting anything", () => {
-    const r = sigil(["run", "--cid", "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o", "--params", "{nope"], { SIGIL_API_KEY: usageKey });
+    const r = sigil(["run", "--cid", "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o", "--params", "{nope"], {
+      SIGIL_API_KEY: usageKey,
+    });
     expect(r.code).to.equal(1);
     expect(r.stderr).to.match(/^error: --params must be JSON/);
   });
@@ -90,7 +95,9 @@ describe("start: CLI without a server", function () {
     const url = `http://127.0.0.1:${await deadPort()}`;
     const r = sigil(["billing", "balance"], { SIGIL_URL: url, SIGIL_API_KEY: usageKey });
     expect(r.code).to.equal(3);
-    expect(r.stderr).to.match(new RegExp(`^error: Cannot reach Sigil at ${url.replace(/\./g, "\\.")} \\(ECONNREFUSED\\)`));
+    expect(r.stderr).to.match(
+      new RegExp(`^error: Cannot reach Sigil at ${url.replace(/\./g, "\\.")} \\(ECONNREFUSED\\)`),
+    );
     expect(r.stdout + r.stderr).not.to.contain(usageKey);
   });
 
@@ -102,7 +109,9 @@ describe("start: CLI without a server", function () {
   });
 
   it("is what package.json's bin points to", () => {
-    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { bin: Record<string, string> };
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+      bin: Record<string, string>;
+    };
     expect(pkg.bin.sigil).to.equal("bin/sigil.js");
   });
 });

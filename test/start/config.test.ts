@@ -37,7 +37,9 @@ describe("start: configuration", () => {
   it("turns dev mode off for an external chain, and then refuses to start without a root key, saying how to provide one", () => {
     const problems = problemsOf({ SIGIL_RPC_URL: "http://127.0.0.1:9999" }, cwd);
     expect(problems).to.have.length(1);
-    expect(problems[0]).to.match(/^No root key: outside dev mode Sigil never generates one\. Provide it in SIGIL_ROOT_KEY/);
+    expect(problems[0]).to.match(
+      /^No root key: outside dev mode Sigil never generates one\. Provide it in SIGIL_ROOT_KEY/,
+    );
     expect(problems[0]).to.contain("root.key");
     expect(problems[0]).to.contain("SIGIL_DEV_MODE=true");
   });
@@ -53,7 +55,13 @@ describe("start: configuration", () => {
   it("reports every invalid value at once without echoing secrets", () => {
     const secret = "zz" + "12".repeat(31);
     const problems = problemsOf(
-      { PORT: "80x", SIGIL_ANVIL_PORT: "70000", SIGIL_DEV_MODE: "maybe", SIGIL_ROOT_KEY: secret, SIGIL_LOG_LEVEL: "loud" },
+      {
+        PORT: "80x",
+        SIGIL_ANVIL_PORT: "70000",
+        SIGIL_DEV_MODE: "maybe",
+        SIGIL_ROOT_KEY: secret,
+        SIGIL_LOG_LEVEL: "loud",
+      },
       cwd,
     );
     expect(problems.map((p) => p.split(" ")[0])).to.deep.equal([
@@ -67,9 +75,9 @@ describe("start: configuration", () => {
   });
 
   it("rejects a non-http RPC URL", () => {
-    expect(problemsOf({ SIGIL_RPC_URL: "localhost:8545", SIGIL_ROOT_KEY: "ab".repeat(32) }, cwd)).to.deep.equal([
-      'SIGIL_RPC_URL="localhost:8545" is not an http(s) or ws(s) URL.',
-    ]);
+    expect(
+      problemsOf({ SIGIL_RPC_URL: "localhost:8545", SIGIL_ROOT_KEY: "ab".repeat(32) }, cwd),
+    ).to.deep.equal(['SIGIL_RPC_URL="localhost:8545" is not an http(s) or ws(s) URL.']);
   });
 
   it("requires the three deployment variables together", () => {
@@ -82,12 +90,31 @@ describe("start: configuration", () => {
 
   it("refuses half a Stripe configuration and picks Stripe when complete", () => {
     expect(problemsOf({ STRIPE_SECRET_KEY: "sk_test_x" }, cwd)[0]).to.match(/^Stripe is half configured/);
-    const c = loadConfig({ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_PUBLISHABLE_KEY: "pk_test_y", STRIPE_WEBHOOK_SECRET: "whsec_z" }, cwd);
-    expect(c.stripe).to.deep.equal({ secretKey: "sk_test_x", publishableKey: "pk_test_y", webhookSecret: "whsec_z", apiHost: undefined });
+    const c = loadConfig(
+      {
+        STRIPE_SECRET_KEY: "sk_test_x",
+        STRIPE_PUBLISHABLE_KEY: "pk_test_y",
+        STRIPE_WEBHOOK_SECRET: "whsec_z",
+      },
+      cwd,
+    );
+    expect(c.stripe).to.deep.equal({
+      secretKey: "sk_test_x",
+      publishableKey: "pk_test_y",
+      webhookSecret: "whsec_z",
+      apiHost: undefined,
+    });
   });
 
   it("reads sigil.config.json, with the environment taking precedence", () => {
-    fs.writeFileSync(path.join(cwd, "sigil.config.json"), JSON.stringify({ PORT: 9100, SIGIL_GAS_WALLETS: 2, SIGIL_IPFS_GATEWAYS: ["https://a.example", "https://b.example"] }));
+    fs.writeFileSync(
+      path.join(cwd, "sigil.config.json"),
+      JSON.stringify({
+        PORT: 9100,
+        SIGIL_GAS_WALLETS: 2,
+        SIGIL_IPFS_GATEWAYS: ["https://a.example", "https://b.example"],
+      }),
+    );
     const c = loadConfig({ PORT: "9200" }, cwd);
     expect(c.port).to.equal(9200);
     expect(c.gasWallets).to.equal(2);
@@ -96,7 +123,10 @@ describe("start: configuration", () => {
   });
 
   it("refuses secrets and unknown keys in the config file", () => {
-    fs.writeFileSync(path.join(cwd, "sigil.config.json"), JSON.stringify({ SIGIL_ROOT_KEY: "ab".repeat(32), PROT: 1 }));
+    fs.writeFileSync(
+      path.join(cwd, "sigil.config.json"),
+      JSON.stringify({ SIGIL_ROOT_KEY: "ab".repeat(32), PROT: 1 }),
+    );
     const problems = problemsOf({}, cwd);
     expect(problems).to.have.length(2);
     expect(problems[0]).to.contain('"SIGIL_ROOT_KEY" is a secret and is only read from the environment');

@@ -5,7 +5,12 @@ import * as path from "node:path";
 import { ethers } from "ethers";
 import { deploySigil } from "../../scripts/deploy";
 import { startAnvil, type RunningAnvil } from "../../scripts/start/anvil";
-import { DeploymentError, describeRpc, ensureDeployment, readDeployment } from "../../scripts/start/deployment";
+import {
+  DeploymentError,
+  describeRpc,
+  ensureDeployment,
+  readDeployment,
+} from "../../scripts/start/deployment";
 import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
 
 describe("start: deployment memory", function () {
@@ -48,21 +53,41 @@ describe("start: deployment memory", function () {
 
   it("deploys on first start and writes the addresses down", async () => {
     const p = await boot();
-    const { deployment, fresh } = await ensureDeployment({ provider: p, file: file(), chainLabel: "embedded", deploy: deploy(p) });
+    const { deployment, fresh } = await ensureDeployment({
+      provider: p,
+      file: file(),
+      chainLabel: "embedded",
+      deploy: deploy(p),
+    });
     expect(fresh).to.equal(true);
     expect(deploys).to.equal(1);
     expect(await p.getCode(deployment.registry)).not.to.equal("0x");
     const saved = readDeployment(file())!;
-    expect(saved).to.include({ registry: deployment.registry, forwarder: deployment.forwarder, chainId: 31337, chain: "embedded" });
+    expect(saved).to.include({
+      registry: deployment.registry,
+      forwarder: deployment.forwarder,
+      chainId: 31337,
+      chain: "embedded",
+    });
     expect(saved.deployBlock).to.equal(deployment.deployBlock);
   });
 
   it("reuses the remembered deployment after a restart of the chain, without deploying again", async () => {
     const p = await boot();
-    const first = await ensureDeployment({ provider: p, file: file(), chainLabel: "embedded", deploy: deploy(p) });
+    const first = await ensureDeployment({
+      provider: p,
+      file: file(),
+      chainLabel: "embedded",
+      deploy: deploy(p),
+    });
     await halt();
     const q = await boot();
-    const second = await ensureDeployment({ provider: q, file: file(), chainLabel: "embedded", deploy: deploy(q) });
+    const second = await ensureDeployment({
+      provider: q,
+      file: file(),
+      chainLabel: "embedded",
+      deploy: deploy(q),
+    });
     expect(second.fresh).to.equal(false);
     expect(second.deployment).to.deep.equal(first.deployment);
     expect(deploys).to.equal(1);
@@ -70,7 +95,12 @@ describe("start: deployment memory", function () {
 
   it("says clearly that the chain was reset when the remembered contracts are gone, and does not redeploy", async () => {
     const p = await boot();
-    const { deployment } = await ensureDeployment({ provider: p, file: file(), chainLabel: "embedded", deploy: deploy(p) });
+    const { deployment } = await ensureDeployment({
+      provider: p,
+      file: file(),
+      chainLabel: "embedded",
+      deploy: deploy(p),
+    });
     await halt();
     fs.rmSync(path.join(dir, "chain-state.json")); // the chain's state is lost
     const q = await boot();
@@ -80,7 +110,9 @@ describe("start: deployment memory", function () {
     } catch (e) {
       expect(e).to.be.instanceOf(DeploymentError);
       expect((e as DeploymentError).code).to.equal("chain_reset");
-      expect((e as Error).message).to.match(/^The chain was reset: there is no contract code at the remembered registry 0x[0-9a-fA-F]{40} and forwarder/);
+      expect((e as Error).message).to.match(
+        /^The chain was reset: there is no contract code at the remembered registry 0x[0-9a-fA-F]{40} and forwarder/,
+      );
       expect((e as Error).message).to.contain(deployment.registry);
       expect((e as Error).message).to.contain("move the data folder away");
     }
@@ -98,14 +130,21 @@ describe("start: deployment memory", function () {
       expect.fail("should have refused");
     } catch (e) {
       expect((e as DeploymentError).code).to.equal("chain_mismatch");
-      expect((e as Error).message).to.contain("deployed on chain 31337 (embedded), but the chain Sigil is connected to now reports chain id 777");
+      expect((e as Error).message).to.contain(
+        "deployed on chain 31337 (embedded), but the chain Sigil is connected to now reports chain id 777",
+      );
     }
   });
 
   it("explains what to configure when there is nothing deployed and no deployer", async () => {
     const p = await boot();
     try {
-      await ensureDeployment({ provider: p, file: file(), chainLabel: "x", deployHint: "set SIGIL_DEPLOYER_KEY" });
+      await ensureDeployment({
+        provider: p,
+        file: file(),
+        chainLabel: "x",
+        deployHint: "set SIGIL_DEPLOYER_KEY",
+      });
       expect.fail("should have refused");
     } catch (e) {
       expect((e as DeploymentError).code).to.equal("deployer_missing");
@@ -117,7 +156,12 @@ describe("start: deployment memory", function () {
     const p = await boot();
     const nowhere = "0x" + "42".repeat(20);
     try {
-      await ensureDeployment({ provider: p, file: file(), chainLabel: "x", configured: { registry: nowhere, forwarder: nowhere, deployBlock: 0 } });
+      await ensureDeployment({
+        provider: p,
+        file: file(),
+        chainLabel: "x",
+        configured: { registry: nowhere, forwarder: nowhere, deployBlock: 0 },
+      });
       expect.fail("should have refused");
     } catch (e) {
       expect((e as DeploymentError).code).to.equal("chain_mismatch");
@@ -128,7 +172,9 @@ describe("start: deployment memory", function () {
   });
 
   it("never writes RPC credentials into the data folder", () => {
-    expect(describeRpc("https://user:secret@rpc.example.com/v2/KEY123?x=1")).to.equal("https://rpc.example.com/…");
+    expect(describeRpc("https://user:secret@rpc.example.com/v2/KEY123?x=1")).to.equal(
+      "https://rpc.example.com/…",
+    );
     expect(describeRpc(undefined)).to.equal("embedded");
   });
 });

@@ -72,7 +72,9 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-newcomer-data-"));
     work = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-newcomer-work-"));
     // A fresh clone: exactly the tracked files.
-    const files = execFileSync("git", ["ls-files", "-z"], { cwd: REPO, encoding: "utf8" }).split("\0").filter(Boolean);
+    const files = execFileSync("git", ["ls-files", "-z"], { cwd: REPO, encoding: "utf8" })
+      .split("\0")
+      .filter(Boolean);
     for (const f of files) {
       const src = path.join(REPO, f);
       if (!fs.existsSync(src)) continue; // deleted in the working tree but not yet committed
@@ -120,13 +122,16 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     });
     child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
-    const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once("exit", (code, signal) => r({ code, signal })));
+    const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.once("exit", (code, signal) => r({ code, signal })),
+    );
     const deadline = Date.now() + 240_000; // the first start compiles the contracts
     let exited = false;
     void exit.then(() => (exited = true));
     for (;;) {
       if (exited) throw new Error(`npm start exited early.\nstdout:\n${out}\nstderr:\n${err}`);
-      if (Date.now() > deadline) throw new Error(`npm start did not become healthy.\nstdout:\n${out}\nstderr:\n${err}`);
+      if (Date.now() > deadline)
+        throw new Error(`npm start did not become healthy.\nstdout:\n${out}\nstderr:\n${err}`);
       if (/Sigil is running at/.test(out) && (await healthy())) break;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -140,7 +145,9 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
 
   function cli(args: string[], apiKey?: string, opts: { npx?: boolean } = {}) {
     const cmd = opts.npx ? "npx" : process.execPath;
-    const argv = opts.npx ? ["--no-install", "sigil", ...args] : [path.join(copy, "bin", "sigil.js"), ...args];
+    const argv = opts.npx
+      ? ["--no-install", "sigil", ...args]
+      : [path.join(copy, "bin", "sigil.js"), ...args];
     const r = spawnSync(cmd, argv, {
       cwd: copy,
       env: { ...process.env, SIGIL_URL: `http://127.0.0.1:${port}`, SIGIL_API_KEY: apiKey ?? "" },
@@ -153,7 +160,8 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
   function cliJson(args: string[], apiKey?: string, opts: { npx?: boolean } = {}): Record<string, unknown> {
     const r = cli(["--json", ...args], apiKey, opts);
     lastStderr = r.stderr;
-    if (r.code !== 0) throw new Error(`sigil ${args.join(" ")} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    if (r.code !== 0)
+      throw new Error(`sigil ${args.join(" ")} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
     return JSON.parse(r.stdout) as Record<string, unknown>;
   }
 
@@ -173,7 +181,9 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
           let text = "";
           res.setEncoding("utf8");
           res.on("data", (d: string) => (text += d));
-          res.on("end", () => resolve({ status: res.statusCode!, json: JSON.parse(text) as Record<string, unknown> }));
+          res.on("end", () =>
+            resolve({ status: res.statusCode!, json: JSON.parse(text) as Record<string, unknown> }),
+          );
         },
       );
       req.on("error", reject);
@@ -228,14 +238,28 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     expect(cid.cid).to.equal(pinned.cid);
     cliRun.cid = String(pinned.cid);
 
-    const group = cliJson(["groups", "create", "--name", "demo", "--pkp", cliRun.pkp, "--action", cliRun.cid], ak);
+    const group = cliJson(
+      ["groups", "create", "--name", "demo", "--pkp", cliRun.pkp, "--action", cliRun.cid],
+      ak,
+    );
     cliRun.group = String(group.group_id);
 
     const key = cliJson(["keys", "add", "--name", "server", "--execute", cliRun.group], ak);
     expect(key.usage_api_key).to.match(/^uk_[0-9a-f]{64}$/);
     cliRun.usageKey = String(key.usage_api_key);
 
-    const run = cliJson(["run", "--cid", cliRun.cid, "--pkp", cliRun.pkp, "--params", JSON.stringify({ pkpId: cliRun.pkp, message: MESSAGE })], cliRun.usageKey);
+    const run = cliJson(
+      [
+        "run",
+        "--cid",
+        cliRun.cid,
+        "--pkp",
+        cliRun.pkp,
+        "--params",
+        JSON.stringify({ pkpId: cliRun.pkp, message: MESSAGE }),
+      ],
+      cliRun.usageKey,
+    );
     const response = run.response as { message: string; signature: string; address: string };
     expect(response.message).to.equal(MESSAGE);
     expect(ethers.verifyMessage(MESSAGE, response.signature)).to.equal(cliRun.pkpAddress);
@@ -245,10 +269,14 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
 
   it("the README's verification one-liner prints the PKP's address", () => {
     const sig = cliRun.signature;
-    const printed = execFileSync(process.execPath, ["-e", 'console.log(require("ethers").verifyMessage(process.argv[1], process.argv[2]))', MESSAGE, sig], {
-      cwd: copy,
-      encoding: "utf8",
-    });
+    const printed = execFileSync(
+      process.execPath,
+      ["-e", 'console.log(require("ethers").verifyMessage(process.argv[1], process.argv[2]))', MESSAGE, sig],
+      {
+        cwd: copy,
+        encoding: "utf8",
+      },
+    );
     expect(printed.trim()).to.equal(cliRun.pkpAddress);
   });
 
@@ -282,7 +310,11 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     const action = await http("POST", "actions", ak, { code: readmeAction() });
     httpRun.cid = String(action.json.cid);
     expect(httpRun.cid).to.equal(cliRun.cid); // same code, same CID, in any account
-    const group = await http("POST", "groups", ak, { name: "demo", pkps: [httpRun.pkp], actions: [httpRun.cid] });
+    const group = await http("POST", "groups", ak, {
+      name: "demo",
+      pkps: [httpRun.pkp],
+      actions: [httpRun.cid],
+    });
     httpRun.group = String(group.json.group_id);
     const key = await http("POST", "add_usage_api_key", ak, {
       name: "server",
@@ -306,7 +338,11 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     const run = res.json as { response: { signature: string } };
     expect(ethers.verifyMessage(MESSAGE, run.response.signature)).to.equal(httpRun.pkpAddress);
     // Isolation: the CLI account's usage key cannot run with this account's PKP.
-    const cross = await http("POST", "svc_action", cliRun.usageKey, { cid: httpRun.cid, pkp_id: httpRun.pkp, js_params: { pkpId: httpRun.pkp, message: MESSAGE } });
+    const cross = await http("POST", "svc_action", cliRun.usageKey, {
+      cid: httpRun.cid,
+      pkp_id: httpRun.pkp,
+      js_params: { pkpId: httpRun.pkp, message: MESSAGE },
+    });
     expect(cross.status).to.equal(403);
   });
 
@@ -352,8 +388,21 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     expect(Number(balance.balance_cents)).to.equal(balanceBeforeRestart);
 
     // The same root key: the same PKP signs with the same address, with the key created before the restart.
-    const run = cliJson(["run", "--cid", cliRun.cid, "--pkp", cliRun.pkp, "--params", JSON.stringify({ pkpId: cliRun.pkp, message: MESSAGE })], cliRun.usageKey);
-    expect(ethers.verifyMessage(MESSAGE, (run.response as { signature: string }).signature)).to.equal(cliRun.pkpAddress);
+    const run = cliJson(
+      [
+        "run",
+        "--cid",
+        cliRun.cid,
+        "--pkp",
+        cliRun.pkp,
+        "--params",
+        JSON.stringify({ pkpId: cliRun.pkp, message: MESSAGE }),
+      ],
+      cliRun.usageKey,
+    );
+    expect(ethers.verifyMessage(MESSAGE, (run.response as { signature: string }).signature)).to.equal(
+      cliRun.pkpAddress,
+    );
     const httpAccount = await http("GET", "account", httpRun.accountKey);
     expect(httpAccount.status).to.equal(200);
   });

@@ -44,7 +44,12 @@ describe("start: the service (startSigil)", function () {
   });
 
   it("on an external chain: deploys with SIGIL_DEPLOYER_KEY, never funds gas wallets, and reports them as low", async () => {
-    external = await startAnvil({ statePath: path.join(dir, "ext-state.json"), pidPath: path.join(dir, "ext.pid"), port: 0, chainId: 31337 });
+    external = await startAnvil({
+      statePath: path.join(dir, "ext-state.json"),
+      pidPath: path.join(dir, "ext.pid"),
+      port: 0,
+      chainId: 31337,
+    });
     const config = loadConfig(
       {
         SIGIL_DATA_DIR: path.join(dir, "data"),
@@ -64,16 +69,25 @@ describe("start: the service (startSigil)", function () {
     expect(running.freshDeployment).to.equal(true);
     expect(running.funding.funded).to.deep.equal([]);
     expect(running.funding.low).to.have.length(2);
-    expect(warnings.filter((w) => /^gas wallet 0x[0-9a-fA-F]{40} holds only 0\.0 ETH: fund it/.test(w))).to.have.length(2);
+    expect(
+      warnings.filter((w) => /^gas wallet 0x[0-9a-fA-F]{40} holds only 0\.0 ETH: fund it/.test(w)),
+    ).to.have.length(2);
     expect(fs.existsSync(path.join(dir, "data", "root.key"))).to.equal(false); // the injected key is never written down
     const health = await fetch(`${running.url}/health`);
     expect(health.status).to.equal(200);
-    const saved = JSON.parse(fs.readFileSync(path.join(dir, "data", "deployment.json"), "utf8")) as { chain: string };
+    const saved = JSON.parse(fs.readFileSync(path.join(dir, "data", "deployment.json"), "utf8")) as {
+      chain: string;
+    };
     expect(saved.chain).to.equal(`http://${new URL(external.rpcUrl).host}`);
   });
 
   it("a start refused because the chain was reset stops the chain it had started and leaves no process behind", async () => {
-    const env = { SIGIL_DATA_DIR: path.join(dir, "data"), PORT: "0", SIGIL_ANVIL_PORT: "0", SIGIL_LOG_FILE: path.join(dir, "sigil.log") };
+    const env = {
+      SIGIL_DATA_DIR: path.join(dir, "data"),
+      PORT: "0",
+      SIGIL_ANVIL_PORT: "0",
+      SIGIL_LOG_FILE: path.join(dir, "sigil.log"),
+    };
     running = await startSigil(loadConfig(env, dir), { warn: () => {} });
     const registry = running.deployment.registry;
     await running.close();
@@ -102,12 +116,23 @@ describe("start: the service (startSigil)", function () {
 
   it("the gas wallets of the embedded chain are funded by dev mode", async () => {
     running = await startSigil(
-      loadConfig({ SIGIL_DATA_DIR: path.join(dir, "data"), PORT: "0", SIGIL_ANVIL_PORT: "0", SIGIL_GAS_WALLETS: "3", SIGIL_LOG_FILE: "-", SIGIL_LOG_LEVEL: "silent" }, dir),
+      loadConfig(
+        {
+          SIGIL_DATA_DIR: path.join(dir, "data"),
+          PORT: "0",
+          SIGIL_ANVIL_PORT: "0",
+          SIGIL_GAS_WALLETS: "3",
+          SIGIL_LOG_FILE: "-",
+          SIGIL_LOG_LEVEL: "silent",
+        },
+        dir,
+      ),
       { warn: () => {} },
     );
     expect(running.funding.funded).to.have.length(3);
     const provider = new ethers.JsonRpcProvider(running.rpcUrl, undefined, { cacheTimeout: -1 });
-    for (const a of running.funding.funded) expect(await provider.getBalance(a)).to.equal(ethers.parseEther("1000"));
+    for (const a of running.funding.funded)
+      expect(await provider.getBalance(a)).to.equal(ethers.parseEther("1000"));
     provider.destroy();
   });
 
@@ -131,7 +156,11 @@ describe("start: the service (startSigil)", function () {
         { warn: () => {} },
       );
       expect(running.paymentProcessor).to.equal("stripe");
-      const created = await fetch(`${running.url}/core/v1/new_account`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      const created = await fetch(`${running.url}/core/v1/new_account`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      });
       const accountKey = ((await created.json()) as { api_key: string }).api_key;
       // Asynchronous: the service runs in this very process, so a spawnSync would block it.
       const sigil = (...args: string[]) =>
@@ -164,15 +193,26 @@ describe("start: the service (startSigil)", function () {
   });
 
   it("npm start refuses to start outside dev mode without a root key, says how to provide one, and exits 1", () => {
-    const r = spawnSync(process.execPath, [require.resolve("ts-node/dist/bin"), "--transpile-only", "scripts/start.ts"], {
-      cwd: ROOT,
-      env: { ...process.env, SIGIL_DATA_DIR: path.join(dir, "data"), SIGIL_RPC_URL: "http://127.0.0.1:9", SIGIL_ROOT_KEY: "" },
-      encoding: "utf8",
-      timeout: 60_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [require.resolve("ts-node/dist/bin"), "--transpile-only", "scripts/start.ts"],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          SIGIL_DATA_DIR: path.join(dir, "data"),
+          SIGIL_RPC_URL: "http://127.0.0.1:9",
+          SIGIL_ROOT_KEY: "",
+        },
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
     expect(r.status).to.equal(1);
     expect(r.stderr).to.contain("Sigil cannot start: the configuration is invalid.");
-    expect(r.stderr).to.contain("No root key: outside dev mode Sigil never generates one. Provide it in SIGIL_ROOT_KEY");
+    expect(r.stderr).to.contain(
+      "No root key: outside dev mode Sigil never generates one. Provide it in SIGIL_ROOT_KEY",
+    );
     expect(r.stderr).to.contain("See docs/configuration.md");
     expect(fs.existsSync(path.join(dir, "data"))).to.equal(false); // nothing was created
   });
