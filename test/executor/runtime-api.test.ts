@@ -70,6 +70,13 @@ describe("executor: runtime API", function () {
       expect(r.logs).to.equal('a 1 {"b":2}\nTypeError: bad\n');
     });
 
+    it("accepts the other common console methods", async function () {
+      const r = await run(
+        `console.dir({ a: 1 }); console.table([1]); console.assert(1 === 2, "math"); console.assert(true, "no"); console.group("g"); console.groupEnd(); return 0;`,
+      );
+      expect(r.logs).to.equal('{"a":1}\n[1]\nAssertion failed: math\ng\n');
+    });
+
     it("endows Date.now, Math.random, TextEncoder and TextDecoder", async function () {
       const r = await ok(`
         const bytes = new TextEncoder().encode("é");

@@ -32,7 +32,27 @@ function makeConsole(run, harden) {
       truncated: true,
     });
   };
-  return harden({ log: write, info: write, warn: write, error: write, debug: write, trace: write });
+  const assert = (condition, ...args) => {
+    if (!condition) write("Assertion failed" + (args.length > 0 ? ":" : ""), ...args);
+  };
+  const group = (...args) => {
+    if (args.length > 0) write(...args);
+  };
+  const ignore = () => {};
+  return harden({
+    log: write,
+    info: write,
+    warn: write,
+    error: write,
+    debug: write,
+    trace: write,
+    dir: write,
+    table: write,
+    assert,
+    group,
+    groupCollapsed: group,
+    groupEnd: ignore,
+  });
 }
 
 function makeSleep(run, harden) {
