@@ -81,12 +81,24 @@ export function buildApp(ctx: RelayerContext): Express {
 
   if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 
-  app.use(express.json({ limit: ctx.cfg.maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
+  app.use(
+    express.json({
+      limit: ctx.cfg.maxBodyBytes,
+      strict: true,
+      type: ["application/json", "application/*+json"],
+    }),
+  );
   app.use((req: Request, _res: Response, next: NextFunction) => {
     const length = Number(req.get("content-length") ?? 0);
     const chunked = req.get("transfer-encoding") !== undefined;
     if (req.body === undefined && (length > 0 || chunked) && !["GET", "HEAD"].includes(req.method)) {
-      next(new ApiError(415, "unsupported_media_type", "Send the body as JSON with Content-Type: application/json."));
+      next(
+        new ApiError(
+          415,
+          "unsupported_media_type",
+          "Send the body as JSON with Content-Type: application/json.",
+        ),
+      );
       return;
     }
     next();
@@ -96,7 +108,14 @@ export function buildApp(ctx: RelayerContext): Express {
   app.get("/core/v1/openapi.json", (_req, res) => {
     res.json(openapi);
   });
-  for (const router of [accountRoutes(ctx), keyRoutes(ctx), pkpRoutes(ctx), groupRoutes(ctx), actionRoutes(ctx), configRoute(ctx)]) {
+  for (const router of [
+    accountRoutes(ctx),
+    keyRoutes(ctx),
+    pkpRoutes(ctx),
+    groupRoutes(ctx),
+    actionRoutes(ctx),
+    configRoute(ctx),
+  ]) {
     app.use("/core/v1", router);
   }
   app.use(healthRoutes(ctx));
@@ -106,7 +125,13 @@ export function buildApp(ctx: RelayerContext): Express {
     const allowed = compiled.filter(([, re]) => re.test(req.path)).map(([m]) => m);
     if (allowed.length) {
       res.setHeader("Allow", [...new Set(allowed)].join(", "));
-      next(new ApiError(405, "method_not_allowed", `${req.method} is not allowed here; use ${[...new Set(allowed)].join(" or ")}.`));
+      next(
+        new ApiError(
+          405,
+          "method_not_allowed",
+          `${req.method} is not allowed here; use ${[...new Set(allowed)].join(" or ")}.`,
+        ),
+      );
       return;
     }
     next(new ApiError(404, "route_not_found", `No endpoint ${req.method} ${req.path.slice(0, 200)}.`));

@@ -45,15 +45,43 @@ export function extractApiKey(req: Request): string {
     bearer = m[1];
   }
   if (header !== undefined && bearer !== undefined && header.trim() !== bearer) {
-    throw new ApiError(401, "invalid_api_key", "X-Api-Key and Authorization carry two different keys; send one.");
+    throw new ApiError(
+      401,
+      "invalid_api_key",
+      "X-Api-Key and Authorization carry two different keys; send one.",
+    );
   }
   const key = (header ?? bearer)?.trim();
-  if (!key) throw new ApiError(401, "missing_api_key", "Send the account key or a usage key in X-Api-Key or Authorization: Bearer.");
+  if (!key)
+    throw new ApiError(
+      401,
+      "missing_api_key",
+      "Send the account key or a usage key in X-Api-Key or Authorization: Bearer.",
+    );
   return key;
 }
 
+/**
+ * The service-managed owner of a master key. Derivation costs an HKDF and a curve multiplication, and it
+ * is needed on every request (mode check), so results are memoised (addresses only, nothing secret).
+ */
+const owners = new WeakMap<Enclave, Map<string, string>>();
+export function serviceOwner(enclave: Enclave, masterKey: string): string {
+  let m = owners.get(enclave);
+  if (!m) owners.set(enclave, (m = new Map()));
+  let owner = m.get(masterKey);
+  if (owner === undefined) {
+    owner = enclave.ownerAddress(masterKey);
+    if (m.size > 100_000) m.clear();
+    m.set(masterKey, owner);
+  }
+  return owner;
+}
+
 export function accountMode(enclave: Enclave, account: AccountProjection): AccountMode {
-  return account.masterKey !== null && account.owner === enclave.ownerAddress(account.masterKey) ? "api" : "chain_secured";
+  return account.masterKey !== null && account.owner === serviceOwner(enclave, account.masterKey)
+    ? "api"
+    : "chain_secured";
 }
 
 export class Authenticator {
@@ -70,7 +98,12 @@ export class Authenticator {
     try {
       parsed = this.enclave.parseApiKey(apiKey);
     } catch (err) {
-      if (isEnclaveError(err)) throw new ApiError(401, "invalid_api_key", "The key is not a Sigil key (expected ak_…, uk_… or a 0x private key).");
+      if (isEnclaveError(err))
+        throw new ApiError(
+          401,
+          "invalid_api_key",
+          "The key is not a Sigil key (expected ak_…, uk_… or a 0x private key).",
+        );
       throw err;
     }
     if (parsed.kind === "account") {
@@ -84,15 +117,21 @@ export class Authenticator {
         apiKey,
         account,
         mode,
-        signer: this.enclave.ownerAddress(parsed.address),
+        signer: serviceOwner(this.enclave, parsed.address),
       };
     }
     const found = await this.cache.lookupKey(parsed.address, Math.floor(Date.now() / 1000));
-    if (found.status === "unknown") throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
+    if (found.status === "unknown")
+      throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
-      throw new ApiError(401, "api_key_expired", `The key expired at ${new Date(found.expiration * 1000).toISOString()}.`, {
-        details: { expiration: found.expiration },
-      });
+      throw new ApiError(
+        401,
+        "api_key_expired",
+        `The key expired at ${new Date(found.expiration * 1000).toISOString()}.`,
+        {
+          details: { expiration: found.expiration },
+        },
+      );
     }
     if (limit) {
       this.limits.perKey.take(`k:${parsed.address}`, `key ${parsed.address}`);
@@ -133,7 +172,13 @@ export class Authenticator {
     this.authenticate(apiKey).then(
       (auth) => {
         if (accountOnly && auth.principal.kind !== "account") {
-          next(new ApiError(403, "owner_only", "This endpoint needs the account key; a usage key can never use it."));
+          next(
+            new ApiError(
+              403,
+              "owner_only",
+              "This endpoint needs the account key; a usage key can never use it.",
+            ),
+          );
           return;
         }
         res.locals.auth = auth;

@@ -43,15 +43,23 @@ export function requireWriteScope(auth: AuthContext, scope: ScopeIndex, groupId:
   }
   if (!auth.key || !keyHasScope(auth.key, scope, groupId)) {
     const name = SCOPE_NAMES[scope];
-    throw new ApiError(403, "missing_scope", groupId === 0 ? `The key lacks the ${name} scope.` : `The key lacks the ${name} scope on group ${groupId}.`, {
-      details: { scope: name, group_id: groupId },
-    });
+    throw new ApiError(
+      403,
+      "missing_scope",
+      groupId === 0
+        ? `The key lacks the ${name} scope.`
+        : `The key lacks the ${name} scope on group ${groupId}.`,
+      {
+        details: { scope: name, group_id: groupId },
+      },
+    );
   }
 }
 
 /** Owner-only operations (key management, ownership transfer): account key in API mode only. */
 export function requireOwner(auth: AuthContext): void {
-  if (auth.principal.kind !== "account") throw new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
+  if (auth.principal.kind !== "account")
+    throw new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
   requireApiMode(auth);
 }
 
@@ -67,12 +75,17 @@ export function requireApiMode(auth: AuthContext): void {
 
 export function requireGroup(account: AccountProjection, groupId: number): GroupRecord {
   const g = account.groups.get(groupId);
-  if (!g) throw new ApiError(404, "group_not_found", `Group ${groupId} does not exist in this account.`, { details: { group_id: groupId } });
+  if (!g)
+    throw new ApiError(404, "group_not_found", `Group ${groupId} does not exist in this account.`, {
+      details: { group_id: groupId },
+    });
   return g;
 }
 
 /** The groups this caller may execute in (SPEC 4.3). */
-export function executableGroups(auth: Pick<AuthContext, "principal" | "mode" | "account" | "key">): GroupRecord[] {
+export function executableGroups(
+  auth: Pick<AuthContext, "principal" | "mode" | "account" | "key">,
+): GroupRecord[] {
   const groups = [...auth.account.groups.values()];
   if (auth.principal.kind === "account") return auth.mode === "api" ? groups : [];
   const ids = auth.key?.scopes.executeInGroups ?? [];
@@ -81,6 +94,12 @@ export function executableGroups(auth: Pick<AuthContext, "principal" | "mode" | 
 }
 
 /** Some group the caller may execute in lists the CID (by hash) and, if given, the PKP. */
-export function canExecute(auth: Pick<AuthContext, "principal" | "mode" | "account" | "key">, cidHash: string, pkpId?: string): boolean {
-  return executableGroups(auth).some((g) => g.actions.has(cidHash) && (pkpId === undefined || g.pkps.has(pkpId)));
+export function canExecute(
+  auth: Pick<AuthContext, "principal" | "mode" | "account" | "key">,
+  cidHash: string,
+  pkpId?: string,
+): boolean {
+  return executableGroups(auth).some(
+    (g) => g.actions.has(cidHash) && (pkpId === undefined || g.pkps.has(pkpId)),
+  );
 }

@@ -50,15 +50,28 @@ export interface WriteOutcome extends WriteResult {
  * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
  * (read-your-writes), then charge (only writes that landed are billed: REFERENCE.md gap 11).
  */
-export async function write(ctx: RelayerContext, auth: AuthContext, operation: string, data: string): Promise<WriteOutcome> {
+export async function write(
+  ctx: RelayerContext,
+  auth: AuthContext,
+  operation: string,
+  data: string,
+): Promise<WriteOutcome> {
   ctx.billing?.assertCanAfford(auth.principal, "write");
-  const result = await submit(ctx, { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind }, data);
+  const result = await submit(
+    ctx,
+    { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
+    data,
+  );
   ctx.billing?.chargeWrite(auth.principal, operation, result.txHash);
   return result;
 }
 
 /** Submit and sync the cache; used directly by new_account (no principal yet). */
-export async function submit(ctx: RelayerContext, who: { apiKey: string; principal: string; kind: "account" | "usage" }, data: string): Promise<WriteOutcome> {
+export async function submit(
+  ctx: RelayerContext,
+  who: { apiKey: string; principal: string; kind: "account" | "usage" },
+  data: string,
+): Promise<WriteOutcome> {
   let result: WriteResult;
   try {
     result = await ctx.sender.write({ ...who, data });
@@ -71,7 +84,10 @@ export async function submit(ctx: RelayerContext, who: { apiKey: string; princip
     await ctx.cache.syncTo(result.blockNumber);
   } catch (err) {
     // The write landed; the cache catches up on its next poll. Answer with the result anyway.
-    ctx.logger.warn({ err: (err as Error).message, block: result.blockNumber }, "cache sync after a write failed");
+    ctx.logger.warn(
+      { err: (err as Error).message, block: result.blockNumber },
+      "cache sync after a write failed",
+    );
   }
   return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
 }
@@ -94,7 +110,11 @@ export interface HandlerOptions {
 /**
  * Wraps a route: runs it, and for POST with an Idempotency-Key, keeps and replays its successful answer.
  */
-export function handler(ctx: RelayerContext, fn: (req: Request, res: Response) => Promise<HandlerResult>, opts: HandlerOptions = {}): RequestHandler {
+export function handler(
+  ctx: RelayerContext,
+  fn: (req: Request, res: Response) => Promise<HandlerResult>,
+  opts: HandlerOptions = {},
+): RequestHandler {
   return async (req: Request, res: Response) => {
     const idemKey = req.method === "POST" ? validateIdempotencyKey(req.get("idempotency-key")) : undefined;
     if (idemKey === undefined) {
@@ -105,14 +125,22 @@ export function handler(ctx: RelayerContext, fn: (req: Request, res: Response) =
     const auth = res.locals.auth as AuthContext | undefined;
     const scope = auth ? `key:${auth.principal.keyAddress}` : `ip:${clientIp(req)}`;
     const fp = fingerprint(req.method, req.baseUrl + req.path, req.body);
-    const sealKey = auth ? createHash("sha256").update(`sigil/idempotency/v1\n${auth.apiKey}\n${idemKey}`).digest() : null;
-    const out = await ctx.idempotency.run(scope, idemKey, fp, async () => {
-      const r = await fn(req, res);
-      return { status: r.status ?? 200, body: r.body };
-    }, {
-      seal: (body) => sealSecrets(body, opts.secretFields, sealKey),
-      unseal: (body) => unsealSecrets(body, opts.secretFields, sealKey),
-    });
+    const sealKey = auth
+      ? createHash("sha256").update(`sigil/idempotency/v1\n${auth.apiKey}\n${idemKey}`).digest()
+      : null;
+    const out = await ctx.idempotency.run(
+      scope,
+      idemKey,
+      fp,
+      async () => {
+        const r = await fn(req, res);
+        return { status: r.status ?? 200, body: r.body };
+      },
+      {
+        seal: (body) => sealSecrets(body, opts.secretFields, sealKey),
+        unseal: (body) => unsealSecrets(body, opts.secretFields, sealKey),
+      },
+    );
     if (out.replayed) res.setHeader("Idempotent-Replayed", "true");
     res.status(out.status).json(out.body);
   };

@@ -11,7 +11,11 @@ export interface ErrorEntry {
 
 export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   // 400: the request itself is wrong
-  invalid_json: { status: 400, why: "The body is not valid JSON.", fix: "Send a JSON object with Content-Type: application/json." },
+  invalid_json: {
+    status: 400,
+    why: "The body is not valid JSON.",
+    fix: "Send a JSON object with Content-Type: application/json.",
+  },
   invalid_request: {
     status: 400,
     why: "A field is missing, has the wrong type or is out of range; the message names the field and what was expected.",
@@ -32,22 +36,46 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A PKP id is not a 0x-prefixed 32-byte hex string (or, where allowed, a PKP address).",
     fix: "Use the `pkp_id` returned by POST /pkps/create.",
   },
-  invalid_cid: { status: 400, why: "A CID does not parse as an IPFS CID.", fix: "Use the `cid` returned by POST /actions or /actions/cid." },
-  invalid_address: { status: 400, why: "An address is not a 20-byte hex address, or is the zero address.", fix: "Send a 0x-prefixed 40-hex-digit address." },
+  invalid_cid: {
+    status: 400,
+    why: "A CID does not parse as an IPFS CID.",
+    fix: "Use the `cid` returned by POST /actions or /actions/cid.",
+  },
+  invalid_address: {
+    status: 400,
+    why: "An address is not a 20-byte hex address, or is the zero address.",
+    fix: "Send a 0x-prefixed 40-hex-digit address.",
+  },
   invalid_usage_api_key: {
     status: 400,
     why: "`usage_api_key` is not a usage key (malformed, or it is an account key).",
     fix: "Send the usage key value, or its `id` instead.",
   },
-  invalid_pagination: { status: 400, why: "`page_number` or `page_size` is not an integer in range.", fix: "page_number >= 0, 1 <= page_size <= 100." },
+  invalid_pagination: {
+    status: 400,
+    why: "`page_number` or `page_size` is not an integer in range.",
+    fix: "page_number >= 0, 1 <= page_size <= 100.",
+  },
   invalid_idempotency_key: {
     status: 400,
     why: "The Idempotency-Key header is empty, longer than 255 characters or holds non-printable characters.",
     fix: "Use a UUID or another printable string of at most 255 characters.",
   },
-  expiration_in_past: { status: 400, why: "`expiration` is not in the future.", fix: "Send a unix time (seconds) in the future, or null for no expiration." },
-  too_many_entries: { status: 400, why: "A list in the request has more entries than allowed.", fix: "Split the change into several requests." },
-  string_too_long: { status: 400, why: "A name, description or CID is longer than allowed.", fix: "Shorten it; the message gives the maximum." },
+  expiration_in_past: {
+    status: 400,
+    why: "`expiration` is not in the future.",
+    fix: "Send a unix time (seconds) in the future, or null for no expiration.",
+  },
+  too_many_entries: {
+    status: 400,
+    why: "A list in the request has more entries than allowed.",
+    fix: "Split the change into several requests.",
+  },
+  string_too_long: {
+    status: 400,
+    why: "A name, description or CID is longer than allowed.",
+    fix: "Shorten it; the message gives the maximum.",
+  },
   // 401: who are you?
   missing_api_key: {
     status: 401,
@@ -64,7 +92,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The key is well formed but not registered, or it was removed. Removal takes effect on the next request.",
     fix: "Use a live key; ask the account owner for a new usage key.",
   },
-  api_key_expired: { status: 401, why: "The usage key's expiration has passed.", fix: "Ask the account owner for a new key (or to update its expiration)." },
+  api_key_expired: {
+    status: 401,
+    why: "The usage key's expiration has passed.",
+    fix: "Ask the account owner for a new key (or to update its expiration).",
+  },
   // 403: you may not
   owner_only: {
     status: 403,
@@ -82,18 +114,42 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     fix: "Add the CID and the PKP to a group, and grant the key execute on that group.",
   },
   // 404: no such thing
-  route_not_found: { status: 404, why: "No endpoint has this path.", fix: "See docs/api.md or /core/v1/openapi.json." },
-  account_not_found: { status: 404, why: "The account does not exist.", fix: "Check the key; create an account with POST /core/v1/new_account." },
-  group_not_found: { status: 404, why: "The account has no live group with this id (it never existed or was deleted).", fix: "List groups with GET /groups." },
-  pkp_not_found: { status: 404, why: "No PKP with this id exists in this account.", fix: "List PKPs with GET /pkps." },
-  usage_key_not_found: { status: 404, why: "The account has no live usage key with this value or id.", fix: "List keys with GET /list_api_keys." },
+  route_not_found: {
+    status: 404,
+    why: "No endpoint has this path.",
+    fix: "See docs/api.md or /core/v1/openapi.json.",
+  },
+  account_not_found: {
+    status: 404,
+    why: "The account does not exist.",
+    fix: "Check the key; create an account with POST /core/v1/new_account.",
+  },
+  group_not_found: {
+    status: 404,
+    why: "The account has no live group with this id (it never existed or was deleted).",
+    fix: "List groups with GET /groups.",
+  },
+  pkp_not_found: {
+    status: 404,
+    why: "No PKP with this id exists in this account.",
+    fix: "List PKPs with GET /pkps.",
+  },
+  usage_key_not_found: {
+    status: 404,
+    why: "The account has no live usage key with this value or id.",
+    fix: "List keys with GET /list_api_keys.",
+  },
   action_not_found: {
     status: 404,
     why: "The CID's code is neither in the content store nor on a configured IPFS gateway.",
     fix: "Pin the code with POST /actions, or send it inline as `code`.",
   },
   // 405
-  method_not_allowed: { status: 405, why: "The path exists but not with this method; the Allow header lists the methods.", fix: "Use one of the allowed methods." },
+  method_not_allowed: {
+    status: 405,
+    why: "The path exists but not with this method; the Allow header lists the methods.",
+    fix: "Use one of the allowed methods.",
+  },
   // 409: state conflicts
   account_chain_secured: {
     status: 409,
@@ -110,23 +166,67 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The address is already an owner, master key or usage key; an address may hold one role only.",
     fix: "Use another address.",
   },
-  no_pending_transfer: { status: 409, why: "There is no ownership transfer to cancel or accept.", fix: "Start one with POST /account/transfer_ownership." },
-  pkp_already_in_group: { status: 409, why: "The PKP is already a member of the group.", fix: "Nothing to do; remove it first to re-add." },
-  pkp_not_in_group: { status: 409, why: "The PKP is not a member of the group.", fix: "List the group's members with GET /groups/:id." },
-  action_already_in_group: { status: 409, why: "The CID is already listed in the group.", fix: "Nothing to do." },
-  action_not_in_group: { status: 409, why: "The CID is not listed in the group.", fix: "List the group's actions with GET /groups/:id." },
-  too_many_members: { status: 409, why: "The group would hold more PKPs or actions than allowed.", fix: "Use another group." },
-  usage_key_expired: { status: 409, why: "The usage key being changed has expired; expired keys cannot be updated.", fix: "Remove it and create a new one." },
+  no_pending_transfer: {
+    status: 409,
+    why: "There is no ownership transfer to cancel or accept.",
+    fix: "Start one with POST /account/transfer_ownership.",
+  },
+  pkp_already_in_group: {
+    status: 409,
+    why: "The PKP is already a member of the group.",
+    fix: "Nothing to do; remove it first to re-add.",
+  },
+  pkp_not_in_group: {
+    status: 409,
+    why: "The PKP is not a member of the group.",
+    fix: "List the group's members with GET /groups/:id.",
+  },
+  action_already_in_group: {
+    status: 409,
+    why: "The CID is already listed in the group.",
+    fix: "Nothing to do.",
+  },
+  action_not_in_group: {
+    status: 409,
+    why: "The CID is not listed in the group.",
+    fix: "List the group's actions with GET /groups/:id.",
+  },
+  too_many_members: {
+    status: 409,
+    why: "The group would hold more PKPs or actions than allowed.",
+    fix: "Use another group.",
+  },
+  usage_key_expired: {
+    status: 409,
+    why: "The usage key being changed has expired; expired keys cannot be updated.",
+    fix: "Remove it and create a new one.",
+  },
   write_reverted: {
     status: 409,
     why: "The transaction was mined but reverted (state changed between the check and the write, e.g. a concurrent path-B change).",
     fix: "Re-read the state and retry.",
   },
   // 413 / 415
-  payload_too_large: { status: 413, why: "The body exceeds the size limit (1 MiB by default).", fix: "Send less." },
-  code_too_large: { status: 413, why: "Inline `code` exceeds 256 KB (or code from IPFS exceeds 512 KB).", fix: "Make the action smaller." },
-  js_params_too_large: { status: 413, why: "`js_params` exceeds 64 KB once serialized.", fix: "Send less data, or fetch it from the action." },
-  unsupported_media_type: { status: 415, why: "A body was sent without Content-Type: application/json.", fix: "Send JSON with that header." },
+  payload_too_large: {
+    status: 413,
+    why: "The body exceeds the size limit (1 MiB by default).",
+    fix: "Send less.",
+  },
+  code_too_large: {
+    status: 413,
+    why: "Inline `code` exceeds 256 KB (or code from IPFS exceeds 512 KB).",
+    fix: "Make the action smaller.",
+  },
+  js_params_too_large: {
+    status: 413,
+    why: "`js_params` exceeds 64 KB once serialized.",
+    fix: "Send less data, or fetch it from the action.",
+  },
+  unsupported_media_type: {
+    status: 415,
+    why: "A body was sent without Content-Type: application/json.",
+    fix: "Send JSON with that header.",
+  },
   // 429
   rate_limited: {
     status: 429,
@@ -149,13 +249,21 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The chain's RPC endpoint did not answer in time; nothing was written (or a sent write is not yet confirmed: `details.tx_hash`).",
     fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
   },
-  executor_busy: { status: 503, why: "Every sandbox worker is busy and the queue is full.", fix: "Retry after Retry-After." },
+  executor_busy: {
+    status: 503,
+    why: "Every sandbox worker is busy and the queue is full.",
+    fix: "Retry after Retry-After.",
+  },
   gas_wallet_unfunded: {
     status: 503,
     why: "The relayer's gas wallets cannot pay for the transaction.",
     fix: "The operator must fund the gas wallets listed by GET /health.",
   },
-  internal_error: { status: 500, why: "A bug. The message never leaks internals; the request_id finds the log line.", fix: "Report it with the request_id." },
+  internal_error: {
+    status: 500,
+    why: "A bug. The message never leaks internals; the request_id finds the log line.",
+    fix: "Report it with the request_id.",
+  },
 };
 
 export function catalogueStatus(code: string): number | undefined {

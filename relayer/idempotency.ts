@@ -20,7 +20,11 @@ export interface StoredResponse {
 export function validateIdempotencyKey(v: string | undefined): string | undefined {
   if (v === undefined) return undefined;
   if (!KEY_FORMAT.test(v) || v.trim() === "") {
-    throw new ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters.");
+    throw new ApiError(
+      400,
+      "invalid_idempotency_key",
+      "Idempotency-Key must be 1 to 255 printable ASCII characters.",
+    );
   }
   return v;
 }
@@ -37,7 +41,9 @@ function canonical(v: unknown): string {
 }
 
 export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash("sha256").update(`${method} ${path}\n${canonical(body ?? null)}`).digest("hex");
+  return createHash("sha256")
+    .update(`${method} ${path}\n${canonical(body ?? null)}`)
+    .digest("hex");
 }
 
 export class IdempotencyStore {
@@ -50,8 +56,12 @@ export class IdempotencyStore {
     db: Db,
     private readonly now: () => number = Date.now,
   ) {
-    this.selectStmt = db.prepare("SELECT fingerprint, status, body, created_ms FROM idempotency WHERE scope = ? AND key = ?");
-    this.insertStmt = db.prepare("INSERT OR REPLACE INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES (?, ?, ?, ?, ?, ?)");
+    this.selectStmt = db.prepare(
+      "SELECT fingerprint, status, body, created_ms FROM idempotency WHERE scope = ? AND key = ?",
+    );
+    this.insertStmt = db.prepare(
+      "INSERT OR REPLACE INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+    );
     this.pruneStmt = db.prepare("DELETE FROM idempotency WHERE created_ms < ?");
     this.prune();
   }
@@ -70,7 +80,10 @@ export class IdempotencyStore {
     key: string,
     fp: string,
     fn: () => Promise<StoredResponse>,
-    codec: { seal: (body: unknown) => unknown; unseal: (body: unknown) => unknown } = { seal: (b) => b, unseal: (b) => b },
+    codec: { seal: (body: unknown) => unknown; unseal: (body: unknown) => unknown } = {
+      seal: (b) => b,
+      unseal: (b) => b,
+    },
   ): Promise<StoredResponse & { replayed: boolean }> {
     const id = `${scope}\n${key}`;
     const flying = this.inFlight.get(id);
@@ -79,7 +92,8 @@ export class IdempotencyStore {
       // Joins the running request; its failure is this request's failure too (nothing was written twice).
       return { ...(await flying.result), replayed: true };
     }
-    const row = this.selectStmt.get(scope, key) as { fingerprint: string; status: number; body: string; created_ms: number } | undefined;
+    const row = this.selectStmt.get(scope, key) as
+      { fingerprint: string; status: number; body: string; created_ms: number } | undefined;
     if (row && row.created_ms >= this.now() - IDEMPOTENCY_TTL_MS) {
       if (row.fingerprint !== fp) throw reused();
       return { status: row.status, body: codec.unseal(JSON.parse(row.body)), replayed: true };
@@ -88,7 +102,8 @@ export class IdempotencyStore {
     this.inFlight.set(id, { fingerprint: fp, result });
     try {
       const r = await result;
-      if (r.status >= 200 && r.status < 300) this.insertStmt.run(scope, key, fp, r.status, JSON.stringify(codec.seal(r.body)), this.now());
+      if (r.status >= 200 && r.status < 300)
+        this.insertStmt.run(scope, key, fp, r.status, JSON.stringify(codec.seal(r.body)), this.now());
       return { ...r, replayed: false };
     } finally {
       this.inFlight.delete(id);
@@ -97,5 +112,9 @@ export class IdempotencyStore {
 }
 
 function reused(): ApiError {
-  return new ApiError(409, "idempotency_key_reused", "This Idempotency-Key was already used for a different request.");
+  return new ApiError(
+    409,
+    "idempotency_key_reused",
+    "This Idempotency-Key was already used for a different request.",
+  );
 }

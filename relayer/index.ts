@@ -82,7 +82,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   });
   await sender.init();
 
-  executor = new ActionExecutor({ keys: enclave, poolSize: cfg.executorPoolSize, limits: cfg.executorLimits });
+  executor = new ActionExecutor({
+    keys: enclave,
+    poolSize: cfg.executorPoolSize,
+    limits: cfg.executorLimits,
+  });
   const db = openRelayerDb(cfg.dataDir);
   const ctx: RelayerContext = {
     cfg,
@@ -93,7 +97,13 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     sender,
     executor,
     contentStore: new ContentStore(path.join(cfg.dataDir, "actions"), { maxBytes: cfg.limits.ipfsCodeBytes }),
-    gateway: cfg.ipfsGateways.length ? new GatewayClient({ gateways: cfg.ipfsGateways, maxBytes: cfg.limits.ipfsCodeBytes, timeoutMs: 10_000 }) : null,
+    gateway: cfg.ipfsGateways.length
+      ? new GatewayClient({
+          gateways: cfg.ipfsGateways,
+          maxBytes: cfg.limits.ipfsCodeBytes,
+          timeoutMs: 10_000,
+        })
+      : null,
     billing: opts.billing ?? null,
     idempotency: new IdempotencyStore(db),
     profiles: new ProfileStore(db),
@@ -110,7 +120,14 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   try {
     await executor.ready();
     // Catch up with the chain before serving, if it is there; if not, requests answer 503 until it is.
-    await cache.ensureSynced().catch((err) => logger.warn({ err: (err as Error).message }, "chain unreachable at start; serving 503 until it is back"));
+    await cache
+      .ensureSynced()
+      .catch((err) =>
+        logger.warn(
+          { err: (err as Error).message },
+          "chain unreachable at start; serving 503 until it is back",
+        ),
+      );
   } catch (err) {
     await executor.close();
     db.close();
@@ -131,7 +148,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     });
   });
   const port = (server.address() as AddressInfo).port;
-  const hostForUrl = cfg.host.includes(":") ? `[${cfg.host}]` : cfg.host === "0.0.0.0" ? "127.0.0.1" : cfg.host;
+  const hostForUrl = cfg.host.includes(":")
+    ? `[${cfg.host}]`
+    : cfg.host === "0.0.0.0"
+      ? "127.0.0.1"
+      : cfg.host;
   logger.info({ port, chainId, registry: cfg.registryAddress }, "relayer listening");
 
   let closed = false;

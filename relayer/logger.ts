@@ -23,7 +23,11 @@ export const REDACT_PATHS = [
 ];
 
 export function defaultLogger(): Logger {
-  return pino({ name: "sigil-relayer", level: process.env.SIGIL_LOG_LEVEL ?? "info", redact: { paths: REDACT_PATHS, censor: "[redacted]" } });
+  return pino({
+    name: "sigil-relayer",
+    level: process.env.SIGIL_LOG_LEVEL ?? "info",
+    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+  });
 }
 
 /** Masks anything that looks like a Sigil key in a free-form string (error messages from dependencies). */

@@ -12,7 +12,10 @@ export interface RelayerMetrics {
   cacheBlock: Gauge;
 }
 
-export function createMetrics(collect: { cacheBlock: () => number; executor: () => { alive: number; busy: number; queued: number; restarts: number } | null }): RelayerMetrics {
+export function createMetrics(collect: {
+  cacheBlock: () => number;
+  executor: () => { alive: number; busy: number; queued: number; restarts: number } | null;
+}): RelayerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "sigil_relayer_" });
   const cacheBlock = new Gauge({
@@ -40,7 +43,12 @@ export function createMetrics(collect: { cacheBlock: () => number; executor: () 
   return {
     registry,
     cacheBlock,
-    httpRequests: new Counter({ name: "sigil_http_requests_total", help: "HTTP requests", labelNames: ["method", "route", "status"], registers: [registry] }),
+    httpRequests: new Counter({
+      name: "sigil_http_requests_total",
+      help: "HTTP requests",
+      labelNames: ["method", "route", "status"],
+      registers: [registry],
+    }),
     httpDuration: new Histogram({
       name: "sigil_http_request_duration_seconds",
       help: "HTTP request duration",
@@ -48,9 +56,27 @@ export function createMetrics(collect: { cacheBlock: () => number; executor: () 
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
-    chainWrites: new Counter({ name: "sigil_chain_writes_total", help: "Path-A writes by result", labelNames: ["result"], registers: [registry] }),
-    executions: new Counter({ name: "sigil_executions_total", help: "Action executions", labelNames: ["has_error"], registers: [registry] }),
-    rpcFailures: new Counter({ name: "sigil_rpc_transient_failures_total", help: "Transient JSON-RPC failures", registers: [registry] }),
-    eventsApplied: new Counter({ name: "sigil_cache_events_applied_total", help: "Registry events applied to loaded projections", registers: [registry] }),
+    chainWrites: new Counter({
+      name: "sigil_chain_writes_total",
+      help: "Path-A writes by result",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    executions: new Counter({
+      name: "sigil_executions_total",
+      help: "Action executions",
+      labelNames: ["has_error"],
+      registers: [registry],
+    }),
+    rpcFailures: new Counter({
+      name: "sigil_rpc_transient_failures_total",
+      help: "Transient JSON-RPC failures",
+      registers: [registry],
+    }),
+    eventsApplied: new Counter({
+      name: "sigil_cache_events_applied_total",
+      help: "Registry events applied to loaded projections",
+      registers: [registry],
+    }),
   };
 }

@@ -10,13 +10,29 @@ type Schema = Record<string, unknown>;
 const str = (description?: string): Schema => ({ type: "string", ...(description ? { description } : {}) });
 const int = (description?: string): Schema => ({ type: "integer", ...(description ? { description } : {}) });
 const bool = (description?: string): Schema => ({ type: "boolean", ...(description ? { description } : {}) });
-const arr = (items: Schema, description?: string): Schema => ({ type: "array", items, ...(description ? { description } : {}) });
-const obj = (properties: Record<string, Schema>, required: string[] = []): Schema => ({ type: "object", properties, required, additionalProperties: false });
+const arr = (items: Schema, description?: string): Schema => ({
+  type: "array",
+  items,
+  ...(description ? { description } : {}),
+});
+const obj = (properties: Record<string, Schema>, required: string[] = []): Schema => ({
+  type: "object",
+  properties,
+  required,
+  additionalProperties: false,
+});
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (s: Schema): Schema => ({ oneOf: [s, { type: "null" }] });
 
-const groupIds = arr({ type: "integer", minimum: 0 }, "Group ids; 0 is the wildcard for every group of the account.");
-const pkpId = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "PKP id: 0x + 64 lower-case hex digits" };
+const groupIds = arr(
+  { type: "integer", minimum: 0 },
+  "Group ids; 0 is the wildcard for every group of the account.",
+);
+const pkpId = {
+  type: "string",
+  pattern: "^0x[0-9a-f]{64}$",
+  description: "PKP id: 0x + 64 lower-case hex digits",
+};
 const address = { type: "string", pattern: "^0x[0-9a-fA-F]{40}$", description: "EIP-55 checksummed address" };
 const permissionFields: Record<string, Schema> = {
   can_create_groups: bool(),
@@ -35,7 +51,9 @@ const usageKeyItem = obj({
   name: str(),
   description: str(),
   expiration,
-  balance: nullable(int("Remaining spend allowance in cents (cap − spent) when billing is on and the key has a spend cap")),
+  balance: nullable(
+    int("Remaining spend allowance in cents (cap − spent) when billing is on and the key has a spend cap"),
+  ),
   spent_cents: nullable(int()),
   spend_cap_cents: nullable(int()),
   can_create_groups: bool(),
@@ -49,7 +67,12 @@ const usageKeyItem = obj({
 });
 
 function page(item: Schema): Schema {
-  return obj({ items: arr(item), page_number: int(), page_size: int(), total: int() }, ["items", "page_number", "page_size", "total"]);
+  return obj({ items: arr(item), page_number: int(), page_size: int(), total: int() }, [
+    "items",
+    "page_number",
+    "page_size",
+    "total",
+  ]);
 }
 
 const pagingParams = [
@@ -73,25 +96,45 @@ function op(o: Op) {
     [String(o.status ?? 200)]: { description: "OK", content: { "application/json": { schema: o.ok } } },
   };
   const byStatus = new Map<number, string[]>();
-  const common = o.auth === "none" ? [] : ["missing_api_key", "invalid_api_key", "unknown_api_key", "api_key_expired", "rate_limited"];
+  const common =
+    o.auth === "none"
+      ? []
+      : ["missing_api_key", "invalid_api_key", "unknown_api_key", "api_key_expired", "rate_limited"];
   for (const code of [...common, ...o.errors, "internal_error"]) {
     const e = ERROR_CATALOGUE[code];
     if (!e) continue;
     byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), code]);
   }
   for (const [status, codes] of byStatus) {
-    responses[String(status)] = { description: codes.join(", "), content: { "application/json": { schema: ref("Error") } } };
+    responses[String(status)] = {
+      description: codes.join(", "),
+      content: { "application/json": { schema: ref("Error") } },
+    };
   }
   return {
     summary: o.summary,
     ...(o.auth === "none" ? { security: [] } : {}),
     ...(o.params ? { parameters: o.params } : {}),
-    ...(o.body ? { requestBody: { required: true, content: { "application/json": { schema: o.body } } } } : {}),
+    ...(o.body
+      ? { requestBody: { required: true, content: { "application/json": { schema: o.body } } } }
+      : {}),
     responses,
   };
 }
 
-const WRITE_ERRORS = ["invalid_request", "unknown_field", "invalid_json", "payload_too_large", "unsupported_media_type", "chain_unavailable", "gas_wallet_unfunded", "write_reverted", "idempotency_key_reused", "invalid_idempotency_key", "account_chain_secured"];
+const WRITE_ERRORS = [
+  "invalid_request",
+  "unknown_field",
+  "invalid_json",
+  "payload_too_large",
+  "unsupported_media_type",
+  "chain_unavailable",
+  "gas_wallet_unfunded",
+  "write_reverted",
+  "idempotency_key_reused",
+  "invalid_idempotency_key",
+  "account_chain_secured",
+];
 
 export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
   const keyCreate = obj({ name: str(), description: str(), expiration, ...permissionFields });
@@ -115,72 +158,297 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           auth: "none",
           status: 201,
           body: obj({ account_name: str(), account_description: str(), email: str() }),
-          ok: obj({ api_key: str(), account_id: int(), owner_address: address, master_key_address: address, mode: str(), name: str(), description: str(), tx_hash: str() }),
+          ok: obj({
+            api_key: str(),
+            account_id: int(),
+            owner_address: address,
+            master_key_address: address,
+            mode: str(),
+            name: str(),
+            description: str(),
+            tx_hash: str(),
+          }),
           errors: [...WRITE_ERRORS, "rate_limited"],
         }),
       },
       "/core/v1/account": {
         get: op({
           summary: "Account info, mode (api | chain_secured) and pending owner",
-          ok: obj({ account_id: int(), name: str(), description: str(), email: nullable(str()), mode: str(), owner_address: address, pending_owner: nullable(address), master_key_address: nullable(address), group_count: int(), pkp_count: int(), usage_key_count: int() }),
+          ok: obj({
+            account_id: int(),
+            name: str(),
+            description: str(),
+            email: nullable(str()),
+            mode: str(),
+            owner_address: address,
+            pending_owner: nullable(address),
+            master_key_address: nullable(address),
+            group_count: int(),
+            pkp_count: int(),
+            usage_key_count: int(),
+          }),
           errors: [],
         }),
       },
       "/core/v1/account/transfer_ownership": {
-        post: op({ summary: "Propose a new owner (account key, API mode)", body: obj({ new_owner: address }, ["new_owner"]), ok: obj({ pending_owner: address, tx_hash: str() }), errors: [...WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"] }),
+        post: op({
+          summary: "Propose a new owner (account key, API mode)",
+          body: obj({ new_owner: address }, ["new_owner"]),
+          ok: obj({ pending_owner: address, tx_hash: str() }),
+          errors: [...WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"],
+        }),
       },
       "/core/v1/account/cancel_ownership_transfer": {
-        post: op({ summary: "Withdraw a pending transfer (account key, API mode)", ok: obj({ pending_owner: { type: "null" }, tx_hash: str() }), errors: [...WRITE_ERRORS, "owner_only", "no_pending_transfer"] }),
+        post: op({
+          summary: "Withdraw a pending transfer (account key, API mode)",
+          ok: obj({ pending_owner: { type: "null" }, tx_hash: str() }),
+          errors: [...WRITE_ERRORS, "owner_only", "no_pending_transfer"],
+        }),
       },
       "/core/v1/add_usage_api_key": {
-        post: op({ summary: "Create a usage key (value returned once as usage_api_key)", status: 201, body: keyCreate, ok: { allOf: [usageKeyItem, obj({ usage_api_key: str(), tx_hash: str() })] }, errors: [...WRITE_ERRORS, "owner_only", "group_not_found", "invalid_group_id", "expiration_in_past", "too_many_entries", "string_too_long"] }),
+        post: op({
+          summary: "Create a usage key (value returned once as usage_api_key)",
+          status: 201,
+          body: keyCreate,
+          ok: { allOf: [usageKeyItem, obj({ usage_api_key: str(), tx_hash: str() })] },
+          errors: [
+            ...WRITE_ERRORS,
+            "owner_only",
+            "group_not_found",
+            "invalid_group_id",
+            "expiration_in_past",
+            "too_many_entries",
+            "string_too_long",
+          ],
+        }),
       },
-      "/core/v1/list_api_keys": { get: op({ summary: "List usage keys (never their values)", params: pagingParams, ok: page(usageKeyItem), errors: ["owner_only", "invalid_pagination"] }) },
+      "/core/v1/list_api_keys": {
+        get: op({
+          summary: "List usage keys (never their values)",
+          params: pagingParams,
+          ok: page(usageKeyItem),
+          errors: ["owner_only", "invalid_pagination"],
+        }),
+      },
       "/core/v1/update_usage_api_key": {
-        post: op({ summary: "Replace all permissions (fields left out reset to default)", body: obj({ ...keyTarget, name: str(), description: str(), expiration, ...permissionFields }), ok: usageKeyItem, errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "usage_key_expired", "invalid_usage_api_key", "group_not_found"] }),
+        post: op({
+          summary: "Replace all permissions (fields left out reset to default)",
+          body: obj({ ...keyTarget, name: str(), description: str(), expiration, ...permissionFields }),
+          ok: usageKeyItem,
+          errors: [
+            ...WRITE_ERRORS,
+            "owner_only",
+            "usage_key_not_found",
+            "usage_key_expired",
+            "invalid_usage_api_key",
+            "group_not_found",
+          ],
+        }),
       },
       "/core/v1/update_usage_api_key_metadata": {
-        post: op({ summary: "Change name and description only", body: obj({ ...keyTarget, name: str(), description: str() }), ok: usageKeyItem, errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"] }),
+        post: op({
+          summary: "Change name and description only",
+          body: obj({ ...keyTarget, name: str(), description: str() }),
+          ok: usageKeyItem,
+          errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
+        }),
       },
       "/core/v1/remove_usage_api_key": {
-        post: op({ summary: "Remove a usage key (refused from the next request on)", body: obj(keyTarget), ok: obj({ id: address, removed: bool(), tx_hash: str() }), errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"] }),
+        post: op({
+          summary: "Remove a usage key (refused from the next request on)",
+          body: obj(keyTarget),
+          ok: obj({ id: address, removed: bool(), tx_hash: str() }),
+          errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
+        }),
       },
       "/core/v1/pkps/create": {
-        post: op({ summary: "Create a PKP (pkp:create)", status: 201, body: obj({ name: str(), description: str() }), ok: obj({ pkp_id: pkpId, address, public_key: str(), name: str(), description: str(), tx_hash: str() }), errors: [...WRITE_ERRORS, "missing_scope"] }),
+        post: op({
+          summary: "Create a PKP (pkp:create)",
+          status: 201,
+          body: obj({ name: str(), description: str() }),
+          ok: obj({
+            pkp_id: pkpId,
+            address,
+            public_key: str(),
+            name: str(),
+            description: str(),
+            tx_hash: str(),
+          }),
+          errors: [...WRITE_ERRORS, "missing_scope"],
+        }),
       },
-      "/core/v1/pkps": { get: op({ summary: "List the account's PKPs", params: pagingParams, ok: page(ref("Pkp")), errors: ["invalid_pagination"] }) },
-      "/core/v1/pkps/{id}": { get: op({ summary: "A PKP's public key and address (no key needed)", auth: "none", params: [idParam("id", pkpId)], ok: ref("Pkp"), errors: ["invalid_pkp_id", "pkp_not_found", "chain_unavailable"] }) },
+      "/core/v1/pkps": {
+        get: op({
+          summary: "List the account's PKPs",
+          params: pagingParams,
+          ok: page(ref("Pkp")),
+          errors: ["invalid_pagination"],
+        }),
+      },
+      "/core/v1/pkps/{id}": {
+        get: op({
+          summary: "A PKP's public key and address (no key needed)",
+          auth: "none",
+          params: [idParam("id", pkpId)],
+          ok: ref("Pkp"),
+          errors: ["invalid_pkp_id", "pkp_not_found", "chain_unavailable"],
+        }),
+      },
       "/core/v1/groups": {
-        post: op({ summary: "Create a group (group:create; initial members need the wildcard scopes)", status: 201, body: obj({ name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }), ok: obj({ group_id: int(), tx_hash: str() }), errors: [...WRITE_ERRORS, "missing_scope", "invalid_pkp_id", "pkp_not_found", "invalid_cid"] }),
-        get: op({ summary: "List groups", params: pagingParams, ok: page(obj({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() })), errors: ["invalid_pagination"] }),
+        post: op({
+          summary: "Create a group (group:create; initial members need the wildcard scopes)",
+          status: 201,
+          body: obj({ name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }),
+          ok: obj({ group_id: int(), tx_hash: str() }),
+          errors: [...WRITE_ERRORS, "missing_scope", "invalid_pkp_id", "pkp_not_found", "invalid_cid"],
+        }),
+        get: op({
+          summary: "List groups",
+          params: pagingParams,
+          ok: page(
+            obj({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
+          ),
+          errors: ["invalid_pagination"],
+        }),
       },
       "/core/v1/groups/{id}": {
-        get: op({ summary: "A group with its members (PKP ids and CIDs)", params: [idParam("id", int())], ok: ref("Group"), errors: ["invalid_group_id", "group_not_found"] }),
-        delete: op({ summary: "Delete a group (group:delete)", params: [idParam("id", int())], ok: obj({ group_id: int(), deleted: bool(), tx_hash: str() }), errors: [...WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"] }),
+        get: op({
+          summary: "A group with its members (PKP ids and CIDs)",
+          params: [idParam("id", int())],
+          ok: ref("Group"),
+          errors: ["invalid_group_id", "group_not_found"],
+        }),
+        delete: op({
+          summary: "Delete a group (group:delete)",
+          params: [idParam("id", int())],
+          ok: obj({ group_id: int(), deleted: bool(), tx_hash: str() }),
+          errors: [...WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"],
+        }),
       },
       "/core/v1/groups/{id}/actions": {
-        post: op({ summary: "Add and remove action CIDs (group:manageActions)", params: [idParam("id", int())], body: obj({ add: arr(str("CID")), remove: arr(str("CID")) }), ok: ref("Group"), errors: [...WRITE_ERRORS, "missing_scope", "invalid_cid", "group_not_found", "action_already_in_group", "action_not_in_group", "too_many_members"] }),
+        post: op({
+          summary: "Add and remove action CIDs (group:manageActions)",
+          params: [idParam("id", int())],
+          body: obj({ add: arr(str("CID")), remove: arr(str("CID")) }),
+          ok: ref("Group"),
+          errors: [
+            ...WRITE_ERRORS,
+            "missing_scope",
+            "invalid_cid",
+            "group_not_found",
+            "action_already_in_group",
+            "action_not_in_group",
+            "too_many_members",
+          ],
+        }),
       },
       "/core/v1/groups/{id}/pkps": {
-        post: op({ summary: "Add (group:addPkp) and remove (group:removePkp) PKPs", params: [idParam("id", int())], body: obj({ add: arr(pkpId), remove: arr(pkpId) }), ok: ref("Group"), errors: [...WRITE_ERRORS, "missing_scope", "invalid_pkp_id", "pkp_not_found", "group_not_found", "pkp_already_in_group", "pkp_not_in_group", "too_many_members"] }),
+        post: op({
+          summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
+          params: [idParam("id", int())],
+          body: obj({ add: arr(pkpId), remove: arr(pkpId) }),
+          ok: ref("Group"),
+          errors: [
+            ...WRITE_ERRORS,
+            "missing_scope",
+            "invalid_pkp_id",
+            "pkp_not_found",
+            "group_not_found",
+            "pkp_already_in_group",
+            "pkp_not_in_group",
+            "too_many_members",
+          ],
+        }),
       },
-      "/core/v1/actions": { post: op({ summary: "Pin code in the content store", status: 201, body: obj({ code: str() }, ["code"]), ok: obj({ cid: str() }), errors: ["invalid_request", "code_too_large"] }) },
-      "/core/v1/actions/cid": { post: op({ summary: "Compute the CID of code without storing it", body: obj({ code: str() }, ["code"]), ok: obj({ cid: str() }), errors: ["invalid_request", "code_too_large"] }) },
-      "/core/v1/actions/{cid}": { get: op({ summary: "The code of a CID", params: [idParam("cid", str())], ok: obj({ cid: str(), code: str() }), errors: ["invalid_cid", "action_not_found", "action_fetch_failed"] }) },
+      "/core/v1/actions": {
+        post: op({
+          summary: "Pin code in the content store",
+          status: 201,
+          body: obj({ code: str() }, ["code"]),
+          ok: obj({ cid: str() }),
+          errors: ["invalid_request", "code_too_large"],
+        }),
+      },
+      "/core/v1/actions/cid": {
+        post: op({
+          summary: "Compute the CID of code without storing it",
+          body: obj({ code: str() }, ["code"]),
+          ok: obj({ cid: str() }),
+          errors: ["invalid_request", "code_too_large"],
+        }),
+      },
+      "/core/v1/actions/{cid}": {
+        get: op({
+          summary: "The code of a CID",
+          params: [idParam("cid", str())],
+          ok: obj({ cid: str(), code: str() }),
+          errors: ["invalid_cid", "action_not_found", "action_fetch_failed"],
+        }),
+      },
       "/core/v1/svc_action": {
         post: op({
           summary: "Execute an action (SPEC 4.3 authorization)",
           body: obj({ code: str("Inline JavaScript"), cid: str(), pkp_id: pkpId, js_params: {} }),
-          ok: obj({ response: {}, logs: str(), has_error: bool(), error: obj({ code: str(), message: str() }), cid: str(), execution_ms: { type: "number" }, charged_cents: int() }),
-          errors: ["invalid_request", "invalid_cid", "invalid_pkp_id", "pkp_not_found", "code_too_large", "js_params_too_large", "not_authorized_to_execute", "account_chain_secured", "action_not_found", "action_fetch_failed", "too_many_concurrent_executions", "executor_busy"],
+          ok: obj({
+            response: {},
+            logs: str(),
+            has_error: bool(),
+            error: obj({ code: str(), message: str() }),
+            cid: str(),
+            execution_ms: { type: "number" },
+            charged_cents: int(),
+          }),
+          errors: [
+            "invalid_request",
+            "invalid_cid",
+            "invalid_pkp_id",
+            "pkp_not_found",
+            "code_too_large",
+            "js_params_too_large",
+            "not_authorized_to_execute",
+            "account_chain_secured",
+            "action_not_found",
+            "action_fetch_failed",
+            "too_many_concurrent_executions",
+            "executor_busy",
+          ],
         }),
       },
       "/core/v1/config": {
-        get: op({ summary: "Chain id, contract addresses, limits, prices", auth: "none", ok: obj({ chain_id: int(), registry_address: address, forwarder_address: address, deploy_block: int(), limits: { type: "object" }, rate_limits: { type: "object" }, prices: nullable({ type: "object" }), billing_enabled: bool() }), errors: [] }),
+        get: op({
+          summary: "Chain id, contract addresses, limits, prices",
+          auth: "none",
+          ok: obj({
+            chain_id: int(),
+            registry_address: address,
+            forwarder_address: address,
+            deploy_block: int(),
+            limits: { type: "object" },
+            rate_limits: { type: "object" },
+            prices: nullable({ type: "object" }),
+            billing_enabled: bool(),
+          }),
+          errors: [],
+        }),
       },
-      "/core/v1/openapi.json": { get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }) },
-      "/health": { get: op({ summary: "Chain reachable, last processed block, executor pool", auth: "none", ok: { type: "object" }, errors: [] }) },
-      "/metrics": { get: { summary: "Prometheus metrics", security: [], responses: { "200": { description: "text/plain exposition format" } } } },
+      "/core/v1/openapi.json": {
+        get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }),
+      },
+      "/health": {
+        get: op({
+          summary: "Chain reachable, last processed block, executor pool",
+          auth: "none",
+          ok: { type: "object" },
+          errors: [],
+        }),
+      },
+      "/metrics": {
+        get: {
+          summary: "Prometheus metrics",
+          security: [],
+          responses: { "200": { description: "text/plain exposition format" } },
+        },
+      },
     },
     components: {
       securitySchemes: {
@@ -190,15 +458,39 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       schemas: {
         Error: obj(
           {
-            error: obj({ code: { type: "string", enum: Object.keys(ERROR_CATALOGUE) }, message: str(), details: { type: "object" } }, ["code", "message"]),
+            error: obj(
+              {
+                code: { type: "string", enum: Object.keys(ERROR_CATALOGUE) },
+                message: str(),
+                details: { type: "object" },
+              },
+              ["code", "message"],
+            ),
             request_id: str(),
           },
           ["error", "request_id"],
         ),
-        Pkp: obj({ pkp_id: pkpId, address, public_key: str("Uncompressed secp256k1 public key, 0x04…"), name: str(), description: str(), account_id: int() }),
-        Group: obj({ group_id: int(), name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }),
+        Pkp: obj({
+          pkp_id: pkpId,
+          address,
+          public_key: str("Uncompressed secp256k1 public key, 0x04…"),
+          name: str(),
+          description: str(),
+          account_id: int(),
+        }),
+        Group: obj({
+          group_id: int(),
+          name: str(),
+          description: str(),
+          pkps: arr(pkpId),
+          actions: arr(str("CID")),
+        }),
       },
     },
-    "x-sigil": { chain_id: ctx.chainId, registry_address: ctx.cfg.registryAddress, forwarder_address: ctx.cfg.forwarderAddress },
+    "x-sigil": {
+      chain_id: ctx.chainId,
+      registry_address: ctx.cfg.registryAddress,
+      forwarder_address: ctx.cfg.forwarderAddress,
+    },
   };
 }

@@ -30,13 +30,31 @@ export function keyItem(k: KeyRecord, billing: Billing | null) {
 }
 
 export function pkpItem(p: PkpRecord, enclave: Enclave) {
-  return { pkp_id: p.id, address: enclave.pkpAddress(p.id), public_key: enclave.pkpPublicKey(p.id), name: p.name, description: p.description };
+  return {
+    pkp_id: p.id,
+    address: enclave.pkpAddress(p.id),
+    public_key: enclave.pkpPublicKey(p.id),
+    name: p.name,
+    description: p.description,
+  };
 }
 
 export function groupSummary(g: GroupRecord) {
-  return { group_id: g.id, name: g.name, description: g.description, pkp_count: g.pkps.size, action_count: g.actions.size };
+  return {
+    group_id: g.id,
+    name: g.name,
+    description: g.description,
+    pkp_count: g.pkps.size,
+    action_count: g.actions.size,
+  };
 }
 
 export function groupDetail(g: GroupRecord) {
-  return { group_id: g.id, name: g.name, description: g.description, pkps: [...g.pkps], actions: [...g.actions.values()] };
+  return {
+    group_id: g.id,
+    name: g.name,
+    description: g.description,
+    pkps: [...g.pkps],
+    actions: [...g.actions.values()],
+  };
 }

@@ -62,10 +62,15 @@ export class ConcurrencyCap {
   enter(accountId: string): () => void {
     const n = this.running.get(accountId) ?? 0;
     if (n >= this.cap) {
-      throw new ApiError(429, "too_many_concurrent_executions", `Account ${accountId} already runs ${n} executions (the maximum).`, {
-        retryAfter: 1,
-        details: { limit: this.cap },
-      });
+      throw new ApiError(
+        429,
+        "too_many_concurrent_executions",
+        `Account ${accountId} already runs ${n} executions (the maximum).`,
+        {
+          retryAfter: 1,
+          details: { limit: this.cap },
+        },
+      );
     }
     this.running.set(accountId, n + 1);
     let released = false;

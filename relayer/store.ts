@@ -43,8 +43,12 @@ export class ProfileStore {
   private readonly select;
 
   constructor(db: Db) {
-    this.insert = db.prepare("INSERT OR REPLACE INTO account_profile (account_id, description, email, created_ms) VALUES (?, ?, ?, ?)");
-    this.select = db.prepare("SELECT description, email, created_ms AS createdMs FROM account_profile WHERE account_id = ?");
+    this.insert = db.prepare(
+      "INSERT OR REPLACE INTO account_profile (account_id, description, email, created_ms) VALUES (?, ?, ?, ?)",
+    );
+    this.select = db.prepare(
+      "SELECT description, email, created_ms AS createdMs FROM account_profile WHERE account_id = ?",
+    );
   }
 
   put(accountId: string, p: AccountProfile): void {

@@ -7,7 +7,15 @@ export const registryInterface: Interface = new Interface(IAccountRegistry__fact
 export const forwarderInterface: Interface = new Interface(ERC2771Forwarder__factory.abi);
 
 /** Scope enum of IAccountRegistry, by index, with the names of SPEC 2.4. */
-export const SCOPE_NAMES = ["pkp:create", "group:create", "group:delete", "execute", "group:manageActions", "group:addPkp", "group:removePkp"] as const;
+export const SCOPE_NAMES = [
+  "pkp:create",
+  "group:create",
+  "group:delete",
+  "execute",
+  "group:manageActions",
+  "group:addPkp",
+  "group:removePkp",
+] as const;
 export type ScopeName = (typeof SCOPE_NAMES)[number];
 export const Scope = {
   CreatePkp: 0,

@@ -28,15 +28,19 @@ export class RegistryReader {
   async call(fn: string, args: unknown[], blockTag?: number): Promise<Result> {
     const data = registryInterface.encodeFunctionData(fn, args);
     const tag = blockTag === undefined ? "latest" : "0x" + blockTag.toString(16);
-    const raw = await withRetry(async () => {
-      try {
-        return (await this.provider.send("eth_call", [{ to: this.address, data }, tag])) as string;
-      } catch (err) {
-        const d = revertData(err);
-        if (d) throw new RegistryRevert(d, decodeRevert(d));
-        throw err;
-      }
-    }, 3, this.onTransient);
+    const raw = await withRetry(
+      async () => {
+        try {
+          return (await this.provider.send("eth_call", [{ to: this.address, data }, tag])) as string;
+        } catch (err) {
+          const d = revertData(err);
+          if (d) throw new RegistryRevert(d, decodeRevert(d));
+          throw err;
+        }
+      },
+      3,
+      this.onTransient,
+    );
     return registryInterface.decodeFunctionResult(fn, raw);
   }
 }

@@ -8,13 +8,22 @@ import { FetchRequest, JsonRpcProvider, Network } from "ethers";
 import { ApiError } from "../errors";
 import { keepAliveTransport } from "./transport";
 
-export function makeProvider(rpcUrl: string, chainId: number, timeoutMs: number): { provider: JsonRpcProvider; close(): void } {
+export function makeProvider(
+  rpcUrl: string,
+  chainId: number,
+  timeoutMs: number,
+): { provider: JsonRpcProvider; close(): void } {
   const transport = keepAliveTransport();
   const req = new FetchRequest(rpcUrl);
   req.timeout = timeoutMs;
   req.getUrlFunc = transport.getUrl;
   const network = Network.from(chainId);
-  const provider = new JsonRpcProvider(req, network, { staticNetwork: network, cacheTimeout: -1, batchMaxCount: 1, polling: false });
+  const provider = new JsonRpcProvider(req, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+    batchMaxCount: 1,
+    polling: false,
+  });
   return {
     provider,
     close() {
@@ -36,7 +45,16 @@ export async function fetchChainId(rpcUrl: string, timeoutMs: number): Promise<n
   return Number(BigInt(json.result));
 }
 
-const TRANSIENT_CODES = new Set(["TIMEOUT", "NETWORK_ERROR", "SERVER_ERROR", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET"]);
+const TRANSIENT_CODES = new Set([
+  "TIMEOUT",
+  "NETWORK_ERROR",
+  "SERVER_ERROR",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "UND_ERR_SOCKET",
+]);
 
 /** True for failures that mean "could not talk to the chain" rather than "the chain said no". */
 export function isTransient(err: unknown): boolean {
@@ -44,14 +62,21 @@ export function isTransient(err: unknown): boolean {
     const o = e as { code?: unknown; message?: unknown; cause?: unknown; error?: unknown };
     if (typeof o.code === "string" && TRANSIENT_CODES.has(o.code)) return true;
     const msg = typeof o.message === "string" ? o.message : "";
-    if (/ECONNREFUSED|ECONNRESET|socket hang up|fetch failed|timeout|network|request timeout|EPIPE/i.test(msg)) return true;
+    if (
+      /ECONNREFUSED|ECONNRESET|socket hang up|fetch failed|timeout|network|request timeout|EPIPE/i.test(msg)
+    )
+      return true;
     e = o.cause ?? o.error;
   }
   return false;
 }
 
 export function chainUnavailable(cause: unknown, details?: Record<string, unknown>): ApiError {
-  return new ApiError(503, "chain_unavailable", "The chain's RPC endpoint is unreachable; retry shortly.", { retryAfter: 2, cause, details });
+  return new ApiError(503, "chain_unavailable", "The chain's RPC endpoint is unreachable; retry shortly.", {
+    retryAfter: 2,
+    cause,
+    details,
+  });
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -60,7 +85,11 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
  * Runs an RPC operation, retrying transient failures with a short backoff; after the last attempt a
  * transient failure becomes 503 chain_unavailable. Non-transient errors (reverts, bad params) pass through.
  */
-export async function withRetry<T>(op: () => Promise<T>, attempts = 3, onTransient?: (err: unknown) => void): Promise<T> {
+export async function withRetry<T>(
+  op: () => Promise<T>,
+  attempts = 3,
+  onTransient?: (err: unknown) => void,
+): Promise<T> {
   let last: unknown;
   for (let i = 0; i < attempts; i++) {
     try {

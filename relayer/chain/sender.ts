@@ -26,8 +26,24 @@ export interface ForwardSigner {
     req: { to: string; data: string; value?: bigint; gas: bigint; nonce: bigint; deadline: number },
     domain: { name: string; version: string; chainId: number; verifyingContract: string },
   ):
-    | Promise<{ from: string; to: string; value: bigint; gas: bigint; deadline: number | bigint; data: string; signature: string }>
-    | { from: string; to: string; value: bigint; gas: bigint; deadline: number | bigint; data: string; signature: string };
+    | Promise<{
+        from: string;
+        to: string;
+        value: bigint;
+        gas: bigint;
+        deadline: number | bigint;
+        data: string;
+        signature: string;
+      }>
+    | {
+        from: string;
+        to: string;
+        value: bigint;
+        gas: bigint;
+        deadline: number | bigint;
+        data: string;
+        signature: string;
+      };
 }
 
 export interface WriteRequest {
@@ -91,7 +107,14 @@ export class Sender {
   async init(): Promise<void> {
     for (let i = 0; i < this.o.gasSigners.length; i++) {
       const signer = this.o.gasSigners[i];
-      this.wallets.push({ index: i, address: await signer.getAddress(), signer, nonce: null, lock: new Mutex(), load: 0 });
+      this.wallets.push({
+        index: i,
+        address: await signer.getAddress(),
+        signer,
+        nonce: null,
+        lock: new Mutex(),
+        load: 0,
+      });
     }
   }
 
@@ -113,7 +136,13 @@ export class Sender {
           // A stale forwarder nonce (e.g. the principal also wrote through another relayer instance)
           // shows up as a failed receipt or an invalid-signer refusal: resync and retry once.
           this.forwarderNonces.delete(req.principal.toLowerCase());
-          if (attempt === 0 && err instanceof ApiError && err.code === "write_reverted" && err.details?.reason === "stale_nonce") continue;
+          if (
+            attempt === 0 &&
+            err instanceof ApiError &&
+            err.code === "write_reverted" &&
+            err.details?.reason === "stale_nonce"
+          )
+            continue;
           throw err;
         }
       }
@@ -126,11 +155,26 @@ export class Sender {
     const requestGas = (innerGas * 5n) / 4n + 10_000n;
     const signed = await this.o.signer.signForwardRequest(
       req.apiKey,
-      { to: this.o.registry, data: req.data, value: 0n, gas: requestGas, nonce, deadline: Math.floor(Date.now() / 1000) + DEADLINE_SECONDS },
+      {
+        to: this.o.registry,
+        data: req.data,
+        value: 0n,
+        gas: requestGas,
+        nonce,
+        deadline: Math.floor(Date.now() / 1000) + DEADLINE_SECONDS,
+      },
       { name: "SigilForwarder", version: "1", chainId: this.o.chainId, verifyingContract: this.o.forwarder },
     );
     const outerData = forwarderInterface.encodeFunctionData("execute", [
-      { from: signed.from, to: signed.to, value: signed.value, gas: signed.gas, deadline: signed.deadline, data: signed.data, signature: signed.signature },
+      {
+        from: signed.from,
+        to: signed.to,
+        value: signed.value,
+        gas: signed.gas,
+        deadline: signed.deadline,
+        data: signed.data,
+        signature: signed.signature,
+      },
     ]);
     // The forwarder checks that at least `gas` reached the call (EIP-150 keeps 1/64 back), plus its own
     // work: signature recovery, nonce update, calldata.
@@ -153,7 +197,9 @@ export class Sender {
         if (err instanceof ApiError) again = err;
       }
       if (again) throw again;
-      throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", { details: { tx_hash: txHash, reason: "stale_nonce" } });
+      throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", {
+        details: { tx_hash: txHash, reason: "stale_nonce" },
+      });
     }
     this.forwarderNonces.set(req.principal.toLowerCase(), nonce + 1n);
     return receipt.result;
@@ -165,7 +211,9 @@ export class Sender {
     const hex = await withRetry(
       async () => {
         try {
-          return (await this.o.provider.send("eth_estimateGas", [{ from: this.o.forwarder, to: this.o.registry, data }])) as string;
+          return (await this.o.provider.send("eth_estimateGas", [
+            { from: this.o.forwarder, to: this.o.registry, data },
+          ])) as string;
         } catch (err) {
           if (isTransient(err)) throw err;
           throw mapRevert(revertData(err), { principal: req.principal, kind: req.kind });
@@ -182,7 +230,11 @@ export class Sender {
     const cached = this.forwarderNonces.get(key);
     if (cached !== undefined) return cached;
     const data = forwarderInterface.encodeFunctionData("nonces", [principal]);
-    const raw = await withRetry(() => this.o.provider.send("eth_call", [{ to: this.o.forwarder, data }, "latest"]) as Promise<string>, 3, this.o.onTransient);
+    const raw = await withRetry(
+      () => this.o.provider.send("eth_call", [{ to: this.o.forwarder, data }, "latest"]) as Promise<string>,
+      3,
+      this.o.onTransient,
+    );
     const nonce = BigInt(forwarderInterface.decodeFunctionResult("nonces", raw)[0]);
     this.forwarderNonces.set(key, nonce);
     return nonce;
@@ -196,7 +248,11 @@ export class Sender {
 
   private async currentGasPrice(): Promise<bigint> {
     if (this.gasPrice && Date.now() - this.gasPrice.atMs < 3_000) return this.gasPrice.value;
-    const hex = await withRetry(() => this.o.provider.send("eth_gasPrice", []) as Promise<string>, 3, this.o.onTransient);
+    const hex = await withRetry(
+      () => this.o.provider.send("eth_gasPrice", []) as Promise<string>,
+      3,
+      this.o.onTransient,
+    );
     // Twice the suggestion: base fees can rise between blocks and a stuck transaction blocks the wallet.
     const value = BigInt(hex) * 2n + 1n;
     this.gasPrice = { value, atMs: Date.now() };
@@ -209,12 +265,26 @@ export class Sender {
       let last: unknown;
       for (let attempt = 0; attempt < 4; attempt++) {
         if (wallet.nonce === null) {
-          const hex = await withRetry(() => this.o.provider.send("eth_getTransactionCount", [wallet.address, "pending"]) as Promise<string>, 3, this.o.onTransient);
+          const hex = await withRetry(
+            () =>
+              this.o.provider.send("eth_getTransactionCount", [wallet.address, "pending"]) as Promise<string>,
+            3,
+            this.o.onTransient,
+          );
           wallet.nonce = Number(BigInt(hex));
         }
         const nonce = wallet.nonce;
         const gasPrice = await this.currentGasPrice();
-        const signedTx = await wallet.signer.signTransaction({ type: 0, chainId: this.o.chainId, to: this.o.forwarder, data, gasLimit, gasPrice, nonce, value: 0n });
+        const signedTx = await wallet.signer.signTransaction({
+          type: 0,
+          chainId: this.o.chainId,
+          to: this.o.forwarder,
+          data,
+          gasLimit,
+          gasPrice,
+          nonce,
+          value: 0n,
+        });
         try {
           const hash = (await this.o.provider.send("eth_sendRawTransaction", [signedTx])) as string;
           wallet.nonce = nonce + 1;
@@ -225,10 +295,15 @@ export class Sender {
           const msg = errorText(err);
           if (/insufficient funds/i.test(msg)) {
             wallet.nonce = null;
-            throw new ApiError(503, "gas_wallet_unfunded", `Gas wallet ${wallet.address} cannot pay for the transaction.`, {
-              retryAfter: 30,
-              details: { gas_wallet: wallet.address },
-            });
+            throw new ApiError(
+              503,
+              "gas_wallet_unfunded",
+              `Gas wallet ${wallet.address} cannot pay for the transaction.`,
+              {
+                retryAfter: 30,
+                details: { gas_wallet: wallet.address },
+              },
+            );
           }
           if (/underpriced|fee cap|base fee|max fee/i.test(msg)) {
             this.gasPrice = null;
@@ -252,7 +327,8 @@ export class Sender {
 
   private async waitForReceipt(txHash: string): Promise<{ status: number; result: WriteResult }> {
     const deadline = Date.now() + this.o.receiptTimeoutMs;
-    let delay = 5;
+    // Automining chains include a transaction within milliseconds: poll tightly at first, then back off.
+    let delay = 2;
     let failingSince: number | null = null;
     for (;;) {
       try {
@@ -266,7 +342,12 @@ export class Sender {
         if (r) {
           return {
             status: Number(BigInt(r.status)),
-            result: { txHash, blockNumber: Number(BigInt(r.blockNumber)), logs: r.logs, gasUsed: BigInt(r.gasUsed) },
+            result: {
+              txHash,
+              blockNumber: Number(BigInt(r.blockNumber)),
+              logs: r.logs,
+              gasUsed: BigInt(r.gasUsed),
+            },
           };
         }
       } catch (err) {
@@ -276,10 +357,13 @@ export class Sender {
         if (Date.now() - failingSince > this.o.rpcTimeoutMs) throw chainUnavailable(err, { tx_hash: txHash });
       }
       if (Date.now() > deadline) {
-        throw new ApiError(503, "chain_unavailable", "The write was sent but is not confirmed yet.", { retryAfter: 5, details: { tx_hash: txHash } });
+        throw new ApiError(503, "chain_unavailable", "The write was sent but is not confirmed yet.", {
+          retryAfter: 5,
+          details: { tx_hash: txHash },
+        });
       }
       await sleep(delay);
-      delay = Math.min(delay * 2, 200);
+      delay = Math.min(delay * 2, 25);
     }
   }
 }
@@ -287,7 +371,13 @@ export class Sender {
 function errorText(err: unknown): string {
   const parts: string[] = [];
   for (let e: unknown = err, d = 0; e && d < 5; d++) {
-    const o = e as { message?: unknown; shortMessage?: unknown; info?: { error?: unknown }; error?: unknown; cause?: unknown };
+    const o = e as {
+      message?: unknown;
+      shortMessage?: unknown;
+      info?: { error?: unknown };
+      error?: unknown;
+      cause?: unknown;
+    };
     if (typeof o.message === "string") parts.push(o.message);
     if (typeof o.shortMessage === "string") parts.push(o.shortMessage);
     e = o.info?.error ?? o.error ?? o.cause;

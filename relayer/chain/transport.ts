@@ -29,14 +29,22 @@ export function keepAliveTransport(): { getUrl: FetchGetUrlFunc; destroy(): void
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
           const outHeaders: Record<string, string> = {};
-          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) outHeaders[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
-          resolve({ statusCode: res.statusCode ?? 0, statusMessage: res.statusMessage ?? "", headers: outHeaders, body: new Uint8Array(Buffer.concat(chunks)) });
+          for (const [k, v] of Object.entries(res.headers))
+            if (v !== undefined) outHeaders[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
+          resolve({
+            statusCode: res.statusCode ?? 0,
+            statusMessage: res.statusMessage ?? "",
+            headers: outHeaders,
+            body: new Uint8Array(Buffer.concat(chunks)),
+          });
         });
         res.on("error", reject);
       });
       r.on("timeout", () => r.destroy(Object.assign(new Error("request timeout"), { code: "TIMEOUT" })));
       r.on("error", reject);
-      signal?.addListener(() => r.destroy(Object.assign(new Error("request cancelled"), { code: "TIMEOUT" })));
+      signal?.addListener(() =>
+        r.destroy(Object.assign(new Error("request cancelled"), { code: "TIMEOUT" })),
+      );
       if (body) r.write(body);
       r.end();
     });

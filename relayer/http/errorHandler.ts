@@ -25,14 +25,19 @@ export function toApiError(err: unknown): ApiError | undefined {
       return new ApiError(413, "payload_too_large", "The request body is larger than the limit.");
     case "encoding.unsupported":
     case "charset.unsupported":
-      return new ApiError(415, "unsupported_media_type", "Unsupported body encoding or charset; send UTF-8 JSON.");
+      return new ApiError(
+        415,
+        "unsupported_media_type",
+        "Unsupported body encoding or charset; send UTF-8 JSON.",
+      );
     case "request.aborted":
     case "request.size.invalid":
     case "stream.encoding.set":
       return new ApiError(400, "invalid_request", "The request body could not be read.");
   }
   // A path with broken percent-encoding (e.g. /groups/%zz): express's router fails to decode the param.
-  if (err instanceof URIError) return new ApiError(400, "invalid_request", "The path holds malformed percent-encoding.");
+  if (err instanceof URIError)
+    return new ApiError(400, "invalid_request", "The path holds malformed percent-encoding.");
   // Other errors thrown by express/body-parser with a 4xx status are client mistakes too.
   if (e && typeof e.status === "number" && e.status >= 400 && e.status < 500) {
     return new ApiError(400, "invalid_request", "The request could not be read.");
@@ -41,17 +46,20 @@ export function toApiError(err: unknown): ApiError | undefined {
 }
 
 export function sendError(res: Response, err: ApiError): void {
-  if (err.retryAfter !== undefined) res.setHeader("Retry-After", String(Math.max(1, Math.ceil(err.retryAfter))));
+  if (err.retryAfter !== undefined)
+    res.setHeader("Retry-After", String(Math.max(1, Math.ceil(err.retryAfter))));
   res.status(err.status).json({ error: err.toJSON(), request_id: res.locals.requestId });
 }
 
 export function errorHandler(logger: Logger) {
   // Express recognises error handlers by their four parameters.
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars
   return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
     const apiError = toApiError(err);
     if (res.headersSent) {
-      logger.error({ request_id: res.locals.requestId, err: describe(err) }, "error after the response started");
+      logger.error(
+        { request_id: res.locals.requestId, err: describe(err) },
+        "error after the response started",
+      );
       return;
     }
     if (apiError) {

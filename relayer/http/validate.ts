@@ -11,7 +11,9 @@ const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
 export function invalid(field: string, expected: string, got: unknown, code = "invalid_request"): ApiError {
-  return new ApiError(400, code, `\`${field}\` must be ${expected} (got ${show(got)}).`, { details: { field } });
+  return new ApiError(400, code, `\`${field}\` must be ${expected} (got ${show(got)}).`, {
+    details: { field },
+  });
 }
 
 /** A short, safe rendering of a received value for error messages (never long, never a key). */
@@ -33,14 +35,20 @@ export function parseGroupId(v: unknown, field: string, allowWildcard = false): 
   else if (typeof v === "string" && /^[0-9]{1,16}$/.test(v)) n = Number(v);
   const min = allowWildcard ? 0 : 1;
   if (n === undefined || !Number.isSafeInteger(n) || n < min) {
-    throw invalid(field, allowWildcard ? "a group id: an integer >= 0 (0 = every group)" : "a group id: an integer >= 1", v, "invalid_group_id");
+    throw invalid(
+      field,
+      allowWildcard ? "a group id: an integer >= 0 (0 = every group)" : "a group id: an integer >= 1",
+      v,
+      "invalid_group_id",
+    );
   }
   return n;
 }
 
 /** Canonical PKP id: 0x + 64 lower-case hex digits. */
 export function parsePkpId(v: unknown, field: string): string {
-  if (typeof v !== "string" || !PKP_ID.test(v)) throw invalid(field, "a PKP id: 0x followed by 64 hex digits", v, "invalid_pkp_id");
+  if (typeof v !== "string" || !PKP_ID.test(v))
+    throw invalid(field, "a PKP id: 0x followed by 64 hex digits", v, "invalid_pkp_id");
   if (/^0x0{64}$/.test(v)) throw invalid(field, "a PKP id other than zero", v, "invalid_pkp_id");
   return v.toLowerCase();
 }
@@ -77,15 +85,27 @@ export function parsePage(query: Record<string, unknown>, maxPageSize: number, d
       throw invalid(name, `an integer from ${min} to ${max}`, raw, "invalid_pagination");
     }
     const n = Number(raw);
-    if (n < min || n > max) throw invalid(name, `an integer from ${min} to ${max}`, raw, "invalid_pagination");
+    if (n < min || n > max)
+      throw invalid(name, `an integer from ${min} to ${max}`, raw, "invalid_pagination");
     return n;
   };
-  return { pageNumber: read("page_number", 0, 0, 1e9), pageSize: read("page_size", defaultSize, 1, maxPageSize) };
+  return {
+    pageNumber: read("page_number", 0, 0, 1e9),
+    pageSize: read("page_size", defaultSize, 1, maxPageSize),
+  };
 }
 
-export function paginate<T>(all: T[], page: Page): { items: T[]; page_number: number; page_size: number; total: number } {
+export function paginate<T>(
+  all: T[],
+  page: Page,
+): { items: T[]; page_number: number; page_size: number; total: number } {
   const start = page.pageNumber * page.pageSize;
-  return { items: all.slice(start, start + page.pageSize), page_number: page.pageNumber, page_size: page.pageSize, total: all.length };
+  return {
+    items: all.slice(start, start + page.pageSize),
+    page_number: page.pageNumber,
+    page_size: page.pageSize,
+    total: all.length,
+  };
 }
 
 /** Reads a JSON object body field by field and refuses fields nobody read. */
@@ -119,7 +139,9 @@ export class BodyReader {
     if (typeof v !== "string") throw invalid(name, "a string", v);
     if (opts.nonEmpty && v.trim() === "") throw invalid(name, "a non-empty string", v);
     if (Buffer.byteLength(v, "utf8") > opts.max) {
-      throw new ApiError(400, "string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, { details: { field: name, max: opts.max } });
+      throw new ApiError(400, "string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, {
+        details: { field: name, max: opts.max },
+      });
     }
     return v;
   }
@@ -144,9 +166,14 @@ export class BodyReader {
     if (v === undefined || v === null) return [];
     if (!Array.isArray(v)) throw invalid(name, "an array", v);
     if (v.length > maxEntries) {
-      throw new ApiError(400, "too_many_entries", `\`${name}\` has ${v.length} entries; at most ${maxEntries} are allowed.`, {
-        details: { field: name, max: maxEntries },
-      });
+      throw new ApiError(
+        400,
+        "too_many_entries",
+        `\`${name}\` has ${v.length} entries; at most ${maxEntries} are allowed.`,
+        {
+          details: { field: name, max: maxEntries },
+        },
+      );
     }
     return v;
   }
@@ -165,7 +192,12 @@ export class BodyReader {
       throw invalid(name, "unix time in seconds (an integer), or null for no expiration", v);
     }
     if (v <= nowSeconds) {
-      throw new ApiError(400, "expiration_in_past", `\`${name}\` (${v}) is not in the future (now is ${nowSeconds}).`, { details: { field: name } });
+      throw new ApiError(
+        400,
+        "expiration_in_past",
+        `\`${name}\` (${v}) is not in the future (now is ${nowSeconds}).`,
+        { details: { field: name } },
+      );
     }
     return v;
   }
@@ -174,7 +206,9 @@ export class BodyReader {
   done(): void {
     for (const k of Object.keys(this.body)) {
       if (!this.read.has(k)) {
-        throw new ApiError(400, "unknown_field", `Unknown field \`${k.slice(0, 64)}\`.`, { details: { field: k.slice(0, 64) } });
+        throw new ApiError(400, "unknown_field", `Unknown field \`${k.slice(0, 64)}\`.`, {
+          details: { field: k.slice(0, 64) },
+        });
       }
     }
   }

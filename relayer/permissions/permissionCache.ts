@@ -20,7 +20,14 @@ import type { Logger } from "pino";
 import { registryInterface } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
-import { accountFromStruct, applyEvent, cidHash, keyFromStruct, type AccountProjection, type KeyRecord } from "./projection";
+import {
+  accountFromStruct,
+  applyEvent,
+  cidHash,
+  keyFromStruct,
+  type AccountProjection,
+  type KeyRecord,
+} from "./projection";
 
 const PAGE = 100;
 const MAX_LOG_RANGE = 5_000;
@@ -50,7 +57,10 @@ export interface CacheOptions {
 export class PermissionCache {
   private cursor: number;
   private readonly accounts = new Map<number, AccountProjection>();
-  private readonly loading = new Map<number, { promise: Promise<AccountProjection>; buffer: PendingEvent[] }>();
+  private readonly loading = new Map<
+    number,
+    { promise: Promise<AccountProjection>; buffer: PendingEvent[] }
+  >();
   private readonly keyIndex = new Map<string, number>();
   private readonly masterIndex = new Map<string, number>();
   private polling: Promise<void> | null = null;
@@ -88,11 +98,15 @@ export class PermissionCache {
       } catch (err) {
         this.failures++;
         this.lastPollError = err instanceof Error ? err.message : String(err);
-        if (this.failures === 1 || this.failures % 20 === 0) this.o.logger.warn({ failures: this.failures, err: this.lastPollError }, "event poll failed");
+        if (this.failures === 1 || this.failures % 20 === 0)
+          this.o.logger.warn({ failures: this.failures, err: this.lastPollError }, "event poll failed");
       }
       if (this.stopped) return;
       // Back off while the chain is down so a dead RPC is not hammered, but never beyond 2 s.
-      const delay = this.failures === 0 ? this.o.pollIntervalMs : Math.min(2_000, this.o.pollIntervalMs * 2 ** Math.min(this.failures, 4));
+      const delay =
+        this.failures === 0
+          ? this.o.pollIntervalMs
+          : Math.min(2_000, this.o.pollIntervalMs * 2 ** Math.min(this.failures, 4));
       this.timer = setTimeout(tick, delay);
     };
     this.timer = setTimeout(tick, 0);
@@ -136,9 +150,16 @@ export class PermissionCache {
   }
 
   private async pollOnce(target?: number): Promise<void> {
-    const latest = target ?? Number(BigInt(await withRetry(() => this.o.provider.send("eth_blockNumber", []) as Promise<string>, 1)));
+    const latest =
+      target ??
+      Number(
+        BigInt(await withRetry(() => this.o.provider.send("eth_blockNumber", []) as Promise<string>, 1)),
+      );
     if (latest < this.cursor) {
-      this.o.logger.warn({ cursor: this.cursor, head: latest }, "chain head is behind the event cursor (chain reset?): dropping the permission cache");
+      this.o.logger.warn(
+        { cursor: this.cursor, head: latest },
+        "chain head is behind the event cursor (chain reset?): dropping the permission cache",
+      );
       this.reset(latest);
       return;
     }
@@ -146,7 +167,10 @@ export class PermissionCache {
       const from = this.cursor + 1;
       const to = Math.min(latest, from + MAX_LOG_RANGE - 1);
       const logs = (await withRetry(
-        () => this.o.provider.send("eth_getLogs", [{ address: this.o.registry, fromBlock: hex(from), toBlock: hex(to) }]) as Promise<RawLog[]>,
+        () =>
+          this.o.provider.send("eth_getLogs", [
+            { address: this.o.registry, fromBlock: hex(from), toBlock: hex(to) },
+          ]) as Promise<RawLog[]>,
         1,
       )) as RawLog[];
       const events: { ev: LogDescription; block: number }[] = [];
@@ -197,7 +221,10 @@ export class PermissionCache {
     }
     const out = new Map<number, number>();
     for (const b of blocks) {
-      const blk = (await withRetry(() => this.o.provider.send("eth_getBlockByNumber", [hex(b), false]) as Promise<{ timestamp: string }>, 1)) as {
+      const blk = (await withRetry(
+        () => this.o.provider.send("eth_getBlockByNumber", [hex(b), false]) as Promise<{ timestamp: string }>,
+        1,
+      )) as {
         timestamp: string;
       };
       out.set(b, Number(BigInt(blk.timestamp)));
@@ -289,7 +316,8 @@ export class PermissionCache {
       try {
         accountId = Number((await this.o.reader.call("getKey", [address], this.cursor))[0].accountId);
       } catch (err) {
-        if (err instanceof RegistryRevert && err.decoded?.name === "KeyExpired") return { status: "expired", expiration: Number(err.decoded.args[1]) };
+        if (err instanceof RegistryRevert && err.decoded?.name === "KeyExpired")
+          return { status: "expired", expiration: Number(err.decoded.args[1]) };
         if (err instanceof RegistryRevert) return { status: "unknown" };
         throw err;
       }
@@ -298,14 +326,20 @@ export class PermissionCache {
     const key = account.keys.get(address);
     if (!key) return { status: "unknown" };
     // Same rule as the registry: expired from the second `expiration` on.
-    if (key.expiration !== 0 && nowSeconds >= key.expiration) return { status: "expired", expiration: key.expiration };
+    if (key.expiration !== 0 && nowSeconds >= key.expiration)
+      return { status: "expired", expiration: key.expiration };
     return { status: "live", account, key };
   }
 
   private readCheckpoint(): number | undefined {
     try {
-      const c = JSON.parse(fs.readFileSync(this.checkpointFile, "utf8")) as { chainId: number; registry: string; block: number };
-      if (c.chainId !== this.o.chainId || c.registry.toLowerCase() !== this.o.registry.toLowerCase()) return undefined;
+      const c = JSON.parse(fs.readFileSync(this.checkpointFile, "utf8")) as {
+        chainId: number;
+        registry: string;
+        block: number;
+      };
+      if (c.chainId !== this.o.chainId || c.registry.toLowerCase() !== this.o.registry.toLowerCase())
+        return undefined;
       if (!Number.isSafeInteger(c.block) || c.block < this.o.deployBlock - 1) return undefined;
       return c.block;
     } catch {
@@ -320,7 +354,10 @@ export class PermissionCache {
     this.lastCheckpointMs = now;
     const tmp = `${this.checkpointFile}.tmp`;
     try {
-      fs.writeFileSync(tmp, JSON.stringify({ chainId: this.o.chainId, registry: this.o.registry, block: this.cursor }));
+      fs.writeFileSync(
+        tmp,
+        JSON.stringify({ chainId: this.o.chainId, registry: this.o.registry, block: this.cursor }),
+      );
       fs.renameSync(tmp, this.checkpointFile);
     } catch (err) {
       this.o.logger.warn({ err: (err as Error).message }, "could not write the event-cursor checkpoint");
@@ -348,7 +385,6 @@ function safeParse(l: RawLog): LogDescription | null {
     return null;
   }
 }
-
 
 type Row = Record<string, unknown> & unknown[];
 

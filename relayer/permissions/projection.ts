@@ -109,7 +109,11 @@ export interface IndexChange {
  * Applies one registry event to its account's projection. Events arrive in chain order and each
  * describes its full effect, so application is a plain state transition.
  */
-export function applyEvent(acc: AccountProjection, ev: LogDescription, blockTimestamp: number | null): IndexChange {
+export function applyEvent(
+  acc: AccountProjection,
+  ev: LogDescription,
+  blockTimestamp: number | null,
+): IndexChange {
   const a = ev.args;
   switch (ev.name) {
     case "OwnershipTransferStarted":
@@ -169,7 +173,14 @@ export function applyEvent(acc: AccountProjection, ev: LogDescription, blockTime
     }
     case "GroupCreated": {
       const id = Number(a.groupId);
-      if (!acc.groups.has(id)) acc.groups.set(id, { id, name: a.name, description: a.description, pkps: new Set(), actions: new Map() });
+      if (!acc.groups.has(id))
+        acc.groups.set(id, {
+          id,
+          name: a.name,
+          description: a.description,
+          pkps: new Set(),
+          actions: new Map(),
+        });
       acc.groupCount = Math.max(acc.groupCount, id);
       return {};
     }

@@ -26,11 +26,18 @@ export function accountRoutes(ctx: RelayerContext): Router {
         const description = b.string("account_description", { max: limits.maxDescriptionLength });
         const email = b.optionalString("email", 254);
         b.done();
-        if (email !== undefined && !EMAIL.test(email)) throw new ApiError(400, "invalid_request", "`email` must be an e-mail address.", { details: { field: "email" } });
+        if (email !== undefined && !EMAIL.test(email))
+          throw new ApiError(400, "invalid_request", "`email` must be an e-mail address.", {
+            details: { field: "email" },
+          });
 
         const gen = ctx.enclave.generateAccountKey();
         const owner = ctx.enclave.ownerAddress(gen.address);
-        const out = await submit(ctx, { apiKey: gen.apiKey, principal: owner, kind: "account" }, registryInterface.encodeFunctionData("createAccount", [name, gen.address]));
+        const out = await submit(
+          ctx,
+          { apiKey: gen.apiKey, principal: owner, kind: "account" },
+          registryInterface.encodeFunctionData("createAccount", [name, gen.address]),
+        );
         const accountId = Number(firstEvent(out, "AccountCreated").args.accountId);
         ctx.profiles.put(String(accountId), { description, email: email ?? null, createdMs: Date.now() });
         ctx.billing?.onAccountCreated(String(accountId));
@@ -59,7 +66,9 @@ export function accountRoutes(ctx: RelayerContext): Router {
       const auth = authOf(res);
       const a = auth.account;
       const profile = ctx.profiles.get(String(a.id));
-      const liveKeys = [...a.keys.values()].filter((k) => k.expiration === 0 || k.expiration > Date.now() / 1000).length;
+      const liveKeys = [...a.keys.values()].filter(
+        (k) => k.expiration === 0 || k.expiration > Date.now() / 1000,
+      ).length;
       return {
         body: {
           account_id: a.id,
@@ -89,15 +98,22 @@ export function accountRoutes(ctx: RelayerContext): Router {
       const b = new BodyReader(req.body);
       const newOwner = parseAddress(b.raw("new_owner"), "new_owner");
       b.done();
-      if (getAddress(newOwner) === auth.account.owner) throw new ApiError(409, "address_in_use", "The new owner is the current owner.");
-      const out = await write(ctx, auth, "transfer_ownership", registryInterface.encodeFunctionData("transferOwnership", [newOwner]));
+      if (getAddress(newOwner) === auth.account.owner)
+        throw new ApiError(409, "address_in_use", "The new owner is the current owner.");
+      const out = await write(
+        ctx,
+        auth,
+        "transfer_ownership",
+        registryInterface.encodeFunctionData("transferOwnership", [newOwner]),
+      );
       return {
         body: {
           account_id: auth.account.id,
           owner_address: auth.account.owner,
           pending_owner: newOwner,
           tx_hash: out.txHash,
-          next_step: "The new owner calls acceptOwnership(account_id) on the registry; until then nothing changes.",
+          next_step:
+            "The new owner calls acceptOwnership(account_id) on the registry; until then nothing changes.",
         },
       };
     }),
@@ -110,8 +126,14 @@ export function accountRoutes(ctx: RelayerContext): Router {
       const auth = authOf(res);
       requireOwner(auth);
       new BodyReader(req.body).done();
-      if (!auth.account.pendingOwner) throw new ApiError(409, "no_pending_transfer", "The account has no pending ownership transfer.");
-      const out = await write(ctx, auth, "cancel_ownership_transfer", registryInterface.encodeFunctionData("cancelOwnershipTransfer", []));
+      if (!auth.account.pendingOwner)
+        throw new ApiError(409, "no_pending_transfer", "The account has no pending ownership transfer.");
+      const out = await write(
+        ctx,
+        auth,
+        "cancel_ownership_transfer",
+        registryInterface.encodeFunctionData("cancelOwnershipTransfer", []),
+      );
       return { body: { account_id: auth.account.id, pending_owner: null, tx_hash: out.txHash } };
     }),
   );

@@ -20,10 +20,16 @@ import { parseCidField } from "./groups";
 
 function readCode(b: BodyReader, maxBytes: number): string {
   const v = b.raw("code");
-  if (typeof v !== "string") throw new ApiError(400, "invalid_request", "`code` must be a string of JavaScript.", { details: { field: "code" } });
-  if (v.trim() === "") throw new ApiError(400, "invalid_request", "`code` is empty.", { details: { field: "code" } });
+  if (typeof v !== "string")
+    throw new ApiError(400, "invalid_request", "`code` must be a string of JavaScript.", {
+      details: { field: "code" },
+    });
+  if (v.trim() === "")
+    throw new ApiError(400, "invalid_request", "`code` is empty.", { details: { field: "code" } });
   if (Buffer.byteLength(v, "utf8") > maxBytes) {
-    throw new ApiError(413, "code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, { details: { field: "code", max: maxBytes } });
+    throw new ApiError(413, "code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, {
+      details: { field: "code", max: maxBytes },
+    });
   }
   return v;
 }
@@ -32,8 +38,28 @@ export function actionRoutes(ctx: RelayerContext): Router {
   const r = Router();
   const { limits } = ctx.cfg;
 
-  /** Code of a CID: content store first, then the gateways (verified by the enclave's client). */
+  // Verified code by CID. Content is immutable, so once verified it never needs re-reading or re-hashing.
+  const verified = new Map<string, string>();
+  let verifiedBytes = 0;
+  const remember = (cid: string, code: string) => {
+    if (verifiedBytes > 64 * 1024 * 1024) {
+      verified.clear();
+      verifiedBytes = 0;
+    }
+    verified.set(cid, code);
+    verifiedBytes += code.length;
+  };
+
+  /** Code of a CID: memory, then the content store, then the gateways (always verified against the CID). */
   async function loadCode(cid: string): Promise<string> {
+    const hit = verified.get(cid);
+    if (hit !== undefined) return hit;
+    const code = await loadVerified(cid);
+    remember(cid, code);
+    return code;
+  }
+
+  async function loadVerified(cid: string): Promise<string> {
     let bytes: Uint8Array | null = null;
     try {
       bytes = await ctx.contentStore.get(cid);
@@ -47,15 +73,31 @@ export function actionRoutes(ctx: RelayerContext): Router {
       } catch (err) {
         if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
         else if (isEnclaveError(err)) {
-          throw new ApiError(502, "action_fetch_failed", `The IPFS gateways could not deliver ${cid} (${err.code}).`, { details: { cid, reason: err.code } });
+          throw new ApiError(
+            502,
+            "action_fetch_failed",
+            `The IPFS gateways could not deliver ${cid} (${err.code}).`,
+            { details: { cid, reason: err.code } },
+          );
         } else throw err;
       }
       if (bytes) {
-        if (bytes.length > limits.ipfsCodeBytes) throw new ApiError(413, "code_too_large", `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`);
+        if (bytes.length > limits.ipfsCodeBytes)
+          throw new ApiError(
+            413,
+            "code_too_large",
+            `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`,
+          );
         await ctx.contentStore.put(bytes).catch(() => undefined);
       }
     }
-    if (!bytes) throw new ApiError(404, "action_not_found", `No code is known for ${cid}; pin it with POST /actions or send it inline.`, { details: { cid } });
+    if (!bytes)
+      throw new ApiError(
+        404,
+        "action_not_found",
+        `No code is known for ${cid}; pin it with POST /actions or send it inline.`,
+        { details: { cid } },
+      );
     return Buffer.from(bytes).toString("utf8");
   }
 
@@ -99,7 +141,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
       const b = new BodyReader(req.body);
       const hasCode = b.has("code");
       const hasCid = b.has("cid");
-      if (hasCode === hasCid) throw new ApiError(400, "invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", { details: { field: "code" } });
+      if (hasCode === hasCid)
+        throw new ApiError(
+          400,
+          "invalid_request",
+          "Send exactly one of `code` (inline JavaScript) and `cid`.",
+          { details: { field: "code" } },
+        );
       const inline = hasCode ? readCode(b, limits.inlineCodeBytes) : undefined;
       const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
       const pkpRaw = b.raw("pkp_id");
@@ -109,11 +157,23 @@ export function actionRoutes(ctx: RelayerContext): Router {
       }
       const jsParams = b.raw("js_params");
       b.done();
-      if (jsParams !== undefined && Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > limits.jsParamsBytes) {
-        throw new ApiError(413, "js_params_too_large", `\`js_params\` is larger than ${limits.jsParamsBytes} bytes.`, { details: { field: "js_params", max: limits.jsParamsBytes } });
+      if (
+        jsParams !== undefined &&
+        Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > limits.jsParamsBytes
+      ) {
+        throw new ApiError(
+          413,
+          "js_params_too_large",
+          `\`js_params\` is larger than ${limits.jsParamsBytes} bytes.`,
+          { details: { field: "js_params", max: limits.jsParamsBytes } },
+        );
       }
       if (auth.principal.kind === "account" && auth.mode !== "api") {
-        throw new ApiError(409, "account_chain_secured", "This account is ChainSecured: the account key cannot execute. Use a usage key with execute on a group.");
+        throw new ApiError(
+          409,
+          "account_chain_secured",
+          "This account is ChainSecured: the account key cannot execute. Use a usage key with execute on a group.",
+        );
       }
       const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
       const hash = cidHash(cid);
@@ -141,15 +201,21 @@ export function actionRoutes(ctx: RelayerContext): Router {
         });
       } catch (err) {
         if (err instanceof ExecutorBusyError) {
-          throw new ApiError(503, "executor_busy", "Every sandbox worker is busy; retry shortly.", { retryAfter: err.retryAfterSeconds });
+          throw new ApiError(503, "executor_busy", "Every sandbox worker is busy; retry shortly.", {
+            retryAfter: err.retryAfterSeconds,
+          });
         }
-        if (err instanceof ExecutorClosedError) throw new ApiError(503, "executor_busy", "The executor is shutting down.", { retryAfter: 5 });
+        if (err instanceof ExecutorClosedError)
+          throw new ApiError(503, "executor_busy", "The executor is shutting down.", { retryAfter: 5 });
         throw err;
       } finally {
         release();
       }
       ctx.metrics.executions.inc({ has_error: String(result.has_error) });
-      const charged = ctx.billing ? ctx.billing.chargeExecution(auth.principal, result.execution_ms, res.locals.requestId as string).charged_cents : 0;
+      const charged = ctx.billing
+        ? ctx.billing.chargeExecution(auth.principal, result.execution_ms, res.locals.requestId as string)
+            .charged_cents
+        : 0;
       return {
         body: {
           response: result.response,
@@ -170,14 +236,21 @@ export function actionRoutes(ctx: RelayerContext): Router {
 function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
   const want = address.toLowerCase();
   for (const id of auth.account.pkps.keys()) if (ctx.enclave.pkpAddress(id).toLowerCase() === want) return id;
-  throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${address}.`, { details: { address } });
+  throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${address}.`, {
+    details: { address },
+  });
 }
 
 /**
  * The executor's per-key-operation check: the caller's key must still be live and still hold execute on
  * a group listing this CID and this PKP, according to the cache as it is *now*.
  */
-async function authorizePkp(ctx: RelayerContext, auth: AuthContext, cid: string, ref: string): Promise<string> {
+async function authorizePkp(
+  ctx: RelayerContext,
+  auth: AuthContext,
+  cid: string,
+  ref: string,
+): Promise<string> {
   let current: AuthContext;
   try {
     current = await ctx.auth.authenticate(auth.apiKey, { rateLimit: false });
@@ -187,7 +260,9 @@ async function authorizePkp(ctx: RelayerContext, auth: AuthContext, cid: string,
   let pkpId: string;
   if (isPkpAddress(ref)) {
     const want = ref.toLowerCase();
-    const hit = [...current.account.pkps.keys()].find((id) => ctx.enclave.pkpAddress(id).toLowerCase() === want);
+    const hit = [...current.account.pkps.keys()].find(
+      (id) => ctx.enclave.pkpAddress(id).toLowerCase() === want,
+    );
     if (!hit) throw new Error(`no PKP of this account has address ${ref}`);
     pkpId = hit;
   } else if (/^0x[0-9a-fA-F]{64}$/.test(String(ref))) {

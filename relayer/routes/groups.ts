@@ -12,7 +12,15 @@ import { registryInterface, Scope } from "../chain/abi";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, invalid, isPkpAddress, paginate, parseGroupId, parsePage, parsePkpId } from "../http/validate";
+import {
+  BodyReader,
+  invalid,
+  isPkpAddress,
+  paginate,
+  parseGroupId,
+  parsePage,
+  parsePkpId,
+} from "../http/validate";
 import { groupDetail, groupSummary } from "../present";
 
 const MAX_CID_BYTES = 128;
@@ -25,21 +33,32 @@ export function parseCidField(v: unknown, field: string): string {
 }
 
 /** A PKP reference of this account, by id or by address, as its canonical id. */
-export function resolvePkpRef(ctx: RelayerContext, account: AccountProjection, v: unknown, field: string): string {
+export function resolvePkpRef(
+  ctx: RelayerContext,
+  account: AccountProjection,
+  v: unknown,
+  field: string,
+): string {
   if (isPkpAddress(v)) {
     const want = getAddress(v.toLowerCase());
     for (const id of account.pkps.keys()) if (ctx.enclave.pkpAddress(id) === want) return id;
-    throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${want}.`, { details: { field, address: want } });
+    throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${want}.`, {
+      details: { field, address: want },
+    });
   }
   const id = parsePkpId(v, field);
-  if (!account.pkps.has(id)) throw new ApiError(404, "pkp_not_found", `PKP ${id} does not exist in this account.`, { details: { field, pkp_id: id } });
+  if (!account.pkps.has(id))
+    throw new ApiError(404, "pkp_not_found", `PKP ${id} does not exist in this account.`, {
+      details: { field, pkp_id: id },
+    });
   return id;
 }
 
 function noDuplicates(list: string[], field: string): void {
   const seen = new Set<string>();
   for (const x of list) {
-    if (seen.has(x)) throw new ApiError(400, "invalid_request", `\`${field}\` lists ${x} twice.`, { details: { field } });
+    if (seen.has(x))
+      throw new ApiError(400, "invalid_request", `\`${field}\` lists ${x} twice.`, { details: { field } });
     seen.add(x);
   }
 }
@@ -56,8 +75,12 @@ export function groupRoutes(ctx: RelayerContext): Router {
       const b = new BodyReader(req.body);
       const name = b.string("name", { max: limits.maxNameLength });
       const description = b.string("description", { max: limits.maxDescriptionLength });
-      const pkps = b.array("pkps", limits.maxArrayEntries).map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
-      const cids = b.array("actions", limits.maxArrayEntries).map((x, i) => parseCidField(x, `actions[${i}]`));
+      const pkps = b
+        .array("pkps", limits.maxArrayEntries)
+        .map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
+      const cids = b
+        .array("actions", limits.maxArrayEntries)
+        .map((x, i) => parseCidField(x, `actions[${i}]`));
       b.done();
       noDuplicates(pkps, "pkps");
       noDuplicates(cids, "actions");
@@ -65,9 +88,17 @@ export function groupRoutes(ctx: RelayerContext): Router {
       // Initial members only where the key could add them afterwards: the wildcard (the new id is unknown).
       if (pkps.length) requireWriteScope(auth, Scope.AddPkp, 0);
       if (cids.length) requireWriteScope(auth, Scope.ManageActions, 0);
-      const out = await write(ctx, auth, "create_group", registryInterface.encodeFunctionData("createGroup", [name, description, pkps, cids]));
+      const out = await write(
+        ctx,
+        auth,
+        "create_group",
+        registryInterface.encodeFunctionData("createGroup", [name, description, pkps, cids]),
+      );
       const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
-      return { status: 201, body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash } };
+      return {
+        status: 201,
+        body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash },
+      };
     }),
   );
 
@@ -101,7 +132,12 @@ export function groupRoutes(ctx: RelayerContext): Router {
       const id = parseGroupId(req.params.id, "id");
       requireGroup(auth.account, id);
       requireWriteScope(auth, Scope.DeleteGroup, 0);
-      const out = await write(ctx, auth, "delete_group", registryInterface.encodeFunctionData("deleteGroup", [id]));
+      const out = await write(
+        ctx,
+        auth,
+        "delete_group",
+        registryInterface.encodeFunctionData("deleteGroup", [id]),
+      );
       return { body: { group_id: id, deleted: true, tx_hash: out.txHash } };
     }),
   );
@@ -115,36 +151,76 @@ export function groupRoutes(ctx: RelayerContext): Router {
       const parse =
         kind === "actions"
           ? (x: unknown, f: string) => parseCidField(x, f)
-          : (x: unknown, f: string) => (isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f));
+          : (x: unknown, f: string) =>
+              isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f);
       const add = b.array("add", limits.maxArrayEntries).map((x, i) => parse(x, `add[${i}]`));
       const remove = b.array("remove", limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
       b.done();
-      if (add.length === 0 && remove.length === 0) throw new ApiError(400, "invalid_request", "Send at least one entry in `add` or `remove`.", { details: { field: "add" } });
+      if (add.length === 0 && remove.length === 0)
+        throw new ApiError(400, "invalid_request", "Send at least one entry in `add` or `remove`.", {
+          details: { field: "add" },
+        });
       noDuplicates([...add, ...remove], "add and remove");
       const group = requireGroup(auth.account, id);
       if (kind === "actions") {
         if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
         for (const cid of add) {
-          if (group.actions.has(cidHash(cid))) throw new ApiError(409, "action_already_in_group", `Action ${cid} is already in group ${id}.`, { details: { group_id: id, cid } });
+          if (group.actions.has(cidHash(cid)))
+            throw new ApiError(409, "action_already_in_group", `Action ${cid} is already in group ${id}.`, {
+              details: { group_id: id, cid },
+            });
         }
         for (const cid of remove) {
-          if (!group.actions.has(cidHash(cid))) throw new ApiError(409, "action_not_in_group", `Action ${cid} is not in group ${id}.`, { details: { group_id: id, cid } });
+          if (!group.actions.has(cidHash(cid)))
+            throw new ApiError(409, "action_not_in_group", `Action ${cid} is not in group ${id}.`, {
+              details: { group_id: id, cid },
+            });
         }
       } else {
         if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
         if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
         for (const p of add) {
-          if (!auth.account.pkps.has(p)) throw new ApiError(404, "pkp_not_found", `PKP ${p} does not exist in this account.`, { details: { pkp_id: p } });
-          if (group.pkps.has(p)) throw new ApiError(409, "pkp_already_in_group", `PKP ${p} is already in group ${id}.`, { details: { group_id: id, pkp_id: p } });
+          if (!auth.account.pkps.has(p))
+            throw new ApiError(404, "pkp_not_found", `PKP ${p} does not exist in this account.`, {
+              details: { pkp_id: p },
+            });
+          if (group.pkps.has(p))
+            throw new ApiError(409, "pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
+              details: { group_id: id, pkp_id: p },
+            });
         }
         for (const p of remove) {
-          if (!group.pkps.has(p)) throw new ApiError(409, "pkp_not_in_group", `PKP ${p} is not in group ${id}.`, { details: { group_id: id, pkp_id: p } });
+          if (!group.pkps.has(p))
+            throw new ApiError(409, "pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
+              details: { group_id: id, pkp_id: p },
+            });
         }
       }
       const txs: string[] = [];
-      const [addFn, removeFn] = kind === "actions" ? ["addActions", "removeActions"] : ["addPkps", "removePkps"];
-      if (remove.length) txs.push((await write(ctx, auth, `group_${kind}_remove`, registryInterface.encodeFunctionData(removeFn, [id, remove]))).txHash);
-      if (add.length) txs.push((await write(ctx, auth, `group_${kind}_add`, registryInterface.encodeFunctionData(addFn, [id, add]))).txHash);
+      const [addFn, removeFn] =
+        kind === "actions" ? ["addActions", "removeActions"] : ["addPkps", "removePkps"];
+      if (remove.length)
+        txs.push(
+          (
+            await write(
+              ctx,
+              auth,
+              `group_${kind}_remove`,
+              registryInterface.encodeFunctionData(removeFn, [id, remove]),
+            )
+          ).txHash,
+        );
+      if (add.length)
+        txs.push(
+          (
+            await write(
+              ctx,
+              auth,
+              `group_${kind}_add`,
+              registryInterface.encodeFunctionData(addFn, [id, add]),
+            )
+          ).txHash,
+        );
       const now = (await ctx.cache.account(auth.account.id)).groups.get(id);
       return { body: { ...(now ? groupDetail(now) : { group_id: id }), tx_hashes: txs } };
     });

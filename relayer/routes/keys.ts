@@ -39,7 +39,12 @@ export function keyRoutes(ctx: RelayerContext): Router {
     ] as const) {
       for (const id of ids) {
         if (id !== 0 && !auth.account.groups.has(id)) {
-          throw new ApiError(404, "group_not_found", `\`${field}\` names group ${id}, which does not exist in this account.`, { details: { field, group_id: id } });
+          throw new ApiError(
+            404,
+            "group_not_found",
+            `\`${field}\` names group ${id}, which does not exist in this account.`,
+            { details: { field, group_id: id } },
+          );
         }
       }
     }
@@ -51,34 +56,61 @@ export function keyRoutes(ctx: RelayerContext): Router {
     const value = b.raw("usage_api_key");
     const id = b.raw("id");
     if ((value === undefined || value === null) === (id === undefined || id === null)) {
-      throw new ApiError(400, "invalid_request", "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).", {
-        details: { field: "usage_api_key" },
-      });
+      throw new ApiError(
+        400,
+        "invalid_request",
+        "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
+        {
+          details: { field: "usage_api_key" },
+        },
+      );
     }
     let address: string;
     if (value !== undefined && value !== null) {
-      if (typeof value !== "string") throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", { details: { field: "usage_api_key" } });
+      if (typeof value !== "string")
+        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", {
+          details: { field: "usage_api_key" },
+        });
       let parsed;
       try {
         parsed = ctx.enclave.parseApiKey(value);
       } catch (err) {
-        if (isEnclaveError(err)) throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", { details: { field: "usage_api_key" } });
+        if (isEnclaveError(err))
+          throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
+            details: { field: "usage_api_key" },
+          });
         throw err;
       }
       if (parsed.kind !== "usage") {
-        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` holds an account key; send the usage key (SPEC 4.1).", { details: { field: "usage_api_key" } });
+        throw new ApiError(
+          400,
+          "invalid_usage_api_key",
+          "`usage_api_key` holds an account key; send the usage key (SPEC 4.1).",
+          { details: { field: "usage_api_key" } },
+        );
       }
       address = parsed.address;
     } else {
       address = parseAddress(id, "id");
     }
     const key = auth.account.keys.get(address);
-    if (!key) throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, { details: { id: address } });
+    if (!key)
+      throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, {
+        details: { id: address },
+      });
     return key;
   }
 
   function scopesArg(s: KeyScopes) {
-    return [s.canCreateGroups, s.canDeleteGroups, s.canCreatePkps, s.manageIpfsIdsInGroups, s.addPkpToGroups, s.removePkpFromGroups, s.executeInGroups];
+    return [
+      s.canCreateGroups,
+      s.canDeleteGroups,
+      s.canCreatePkps,
+      s.manageIpfsIdsInGroups,
+      s.addPkpToGroups,
+      s.removePkpFromGroups,
+      s.executeInGroups,
+    ];
   }
 
   r.post(
@@ -100,13 +132,31 @@ export function keyRoutes(ctx: RelayerContext): Router {
           ctx,
           auth,
           "add_usage_api_key",
-          registryInterface.encodeFunctionData("addKey", [gen.address, gen.keyHash, name, description, expiration, scopesArg(scopes)]),
+          registryInterface.encodeFunctionData("addKey", [
+            gen.address,
+            gen.keyHash,
+            name,
+            description,
+            expiration,
+            scopesArg(scopes),
+          ]),
         );
         firstEvent(out, "KeyAdded");
         const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address);
         const item = rec
           ? keyItem(rec, ctx.billing)
-          : keyItem({ address: gen.address, keyHash: gen.keyHash, name, description, expiration, createdAt: null, scopes }, ctx.billing);
+          : keyItem(
+              {
+                address: gen.address,
+                keyHash: gen.keyHash,
+                name,
+                description,
+                expiration,
+                createdAt: null,
+                scopes,
+              },
+              ctx.billing,
+            );
         return { status: 201, body: { usage_api_key: gen.apiKey, ...item, tx_hash: out.txHash } };
       },
       { secretFields: { names: ["usage_api_key"], mode: "encrypt" } },
@@ -147,7 +197,13 @@ export function keyRoutes(ctx: RelayerContext): Router {
         ctx,
         auth,
         "update_usage_api_key",
-        registryInterface.encodeFunctionData("updateKey", [key.address, name, description, expiration, scopesArg(scopes)]),
+        registryInterface.encodeFunctionData("updateKey", [
+          key.address,
+          name,
+          description,
+          expiration,
+          scopesArg(scopes),
+        ]),
       );
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
       return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
@@ -166,7 +222,12 @@ export function keyRoutes(ctx: RelayerContext): Router {
       const name = b.string("name", { max: limits.maxNameLength, def: key.name });
       const description = b.string("description", { max: limits.maxDescriptionLength, def: key.description });
       b.done();
-      const out = await write(ctx, auth, "update_usage_api_key_metadata", registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]));
+      const out = await write(
+        ctx,
+        auth,
+        "update_usage_api_key_metadata",
+        registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]),
+      );
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
       return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
     }),
@@ -181,7 +242,12 @@ export function keyRoutes(ctx: RelayerContext): Router {
       const b = new BodyReader(req.body);
       const key = targetKey(b, auth);
       b.done();
-      const out = await write(ctx, auth, "remove_usage_api_key", registryInterface.encodeFunctionData("removeKey", [key.address]));
+      const out = await write(
+        ctx,
+        auth,
+        "remove_usage_api_key",
+        registryInterface.encodeFunctionData("removeKey", [key.address]),
+      );
       return { body: { id: key.address, removed: true, tx_hash: out.txHash } };
     }),
   );

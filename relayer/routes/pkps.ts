@@ -23,9 +23,17 @@ export function pkpRoutes(ctx: RelayerContext): Router {
       const description = b.string("description", { max: limits.maxDescriptionLength });
       b.done();
       requireWriteScope(auth, Scope.CreatePkp, 0);
-      const out = await write(ctx, auth, "create_pkp", registryInterface.encodeFunctionData("createPkp", [name, description]));
+      const out = await write(
+        ctx,
+        auth,
+        "create_pkp",
+        registryInterface.encodeFunctionData("createPkp", [name, description]),
+      );
       const pkpId = (firstEvent(out, "PkpCreated").args.pkpId as string).toLowerCase();
-      return { status: 201, body: { ...pkpItem({ id: pkpId, name, description }, ctx.enclave), tx_hash: out.txHash } };
+      return {
+        status: 201,
+        body: { ...pkpItem({ id: pkpId, name, description }, ctx.enclave), tx_hash: out.txHash },
+      };
     }),
   );
 
@@ -49,10 +57,16 @@ export function pkpRoutes(ctx: RelayerContext): Router {
       try {
         info = (await ctx.reader.call("getPkp", [id]))[0];
       } catch (err) {
-        if (err instanceof RegistryRevert) throw new ApiError(404, "pkp_not_found", `No PKP has id ${id}.`, { details: { pkp_id: id } });
+        if (err instanceof RegistryRevert)
+          throw new ApiError(404, "pkp_not_found", `No PKP has id ${id}.`, { details: { pkp_id: id } });
         throw err;
       }
-      return { body: { ...pkpItem({ id, name: info.name, description: info.description }, ctx.enclave), account_id: Number(info.accountId) } };
+      return {
+        body: {
+          ...pkpItem({ id, name: info.name, description: info.description }, ctx.enclave),
+          account_id: Number(info.accountId),
+        },
+      };
     }),
   );
 

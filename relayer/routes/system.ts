@@ -43,7 +43,11 @@ export function healthRoutes(ctx: RelayerContext): Router {
     let head: number | null = null;
     let chainError: string | null = null;
     try {
-      head = Number(BigInt(await withTimeout(ctx.sender.provider().send("eth_blockNumber", []) as Promise<string>, 1_500)));
+      head = Number(
+        BigInt(
+          await withTimeout(ctx.sender.provider().send("eth_blockNumber", []) as Promise<string>, 1_500),
+        ),
+      );
     } catch (err) {
       chainError = err instanceof Error ? err.message.split("\n")[0].slice(0, 200) : "unreachable";
     }

@@ -13,7 +13,11 @@ import { startRelayer, type RelayerOptions, type RunningRelayer } from "../../re
 import { deploySigil, type SigilDeployment } from "../../scripts/deploy";
 import { DEV_KEY, startChain, type TestChain } from "./anvil";
 
-export interface ApiResponse<T = any> {
+// Response bodies are whatever JSON the API returned; tests assert on their shape.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
+export interface ApiResponse<T = Json> {
   status: number;
   body: T;
   headers: Headers;
@@ -28,7 +32,11 @@ export interface Stack {
   url: string;
   dataDir: string;
   relayerOptions: RelayerOptions;
-  api<T = any>(method: string, route: string, opts?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<ApiResponse<T>>;
+  api<T = Json>(
+    method: string,
+    route: string,
+    opts?: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> },
+  ): Promise<ApiResponse<T>>;
   /** Restart the relayer process part (same data dir, same enclave). */
   restartRelayer(): Promise<void>;
   close(): Promise<void>;
@@ -45,7 +53,9 @@ export function testProvider(rpcUrl: string): JsonRpcProvider {
   return new JsonRpcProvider(req, network, { staticNetwork: network, cacheTimeout: -1, batchMaxCount: 1 });
 }
 
-export async function startStack(over: Partial<RelayerOptions> & { stateFile?: string } = {}): Promise<Stack> {
+export async function startStack(
+  over: Partial<RelayerOptions> & { stateFile?: string } = {},
+): Promise<Stack> {
   const { stateFile, ...relayerOver } = over;
   const chain = await startChain({ stateFile });
   const provider = testProvider(chain.rpcUrl);
@@ -102,7 +112,7 @@ export async function startStack(over: Partial<RelayerOptions> & { stateFile?: s
       } catch {
         // not JSON (e.g. /metrics)
       }
-      return { status: r.status, body: parsed as any, headers: r.headers };
+      return { status: r.status, body: parsed as Json, headers: r.headers };
     },
     async restartRelayer() {
       await stack.relayer.close();
@@ -121,7 +131,10 @@ export async function startStack(over: Partial<RelayerOptions> & { stateFile?: s
 }
 
 /** The lifecycle's common first steps: an account, a PKP, a group listing an action and the PKP. */
-export async function setupAccount(s: Stack, code = 'async function main(p) { return { hello: p && p.who ? p.who : "world" }; }') {
+export async function setupAccount(
+  s: Stack,
+  code = 'async function main(p) { return { hello: p && p.who ? p.who : "world" }; }',
+) {
   const acct = await s.api("POST", "/core/v1/new_account", { body: { account_name: "test" } });
   if (acct.status !== 201) throw new Error(`new_account: ${acct.status} ${JSON.stringify(acct.body)}`);
   const key: string = acct.body.api_key;
@@ -129,7 +142,17 @@ export async function setupAccount(s: Stack, code = 'async function main(p) { re
   if (pkp.status !== 201) throw new Error(`pkps/create: ${pkp.status} ${JSON.stringify(pkp.body)}`);
   const pinned = await s.api("POST", "/core/v1/actions", { key, body: { code } });
   if (pinned.status !== 201) throw new Error(`actions: ${pinned.status} ${JSON.stringify(pinned.body)}`);
-  const group = await s.api("POST", "/core/v1/groups", { key, body: { name: "g1", pkps: [pkp.body.pkp_id], actions: [pinned.body.cid] } });
+  const group = await s.api("POST", "/core/v1/groups", {
+    key,
+    body: { name: "g1", pkps: [pkp.body.pkp_id], actions: [pinned.body.cid] },
+  });
   if (group.status !== 201) throw new Error(`groups: ${group.status} ${JSON.stringify(group.body)}`);
-  return { accountKey: key, accountId: acct.body.account_id as number, pkpId: pkp.body.pkp_id as string, cid: pinned.body.cid as string, groupId: group.body.group_id as number, code };
+  return {
+    accountKey: key,
+    accountId: acct.body.account_id as number,
+    pkpId: pkp.body.pkp_id as string,
+    cid: pinned.body.cid as string,
+    groupId: group.body.group_id as number,
+    code,
+  };
 }

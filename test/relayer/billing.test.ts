@@ -18,11 +18,17 @@ describe("relayer: billing integration", function () {
   let billing: Billing;
   let dir: string;
 
-  const balance = async (key: string) => (await s.api("GET", "/core/v1/billing/balance", { key })).body.balance_cents as number;
+  const balance = async (key: string) =>
+    (await s.api("GET", "/core/v1/billing/balance", { key })).body.balance_cents as number;
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billing-"));
-    billing = createBilling({ dbPath: path.join(dir, "billing.sqlite"), processor: new SimulatedProcessor(), signupCreditCents: 100, chargeFlushMs: 0 });
+    billing = createBilling({
+      dbPath: path.join(dir, "billing.sqlite"),
+      processor: new SimulatedProcessor(),
+      signupCreditCents: 100,
+      chargeFlushMs: 0,
+    });
     s = await startStack({ billing });
   });
   after(async () => {
@@ -43,7 +49,10 @@ describe("relayer: billing integration", function () {
     const ok = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} });
     expect(ok.status).to.equal(201);
     expect(await balance(a.accountKey)).to.equal(before - 1);
-    const refused = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, { key: a.accountKey, body: { add: [a.pkpId] } });
+    const refused = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, {
+      key: a.accountKey,
+      body: { add: [a.pkpId] },
+    });
     expect(refused.status).to.equal(409);
     expect(await balance(a.accountKey)).to.equal(before - 1);
   });
@@ -62,7 +71,9 @@ describe("relayer: billing integration", function () {
     // Spend the rest of the sign-up credit.
     let left = await balance(a.accountKey);
     while (left > 0) {
-      expect((await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} })).status).to.equal(201);
+      expect((await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} })).status).to.equal(
+        201,
+      );
       left = await balance(a.accountKey);
     }
     const registry = AccountRegistry__factory.connect(s.deployment.registry, s.provider);
@@ -77,9 +88,15 @@ describe("relayer: billing integration", function () {
 
   it("a usage key's spend shows in list_api_keys, and its cap refuses further executions", async () => {
     const a = await setupAccount(s);
-    const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "capped", execute_in_groups: [0] } });
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "capped", execute_in_groups: [0] },
+    });
     billing.setKeySpendCap(String(a.accountId), k.body.id, 1);
-    expect((await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } })).status).to.equal(200);
+    expect(
+      (await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } }))
+        .status,
+    ).to.equal(200);
     const list = await s.api("GET", "/core/v1/list_api_keys", { key: a.accountKey });
     const item = list.body.items.find((i: { id: string }) => i.id === k.body.id);
     expect(item).to.include({ spent_cents: 1, spend_cap_cents: 1, balance: 0 });

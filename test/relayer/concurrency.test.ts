@@ -24,7 +24,10 @@ describe("relayer: concurrent writes", function () {
       const a = await s.api("POST", "/core/v1/new_account", { body: { account_name: `c${i}` } });
       const keys = [a.body.api_key as string];
       for (let j = 0; j < 2; j++) {
-        const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.body.api_key, body: { name: `k${j}`, can_create_pkps: true, can_create_groups: true } });
+        const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+          key: a.body.api_key,
+          body: { name: `k${j}`, can_create_pkps: true, can_create_groups: true },
+        });
         keys.push(k.body.usage_api_key);
       }
       accounts.push({ id: a.body.account_id, keys });
@@ -42,12 +45,16 @@ describe("relayer: concurrent writes", function () {
     for (const acct of accounts) {
       const mine = jobs.map((j, i) => ({ ...j, r: results[i] })).filter((j) => j.acct === acct);
       const pkpIds = mine.filter((j) => j.route.endsWith("create")).map((j) => j.r.body.pkp_id as string);
-      const groupIds = mine.filter((j) => j.route === "/core/v1/groups").map((j) => j.r.body.group_id as number);
+      const groupIds = mine
+        .filter((j) => j.route === "/core/v1/groups")
+        .map((j) => j.r.body.group_id as number);
       const [chainPkps, pkpTotal] = await registry.listPkps(acct.id, 0, 100);
       expect(Number(pkpTotal)).to.equal(pkpIds.length);
       expect(chainPkps.map((p) => p.id.toLowerCase()).sort()).to.deep.equal([...pkpIds].sort());
       const [chainGroups] = await registry.listGroups(acct.id, 0, 100);
-      expect(chainGroups.map((g) => Number(g.id)).sort((x, y) => x - y)).to.deep.equal([...groupIds].sort((x, y) => x - y));
+      expect(chainGroups.map((g) => Number(g.id)).sort((x, y) => x - y)).to.deep.equal(
+        [...groupIds].sort((x, y) => x - y),
+      );
       // Group ids are sequential and unique per account.
       expect(new Set(groupIds).size).to.equal(groupIds.length);
       // The cache agrees with the chain.

@@ -29,8 +29,16 @@ describe("relayer: Idempotency-Key", function () {
   it("the same POST twice with one Idempotency-Key writes once and replays the first answer", async () => {
     const before = await pkpCount();
     const h = { "idempotency-key": "create-pkp-1" };
-    const r1 = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "once" }, headers: h });
-    const r2 = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "once" }, headers: h });
+    const r1 = await s.api("POST", "/core/v1/pkps/create", {
+      key: accountKey,
+      body: { name: "once" },
+      headers: h,
+    });
+    const r2 = await s.api("POST", "/core/v1/pkps/create", {
+      key: accountKey,
+      body: { name: "once" },
+      headers: h,
+    });
     expect(r1.status).to.equal(201);
     expect(r2.status).to.equal(201);
     expect(r2.body).to.deep.equal(r1.body);
@@ -41,14 +49,22 @@ describe("relayer: Idempotency-Key", function () {
   it("concurrent duplicates join the first request and write once", async () => {
     const before = await pkpCount();
     const h = { "idempotency-key": "create-pkp-concurrent" };
-    const rs = await Promise.all(Array.from({ length: 5 }, () => s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "c" }, headers: h })));
+    const rs = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "c" }, headers: h }),
+      ),
+    );
     for (const r of rs) expect(r.body.pkp_id).to.equal(rs[0].body.pkp_id);
     expect(await pkpCount()).to.equal(before + 1);
   });
 
   it("the same key with a different body is 409 idempotency_key_reused and writes nothing", async () => {
     const before = await pkpCount();
-    const r = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "different" }, headers: { "idempotency-key": "create-pkp-1" } });
+    const r = await s.api("POST", "/core/v1/pkps/create", {
+      key: accountKey,
+      body: { name: "different" },
+      headers: { "idempotency-key": "create-pkp-1" },
+    });
     expect(r.status).to.equal(409);
     expect(r.body.error.code).to.equal("idempotency_key_reused");
     expect(await pkpCount()).to.equal(before);
@@ -56,19 +72,38 @@ describe("relayer: Idempotency-Key", function () {
 
   it("the same body sent with keys in another order is the same request", async () => {
     const h = { "idempotency-key": "order" };
-    const r1 = await s.api("POST", "/core/v1/groups", { key: accountKey, body: { name: "n", description: "d" }, headers: h });
-    const r2 = await s.api("POST", "/core/v1/groups", { key: accountKey, rawBody: '{"description":"d","name":"n"}', headers: { ...h, "content-type": "application/json" } });
+    const r1 = await s.api("POST", "/core/v1/groups", {
+      key: accountKey,
+      body: { name: "n", description: "d" },
+      headers: h,
+    });
+    const r2 = await s.api("POST", "/core/v1/groups", {
+      key: accountKey,
+      rawBody: '{"description":"d","name":"n"}',
+      headers: { ...h, "content-type": "application/json" },
+    });
     expect(r2.body.group_id).to.equal(r1.body.group_id);
   });
 
   it("an add_usage_api_key replay returns the same key, which is never stored in clear", async () => {
     const h = { "idempotency-key": "add-key-1" };
-    const r1 = await s.api("POST", "/core/v1/add_usage_api_key", { key: accountKey, body: { name: "k" }, headers: h });
-    const r2 = await s.api("POST", "/core/v1/add_usage_api_key", { key: accountKey, body: { name: "k" }, headers: h });
+    const r1 = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: accountKey,
+      body: { name: "k" },
+      headers: h,
+    });
+    const r2 = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: accountKey,
+      body: { name: "k" },
+      headers: h,
+    });
     expect(r2.body.usage_api_key).to.equal(r1.body.usage_api_key);
     expect(r2.body.id).to.equal(r1.body.id);
     const files = fs.readdirSync(s.dataDir).filter((f) => f.startsWith("relayer.sqlite"));
-    for (const f of files) expect(fs.readFileSync(path.join(s.dataDir, f)).includes(Buffer.from(r1.body.usage_api_key))).to.equal(false);
+    for (const f of files)
+      expect(fs.readFileSync(path.join(s.dataDir, f)).includes(Buffer.from(r1.body.usage_api_key))).to.equal(
+        false,
+      );
   });
 
   it("a new_account replay creates nothing and withholds the account key it never stored", async () => {
@@ -82,12 +117,20 @@ describe("relayer: Idempotency-Key", function () {
 
   it("records survive a relayer restart", async () => {
     await s.restartRelayer();
-    const r = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: { name: "once" }, headers: { "idempotency-key": "create-pkp-1" } });
+    const r = await s.api("POST", "/core/v1/pkps/create", {
+      key: accountKey,
+      body: { name: "once" },
+      headers: { "idempotency-key": "create-pkp-1" },
+    });
     expect(r.headers.get("idempotent-replayed")).to.equal("true");
   });
 
   it("a malformed Idempotency-Key is 400 invalid_idempotency_key", async () => {
-    const r = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: {}, headers: { "idempotency-key": "x".repeat(300) } });
+    const r = await s.api("POST", "/core/v1/pkps/create", {
+      key: accountKey,
+      body: {},
+      headers: { "idempotency-key": "x".repeat(300) },
+    });
     expect(r.status).to.equal(400);
     expect(r.body.error.code).to.equal("invalid_idempotency_key");
   });
@@ -96,7 +139,11 @@ describe("relayer: Idempotency-Key", function () {
     const h = { "idempotency-key": "fix-and-retry" };
     const bad = await s.api("POST", "/core/v1/groups", { key: accountKey, body: { name: 5 }, headers: h });
     expect(bad.status).to.equal(400);
-    const bad2 = await s.api("POST", "/core/v1/groups", { key: accountKey, body: { name: "ok" }, headers: h });
+    const bad2 = await s.api("POST", "/core/v1/groups", {
+      key: accountKey,
+      body: { name: "ok" },
+      headers: h,
+    });
     expect(bad2.status).to.equal(201);
   });
 });

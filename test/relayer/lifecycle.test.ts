@@ -19,7 +19,9 @@ describe("relayer: lifecycle through HTTP", function () {
   });
 
   it("creates an account and returns the account key once", async () => {
-    const r = await s.api("POST", "/core/v1/new_account", { body: { account_name: "acme", email: "ops@example.com" } });
+    const r = await s.api("POST", "/core/v1/new_account", {
+      body: { account_name: "acme", email: "ops@example.com" },
+    });
     expect(r.status).to.equal(201);
     expect(r.body.api_key).to.match(/^ak_[0-9a-f]{64}$/);
     expect(r.body.account_id).to.be.a("number");
@@ -43,19 +45,31 @@ describe("relayer: lifecycle through HTTP", function () {
   });
 
   it("pins an action and adds it and the PKP to the group", async () => {
-    const pinned = await s.api("POST", "/core/v1/actions", { key: accountKey, body: { code: 'async function main(p) { return { doubled: p.n * 2 }; }' } });
+    const pinned = await s.api("POST", "/core/v1/actions", {
+      key: accountKey,
+      body: { code: "async function main(p) { return { doubled: p.n * 2 }; }" },
+    });
     expect(pinned.status).to.equal(201);
     cid = pinned.body.cid;
-    const a = await s.api("POST", `/core/v1/groups/${groupId}/actions`, { key: accountKey, body: { add: [cid] } });
+    const a = await s.api("POST", `/core/v1/groups/${groupId}/actions`, {
+      key: accountKey,
+      body: { add: [cid] },
+    });
     expect(a.status).to.equal(200);
-    const p = await s.api("POST", `/core/v1/groups/${groupId}/pkps`, { key: accountKey, body: { add: [pkpId] } });
+    const p = await s.api("POST", `/core/v1/groups/${groupId}/pkps`, {
+      key: accountKey,
+      body: { add: [pkpId] },
+    });
     expect(p.status).to.equal(200);
     const g = await s.api("GET", `/core/v1/groups/${groupId}`, { key: accountKey });
     expect(g.body).to.deep.include({ group_id: groupId, pkps: [pkpId], actions: [cid] });
   });
 
   it("adds a usage key with execute on the group", async () => {
-    const r = await s.api("POST", "/core/v1/add_usage_api_key", { key: accountKey, body: { name: "server", execute_in_groups: [groupId] } });
+    const r = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: accountKey,
+      body: { name: "server", execute_in_groups: [groupId] },
+    });
     expect(r.status).to.equal(201);
     expect(r.body.usage_api_key).to.match(/^uk_[0-9a-f]{64}$/);
     expect(r.body.can_execute_in_groups).to.deep.equal([groupId]);
@@ -64,7 +78,10 @@ describe("relayer: lifecycle through HTTP", function () {
   });
 
   it("executes immediately with the new key", async () => {
-    const r = await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId, js_params: { n: 21 } } });
+    const r = await s.api("POST", "/core/v1/svc_action", {
+      key: usageKey,
+      body: { cid, pkp_id: pkpId, js_params: { n: 21 } },
+    });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
     expect(r.body.has_error).to.equal(false);
     expect(r.body.response).to.deep.equal({ doubled: 42 });
@@ -72,7 +89,10 @@ describe("relayer: lifecycle through HTTP", function () {
   });
 
   it("updates the key to no scopes, then execution is refused with 403", async () => {
-    const u = await s.api("POST", "/core/v1/update_usage_api_key", { key: accountKey, body: { usage_api_key: usageKey, name: "server" } });
+    const u = await s.api("POST", "/core/v1/update_usage_api_key", {
+      key: accountKey,
+      body: { usage_api_key: usageKey, name: "server" },
+    });
     expect(u.status).to.equal(200);
     expect(u.body.can_execute_in_groups).to.deep.equal([]);
     const r = await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } });
@@ -82,7 +102,10 @@ describe("relayer: lifecycle through HTTP", function () {
   });
 
   it("removes the key, then the next request is 401", async () => {
-    const rm = await s.api("POST", "/core/v1/remove_usage_api_key", { key: accountKey, body: { id: usageKeyId } });
+    const rm = await s.api("POST", "/core/v1/remove_usage_api_key", {
+      key: accountKey,
+      body: { id: usageKeyId },
+    });
     expect(rm.status).to.equal(200);
     const r = await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } });
     expect(r.status).to.equal(401);

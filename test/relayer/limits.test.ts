@@ -8,7 +8,14 @@ describe("relayer: rate limits and the execution cap", function () {
   let a: Awaited<ReturnType<typeof setupAccount>>;
 
   before(async () => {
-    s = await startStack({ rateLimits: { perKeyPerMinute: 3, perAccountPerMinute: 1000, newAccountPerIpPerHour: 3, concurrentExecutionsPerAccount: 1 } });
+    s = await startStack({
+      rateLimits: {
+        perKeyPerMinute: 3,
+        perAccountPerMinute: 1000,
+        newAccountPerIpPerHour: 3,
+        concurrentExecutionsPerAccount: 1,
+      },
+    });
     a = await setupAccount(s, "async function main(p) { if (p && p.wait) await sleep(p.wait); return 1; }"); // uses 1 of the 3 sign-ups
   });
   after(async () => {
@@ -16,9 +23,12 @@ describe("relayer: rate limits and the execution cap", function () {
   });
 
   it("a usage key over its per-minute limit gets 429 rate_limited with Retry-After; other keys are unaffected", async () => {
-    const k1 = (await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "1" } })).body.usage_api_key;
-    const k2 = (await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "2" } })).body.usage_api_key;
-    for (let i = 0; i < 3; i++) expect((await s.api("GET", "/core/v1/pkps", { key: k1 })).status).to.equal(200);
+    const k1 = (await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "1" } }))
+      .body.usage_api_key;
+    const k2 = (await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "2" } }))
+      .body.usage_api_key;
+    for (let i = 0; i < 3; i++)
+      expect((await s.api("GET", "/core/v1/pkps", { key: k1 })).status).to.equal(200);
     const r = await s.api("GET", "/core/v1/pkps", { key: k1 });
     expect(r.status).to.equal(429);
     expect(r.body.error.code).to.equal("rate_limited");
@@ -36,12 +46,17 @@ describe("relayer: rate limits and the execution cap", function () {
   });
 
   it("an account over its concurrent-execution cap gets 429 too_many_concurrent_executions", async () => {
-    const slow = s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid, js_params: { wait: 1500 } } });
+    const slow = s.api("POST", "/core/v1/svc_action", {
+      key: a.accountKey,
+      body: { cid: a.cid, js_params: { wait: 1500 } },
+    });
     await new Promise((r) => setTimeout(r, 300));
     const r = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid } });
     expect(r.status).to.equal(429);
     expect(r.body.error.code).to.equal("too_many_concurrent_executions");
     expect((await slow).status).to.equal(200);
-    expect((await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid } })).status).to.equal(200);
+    expect(
+      (await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid } })).status,
+    ).to.equal(200);
   });
 });

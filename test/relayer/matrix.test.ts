@@ -3,7 +3,7 @@
  * to usage keys whatever they hold, the wildcard 0 in all four arrays, and cross-account isolation.
  */
 import { expect } from "chai";
-import { setupAccount, startStack, type Stack } from "../helpers/stack";
+import { setupAccount, startStack, type ApiResponse, type Stack } from "../helpers/stack";
 
 const ALL = {
   can_create_groups: true,
@@ -23,11 +23,14 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
   let spareCid: string;
 
   const key = async (perms: Record<string, unknown>) => {
-    const r = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "k", ...perms } });
+    const r = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "k", ...perms },
+    });
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     return r.body.usage_api_key as string;
   };
-  const expectError = (r: { status: number; body: any }, status: number, code: string) => {
+  const expectError = (r: ApiResponse, status: number, code: string) => {
     expect(r.status, JSON.stringify(r.body)).to.equal(status);
     expect(r.body.error.code).to.equal(code);
   };
@@ -37,7 +40,12 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     a = await setupAccount(s);
     const g2 = await s.api("POST", "/core/v1/groups", { key: a.accountKey, body: { name: "other" } });
     otherGroup = g2.body.group_id;
-    spareCid = (await s.api("POST", "/core/v1/actions", { key: a.accountKey, body: { code: "async function main() { return 2; }" } })).body.cid;
+    spareCid = (
+      await s.api("POST", "/core/v1/actions", {
+        key: a.accountKey,
+        body: { code: "async function main() { return 2; }" },
+      })
+    ).body.cid;
   });
   after(async () => {
     await s?.close();
@@ -52,19 +60,32 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     });
     it("granted on another group only: 403 not_authorized_to_execute", async () => {
       const k = await key({ execute_in_groups: [otherGroup] });
-      expectError(await s.api("POST", "/core/v1/svc_action", { key: k, body: { cid: a.cid, pkp_id: a.pkpId } }), 403, "not_authorized_to_execute");
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", { key: k, body: { cid: a.cid, pkp_id: a.pkpId } }),
+        403,
+        "not_authorized_to_execute",
+      );
     });
     it("wildcard 0: 200", async () => {
       const k = await key({ execute_in_groups: [0] });
-      expect((await s.api("POST", "/core/v1/svc_action", { key: k, body: { cid: a.cid } })).status).to.equal(200);
+      expect((await s.api("POST", "/core/v1/svc_action", { key: k, body: { cid: a.cid } })).status).to.equal(
+        200,
+      );
     });
     it("the account key executes in its own groups (API mode)", async () => {
-      const r = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid, pkp_id: a.pkpId, js_params: { who: "owner" } } });
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: a.accountKey,
+        body: { cid: a.cid, pkp_id: a.pkpId, js_params: { who: "owner" } },
+      });
       expect(r.status).to.equal(200);
       expect(r.body.response).to.deep.equal({ hello: "owner" });
     });
     it("a CID listed in no group is refused even to the account key", async () => {
-      expectError(await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: spareCid } }), 403, "not_authorized_to_execute");
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: spareCid } }),
+        403,
+        "not_authorized_to_execute",
+      );
     });
   });
 
@@ -84,7 +105,9 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
   describe("group:create", () => {
     it("granted: 201", async () => {
       const k = await key({ can_create_groups: true });
-      expect((await s.api("POST", "/core/v1/groups", { key: k, body: { name: "by key" } })).status).to.equal(201);
+      expect((await s.api("POST", "/core/v1/groups", { key: k, body: { name: "by key" } })).status).to.equal(
+        201,
+      );
     });
     it("denied: 403 missing_scope naming group:create", async () => {
       const k = await key({ can_create_pkps: true });
@@ -102,7 +125,8 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
 
   describe("group:delete", () => {
     it("granted: 200, and the group is gone", async () => {
-      const g = (await s.api("POST", "/core/v1/groups", { key: a.accountKey, body: { name: "tmp" } })).body.group_id;
+      const g = (await s.api("POST", "/core/v1/groups", { key: a.accountKey, body: { name: "tmp" } })).body
+        .group_id;
       const k = await key({ can_delete_groups: true });
       expect((await s.api("DELETE", `/core/v1/groups/${g}`, { key: k })).status).to.equal(200);
       expectError(await s.api("GET", `/core/v1/groups/${g}`, { key: a.accountKey }), 404, "group_not_found");
@@ -118,40 +142,75 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
   describe("group:manageActions(group)", () => {
     it("granted on the group: 200", async () => {
       const k = await key({ manage_ipfs_ids_in_groups: [otherGroup] });
-      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { add: [spareCid] } });
+      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, {
+        key: k,
+        body: { add: [spareCid] },
+      });
       expect(r.status, JSON.stringify(r.body)).to.equal(200);
       expect(r.body.actions).to.include(spareCid);
-      expect((await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { remove: [spareCid] } })).status).to.equal(200);
+      expect(
+        (
+          await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, {
+            key: k,
+            body: { remove: [spareCid] },
+          })
+        ).status,
+      ).to.equal(200);
     });
     it("granted on another group: 403 missing_scope naming the group", async () => {
       const k = await key({ manage_ipfs_ids_in_groups: [a.groupId] });
-      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { add: [spareCid] } });
+      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, {
+        key: k,
+        body: { add: [spareCid] },
+      });
       expectError(r, 403, "missing_scope");
       expect(r.body.error.details).to.deep.equal({ scope: "group:manageActions", group_id: otherGroup });
     });
     it("wildcard 0 works for manageActions too (REFERENCE gap 7)", async () => {
       const k = await key({ manage_ipfs_ids_in_groups: [0] });
-      expect((await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { add: [spareCid] } })).status).to.equal(200);
-      expect((await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { remove: [spareCid] } })).status).to.equal(200);
+      expect(
+        (await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { add: [spareCid] } }))
+          .status,
+      ).to.equal(200);
+      expect(
+        (
+          await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, {
+            key: k,
+            body: { remove: [spareCid] },
+          })
+        ).status,
+      ).to.equal(200);
     });
   });
 
   describe("group:addPkp / group:removePkp(group)", () => {
     it("addPkp granted: 200; removePkp granted: 200", async () => {
       const add = await key({ add_pkp_to_groups: [otherGroup] });
-      expect((await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, { key: add, body: { add: [a.pkpId] } })).status).to.equal(200);
+      expect(
+        (await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, { key: add, body: { add: [a.pkpId] } }))
+          .status,
+      ).to.equal(200);
       const rm = await key({ remove_pkp_from_groups: [0] });
-      expect((await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, { key: rm, body: { remove: [a.pkpId] } })).status).to.equal(200);
+      expect(
+        (await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, { key: rm, body: { remove: [a.pkpId] } }))
+          .status,
+      ).to.equal(200);
     });
     it("addPkp denied: 403 missing_scope naming group:addPkp", async () => {
       const k = await key({ remove_pkp_from_groups: [0] });
-      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, { key: k, body: { add: [a.pkpId] } });
+      const r = await s.api("POST", `/core/v1/groups/${otherGroup}/pkps`, {
+        key: k,
+        body: { add: [a.pkpId] },
+      });
       expectError(r, 403, "missing_scope");
       expect(r.body.error.details).to.deep.equal({ scope: "group:addPkp", group_id: otherGroup });
     });
     it("removePkp denied: 403 missing_scope naming group:removePkp", async () => {
       const k = await key({ add_pkp_to_groups: [0] });
-      const r = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, { key: k, body: { remove: [a.pkpId] } });
+      const r = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, {
+        key: k,
+        body: { remove: [a.pkpId] },
+      });
       expectError(r, 403, "missing_scope");
       expect(r.body.error.details).to.deep.equal({ scope: "group:removePkp", group_id: a.groupId });
     });
@@ -162,7 +221,10 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     let victimId: string;
     before(async () => {
       broad = await key(ALL);
-      const victim = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "victim" } });
+      const victim = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: a.accountKey,
+        body: { name: "victim" },
+      });
       victimId = victim.body.id;
     });
     const cases: Array<[string, string, () => unknown]> = [
@@ -171,7 +233,11 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
       ["POST", "/core/v1/update_usage_api_key", () => ({ id: victimId, ...ALL })],
       ["POST", "/core/v1/update_usage_api_key_metadata", () => ({ id: victimId, name: "y" })],
       ["POST", "/core/v1/remove_usage_api_key", () => ({ id: victimId })],
-      ["POST", "/core/v1/account/transfer_ownership", () => ({ new_owner: "0x000000000000000000000000000000000000dEaD" })],
+      [
+        "POST",
+        "/core/v1/account/transfer_ownership",
+        () => ({ new_owner: "0x000000000000000000000000000000000000dEaD" }),
+      ],
       ["POST", "/core/v1/account/cancel_ownership_transfer", () => ({})],
     ];
     for (const [method, route, body] of cases) {
@@ -181,7 +247,14 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     }
     it("a usage key cannot rewrite its own scopes (REFERENCE gap 1)", async () => {
       const narrow = await key({ execute_in_groups: [a.groupId] });
-      expectError(await s.api("POST", "/core/v1/update_usage_api_key", { key: narrow, body: { usage_api_key: narrow, ...ALL } }), 403, "owner_only");
+      expectError(
+        await s.api("POST", "/core/v1/update_usage_api_key", {
+          key: narrow,
+          body: { usage_api_key: narrow, ...ALL },
+        }),
+        403,
+        "owner_only",
+      );
     });
   });
 
@@ -190,22 +263,43 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     let bBroad: string;
     before(async () => {
       b = await setupAccount(s);
-      const r = await s.api("POST", "/core/v1/add_usage_api_key", { key: b.accountKey, body: { name: "b", ...ALL } });
+      const r = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: b.accountKey,
+        body: { name: "b", ...ALL },
+      });
       bBroad = r.body.usage_api_key;
     });
     it("another account's key cannot execute this account's CID with its PKP", async () => {
-      expectError(await s.api("POST", "/core/v1/svc_action", { key: bBroad, body: { cid: a.cid, pkp_id: a.pkpId } }), 403, "not_authorized_to_execute");
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", { key: bBroad, body: { cid: a.cid, pkp_id: a.pkpId } }),
+        403,
+        "not_authorized_to_execute",
+      );
     });
     it("another account's group ids resolve in the caller's own account only", async () => {
       const r = await s.api("GET", `/core/v1/groups/${otherGroup}`, { key: b.accountKey });
       expectError(r, 404, "group_not_found");
     });
     it("another account's PKP cannot be added to a group", async () => {
-      expectError(await s.api("POST", `/core/v1/groups/${b.groupId}/pkps`, { key: bBroad, body: { add: [a.pkpId] } }), 404, "pkp_not_found");
+      expectError(
+        await s.api("POST", `/core/v1/groups/${b.groupId}/pkps`, { key: bBroad, body: { add: [a.pkpId] } }),
+        404,
+        "pkp_not_found",
+      );
     });
     it("another account's usage key cannot be removed", async () => {
-      const aKey = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.accountKey, body: { name: "a-only" } });
-      expectError(await s.api("POST", "/core/v1/remove_usage_api_key", { key: b.accountKey, body: { id: aKey.body.id } }), 404, "usage_key_not_found");
+      const aKey = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: a.accountKey,
+        body: { name: "a-only" },
+      });
+      expectError(
+        await s.api("POST", "/core/v1/remove_usage_api_key", {
+          key: b.accountKey,
+          body: { id: aKey.body.id },
+        }),
+        404,
+        "usage_key_not_found",
+      );
     });
     it("lists show only the caller's own resources", async () => {
       const pk = await s.api("GET", "/core/v1/pkps", { key: b.accountKey });

@@ -27,7 +27,10 @@ describe("relayer: chain outage and recovery", function () {
   it("while the chain is down, a write answers 503 chain_unavailable with Retry-After, quickly", async () => {
     await s.chain.stop();
     const t0 = Date.now();
-    const r = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "during outage" } });
+    const r = await s.api("POST", "/core/v1/pkps/create", {
+      key: a.accountKey,
+      body: { name: "during outage" },
+    });
     expect(r.status).to.equal(503);
     expect(r.body.error.code).to.equal("chain_unavailable");
     expect(Number(r.headers.get("retry-after"))).to.be.greaterThan(0);
@@ -48,7 +51,10 @@ describe("relayer: chain outage and recovery", function () {
   });
 
   it("executions authorized from the cache keep working while the chain is down", async () => {
-    const r = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: a.cid, pkp_id: a.pkpId } });
+    const r = await s.api("POST", "/core/v1/svc_action", {
+      key: a.accountKey,
+      body: { cid: a.cid, pkp_id: a.pkpId },
+    });
     expect(r.status).to.equal(200);
   });
 

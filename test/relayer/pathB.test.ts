@@ -46,20 +46,34 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
       const gen = s.enclave.generateUsageKey();
       usageKey = gen.apiKey;
       usageAddress = gen.address;
-      const scopes = { canCreateGroups: false, canDeleteGroups: false, canCreatePkps: false, manageIpfsIdsInGroups: [], addPkpToGroups: [], removePkpFromGroups: [], executeInGroups: [0] };
+      const scopes = {
+        canCreateGroups: false,
+        canDeleteGroups: false,
+        canCreatePkps: false,
+        manageIpfsIdsInGroups: [],
+        addPkpToGroups: [],
+        removePkpFromGroups: [],
+        executeInGroups: [0],
+      };
       await (await registry.addKey(gen.address, gen.keyHash, "server", "", 0, scopes)).wait();
       const pkpRc = await (await registry.createPkp("p", "")).wait();
       pkpId = registry.interface.parseLog(pkpRc!.logs[0])!.args.pkpId;
       // The key was registered on chain a moment ago: the relayer sees it within one poll interval.
       await until(async () => (await s.api("GET", "/core/v1/pkps", { key: usageKey })).status === 200, 5_000);
-      const pinned = await s.api("POST", "/core/v1/actions", { key: usageKey, body: { code: "async function main() { return 'ok'; }" } });
+      const pinned = await s.api("POST", "/core/v1/actions", {
+        key: usageKey,
+        body: { code: "async function main() { return 'ok'; }" },
+      });
       cid = pinned.body.cid;
       const gRc = await (await registry.createGroup("g", "", [pkpId], [cid])).wait();
       groupId = registry.interface.parseLog(gRc!.logs[0])!.args.groupId;
     });
 
     it("the wallet's usage key executes through the relayer", async () => {
-      await until(async () => (await s.api("GET", `/core/v1/groups/${groupId}`, { key: usageKey })).status === 200, 5_000);
+      await until(
+        async () => (await s.api("GET", `/core/v1/groups/${groupId}`, { key: usageKey })).status === 200,
+        5_000,
+      );
       const r = await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } });
       expect(r.status, JSON.stringify(r.body)).to.equal(200);
       expect(r.body.response).to.equal("ok");
@@ -67,15 +81,30 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
 
     it("an action removed on chain is refused within one poll interval", async () => {
       await (await registry.removeAction(groupId, cid)).wait();
-      const ms = await until(async () => (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } })).status === 403, 5_000);
+      const ms = await until(
+        async () =>
+          (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
+            .status === 403,
+        5_000,
+      );
       expect(ms).to.be.lessThan(POLL_MS + 200);
     });
 
     it("a key revoked on chain gets 401 within one poll interval", async () => {
       await (await registry.addAction(groupId, cid)).wait();
-      await until(async () => (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } })).status === 200, 5_000);
+      await until(
+        async () =>
+          (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
+            .status === 200,
+        5_000,
+      );
       await (await registry.removeKey(usageAddress)).wait();
-      const ms = await until(async () => (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } })).status === 401, 5_000);
+      const ms = await until(
+        async () =>
+          (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
+            .status === 401,
+        5_000,
+      );
       expect(ms).to.be.lessThan(POLL_MS + 200);
       const r = await s.api("GET", "/core/v1/pkps", { key: usageKey });
       expect(r.body.error.code).to.equal("unknown_api_key");
@@ -92,15 +121,29 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
       const acct = await s.api("POST", "/core/v1/new_account", { body: { account_name: "graduating" } });
       accountKey = acct.body.api_key;
       accountId = acct.body.account_id;
-      cid = (await s.api("POST", "/core/v1/actions", { key: accountKey, body: { code: "async function main() { return 1; }" } })).body.cid;
-      const g = await s.api("POST", "/core/v1/groups", { key: accountKey, body: { name: "g", actions: [cid] } });
-      const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: accountKey, body: { name: "server", execute_in_groups: [g.body.group_id] } });
+      cid = (
+        await s.api("POST", "/core/v1/actions", {
+          key: accountKey,
+          body: { code: "async function main() { return 1; }" },
+        })
+      ).body.cid;
+      const g = await s.api("POST", "/core/v1/groups", {
+        key: accountKey,
+        body: { name: "g", actions: [cid] },
+      });
+      const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: accountKey,
+        body: { name: "server", execute_in_groups: [g.body.group_id] },
+      });
       serverKey = k.body.usage_api_key;
     });
 
     it("transfer_ownership records a pending owner; nothing changes until it is accepted", async () => {
       const wallet = new Wallet(DEV_KEYS[2], s.provider);
-      const r = await s.api("POST", "/core/v1/account/transfer_ownership", { key: accountKey, body: { new_owner: wallet.address } });
+      const r = await s.api("POST", "/core/v1/account/transfer_ownership", {
+        key: accountKey,
+        body: { new_owner: wallet.address },
+      });
       expect(r.status, JSON.stringify(r.body)).to.equal(200);
       const info = await s.api("GET", "/core/v1/account", { key: accountKey });
       expect(info.body.pending_owner).to.equal(wallet.address);
@@ -109,8 +152,14 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
 
     it("after the wallet accepts, the account is chain_secured and the account key gets 409 before anything is sent", async () => {
       const wallet = new Wallet(DEV_KEYS[2], s.provider);
-      await (await AccountRegistry__factory.connect(s.deployment.registry, wallet).acceptOwnership(accountId)).wait();
-      await until(async () => (await s.api("GET", "/core/v1/account", { key: accountKey })).body.mode === "chain_secured", 5_000);
+      await (
+        await AccountRegistry__factory.connect(s.deployment.registry, wallet).acceptOwnership(accountId)
+      ).wait();
+      await until(
+        async () =>
+          (await s.api("GET", "/core/v1/account", { key: accountKey })).body.mode === "chain_secured",
+        5_000,
+      );
       const w = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: {} });
       expect(w.status).to.equal(409);
       expect(w.body.error.code).to.equal("account_chain_secured");

@@ -28,14 +28,24 @@ describe("relayer: restart", function () {
     const registry = AccountRegistry__factory.connect(s.deployment.registry, wallet);
     await (await registry.createAccount("w", ZeroAddress)).wait();
     const gen = s.enclave.generateUsageKey();
-    const scopes = { canCreateGroups: false, canDeleteGroups: false, canCreatePkps: false, manageIpfsIdsInGroups: [], addPkpToGroups: [], removePkpFromGroups: [], executeInGroups: [0] };
+    const scopes = {
+      canCreateGroups: false,
+      canDeleteGroups: false,
+      canCreatePkps: false,
+      manageIpfsIdsInGroups: [],
+      addPkpToGroups: [],
+      removePkpFromGroups: [],
+      executeInGroups: [0],
+    };
     await (await registry.addKey(gen.address, gen.keyHash, "k", "", 0, scopes)).wait();
     const code = "async function main() { return 'up'; }";
     const cid = await computeCid(new TextEncoder().encode(code));
     await (await registry.createGroup("g", "", [], [cid])).wait();
     await s.relayer.close();
     await s.restartRelayer();
-    expect((await s.api("POST", "/core/v1/svc_action", { key: gen.apiKey, body: { code } })).status).to.equal(200);
+    expect((await s.api("POST", "/core/v1/svc_action", { key: gen.apiKey, body: { code } })).status).to.equal(
+      200,
+    );
 
     await s.relayer.close();
     const checkpoint = JSON.parse(fs.readFileSync(path.join(s.dataDir, "event-cursor.json"), "utf8"));

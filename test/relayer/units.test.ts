@@ -33,7 +33,9 @@ describe("relayer units", () => {
         new BodyReader({ execute_in_groups: [1, "x"] }).groupIds("execute_in_groups", 64);
         expect.fail("accepted");
       } catch (e) {
-        expect((e as ApiError).message).to.equal('`execute_in_groups[1]` must be a group id: an integer >= 0 (0 = every group) (got "x").');
+        expect((e as ApiError).message).to.equal(
+          '`execute_in_groups[1]` must be a group id: an integer >= 0 (0 = every group) (got "x").',
+        );
       }
     });
     it("never echoes a key in a message", () => {
@@ -62,8 +64,12 @@ describe("relayer units", () => {
       expect(code(() => parsePkpId("0x" + "0".repeat(64), "p"))).to.equal("400 invalid_pkp_id");
     });
     it("addresses: checksummed output, wrong checksum refused", () => {
-      expect(parseAddress("0x000000000000000000000000000000000000dead", "a")).to.equal("0x000000000000000000000000000000000000dEaD");
-      expect(code(() => parseAddress("0x000000000000000000000000000000000000DEad", "a"))).to.equal("400 invalid_address");
+      expect(parseAddress("0x000000000000000000000000000000000000dead", "a")).to.equal(
+        "0x000000000000000000000000000000000000dEaD",
+      );
+      expect(code(() => parseAddress("0x000000000000000000000000000000000000DEad", "a"))).to.equal(
+        "400 invalid_address",
+      );
     });
     it("pages: bounds", () => {
       expect(parsePage({}, 100)).to.deep.equal({ pageNumber: 0, pageSize: 20 });
@@ -124,7 +130,9 @@ describe("relayer units", () => {
       db.close();
     });
     it("fingerprints ignore key order but not values", () => {
-      expect(fingerprint("POST", "/p", { a: 1, b: [1, { c: 2, d: 3 }] })).to.equal(fingerprint("POST", "/p", { b: [1, { d: 3, c: 2 }], a: 1 }));
+      expect(fingerprint("POST", "/p", { a: 1, b: [1, { c: 2, d: 3 }] })).to.equal(
+        fingerprint("POST", "/p", { b: [1, { d: 3, c: 2 }], a: 1 }),
+      );
       expect(fingerprint("POST", "/p", { a: 1 })).to.not.equal(fingerprint("POST", "/p", { a: 2 }));
       expect(fingerprint("POST", "/p", { a: 1 })).to.not.equal(fingerprint("POST", "/q", { a: 1 }));
     });
@@ -134,19 +142,39 @@ describe("relayer units", () => {
     const enc = (name: string, args: unknown[]) => registryInterface.encodeErrorResult(name, args);
     it("MissingScope → 403 missing_scope naming scope and group", () => {
       const e = mapRevert(enc("MissingScope", [ME, 1, 5, 7]), { principal: ME, kind: "usage" });
-      expect([e.status, e.code, e.details]).to.deep.equal([403, "missing_scope", { scope: "group:addPkp", group_id: 7 }]);
+      expect([e.status, e.code, e.details]).to.deep.equal([
+        403,
+        "missing_scope",
+        { scope: "group:addPkp", group_id: 7 },
+      ]);
     });
     it("NotOwner → 403 owner_only for a usage key, 409 account_chain_secured for the account key", () => {
-      expect(mapRevert(enc("NotOwner", [ME, 1]), { principal: ME, kind: "usage" }).code).to.equal("owner_only");
-      expect(mapRevert(enc("NotOwner", [ME, 1]), { principal: ME, kind: "account" }).code).to.equal("account_chain_secured");
+      expect(mapRevert(enc("NotOwner", [ME, 1]), { principal: ME, kind: "usage" }).code).to.equal(
+        "owner_only",
+      );
+      expect(mapRevert(enc("NotOwner", [ME, 1]), { principal: ME, kind: "account" }).code).to.equal(
+        "account_chain_secured",
+      );
     });
     it("UnknownGroup → 404 group_not_found; KeyExpired of the caller → 401 api_key_expired", () => {
-      expect(mapRevert(enc("UnknownGroup", [1, 9]), { principal: ME, kind: "usage" }).code).to.equal("group_not_found");
-      expect(mapRevert(enc("KeyExpired", [ME, 5]), { principal: ME, kind: "usage" }).code).to.equal("api_key_expired");
+      expect(mapRevert(enc("UnknownGroup", [1, 9]), { principal: ME, kind: "usage" }).code).to.equal(
+        "group_not_found",
+      );
+      expect(mapRevert(enc("KeyExpired", [ME, 5]), { principal: ME, kind: "usage" }).code).to.equal(
+        "api_key_expired",
+      );
     });
     it("every registry error maps to a catalogued code", () => {
       registryInterface.forEachError((f) => {
-        const args = f.inputs.map((i) => (i.type === "address" ? ME : i.type === "string" ? "x" : i.type === "bytes32" ? "0x" + "1".repeat(64) : 1));
+        const args = f.inputs.map((i) =>
+          i.type === "address"
+            ? ME
+            : i.type === "string"
+              ? "x"
+              : i.type === "bytes32"
+                ? "0x" + "1".repeat(64)
+                : 1,
+        );
         const e = mapRevert(registryInterface.encodeErrorResult(f, args), { principal: ME, kind: "usage" });
         expect(ERROR_CATALOGUE, f.name).to.have.property(e.code);
       });
@@ -156,14 +184,19 @@ describe("relayer units", () => {
   describe("documentation", () => {
     it("docs/errors.md lists every catalogued code with its status", () => {
       const md = fs.readFileSync(path.join(__dirname, "..", "..", "docs", "errors.md"), "utf8");
-      for (const [c, e] of Object.entries(ERROR_CATALOGUE)) expect(md, c).to.match(new RegExp(`\\| \`${c}\` +\\| ${e.status} +\\|`));
+      for (const [c, e] of Object.entries(ERROR_CATALOGUE))
+        expect(md, c).to.match(new RegExp(`\\| \`${c}\` +\\| ${e.status} +\\|`));
     });
     it("every code the relayer throws is catalogued", () => {
       const root = path.join(__dirname, "..", "..", "relayer");
-      const files = fs.readdirSync(root, { recursive: true }).map(String).filter((f) => f.endsWith(".ts") && !f.startsWith("billing"));
+      const files = fs
+        .readdirSync(root, { recursive: true })
+        .map(String)
+        .filter((f) => f.endsWith(".ts") && !f.startsWith("billing"));
       for (const f of files) {
         const src = fs.readFileSync(path.join(root, f), "utf8");
-        for (const m of src.matchAll(/new ApiError\(\s*\d+,\s*"([a-z_]+)"/g)) expect(ERROR_CATALOGUE, `${f}: ${m[1]}`).to.have.property(m[1]);
+        for (const m of src.matchAll(/new ApiError\(\s*\d+,\s*"([a-z_]+)"/g))
+          expect(ERROR_CATALOGUE, `${f}: ${m[1]}`).to.have.property(m[1]);
       }
     });
     it("the OpenAPI document describes every route", () => {
@@ -171,7 +204,10 @@ describe("relayer units", () => {
       for (const [method, route] of ROUTES) {
         const p = route.replace(/:([a-z]+)/g, "{$1}");
         expect(doc.paths, `${method} ${route}`).to.have.property(p);
-        expect((doc.paths as Record<string, Record<string, unknown>>)[p], `${method} ${route}`).to.have.property(method.toLowerCase());
+        expect(
+          (doc.paths as Record<string, Record<string, unknown>>)[p],
+          `${method} ${route}`,
+        ).to.have.property(method.toLowerCase());
       }
     });
   });
