@@ -144,6 +144,38 @@ async function measure(
   return { direct: directMedian, endToEnd };
 }
 
+/**
+ * A/A control: the same unmetered run on both sides, timed in the same block pattern. Its ratio is
+ * the noise floor of the end-to-end line on this machine at this moment.
+ */
+async function control(executor: ActionExecutor): Promise<void> {
+  const authorizePkp = async (id: string) => id;
+  const run = async (n: number) => {
+    const r = await executor.run({ code: CODE, cid: CID, jsParams: { n }, authorizePkp });
+    if (r.has_error) throw new Error("action failed: " + JSON.stringify(r.error));
+  };
+  const a: number[] = [];
+  const b: number[] = [];
+  const block = async (into: number[]) => {
+    const t = performance.now();
+    for (let j = 0; j < BLOCK; j++) await run(j);
+    into.push(performance.now() - t);
+  };
+  for (let i = 0; i < ROUNDS / BLOCK; i++) {
+    if (i % 2 === 0) {
+      await block(a);
+      await block(b);
+    } else {
+      await block(b);
+      await block(a);
+    }
+  }
+  console.log(`\n## A/A control (unmetered on both sides, same block pattern)`);
+  console.log(
+    `block time B / A − 1 (medians): ${pct(median(b) / median(a) - 1)}  ← noise floor of the end-to-end lines`,
+  );
+}
+
 async function main(): Promise<void> {
   const enclave = Enclave.fromRootKey("0x" + "5a".repeat(32));
   const executor = new ActionExecutor({ keys: enclave, poolSize: 1 });
@@ -158,6 +190,7 @@ async function main(): Promise<void> {
   );
   await measure(executor, 50);
   await measure(executor, 0);
+  await control(executor);
   await executor.close();
 }
 
