@@ -51,7 +51,10 @@ function obj<T>(args: Args, field: string): T {
   return v as T;
 }
 
+// A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
+// like "constructor" must not reach Object.prototype.
 const PKP_OPS: Record<string, (keys: KeyCapabilities, id: string, args: Args) => unknown> = {
+  __proto__: null as never,
   pkpPublicKey: (k, id) => k.pkpPublicKey(id),
   pkpAddress: (k, id) => k.pkpAddress(id),
   pkpSignDigest: (k, id, a) => k.pkpSignDigest(id, hexOf(strOrBytes(a, "digest"))),
@@ -71,7 +74,8 @@ export async function serveKeyOp(
   args: Args,
 ): Promise<KeyOpAnswer> {
   try {
-    const pkpOp = PKP_OPS[op];
+    if (typeof args !== "object" || args === null) args = {};
+    const pkpOp = typeof op === "string" && Object.hasOwn(PKP_OPS, op) ? PKP_OPS[op] : undefined;
     if (pkpOp !== undefined) {
       const requested = str(args, "pkpId");
       let pkpId: string;

@@ -69,6 +69,28 @@ export interface PoolOptions {
   heapMb: number;
 }
 
+/**
+ * The worker's final message, checked: the worker runs hostile code, so the parent treats what it says
+ * as untrusted too (a malformed message becomes worker_crashed, never an exception in the main thread).
+ */
+export function readDone(m: Record<string, unknown>): { error: KeyOpError | null; responseJson?: string } {
+  const e = m.error as { code?: unknown; message?: unknown } | null | undefined;
+  if (e === null || e === undefined) {
+    if (typeof m.responseJson !== "string") return { error: MALFORMED };
+    try {
+      JSON.parse(m.responseJson);
+    } catch {
+      return { error: MALFORMED };
+    }
+    return { error: null, responseJson: m.responseJson };
+  }
+  if (typeof e !== "object" || typeof e.code !== "string" || typeof e.message !== "string")
+    return { error: MALFORMED };
+  return { error: { code: e.code, message: e.message } };
+}
+
+const MALFORMED: KeyOpError = { code: "worker_crashed", message: "the worker sent a malformed result" };
+
 export class WorkerPool {
   private readonly slots = new Set<Slot>();
   /** Idle workers, longest idle first: runs rotate over the pool instead of piling on one worker. */
@@ -271,7 +293,7 @@ export class WorkerPool {
     if (m.type === "memory") {
       slot.probeSentAt = null;
       const run = slot.run;
-      if (run && (m.arrayBuffers as number) > run.job.limits.offHeapMb * MB) {
+      if (run && typeof m.arrayBuffers === "number" && m.arrayBuffers > run.job.limits.offHeapMb * MB) {
         this.kill(slot, {
           code: "memory_limit",
           message: `the run exceeded the ${run.job.limits.offHeapMb} MB off-heap (ArrayBuffer) limit`,
@@ -283,19 +305,17 @@ export class WorkerPool {
     if (run === null || run.runId !== m.runId || run.done) return;
     switch (m.type) {
       case "log":
-        this.appendLog(run, m.text as string);
+        if (typeof m.text === "string") this.appendLog(run, m.text);
         break;
       case "fetch":
         run.fetches++;
         break;
       case "keyop":
-        this.onKeyOp(slot, run, m.callId as number, m.op as string, m.args as Record<string, unknown>);
+        if (typeof m.callId !== "number" || typeof m.op !== "string") return;
+        this.onKeyOp(slot, run, m.callId, m.op, m.args as Record<string, unknown>);
         break;
       case "done":
-        this.finishRun(slot, run, {
-          error: (m.error as KeyOpError | null) ?? null,
-          responseJson: m.responseJson as string,
-        });
+        this.finishRun(slot, run, readDone(m));
         slot.run = null;
         slot.state = "idle";
         this.idle.push(slot);
