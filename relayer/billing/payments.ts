@@ -2,6 +2,7 @@ import type { Database, Statement } from "better-sqlite3";
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ApiError } from "../errors";
+import { intentNotFound, stateError, toApiError, validateAmount, validateIntentId } from "./paymentErrors";
 import type { Ledger } from "./ledger";
 import { formatCents } from "./money";
 import {
@@ -102,7 +103,7 @@ export class Payments {
   }
 
   async createIntent(accountId: string, amountCents: unknown, clientIdempotencyKey?: string) {
-    this.validateAmount(amountCents);
+    validateAmount(amountCents, this.limits);
     const amount = amountCents as number;
     // A client-supplied Idempotency-Key makes retries return the same intent; without one every
     // call is a new intent (harmless: an unpaid intent costs nothing and expires at the processor).
@@ -144,13 +145,13 @@ export class Payments {
   async confirm(accountId: string, paymentIntentId: unknown): Promise<ConfirmResult> {
     const id = validateIntentId(paymentIntentId);
     const row = this.row(id);
-    if (row && row.account_id !== accountId) throw notFound(id);
+    if (row && row.account_id !== accountId) throw intentNotFound(id);
     if (row?.credited_at != null) return this.succeededResult(row, false);
 
     const intent = await this.call(() => this.processor.retrieveIntent(id));
     // Unknown to us, unknown to the processor, or tagged with another account or ledger: all look
     // the same from outside, so a caller cannot probe for other accounts' intents.
-    if (!intent || !this.ownedBy(intent, accountId)) throw notFound(id);
+    if (!intent || !this.ownedBy(intent, accountId)) throw intentNotFound(id);
 
     const { newlyCredited } = this.observe(intent, nowSeconds());
     const after = this.row(id)!;
@@ -175,10 +176,10 @@ export class Payments {
   async cancel(accountId: string, paymentIntentId: unknown) {
     const id = validateIntentId(paymentIntentId);
     const row = this.row(id);
-    if (row && row.account_id !== accountId) throw notFound(id);
+    if (row && row.account_id !== accountId) throw intentNotFound(id);
     if (!row) {
       const found = await this.call(() => this.processor.retrieveIntent(id));
-      if (!found || !this.ownedBy(found, accountId)) throw notFound(id);
+      if (!found || !this.ownedBy(found, accountId)) throw intentNotFound(id);
     }
     try {
       const intent = await this.processor.cancelIntent(id, "sigil-cancel-" + id);
@@ -372,34 +373,6 @@ export class Payments {
     return this.ours(intent) && intent.metadata.account_id === accountId;
   }
 
-  private validateAmount(amount: unknown): void {
-    if (typeof amount !== "number" || !Number.isSafeInteger(amount)) {
-      throw new ApiError(400, "invalid_request", "amount_cents must be an integer number of cents", {
-        details: { field: "amount_cents" },
-      });
-    }
-    if (amount < this.limits.minimumCents) {
-      throw new ApiError(
-        400,
-        "amount_below_minimum",
-        `the minimum payment is ${this.limits.minimumCents} cents`,
-        {
-          details: { amount_cents: amount, minimum_cents: this.limits.minimumCents },
-        },
-      );
-    }
-    if (amount > this.limits.maximumCents) {
-      throw new ApiError(
-        400,
-        "amount_above_maximum",
-        `the maximum payment is ${this.limits.maximumCents} cents`,
-        {
-          details: { amount_cents: amount, maximum_cents: this.limits.maximumCents },
-        },
-      );
-    }
-  }
-
   private async call<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
@@ -407,75 +380,6 @@ export class Payments {
       throw toApiError(e);
     }
   }
-}
-
-export function toApiError(e: unknown): unknown {
-  if (!(e instanceof ProcessorError)) return e;
-  switch (e.kind) {
-    case "unexpected_state":
-    case "rejected":
-      return new ApiError(
-        503,
-        "payment_processor_error",
-        "the payment processor refused the request; check the billing configuration",
-        {
-          details: { processor_code: e.processorCode ?? null },
-          cause: e,
-        },
-      );
-    default:
-      return new ApiError(
-        503,
-        "payment_processor_unavailable",
-        "the payment processor could not be reached; try again",
-        { retryAfter: 5, cause: e },
-      );
-  }
-}
-
-function validateIntentId(id: unknown): string {
-  if (typeof id !== "string" || !/^pi_[A-Za-z0-9_]{1,200}$/.test(id)) {
-    throw new ApiError(400, "invalid_request", "payment_intent_id must be a PaymentIntent id (pi_…)", {
-      details: { field: "payment_intent_id" },
-    });
-  }
-  return id;
-}
-
-function notFound(id: string): ApiError {
-  return new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, {
-    details: { payment_intent_id: id },
-  });
-}
-
-function stateError(intent: ProcessorIntent): ApiError {
-  const details = { payment_intent_id: intent.id, status: intent.status };
-  if (intent.status === "canceled") {
-    return new ApiError(
-      409,
-      "payment_canceled",
-      "this payment was canceled and will not be credited; create a new payment intent",
-      { details },
-    );
-  }
-  if (intent.status === "requires_payment_method" && intent.lastError) {
-    return new ApiError(
-      409,
-      "payment_failed",
-      `the payment failed: ${intent.lastError} No credits were applied; retry with a new payment`,
-      {
-        details: { ...details, reason: intent.lastError },
-      },
-    );
-  }
-  return new ApiError(
-    409,
-    "payment_not_completed",
-    "the payment has not been completed yet; finish it with the processor, then confirm again",
-    {
-      details,
-    },
-  );
 }
 
 function nowSeconds(): number {

@@ -11,6 +11,7 @@ import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import type { Metering, Principal, Prices } from "./metering";
 import { CREDIT_PACKAGES, formatCents } from "./money";
+import { intentNotFound } from "./paymentErrors";
 import type { Payments } from "./payments";
 import { type PaymentProcessor, ProcessorError } from "./processor";
 import { type SimulatedAction, SimulatedProcessor } from "./simulatedProcessor";
@@ -129,11 +130,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
           { details: { action } },
         );
       }
-      if (payments.intentAccount(id) !== principal(res).accountId) {
-        throw new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, {
-          details: { payment_intent_id: id },
-        });
-      }
+      if (payments.intentAccount(id) !== principal(res).accountId) throw intentNotFound(id);
       let intent;
       try {
         intent = processor.transition(id, action);
