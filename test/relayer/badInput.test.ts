@@ -486,6 +486,40 @@ describe("relayer: bad input", function () {
       ));
   });
 
+  describe("conventions", () => {
+    it("every response carries a fresh X-Request-Id and echoes X-Correlation-Id", async () => {
+      const r = await s.api("GET", "/core/v1/config", {
+        headers: { "x-request-id": "mine", "x-correlation-id": "trace-42" },
+      });
+      expect(r.headers.get("x-request-id")).to.match(/^[0-9a-f-]{36}$/);
+      expect(r.headers.get("x-correlation-id")).to.equal("trace-42");
+    });
+    it("serves the OpenAPI document", async () => {
+      const r = await s.api("GET", "/core/v1/openapi.json");
+      expect(r.status).to.equal(200);
+      expect(r.body.openapi).to.equal("3.1.0");
+      expect(r.body.paths).to.have.property("/core/v1/svc_action");
+    });
+    it("serves Prometheus metrics and a health report", async () => {
+      const m = await s.api("GET", "/metrics");
+      expect(m.status).to.equal(200);
+      expect(m.body).to.contain("sigil_http_requests_total").and.contain("sigil_cache_last_processed_block");
+      const h = await s.api("GET", "/health");
+      expect(h.status).to.equal(200);
+      expect(h.body.chain.reachable).to.equal(true);
+      expect(h.body.executor.alive).to.be.greaterThan(0);
+    });
+    it("GET config reports the chain and contracts", async () => {
+      const r = await s.api("GET", "/core/v1/config");
+      expect(r.body).to.include({
+        chain_id: 31337,
+        registry_address: s.deployment.registry,
+        forwarder_address: s.deployment.forwarder,
+        billing_enabled: false,
+      });
+    });
+  });
+
   describe("routing", () => {
     it("unknown path: 404 route_not_found", async () =>
       expectError(await s.api("GET", "/core/v1/nope", { key: a.accountKey }), 404, "route_not_found"));
