@@ -40,6 +40,18 @@ async function measure(
   chargeFlushMs: number,
 ): Promise<{ direct: number; endToEnd: number }> {
   const dir = mkdtempSync(join(tmpdir(), "sigil-billing-bench-"));
+  try {
+    return await measureIn(dir, executor, chargeFlushMs);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function measureIn(
+  dir: string,
+  executor: ActionExecutor,
+  chargeFlushMs: number,
+): Promise<{ direct: number; endToEnd: number }> {
   const billing = createBilling({
     dbPath: join(dir, "billing.sqlite"),
     processor: new SimulatedProcessor(),
@@ -140,7 +152,6 @@ async function measure(
   );
 
   billing.close();
-  rmSync(dir, { recursive: true, force: true });
   return { direct: directMedian, endToEnd };
 }
 
