@@ -46,7 +46,7 @@ describe("executor: hostile code", function () {
       const r = await run(`console.log("before"); while (true) {}`, { limits: { wallTimeMs: 500 } });
       expectError(r, "timeout");
       expect(r.logs).to.equal("before\n");
-      expect(r.execution_ms).to.be.within(500, 1500);
+      expect(r.execution_ms).to.be.within(500, 5000);
     });
 
     it("an infinite microtask loop times out", async function () {
