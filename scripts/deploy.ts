@@ -4,7 +4,7 @@
  * As a module: `deploySigil(signer)` works against any provider (Hardhat's in-process network, anvil or any
  * JSON-RPC endpoint) because it only uses the signer and the TypeChain factories, never `hre`.
  * As a script: `npx hardhat run scripts/deploy.ts --network <name>` deploys with the first signer and writes
- * `deployments/<name>.json` ({chainId, registry, forwarder, deployBlock}).
+ * `deployments/<name>.json` ({chainId, registry, forwarder, deployBlock}); SIGIL_DEPLOYMENTS_DIR overrides the folder.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -45,12 +45,14 @@ async function main(): Promise<void> {
   const [deployer] = await hre.ethers.getSigners();
   if (!deployer) throw new Error(`no signer configured for network ${hre.network.name}`);
   const deployment = await deploySigil(deployer);
-  const outDir = path.join(__dirname, "..", "deployments");
+  const outDir = process.env.SIGIL_DEPLOYMENTS_DIR ?? path.join(__dirname, "..", "deployments");
   mkdirSync(outDir, { recursive: true });
   const file = path.join(outDir, `${hre.network.name}.json`);
   const { chainId, registry, forwarder, deployBlock } = deployment;
   writeFileSync(file, JSON.stringify({ chainId, registry, forwarder, deployBlock }, null, 2) + "\n");
-  console.log(`Deployed to ${hre.network.name} (chain ${chainId}): registry ${registry}, forwarder ${forwarder}`);
+  console.log(
+    `Deployed to ${hre.network.name} (chain ${chainId}): registry ${registry}, forwarder ${forwarder}`,
+  );
   console.log(`Wrote ${path.relative(process.cwd(), file)}`);
 }
 
