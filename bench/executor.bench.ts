@@ -13,8 +13,7 @@
  */
 import os from "node:os";
 import { ethers } from "ethers";
-import { Enclave } from "../enclave";
-import { ActionExecutor, type RunRequest } from "../enclave/executor";
+import { ActionExecutor, Enclave, type RunRequest } from "../enclave";
 
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 const PKP = ethers.zeroPadValue("0x65", 32);
