@@ -1,0 +1,173 @@
+/**
+ * The CLI commands the README walk-through does not use, against the real service (started in-process
+ * with startSigil on an embedded chain): keys update (scopes and metadata-only) and remove by id, groups
+ * add/remove/delete, pkps show, actions get, run from a file, billing history, and the JSON error object.
+ */
+import { expect } from "chai";
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { loadConfig } from "../../scripts/start/config";
+import { startSigil, type RunningSigil } from "../../scripts/start/service";
+
+const ROOT = path.resolve(__dirname, "..", "..");
+const ACTION = `async function main({ pkpId }) { return { address: await Actions.getAddress({ pkpId }) }; }\n`;
+
+describe("start: CLI commands against the real service", function () {
+  this.timeout(180_000);
+  let dir: string;
+  let sigilService: RunningSigil;
+  let accountKey: string;
+  let pkp: string;
+  let pkpAddress: string;
+  let cid: string;
+  let group: string;
+  let usageKey: string;
+  let usageKeyId: string;
+
+  /** Asynchronous: the service runs in this process, a spawnSync would block it. */
+  function sigil(args: string[], apiKey: string | undefined = accountKey) {
+    return new Promise<{
+      code: number | null;
+      stdout: string;
+      stderr: string;
+      json: () => Record<string, unknown>;
+    }>((resolve) => {
+      const child = spawn(process.execPath, [path.join(ROOT, "bin", "sigil.js"), ...args], {
+        cwd: ROOT,
+        env: { ...process.env, SIGIL_URL: sigilService.url, SIGIL_API_KEY: apiKey ?? "" },
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+      child.on("close", (code) =>
+        resolve({ code, stdout, stderr, json: () => JSON.parse(stdout) as Record<string, unknown> }),
+      );
+    });
+  }
+  async function ok(args: string[], apiKey?: string) {
+    const r = await sigil(["--json", ...args], apiKey);
+    if (r.code !== 0) throw new Error(`sigil ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
+    return r.json();
+  }
+
+  before(async function () {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-cli-api-"));
+    sigilService = await startSigil(
+      loadConfig(
+        {
+          SIGIL_DATA_DIR: path.join(dir, "data"),
+          PORT: "0",
+          SIGIL_ANVIL_PORT: "0",
+          SIGIL_LOG_FILE: path.join(dir, "sigil.log"),
+        },
+        dir,
+      ),
+      { warn: () => {} },
+    );
+    fs.writeFileSync(path.join(dir, "address.js"), ACTION);
+    accountKey = String((await ok(["account", "create"], "")).api_key);
+    const p = await ok(["pkps", "create", "--name", "p"]);
+    pkp = String(p.pkp_id);
+    pkpAddress = String(p.address);
+    cid = String((await ok(["actions", "pin", path.join(dir, "address.js")])).cid);
+    group = String((await ok(["groups", "create", "--name", "g"])).group_id);
+    const k = await ok(["keys", "add", "--name", "k", "--execute", group]);
+    usageKey = String(k.usage_api_key);
+    usageKeyId = String(k.id);
+  });
+
+  after(async () => {
+    await sigilService?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("groups add puts an action and a PKP in a group, and groups show lists them", async () => {
+    await ok(["groups", "add", group, "--action", cid, "--pkp", pkp]);
+    const g = await ok(["groups", "show", group]);
+    expect(g.actions).to.deep.equal([cid]);
+    expect(g.pkps).to.deep.equal([pkp]);
+  });
+
+  it("run executes an action from a file (inline code) with the usage key", async () => {
+    const r = await ok(
+      ["run", path.join(dir, "address.js"), "--pkp", pkp, "--params", JSON.stringify({ pkpId: pkp })],
+      usageKey,
+    );
+    expect((r.response as { address: string }).address).to.equal(pkpAddress);
+    expect(r.has_error).to.equal(false);
+  });
+
+  it("an action that throws exits 2 and prints its error", async () => {
+    const r = await sigil(["run", "--cid", cid, "--params", "{}"]); // no pkpId: Actions.getAddress refuses
+    expect(r.code).to.equal(2);
+    expect(r.stdout, r.stderr).to.match(/^error: invalid_argument: /m);
+  });
+
+  it("code whose CID is in no group is refused with the reason (exit 2, 403)", async () => {
+    const other = path.join(dir, "other.js");
+    fs.writeFileSync(other, "return 1;\n");
+    const r = await sigil(["run", other]);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/^error 403 not_authorized_to_execute: /m);
+  });
+
+  it("keys update --metadata-only renames the key and keeps its scopes", async () => {
+    await ok(["keys", "update", usageKeyId, "--name", "renamed", "--metadata-only"]);
+    const list = (await ok(["keys", "list"])) as {
+      items: { name: string; can_execute_in_groups: number[] }[];
+    };
+    expect(list.items.map((k) => [k.name, k.can_execute_in_groups])).to.deep.equal([
+      ["renamed", [Number(group)]],
+    ]);
+  });
+
+  it("keys update replaces every scope: with none, the key can no longer run (exit 2, 403)", async () => {
+    await ok(["keys", "update", usageKey, "--name", "renamed"]);
+    const r = await sigil(
+      ["run", "--cid", cid, "--pkp", pkp, "--params", JSON.stringify({ pkpId: pkp })],
+      usageKey,
+    );
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/^error 403 not_authorized_to_execute: /m);
+  });
+
+  it("--json prints the API error object on stdout", async () => {
+    const r = await sigil(["--json", "groups", "show", "999"]);
+    expect(r.code).to.equal(2);
+    const body = r.json() as { error: { status: number; code: string } };
+    expect(body.error.status).to.equal(404);
+    expect(body.error.code).to.equal("group_not_found");
+  });
+
+  it("groups remove takes the PKP out of the group", async () => {
+    await ok(["groups", "remove", group, "--pkp", pkp]);
+    expect((await ok(["groups", "show", group])).pkps).to.deep.equal([]);
+  });
+
+  it("pkps show needs no key; actions get returns the pinned code", async () => {
+    const shown = await ok(["pkps", "show", pkp], "");
+    expect(shown.address).to.equal(pkpAddress);
+    expect((await ok(["actions", "get", cid])).code).to.equal(ACTION);
+  });
+
+  it("keys remove by id revokes the key: it gets 401 next", async () => {
+    await ok(["keys", "remove", usageKeyId]);
+    const r = await sigil(["billing", "balance"], usageKey);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/^error 401 \w+: /m);
+  });
+
+  it("groups delete removes the group", async () => {
+    await ok(["groups", "delete", group]);
+    expect((await ok(["groups", "list"])).items).to.deep.equal([]);
+  });
+
+  it("billing history lists the sign-up credit and the charges, newest first", async () => {
+    const h = (await ok(["billing", "history"])) as { items: { type: string; operation: string }[] };
+    expect(h.items[h.items.length - 1]).to.include({ type: "credit", operation: "signup_credit" });
+    expect(h.items.filter((i) => i.type === "debit").length).to.be.greaterThan(5);
+  });
+});
