@@ -265,7 +265,3 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     fix: "Report it with the request_id.",
   },
 };
-
-export function catalogueStatus(code: string): number | undefined {
-  return ERROR_CATALOGUE[code]?.status;
-}

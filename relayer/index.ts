@@ -68,6 +68,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     pollIntervalMs: cfg.pollIntervalMs,
     logger,
     onApplied: (n) => metrics.eventsApplied.inc(n),
+    // The sender is created below; a reset can only be detected after start.
+    onReset: () => sender.resetNonces(),
   });
   const sender = new Sender({
     provider,

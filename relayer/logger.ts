@@ -29,8 +29,3 @@ export function defaultLogger(): Logger {
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
   });
 }
-
-/** Masks anything that looks like a Sigil key in a free-form string (error messages from dependencies). */
-export function scrubKeys(s: string): string {
-  return s.replace(/\b(ak_|uk_)[0-9a-fA-F]{8,}/g, "$1[redacted]");
-}

@@ -118,6 +118,12 @@ export class Sender {
     }
   }
 
+  /** After a chain reset or reorganisation: every cached nonce may be wrong; re-read them from the chain. */
+  resetNonces(): void {
+    for (const w of this.wallets) w.nonce = null;
+    this.forwarderNonces.clear();
+  }
+
   provider(): JsonRpcProvider {
     return this.o.provider;
   }

@@ -52,6 +52,8 @@ export interface CacheOptions {
   pollIntervalMs: number;
   logger: Logger;
   onApplied?: (events: number) => void;
+  /** Called when the chain head fell behind the cursor (reset or reorganisation). */
+  onReset?: () => void;
 }
 
 export class PermissionCache {
@@ -238,6 +240,7 @@ export class PermissionCache {
     this.masterIndex.clear();
     this.cursor = head;
     this.writeCheckpoint(true);
+    this.o.onReset?.();
   }
 
   /** The projection of an account, loading it on first use. */

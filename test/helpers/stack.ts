@@ -70,7 +70,7 @@ export async function startStack(
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-"));
   const relayerOptions: RelayerOptions = {
     rpcUrl: chain.rpcUrl,
-    chainId: deployment.chainId,
+    // chainId left out on purpose: the relayer asks the RPC endpoint (fetchChainId).
     registryAddress: deployment.registry,
     forwarderAddress: deployment.forwarder,
     deployBlock: deployment.deployBlock,

@@ -58,4 +58,24 @@ describe("relayer: restart", function () {
     const h = await s.api("GET", "/health");
     expect(h.body.cache.last_processed_block).to.equal(await s.provider.getBlockNumber());
   });
+
+  it("a chain reorganisation below the cursor drops the cache: state that vanished is refused", async () => {
+    const before = (await s.api("POST", "/core/v1/new_account", { body: {} })).body.api_key;
+    const snapshot = await s.provider.send("evm_snapshot", []);
+    const a = await s.api("POST", "/core/v1/new_account", { body: {} });
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", { key: a.body.api_key, body: { name: "k" } });
+    expect((await s.api("GET", "/core/v1/pkps", { key: k.body.usage_api_key })).status).to.equal(200);
+    await s.provider.send("evm_revert", [snapshot]);
+    const t0 = Date.now();
+    let r;
+    do {
+      r = await s.api("GET", "/core/v1/pkps", { key: k.body.usage_api_key });
+      if (r.status === 401) break;
+      await new Promise((res) => setTimeout(res, 50));
+    } while (Date.now() - t0 < 5_000);
+    expect(r.status).to.equal(401);
+    expect((await s.api("GET", "/core/v1/account", { key: a.body.api_key })).status).to.equal(401);
+    // Writes go on: the relayer re-read its gas wallets' and principals' nonces after the reset.
+    expect((await s.api("POST", "/core/v1/pkps/create", { key: before, body: {} })).status).to.equal(201);
+  });
 });
