@@ -38,6 +38,8 @@ const config: HardhatUserConfig = {
     offline: true,
     outputFile: process.env.REPORT_GAS_FILE,
     noColors: !!process.env.REPORT_GAS_FILE,
+    // REPORT_GAS_FORMAT=markdown gives the table pasted into docs/contracts.md.
+    reportFormat: (process.env.REPORT_GAS_FORMAT as "terminal" | "markdown" | undefined) ?? "terminal",
   },
   mocha: {
     timeout: 120_000,

@@ -512,4 +512,34 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(2n, BigInt(max + 1), "", "");
     });
   });
+  describe("bounded gas", function () {
+    it("deleting a full group (256 PKPs and 256 CIDs) stays under 5M gas", async function () {
+      this.timeout(300_000);
+      const { registry, ownerA, deployment } = await loadFixture(twoAccountsFixture);
+      const chainId = BigInt(deployment.chainId);
+      for (let i = 0; i < 254; i++) await registry.connect(ownerA).createPkp("", "");
+      const ids = Array.from({ length: 256 }, (_, i) =>
+        expectedPkpId(chainId, deployment.registry, 1n, BigInt(i + 1)),
+      );
+      for (let start = 0; start < 256; start += 64) {
+        await registry.connect(ownerA).addPkps(1n, ids.slice(start, start + 64));
+        await registry.connect(ownerA).addActions(
+          1n,
+          Array.from({ length: 64 }, (_, i) => fakeCid(start + i)),
+        );
+      }
+      const receipt = await (await registry.connect(ownerA).deleteGroup(1n)).wait();
+      expect(receipt!.gasUsed).to.be.lessThan(5_000_000n);
+    });
+
+    it("canExecute for a wildcard key scanning 1024 groups stays under 8M gas", async function () {
+      this.timeout(300_000);
+      const { registry, ownerB, keySigners, pkpB1 } = await loadFixture(twoAccountsFixture);
+      for (let i = 1; i < 1024; i++) await registry.connect(ownerB).createGroup("", "", [], []);
+      await grantKey(registry, ownerB, keySigners[0], scopes({ Execute: [0] }));
+      // No group lists the CID: the scan visits every group.
+      const gas = await registry.canExecute.estimateGas(keySigners[0].address, cidHash(CID_HELLO), pkpB1);
+      expect(gas).to.be.lessThan(8_000_000n);
+    });
+  });
 });
