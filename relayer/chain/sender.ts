@@ -193,7 +193,15 @@ export class Sender {
     } finally {
       wallet.load--;
     }
-    const receipt = await this.waitForReceipt(txHash);
+    let receipt;
+    try {
+      receipt = await this.waitForReceipt(txHash);
+    } catch (err) {
+      // Not confirmed: the node may have dropped or parked the transaction, so the wallet's next nonce is
+      // unknown. Re-read it before the wallet sends again rather than queue behind a gap.
+      wallet.nonce = null;
+      throw err;
+    }
     if (receipt.status !== 1) {
       // Mined but reverted: something changed between simulation and inclusion. Say what, if we can.
       let again: ApiError | null = null;
