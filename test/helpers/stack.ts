@@ -58,6 +58,16 @@ export async function startStack(
 ): Promise<Stack> {
   const { stateFile, ...relayerOver } = over;
   const chain = await startChain({ stateFile });
+  try {
+    return await startOn(chain, relayerOver);
+  } catch (err) {
+    // A failed setup must not leave a chain running behind the test.
+    await chain.stop();
+    throw err;
+  }
+}
+
+async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): Promise<Stack> {
   const provider = testProvider(chain.rpcUrl);
   const deployer = new NonceManager(new Wallet(DEV_KEY, provider));
   const deployment = await deploySigil(deployer);
