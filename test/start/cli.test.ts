@@ -108,6 +108,28 @@ describe("start: CLI without a server", function () {
     expect(r.stderr).to.contain(`Cannot reach Sigil at ${url}`);
   });
 
+  it("never runs stale code from its transpile cache: an edited source is what runs next", () => {
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-cli-copy-"));
+    try {
+      fs.cpSync(path.join(ROOT, "bin"), path.join(copy, "bin"), { recursive: true });
+      fs.cpSync(path.join(ROOT, "cli"), path.join(copy, "cli"), { recursive: true });
+      fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(copy, "node_modules"), "dir");
+      const help = () =>
+        spawnSync(process.execPath, [path.join(copy, "bin", "sigil.js"), "--help"], { encoding: "utf8" })
+          .stdout;
+      expect(help()).to.contain("Command-line client of Sigil");
+      expect(help()).to.contain("Command-line client of Sigil"); // now from the cache
+      const index = path.join(copy, "cli", "index.ts");
+      fs.writeFileSync(
+        index,
+        fs.readFileSync(index, "utf8").replace("Command-line client of Sigil", "Edited client of Sigil"),
+      );
+      expect(help()).to.contain("Edited client of Sigil");
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
   it("is what package.json's bin points to", () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
       bin: Record<string, string>;
