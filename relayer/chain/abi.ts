@@ -1,5 +1,5 @@
 /** ABIs of the registry and the forwarder (from the TypeChain output of `hardhat compile`). */
-import { Interface } from "ethers";
+import { Interface, LogDescription, type EventFragment } from "ethers";
 import { IAccountRegistry__factory } from "../../typechain-types/factories/contracts/interfaces/IAccountRegistry__factory";
 import { ERC2771Forwarder__factory } from "../../typechain-types/factories/@openzeppelin/contracts/metatx/ERC2771Forwarder__factory";
 
@@ -26,3 +26,27 @@ export const Scope = {
   AddPkp: 5,
   RemovePkp: 6,
 } as const;
+
+/**
+ * Registry event decoding by topic. ethers' Interface.parseLog recomputes every event's topic hash
+ * (a keccak each) for every log; the poller and every write decode many logs, so look the event up once.
+ */
+const eventsByTopic = new Map<string, { fragment: EventFragment; topic: string }>();
+registryInterface.forEachEvent((fragment) => {
+  const topic = fragment.topicHash.toLowerCase();
+  eventsByTopic.set(topic, { fragment, topic });
+});
+
+export function parseRegistryLog(topics: readonly string[], data: string): LogDescription | null {
+  const hit = topics.length ? eventsByTopic.get(topics[0].toLowerCase()) : undefined;
+  if (!hit) return null;
+  try {
+    return new LogDescription(
+      hit.fragment,
+      hit.topic,
+      registryInterface.decodeEventLog(hit.fragment, data, topics),
+    );
+  } catch {
+    return null;
+  }
+}

@@ -16,7 +16,7 @@
 import type { AbstractSigner, JsonRpcProvider } from "ethers";
 import { ApiError } from "../errors";
 import { KeyedMutex, Mutex } from "../mutex";
-import { forwarderInterface, registryInterface } from "./abi";
+import { forwarderInterface, parseRegistryLog } from "./abi";
 import { mapRevert } from "./registryErrors";
 import { chainUnavailable, isTransient, revertData, sleep, withRetry } from "./rpc";
 
@@ -404,7 +404,7 @@ export function registryEvents(logs: RawLog[], registry: string) {
   const out = [];
   for (const l of logs) {
     if (l.address.toLowerCase() !== registry.toLowerCase()) continue;
-    const parsed = registryInterface.parseLog({ topics: l.topics, data: l.data });
+    const parsed = parseRegistryLog(l.topics, l.data);
     if (parsed) out.push(parsed);
   }
   return out;

@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { getAddress, type JsonRpcProvider, type LogDescription } from "ethers";
 import type { Logger } from "pino";
-import { registryInterface } from "../chain/abi";
+import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
 import {
@@ -382,11 +382,7 @@ function hex(n: number): string {
 }
 
 function safeParse(l: RawLog): LogDescription | null {
-  try {
-    return registryInterface.parseLog({ topics: l.topics, data: l.data });
-  } catch {
-    return null;
-  }
+  return parseRegistryLog(l.topics, l.data);
 }
 
 type Row = Record<string, unknown> & unknown[];
