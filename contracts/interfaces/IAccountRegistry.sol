@@ -374,9 +374,11 @@ interface IAccountRegistry {
     function cidOf(bytes32 cidHash) external view returns (string memory);
 
     /// @notice Whether the live key `key` holds execute on some group that lists both `cidHash` and `pkpId`.
+    /// An account's owner is answered too: it may execute in every group of its account (SPEC 5.4).
     function canExecute(address key, bytes32 cidHash, bytes32 pkpId) external view returns (bool);
 
     /// @notice Whether the live key `key` holds execute on some group that lists `cidHash` (no PKP needed).
+    /// An account's owner is answered too, as for `canExecute`.
     function canExecuteAction(address key, bytes32 cidHash) external view returns (bool);
 
     /// @notice The trusted ERC-2771 forwarder (path A).
