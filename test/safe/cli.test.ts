@@ -56,6 +56,7 @@ describe("safe CLI", function () {
   });
   after(async function () {
     await chain?.stop();
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it("runs the whole multisig round trip and reports typed errors", async function () {

@@ -2,13 +2,15 @@
  * Test support for the Safe tests: a throwaway anvil per suite (free port, killed in `after`), anvil's
  * funded dev keys, and the Sigil + Safe deployments on it.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { ethers } from "ethers";
 import { deploySigil } from "../../scripts/deploy";
+import { startChain } from "../helpers/anvil";
+import { startStack } from "../helpers/stack";
+import type { Enclave } from "../../enclave";
+import type { RunningRelayer } from "../../relayer";
 import { ensureSafeSuite, rpcProvider, type SafeContext } from "../../scripts/safe/lib";
 
 /** anvil's deterministic funded accounts (mnemonic "test test … junk"), index 0..9. */
@@ -20,67 +22,37 @@ export function devKey(i: number): string {
   ).privateKey;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 export interface TestChain {
   rpcUrl: string;
   provider: ethers.JsonRpcProvider;
   stop(): Promise<void>;
 }
 
-/** Start anvil on a free port and wait until it answers. */
-export async function startAnvil(extraArgs: string[] = []): Promise<TestChain> {
-  const port = await freePort();
-  const bin = path.resolve(__dirname, "../../node_modules/.bin/anvil");
-  // No code-size limit: `hardhat coverage` run by a teammate in the same tree leaves instrumented (larger)
-  // TypeChain bytecode behind until the next compile; these tests are about behaviour, not contract size.
-  const child: ChildProcess = spawn(
-    bin,
-    ["--port", String(port), "--silent", "--disable-code-size-limit", ...extraArgs],
-    {
-      stdio: "ignore",
-    },
-  );
-  const rpcUrl = `http://127.0.0.1:${port}`;
-  // Poll with plain fetch: an ethers provider created before the node answers logs retry noise.
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      const res = await fetch(rpcUrl, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
-      });
-      if (res.ok) break;
-    } catch (e) {
-      if (Date.now() > deadline) {
-        child.kill("SIGKILL");
-        throw e;
-      }
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const provider = rpcProvider(rpcUrl);
+/** anvil on a free port (the shared test/helpers/anvil.ts launcher) with a provider for scripts. */
+export async function startAnvil(): Promise<TestChain> {
+  const chain = await startChain();
+  const provider = rpcProvider(chain.rpcUrl);
   return {
-    rpcUrl,
+    rpcUrl: chain.rpcUrl,
     provider,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        provider.destroy();
-        if (child.exitCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
+    stop: async () => {
+      provider.destroy();
+      await chain.stop();
+    },
   };
+}
+
+/**
+ * A random, funded deployer for the Safe suite, so that every test chain gets the suite at different
+ * addresses. Why: protocol-kit 8 memoizes contract instances under a key that, from the second call on a
+ * SafeProvider, leaves the provider out (its JSON replacer skips providers it has "seen"); two chains in one
+ * process with the same chain id and the same suite addresses would then share contracts bound to the first
+ * chain's RPC. One process talks to one chain in the CLI, so only multi-chain processes like mocha care.
+ */
+export async function freshDeployer(provider: ethers.JsonRpcProvider): Promise<ethers.Wallet> {
+  const wallet = ethers.Wallet.createRandom(provider);
+  await provider.send("anvil_setBalance", [wallet.address, "0x56BC75E2D63100000"]);
+  return new ethers.Wallet(wallet.privateKey, provider);
 }
 
 export function tempDir(prefix = "sigil-safe-"): string {
@@ -97,19 +69,22 @@ export interface SafeWorld {
   dir: string;
 }
 
-/** anvil + Sigil contracts + the Safe suite (deployed with dev key 0). */
+/** anvil + Sigil contracts + the Safe suite (deployed with dev key 0); `chain.stop()` also removes the temp dir. */
 export async function safeWorld(): Promise<SafeWorld> {
   const chain = await startAnvil();
   const dir = tempDir();
   const deployer = new ethers.NonceManager(new ethers.Wallet(devKey(0), chain.provider));
   const sigil = await deploySigil(deployer);
   const deploymentsFile = path.join(dir, "safe-deployments.json");
-  const { suite, chainId } = await ensureSafeSuite(
-    new ethers.Wallet(devKey(0), chain.provider),
-    deploymentsFile,
-  );
+  const { suite, chainId } = await ensureSafeSuite(await freshDeployer(chain.provider), deploymentsFile);
   return {
-    chain,
+    chain: {
+      ...chain,
+      stop: async () => {
+        await chain.stop();
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    },
     ctx: { rpcUrl: chain.rpcUrl, chainId, suite },
     registry: sigil.registry,
     forwarder: sigil.forwarder,
@@ -123,10 +98,6 @@ export async function safeWorld(): Promise<SafeWorld> {
 // The real relayer on the same chain
 // ------------------------------------------------------------------------------------------------
 
-import { Enclave } from "../../enclave";
-import pino from "pino";
-import { startRelayer, type RunningRelayer } from "../../relayer";
-
 export interface SigilWorld extends SafeWorld {
   enclave: Enclave;
   relayer: RunningRelayer;
@@ -134,24 +105,12 @@ export interface SigilWorld extends SafeWorld {
   stopAll(): Promise<void>;
 }
 
-/** anvil + Sigil + the Safe suite + the real relayer (gas wallets funded with anvil_setBalance). */
+/**
+ * The shared test stack (test/helpers/stack.ts: anvil + Sigil + funded gas wallets + the real relayer)
+ * plus the Safe suite on the same chain.
+ */
 export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promise<SigilWorld> {
-  const world = await safeWorld();
-  const enclave = Enclave.fromRootKey(ethers.hexlify(ethers.randomBytes(32)));
-  const gasWallets = 2;
-  for (let i = 0; i < gasWallets; i++) {
-    await world.chain.provider.send("anvil_setBalance", [enclave.gasAddress(i), "0x56BC75E2D63100000"]);
-  }
-  const relayer = await startRelayer({
-    rpcUrl: world.chain.rpcUrl,
-    chainId: Number(world.ctx.chainId),
-    registryAddress: world.registry,
-    forwarderAddress: world.forwarder,
-    deployBlock: world.deployBlock,
-    enclave,
-    dataDir: path.join(world.dir, "relayer"),
-    port: 0,
-    gasWallets,
+  const stack = await startStack({
     pollIntervalMs: opts.pollIntervalMs ?? 50,
     executor: { poolSize: 2 },
     rateLimits: {
@@ -160,22 +119,28 @@ export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promis
       newAccountPerIpPerHour: 100_000,
       concurrentExecutionsPerAccount: 50,
     },
-    logger: silentLogger(),
   });
+  const provider = rpcProvider(stack.chain.rpcUrl);
+  const dir = tempDir();
+  const deploymentsFile = path.join(dir, "safe-deployments.json");
+  const { suite, chainId } = await ensureSafeSuite(await freshDeployer(provider), deploymentsFile);
   return {
-    ...world,
-    enclave,
-    relayer,
-    api: new Api(relayer.url),
+    chain: { rpcUrl: stack.chain.rpcUrl, provider, stop: async () => provider.destroy() },
+    ctx: { rpcUrl: stack.chain.rpcUrl, chainId, suite },
+    registry: stack.deployment.registry,
+    forwarder: stack.deployment.forwarder,
+    deployBlock: stack.deployment.deployBlock,
+    deploymentsFile,
+    dir,
+    enclave: stack.enclave,
+    relayer: stack.relayer,
+    api: new Api(stack.url),
     stopAll: async () => {
-      await relayer.close();
-      await world.chain.stop();
+      provider.destroy();
+      await stack.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-function silentLogger() {
-  return pino({ level: "silent" });
 }
 
 export interface ApiResponse {
@@ -191,6 +156,7 @@ export class Api {
     if (key) headers["X-Api-Key"] = key;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const res = await fetch(`${this.base}/core/v1${route}`, {
+      signal: AbortSignal.timeout(30_000),
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -206,7 +172,7 @@ export class Api {
   }
   /** The last block the relayer's permission cache has applied. */
   async processedBlock(): Promise<number> {
-    const r = await fetch(`${this.base}/health`);
+    const r = await fetch(`${this.base}/health`, { signal: AbortSignal.timeout(30_000) });
     return ((await r.json()) as { cache: { last_processed_block: number } }).cache.last_processed_block;
   }
   /** Wait until the relayer has applied `block` (path-B writes reach it through its event poll). */

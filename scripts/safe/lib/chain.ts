@@ -10,8 +10,12 @@ export function defaultRpcUrl(): string {
  * A JSON-RPC provider for scripts. `cacheTimeout: -1` because with caching anvil answers stale nonces to
  * back-to-back transactions (TOOLCHAIN.md).
  */
-export function rpcProvider(rpcUrl: string): ethers.JsonRpcProvider {
-  return new ethers.JsonRpcProvider(rpcUrl, undefined, { cacheTimeout: -1, staticNetwork: false });
+export function rpcProvider(rpcUrl: string, timeoutMs = 30_000): ethers.JsonRpcProvider {
+  // ethers' default request timeout is 5 minutes; a node that drops a request should fail the command
+  // with a clear error long before that.
+  const request = new ethers.FetchRequest(rpcUrl);
+  request.timeout = timeoutMs;
+  return new ethers.JsonRpcProvider(request, undefined, { cacheTimeout: -1 });
 }
 
 /** A wallet from a 0x-prefixed (or bare) 32-byte hex private key; a clear error otherwise. */
