@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Enclave } from "../enclave";
-import { ActionExecutor } from "../enclave/executor";
+import { ActionExecutor } from "../enclave";
 import { type Principal, SimulatedProcessor, createBilling } from "../relayer/billing";
 
 const WARMUP = 50;

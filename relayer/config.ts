@@ -4,7 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
-import type { ExecutorLimits } from "../enclave/executor";
+import type { ExecutorLimits } from "../enclave";
 import type { Billing } from "./billing";
 
 export interface RateLimitOptions {

@@ -8,7 +8,7 @@ import type { Request, RequestHandler, Response } from "express";
 import type { LogDescription } from "ethers";
 import type { Logger } from "pino";
 import type { ContentStore, Enclave, GatewayClient } from "../enclave";
-import type { ActionExecutor } from "../enclave/executor";
+import type { ActionExecutor } from "../enclave";
 import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
 import type { PermissionCache } from "./permissions/permissionCache";

@@ -196,6 +196,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The group would hold more PKPs or actions than allowed.",
     fix: "Use another group.",
   },
+  too_many_groups: {
+    status: 409,
+    why: "The account already has the maximum number of live groups (the registry bounds a wildcard execute check's gas).",
+    fix: "Delete groups that are no longer used, or put more PKPs and actions into existing groups.",
+  },
   usage_key_expired: {
     status: 409,
     why: "The usage key being changed has expired; expired keys cannot be updated.",

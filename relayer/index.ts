@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import type { Express } from "express";
 import { getAddress } from "ethers";
 import { ContentStore, GatewayClient } from "../enclave";
-import { ActionExecutor } from "../enclave/executor";
+import { ActionExecutor } from "../enclave";
 import { buildApp } from "./app";
 import { Authenticator } from "./auth";
 import { PermissionCache } from "./permissions/permissionCache";

@@ -300,7 +300,14 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           status: 201,
           body: obj({ name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }),
           ok: obj({ group_id: int(), tx_hash: str() }),
-          errors: [...WRITE_ERRORS, "missing_scope", "invalid_pkp_id", "pkp_not_found", "invalid_cid"],
+          errors: [
+            ...WRITE_ERRORS,
+            "missing_scope",
+            "invalid_pkp_id",
+            "pkp_not_found",
+            "invalid_cid",
+            "too_many_groups",
+          ],
         }),
         get: op({
           summary: "List groups",

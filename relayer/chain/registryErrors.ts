@@ -122,6 +122,15 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
       return new ApiError(409, "too_many_members", `Group ${a[0]} would exceed ${a[1]} members.`, {
         details: { group_id: Number(a[0]), max: Number(a[1]) },
       });
+    case "TooManyGroups":
+      return new ApiError(
+        409,
+        "too_many_groups",
+        `Account ${a[0]} already has the maximum of ${a[1]} groups.`,
+        {
+          details: { max: Number(a[1]) },
+        },
+      );
     case "TooManyEntries":
       return new ApiError(400, "too_many_entries", `A list has ${a[0]} entries; the maximum is ${a[1]}.`, {
         details: { max: Number(a[1]) },

@@ -9,7 +9,7 @@
  */
 import { Router } from "express";
 import { computeCid, isEnclaveError } from "../../enclave";
-import { ExecutorBusyError, ExecutorClosedError } from "../../enclave/executor";
+import { ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { canExecute } from "../authorize";
 import { cidHash } from "../permissions/projection";
@@ -198,6 +198,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
           jsParams,
           authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
           fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
+          // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
+          limits: inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : undefined,
         });
       } catch (err) {
         if (err instanceof ExecutorBusyError) {

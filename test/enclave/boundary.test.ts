@@ -19,11 +19,6 @@ const SKIP_DIRS = new Set([
   ".git",
 ]);
 const ALLOWED_TEST_DIRS = [path.join("test", "enclave"), path.join("test", "executor")];
-/**
- * TEMPORARY (lead: delete once enclave/index.ts re-exports the executor and callers import "../enclave"):
- * the executor's own entry point, enclave/executor/index.ts, is tolerated. Nothing deeper is.
- */
-const PENDING_EXECUTOR_ENTRY = ["enclave/executor", "enclave/executor/index"];
 const TS = /\.(ts|tsx|mts|cts)$/;
 // import … from "x" | export … from "x" | import "x" | import("x") | require("x")
 const SPECIFIERS = [
@@ -81,16 +76,8 @@ export function scan(root: string, tolerated: string[] = []): string[] {
 }
 
 describe("enclave boundary", function () {
-  it("no file outside enclave/ imports an enclave module other than enclave/index (or, for now, the executor's entry)", function () {
-    expect(scan(REPO, PENDING_EXECUTOR_ENTRY)).to.deep.equal([]);
-  });
-
-  it("TEMPORARY: imports of enclave/executor still to move to enclave/index are listed here", function () {
-    const pending = scan(REPO).filter(
-      (v) => /enclave\/executor["']?$/.test(v) || /enclave\/executor(\/index)?$/.test(v),
-    );
-    if (pending.length > 0) this.test!.title += ` (${pending.length}: ${pending.join(", ")})`;
-    expect(scan(REPO).length).to.equal(pending.length);
+  it("no file outside enclave/ imports an enclave module other than enclave/index", function () {
+    expect(scan(REPO)).to.deep.equal([]);
   });
 
   describe("the scanner", function () {
@@ -129,12 +116,12 @@ describe("enclave boundary", function () {
       });
     }
 
-    it("tolerates the executor's entry point only when asked, and nothing deeper", function () {
+    it("tolerates a listed specifier only when asked, and nothing deeper", function () {
       file(
         "relayer/x.ts",
         'import { A } from "../enclave/executor";\nimport { B } from "../enclave/executor/pool";',
       );
-      expect(scan(root, PENDING_EXECUTOR_ENTRY)).to.deep.equal([
+      expect(scan(root, ["enclave/executor"])).to.deep.equal([
         `${path.join("relayer", "x.ts")}: ../enclave/executor/pool`,
       ]);
     });
