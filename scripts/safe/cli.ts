@@ -14,6 +14,7 @@
 import { Command } from "commander";
 import {
   SafeCliError,
+  chainIdAt,
   createSafe,
   defaultDataDir,
   defaultDeploymentsFile,
@@ -63,7 +64,7 @@ function keyFrom(opts: { key?: string }): string {
 
 async function context(): Promise<SafeContext> {
   const g = globals();
-  const { chainId } = await rpcProvider(g.rpc).getNetwork();
+  const chainId = await chainIdAt(g.rpc);
   return {
     rpcUrl: g.rpc,
     chainId,
@@ -73,6 +74,18 @@ async function context(): Promise<SafeContext> {
 
 function print(human: string, data: unknown): void {
   console.log(globals().json ? JSON.stringify(jsonSafe(data), null, 2) : human);
+}
+
+function parseJsonArgs(text: string): unknown[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new SafeCliError("invalid_argument", `--args is not JSON: ${text}`);
+  }
+  if (!Array.isArray(parsed))
+    throw new SafeCliError("invalid_argument", "--args must be a JSON array of the function's arguments");
+  return parsed;
 }
 
 const ids = (v: string): string[] => (v === "" ? [] : v.split(",").map((s) => s.trim()));
@@ -85,6 +98,7 @@ program
     const g = globals();
     const file = g.deployments ?? defaultDeploymentsFile(g.dataDir);
     const wallet = walletFromKey(keyFrom(opts), rpcProvider(g.rpc));
+    await chainIdAt(g.rpc); // a clear error if nothing answers there
     const { suite, deployed, chainId } = await ensureSafeSuite(wallet, file);
     print(`${deployed ? "deployed" : "already deployed"} on chain ${chainId}; recorded in ${file}`, {
       chainId,
@@ -259,7 +273,7 @@ const proposals: [Command, OpBuilder][] = [
     proposeCommand("call", "any other registry write")
       .requiredOption("--method <name>", "function name")
       .option("--args <json>", "JSON array of arguments", "[]"),
-    (o) => ({ op: "call", method: o.method, args: JSON.parse(o.args) }),
+    (o) => ({ op: "call", method: o.method, args: parseJsonArgs(o.args) }),
   ],
 ];
 
@@ -285,9 +299,10 @@ const proposeGroup = program
   .description("write a registry call as a Safe transaction proposal file");
 for (const [cmd, build] of proposals) {
   cmd.action(async (o: CommandOpts) => {
-    const ctx = await context();
-    const registry = resolveRegistryAddress(o.registry, globals().dataDir);
+    // Bad arguments are reported before anything touches the network.
     const call = encodeRegistryCall(build(o));
+    const registry = resolveRegistryAddress(o.registry, globals().dataDir);
+    const ctx = await context();
     let p = await propose(ctx, {
       safe: o.safe,
       to: registry,

@@ -208,6 +208,26 @@ describe("graduation to ChainSecured mode (SPEC 5.5)", function () {
         "account_chain_secured",
       );
     });
+
+    it("cannot delete groups", async function () {
+      expectError(await w.api.call("DELETE", "/groups/2", accountKey), 409, "account_chain_secured");
+    });
+
+    it("cannot change a group's actions", async function () {
+      expectError(
+        await w.api.post("/groups/1/actions", accountKey, { add: [cid2] }),
+        409,
+        "account_chain_secured",
+      );
+    });
+
+    it("cannot remove PKPs from a group", async function () {
+      expectError(
+        await w.api.post("/groups/1/pkps", accountKey, { remove: [pkp1] }),
+        409,
+        "account_chain_secured",
+      );
+    });
   });
 
   describe("the old broad key", function () {

@@ -37,3 +37,21 @@ export function requireAddress(value: string, what: string): string {
     throw new SafeCliError("invalid_argument", `${what} is not an address: ${value}`);
   return ethers.getAddress(value);
 }
+
+/** The chain id served at `rpcUrl`, or a clear `rpc_unreachable` error (never a bare ECONNREFUSED). */
+export async function chainIdAt(rpcUrl: string): Promise<bigint> {
+  const provider = rpcProvider(rpcUrl, 10_000);
+  try {
+    return BigInt(await provider.send("eth_chainId", []));
+  } catch (cause) {
+    const reason = (cause as { code?: string; message?: string }).code ?? (cause as Error).message;
+    throw new SafeCliError(
+      "rpc_unreachable",
+      `cannot reach a chain at ${rpcUrl} (${reason}); start one or pass --rpc`,
+      { rpcUrl },
+      cause,
+    );
+  } finally {
+    provider.destroy();
+  }
+}

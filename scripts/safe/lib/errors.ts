@@ -17,7 +17,8 @@ export type SafeCliErrorCode =
   | "safe_not_deployed"
   | "no_safe_deployments"
   | "no_registry"
-  | "unknown_method";
+  | "unknown_method"
+  | "rpc_unreachable";
 
 export class SafeCliError extends Error {
   readonly code: SafeCliErrorCode;
