@@ -9,6 +9,7 @@ import path from "node:path";
 import fs from "node:fs";
 import {
   SafeCliError,
+  chainIdAt,
   createSafe,
   encodeRegistryCall,
   ensureSafeSuite,
@@ -218,6 +219,38 @@ describe("Safe tooling (path B)", function () {
       const e = await expectSafeError(executeProposal(w.ctx, p, EXECUTOR_KEY), "execution_reverted");
       expect(e.details?.error).to.equal("UnknownKey");
       expect(e.details?.args).to.deep.equal([ghost]);
+    });
+
+    it("reports a proposal queued behind the Safe's nonce and refuses to execute it early", async function () {
+      const nonce = Number(
+        await new ethers.Contract(
+          safe,
+          ["function nonce() view returns (uint256)"],
+          w.chain.provider,
+        ).nonce(),
+      );
+      let p = await proposalFor({ op: "create-pkp", name: "later" }, nonce + 1);
+      p = await signProposal(w.ctx, await signProposal(w.ctx, p, OWNER_KEYS[0]), OWNER_KEYS[1]);
+      expect((await proposalStatus(w.ctx, p)).state).to.equal("queued");
+      const e = await expectSafeError(executeProposal(w.ctx, p, EXECUTOR_KEY), "stale_nonce");
+      expect(e.details).to.deep.equal({ proposalNonce: nonce + 1, safeNonce: nonce });
+    });
+
+    it("refuses a proposal made for another chain", async function () {
+      const p = await proposalFor({ op: "create-pkp", name: "x" });
+      await expectSafeError(signProposal(w.ctx, { ...p, chainId: "1" }, OWNER_KEYS[0]), "wrong_chain");
+    });
+
+    it("names an unreachable RPC endpoint", async function () {
+      await expectSafeError(chainIdAt("http://127.0.0.1:1"), "rpc_unreachable");
+    });
+
+    it("refuses a file that is not a proposal", async function () {
+      const file = path.join(w.dir, "not-a-proposal.json");
+      fs.writeFileSync(file, JSON.stringify({ hello: "world" }));
+      expect(() => readProposal(file))
+        .to.throw(SafeCliError)
+        .with.property("code", "invalid_proposal_file");
     });
 
     it("refuses a view as a proposal", async function () {
