@@ -43,6 +43,7 @@ describe("graduation to ChainSecured mode (SPEC 5.5)", function () {
   let cid2: string;
   let pkp1: string;
   let pkp2: string;
+  let whilePending: { listKeys: number; mode: string; pendingOwner: string };
 
   /** One Safe transaction: propose, two owners sign, any funded key executes; the relayer then catches up. */
   async function safeTx(op: RegistryOp): Promise<{ blockNumber: number }> {
@@ -100,6 +101,12 @@ describe("graduation to ChainSecured mode (SPEC 5.5)", function () {
     // 2. The current owner authorizes transferOwnership(safe) with the account key.
     const transfer = await w.api.post("/account/transfer_ownership", accountKey, { new_owner: safe });
     expect(transfer.status).to.equal(200);
+    const account = await w.api.get("/account", accountKey);
+    whilePending = {
+      listKeys: (await w.api.get("/list_api_keys", accountKey)).status,
+      mode: account.body.mode,
+      pendingOwner: account.body.pending_owner,
+    };
     // 3. The Safe accepts and becomes owner.
     await safeTx({ op: "accept-ownership", accountId });
     // 4. Restricted keys, made locally; only their addresses and hashes go on chain.
@@ -127,6 +134,10 @@ describe("graduation to ChainSecured mode (SPEC 5.5)", function () {
   });
 
   describe("ownership", function () {
+    it("nothing changed while the transfer was only pending", async function () {
+      expect(whilePending).to.deep.equal({ listKeys: 200, mode: "api", pendingOwner: safe });
+    });
+
     it("the Safe owns the account on chain", async function () {
       const a = await registry.getAccount(accountId);
       expect([a.owner, a.pendingOwner]).to.deep.equal([safe, ethers.ZeroAddress]);
