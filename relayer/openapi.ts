@@ -42,6 +42,11 @@ const permissionFields: Record<string, Schema> = {
   add_pkp_to_groups: groupIds,
   remove_pkp_from_groups: groupIds,
   execute_in_groups: groupIds,
+  spend_cap_cents: nullable({
+    type: "integer",
+    minimum: 0,
+    description: "Per-key spend cap in cents (billing); null or absent = no cap. Update replaces it.",
+  }),
 };
 const expiration = nullable({ type: "integer", description: "Unix seconds; null = never" });
 

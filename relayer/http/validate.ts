@@ -202,6 +202,16 @@ export class BodyReader {
     return v;
   }
 
+  /** A per-key spend cap in cents (a non-negative integer), or null/absent for no cap. */
+  spendCap(name: string): number | null {
+    const v = this.raw(name);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+      throw invalid(name, "a non-negative integer number of cents, or null for no cap", v);
+    }
+    return v;
+  }
+
   /** Refuse any field that no reader asked for. */
   done(): void {
     for (const k of Object.keys(this.body)) {

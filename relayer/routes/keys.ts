@@ -101,6 +101,25 @@ export function keyRoutes(ctx: RelayerContext): Router {
     return key;
   }
 
+  /**
+   * The optional per-key spend cap (off chain, in the billing ledger). It is applied only after the
+   * registry write landed, so a refused write changes nothing. Without billing there is nothing to cap.
+   */
+  function readSpendCap(b: BodyReader): number | null {
+    const cap = b.spendCap("spend_cap_cents");
+    if (cap !== null && !ctx.billing) {
+      throw new ApiError(
+        400,
+        "invalid_request",
+        "`spend_cap_cents` needs billing, which is off on this service.",
+        {
+          details: { field: "spend_cap_cents" },
+        },
+      );
+    }
+    return cap;
+  }
+
   function scopesArg(s: KeyScopes) {
     return [
       s.canCreateGroups,
@@ -126,6 +145,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
         const description = b.string("description", { max: limits.maxDescriptionLength });
         const expiration = b.expiration("expiration", nowSeconds());
         const scopes = readScopes(b, auth);
+        const spendCap = readSpendCap(b);
         b.done();
         const gen = ctx.enclave.generateUsageKey();
         const out = await write(
@@ -142,6 +162,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
           ]),
         );
         firstEvent(out, "KeyAdded");
+        ctx.billing?.setKeySpendCap(auth.account.id.toString(), gen.address, spendCap);
         const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address);
         const item = rec
           ? keyItem(rec, ctx.billing)
@@ -192,6 +213,8 @@ export function keyRoutes(ctx: RelayerContext): Router {
       const description = b.string("description", { max: limits.maxDescriptionLength });
       const expiration = b.expiration("expiration", nowSeconds());
       const scopes = readScopes(b, auth);
+      // Full replace (SPEC 4.1 rule 2): a cap left out is reset to "no cap".
+      const spendCap = readSpendCap(b);
       b.done();
       const out = await write(
         ctx,
@@ -205,6 +228,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
           scopesArg(scopes),
         ]),
       );
+      ctx.billing?.setKeySpendCap(auth.account.id.toString(), key.address, spendCap);
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
       return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
     }),

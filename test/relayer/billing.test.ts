@@ -86,13 +86,14 @@ describe("relayer: billing integration", function () {
     expect(x.status).to.equal(402);
   });
 
-  it("a usage key's spend shows in list_api_keys, and its cap refuses further executions", async () => {
+  it("a usage key's spend shows in list_api_keys, and its cap (set over HTTP) refuses further executions", async () => {
     const a = await setupAccount(s);
     const k = await s.api("POST", "/core/v1/add_usage_api_key", {
       key: a.accountKey,
-      body: { name: "capped", execute_in_groups: [0] },
+      body: { name: "capped", execute_in_groups: [0], spend_cap_cents: 1 },
     });
-    billing.setKeySpendCap(String(a.accountId), k.body.id, 1);
+    expect(k.status).to.equal(201);
+    expect(k.body).to.include({ spend_cap_cents: 1, spent_cents: 0, balance: 1 });
     expect(
       (await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } }))
         .status,
@@ -104,6 +105,42 @@ describe("relayer: billing integration", function () {
     expect(r.status).to.equal(403);
     expect(r.body.error.code).to.equal("spend_cap_reached");
   });
+
+  it("update_usage_api_key replaces the spend cap, and a cap left out is reset to none (SPEC 4.1 rule 2)", async () => {
+    const a = await setupAccount(s);
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "c", execute_in_groups: [0], spend_cap_cents: 50 },
+    });
+    const set = await s.api("POST", "/core/v1/update_usage_api_key", {
+      key: a.accountKey,
+      body: { id: k.body.id, name: "c", execute_in_groups: [0], spend_cap_cents: 7 },
+    });
+    expect(set.status).to.equal(200);
+    expect(set.body.spend_cap_cents).to.equal(7);
+    const reset = await s.api("POST", "/core/v1/update_usage_api_key", {
+      key: a.accountKey,
+      body: { id: k.body.id, name: "c", execute_in_groups: [0] },
+    });
+    expect(reset.body.spend_cap_cents).to.equal(null);
+    expect(billing.keySpend(k.body.id).cap_cents).to.equal(null);
+  });
+
+  for (const bad of [-1, 1.5, "10", true]) {
+    it(`spend_cap_cents ${JSON.stringify(bad)} is 400 invalid_request and registers no key`, async () => {
+      const a = await setupAccount(s);
+      const before = (await s.api("GET", "/core/v1/list_api_keys", { key: a.accountKey })).body.total;
+      const r = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: a.accountKey,
+        body: { name: "x", spend_cap_cents: bad },
+      });
+      expect(r.status).to.equal(400);
+      expect(r.body.error.details.field).to.equal("spend_cap_cents");
+      expect((await s.api("GET", "/core/v1/list_api_keys", { key: a.accountKey })).body.total).to.equal(
+        before,
+      );
+    });
+  }
 
   it("billing endpoints refuse usage keys with 403 owner_only", async () => {
     const a = await setupAccount(s);
