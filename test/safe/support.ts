@@ -73,25 +73,28 @@ export interface SafeWorld {
 export async function safeWorld(): Promise<SafeWorld> {
   const chain = await startAnvil();
   const dir = tempDir();
-  const deployer = new ethers.NonceManager(new ethers.Wallet(devKey(0), chain.provider));
-  const sigil = await deploySigil(deployer);
-  const deploymentsFile = path.join(dir, "safe-deployments.json");
-  const { suite, chainId } = await ensureSafeSuite(await freshDeployer(chain.provider), deploymentsFile);
-  return {
-    chain: {
-      ...chain,
-      stop: async () => {
-        await chain.stop();
-        fs.rmSync(dir, { recursive: true, force: true });
-      },
-    },
-    ctx: { rpcUrl: chain.rpcUrl, chainId, suite },
-    registry: sigil.registry,
-    forwarder: sigil.forwarder,
-    deployBlock: sigil.deployBlock,
-    deploymentsFile,
-    dir,
+  const stop = async () => {
+    await chain.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
   };
+  try {
+    const deployer = new ethers.NonceManager(new ethers.Wallet(devKey(0), chain.provider));
+    const sigil = await deploySigil(deployer);
+    const deploymentsFile = path.join(dir, "safe-deployments.json");
+    const { suite, chainId } = await ensureSafeSuite(await freshDeployer(chain.provider), deploymentsFile);
+    return {
+      chain: { ...chain, stop },
+      ctx: { rpcUrl: chain.rpcUrl, chainId, suite },
+      registry: sigil.registry,
+      forwarder: sigil.forwarder,
+      deployBlock: sigil.deployBlock,
+      deploymentsFile,
+      dir,
+    };
+  } catch (err) {
+    await stop(); // no orphaned anvil when setup fails
+    throw err;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -123,7 +126,16 @@ export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promis
   const provider = rpcProvider(stack.chain.rpcUrl);
   const dir = tempDir();
   const deploymentsFile = path.join(dir, "safe-deployments.json");
-  const { suite, chainId } = await ensureSafeSuite(await freshDeployer(provider), deploymentsFile);
+  let deployed;
+  try {
+    deployed = await ensureSafeSuite(await freshDeployer(provider), deploymentsFile);
+  } catch (err) {
+    provider.destroy();
+    await stack.close(); // no orphaned anvil or relayer when setup fails
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const { suite, chainId } = deployed;
   return {
     chain: { rpcUrl: stack.chain.rpcUrl, provider, stop: async () => provider.destroy() },
     ctx: { rpcUrl: stack.chain.rpcUrl, chainId, suite },
