@@ -89,6 +89,50 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
     });
   });
 
+  describe("execute: a PKP in no group", () => {
+    let loosePkp: string;
+    const signingCode = `async function main() {
+      return await Actions.signMessage({ pkpId: "LOOSE", message: "hi" });
+    }`;
+    before(async () => {
+      loosePkp = (await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} })).body.pkp_id;
+    });
+    it("the account key naming it as pkp_id is refused: 403 not_authorized_to_execute", async () => {
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", {
+          key: a.accountKey,
+          body: { cid: a.cid, pkp_id: loosePkp },
+        }),
+        403,
+        "not_authorized_to_execute",
+      );
+    });
+    it("an action run by the account key cannot sign with it: pkp_not_authorized inside the run", async () => {
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: a.accountKey,
+        body: { code: signingCode.replace("LOOSE", loosePkp) },
+      });
+      // Inline code is listed in no group either, so the run itself is refused first.
+      expectError(r, 403, "not_authorized_to_execute");
+      const pinned = await s.api("POST", "/core/v1/actions", {
+        key: a.accountKey,
+        body: { code: signingCode.replace("LOOSE", loosePkp) },
+      });
+      const add = await s.api("POST", `/core/v1/groups/${a.groupId}/actions`, {
+        key: a.accountKey,
+        body: { add: [pinned.body.cid] },
+      });
+      expect(add.status, JSON.stringify(add.body)).to.equal(200);
+      const run = await s.api("POST", "/core/v1/svc_action", {
+        key: a.accountKey,
+        body: { cid: pinned.body.cid },
+      });
+      expect(run.status).to.equal(200);
+      expect(run.body.has_error).to.equal(true);
+      expect(run.body.error.code).to.equal("pkp_not_authorized");
+    });
+  });
+
   describe("pkp:create", () => {
     it("granted: 201", async () => {
       const k = await key({ can_create_pkps: true });
