@@ -11,7 +11,6 @@ subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string
     compilerPath: require.resolve("solc/soljson.js"),
     isSolcJs: true,
     version: SOLC_VERSION,
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     longVersion: require("solc").version(),
   };
 });
