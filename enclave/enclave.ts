@@ -4,7 +4,7 @@
  * The root key lives in a #private field: no getter, not enumerable, not shown by util.inspect or
  * JSON.stringify, never part of an error.
  */
-import { AbstractSigner, getAddress, hashMessage, isAddress, TypedDataEncoder } from "ethers";
+import { AbstractSigner, concat, getAddress, hashMessage, isAddress, keccak256, TypedDataEncoder } from "ethers";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
 import { deriveAesKey, deriveSecp256k1, ids, LABELS } from "./derive";
@@ -30,6 +30,24 @@ export const FORWARD_REQUEST_TYPES: Record<string, TypedDataField[]> = {
     { name: "data", type: "bytes" },
   ],
 };
+
+/**
+ * ForwardRequest hashing, built once: ethers' TypedDataEncoder.hash re-parses the types and re-hashes the
+ * domain on every call, which cost more than the signature itself on the path-A hot path. The digest is
+ * the same EIP-712 value: keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(request)).
+ */
+const FORWARD_REQUEST_ENCODER = TypedDataEncoder.from(FORWARD_REQUEST_TYPES);
+const domainSeparators = new Lru<string, string>(64);
+
+function forwardRequestDigest(domain: TypedDataDomain, value: Record<string, unknown>): string {
+  const domainKey = `${domain.name}\n${domain.version}\n${String(domain.chainId)}\n${domain.verifyingContract}`;
+  let separator = domainSeparators.get(domainKey);
+  if (separator === undefined) {
+    separator = TypedDataEncoder.hashDomain(domain);
+    domainSeparators.set(domainKey, separator);
+  }
+  return keccak256(concat(["0x1901", separator, FORWARD_REQUEST_ENCODER.hash(value)]));
+}
 
 export interface ForwardRequestInput {
   to: string;
@@ -68,6 +86,14 @@ export class Enclave implements KeyCapabilities {
   readonly #apiKeys = new ApiKeyParser();
   /** Public keys only: deriving a PKP's address on every list request would redo the EC multiplication. */
   readonly #pkpPublicKeys = new Lru<string, Uint8Array>(10_000);
+  /** PKP addresses (public), so address lookups skip the keccak and checksum of the public key. */
+  readonly #pkpAddresses = new Lru<string, string>(10_000);
+  /**
+   * Service-managed owner addresses by master-key address (public): every path-A write of an account
+   * key is signed as the owner, and re-deriving its address costs a curve multiplication. The owner's
+   * private key is still derived per signature and zeroed after use; only the address is kept.
+   */
+  readonly #ownerAddresses = new Lru<string, string>(10_000);
 
   private constructor(root: Uint8Array) {
     this.#root = root;
@@ -102,7 +128,17 @@ export class Enclave implements KeyCapabilities {
 
   /** Service-managed owner of an API-mode account: derive(root, "owner", masterKey address). */
   ownerAddress(masterKeyAddress: string): string {
-    return addressOf(this.#ownerKey(masterKeyAddress));
+    const cacheKey = typeof masterKeyAddress === "string" ? masterKeyAddress.toLowerCase() : "";
+    const hit = this.#ownerAddresses.get(cacheKey);
+    if (hit !== undefined) return hit;
+    const k = this.#ownerKey(masterKeyAddress); // validates the address
+    try {
+      const address = addressOf(k);
+      this.#ownerAddresses.set(cacheKey, address);
+      return address;
+    } finally {
+      k.fill(0);
+    }
   }
 
   /** The address a forward request carrying this key is signed as. */
@@ -121,8 +157,8 @@ export class Enclave implements KeyCapabilities {
     const dom = validateDomain(domain);
     const scalar = parsed.kind === "account" ? this.#ownerKey(parsed.address) : decodeApiKey(apiKey).scalar;
     try {
-      const from = parsed.kind === "account" ? addressOf(scalar) : parsed.address;
-      const digest = TypedDataEncoder.hash(dom, FORWARD_REQUEST_TYPES, { from, ...fields });
+      const from = parsed.kind === "account" ? this.ownerAddress(parsed.address) : parsed.address;
+      const digest = forwardRequestDigest(dom, { from, ...fields });
       const signature = signDigest(scalar, hexToBytes(digest));
       const { to, value, gas, deadline, data } = fields;
       return { from, to, value, gas, deadline, data, signature };
@@ -162,7 +198,13 @@ export class Enclave implements KeyCapabilities {
   }
 
   pkpAddress(pkpId: string): string {
-    return addressOfPublicKey(this.#pkpPublic(pkpId));
+    const pub = this.#pkpPublic(pkpId); // validates the id
+    const cacheKey = pkpId.toLowerCase();
+    const hit = this.#pkpAddresses.get(cacheKey);
+    if (hit !== undefined) return hit;
+    const address = addressOfPublicKey(pub);
+    this.#pkpAddresses.set(cacheKey, address);
+    return address;
   }
 
   pkpSignDigest(pkpId: string, digest: string): string {

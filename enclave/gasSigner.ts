@@ -7,7 +7,12 @@ import {
   AbstractSigner,
   computeAddress,
   copyRequest,
+  encodeRlp,
   getAddress,
+  getBytes,
+  isHexString,
+  keccak256,
+  toBeArray,
   hashMessage,
   resolveAddress,
   resolveProperties,
@@ -43,6 +48,8 @@ export class GasSigner extends AbstractSigner {
   }
 
   async signTransaction(request: TransactionRequest): Promise<string> {
+    const fast = this.#signLegacy(request);
+    if (fast !== null) return fast;
     const tx = copyRequest(request);
     const { to, from } = await resolveProperties({
       to: tx.to ? resolveAddress(tx.to, this) : undefined,
@@ -56,6 +63,39 @@ export class GasSigner extends AbstractSigner {
     const btx = Transaction.from(tx as Parameters<typeof Transaction.from>[0]);
     btx.signature = this.#key.sign(btx.unsignedHash);
     return btx.serialized;
+  }
+
+  /**
+   * The relayer's own transactions (type 0, every field given, `to` an address): signed without building
+   * an ethers Transaction, which serialises twice and cost three times the signature itself on the
+   * path-A hot path. EIP-155 legacy encoding; byte-for-byte what ethers produces (tested). Anything else
+   * returns null and takes the general path.
+   */
+  #signLegacy(r: TransactionRequest): string | null {
+    if (r.type !== 0 || r.from != null || r.accessList != null || r.maxFeePerGas != null) return null;
+    if (r.maxPriorityFeePerGas != null || r.blobs != null || r.authorizationList != null) return null;
+    const { nonce, gasPrice, gasLimit, to, chainId } = r;
+    const value = r.value ?? 0n;
+    const data = r.data ?? "0x";
+    if (typeof nonce !== "number" || !Number.isSafeInteger(nonce) || nonce < 0) return null;
+    for (const v of [gasPrice, gasLimit, value, chainId])
+      if (typeof v !== "bigint" && typeof v !== "number") return null;
+    if (typeof to !== "string" || !isHexString(to, 20)) return null;
+    if (typeof data !== "string" || !isHexString(data)) return null;
+    const chain = BigInt(chainId as bigint | number);
+    if (chain <= 0n) return null;
+    const fields = [
+      toBeArray(nonce),
+      toBeArray(gasPrice as bigint | number),
+      toBeArray(gasLimit as bigint | number),
+      getBytes(to),
+      toBeArray(value as bigint | number),
+      getBytes(data),
+    ];
+    const digest = keccak256(encodeRlp([...fields, toBeArray(chain), new Uint8Array(0), new Uint8Array(0)]));
+    const sig = this.#key.sign(digest);
+    const v = chain * 2n + 35n + BigInt(sig.yParity);
+    return encodeRlp([...fields, toBeArray(v), toBeArray(sig.r), toBeArray(sig.s)]);
   }
 
   async signMessage(message: string | Uint8Array): Promise<string> {

@@ -37,7 +37,26 @@ registryInterface.forEachEvent((fragment) => {
   eventsByTopic.set(topic, { fragment, topic });
 });
 
+/**
+ * Decoded logs, by content. A path-A write's logs are decoded twice (the cache applies them from
+ * eth_getLogs, the route reads its receipt); ABI decoding is the costly part, so the second is a lookup.
+ * Keyed by the exact topics and data, so a hit is the same decoding by construction. Results are never
+ * mutated by callers (LogDescription and its Result are read-only).
+ */
+const decoded = new Map<string, LogDescription | null>();
+const MAX_DECODED = 4_096;
+
 export function parseRegistryLog(topics: readonly string[], data: string): LogDescription | null {
+  const key = topics.join(",") + "|" + data;
+  const hit = decoded.get(key);
+  if (hit !== undefined) return hit;
+  const out = decodeRegistryLog(topics, data);
+  if (decoded.size >= MAX_DECODED) decoded.clear();
+  decoded.set(key, out);
+  return out;
+}
+
+function decodeRegistryLog(topics: readonly string[], data: string): LogDescription | null {
   const hit = topics.length ? eventsByTopic.get(topics[0].toLowerCase()) : undefined;
   if (!hit) return null;
   try {

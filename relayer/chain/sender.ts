@@ -13,7 +13,7 @@
  *    refuse gaps); after any doubtful failure the wallet resynchronises its nonce from the chain.
  *  - Transient RPC failures are retried; when the chain stays unreachable the caller gets 503.
  */
-import type { AbstractSigner, JsonRpcProvider } from "ethers";
+import { keccak256, type AbstractSigner, type JsonRpcProvider } from "ethers";
 import { ApiError } from "../errors";
 import { KeyedMutex, Mutex } from "../mutex";
 import { forwarderInterface, parseRegistryLog } from "./abi";
@@ -91,9 +91,22 @@ export interface SenderOptions {
   rpcTimeoutMs: number;
   onTransient?: (err: unknown) => void;
   onSent?: (wallet: number) => void;
+  /**
+   * Send with eth_sendRawTransactionSync (EIP-7966: the node answers with the receipt, saving the
+   * receipt polls). "auto" (default) tries it and falls back to send + poll for good when the node does
+   * not know the method, or when a sync send takes longer than SYNC_SEND_SLOW_MS (the chain mines on an
+   * interval: holding a gas wallet's nonce lock for a whole block would serialise that wallet). "off"
+   * never tries it.
+   */
+  syncSend?: "auto" | "off";
 }
 
 const DEADLINE_SECONDS = 600;
+/** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
+export const SYNC_SEND_SLOW_MS = 250;
+/** Looked up once: encoding by name makes ethers search the ABI (and hash signatures) on every write. */
+const EXECUTE = forwarderInterface.getFunction("execute")!;
+const NONCES = forwarderInterface.getFunction("nonces")!;
 
 export class Sender {
   private readonly wallets: GasWallet[] = [];
@@ -101,8 +114,17 @@ export class Sender {
   private readonly forwarderNonces = new Map<string, bigint>();
   private gasPrice: { value: bigint; atMs: number } | null = null;
   private rr = 0;
+  private syncSend: boolean;
 
-  constructor(private readonly o: SenderOptions) {}
+  constructor(private readonly o: SenderOptions) {
+    this.syncSend = o.syncSend !== "off";
+  }
+
+  /** Whether writes are currently sent with eth_sendRawTransactionSync (false after a fallback). */
+  usesSyncSend(): boolean {
+    return this.syncSend;
+  }
+
 
   async init(): Promise<void> {
     for (let i = 0; i < this.o.gasSigners.length; i++) {
@@ -171,7 +193,7 @@ export class Sender {
       },
       { name: "SigilForwarder", version: "1", chainId: this.o.chainId, verifyingContract: this.o.forwarder },
     );
-    const outerData = forwarderInterface.encodeFunctionData("execute", [
+    const outerData = forwarderInterface.encodeFunctionData(EXECUTE, [
       {
         from: signed.from,
         to: signed.to,
@@ -187,15 +209,16 @@ export class Sender {
     const gasLimit = (requestGas * 64n) / 63n + 150_000n + BigInt((outerData.length - 2) / 2) * 16n;
     const wallet = this.pickWallet();
     wallet.load++;
-    let txHash: string;
+    let sent: { hash: string; receipt: Receipt | null };
     try {
-      txHash = await this.broadcast(wallet, outerData, gasLimit);
+      sent = await this.broadcast(wallet, outerData, gasLimit);
     } finally {
       wallet.load--;
     }
-    let receipt;
+    const txHash = sent.hash;
+    let receipt: Receipt;
     try {
-      receipt = await this.waitForReceipt(txHash);
+      receipt = sent.receipt ?? (await this.waitForReceipt(txHash));
     } catch (err) {
       // Not confirmed: the node may have dropped or parked the transaction, so the wallet's next nonce is
       // unknown. Re-read it before the wallet sends again rather than queue behind a gap.
@@ -243,13 +266,13 @@ export class Sender {
     const key = principal.toLowerCase();
     const cached = this.forwarderNonces.get(key);
     if (cached !== undefined) return cached;
-    const data = forwarderInterface.encodeFunctionData("nonces", [principal]);
+    const data = forwarderInterface.encodeFunctionData(NONCES, [principal]);
     const raw = await withRetry(
       () => this.o.provider.send("eth_call", [{ to: this.o.forwarder, data }, "latest"]) as Promise<string>,
       3,
       this.o.onTransient,
     );
-    const nonce = BigInt(forwarderInterface.decodeFunctionResult("nonces", raw)[0]);
+    const nonce = BigInt(forwarderInterface.decodeFunctionResult(NONCES, raw)[0]);
     this.forwarderNonces.set(key, nonce);
     return nonce;
   }
@@ -273,8 +296,15 @@ export class Sender {
     return value;
   }
 
-  /** Signs and broadcasts in nonce order for this wallet; returns the transaction hash. */
-  private async broadcast(wallet: GasWallet, data: string, gasLimit: bigint): Promise<string> {
+  /**
+   * Signs and broadcasts in nonce order for this wallet; returns the transaction hash, and the receipt
+   * when the node answered a sync send with one.
+   */
+  private async broadcast(
+    wallet: GasWallet,
+    data: string,
+    gasLimit: bigint,
+  ): Promise<{ hash: string; receipt: Receipt | null }> {
     return wallet.lock.run(async () => {
       let last: unknown;
       for (let attempt = 0; attempt < 4; attempt++) {
@@ -300,10 +330,16 @@ export class Sender {
           value: 0n,
         });
         try {
+          const sent = this.syncSend ? await this.sendSync(signedTx) : null;
+          if (sent !== null) {
+            wallet.nonce = nonce + 1;
+            this.o.onSent?.(wallet.index);
+            return sent;
+          }
           const hash = (await this.o.provider.send("eth_sendRawTransaction", [signedTx])) as string;
           wallet.nonce = nonce + 1;
           this.o.onSent?.(wallet.index);
-          return hash;
+          return { hash, receipt: null };
         } catch (err) {
           last = err;
           const msg = errorText(err);
@@ -339,31 +375,48 @@ export class Sender {
     });
   }
 
-  private async waitForReceipt(txHash: string): Promise<{ status: number; result: WriteResult }> {
+  /**
+   * eth_sendRawTransactionSync. Null when the node does not support it (the caller sends the ordinary
+   * way; sync sends stay off from then on). A node that accepted the transaction but did not mine it in
+   * its own timeout answers EIP-7966 error 4 with the hash: that is a send, and the receipt is polled.
+   * Any other failure is thrown exactly like a failed eth_sendRawTransaction.
+   */
+  private async sendSync(signedTx: string): Promise<{ hash: string; receipt: Receipt | null } | null> {
+    const started = performance.now();
+    let raw: RawReceipt;
+    try {
+      raw = (await this.o.provider.send("eth_sendRawTransactionSync", [signedTx])) as RawReceipt;
+    } catch (err) {
+      if (isMethodUnsupported(err)) {
+        this.syncSend = false;
+        return null;
+      }
+      const pending = pendingHash(err);
+      if (pending !== null) {
+        this.syncSend = false; // the chain does not mine on arrival
+        return { hash: pending, receipt: null };
+      }
+      throw err;
+    }
+    if (performance.now() - started > SYNC_SEND_SLOW_MS) this.syncSend = false;
+    if (!raw || typeof raw !== "object" || typeof raw.transactionHash !== "string") {
+      // Not a receipt: stop trusting sync sends, and poll for the transaction by its own hash.
+      this.syncSend = false;
+      return { hash: keccak256(signedTx), receipt: null };
+    }
+    return { hash: raw.transactionHash, receipt: toReceipt(raw.transactionHash, raw) };
+  }
+
+  private async waitForReceipt(txHash: string): Promise<Receipt> {
     const deadline = Date.now() + this.o.receiptTimeoutMs;
     // Automining chains include a transaction within milliseconds: poll tightly at first, then back off.
     let delay = 2;
     let failingSince: number | null = null;
     for (;;) {
       try {
-        const r = (await this.o.provider.send("eth_getTransactionReceipt", [txHash])) as {
-          status: string;
-          blockNumber: string;
-          logs: RawLog[];
-          gasUsed: string;
-        } | null;
+        const r = (await this.o.provider.send("eth_getTransactionReceipt", [txHash])) as RawReceipt | null;
         failingSince = null;
-        if (r) {
-          return {
-            status: Number(BigInt(r.status)),
-            result: {
-              txHash,
-              blockNumber: Number(BigInt(r.blockNumber)),
-              logs: r.logs,
-              gasUsed: BigInt(r.gasUsed),
-            },
-          };
-        }
+        if (r) return toReceipt(txHash, r);
       } catch (err) {
         if (!isTransient(err)) throw err;
         this.o.onTransient?.(err);
@@ -380,6 +433,57 @@ export class Sender {
       delay = Math.min(delay * 2, 25);
     }
   }
+}
+
+interface RawReceipt {
+  transactionHash: string;
+  status: string;
+  blockNumber: string;
+  logs: RawLog[];
+  gasUsed: string;
+}
+
+interface Receipt {
+  status: number;
+  result: WriteResult;
+}
+
+function toReceipt(txHash: string, r: RawReceipt): Receipt {
+  return {
+    status: Number(BigInt(r.status)),
+    result: { txHash, blockNumber: Number(BigInt(r.blockNumber)), logs: r.logs, gasUsed: BigInt(r.gasUsed) },
+  };
+}
+
+/** JSON-RPC error objects carried by an ethers error, outermost first. */
+function rpcErrors(err: unknown): Array<{ code?: unknown; message?: unknown; data?: unknown }> {
+  const out = [];
+  for (let e: unknown = err, d = 0; e && typeof e === "object" && d < 5; d++) {
+    out.push(e as { code?: unknown; message?: unknown; data?: unknown });
+    const o = e as { info?: { error?: unknown }; error?: unknown; cause?: unknown };
+    e = o.info?.error ?? o.error ?? o.cause;
+  }
+  return out;
+}
+
+/** JSON-RPC -32601 (or a node's wording of it): the node has no eth_sendRawTransactionSync. */
+export function isMethodUnsupported(err: unknown): boolean {
+  return rpcErrors(err).some(
+    (e) =>
+      e.code === -32601 ||
+      (typeof e.message === "string" &&
+        /method not found|method .*(not supported|not available|does not exist)|unsupported method/i.test(
+          e.message,
+        )),
+  );
+}
+
+/** EIP-7966 error 4 (accepted, not mined within the node's timeout): the transaction hash it carries. */
+export function pendingHash(err: unknown): string | null {
+  for (const e of rpcErrors(err)) {
+    if (e.code === 4 && typeof e.data === "string" && /^0x[0-9a-fA-F]{64}$/.test(e.data)) return e.data;
+  }
+  return null;
 }
 
 function errorText(err: unknown): string {
