@@ -103,7 +103,7 @@ export interface SenderOptions {
 
 const DEADLINE_SECONDS = 600;
 /** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
-export const SYNC_SEND_SLOW_MS = 250;
+export const SYNC_SEND_SLOW_MS = 500;
 /** Looked up once: encoding by name makes ethers search the ABI (and hash signatures) on every write. */
 const EXECUTE = forwarderInterface.getFunction("execute")!;
 const NONCES = forwarderInterface.getFunction("nonces")!;

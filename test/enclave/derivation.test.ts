@@ -220,6 +220,43 @@ describe("enclave derivations", function () {
     });
   });
 
+  describe("public-key caches", function () {
+    it("PKP public keys and addresses, read interleaved and repeated, match a fresh enclave's (never another PKP's)", function () {
+      const root = "0x" + "3c".repeat(32);
+      const warm = Enclave.fromRootKey(root);
+      const pkps = Array.from({ length: 40 }, (_, i) => ethers.keccak256(ethers.toUtf8Bytes(`cache ${i}`)));
+      const order = [...pkps, ...pkps.slice().reverse(), ...pkps.filter((_, i) => i % 3 === 0)];
+      for (const id of order) {
+        const fresh = Enclave.fromRootKey(root);
+        expect(warm.pkpAddress(id)).to.equal(fresh.pkpAddress(id));
+        expect(warm.pkpPublicKey(id)).to.equal(fresh.pkpPublicKey(id));
+        // Upper-case hex is the same PKP (ids are canonicalised), never a separate entry with other values.
+        expect(warm.pkpAddress(id.toUpperCase().replace("0X", "0x"))).to.equal(fresh.pkpAddress(id));
+      }
+      expect(new Set(pkps.map((id) => warm.pkpAddress(id))).size).to.equal(pkps.length);
+    });
+
+    it("the address cache is per enclave: the same PKP id under another root has another address", function () {
+      const a = Enclave.fromRootKey("0x" + "3c".repeat(32));
+      const b = Enclave.fromRootKey("0x" + "3d".repeat(32));
+      const id = ethers.keccak256(ethers.toUtf8Bytes("shared id"));
+      expect(a.pkpAddress(id)).to.not.equal(b.pkpAddress(id));
+      expect(a.pkpPublicKey(id)).to.not.equal(b.pkpPublicKey(id));
+    });
+
+    it("owner addresses, cached, match a fresh enclave's for each master key and differ between them", function () {
+      const root = "0x" + "3c".repeat(32);
+      const warm = Enclave.fromRootKey(root);
+      const masters = Array.from({ length: 10 }, () => ethers.Wallet.createRandom().address);
+      const owners = masters.map((m) => warm.ownerAddress(m));
+      for (const [i, m] of masters.entries()) {
+        expect(warm.ownerAddress(m.toLowerCase())).to.equal(owners[i]);
+        expect(Enclave.fromRootKey(root).ownerAddress(m)).to.equal(owners[i]);
+      }
+      expect(new Set(owners).size).to.equal(masters.length);
+    });
+  });
+
   describe("refused ids", function () {
     const refused = (fn: () => unknown, code: string) => {
       try {

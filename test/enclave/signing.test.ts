@@ -235,6 +235,23 @@ describe("enclave signing", function () {
       });
     }
 
+    it("requests for two domains each verify under their own domain only (per-domain separator)", async function () {
+      const k = enclave.generateUsageKey();
+      const other = { ...DOMAIN, chainId: 1n, verifyingContract: "0x" + "cd".repeat(20) };
+      for (const [dom, wrong] of [
+        [DOMAIN, other],
+        [other, DOMAIN],
+        [DOMAIN, other],
+      ] as const) {
+        const s = await enclave.signForwardRequest(k.apiKey, req, dom);
+        const value = { ...s, nonce: req.nonce };
+        expect(ethers.verifyTypedData(dom, FORWARD_REQUEST_TYPES, value, s.signature)).to.equal(k.address);
+        expect(ethers.verifyTypedData(wrong, FORWARD_REQUEST_TYPES, value, s.signature)).to.not.equal(
+          k.address,
+        );
+      }
+    });
+
     it("refuses a domain without a verifying contract with invalid_request", async function () {
       await expectEnclaveRejection(
         enclave.signForwardRequest(enclave.generateUsageKey().apiKey, req, {
@@ -395,6 +412,35 @@ describe("enclave signing", function () {
         JSON.stringify(g) +
         Object.getOwnPropertyNames(g).join();
       expect(dump).to.not.include(hidden.privateKey.slice(2));
+    });
+
+    it("legacy transactions are byte-for-byte what an ethers Wallet with the same key signs", async function () {
+      const g = enclave.gasSigner(2, null);
+      const same = new ethers.Wallet(
+        ethers.hexlify(
+          require("../../enclave/derive").deriveSecp256k1(
+            ethers.getBytes("0x" + "5a".repeat(32)),
+            "sigil/gas/v1/",
+            Uint8Array.of(0, 0, 0, 2),
+          ),
+        ),
+      );
+      for (const tx of [
+        { nonce: 0, value: 0n, data: "0x", chainId: 31337 },
+        { nonce: 1, value: 1n, data: "0xabcdef", chainId: 31337n },
+        { nonce: 70_000, value: 10n ** 18n, data: "0x" + "00".repeat(33), chainId: 1 },
+      ]) {
+        const request = {
+          type: 0,
+          to: "0x" + "22".repeat(20),
+          gasLimit: 300_000n,
+          gasPrice: 2_000_000_001n,
+          ...tx,
+        };
+        const signed = await g.signTransaction(request);
+        expect(signed).to.equal(await same.signTransaction(request));
+        expect(ethers.Transaction.from(signed).from).to.equal(enclave.gasAddress(2));
+      }
     });
 
     it("refuses a transaction whose from is another address", async function () {

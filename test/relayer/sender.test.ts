@@ -5,10 +5,12 @@
  * principal are serialized so none fails on the forwarder nonce.
  */
 import { expect } from "chai";
-import { parseEther, NonceManager, Wallet } from "ethers";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import { parseEther, NonceManager, Wallet, keccak256 } from "ethers";
 import { registryInterface } from "../../relayer/chain/abi";
 import { makeProvider } from "../../relayer/chain/rpc";
-import { Sender } from "../../relayer/chain/sender";
+import { Sender, isMethodUnsupported, pendingHash } from "../../relayer/chain/sender";
 import { ApiError } from "../../relayer/errors";
 import { DEV_KEY } from "../helpers/anvil";
 import { startStack, type Stack } from "../helpers/stack";
@@ -124,5 +126,178 @@ describe("relayer: path-A sender", function () {
     expect(new Set(rs.map((r) => r.txHash)).size).to.equal(20);
     const blocks = rs.map((r) => r.blockNumber);
     expect([...blocks].sort((x, y) => x - y)).to.deep.equal(blocks);
+  });
+});
+
+/**
+ * A JSON-RPC proxy in front of the real chain that can pretend not to know eth_sendRawTransactionSync, or
+ * answer it with EIP-7966 error 4 (accepted, not yet mined) after forwarding the transaction. It records
+ * every method it was asked for.
+ */
+async function rpcProxy(
+  upstream: string,
+  mode: "unsupported" | "pending",
+): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
+  const methods: string[] = [];
+  const forward = async (body: unknown) => {
+    const r = await fetch(upstream, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return (await r.json()) as { result?: unknown; error?: unknown };
+  };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", async () => {
+      const call = JSON.parse(Buffer.concat(chunks).toString()) as {
+        id: number;
+        method: string;
+        params: unknown[];
+      };
+      methods.push(call.method);
+      let answer: unknown;
+      if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
+        answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
+      } else if (call.method === "eth_sendRawTransactionSync") {
+        const sent = await forward({ ...call, method: "eth_sendRawTransaction" });
+        answer = sent.error
+          ? { jsonrpc: "2.0", id: call.id, error: sent.error }
+          : {
+              jsonrpc: "2.0",
+              id: call.id,
+              error: { code: 4, message: "transaction not mined within the timeout", data: sent.result },
+            };
+      } else {
+        answer = { ...(await forward(call)), id: call.id };
+      }
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify(answer));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    methods,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
+  this.timeout(120_000);
+  let s: Stack;
+  let accountKey: string;
+  const cleanups: Array<() => unknown> = [];
+  let nextWallet = 20; // gas wallet indexes the relayer under test does not use
+
+  before(async () => {
+    s = await startStack();
+    accountKey = (await s.api("POST", "/core/v1/new_account", { body: {} })).body.api_key;
+  });
+  after(async () => {
+    for (const c of cleanups.reverse()) await c();
+    await s?.close();
+  });
+
+  async function senderOn(rpcUrl: string, syncSend?: "auto" | "off") {
+    const index = nextWallet++;
+    const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
+    await (
+      await funder.sendTransaction({ to: s.enclave.gasAddress(index), value: parseEther("10") })
+    ).wait();
+    const rpc = makeProvider(rpcUrl, 31337, 2_000);
+    cleanups.push(rpc.close);
+    const methods: string[] = [];
+    const send = rpc.provider.send.bind(rpc.provider);
+    rpc.provider.send = (method: string, params: unknown[] | Record<string, unknown>) => {
+      methods.push(method);
+      return send(method, params);
+    };
+    const sender = new Sender({
+      provider: rpc.provider,
+      signer: s.enclave,
+      gasSigners: [s.enclave.gasSigner(index, rpc.provider)],
+      chainId: 31337,
+      registry: s.deployment.registry,
+      forwarder: s.deployment.forwarder,
+      receiptTimeoutMs: 10_000,
+      rpcTimeoutMs: 2_000,
+      syncSend,
+    });
+    await sender.init();
+    return { sender, methods };
+  }
+
+  const write = (sender: Sender, name: string) =>
+    sender.write({
+      apiKey: accountKey,
+      principal: s.enclave.principalAddress(accountKey),
+      kind: "account",
+      data: registryInterface.encodeFunctionData("createPkp", [name, ""]),
+    });
+
+  async function expectMined(txHash: string, blockNumber: number) {
+    const r = await s.provider.getTransactionReceipt(txHash);
+    expect(r?.status).to.equal(1);
+    expect(r?.blockNumber).to.equal(blockNumber);
+  }
+
+  it("on anvil, a write is sent with eth_sendRawTransactionSync and no receipt is polled", async () => {
+    const { sender, methods } = await senderOn(s.chain.rpcUrl);
+    const r = await write(sender, "sync");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(methods).to.include("eth_sendRawTransactionSync");
+    expect(methods).to.not.include("eth_sendRawTransaction");
+    expect(methods).to.not.include("eth_getTransactionReceipt");
+    expect(sender.usesSyncSend()).to.equal(true);
+  });
+
+  it("a node without the method (-32601): the write lands by send + receipt polling, and sync stays off", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "unsupported");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    const first = await write(sender, "fallback 1");
+    await expectMined(first.txHash, first.blockNumber);
+    expect(sender.usesSyncSend()).to.equal(false);
+    const second = await write(sender, "fallback 2");
+    await expectMined(second.txHash, second.blockNumber);
+    // Tried once, then never again; both transactions went out the ordinary way and were polled.
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(1);
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransaction")).to.have.length(2);
+    expect(proxy.methods).to.include("eth_getTransactionReceipt");
+  });
+
+  it("EIP-7966 error 4 (accepted, not mined in time): the write lands by polling its hash, sync turns off", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "pending");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    const r = await write(sender, "pending");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(sender.usesSyncSend()).to.equal(false);
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(1);
+    expect(proxy.methods).to.include("eth_getTransactionReceipt");
+  });
+
+  it('syncSend "off" never tries the method', async () => {
+    const { sender, methods } = await senderOn(s.chain.rpcUrl, "off");
+    const r = await write(sender, "off");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(methods).to.not.include("eth_sendRawTransactionSync");
+    expect(methods).to.include("eth_sendRawTransaction");
+  });
+
+  it("classifies sync-send errors: -32601 is unsupported, code 4 carries the hash, others are neither", () => {
+    const hash = keccak256("0x01");
+    const wrapped = (error: unknown) => ({ code: "UNKNOWN_ERROR", info: { error } });
+    expect(isMethodUnsupported(wrapped({ code: -32601, message: "Method not found" }))).to.equal(true);
+    expect(isMethodUnsupported(wrapped({ code: -32000, message: "nonce too low" }))).to.equal(false);
+    expect(pendingHash(wrapped({ code: 4, message: "timeout", data: hash }))).to.equal(hash);
+    expect(pendingHash(wrapped({ code: 4, message: "timeout", data: "0x1234" }))).to.equal(null);
+    expect(pendingHash(wrapped({ code: -32000, message: "nonce too low", data: hash }))).to.equal(null);
   });
 });
