@@ -21,11 +21,13 @@ import {
   TypedDataEncoder,
 } from "ethers";
 import type { Provider, TransactionRequest, TypedDataDomain, TypedDataField } from "ethers";
-import { hex } from "./secp";
+import { hex, signDigestParts } from "./secp";
 
 export class GasSigner extends AbstractSigner {
   readonly address: string;
   readonly #key: SigningKey;
+  /** The same private key as bytes, for the lean transaction path (libsecp256k1 signs raw scalars). */
+  readonly #scalar: Uint8Array;
 
   /** Takes ownership of `scalar` (a SigningKey copy is kept; the array is zeroed). */
   constructor(scalar: Uint8Array | SigningKey, provider: Provider | null) {
@@ -36,6 +38,7 @@ export class GasSigner extends AbstractSigner {
       this.#key = new SigningKey(hex(scalar));
       scalar.fill(0);
     }
+    this.#scalar = getBytes(this.#key.privateKey);
     this.address = computeAddress(this.#key.publicKey);
   }
 
@@ -93,9 +96,12 @@ export class GasSigner extends AbstractSigner {
       getBytes(data),
     ];
     const digest = keccak256(encodeRlp([...fields, toBeArray(chain), new Uint8Array(0), new Uint8Array(0)]));
-    const sig = this.#key.sign(digest);
-    const v = chain * 2n + 35n + BigInt(sig.yParity);
-    return encodeRlp([...fields, toBeArray(v), toBeArray(sig.r), toBeArray(sig.s)]);
+    const sig = signDigestParts(this.#scalar, getBytes(digest));
+    const v = chain * 2n + 35n + BigInt(sig.recovery);
+    // RLP integers are minimal big-endian: r and s lose their leading zero bytes.
+    const sigR = stripZeros(sig.compact.subarray(0, 32));
+    const sigS = stripZeros(sig.compact.subarray(32, 64));
+    return encodeRlp([...fields, toBeArray(v), sigR, sigS]);
   }
 
   async signMessage(message: string | Uint8Array): Promise<string> {
@@ -119,4 +125,10 @@ export class GasSigner extends AbstractSigner {
   toJSON(): { address: string } {
     return { address: this.address };
   }
+}
+
+function stripZeros(b: Uint8Array): Uint8Array {
+  let i = 0;
+  while (i < b.length && b[i] === 0) i++;
+  return b.subarray(i);
 }

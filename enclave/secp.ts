@@ -1,8 +1,15 @@
 /**
  * secp256k1 primitives on raw 32-byte scalars: public key, address, digest signature. Kept apart from
  * derivation and key parsing so every signer in the enclave goes through the same few lines.
+ *
+ * Public keys and signatures use libsecp256k1 (the `secp256k1` package's native binding; it falls back
+ * to elliptic in pure JS where no binary exists): about five times faster than noble here, and signing
+ * sits on every execution's key operation and every path-A write. Both are RFC 6979 deterministic with
+ * low s, so signatures are byte-for-byte what noble makes (the known-answer vectors and a cross-check
+ * test hold it to that). Nothing is kept: the scalar is only read for the call.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
+import * as libsecp from "secp256k1";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { bytesToHex } from "@noble/hashes/utils";
 import { getAddress } from "ethers";
@@ -17,7 +24,7 @@ export function isValidScalar(k: Uint8Array): boolean {
 }
 
 export function publicKeyOf(priv: Uint8Array): Uint8Array {
-  return secp256k1.getPublicKey(priv, false);
+  return libsecp.publicKeyCreate(priv, false);
 }
 
 export function addressOfPublicKey(uncompressed: Uint8Array): string {
@@ -30,8 +37,18 @@ export function addressOf(priv: Uint8Array): string {
 
 /** RFC 6979 deterministic, low-s; 65 bytes r ‖ s ‖ v with v = 27 + recovery (Ethereum convention). */
 export function signDigest(priv: Uint8Array, digest: Uint8Array): string {
-  const sig = secp256k1.sign(digest, priv, { lowS: true });
-  return "0x" + sig.toCompactHex() + (27 + sig.recovery).toString(16);
+  const sig = signDigestParts(priv, digest);
+  return "0x" + bytesToHex(sig.compact) + (27 + sig.recovery).toString(16);
+}
+
+/** The same signature as r ‖ s (64 bytes) and the recovery bit, for transaction encodings. */
+export function signDigestParts(
+  priv: Uint8Array,
+  digest: Uint8Array,
+): { compact: Uint8Array; recovery: number } {
+  if (digest.length !== 32) throw new RangeError("digest must be 32 bytes");
+  const { signature, recid } = libsecp.ecdsaSign(digest, priv);
+  return { compact: signature, recovery: recid };
 }
 
 export function hex(bytes: Uint8Array): string {

@@ -425,11 +425,14 @@ describe("enclave signing", function () {
           ),
         ),
       );
-      for (const tx of [
+      // 300 nonces: some signatures have an r or s with a leading zero byte (minimal RLP integers).
+      const txs = [
         { nonce: 0, value: 0n, data: "0x", chainId: 31337 },
         { nonce: 1, value: 1n, data: "0xabcdef", chainId: 31337n },
         { nonce: 70_000, value: 10n ** 18n, data: "0x" + "00".repeat(33), chainId: 1 },
-      ]) {
+        ...Array.from({ length: 300 }, (_, i) => ({ nonce: 100 + i, value: 0n, data: "0x12", chainId: 5 })),
+      ];
+      for (const tx of txs) {
         const request = {
           type: 0,
           to: "0x" + "22".repeat(20),
@@ -457,6 +460,22 @@ describe("enclave signing", function () {
         })
         .catch((e) => (caught = e));
       expect(String(caught)).to.match(/from address mismatch/);
+    });
+  });
+
+  describe("libsecp256k1 primitives", function () {
+    it("signatures and public keys are byte-for-byte noble's (RFC 6979, low s) for 300 random keys", function () {
+      const { secp256k1 } = require("@noble/curves/secp256k1");
+      const { publicKeyOf, signDigest } = require("../../enclave/secp");
+      for (let i = 0; i < 300; i++) {
+        const k = ethers.getBytes(ethers.keccak256(ethers.toUtf8Bytes(`key ${i}`)));
+        const digest = ethers.getBytes(ethers.keccak256(ethers.toUtf8Bytes(`digest ${i}`)));
+        const sig = secp256k1.sign(digest, k, { lowS: true });
+        expect(signDigest(k, digest)).to.equal(
+          "0x" + sig.toCompactHex() + (27 + sig.recovery).toString(16),
+        );
+        expect(ethers.hexlify(publicKeyOf(k))).to.equal(ethers.hexlify(secp256k1.getPublicKey(k, false)));
+      }
     });
   });
 
