@@ -209,6 +209,10 @@ export class Metering {
   }
 
   private charge(p: Principal, cents: number, reference: string, operation: string): ChargeResult {
+    // Refused here, before the write-behind buffer: the ledger would refuse it at flush time, and a
+    // batch that cannot commit holds every other account's charges back until the process dies.
+    if (!Number.isSafeInteger(cents) || cents < 0)
+      throw new Error(`a charge must be a safe integer number of cents, got ${cents} (${reference})`);
     const key = normalizeAddress(p.keyAddress);
     if (cents === 0 || this.pending.has(reference) || this.ledger.hasReference(reference)) {
       return { charged_cents: 0, applied: false };

@@ -96,6 +96,14 @@ export const MIGRATIONS: readonly Migration[] = [
 /** Applies every migration newer than the file's version. Safe to call on every open. */
 export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number {
   db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+  // An older build opening a file migrated by a newer one would read and write a schema it does not
+  // know (a rollback of the code must not silently corrupt balances): refuse instead.
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  const found = readVersion(db);
+  if (found > known)
+    throw new Error(
+      `billing database is at schema version ${found}, newer than this code knows (${known}); run a newer build`,
+    );
   const apply = db.transaction((m: Migration) => {
     // Re-read inside the (immediate) transaction: two processes opening the same file at once
     // must not both apply the same migration.

@@ -259,6 +259,19 @@ for (const chargeFlushMs of [50, 0])
       });
     });
 
+    it("a charge that is not a safe integer is refused at once and holds up no other charge", async function () {
+      await open();
+      await topUp(A, 500);
+      // 1e300 ms prices at 1e297 cents: once in the write-behind batch, every flush would fail on it
+      // and every other account's charge would stay uncommitted (and be lost on a restart).
+      expect(() => billing.chargeExecution(usage1, 1e300, "absurd")).to.throw(
+        "a charge must be a safe integer number of cents",
+      );
+      billing.chargeWrite(usage2, "add_group", "0xafter");
+      expect(billing.audit(A)).to.deep.equal({ balance_cents: 499, ledger_sum_cents: 499 });
+      expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(0);
+    });
+
     it("charges are committed by close() and found after reopening the file", async function () {
       await open();
       await topUp(A, 500);

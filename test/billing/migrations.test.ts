@@ -71,6 +71,19 @@ describe("billing: schema migrations", function () {
     db.close();
   });
 
+  it("a file written by a newer version is refused, not used with an older schema", function () {
+    const path = join(tmp.dir, "billing.sqlite");
+    const db = openDatabase(path);
+    db.prepare("UPDATE schema_version SET version = ?").run(latest + 1);
+    db.close();
+    expect(() => createBilling({ dbPath: path, processor: new SimulatedProcessor() })).to.throw(
+      `billing database is at schema version ${latest + 1}, newer than this code knows (${latest})`,
+    );
+    const again = new BetterSqlite3(path);
+    expect(readVersion(again)).to.equal(latest + 1);
+    again.close();
+  });
+
   it("a migration that fails rolls back completely and leaves the version unchanged", function () {
     const db = openDatabase(join(tmp.dir, "billing.sqlite"));
     const broken = [
