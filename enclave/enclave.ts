@@ -4,7 +4,8 @@
  * The root key lives in a #private field: no getter, not enumerable, not shown by util.inspect or
  * JSON.stringify, never part of an error.
  */
-import { AbstractSigner, concat, getAddress, hashMessage, isAddress, keccak256, TypedDataEncoder } from "ethers";
+import { AbstractSigner, getAddress, hashMessage, isAddress, keccak256, toUtf8Bytes, TypedDataEncoder } from "ethers";
+import { keccak_256 } from "@noble/hashes/sha3";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
 import { deriveAesKey, deriveSecp256k1, ids, LABELS } from "./derive";
@@ -32,21 +33,46 @@ export const FORWARD_REQUEST_TYPES: Record<string, TypedDataField[]> = {
 };
 
 /**
- * ForwardRequest hashing, built once: ethers' TypedDataEncoder.hash re-parses the types and re-hashes the
- * domain on every call, which cost more than the signature itself on the path-A hot path. The digest is
- * the same EIP-712 value: keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(request)).
+ * ForwardRequest hashing without ethers' generic encoder: TypedDataEncoder.hash re-parses the types and
+ * re-hashes the domain on every call, which cost more than the signature itself on the path-A hot path.
+ * The digest is the same EIP-712 value, keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(request)), with
+ * hashStruct laid out by hand for this one fixed type (the tests verify against ethers).
  */
-const FORWARD_REQUEST_ENCODER = TypedDataEncoder.from(FORWARD_REQUEST_TYPES);
-const domainSeparators = new Lru<string, string>(64);
+const FORWARD_REQUEST_TYPEHASH = hexToBytes(
+  keccak256(toUtf8Bytes(TypedDataEncoder.from(FORWARD_REQUEST_TYPES).encodeType("ForwardRequest"))),
+);
+const domainSeparators = new Lru<string, Uint8Array>(64);
 
-function forwardRequestDigest(domain: TypedDataDomain, value: Record<string, unknown>): string {
+function forwardRequestDigest(
+  domain: TypedDataDomain,
+  v: { from: string; to: string; value: bigint; gas: bigint; nonce: bigint; deadline: number; data: string },
+): Uint8Array {
   const domainKey = `${domain.name}\n${domain.version}\n${String(domain.chainId)}\n${domain.verifyingContract}`;
   let separator = domainSeparators.get(domainKey);
   if (separator === undefined) {
-    separator = TypedDataEncoder.hashDomain(domain);
+    separator = hexToBytes(TypedDataEncoder.hashDomain(domain));
     domainSeparators.set(domainKey, separator);
   }
-  return keccak256(concat(["0x1901", separator, FORWARD_REQUEST_ENCODER.hash(value)]));
+  const struct = new Uint8Array(8 * 32);
+  struct.set(FORWARD_REQUEST_TYPEHASH, 0);
+  struct.set(hexToBytes(v.from), 32 + 12);
+  struct.set(hexToBytes(v.to), 64 + 12);
+  struct.set(word(v.value), 96);
+  struct.set(word(v.gas), 128);
+  struct.set(word(v.nonce), 160);
+  struct.set(word(BigInt(v.deadline)), 192);
+  struct.set(keccak_256(hexToBytes(v.data)), 224);
+  const out = new Uint8Array(2 + 32 + 32);
+  out[0] = 0x19;
+  out[1] = 0x01;
+  out.set(separator, 2);
+  out.set(keccak_256(struct), 34);
+  return keccak_256(out);
+}
+
+/** A uint256 as 32 big-endian bytes (callers have range-checked it). */
+function word(n: bigint): Uint8Array {
+  return hexToBytes("0x" + n.toString(16).padStart(64, "0"));
 }
 
 export interface ForwardRequestInput {
@@ -159,7 +185,7 @@ export class Enclave implements KeyCapabilities {
     try {
       const from = parsed.kind === "account" ? this.ownerAddress(parsed.address) : parsed.address;
       const digest = forwardRequestDigest(dom, { from, ...fields });
-      const signature = signDigest(scalar, hexToBytes(digest));
+      const signature = signDigest(scalar, digest);
       const { to, value, gas, deadline, data } = fields;
       return { from, to, value, gas, deadline, data, signature };
     } finally {

@@ -154,16 +154,23 @@ export class WorkerPool {
       logBytes: 0,
       keyOps: 0,
       fetches: 0,
-      timer: setTimeout(
-        () =>
-          this.kill(slot, {
-            code: "timeout",
-            message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time`,
-          }),
-        job.limits.wallTimeMs,
-      ),
+      timer: undefined as unknown as NodeJS.Timeout,
       done: false,
     };
+    // libuv timers run on the loop's cached millisecond clock and can fire a fraction of a millisecond
+    // early by performance.now(): re-arm for the remainder so a timed-out run has really used its time.
+    const onTimer = () => {
+      const left = job.limits.wallTimeMs - (performance.now() - run.startedAt);
+      if (left > 0) {
+        run.timer = setTimeout(onTimer, Math.ceil(left));
+        return;
+      }
+      this.kill(slot, {
+        code: "timeout",
+        message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time`,
+      });
+    };
+    run.timer = setTimeout(onTimer, job.limits.wallTimeMs);
     slot.state = "busy";
     slot.run = run;
     slot.probeSentAt = null;

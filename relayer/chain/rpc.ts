@@ -6,7 +6,29 @@
  */
 import { FetchRequest, JsonRpcProvider, Network } from "ethers";
 import { ApiError } from "../errors";
-import { keepAliveTransport } from "./transport";
+import type { JsonRpcPayload, JsonRpcResult } from "ethers";
+import { keepAliveTransport, postJson } from "./transport";
+
+/**
+ * ethers' JsonRpcProvider with a lean transport: `_send` posts the payload itself (transport.ts
+ * postJson) instead of going through FetchRequest. Everything above `_send` is ethers' own (request ids,
+ * error decoding by getRpcError, result matching), so callers see the same results and the same errors.
+ */
+class LeanJsonRpcProvider extends JsonRpcProvider {
+  constructor(
+    req: FetchRequest,
+    network: Network,
+    private readonly post: (body: string) => Promise<unknown>,
+  ) {
+    super(req, network, { staticNetwork: network, cacheTimeout: -1, batchMaxCount: 1, polling: false });
+  }
+
+  // Error entries ({id, error}) are returned as they came, exactly as ethers' own _send does.
+  async _send(payload: JsonRpcPayload | JsonRpcPayload[]): Promise<Array<JsonRpcResult>> {
+    const resp = await this.post(JSON.stringify(payload));
+    return (Array.isArray(resp) ? resp : [resp]) as Array<JsonRpcResult>;
+  }
+}
 
 export function makeProvider(
   rpcUrl: string,
@@ -18,12 +40,16 @@ export function makeProvider(
   req.timeout = timeoutMs;
   req.getUrlFunc = transport.getUrl;
   const network = Network.from(chainId);
-  const provider = new JsonRpcProvider(req, network, {
-    staticNetwork: network,
-    cacheTimeout: -1,
-    batchMaxCount: 1,
-    polling: false,
-  });
+  const url = new URL(rpcUrl);
+  const agent = transport.agentFor(url);
+  const provider: JsonRpcProvider = agent
+    ? new LeanJsonRpcProvider(req, network, (body) => postJson(url, agent, body, timeoutMs))
+    : new JsonRpcProvider(req, network, {
+        staticNetwork: network,
+        cacheTimeout: -1,
+        batchMaxCount: 1,
+        polling: false,
+      });
   return {
     provider,
     close() {

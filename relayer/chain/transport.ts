@@ -7,7 +7,11 @@ import * as http from "node:http";
 import * as https from "node:https";
 import type { FetchGetUrlFunc, FetchRequest } from "ethers";
 
-export function keepAliveTransport(): { getUrl: FetchGetUrlFunc; destroy(): void } {
+export function keepAliveTransport(): {
+  getUrl: FetchGetUrlFunc;
+  agentFor(url: URL): http.Agent | https.Agent | undefined;
+  destroy(): void;
+} {
   const agents = {
     "http:": new http.Agent({ keepAlive: true, maxSockets: 64 }),
     "https:": new https.Agent({ keepAlive: true, maxSockets: 64 }),
@@ -50,9 +54,70 @@ export function keepAliveTransport(): { getUrl: FetchGetUrlFunc; destroy(): void
     });
   return {
     getUrl,
+    agentFor: (url: URL) => agents[url.protocol as "http:" | "https:"],
     destroy() {
       agents["http:"].destroy();
       agents["https:"].destroy();
     },
   };
+}
+
+/**
+ * One JSON-RPC POST over a persistent connection, answered with the parsed JSON. This is the provider's
+ * whole transport (see LeanJsonRpcProvider in rpc.ts): ethers' FetchRequest copies the request, decodes
+ * the body with its own UTF-8 decoder and wraps everything in throttling logic, which together cost more
+ * than the HTTP exchange itself on a local chain. Failures keep the shapes the RPC error classification
+ * expects: socket errors keep their code (ECONNREFUSED, ECONNRESET, ...), a timeout is code TIMEOUT, a
+ * non-2xx status or a body that is not JSON is code SERVER_ERROR.
+ */
+export function postJson(
+  url: URL,
+  agent: http.Agent | https.Agent,
+  body: string,
+  timeoutMs: number,
+): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const mod = url.protocol === "https:" ? https : http;
+    const data = Buffer.from(body);
+    const r = mod.request(
+      url,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-length": String(data.length) },
+        agent,
+        timeout: timeoutMs,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", reject);
+        res.on("end", () => {
+          const status = res.statusCode ?? 0;
+          const text = Buffer.concat(chunks).toString("utf8");
+          if (status < 200 || status >= 300) {
+            // JSON-RPC servers may answer an error object with a non-2xx status; keep it if it is one.
+            try {
+              const parsed = JSON.parse(text) as { error?: unknown };
+              if (parsed && typeof parsed === "object" && "error" in parsed) return resolve(parsed);
+            } catch {
+              // fall through
+            }
+            return reject(
+              Object.assign(new Error(`server response ${status} ${res.statusMessage ?? ""}`), {
+                code: "SERVER_ERROR",
+              }),
+            );
+          }
+          try {
+            resolve(JSON.parse(text));
+          } catch {
+            reject(Object.assign(new Error("invalid JSON-RPC response body"), { code: "SERVER_ERROR" }));
+          }
+        });
+      },
+    );
+    r.on("timeout", () => r.destroy(Object.assign(new Error("request timeout"), { code: "TIMEOUT" })));
+    r.on("error", reject);
+    r.end(data);
+  });
 }

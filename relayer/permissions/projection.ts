@@ -52,8 +52,19 @@ export interface AccountProjection {
   pkps: Map<string, PkpRecord>;
 }
 
+/**
+ * keccak256 of a CID string, as the registry stores actions. Memoised (bounded): every execution hashes
+ * its CID once for the request and again for each key operation's re-check.
+ */
+const cidHashes = new Map<string, string>();
 export function cidHash(cid: string): string {
-  return keccak256(toUtf8Bytes(cid));
+  let h = cidHashes.get(cid);
+  if (h === undefined) {
+    h = keccak256(toUtf8Bytes(cid));
+    if (cidHashes.size >= 10_000) cidHashes.clear();
+    cidHashes.set(cid, h);
+  }
+  return h;
 }
 
 function nonZero(a: string): string | null {

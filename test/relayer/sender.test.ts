@@ -10,7 +10,8 @@ import type { AddressInfo } from "node:net";
 import { parseEther, NonceManager, Wallet, keccak256 } from "ethers";
 import { registryInterface } from "../../relayer/chain/abi";
 import { makeProvider } from "../../relayer/chain/rpc";
-import { Sender, isMethodUnsupported, pendingHash } from "../../relayer/chain/sender";
+import { Sender, encodeExecute, isMethodUnsupported, pendingHash } from "../../relayer/chain/sender";
+import { forwarderInterface } from "../../relayer/chain/abi";
 import { ApiError } from "../../relayer/errors";
 import { DEV_KEY } from "../helpers/anvil";
 import { startStack, type Stack } from "../helpers/stack";
@@ -289,6 +290,21 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     await expectMined(r.txHash, r.blockNumber);
     expect(methods).to.not.include("eth_sendRawTransactionSync");
     expect(methods).to.include("eth_sendRawTransaction");
+  });
+
+  it("encodeExecute is byte-for-byte ethers' encoding of forwarder.execute, for data of every length", () => {
+    for (const len of [0, 1, 31, 32, 33, 64, 100, 260]) {
+      const req = {
+        from: Wallet.createRandom().address,
+        to: Wallet.createRandom().address.toLowerCase(),
+        value: BigInt(len) * 10n ** 18n,
+        gas: 123_456n + BigInt(len),
+        deadline: 2_000_000_000 + len,
+        data: "0x" + "a7".repeat(len),
+        signature: "0x" + "1c".repeat(65),
+      };
+      expect(encodeExecute(req)).to.equal(forwarderInterface.encodeFunctionData("execute", [req]));
+    }
   });
 
   it("classifies sync-send errors: -32601 is unsupported, code 4 carries the hash, others are neither", () => {
