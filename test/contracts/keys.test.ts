@@ -422,6 +422,21 @@ describe("AccountRegistry: usage keys", function () {
       expect(scopesOf(await registry.getKey(key))).to.deep.equal(scopes({ Execute: [1n] }));
     });
 
+    it("a removed wildcard key re-registered by another account carries nothing over", async function () {
+      const { registry, ownerA, ownerB, keySigners, groupB } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, ALL_SCOPES);
+      await registry.connect(ownerA).removeKey(key.address);
+      await grantKey(registry, ownerB, key, scopes());
+      expect(scopesOf(await registry.getKey(key.address))).to.deep.equal(scopes());
+      await expect(registry.connect(key).addAction(groupB, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 2n, Scope.ManageActions, groupB);
+      await expect(registry.connect(key).createPkp("no", ""))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 2n, Scope.CreatePkp, 0n);
+    });
+
     it("accepts an expired key, so its address can be freed", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const expiration = (await pinnedNow()) + 60n;

@@ -8,7 +8,7 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
-import type { ContractTransactionResponse } from "ethers";
+import { type ContractTransactionResponse, ethers } from "ethers";
 import {
   CID_EMPTY,
   CID_HELLO,
@@ -17,6 +17,7 @@ import {
   twoAccountsFixture,
   type TwoAccounts,
 } from "./fixtures";
+import { expectProjectionMatchesViews } from "./eventProjection";
 import { type Grant, type Outcome, RegistryModel } from "./model";
 
 const CIDS = [CID_HELLO, CID_EMPTY, "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"];
@@ -124,7 +125,11 @@ describe("AccountRegistry: properties against the model", function () {
   const numRuns = process.env.FC_RUNS ? Number(process.env.FC_RUNS) : 30;
 
   /** Replays a scenario on the chain and on the model; checks writes as it goes, and views at the end if asked. */
-  async function replay({ keys, content, ops }: Scenario, checkViews: boolean): Promise<void> {
+  async function replay(
+    { keys, content, ops }: Scenario,
+    checkViews: boolean,
+    checkEvents = false,
+  ): Promise<void> {
     const ctx = await loadFixture(twoAccountsFixture);
     const { registry, deployment } = ctx;
     const chainId = BigInt(deployment.chainId);
@@ -220,6 +225,12 @@ describe("AccountRegistry: properties against the model", function () {
       ).to.deep.equal(expected);
     }
 
+    if (checkEvents) {
+      await expectProjectionMatchesViews(
+        registry,
+        ctx.keySigners.slice(0, KEY_COUNT).map((s) => s.address),
+      );
+    }
     if (!checkViews) return;
     const pkps = [1n, 2n].flatMap((account) => [1n, 2n, 3n].map((counter) => pkpIdOf(account, counter)));
     for (const caller of callers) {
@@ -246,11 +257,95 @@ describe("AccountRegistry: properties against the model", function () {
     );
   });
 
+  it("the state rebuilt from events alone equals every view after any sequence", async function () {
+    this.timeout(600_000);
+    await fc.assert(
+      fc.asyncProperty(scenarioArb, (scenario) => replay(scenario, false, true)),
+      { seed: seed + 2, numRuns, endOnFailure: true },
+    );
+  });
+
   it("canExecute and canExecuteAction match the model after any sequence", async function () {
     this.timeout(600_000);
     await fc.assert(
       fc.asyncProperty(scenarioArb, (scenario) => replay(scenario, true)),
       { seed: seed + 1, numRuns, endOnFailure: true },
+    );
+  });
+});
+
+describe("AccountRegistry: events are complete (scripted)", function () {
+  it("the state rebuilt from events alone equals every view after transfers, metadata edits and removals", async function () {
+    const ctx = await loadFixture(twoAccountsFixture);
+    const { registry, ownerA, ownerB, outsider, keySigners, pkpA1, pkpA2, pkpB1 } = ctx;
+    const [k0, k1, k2] = keySigners;
+    const a = registry.connect(ownerA);
+    await a.addKey(k0.address, cidHash("k0"), "k0", "first", 0n, {
+      canCreateGroups: true,
+      canDeleteGroups: false,
+      canCreatePkps: true,
+      manageIpfsIdsInGroups: [2n, 1n, 2n],
+      addPkpToGroups: [0n],
+      removePkpFromGroups: [1n],
+      executeInGroups: [1n],
+    });
+    await a.addKey(k1.address, cidHash("k1"), "k1", "", 0n, {
+      canCreateGroups: false,
+      canDeleteGroups: true,
+      canCreatePkps: false,
+      manageIpfsIdsInGroups: [],
+      addPkpToGroups: [],
+      removePkpFromGroups: [0n],
+      executeInGroups: [0n, 2n],
+    });
+    await registry.connect(ownerB).addKey(k2.address, cidHash("k2"), "k2", "", 0n, {
+      canCreateGroups: true,
+      canDeleteGroups: true,
+      canCreatePkps: true,
+      manageIpfsIdsInGroups: [0n],
+      addPkpToGroups: [0n],
+      removePkpFromGroups: [0n],
+      executeInGroups: [0n],
+    });
+    await registry.connect(k0).createGroup("by key", "with members", [pkpA1, pkpA2], []);
+    await a.addActions(1n, [CID_HELLO, CID_EMPTY]);
+    await a.addPkps(1n, [pkpA1, pkpA2]);
+    await registry.connect(k0).removePkp(1n, pkpA2);
+    await a.removeAction(1n, CID_EMPTY);
+    await a.updateKeyMetadata(k0.address, "k0 renamed", "second");
+    await a.updateKey(k1.address, "k1 v2", "replaced", 0n, {
+      canCreateGroups: true,
+      canDeleteGroups: false,
+      canCreatePkps: false,
+      manageIpfsIdsInGroups: [3n],
+      addPkpToGroups: [],
+      removePkpFromGroups: [],
+      executeInGroups: [3n, 1n],
+    });
+    await registry.connect(k1).createGroup("second by key", "", [], []);
+    await registry.connect(k2).createGroup("B2", "", [pkpB1], [CID_HELLO]);
+    await registry.connect(k2).deleteGroup(1n);
+    await a.deleteGroup(2n);
+    await a.removeKey(k0.address);
+    await a.addKey(k0.address, ethers.ZeroHash, "k0 again", "", 0n, {
+      canCreateGroups: false,
+      canDeleteGroups: false,
+      canCreatePkps: false,
+      manageIpfsIdsInGroups: [],
+      addPkpToGroups: [],
+      removePkpFromGroups: [],
+      executeInGroups: [3n],
+    });
+    await a.transferOwnership(outsider.address);
+    await a.cancelOwnershipTransfer();
+    await registry.connect(ownerB).transferOwnership(outsider.address);
+    await a.transferOwnership(keySigners[5].address);
+    await registry.connect(keySigners[5]).acceptOwnership(1n);
+    await registry.connect(keySigners[5]).createPkp("after transfer", "");
+
+    await expectProjectionMatchesViews(
+      registry,
+      [k0, k1, k2, keySigners[3]].map((s) => s.address),
     );
   });
 });

@@ -1,0 +1,201 @@
+/**
+ * The registry's state rebuilt from its events alone, the way an off-chain indexer (the relayer's permission
+ * cache) must be able to: if a state change emitted no event, or an event lacked a field, the projection and
+ * the views disagree. `expectProjectionMatchesViews` compares the two for every account, key and group.
+ */
+import { expect } from "chai";
+import type { AccountRegistry } from "../../typechain-types";
+
+interface ProjectedKey {
+  accountId: bigint;
+  keyHash: string;
+  name: string;
+  description: string;
+  expiration: bigint;
+  flags: [boolean, boolean, boolean];
+  /** executeInGroups, manageIpfsIdsInGroups, addPkpToGroups, removePkpFromGroups: sorted, deduplicated. */
+  ids: [string[], string[], string[], string[]];
+}
+
+interface ProjectedGroup {
+  name: string;
+  description: string;
+  pkps: Set<string>;
+  actions: Map<string, string>;
+}
+
+interface ProjectedAccount {
+  owner: string;
+  pendingOwner: string;
+  masterKey: string;
+  name: string;
+  groupCount: bigint;
+  pkpCount: bigint;
+}
+
+const ZERO = "0x0000000000000000000000000000000000000000";
+
+const idSet = (ids: readonly bigint[]): string[] =>
+  [...new Set(ids.map((id) => id.toString()))].sort((a, b) => Number(a) - Number(b));
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function scopesOf(s: any): Pick<ProjectedKey, "flags" | "ids"> {
+  return {
+    flags: [s.canCreateGroups, s.canDeleteGroups, s.canCreatePkps],
+    ids: [
+      idSet(s.executeInGroups),
+      idSet(s.manageIpfsIdsInGroups),
+      idSet(s.addPkpToGroups),
+      idSet(s.removePkpFromGroups),
+    ],
+  };
+}
+
+export async function projectFromEvents(registry: AccountRegistry) {
+  const accounts = new Map<bigint, ProjectedAccount>();
+  const keys = new Map<string, ProjectedKey>();
+  const groups = new Map<string, ProjectedGroup>();
+  const groupKey = (accountId: bigint, groupId: bigint) => `${accountId}:${groupId}`;
+
+  const logs = await registry.queryFilter("*" as never, 0, "latest");
+  for (const log of logs) {
+    if (!("args" in log)) throw new Error(`undecodable registry log in block ${log.blockNumber}`);
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const a = log.args as any;
+    const account = accounts.get(a.accountId);
+    switch (log.eventName) {
+      case "AccountCreated":
+        accounts.set(a.accountId, {
+          owner: a.owner,
+          pendingOwner: ZERO,
+          masterKey: a.masterKey,
+          name: a.name,
+          groupCount: 0n,
+          pkpCount: 0n,
+        });
+        break;
+      case "OwnershipTransferStarted":
+        account!.pendingOwner = a.newOwner;
+        break;
+      case "OwnershipTransferCanceled":
+        account!.pendingOwner = ZERO;
+        break;
+      case "OwnershipTransferred":
+        account!.owner = a.newOwner;
+        account!.pendingOwner = ZERO;
+        break;
+      case "KeyAdded":
+        keys.set(a.key, {
+          accountId: a.accountId,
+          keyHash: a.keyHash,
+          name: a.name,
+          description: a.description,
+          expiration: a.expiration,
+          ...scopesOf(a.scopes),
+        });
+        break;
+      case "KeyUpdated":
+        Object.assign(keys.get(a.key)!, {
+          name: a.name,
+          description: a.description,
+          expiration: a.expiration,
+          ...scopesOf(a.scopes),
+        });
+        break;
+      case "KeyMetadataUpdated":
+        Object.assign(keys.get(a.key)!, { name: a.name, description: a.description });
+        break;
+      case "KeyRemoved":
+        keys.delete(a.key);
+        break;
+      case "PkpCreated":
+        account!.pkpCount++;
+        break;
+      case "GroupCreated":
+        account!.groupCount = a.groupId;
+        groups.set(groupKey(a.accountId, a.groupId), {
+          name: a.name,
+          description: a.description,
+          pkps: new Set(),
+          actions: new Map(),
+        });
+        break;
+      case "GroupDeleted":
+        groups.delete(groupKey(a.accountId, a.groupId));
+        break;
+      case "ActionAdded":
+        groups.get(groupKey(a.accountId, a.groupId))!.actions.set(a.cidHash, a.cid);
+        break;
+      case "ActionRemoved":
+        groups.get(groupKey(a.accountId, a.groupId))!.actions.delete(a.cidHash);
+        break;
+      case "PkpAdded":
+        groups.get(groupKey(a.accountId, a.groupId))!.pkps.add(a.pkpId);
+        break;
+      case "PkpRemoved":
+        groups.get(groupKey(a.accountId, a.groupId))!.pkps.delete(a.pkpId);
+        break;
+      default:
+        throw new Error(`the projection does not know event ${log.eventName}`);
+    }
+  }
+  return { accounts, keys, groups };
+}
+
+/** Every view of every account, of each address in `keyAddresses`, and of every live group equals the projection. */
+export async function expectProjectionMatchesViews(
+  registry: AccountRegistry,
+  keyAddresses: readonly string[],
+): Promise<void> {
+  const { accounts, keys, groups } = await projectFromEvents(registry);
+
+  for (const [id, p] of accounts) {
+    const view = await registry.getAccount(id);
+    const keyCount = [...keys.values()].filter((k) => k.accountId === id).length;
+    expect(
+      {
+        owner: view.owner,
+        pendingOwner: view.pendingOwner,
+        masterKey: view.masterKey,
+        name: view.name,
+        groupCount: view.groupCount,
+        pkpCount: view.pkpCount,
+        keyCount: view.keyCount,
+      },
+      `account ${id}`,
+    ).to.deep.equal({ ...p, keyCount: BigInt(keyCount) });
+    expect(await registry.accountOfOwner(p.owner), `owner of ${id}`).to.equal(id);
+
+    const [live] = await registry.listGroups(id, 0, 100);
+    const projected = [...groups.keys()].filter((k) => k.startsWith(`${id}:`)).sort();
+    expect(live.map((g) => `${id}:${g.id}`).sort(), `live groups of ${id}`).to.deep.equal(projected);
+    for (const g of live) {
+      const pg = groups.get(`${id}:${g.id}`)!;
+      expect([g.name, g.description], `group ${id}:${g.id}`).to.deep.equal([pg.name, pg.description]);
+      const [pkps] = await registry.groupPkps(id, g.id, 0, 100);
+      expect([...pkps].sort(), `PKPs of ${id}:${g.id}`).to.deep.equal([...pg.pkps].sort());
+      const [cids] = await registry.groupActions(id, g.id, 0, 100);
+      expect([...cids].sort(), `CIDs of ${id}:${g.id}`).to.deep.equal([...pg.actions.values()].sort());
+    }
+  }
+
+  for (const address of keyAddresses) {
+    const p = keys.get(address);
+    if (!p) {
+      expect(await registry.accountOfKey(address), `key ${address} is absent`).to.equal(0n);
+      continue;
+    }
+    const view = await registry.getKey(address);
+    expect(
+      {
+        accountId: view.accountId,
+        keyHash: view.keyHash,
+        name: view.name,
+        description: view.description,
+        expiration: view.expiration,
+        ...scopesOf(view.scopes),
+      },
+      `key ${address}`,
+    ).to.deep.equal(p);
+  }
+}
