@@ -12,8 +12,7 @@
  * A.2.1 style: bias below 2^-128, never zero). AES keys take 32 bytes under a different label, so a
  * PKP's signing key and its encryption key are independent (REFERENCE.md gap 4).
  */
-import { hkdf } from "@noble/hashes/hkdf";
-import { sha256 } from "@noble/hashes/sha2";
+import { hkdfSync } from "node:crypto";
 import { mapHashToField } from "@noble/curves/abstract/modular";
 import { secp256k1 } from "@noble/curves/secp256k1";
 
@@ -27,6 +26,7 @@ export const LABELS = {
 export type Label = (typeof LABELS)[keyof typeof LABELS];
 
 const CURVE_ORDER = secp256k1.CURVE.n;
+const NO_SALT = new Uint8Array(0);
 const utf8 = new TextEncoder();
 
 function u16be(n: number): Uint8Array {
@@ -46,12 +46,19 @@ export function infoFor(label: Label, id: Uint8Array): Uint8Array {
 
 /** Raw HKDF output (exported for tests and known-answer vectors). */
 export function hkdfBytes(root: Uint8Array, label: Label, id: Uint8Array, length: number): Uint8Array {
-  return hkdf(sha256, root, undefined, infoFor(label, id), length);
+  // node:crypto's HKDF (OpenSSL) is the same RFC 5869 function as noble's, at half the cost; every key
+  // operation derives, so it matters. The known-answer vectors pin the output.
+  return new Uint8Array(hkdfSync("sha256", root, NO_SALT, infoFor(label, id), length));
 }
 
 /** A secp256k1 private key scalar (32 bytes, 1 ≤ k < n). */
 export function deriveSecp256k1(root: Uint8Array, label: Label, id: Uint8Array): Uint8Array {
-  return mapHashToField(hkdfBytes(root, label, id, 48), CURVE_ORDER);
+  const okm = hkdfBytes(root, label, id, 48);
+  try {
+    return mapHashToField(okm, CURVE_ORDER);
+  } finally {
+    okm.fill(0);
+  }
 }
 
 export function deriveAesKey(root: Uint8Array, id: Uint8Array): Uint8Array {

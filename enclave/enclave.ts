@@ -4,7 +4,15 @@
  * The root key lives in a #private field: no getter, not enumerable, not shown by util.inspect or
  * JSON.stringify, never part of an error.
  */
-import { AbstractSigner, getAddress, hashMessage, isAddress, keccak256, toUtf8Bytes, TypedDataEncoder } from "ethers";
+import {
+  AbstractSigner,
+  getAddress,
+  hashMessage,
+  isAddress,
+  keccak256,
+  toUtf8Bytes,
+  TypedDataEncoder,
+} from "ethers";
 import { keccak_256 } from "@noble/hashes/sha3";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";

@@ -125,7 +125,6 @@ export class Sender {
     return this.syncSend;
   }
 
-
   async init(): Promise<void> {
     for (let i = 0; i < this.o.gasSigners.length; i++) {
       const signer = this.o.gasSigners[i];

@@ -235,9 +235,31 @@ export function actionRoutes(ctx: RelayerContext): Router {
   return r;
 }
 
-function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
+/**
+ * PKP address → id, learnt as addresses are computed (public data: both are shown by GET /pkps). It
+ * spares address references a scan over every PKP of the account. A hit is only used if the account
+ * still lists that PKP and this enclave still gives it that address; otherwise the scan decides.
+ */
+const pkpByAddress = new Map<string, string>();
+
+function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], address: string): string | null {
   const want = address.toLowerCase();
-  for (const id of auth.account.pkps.keys()) if (ctx.enclave.pkpAddress(id).toLowerCase() === want) return id;
+  const known = pkpByAddress.get(want);
+  // Re-derived (a cache hit in the enclave) so that a stale or foreign entry can never resolve.
+  if (known !== undefined && account.pkps.has(known) && ctx.enclave.pkpAddress(known).toLowerCase() === want)
+    return known;
+  for (const id of account.pkps.keys()) {
+    const a = ctx.enclave.pkpAddress(id).toLowerCase();
+    if (pkpByAddress.size >= 100_000) pkpByAddress.clear();
+    pkpByAddress.set(a, id);
+    if (a === want) return id;
+  }
+  return null;
+}
+
+function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
+  const id = pkpOfAddress(ctx, auth.account, address);
+  if (id !== null) return id;
   throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${address}.`, {
     details: { address },
   });
@@ -261,10 +283,7 @@ async function authorizePkp(
   }
   let pkpId: string;
   if (isPkpAddress(ref)) {
-    const want = ref.toLowerCase();
-    const hit = [...current.account.pkps.keys()].find(
-      (id) => ctx.enclave.pkpAddress(id).toLowerCase() === want,
-    );
+    const hit = pkpOfAddress(ctx, current.account, ref);
     if (!hit) throw new Error(`no PKP of this account has address ${ref}`);
     pkpId = hit;
   } else if (/^0x[0-9a-fA-F]{64}$/.test(String(ref))) {

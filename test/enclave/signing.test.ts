@@ -471,9 +471,7 @@ describe("enclave signing", function () {
         const k = ethers.getBytes(ethers.keccak256(ethers.toUtf8Bytes(`key ${i}`)));
         const digest = ethers.getBytes(ethers.keccak256(ethers.toUtf8Bytes(`digest ${i}`)));
         const sig = secp256k1.sign(digest, k, { lowS: true });
-        expect(signDigest(k, digest)).to.equal(
-          "0x" + sig.toCompactHex() + (27 + sig.recovery).toString(16),
-        );
+        expect(signDigest(k, digest)).to.equal("0x" + sig.toCompactHex() + (27 + sig.recovery).toString(16));
         expect(ethers.hexlify(publicKeyOf(k))).to.equal(ethers.hexlify(secp256k1.getPublicKey(k, false)));
       }
     });

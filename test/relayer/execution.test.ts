@@ -62,6 +62,55 @@ describe("relayer: execution", function () {
     expect(verifyMessage("hello", r.body.response.sig)).to.equal(address);
   });
 
+  it("PKP addresses resolve to their own PKP every time, inside the action too (address index)", async () => {
+    const a = await setupAccount(s, SIGN);
+    const second = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "p2" } });
+    expect(second.status).to.equal(201);
+    const added = await s.api("POST", `/core/v1/groups/${a.groupId}/pkps`, {
+      key: a.accountKey,
+      body: { add: [second.body.pkp_id] },
+    });
+    expect(added.status, JSON.stringify(added.body)).to.equal(200);
+    const ids = [a.pkpId, second.body.pkp_id as string];
+    for (const id of [...ids, ...ids.slice().reverse(), ...ids]) {
+      const address = s.enclave.pkpAddress(id);
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: a.accountKey,
+        body: { cid: a.cid, pkp_id: address, js_params: { pkp: address } },
+      });
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.has_error, JSON.stringify(r.body)).to.equal(false);
+      expect(r.body.response.address).to.equal(address);
+      expect(verifyMessage("hello", r.body.response.sig)).to.equal(address);
+    }
+  });
+
+  it("the address of another account's PKP, even one resolved before, is refused (404, and inside the action)", async () => {
+    const mine = await setupAccount(s, SIGN);
+    const theirs = await setupAccount(s, SIGN);
+    const theirAddress = s.enclave.pkpAddress(theirs.pkpId);
+    // Resolved once by its owner, so the address index knows it.
+    const own = await s.api("POST", "/core/v1/svc_action", {
+      key: theirs.accountKey,
+      body: { cid: theirs.cid, pkp_id: theirAddress, js_params: { pkp: theirAddress } },
+    });
+    expect(own.status, JSON.stringify(own.body)).to.equal(200);
+    const r = await s.api("POST", "/core/v1/svc_action", {
+      key: mine.accountKey,
+      body: { cid: mine.cid, pkp_id: theirAddress, js_params: { pkp: theirAddress } },
+    });
+    expect(r.status).to.equal(404);
+    expect(r.body.error.code).to.equal("pkp_not_found");
+    const inside = await s.api("POST", "/core/v1/svc_action", {
+      key: mine.accountKey,
+      body: { cid: mine.cid, pkp_id: mine.pkpId, js_params: { pkp: theirAddress } },
+    });
+    expect(inside.status).to.equal(200);
+    expect(inside.body.has_error).to.equal(true);
+    expect(inside.body.error.code).to.equal("pkp_not_authorized");
+    expect(inside.body.error.message).to.include("no PKP of this account has address");
+  });
+
   it("a key removed while its action runs cannot sign afterwards", async () => {
     const a = await setupAccount(s, SIGN);
     const k = await s.api("POST", "/core/v1/add_usage_api_key", {

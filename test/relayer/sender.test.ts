@@ -208,9 +208,7 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
   async function senderOn(rpcUrl: string, syncSend?: "auto" | "off") {
     const index = nextWallet++;
     const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
-    await (
-      await funder.sendTransaction({ to: s.enclave.gasAddress(index), value: parseEther("10") })
-    ).wait();
+    await (await funder.sendTransaction({ to: s.enclave.gasAddress(index), value: parseEther("10") })).wait();
     const rpc = makeProvider(rpcUrl, 31337, 2_000);
     cleanups.push(rpc.close);
     const methods: string[] = [];
