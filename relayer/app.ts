@@ -108,12 +108,14 @@ export function buildApp(ctx: RelayerContext): Express {
   app.get("/core/v1/openapi.json", (_req, res) => {
     res.json(openapi);
   });
+  // Actions first: svc_action is by far the most frequent request, and express tries routers in order
+  // (the paths of these routers do not overlap, so the order changes nothing else).
   for (const router of [
+    actionRoutes(ctx),
     accountRoutes(ctx),
     keyRoutes(ctx),
     pkpRoutes(ctx),
     groupRoutes(ctx),
-    actionRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);

@@ -45,6 +45,11 @@ export interface RelayerOptions {
   rpcTimeoutMs?: number;
   /** How long a path-A write may wait for its receipt before answering 503 (default 60 s). */
   receiptTimeoutMs?: number;
+  /**
+   * Path-A sends with eth_sendRawTransactionSync (EIP-7966) when the node supports it and mines on
+   * arrival ("auto", default; falls back to send + receipt polling by itself), or never ("off").
+   */
+  syncSend?: "auto" | "off";
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
 }
@@ -67,6 +72,7 @@ export interface RelayerConfig {
   rateLimits: Required<RateLimitOptions>;
   rpcTimeoutMs: number;
   receiptTimeoutMs: number;
+  syncSend: "auto" | "off";
   maxBodyBytes: number;
   limits: {
     /** Largest inline `code` (DESIGN.md 6.4). */
@@ -112,6 +118,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     rateLimits: { ...DEFAULT_RATE_LIMITS, ...stripUndefined(opts.rateLimits ?? {}) },
     rpcTimeoutMs: opts.rpcTimeoutMs ?? 5_000,
     receiptTimeoutMs: opts.receiptTimeoutMs ?? 60_000,
+    syncSend: opts.syncSend ?? "auto",
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     limits: {
       inlineCodeBytes: 256 * 1024,

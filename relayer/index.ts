@@ -80,6 +80,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     forwarder: cfg.forwarderAddress,
     receiptTimeoutMs: cfg.receiptTimeoutMs,
     rpcTimeoutMs: cfg.rpcTimeoutMs,
+    syncSend: cfg.syncSend,
     onTransient,
   });
   await sender.init();
