@@ -37,6 +37,24 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * A Sigil key pasted incompletely (cut off, or the README's `ak_...` placeholder) would reach the service
+ * and come back as a bare 401; said here, the person learns what is wrong with it. Never echoes the key.
+ * Keys that do not start with ak_/uk_ (a raw 0x usage key) are left to the service.
+ */
+export function incompleteKeyReason(key: string): string | undefined {
+  const m = /^(ak|uk)_(.*)$/s.exec(key);
+  if (!m || /^[0-9a-f]{64}$/.test(m[2])) return undefined;
+  const kind = m[1] === "ak" ? "an account key" : "a usage key";
+  const what = /^[0-9a-f]*$/.test(m[2])
+    ? `this one has ${m[2].length} hex digits after ${m[1]}_`
+    : `this one has other characters after ${m[1]}_ (a placeholder such as ${m[1]}_... or a stray quote?)`;
+  return (
+    `The API key (--api-key or SIGIL_API_KEY) is incomplete: ${kind} is ${m[1]}_ followed by 64 hex digits, ` +
+    `${what}. Copy the whole key from where it was printed.`
+  );
+}
+
 export interface RequestOptions {
   body?: unknown;
   /** Send the API key: true (default; required), false, or "optional" (sent when there is one). */
@@ -74,6 +92,8 @@ export class SigilClient {
         throw new UsageError(
           "This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).",
         );
+      const incomplete = incompleteKeyReason(this.apiKey!);
+      if (incomplete) throw new UsageError(incomplete);
       headers["x-api-key"] = this.apiKey!;
     }
     if (opts.body !== undefined) headers["content-type"] = "application/json";

@@ -18,11 +18,15 @@ import { registerPkps } from "./commands/pkps";
 import { registerRun } from "./commands/run";
 import { DEFAULT_URL } from "./context";
 
+const VERSION: string = (require("../package.json") as { version: string }).version;
+
 export const EXIT = { ok: 0, usage: 1, api: 2, connection: 3 } as const;
 
 export function buildProgram(): Command {
   const program = new Command("sigil")
     .description("Command-line client of Sigil, the programmable key-management service")
+    // `sigil --version` is the first thing people try; it names this checkout's version.
+    .version(VERSION, "-V, --version", "print the CLI's version")
     .option("--url <url>", `the Sigil API (env SIGIL_URL, default ${DEFAULT_URL})`)
     .option(
       "--api-key <key>",

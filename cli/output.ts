@@ -91,3 +91,16 @@ export function list(v: unknown): string {
   if (!Array.isArray(v)) return v === undefined || v === null ? "" : String(v);
   return v.length === 0 ? "-" : v.join(",");
 }
+
+/**
+ * A ledger or registry time for people: the API speaks unix seconds (1795315106), a table shows
+ * "2026-11-22 02:38:26Z". Anything that is not a plausible unix time is shown as it is.
+ */
+export function when(v: unknown): string {
+  const seconds = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(seconds) || seconds <= 0) return v === undefined || v === null ? "" : String(v);
+  return new Date(seconds * 1000)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d{3}Z$/, "Z");
+}

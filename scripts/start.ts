@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   }
   ensureCompiled();
   // Loaded only now: it imports the TypeChain factories that ensureCompiled may just have generated.
-  const { startSigil } = require("./start/service") as typeof import("./start/service");
+  const { startSigil, apiPortInUseMessage } = require("./start/service") as typeof import("./start/service");
 
   const step = (m: string) => process.stderr.write(`• ${m}…\n`);
   const warn = (m: string) =>
@@ -52,10 +52,7 @@ async function main(): Promise<void> {
     const err = e as Error & { code?: string; details?: unknown };
     const details = typeof err.details === "string" ? ` (${err.details})` : "";
     if (err.code === "EADDRINUSE")
-      process.stderr.write(
-        `\nSigil could not start: port ${config.port} on ${config.host} is already in use (is another Sigil running?). ` +
-          `Stop whatever uses it, or set PORT to another port.\n`,
-      );
+      process.stderr.write(`\nSigil could not start: ${apiPortInUseMessage(config.host, config.port)}\n`);
     else process.stderr.write(`\nSigil could not start: ${err.message}${details}\n`);
     if (err.code === "root_key_missing")
       process.stderr.write(

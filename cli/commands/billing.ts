@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { UsageError } from "../client";
 import { contextOf } from "../context";
-import { fields, table } from "../output";
+import { fields, table, when } from "../output";
 
 export function registerBilling(program: Command): void {
   const billing = program.command("billing").description("credits: balance, top-up, history");
@@ -108,7 +108,7 @@ export function registerBilling(program: Command): void {
         table(
           ["time", "kind", "cents", "operation", "reference"],
           (r.items ?? []).map((e) => [
-            String(e.created_at ?? e.time ?? ""),
+            when(e.created_at ?? e.time),
             String(e.kind ?? e.type ?? ""),
             String(e.amount_cents ?? ""),
             String(e.operation ?? ""),

@@ -20,8 +20,21 @@ export function registerConfig(program: Command): void {
             ["api key", cli.api_key],
           ]),
           "",
-          fields(Object.entries(server).map(([k, v]) => [k.replace(/_/g, " "), v])),
+          fields(flatten(server)),
         ].join("\n"),
       );
     });
+}
+
+/**
+ * One aligned row per setting: a nested object ({"limits": {"max_page_size": 100, …}}) becomes rows
+ * named "limits max page size", instead of one line of JSON that wraps across the terminal.
+ */
+function flatten(obj: Record<string, unknown>, prefix = ""): [string, unknown][] {
+  return Object.entries(obj).flatMap(([k, v]): [string, unknown][] => {
+    const name = prefix + k.replace(/_/g, " ");
+    return v !== null && typeof v === "object" && !Array.isArray(v)
+      ? flatten(v as Record<string, unknown>, `${name} `)
+      : [[name, v]];
+  });
 }

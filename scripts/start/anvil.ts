@@ -83,7 +83,8 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
   });
 }
 
-async function portInUse(host: string, port: number): Promise<boolean> {
+/** True if something accepts connections on host:port (checked before we try to listen there). */
+export async function portInUse(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host, port });
     socket.once("connect", () => {

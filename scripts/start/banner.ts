@@ -25,8 +25,15 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     `  mode         ${config.devMode ? `dev (sign-up credit ${config.signupCreditCents} cents)` : "production"}`,
     `  logs         ${config.logFile === "-" ? "stdout" : config.logFile}`,
     "",
-    "Next: create an account (in another terminal):",
+    // A restart is not a first visit: say that the state is back before suggesting a new account.
+    ...(s.freshDeployment
+      ? ["Next: create an account (in another terminal):"]
+      : [
+          "Resumed: every account, key, group, PKP and balance in the data folder is as you left it.",
+          "New here? Create an account (in another terminal):",
+        ]),
     "",
+    // Any non-default URL (PORT, SIGIL_HOST) must reach the CLI too, or its first command fails.
     `  ${s.url === "http://127.0.0.1:8000" ? "" : `SIGIL_URL=${s.url} `}npx sigil account create --name "my first account"`,
     "",
     "Then follow the walk-through in README.md. Stop with Ctrl-C; npm start again resumes with everything kept.",
@@ -35,13 +42,18 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
   return lines.join("\n") + "\n";
 }
 
-/** The enclave's one-line notice, made impossible to miss: a generated key is for development only. */
+/**
+ * The enclave's one-line notice, made impossible to miss: a generated key is for development only.
+ * The box names the file; the enclave's own sentence (which repeats "DEV MODE" and runs past the box) is
+ * shown only if its wording ever changes so that the file cannot be found in it.
+ */
 export function devRootKeyWarning(message: string): string {
   const bar = "!".repeat(78);
+  const file = / at (.+?) \(mode 0?600\)/.exec(message)?.[1];
   return [
     bar,
-    "!! DEV MODE: a new root key was generated for this data folder.",
-    `!! ${message}`,
+    "!! DEV MODE: a new root key was generated for this data folder:",
+    `!!   ${file ?? message}`,
     "!! Every PKP and API key derives from it. It is stored unencrypted on this disk:",
     "!! fine for trying Sigil, never for real keys. In production set SIGIL_ROOT_KEY",
     "!! from a secret manager (or a TEE key service) and leave SIGIL_DEV_MODE off.",

@@ -12,7 +12,7 @@ import { Enclave } from "../../enclave";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { createBilling, SimulatedProcessor, StripeProcessor, type Billing } from "../../relayer/billing";
 import { deploySigil } from "../deploy";
-import { startAnvil, type RunningAnvil } from "./anvil";
+import { portInUse, startAnvil, type RunningAnvil } from "./anvil";
 import type { SigilConfig } from "./config";
 import { describeRpc, ensureDeployment, type Deployment } from "./deployment";
 import { DEV_ACCOUNT_KEY, fundGasWallets, type FundingReport } from "./funding";
@@ -47,6 +47,14 @@ export const DATA_FILES = {
   ledger: "ledger.sqlite",
   relayer: "relayer",
 } as const;
+
+/** The one wording for a busy API port, whether found before starting or when listening (a race). */
+export function apiPortInUseMessage(host: string, port: number): string {
+  return (
+    `Port ${port} on ${host} is already in use (is another Sigil running?), so the API cannot start. ` +
+    `Stop whatever uses it, or set PORT to another port.`
+  );
+}
 
 export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): Promise<RunningSigil> {
   const step = hooks.step ?? (() => {});
@@ -99,6 +107,14 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     } else {
       rpcUrl = config.rpcUrl;
     }
+    // Checked now, not when the API finally listens: a busy port found after a first-start deployment
+    // (a minute of compiling and deploying) wastes the newcomer's time. After the chain, so that a second
+    // `npm start` on the same data folder gets startAnvil's clearer "another Sigil is running" message.
+    if (config.port !== 0 && (await portInUse(config.host, config.port)))
+      throw Object.assign(new Error(apiPortInUseMessage(config.host, config.port)), {
+        code: "api_port_in_use",
+      });
+
     // cacheTimeout -1: no cached nonces/blocks between back-to-back calls (TOOLCHAIN.md).
     const provider = new ethers.JsonRpcProvider(rpcUrl, undefined, {
       cacheTimeout: -1,

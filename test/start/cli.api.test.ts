@@ -170,4 +170,24 @@ describe("start: CLI commands against the real service", function () {
     expect(h.items[h.items.length - 1]).to.include({ type: "credit", operation: "signup_credit" });
     expect(h.items.filter((i) => i.type === "debit").length).to.be.greaterThan(5);
   });
+
+  it("config shows one aligned row per service setting, nested ones included, and never the key", async () => {
+    const r = await sigil(["config"]);
+    expect(r.code).to.equal(0);
+    expect(r.stdout).to.match(/^api key +set \(from SIGIL_API_KEY\)$/m);
+    expect(r.stdout).to.match(/^prices write cents +1$/m);
+    expect(r.stdout).to.match(/^limits max page size +100$/m);
+    expect(r.stdout).not.to.contain("{");
+    expect(r.stdout).not.to.contain(accountKey);
+  });
+
+  it("billing history shows each entry's time as a UTC date and time, not unix seconds", async () => {
+    const r = await sigil(["billing", "history"]);
+    expect(r.code).to.equal(0);
+    const rows = r.stdout.trim().split("\n").slice(1);
+    expect(rows.length).to.be.greaterThan(5);
+    for (const row of rows) expect(row).to.match(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  (credit|debit) /);
+    const year = new Date().getUTCFullYear();
+    expect(rows[rows.length - 1]).to.match(new RegExp(`^${year}-.*\\bsignup_credit\\b`));
+  });
 });

@@ -43,6 +43,13 @@ describe("start: CLI without a server", function () {
       expect(r.stdout).to.match(new RegExp(`^  ${c}\\b`, "m"));
   });
 
+  it("--version prints package.json's version and exits 0", () => {
+    const r = sigil(["--version"]);
+    expect(r.code).to.equal(0);
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string };
+    expect(r.stdout).to.equal(`${pkg.version}\n`);
+  });
+
   it("exits 1 on an unknown command", () => {
     const r = sigil(["frobnicate"]);
     expect(r.code).to.equal(1);
@@ -61,6 +68,26 @@ describe("start: CLI without a server", function () {
     expect(r.stderr).to.equal(
       "error: This command needs an API key: pass --api-key or set SIGIL_API_KEY (see `sigil account create`).\n",
     );
+  });
+
+  it("exits 1 on the README's ak_... placeholder used as the key, before contacting anything", () => {
+    const r = sigil(["pkps", "list"], { SIGIL_API_KEY: "ak_...", SIGIL_URL: "http://127.0.0.1:9" });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.equal(
+      "error: The API key (--api-key or SIGIL_API_KEY) is incomplete: an account key is ak_ followed by 64 hex digits, " +
+        "this one has other characters after ak_ (a placeholder such as ak_... or a stray quote?). " +
+        "Copy the whole key from where it was printed.\n",
+    );
+  });
+
+  it("exits 1 on a usage key cut short, counting its digits and never echoing them", () => {
+    const cut = usageKey.slice(0, -1);
+    const r = sigil(["pkps", "list", "--api-key", cut], { SIGIL_URL: "http://127.0.0.1:9" });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.contain(
+      "a usage key is uk_ followed by 64 hex digits, this one has 63 hex digits after uk_.",
+    );
+    expect(r.stderr).not.to.contain(cut.slice(3));
   });
 
   it("exits 1 on invalid --params JSON before contacting anything", () => {
@@ -113,6 +140,7 @@ describe("start: CLI without a server", function () {
     try {
       fs.cpSync(path.join(ROOT, "bin"), path.join(copy, "bin"), { recursive: true });
       fs.cpSync(path.join(ROOT, "cli"), path.join(copy, "cli"), { recursive: true });
+      fs.copyFileSync(path.join(ROOT, "package.json"), path.join(copy, "package.json")); // --version
       fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(copy, "node_modules"), "dir");
       const help = () =>
         spawnSync(process.execPath, [path.join(copy, "bin", "sigil.js"), "--help"], { encoding: "utf8" })

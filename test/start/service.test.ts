@@ -5,6 +5,7 @@
 import { expect } from "chai";
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ethers } from "ethers";
@@ -112,6 +113,44 @@ describe("start: the service (startSigil)", function () {
     expect(pidSeen, "the second start did launch a chain").to.be.a("number");
     expect(alive(pidSeen!)).to.equal(false);
     expect(fs.existsSync(path.join(dir, "data", "anvil.pid"))).to.equal(false);
+  });
+
+  it("a busy API port is refused before anything is deployed, naming PORT, and leaves no chain behind", async () => {
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, "127.0.0.1", r));
+    const port = (busy.address() as net.AddressInfo).port;
+    let pidSeen: number | undefined;
+    const watcher = setInterval(() => {
+      const f = path.join(dir, "data", "anvil.pid");
+      if (fs.existsSync(f)) pidSeen = Number(fs.readFileSync(f, "utf8").split(" ")[0]) || pidSeen;
+    }, 20);
+    const steps: string[] = [];
+    try {
+      const config = loadConfig(
+        {
+          SIGIL_DATA_DIR: path.join(dir, "data"),
+          PORT: String(port),
+          SIGIL_ANVIL_PORT: "0",
+          SIGIL_LOG_FILE: path.join(dir, "sigil.log"),
+        },
+        dir,
+      );
+      await startSigil(config, { warn: () => {}, step: (m) => steps.push(m) });
+      expect.fail("should have refused");
+    } catch (e) {
+      expect((e as { code?: string }).code).to.equal("api_port_in_use");
+      expect((e as Error).message).to.equal(
+        `Port ${port} on 127.0.0.1 is already in use (is another Sigil running?), so the API cannot start. ` +
+          `Stop whatever uses it, or set PORT to another port.`,
+      );
+    } finally {
+      clearInterval(watcher);
+      await new Promise((r) => busy.close(r));
+    }
+    expect(steps).to.not.include("deploying the registry and forwarder (first start)");
+    expect(fs.existsSync(path.join(dir, "data", "deployment.json"))).to.equal(false);
+    expect(pidSeen, "the chain was started before the check").to.be.a("number");
+    expect(alive(pidSeen!)).to.equal(false);
   });
 
   it("the gas wallets of the embedded chain are funded by dev mode", async () => {
