@@ -26,6 +26,9 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     /// @notice Maximum number of ids in one `KeyScopes` array.
     uint256 public constant MAX_SCOPE_ENTRIES = 64;
+    /// @notice Maximum number of ids in the four `KeyScopes` arrays together. Four full arrays of distinct ids
+    /// would need about 18M gas to write, more than any transaction may use (EIP-7825: 2^24); 128 need about 9M.
+    uint256 public constant MAX_SCOPE_ENTRIES_PER_KEY = 128;
     /// @notice Maximum number of items in one batch (`addActions`, `addPkps`, ... and createGroup's members).
     uint256 public constant MAX_BATCH = 64;
     /// @notice Maximum number of PKPs in one group.
@@ -709,6 +712,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         _checkString(name);
         _checkString(description);
         if (expiration != 0 && expiration <= block.timestamp) revert ExpirationInPast(expiration);
+        uint256 total = scopes.manageIpfsIdsInGroups.length +
+            scopes.addPkpToGroups.length +
+            scopes.removePkpFromGroups.length +
+            scopes.executeInGroups.length;
+        if (total > MAX_SCOPE_ENTRIES_PER_KEY) revert TooManyEntries(total, MAX_SCOPE_ENTRIES_PER_KEY);
         _checkScopeGroups(accountId, scopes.manageIpfsIdsInGroups);
         _checkScopeGroups(accountId, scopes.addPkpToGroups);
         _checkScopeGroups(accountId, scopes.removePkpFromGroups);
@@ -780,7 +788,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /**
      * @dev Whether some live group of the key's account, on which the key holds execute, lists `cidHash` (and
      * `pkpId` when `withPkp`). An account's owner counts as a wildcard key. A wildcard key scans the account's live groups (at most MAX_GROUPS_PER_ACCOUNT);
-     * any other key scans only the ids it is scoped on (at most 4 * MAX_SCOPE_ENTRIES).
+     * any other key scans only the ids it is scoped on (at most MAX_SCOPE_ENTRIES_PER_KEY).
      */
     function _canExecute(address key, bytes32 cidHash, bytes32 pkpId, bool withPkp) private view returns (bool) {
         // The owner may invoke actions in every group of its account (SPEC 5.4): it acts as a wildcard key.

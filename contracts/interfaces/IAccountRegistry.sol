@@ -194,7 +194,7 @@ interface IAccountRegistry {
     error StringTooLong(uint256 length, uint256 max);
     /// @notice The group would hold more members of one kind than the maximum.
     error TooManyMembers(uint64 groupId, uint256 max);
-    /// @notice A scope array or batch has more entries than the maximum.
+    /// @notice A scope array, the four scope arrays of a key together, or a batch has more entries than the maximum.
     error TooManyEntries(uint256 length, uint256 max);
     /// @notice Account `accountId` already has `max` live groups; delete one first.
     error TooManyGroups(uint64 accountId, uint256 max);

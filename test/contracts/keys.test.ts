@@ -208,6 +208,61 @@ describe("AccountRegistry: usage keys", function () {
       ).to.emit(registry, "KeyAdded");
     });
 
+    describe("the largest scope set fits in one transaction", function () {
+      /** Account A with `count` live groups (ids 1..count): the fixture's 2 plus new ones. */
+      async function withGroups(count: number) {
+        const ctx = await loadFixture(twoAccountsFixture);
+        for (let i = 2; i < count; i++) await ctx.registry.connect(ctx.ownerA).createGroup("g", "", [], []);
+        return ctx;
+      }
+      const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => BigInt(from + i));
+      /** Four arrays of `each` distinct ids, none shared: the costliest shape (one mask slot per entry). */
+      const distinct = (each: number, offset = 0) =>
+        scopes({
+          Execute: range(1 + offset, each),
+          ManageActions: range(1 + offset + each, each),
+          AddPkp: range(1 + offset + 2 * each, each),
+          RemovePkp: range(1 + offset + 3 * each, each),
+        });
+      // EIP-7825 (in force on this Hardhat network and on mainnet): no transaction may use more gas.
+      const TX_GAS_CAP = 16_777_216n;
+
+      it("refuses more than MAX_SCOPE_ENTRIES_PER_KEY entries across the four arrays", async function () {
+        const { registry, ownerA, keySigners } = await withGroups(132);
+        expect(await registry.MAX_SCOPE_ENTRIES_PER_KEY()).to.equal(128n);
+        const grant = distinct(32);
+        (grant.removePkpFromGroups as bigint[]).push(129n);
+        await expect(registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, grant))
+          .to.be.revertedWithCustomError(registry, "TooManyEntries")
+          .withArgs(129n, 128n);
+      });
+
+      it("updateKey refuses more than MAX_SCOPE_ENTRIES_PER_KEY entries too", async function () {
+        const { registry, ownerA, keySigners } = await withGroups(132);
+        await grantKey(registry, ownerA, keySigners[0], scopes({ Execute: [1] }));
+        const grant = distinct(32);
+        (grant.executeInGroups as bigint[]).push(130n);
+        await expect(registry.connect(ownerA).updateKey(keySigners[0].address, "k", "", 0, grant))
+          .to.be.revertedWithCustomError(registry, "TooManyEntries")
+          .withArgs(129n, 128n);
+      });
+
+      it("addKey with MAX_SCOPE_ENTRIES_PER_KEY distinct ids, then updateKey replacing them all, stay under the transaction gas cap", async function () {
+        const { registry, ownerA, keySigners } = await withGroups(256);
+        const added = await (
+          await registry.connect(ownerA).addKey(keySigners[0].address, KEY_HASH, "k", "", 0, distinct(32))
+        ).wait();
+        expect(added!.gasUsed).to.be.lessThan(TX_GAS_CAP);
+        const updated = await (
+          await registry.connect(ownerA).updateKey(keySigners[0].address, "k", "", 0, distinct(32, 128))
+        ).wait();
+        expect(updated!.gasUsed).to.be.lessThan(TX_GAS_CAP);
+        expect(scopesOf(await registry.getKey(keySigners[0].address)).removePkpFromGroups).to.deep.equal(
+          range(225, 32),
+        );
+      });
+    });
+
     it("refuses a group id of a deleted group", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).deleteGroup(2n);
