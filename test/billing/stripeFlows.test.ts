@@ -257,6 +257,28 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(billing.balance(A).balance_cents).to.equal(0);
   });
 
+  it("an intent in another currency is never credited, by webhook or by confirm", async function () {
+    const id = await createIntent(A, 500);
+    stub.intents.get(id)!.currency = "eur";
+    stub.succeed(id);
+    const w = await deliver("payment_intent.succeeded", id);
+    expect(w.body.outcome).to.equal("ignored_foreign");
+    const c = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
+    expect(c.status).to.equal(404);
+    expect(billing.audit(A)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+  });
+
+  it("metadata edited to name another account does not move a stored intent's credit", async function () {
+    const id = await createIntent(A, 700);
+    stub.intents.get(id)!.metadata.account_id = B;
+    stub.succeed(id);
+    const c = await srv.call("POST", "/confirm_payment", { account: B, body: { payment_intent_id: id } });
+    expect(c.status).to.equal(404);
+    expect((await deliver("payment_intent.succeeded", id)).body.outcome).to.equal("credited");
+    expect(billing.audit(A)).to.deep.equal({ balance_cents: 700, ledger_sum_cents: 700 });
+    expect(billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+  });
+
   it("an unknown intent id answers the same 404 as another account's", async function () {
     const r = await srv.call("POST", "/confirm_payment", {
       account: A,
