@@ -11,6 +11,7 @@
  *     same number of concurrent clients on the same automining chain. Goal: ≥ 50% of the raw rate.
  */
 import * as http from "node:http";
+import * as os from "node:os";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import { NonceManager, Wallet, ZeroAddress, parseEther } from "ethers";
@@ -138,6 +139,12 @@ async function main(): Promise<void> {
     await load(4, 100, exec(cids[1]));
     await load(4, 200, echoOp);
 
+    const loadAvg = () =>
+      os
+        .loadavg()
+        .map((x) => x.toFixed(2))
+        .join(" ");
+    console.log(`\nload average at start: ${loadAvg()} (${os.availableParallelism()} CPUs)`);
     console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
     console.log(header);
     let sig50: Stats | null = null;
@@ -259,6 +266,7 @@ async function main(): Promise<void> {
     console.log(
       `- path-A writes ≥ 50% of the raw-transaction rate: ${((rel.rps / raw.rps) * 100).toFixed(0)}% → ${g2 ? "met" : "NOT met"}`,
     );
+    console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {
     echoServer.close();
     agent.destroy();
