@@ -79,15 +79,24 @@ export class Metering {
       // Everything assertCanAfford needs in one statement: it runs before every metered request.
       afford: db.prepare(
         `SELECT (SELECT balance_cents FROM accounts WHERE account_id = @account) AS balance_cents, s.spent_cents, s.cap_cents
-         FROM (SELECT 1) LEFT JOIN key_spend s ON s.key_address = @key`,
+         FROM (SELECT 1) LEFT JOIN key_spend s ON s.key_address = @key AND s.account_id = @account`,
       ),
+      // A key address can be removed from one account and registered under another (the registry
+      // frees removed addresses): spend and cap belong to the (account, key) pair, so a row left by
+      // another account starts over. SET expressions read the row as it was before the update.
       addSpend: db.prepare(
         `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES (?, ?, ?, NULL)
-         ON CONFLICT (key_address) DO UPDATE SET spent_cents = spent_cents + excluded.spent_cents`,
+         ON CONFLICT (key_address) DO UPDATE SET
+           spent_cents = CASE WHEN account_id = excluded.account_id THEN spent_cents + excluded.spent_cents ELSE excluded.spent_cents END,
+           cap_cents = CASE WHEN account_id = excluded.account_id THEN cap_cents ELSE NULL END,
+           account_id = excluded.account_id`,
       ),
       setCap: db.prepare(
         `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES (?, ?, 0, ?)
-         ON CONFLICT (key_address) DO UPDATE SET cap_cents = excluded.cap_cents`,
+         ON CONFLICT (key_address) DO UPDATE SET
+           cap_cents = excluded.cap_cents,
+           spent_cents = CASE WHEN account_id = excluded.account_id THEN spent_cents ELSE 0 END,
+           account_id = excluded.account_id`,
       ),
     };
   }

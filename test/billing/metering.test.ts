@@ -211,6 +211,32 @@ for (const chargeFlushMs of [50, 0])
       billing.assertCanAfford(usage1, "execution");
     });
 
+    it("a key address registered again under another account starts with no spend and no cap", async function () {
+      await open();
+      await topUp(A, 500);
+      await topUp(B, 500);
+      billing.setKeySpendCap(A, usage1.keyAddress, 3);
+      billing.chargeExecution(usage1, 2500, "r1"); // 3 cents: A's key is at its cap
+      billing.flushCharges();
+      // The address was removed from A and registered under B (path B takes any unused address).
+      const underB = { ...usage1, accountId: B };
+      billing.assertCanAfford(underB, "write");
+      billing.chargeWrite(underB, "add_group", "0xb1");
+      billing.flushCharges();
+      expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 1, cap_cents: null });
+      billing.setKeySpendCap(B, usage1.keyAddress, 5);
+      expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 1, cap_cents: 5 });
+    });
+
+    it("setting a cap for a key address last used by another account resets its spend", async function () {
+      await open();
+      await topUp(A, 500);
+      billing.chargeExecution(usage1, 2500, "r1");
+      billing.flushCharges();
+      billing.setKeySpendCap(B, usage1.keyAddress, 10);
+      expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 0, cap_cents: 10 });
+    });
+
     it("an invalid cap is refused with 400 invalid_request", async function () {
       await open();
       for (const cap of [-1, 1.5]) {
