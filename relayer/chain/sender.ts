@@ -385,6 +385,13 @@ export class Sender {
         this.syncSend = false; // the chain does not mine on arrival
         return { hash: pending, receipt: null };
       }
+      if (isTimeout(err)) {
+        // The request reached the node and it did not answer within rpcTimeoutMs: it is most likely
+        // waiting for a block. Sending again would spend a second nonce on the same forward request, so
+        // poll for this transaction by its hash instead (and stop using sync sends).
+        this.syncSend = false;
+        return { hash: keccak256(signedTx), receipt: null };
+      }
       throw err;
     }
     if (performance.now() - started > SYNC_SEND_SLOW_MS) this.syncSend = false;
@@ -465,6 +472,11 @@ export function isMethodUnsupported(err: unknown): boolean {
           e.message,
         )),
   );
+}
+
+/** Our own request timeout (transport.ts: code TIMEOUT), as opposed to a refused or reset connection. */
+function isTimeout(err: unknown): boolean {
+  return rpcErrors(err).some((e) => e.code === "TIMEOUT");
 }
 
 /** EIP-7966 error 4 (accepted, not mined within the node's timeout): the transaction hash it carries. */

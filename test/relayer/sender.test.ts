@@ -137,7 +137,7 @@ describe("relayer: path-A sender", function () {
  */
 async function rpcProxy(
   upstream: string,
-  mode: "unsupported" | "pending",
+  mode: "unsupported" | "pending" | "slow",
 ): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
   const methods: string[] = [];
   const forward = async (body: unknown) => {
@@ -161,6 +161,11 @@ async function rpcProxy(
       let answer: unknown;
       if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
+      } else if (call.method === "eth_sendRawTransactionSync" && mode === "slow") {
+        // Forwarded (so the chain has it), then no answer until after the client's timeout.
+        await forward({ ...call, method: "eth_sendRawTransaction" });
+        await new Promise((r) => setTimeout(r, 1_500));
+        answer = { jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "too late" } };
       } else if (call.method === "eth_sendRawTransactionSync") {
         const sent = await forward({ ...call, method: "eth_sendRawTransaction" });
         answer = sent.error
@@ -205,11 +210,11 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     await s?.close();
   });
 
-  async function senderOn(rpcUrl: string, syncSend?: "auto" | "off") {
+  async function senderOn(rpcUrl: string, syncSend?: "auto" | "off", rpcTimeoutMs = 2_000) {
     const index = nextWallet++;
     const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
     await (await funder.sendTransaction({ to: s.enclave.gasAddress(index), value: parseEther("10") })).wait();
-    const rpc = makeProvider(rpcUrl, 31337, 2_000);
+    const rpc = makeProvider(rpcUrl, 31337, rpcTimeoutMs);
     cleanups.push(rpc.close);
     const methods: string[] = [];
     const send = rpc.provider.send.bind(rpc.provider);
@@ -225,7 +230,7 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
       registry: s.deployment.registry,
       forwarder: s.deployment.forwarder,
       receiptTimeoutMs: 10_000,
-      rpcTimeoutMs: 2_000,
+      rpcTimeoutMs,
       syncSend,
     });
     await sender.init();
@@ -279,6 +284,18 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     await expectMined(r.txHash, r.blockNumber);
     expect(sender.usesSyncSend()).to.equal(false);
     expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(1);
+    expect(proxy.methods).to.include("eth_getTransactionReceipt");
+  });
+
+  it("a sync send that times out is not sent again: its hash is polled, the write lands once, sync turns off", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "slow");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url, "auto", 500);
+    const r = await write(sender, "slow");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(sender.usesSyncSend()).to.equal(false);
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(1);
+    expect(proxy.methods).to.not.include("eth_sendRawTransaction");
     expect(proxy.methods).to.include("eth_getTransactionReceipt");
   });
 
