@@ -210,7 +210,12 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     await s?.close();
   });
 
-  async function senderOn(rpcUrl: string, syncSend?: "auto" | "off", rpcTimeoutMs = 2_000) {
+  async function senderOn(
+    rpcUrl: string,
+    syncSend?: "auto" | "off",
+    rpcTimeoutMs = 2_000,
+    syncSendSlowMs?: number,
+  ) {
     const index = nextWallet++;
     const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
     await (await funder.sendTransaction({ to: s.enclave.gasAddress(index), value: parseEther("10") })).wait();
@@ -232,6 +237,7 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
       receiptTimeoutMs: 10_000,
       rpcTimeoutMs,
       syncSend,
+      syncSendSlowMs,
     });
     await sender.init();
     return { sender, methods };
@@ -252,13 +258,21 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
   }
 
   it("on anvil, a write is sent with eth_sendRawTransactionSync and no receipt is polled", async () => {
-    const { sender, methods } = await senderOn(s.chain.rpcUrl);
+    // A generous slow-send threshold: on a loaded CI machine one send may take over the default 500 ms.
+    const { sender, methods } = await senderOn(s.chain.rpcUrl, "auto", 10_000, 10_000);
     const r = await write(sender, "sync");
     await expectMined(r.txHash, r.blockNumber);
     expect(methods).to.include("eth_sendRawTransactionSync");
     expect(methods).to.not.include("eth_sendRawTransaction");
     expect(methods).to.not.include("eth_getTransactionReceipt");
     expect(sender.usesSyncSend()).to.equal(true);
+  });
+
+  it("a sync send slower than the threshold (a chain that mines on an interval) turns sync sends off", async () => {
+    const { sender } = await senderOn(s.chain.rpcUrl, "auto", 10_000, 0);
+    const r = await write(sender, "slow-sync");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(sender.usesSyncSend()).to.equal(false);
   });
 
   it("a node without the method (-32601): the write lands by send + receipt polling, and sync stays off", async () => {
