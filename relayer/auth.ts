@@ -98,12 +98,16 @@ export class Authenticator {
     try {
       parsed = this.enclave.parseApiKey(apiKey);
     } catch (err) {
-      if (isEnclaveError(err))
+      if (isEnclaveError(err)) {
+        // The enclave's details are fixed phrases (never key material): say which rule the key broke.
+        const reason = err.details ?? "malformed key";
         throw new ApiError(
           401,
           "invalid_api_key",
-          "The key is not a Sigil key (expected ak_…, uk_… or a 0x private key).",
+          `The key is not a valid Sigil key: ${reason}. An account key is ak_ followed by 64 lowercase hex digits, a usage key uk_ followed by 64, or a 0x-prefixed private key.`,
+          { details: { reason } },
         );
+      }
       throw err;
     }
     if (parsed.kind === "account") {

@@ -84,7 +84,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   invalid_api_key: {
     status: 401,
-    why: "The header holds something that is not a Sigil key (ak_…, uk_… or a 0x private key).",
+    why: "The header holds something that is not a Sigil key (ak_ or uk_ + 64 lowercase hex digits, or a 0x private key); `details.reason` says which rule it broke.",
     fix: "Check that the whole key was copied.",
   },
   unknown_api_key: {

@@ -30,6 +30,12 @@ import {
 } from "./projection";
 
 const PAGE = 100;
+/**
+ * listKeys returns each key's four scope arrays, and reading one scoped group id costs ~7.6k gas; a key
+ * may hold MAX_SCOPE_ENTRIES_PER_KEY (128) of them. Ten such keys (~9.7M gas) stay under the smallest
+ * eth_call gas cap we know of (16.7M, EIP-7825 on Hardhat); a page of 100 would not fit any node's cap.
+ */
+const KEY_PAGE = 10;
 const MAX_LOG_RANGE = 5_000;
 
 interface PendingEvent {
@@ -278,7 +284,7 @@ export class PermissionCache {
     const r = this.o.reader;
     const head = accountFromStruct((await r.call("getAccount", [id], at))[0]);
     const acc: AccountProjection = { ...head, keys: new Map(), groups: new Map(), pkps: new Map() };
-    for (const k of await pages((o) => r.call("listKeys", [id, o, PAGE], at))) {
+    for (const k of await pages((o) => r.call("listKeys", [id, o, KEY_PAGE], at), KEY_PAGE)) {
       const rec = keyFromStruct(k);
       acc.keys.set(rec.address, rec);
     }
@@ -388,14 +394,17 @@ function safeParse(l: RawLog): LogDescription | null {
 type Row = Record<string, unknown> & unknown[];
 
 /** Reads every page of a paginated `(items, total)` view. */
-async function pages(fetchPage: (offset: number) => Promise<import("ethers").Result>): Promise<Row[]> {
+async function pages(
+  fetchPage: (offset: number) => Promise<import("ethers").Result>,
+  pageSize = PAGE,
+): Promise<Row[]> {
   const out: Row[] = [];
-  for (let offset = 0; ; offset += PAGE) {
+  for (let offset = 0; ; offset += pageSize) {
     const res = await fetchPage(offset);
     const items = Array.from(res[0] as Iterable<Row>);
     const total = Number(res[1]);
     out.push(...items);
     // Pages are taken over `total` entries; a page may hold fewer items (listKeys leaves expired keys out).
-    if (offset + PAGE >= total) return out;
+    if (offset + pageSize >= total) return out;
   }
 }

@@ -5,6 +5,7 @@
  */
 import { expect } from "chai";
 import type { AccountRegistry } from "../../typechain-types";
+import type { Log } from "ethers";
 
 interface ProjectedKey {
   accountId: bigint;
@@ -59,7 +60,7 @@ export async function projectFromEvents(registry: AccountRegistry) {
 
   const logs = await registry.queryFilter("*" as never, 0, "latest");
   for (const log of logs) {
-    if (!("args" in log)) throw new Error(`undecodable registry log in block ${log.blockNumber}`);
+    if (!("args" in log)) throw new Error(`undecodable registry log in block ${(log as Log).blockNumber}`);
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const a = log.args as any;
     const account = accounts.get(a.accountId);

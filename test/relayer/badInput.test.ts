@@ -81,6 +81,14 @@ describe("relayer: bad input", function () {
   describe("keys", () => {
     it("no key: 401 missing_api_key", async () =>
       expectError(await s.api("GET", "/core/v1/pkps"), 401, "missing_api_key"));
+    it("an ak_ key one digit short: 401 invalid_api_key saying the length is wrong, without echoing the key", async () => {
+      const short = "ak_" + "a".repeat(63);
+      const r = await s.api("GET", "/core/v1/pkps", { key: short });
+      expectError(r, 401, "invalid_api_key");
+      expect(r.body.error.details.reason).to.equal("API key has the wrong length");
+      expect(r.body.error.message).to.contain("64 lowercase hex digits");
+      expect(JSON.stringify(r.body)).to.not.contain(short);
+    });
     it("garbage key: 401 invalid_api_key", async () =>
       expectError(await s.api("GET", "/core/v1/pkps", { key: "hunter2" }), 401, "invalid_api_key"));
     it("well-formed but unregistered usage key: 401 unknown_api_key", async () =>

@@ -78,4 +78,39 @@ describe("relayer: restart", function () {
     // Writes go on: the relayer re-read its gas wallets' and principals' nonces after the reset.
     expect((await s.api("POST", "/core/v1/pkps/create", { key: before, body: {} })).status).to.equal(201);
   });
+  it("rebuilds cold an account whose keys carry the maximum scope entries (key pages sized for the read-call gas cap)", async () => {
+    const wallet = new Wallet(DEV_KEYS[4], s.provider);
+    const registry = AccountRegistry__factory.connect(s.deployment.registry, wallet);
+    await (await registry.createAccount("wide", ZeroAddress)).wait();
+    const maxPerKey = Number(await registry.MAX_SCOPE_ENTRIES_PER_KEY());
+    const groups = maxPerKey; // distinct live group ids to scope on
+    let nonce = await wallet.getNonce();
+    const sent = [];
+    for (let i = 0; i < groups; i++)
+      sent.push(await registry.createGroup(`g${i}`, "", [], [], { nonce: nonce++ }));
+    await sent[sent.length - 1].wait();
+    const ids = Array.from({ length: groups }, (_, i) => i + 1);
+    const quarter = groups / 4;
+    const scopes = {
+      canCreateGroups: false,
+      canDeleteGroups: false,
+      canCreatePkps: false,
+      manageIpfsIdsInGroups: ids.slice(0, quarter),
+      addPkpToGroups: ids.slice(quarter, 2 * quarter),
+      removePkpFromGroups: ids.slice(2 * quarter, 3 * quarter),
+      executeInGroups: ids.slice(3 * quarter),
+    };
+    // 40 such keys read in one page of 100 would need ~40 × 128 × 7.6k gas, over any node's eth_call gas cap.
+    const keys = Array.from({ length: 40 }, () => s.enclave.generateUsageKey());
+    const adds = [];
+    for (const k of keys)
+      adds.push(await registry.addKey(k.address, k.keyHash, "w", "", 0, scopes, { nonce: nonce++ }));
+    await adds[adds.length - 1].wait();
+
+    await s.relayer.close();
+    await s.restartRelayer();
+    const r = await s.api("GET", "/core/v1/groups", { key: keys[39].apiKey });
+    expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    expect(r.body.total).to.equal(groups);
+  });
 });
