@@ -3,13 +3,19 @@
  * SES executor, HTTP over loopback. Prints ratios against baselines measured in the same run:
  *
  *  1. Executions over HTTP (hello world, and one PKP signature) at 1, 10 and 50 concurrent clients:
- *     requests/s and p50/p95/p99, against a bare Express JSON echo endpoint in the same process, hit by the
- *     same client. Goal: p95 of the one-signature action at 50 clients < 50 ms (the reference system's own
+ *     requests/s and p50/p95/p99, against a bare Express JSON echo endpoint in the same process as the
+ *     relayer, hit by the same client. Goal: p95 of the one-signature action at 50 clients < 50 ms (the reference system's own
  *     target is 2 s).
  *  2. Path-A writes (createPkp through the forwarder, each answered after its receipt) against raw
  *     pre-signed transactions of the same call sent straight to the registry by wallet owners, both with the
  *     same number of concurrent clients on the same automining chain. Goal: ≥ 50% of the raw rate.
+ *
+ * The measured clients (HTTP and raw-transaction senders alike) run in a separate process, bench/loadgen.ts,
+ * forked once and driven over IPC: real clients are other processes, and clients in the server's process
+ * would compete with its main thread. Baselines and measured rows go through that same generator.
  */
+import { fork, type ChildProcess } from "node:child_process";
+import * as path from "node:path";
 import * as http from "node:http";
 import * as os from "node:os";
 import type { AddressInfo } from "node:net";
@@ -18,6 +24,7 @@ import { NonceManager, Wallet, ZeroAddress, parseEther } from "ethers";
 import { AccountRegistry__factory } from "../typechain-types";
 import { DEV_KEY } from "../test/helpers/anvil";
 import { startStack } from "../test/helpers/stack";
+import type { HttpRequestSpec, LoadCommand, LoadReply } from "./loadgen";
 
 interface Stats {
   n: number;
@@ -58,24 +65,74 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-/** `clients` loops, each running `op` back to back, until `total` operations are done. */
-async function load(clients: number, total: number, op: () => Promise<void>): Promise<Stats> {
-  const lat: number[] = [];
-  let started = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (started < total) {
-        started++;
-        const t = performance.now();
-        await op();
-        lat.push(performance.now() - t);
-      }
-    }),
-  );
-  const secs = (performance.now() - t0) / 1000;
+function stats(lat: number[], wallMs: number): Stats {
   lat.sort((a, b) => a - b);
-  return { n: lat.length, rps: lat.length / secs, p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99) };
+  return {
+    n: lat.length,
+    rps: lat.length / (wallMs / 1000),
+    p50: pct(lat, 50),
+    p95: pct(lat, 95),
+    p99: pct(lat, 99),
+  };
+}
+
+/** The forked load generator: one child, one command at a time. */
+class LoadGenerator {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: LoadReply) => void; reject: (e: Error) => void }>();
+  private constructor(private readonly child: ChildProcess) {
+    child.on("message", (r: LoadReply) => {
+      const p = this.pending.get(r.id);
+      this.pending.delete(r.id);
+      p?.resolve(r);
+    });
+    child.on("exit", (code) => {
+      for (const p of this.pending.values()) p.reject(new Error(`load generator exited (${code})`));
+      this.pending.clear();
+    });
+  }
+
+  static start(): LoadGenerator {
+    // ts-node in the child too (transpile only, as `npm run bench:relayer` does).
+    const child = fork(path.join(__dirname, "loadgen.ts"), [], {
+      execArgv: ["-r", "ts-node/register/transpile-only"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    return new LoadGenerator(child);
+  }
+
+  private async run(cmd: Record<string, unknown>): Promise<Stats> {
+    const id = this.nextId++;
+    const reply = await new Promise<LoadReply>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.send({ ...cmd, id } as LoadCommand);
+    });
+    if (!reply.ok) throw new Error(`load generator: ${reply.error}`);
+    return stats(reply.latenciesMs, reply.wallMs);
+  }
+
+  /** `clients` loops POSTing back to back until `total` requests are done. */
+  http(clients: number, total: number, request: HttpRequestSpec): Promise<Stats> {
+    return this.run({ kind: "http", clients, total, requests: [request] });
+  }
+
+  /** One loop per request spec, `perClient` requests each. */
+  httpPerClient(requests: HttpRequestSpec[], perClient: number): Promise<Stats> {
+    return this.run({ kind: "http", clients: requests.length, perClient, requests });
+  }
+
+  /** One loop per list: send each pre-signed transaction and wait for its receipt. */
+  rawTx(rpcUrl: string, txsPerClient: string[][]): Promise<Stats> {
+    return this.run({ kind: "rawTx", rpcUrl, txsPerClient });
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || !this.child.connected) return;
+    const exited = new Promise<void>((r) => this.child.once("exit", () => r()));
+    this.child.send({ id: 0, kind: "exit" } as LoadCommand);
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
+    if (this.child.exitCode === null) this.child.kill();
+  }
 }
 
 const f = (x: number) => x.toFixed(1);
@@ -103,6 +160,7 @@ async function main(): Promise<void> {
   const echoServer = http.createServer(echo);
   await new Promise<void>((r) => echoServer.listen(0, "127.0.0.1", () => r()));
   const echoUrl = `http://127.0.0.1:${(echoServer.address() as AddressInfo).port}/echo`;
+  const gen = LoadGenerator.start();
 
   try {
     // ---- setup: one account, one PKP, a group listing both actions --------------------------------
@@ -122,22 +180,21 @@ async function main(): Promise<void> {
     ).usage_api_key as string;
     const uauth = { "x-api-key": usage };
 
-    const exec = (cid: string) => async () => {
-      const r = await post(
-        `${s.url}/core/v1/svc_action`,
-        { cid, pkp_id: pkp, js_params: { m: "bench" } },
-        uauth,
-      );
-      if (r.status !== 200 || JSON.parse(r.body).has_error)
-        throw new Error(`execution failed: ${r.status} ${r.body}`);
+    const exec = (cid: string): HttpRequestSpec => ({
+      url: `${s.url}/core/v1/svc_action`,
+      body: { cid, pkp_id: pkp, js_params: { m: "bench" } },
+      headers: uauth,
+      expectStatus: 200,
+      rejectHasError: true,
+    });
+    const echoOp: HttpRequestSpec = {
+      url: echoUrl,
+      body: { cid: cids[0], pkp_id: pkp, js_params: { m: "bench" } },
+      expectStatus: 200,
     };
-    const echoOp = async () => {
-      const r = await post(echoUrl, { cid: cids[0], pkp_id: pkp, js_params: { m: "bench" } });
-      if (r.status !== 200) throw new Error("echo failed");
-    };
-    // Warm-up (workers, JIT, connections).
-    await load(4, 100, exec(cids[1]));
-    await load(4, 200, echoOp);
+    // Warm-up (workers, JIT, connections, and the load generator's own JIT).
+    await gen.http(4, 100, exec(cids[1]));
+    await gen.http(4, 200, echoOp);
 
     const loadAvg = () =>
       os
@@ -145,14 +202,18 @@ async function main(): Promise<void> {
         .map((x) => x.toFixed(2))
         .join(" ");
     console.log(`\nload average at start: ${loadAvg()} (${os.availableParallelism()} CPUs)`);
+    console.log(
+      "clients: a separate Node process (bench/loadgen.ts, node:http keep-alive agent, driven over IPC), " +
+        "the same for every baseline and measured row",
+    );
     console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
     console.log(header);
     let sig50: Stats | null = null;
     for (const clients of [1, 10, 50]) {
       const n = quick ? 100 : clients === 1 ? 300 : 1_500;
-      const base = await load(clients, n, echoOp);
-      const h = await load(clients, n, exec(cids[0]));
-      const sg = await load(clients, n, exec(cids[1]));
+      const base = await gen.http(clients, n, echoOp);
+      const h = await gen.http(clients, n, exec(cids[0]));
+      const sg = await gen.http(clients, n, exec(cids[1]));
       console.log(row(`express echo, ${clients} clients (baseline)`, base));
       console.log(row(`hello world, ${clients} clients`, h, base));
       console.log(row(`one signature, ${clients} clients`, sg, base));
@@ -196,59 +257,17 @@ async function main(): Promise<void> {
       }
       presigned.push(txs);
     }
-    const waitReceipt = async (hash: string) => {
-      for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
-        const r = await s.provider.send("eth_getTransactionReceipt", [hash]);
-        if (r) {
-          if (r.status !== "0x1") throw new Error("raw tx reverted");
-          return;
-        }
-        await new Promise((res) => setTimeout(res, delay));
-      }
-    };
-    const total = clients * perClient;
-    const rawLat: number[] = [];
-    let t0 = performance.now();
-    await Promise.all(
-      presigned.map(async (txs) => {
-        for (const tx of txs) {
-          const t = performance.now();
-          await waitReceipt(await s.provider.send("eth_sendRawTransaction", [tx]));
-          rawLat.push(performance.now() - t);
-        }
-      }),
+    const raw = await gen.rawTx(s.chain.rpcUrl, presigned);
+    const rel = await gen.httpPerClient(
+      keys.map((k) => ({
+        url: `${s.url}/core/v1/pkps/create`,
+        body: {},
+        headers: { "x-api-key": k },
+        expectStatus: 201,
+      })),
+      perClient,
     );
-    const rawSecs = (performance.now() - t0) / 1000;
-    rawLat.sort((a, b) => a - b);
-    const raw: Stats = {
-      n: total,
-      rps: total / rawSecs,
-      p50: pct(rawLat, 50),
-      p95: pct(rawLat, 95),
-      p99: pct(rawLat, 99),
-    };
-
-    const relLat: number[] = [];
-    t0 = performance.now();
-    await Promise.all(
-      keys.map(async (k) => {
-        for (let i = 0; i < perClient; i++) {
-          const t = performance.now();
-          const r = await post(`${s.url}/core/v1/pkps/create`, {}, { "x-api-key": k });
-          if (r.status !== 201) throw new Error(`write failed: ${r.status} ${r.body}`);
-          relLat.push(performance.now() - t);
-        }
-      }),
-    );
-    const relSecs = (performance.now() - t0) / 1000;
-    relLat.sort((a, b) => a - b);
-    const rel: Stats = {
-      n: total,
-      rps: total / relSecs,
-      p50: pct(relLat, 50),
-      p95: pct(relLat, 95),
-      p99: pct(relLat, 99),
-    };
+    if (raw.n !== clients * perClient || rel.n !== clients * perClient) throw new Error("write count mismatch");
 
     console.log(
       `\n## Writes to receipt (createPkp, ${clients} concurrent clients, automining anvil, 4 gas wallets)\n`,
@@ -268,6 +287,7 @@ async function main(): Promise<void> {
     );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {
+    await gen.stop();
     echoServer.close();
     agent.destroy();
     await s.close();

@@ -1,0 +1,130 @@
+/**
+ * Out-of-process load generator for the relayer benchmark. The bench forks this file once and drives it
+ * over IPC, so the HTTP clients do not share the server's main thread (real clients are other
+ * processes). One keep-alive `node:http` agent for every run; each run answers with the latency of every
+ * request, measured here, and the wall time of the whole run.
+ *
+ * Two kinds of run:
+ *  - "http": `clients` loops POST the same request (client i uses `requests[i % requests.length]`) back to
+ *    back, either until `total` requests have started in all (shared counter) or `perClient` each.
+ *    A request counts only if its status is `expectStatus` (and, with `rejectHasError`, the JSON answer
+ *    has no truthy `has_error`); anything else fails the run.
+ *  - "rawTx": one loop per list of pre-signed transactions; each is sent with `eth_sendRawTransaction`
+ *    and its receipt polled (2 ms doubling to 50 ms) before the next; a reverted transaction fails the run.
+ */
+import * as http from "node:http";
+
+export interface HttpRequestSpec {
+  url: string;
+  body: unknown;
+  headers?: Record<string, string>;
+  expectStatus: number;
+  rejectHasError?: boolean;
+}
+
+export type LoadCommand =
+  | {
+      id: number;
+      kind: "http";
+      clients: number;
+      requests: HttpRequestSpec[];
+      total?: number;
+      perClient?: number;
+    }
+  | { id: number; kind: "rawTx"; rpcUrl: string; txsPerClient: string[][] }
+  | { id: number; kind: "exit" };
+
+export type LoadReply =
+  | { id: number; ok: true; latenciesMs: number[]; wallMs: number }
+  | { id: number; ok: false; error: string };
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+function post(url: string, data: Buffer, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": String(data.length), ...headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
+async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<number[]> {
+  // Bodies are serialised once, up front, so the loop measures only the request.
+  const prepared = cmd.requests.map((r) => ({ ...r, data: Buffer.from(JSON.stringify(r.body)), headers: r.headers ?? {} }));
+  const lat: number[] = [];
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: cmd.clients }, async (_, i) => {
+      const r = prepared[i % prepared.length];
+      for (let mine = 0; ; mine++) {
+        if (cmd.perClient !== undefined ? mine >= cmd.perClient : started >= (cmd.total ?? 0)) return;
+        started++;
+        const t = performance.now();
+        const res = await post(r.url, r.data, r.headers);
+        const ms = performance.now() - t;
+        if (res.status !== r.expectStatus || (r.rejectHasError && JSON.parse(res.body).has_error))
+          throw new Error(`request to ${r.url} failed: ${res.status} ${res.body.slice(0, 300)}`);
+        lat.push(ms);
+      }
+    }),
+  );
+  return lat;
+}
+
+let rpcId = 1;
+async function rpc(url: string, method: string, params: unknown[]): Promise<unknown> {
+  const res = await post(url, Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: rpcId++, method, params })), {});
+  const j = JSON.parse(res.body);
+  if (j.error) throw new Error(`${method}: ${JSON.stringify(j.error)}`);
+  return j.result;
+}
+
+async function runRawTx(cmd: Extract<LoadCommand, { kind: "rawTx" }>): Promise<number[]> {
+  const lat: number[] = [];
+  await Promise.all(
+    cmd.txsPerClient.map(async (txs) => {
+      for (const tx of txs) {
+        const t = performance.now();
+        const hash = await rpc(cmd.rpcUrl, "eth_sendRawTransaction", [tx]);
+        for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
+          const r = (await rpc(cmd.rpcUrl, "eth_getTransactionReceipt", [hash])) as { status: string } | null;
+          if (r) {
+            if (r.status !== "0x1") throw new Error("raw tx reverted");
+            break;
+          }
+          await new Promise((res) => setTimeout(res, delay));
+        }
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  return lat;
+}
+
+process.on("message", async (cmd: LoadCommand) => {
+  if (cmd.kind === "exit") {
+    agent.destroy();
+    process.disconnect();
+    return;
+  }
+  try {
+    const t0 = performance.now();
+    const latenciesMs = cmd.kind === "http" ? await runHttp(cmd) : await runRawTx(cmd);
+    process.send!({ id: cmd.id, ok: true, latenciesMs, wallMs: performance.now() - t0 } satisfies LoadReply);
+  } catch (err) {
+    process.send!({ id: cmd.id, ok: false, error: String((err as Error).stack ?? err) } satisfies LoadReply);
+  }
+});
