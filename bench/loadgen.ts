@@ -35,12 +35,15 @@ export type LoadCommand =
   | { id: number; kind: "exit" };
 
 export type LoadReply =
-  | { id: number; ok: true; latenciesMs: number[]; wallMs: number }
-  | { id: number; ok: false; error: string };
+  { id: number; ok: true; latenciesMs: number[]; wallMs: number } | { id: number; ok: false; error: string };
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-function post(url: string, data: Buffer, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+function post(
+  url: string,
+  data: Buffer,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,
@@ -63,7 +66,11 @@ function post(url: string, data: Buffer, headers: Record<string, string>): Promi
 
 async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<number[]> {
   // Bodies are serialised once, up front, so the loop measures only the request.
-  const prepared = cmd.requests.map((r) => ({ ...r, data: Buffer.from(JSON.stringify(r.body)), headers: r.headers ?? {} }));
+  const prepared = cmd.requests.map((r) => ({
+    ...r,
+    data: Buffer.from(JSON.stringify(r.body)),
+    headers: r.headers ?? {},
+  }));
   const lat: number[] = [];
   let started = 0;
   await Promise.all(
@@ -86,7 +93,11 @@ async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<num
 
 let rpcId = 1;
 async function rpc(url: string, method: string, params: unknown[]): Promise<unknown> {
-  const res = await post(url, Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: rpcId++, method, params })), {});
+  const res = await post(
+    url,
+    Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: rpcId++, method, params })),
+    {},
+  );
   const j = JSON.parse(res.body);
   if (j.error) throw new Error(`${method}: ${JSON.stringify(j.error)}`);
   return j.result;

@@ -79,7 +79,10 @@ function stats(lat: number[], wallMs: number): Stats {
 /** The forked load generator: one child, one command at a time. */
 class LoadGenerator {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: LoadReply) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (r: LoadReply) => void; reject: (e: Error) => void }
+  >();
   private constructor(private readonly child: ChildProcess) {
     child.on("message", (r: LoadReply) => {
       const p = this.pending.get(r.id);
@@ -267,7 +270,8 @@ async function main(): Promise<void> {
       })),
       perClient,
     );
-    if (raw.n !== clients * perClient || rel.n !== clients * perClient) throw new Error("write count mismatch");
+    if (raw.n !== clients * perClient || rel.n !== clients * perClient)
+      throw new Error("write count mismatch");
 
     console.log(
       `\n## Writes to receipt (createPkp, ${clients} concurrent clients, automining anvil, 4 gas wallets)\n`,
