@@ -2,19 +2,32 @@
  * secp256k1 primitives on raw 32-byte scalars: public key, address, digest signature. Kept apart from
  * derivation and key parsing so every signer in the enclave goes through the same few lines.
  *
- * Public keys and signatures use libsecp256k1 (the `secp256k1` package's native binding; it falls back
- * to elliptic in pure JS where no binary exists): about five times faster than noble here, and signing
- * sits on every execution's key operation and every path-A write. Both are RFC 6979 deterministic with
- * low s, so signatures are byte-for-byte what noble makes (the known-answer vectors and a cross-check
- * test hold it to that). Nothing is kept: the scalar is only read for the call.
+ * Public keys and signatures use libsecp256k1 (the `secp256k1` package's native binding): about five
+ * times faster than noble here, and signing sits on every execution's key operation and every path-A
+ * write. Both are RFC 6979 deterministic with low s, so signatures are byte-for-byte what noble makes
+ * (the known-answer vectors and a cross-check test hold it to that). Nothing is kept: the scalar is only
+ * read for the call.
+ *
+ * We load the native binding directly, not the package's index: where no binary exists, the index falls
+ * back to `elliptic`, whose signing is not constant-time. Key material must not go there, so without
+ * the binding we use noble (audited, written to avoid secret-dependent branches) at its lower speed.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
-import * as libsecp from "secp256k1";
 import { keccak_256 } from "@noble/hashes/sha3";
 import { bytesToHex } from "@noble/hashes/utils";
 import { getAddress } from "ethers";
 
 export const CURVE_ORDER = secp256k1.CURVE.n;
+
+type LibSecp = typeof import("secp256k1");
+/** The native libsecp256k1 binding, or null where it is not built (then noble signs). */
+export const nativeSecp: LibSecp | null = (() => {
+  try {
+    return require("secp256k1/bindings") as LibSecp;
+  } catch {
+    return null;
+  }
+})();
 
 /** 1 ≤ k < n for a 32-byte big-endian scalar. */
 export function isValidScalar(k: Uint8Array): boolean {
@@ -24,7 +37,7 @@ export function isValidScalar(k: Uint8Array): boolean {
 }
 
 export function publicKeyOf(priv: Uint8Array): Uint8Array {
-  return libsecp.publicKeyCreate(priv, false);
+  return nativeSecp ? nativeSecp.publicKeyCreate(priv, false) : secp256k1.getPublicKey(priv, false);
 }
 
 export function addressOfPublicKey(uncompressed: Uint8Array): string {
@@ -47,8 +60,12 @@ export function signDigestParts(
   digest: Uint8Array,
 ): { compact: Uint8Array; recovery: number } {
   if (digest.length !== 32) throw new RangeError("digest must be 32 bytes");
-  const { signature, recid } = libsecp.ecdsaSign(digest, priv);
-  return { compact: signature, recovery: recid };
+  if (nativeSecp) {
+    const { signature, recid } = nativeSecp.ecdsaSign(digest, priv);
+    return { compact: signature, recovery: recid };
+  }
+  const sig = secp256k1.sign(digest, priv, { lowS: true });
+  return { compact: sig.toCompactRawBytes(), recovery: sig.recovery };
 }
 
 export function hex(bytes: Uint8Array): string {

@@ -464,6 +464,15 @@ describe("enclave signing", function () {
   });
 
   describe("libsecp256k1 primitives", function () {
+    it("uses the native binding, never the package's non-constant-time elliptic fallback", function () {
+      const { nativeSecp } = require("../../enclave/secp");
+      expect(
+        nativeSecp,
+        "secp256k1's native binding is not built: npm ci must run its install script",
+      ).to.not.equal(null);
+      expect(nativeSecp).to.equal(require("secp256k1/bindings"));
+      expect(nativeSecp).to.not.equal(require("secp256k1/elliptic"));
+    });
     it("signatures and public keys are byte-for-byte noble's (RFC 6979, low s) for 300 random keys", function () {
       const { secp256k1 } = require("@noble/curves/secp256k1");
       const { publicKeyOf, signDigest } = require("../../enclave/secp");
