@@ -12,7 +12,7 @@
  *  - "rawTx": one loop per list of pre-signed transactions; each is sent with `eth_sendRawTransaction`
  *    and its receipt polled (2 ms doubling to 50 ms) before the next; a reverted transaction fails the run.
  */
-import * as http from "node:http";
+import { keepAliveAgent, postBytes } from "./httpPost";
 
 export interface HttpRequestSpec {
   url: string;
@@ -37,32 +37,9 @@ export type LoadCommand =
 export type LoadReply =
   { id: number; ok: true; latenciesMs: number[]; wallMs: number } | { id: number; ok: false; error: string };
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-
-function post(
-  url: string,
-  data: Buffer,
-  headers: Record<string, string>,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": String(data.length), ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(data);
-  });
-}
+const agent = keepAliveAgent();
+const post = (url: string, data: Buffer, headers?: Record<string, string>) =>
+  postBytes(agent, url, data, headers);
 
 async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<number[]> {
   // Bodies are serialised once, up front, so the loop measures only the request.

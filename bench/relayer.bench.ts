@@ -24,6 +24,7 @@ import { NonceManager, Wallet, ZeroAddress, parseEther } from "ethers";
 import { AccountRegistry__factory } from "../typechain-types";
 import { DEV_KEY } from "../test/helpers/anvil";
 import { startStack } from "../test/helpers/stack";
+import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec, LoadCommand, LoadReply } from "./loadgen";
 
 interface Stats {
@@ -34,32 +35,9 @@ interface Stats {
   p99: number;
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-
-function post(
-  url: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; body: string }> {
-  const data = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": String(data.length), ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      },
-    );
-    req.on("error", reject);
-    req.end(data);
-  });
-}
+const agent = keepAliveAgent();
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
