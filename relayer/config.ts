@@ -50,6 +50,16 @@ export interface RelayerOptions {
    * arrival ("auto", default; falls back to send + receipt polling by itself), or never ("off").
    */
   syncSend?: "auto" | "off";
+  /**
+   * Path-A batching (relayer/chain/batch.ts): most forward requests in one transaction (default 16;
+   * 1 = one transaction per write).
+   */
+  maxBatchSize?: number;
+  /**
+   * Most path-A transactions in flight at once (default: 1 while sync sends are used, i.e. on a chain
+   * that mines on arrival; otherwise one per gas wallet). Capped at the number of gas wallets.
+   */
+  sendConcurrency?: number;
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
 }
@@ -73,6 +83,8 @@ export interface RelayerConfig {
   rpcTimeoutMs: number;
   receiptTimeoutMs: number;
   syncSend: "auto" | "off";
+  maxBatchSize?: number;
+  sendConcurrency?: number;
   maxBodyBytes: number;
   limits: {
     /** Largest inline `code` (DESIGN.md 6.4). */
@@ -119,6 +131,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     rpcTimeoutMs: opts.rpcTimeoutMs ?? 5_000,
     receiptTimeoutMs: opts.receiptTimeoutMs ?? 60_000,
     syncSend: opts.syncSend ?? "auto",
+    maxBatchSize: opts.maxBatchSize,
+    sendConcurrency: opts.sendConcurrency,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     limits: {
       inlineCodeBytes: 256 * 1024,

@@ -81,6 +81,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     receiptTimeoutMs: cfg.receiptTimeoutMs,
     rpcTimeoutMs: cfg.rpcTimeoutMs,
     syncSend: cfg.syncSend,
+    maxBatchSize: cfg.maxBatchSize,
+    sendConcurrency: cfg.sendConcurrency,
     onTransient,
   });
   await sender.init();

@@ -11,14 +11,23 @@
  *    of one principal mined out of order would fail.
  *  - Per gas wallet, nonces are assigned and broadcast strictly in order under a lock (automining chains
  *    refuse gaps); after any doubtful failure the wallet resynchronises its nonce from the chain.
+ *  - Batching: signed requests wait in one queue; whenever a send slot is free (at most
+ *    `sendConcurrency` transactions in flight, each from its own gas wallet) the next one takes up to
+ *    `maxBatchSize` of them into one transaction: `execute` for one, else `executeBatch` with the gas
+ *    wallet as refund receiver (not atomic: see batch.ts). No timer: a request that finds a free slot
+ *    goes at once, the ones that arrive while every slot is busy go together in the next transaction.
+ *    Each request's outcome and logs are read from the ExecutedForwardRequest events of the receipt.
  *  - Transient RPC failures are retried; when the chain stays unreachable the caller gets 503.
  */
 import { keccak256, type AbstractSigner, type JsonRpcProvider } from "ethers";
 import { ApiError } from "../errors";
 import { KeyedMutex, Mutex } from "../mutex";
 import { forwarderInterface, parseRegistryLog } from "./abi";
+import { encodeExecute, encodeExecuteBatch, splitBatchLogs, type SignedForwardRequest } from "./batch";
 import { mapRevert } from "./registryErrors";
 import { chainUnavailable, isTransient, revertData, sleep, withRetry } from "./rpc";
+
+export { encodeExecute, encodeExecuteBatch } from "./batch";
 
 export interface ForwardSigner {
   signForwardRequest(
@@ -101,14 +110,56 @@ export interface SenderOptions {
   syncSend?: "auto" | "off";
   /** Overrides SYNC_SEND_SLOW_MS (tests on a loaded machine; a node that mines on arrival answers in ms). */
   syncSendSlowMs?: number;
+  /** Most forward requests in one transaction (default DEFAULT_MAX_BATCH; 1 = never batch). */
+  maxBatchSize?: number;
+  /**
+   * Most path-A transactions in flight at once, each from a different gas wallet (default: every gas
+   * wallet while sends are asynchronous; DEFAULT_SYNC_SEND_CONCURRENCY while sync sends are used, since a
+   * chain that mines on arrival mines one transaction at a time whichever wallet sent it).
+   */
+  sendConcurrency?: number;
+  /** Called with the number of requests of every transaction sent (metrics, tests). */
+  onBatch?: (size: number) => void;
 }
+
+/** A signed request waiting for (or in) a transaction. */
+interface Pending {
+  queuedAt: number;
+  signed: SignedForwardRequest;
+  nonce: bigint;
+  settle: (o: Outcome | { error: unknown }) => void;
+}
+
+type Outcome =
+  | { kind: "ok"; result: WriteResult }
+  /** The forwarder ran the call and it reverted: the nonce is used. */
+  | { kind: "reverted"; txHash: string }
+  /** The forwarder did not run the request (invalid, or the whole transaction reverted): nonce unused. */
+  | { kind: "skipped"; txHash: string };
 
 const DEADLINE_SECONDS = 600;
 /** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
 export const SYNC_SEND_SLOW_MS = 500;
 /** Looked up once: encoding by name makes ethers search the ABI (and hash signatures) on every write. */
-const EXECUTE = forwarderInterface.getFunction("execute")!;
 const NONCES = forwarderInterface.getFunction("nonces")!;
+/** Measured on anvil with 8 concurrent principals (bench/relayer.bench.ts): see docs/configuration.md. */
+export const DEFAULT_MAX_BATCH = 16;
+export const DEFAULT_SYNC_SEND_CONCURRENCY = 1;
+/**
+ * A batch stays well below the block gas limit (30M on anvil and most chains) and the per-transaction
+ * cap of EIP-7825 (2^24 = 16.8M).
+ */
+export const MAX_BATCH_GAS = 8_000_000n;
+/**
+ * The forwarder's own work per request of a batch besides the call and calldata: signature recovery,
+ * the target's isTrustedForwarder, the nonce update (a cold slot, 22.1k if it was zero), the event.
+ * Measured at ~40k; the margin is cheap (unused gas is not paid for).
+ */
+const BATCH_PER_REQUEST_GAS = 60_000n;
+/** Intrinsic transaction gas plus the batch loop's own work. */
+const BATCH_BASE_GAS = 60_000n;
+/** Longest a queued request is held for writes being prepared (pump); normally one simulation, ~1 ms. */
+const HOLD_MAX_MS = 15;
 
 export class Sender {
   private readonly wallets: GasWallet[] = [];
@@ -117,6 +168,11 @@ export class Sender {
   private gasPrice: { value: bigint; atMs: number } | null = null;
   private rr = 0;
   private syncSend: boolean;
+  private readonly queue: Pending[] = [];
+  private inFlight = 0;
+  /** Writes being simulated and signed (they will be queued in a moment). */
+  private preparing = 0;
+  private holdTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly o: SenderOptions) {
     this.syncSend = o.syncSend !== "off";
@@ -179,6 +235,32 @@ export class Sender {
   }
 
   private async writeOnce(req: WriteRequest): Promise<WriteResult> {
+    this.preparing++;
+    let prepared: { signed: SignedForwardRequest; nonce: bigint };
+    try {
+      prepared = await this.prepare(req);
+    } catch (err) {
+      this.preparing--;
+      this.pump(); // queued requests may have been held for this one
+      throw err;
+    }
+    const { signed, nonce } = prepared;
+    const outcome = await new Promise<Outcome>((resolve, reject) => {
+      // Queued before it stops counting as being prepared, so that a pump in between cannot send the
+      // others without it.
+      this.queue.push({
+        queuedAt: performance.now(),
+        signed,
+        nonce,
+        settle: (o) => ("error" in o ? reject(o.error) : resolve(o)),
+      });
+      this.preparing--;
+      this.pump();
+    });
+    return this.conclude(req, nonce, outcome);
+  }
+
+  private async prepare(req: WriteRequest): Promise<{ signed: SignedForwardRequest; nonce: bigint }> {
     const innerGas = await this.simulate(req);
     const nonce = await this.forwarderNonce(req.principal);
     const requestGas = (innerGas * 5n) / 4n + 10_000n;
@@ -194,43 +276,153 @@ export class Sender {
       },
       { name: "SigilForwarder", version: "1", chainId: this.o.chainId, verifyingContract: this.o.forwarder },
     );
-    const outerData = encodeExecute(signed);
-    // The forwarder checks that at least `gas` reached the call (EIP-150 keeps 1/64 back), plus its own
-    // work: signature recovery, nonce update, calldata.
-    const gasLimit = (requestGas * 64n) / 63n + 150_000n + BigInt((outerData.length - 2) / 2) * 16n;
-    const wallet = this.pickWallet();
-    wallet.load++;
-    let sent: { hash: string; receipt: Receipt | null };
-    try {
-      sent = await this.broadcast(wallet, outerData, gasLimit);
-    } finally {
-      wallet.load--;
+    return { signed, nonce };
+  }
+
+  private async conclude(req: WriteRequest, nonce: bigint, outcome: Outcome): Promise<WriteResult> {
+    const key = req.principal.toLowerCase();
+    if (outcome.kind === "ok") {
+      this.forwarderNonces.set(key, nonce + 1n);
+      return outcome.result;
     }
-    const txHash = sent.hash;
-    let receipt: Receipt;
+    // Mined but not done: something changed between simulation and inclusion. Say what, if we can.
+    let again: ApiError | null = null;
     try {
-      receipt = sent.receipt ?? (await this.waitForReceipt(txHash));
+      await this.simulate(req);
     } catch (err) {
-      // Not confirmed: the node may have dropped or parked the transaction, so the wallet's next nonce is
-      // unknown. Re-read it before the wallet sends again rather than queue behind a gap.
-      wallet.nonce = null;
-      throw err;
+      if (err instanceof ApiError) again = err;
     }
-    if (receipt.status !== 1) {
-      // Mined but reverted: something changed between simulation and inclusion. Say what, if we can.
-      let again: ApiError | null = null;
-      try {
-        await this.simulate(req);
-      } catch (err) {
-        if (err instanceof ApiError) again = err;
-      }
-      if (again) throw again;
-      throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", {
-        details: { tx_hash: txHash, reason: "stale_nonce" },
+    if (again) throw again;
+    throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", {
+      details: {
+        tx_hash: outcome.txHash,
+        // Not run by the forwarder at all: most likely a stale forwarder nonce (write() retries once).
+        reason: outcome.kind === "skipped" ? "stale_nonce" : "reverted",
+      },
+    });
+  }
+
+  /**
+   * Starts transactions for queued requests while send slots are free. A free slot never waits for work
+   * that does not exist yet; it does wait for writes already being prepared (simulated and signed: one
+   * RPC away) unless the batch is full, so that they share the transaction. A lone write is not held
+   * (nothing else is being prepared); on a busy relayer batches become about twice as large (measured
+   * on bench/relayer.bench.ts: +10-25% writes/s). HOLD_MAX_MS, counted from when the oldest queued
+   * request was queued, bounds the wait should simulations keep arriving or one hang.
+   */
+  private pump(): void {
+    while (this.queue.length > 0 && this.inFlight < this.concurrency()) {
+      if (this.holdFor()) return;
+      const batch = this.takeBatch();
+      const wallet = this.pickWallet();
+      this.inFlight++;
+      wallet.load++;
+      void this.sendBatch(wallet, batch).finally(() => {
+        this.inFlight--;
+        wallet.load--;
+        this.pump();
       });
     }
-    this.forwarderNonces.set(req.principal.toLowerCase(), nonce + 1n);
-    return receipt.result;
+  }
+
+  /** Whether to hold the queue for writes being prepared (and arm the bound on that wait). */
+  private holdFor(): boolean {
+    const first = this.queue[0];
+    if (this.queue.length >= this.maxBatch()) return false;
+    if (this.preparing === 0) return false;
+    const left = HOLD_MAX_MS - (performance.now() - first.queuedAt);
+    if (left <= 0) return false;
+    if (!this.holdTimer) {
+      this.holdTimer = setTimeout(() => {
+        this.holdTimer = null;
+        this.pump();
+      }, Math.ceil(left));
+      this.holdTimer.unref?.();
+    }
+    return true;
+  }
+
+  private maxBatch(): number {
+    return Math.max(1, this.o.maxBatchSize ?? DEFAULT_MAX_BATCH);
+  }
+
+  private concurrency(): number {
+    const n = this.o.sendConcurrency ?? (this.syncSend ? DEFAULT_SYNC_SEND_CONCURRENCY : this.wallets.length);
+    return Math.max(1, Math.min(n, this.wallets.length));
+  }
+
+  /** The oldest queued requests, up to maxBatchSize and MAX_BATCH_GAS (the first is always taken). */
+  private takeBatch(): Pending[] {
+    const max = this.maxBatch();
+    let gas = BATCH_BASE_GAS;
+    let n = 0;
+    while (n < this.queue.length && n < max) {
+      gas += batchItemGas(this.queue[n].signed);
+      if (n > 0 && gas > MAX_BATCH_GAS) break;
+      n++;
+    }
+    return this.queue.splice(0, n);
+  }
+
+  /** One transaction for `batch`; settles every request of it (never throws). */
+  private async sendBatch(wallet: GasWallet, batch: Pending[]): Promise<void> {
+    let receipt: Receipt;
+    try {
+      let outerData: string;
+      let gasLimit: bigint;
+      if (batch.length === 1) {
+        const r = batch[0].signed;
+        outerData = encodeExecute(r);
+        // The forwarder checks that at least `gas` reached the call (EIP-150 keeps 1/64 back), plus its
+        // own work: signature recovery, nonce update, calldata.
+        gasLimit = (r.gas * 64n) / 63n + 150_000n + BigInt((outerData.length - 2) / 2) * 16n;
+      } else {
+        // Refund receiver = the gas wallet: not zero, so one invalid or reverting request does not
+        // revert the others (batch.ts).
+        outerData = encodeExecuteBatch(
+          batch.map((p) => p.signed),
+          wallet.address,
+        );
+        // Each call must find its `gas` (plus 1/63) still available when its turn comes: sum them all.
+        gasLimit = BATCH_BASE_GAS;
+        for (const p of batch) gasLimit += batchItemGas(p.signed);
+      }
+      this.o.onBatch?.(batch.length);
+      const sent = await this.broadcast(wallet, outerData, gasLimit);
+      try {
+        receipt = sent.receipt ?? (await this.waitForReceipt(sent.hash));
+      } catch (err) {
+        // Not confirmed: the node may have dropped or parked the transaction, so the wallet's next nonce
+        // is unknown. Re-read it before the wallet sends again rather than queue behind a gap.
+        wallet.nonce = null;
+        throw err;
+      }
+    } catch (error) {
+      for (const p of batch) p.settle({ error });
+      return;
+    }
+    const txHash = receipt.result.txHash;
+    if (receipt.status !== 1) {
+      // The whole transaction reverted (for `execute`: the call reverted or the request was invalid):
+      // no nonce was used.
+      for (const p of batch) p.settle({ kind: "skipped", txHash });
+      return;
+    }
+    if (batch.length === 1) {
+      batch[0].settle({ kind: "ok", result: receipt.result });
+      return;
+    }
+    const outcomes = splitBatchLogs(
+      receipt.result.logs,
+      this.o.forwarder,
+      batch.map((p) => ({ from: p.signed.from, nonce: p.nonce })),
+    );
+    batch.forEach((p, i) => {
+      const o = outcomes[i];
+      if (o.kind === "skipped") p.settle({ kind: "skipped", txHash });
+      else if (!o.success) p.settle({ kind: "reverted", txHash });
+      else p.settle({ kind: "ok", result: { ...receipt.result, logs: o.logs } });
+    });
   }
 
   /** Returns the registry call's gas, or throws the decoded refusal. */
@@ -489,49 +681,10 @@ export function pendingHash(err: unknown): string | null {
   return null;
 }
 
-/**
- * ABI encoding of ERC2771Forwarder.execute(ForwardRequestData) by hand: the layout is fixed, and ethers'
- * generic coder was one of the larger costs of a write. Byte-for-byte what
- * forwarderInterface.encodeFunctionData("execute", [request]) produces (tested).
- */
-export function encodeExecute(r: {
-  from: string;
-  to: string;
-  value: bigint;
-  gas: bigint;
-  deadline: number | bigint;
-  data: string;
-  signature: string;
-}): string {
-  const word = (n: bigint) => {
-    if (n < 0n || n >= 1n << 256n) throw new RangeError("not a uint256");
-    return n.toString(16).padStart(64, "0");
-  };
-  const address = (a: string) => {
-    if (!/^0x[0-9a-fA-F]{40}$/.test(a)) throw new TypeError("not an address");
-    return a.slice(2).toLowerCase().padStart(64, "0");
-  };
-  const bytes = (h: string) => {
-    if (!/^0x([0-9a-fA-F]{2})*$/.test(h)) throw new TypeError("not hex bytes");
-    const body = h.slice(2).toLowerCase();
-    const len = body.length / 2;
-    return word(BigInt(len)) + body.padEnd(Math.ceil(len / 32) * 64, "0");
-  };
-  const data = bytes(r.data);
-  const head = 7 * 32;
-  return (
-    EXECUTE.selector +
-    word(32n) +
-    address(r.from) +
-    address(r.to) +
-    word(r.value) +
-    word(r.gas) +
-    word(BigInt(r.deadline)) +
-    word(BigInt(head)) +
-    word(BigInt(head + data.length / 2)) +
-    data +
-    bytes(r.signature)
-  );
+/** Gas a request adds to an executeBatch transaction: its call (+1/63, EIP-150), the forwarder's work, calldata. */
+function batchItemGas(r: SignedForwardRequest): bigint {
+  const calldata = BigInt(7 * 32 + 64 + (r.data.length - 2) / 2 + (r.signature.length - 2) / 2 + 64);
+  return (r.gas * 64n) / 63n + BATCH_PER_REQUEST_GAS + calldata * 16n;
 }
 
 function errorText(err: unknown): string {
