@@ -29,6 +29,12 @@ export interface KeyCapabilities {
   pkpDecrypt(pkpId: string, ciphertext: string): Uint8Array;
   /** The PKP's raw private key (compatibility with the reference runtime's getPrivateKey). */
   pkpPrivateKey(pkpId: string): string;
+  /**
+   * The PKP's private key as a fresh 32-byte array that the caller owns and must zero. Only for the
+   * executor, which moves it into the worker serving a run that is already authorized for this PKP
+   * (docs/actions.md, "The run's own PKP"). Nothing else should hold key bytes.
+   */
+  pkpKeyForRun(pkpId: string): Uint8Array;
   /** The action identity key of a CID (HKDF(root, "sigil/action/v1/" || cid)). */
   actionPrivateKey(cid: string): string;
   actionPublicKey(cid: string): string;

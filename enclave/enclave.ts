@@ -282,6 +282,10 @@ export class Enclave implements KeyCapabilities {
     return this.#withPkpKey(pkpId, (k) => hex(k));
   }
 
+  pkpKeyForRun(pkpId: string): Uint8Array {
+    return deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
+  }
+
   // ---- Action identity (KeyCapabilities) -------------------------------------------------------
 
   actionPrivateKey(cid: string): string {

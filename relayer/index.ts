@@ -68,8 +68,13 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     pollIntervalMs: cfg.pollIntervalMs,
     logger,
     onApplied: (n) => metrics.eventsApplied.inc(n),
-    // The sender is created below; a reset can only be detected after start.
-    onReset: () => sender.resetNonces(),
+    // Runs of a changed account stop signing with the PKP key they were handed (docs/actions.md).
+    onAccountChanged: (id) => executor?.invalidateRunKeys(id),
+    // The sender and executor are created below; a reset can only be detected after start.
+    onReset: () => {
+      sender.resetNonces();
+      executor?.invalidateRunKeys();
+    },
   });
   const sender = new Sender({
     provider,

@@ -7,7 +7,7 @@ import os from "node:os";
 import type { KeyCapabilities } from "../capabilities";
 import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./errors";
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
-import { WorkerPool, type PoolJob, type RunOutcome } from "./pool";
+import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
 export type { ExecutorLimits };
@@ -25,9 +25,30 @@ export interface RunRequest {
    * this cid, pkp). Throw to refuse; the error's message is shown to the action.
    */
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  /**
+   * The PKP the request named, if any. If authorizePkp approves it when the run is accepted, its key
+   * is moved into the worker for this run, and its signatures, public key and address are served there
+   * without a round trip (docs/actions.md, "The run's own PKP"). Other PKPs are still authorized per
+   * operation. Refused or absent: every key operation is authorized per operation.
+   */
+  runPkp?: RunPkp;
   /** undefined = fetch disabled. Hosts are names (`api.example.com`) or `host:port`. */
   fetch?: { allowHosts: string[] };
   limits?: Partial<ExecutorLimits>;
+}
+
+export interface RunPkp {
+  /** The PKP id or address the request named. */
+  ref: string;
+  /**
+   * What the run's authorization depends on, as an authorization scope of invalidateRunKeys (the
+   * relayer uses the account id). From the moment the caller invalidates it, the worker stops serving
+   * this PKP itself: every later operation goes through authorizePkp again, as if the key had never
+   * been handed over (so a key revoked during a run cannot sign afterwards).
+   */
+  scope: number;
+  /** From this time (ms since the epoch; e.g. the caller key's expiry) the same happens. */
+  notAfterMs?: number;
 }
 
 export interface RunResult {
@@ -51,11 +72,22 @@ export interface ExecutorOptions {
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
 
+/**
+ * Scopes share EPOCH_SLOTS counters (scope mod slots): two accounts on one slot only means that a change
+ * to one sends the other's in-flight runs back to per-operation authorization, which is always correct.
+ */
+const EPOCH_SLOTS = 4096;
+function epochSlot(scope: number): number {
+  return ((scope % EPOCH_SLOTS) + EPOCH_SLOTS) % EPOCH_SLOTS;
+}
+
 export class ActionExecutor {
   private readonly pool: WorkerPool;
   private readonly limits: ExecutorLimits;
   private readonly maxQueue: number;
   private readonly queue: PoolJob[] = [];
+  /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
+  private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
   private closed = false;
   /** Moving average of run time, for the Retry-After estimate of a busy answer. */
   private avgRunMs = 50;
@@ -68,7 +100,12 @@ export class ActionExecutor {
     this.maxQueue = opts.maxQueue ?? poolSize * 32;
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
-    this.pool = new WorkerPool({ keys: opts.keys, poolSize, heapMb: this.limits.heapMb });
+    this.pool = new WorkerPool({
+      keys: opts.keys,
+      poolSize,
+      heapMb: this.limits.heapMb,
+      epochs: this.epochs,
+    });
     this.pool.onIdle = () => this.pump();
   }
 
@@ -92,6 +129,20 @@ export class ActionExecutor {
     if (!this.pool.hasIdle() && this.queue.length >= this.maxQueue) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
+    let runKey: RunKeyGrant | null = null;
+    if (req.runPkp !== undefined) {
+      // Read the epoch before authorizing: a change applied after this read, even one that lands
+      // before authorizePkp looks, makes the worker fall back to per-operation authorization.
+      const slot = epochSlot(req.runPkp.scope);
+      const epoch = Atomics.load(this.epochs, slot);
+      try {
+        const pkpId = await req.authorizePkp(req.runPkp.ref);
+        if (typeof pkpId === "string")
+          runKey = { pkpId, slot, epoch, notAfterMs: req.runPkp.notAfterMs ?? Number.MAX_SAFE_INTEGER };
+      } catch {
+        runKey = null; // not authorized: the action's own requests get the refusal, per operation
+      }
+    }
     return new Promise<RunResult>((resolve, reject) => {
       this.queue.push({
         code: req.code,
@@ -100,6 +151,7 @@ export class ActionExecutor {
         limits,
         fetchAllowHosts: req.fetch ? [...req.fetch.allowHosts] : null,
         authorizePkp: req.authorizePkp,
+        runKey,
         finish: (outcome) => {
           if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
           this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
@@ -108,6 +160,20 @@ export class ActionExecutor {
       });
       this.pump();
     });
+  }
+
+  /**
+   * Authorization that runs depend on may have changed (the relayer calls this whenever its permission
+   * cache applies a change to an account, with the account id, or with no argument after a reset).
+   * Runs guarded by this scope stop using their handed-over PKP key at once, without a message: the
+   * workers read these counters from shared memory before each operation they would serve themselves.
+   */
+  invalidateRunKeys(scope?: number): void {
+    if (scope === undefined) {
+      for (let i = 0; i < this.epochs.length; i++) Atomics.add(this.epochs, i, 1);
+      return;
+    }
+    Atomics.add(this.epochs, epochSlot(scope), 1);
   }
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
@@ -158,6 +224,13 @@ function checkRequestShape(req: RunRequest): void {
     throw new TypeError("run(req): cid must be a non-empty string");
   if (typeof req.authorizePkp !== "function")
     throw new TypeError("run(req): authorizePkp must be a function");
+  if (req.runPkp !== undefined) {
+    const p = req.runPkp;
+    if (typeof p !== "object" || p === null || typeof p.ref !== "string" || !Number.isSafeInteger(p.scope))
+      throw new TypeError("run(req): runPkp must be { ref: string, scope: integer, notAfterMs?: number }");
+    if (p.notAfterMs !== undefined && typeof p.notAfterMs !== "number")
+      throw new TypeError("run(req): runPkp.notAfterMs must be a number");
+  }
   if (req.fetch !== undefined) {
     const hosts = req.fetch?.allowHosts;
     if (!Array.isArray(hosts) || !hosts.every((h) => typeof h === "string" && h !== "")) {

@@ -7,13 +7,14 @@
  * off-heap budget, or dies is terminated and replaced; its run ends with a stable error code and the
  * logs so far, and the pool keeps serving.
  */
-import { Worker } from "node:worker_threads";
+import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import path from "node:path";
 import type { KeyCapabilities } from "../capabilities";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
 
 export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
+export const SIGNER_SCRIPT = path.join(__dirname, "worker", "signer-thread.js");
 
 const MB = 1024 * 1024;
 /** How often the watchdog samples memory while runs are in progress. */
@@ -32,7 +33,22 @@ export interface PoolJob {
   limits: ExecutorLimits;
   fetchAllowHosts: string[] | null;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  /**
+   * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
+   * into the worker for this run (worker/run-key.js). Null: every key operation comes to the main thread.
+   */
+  runKey: RunKeyGrant | null;
   finish: (outcome: RunOutcome) => void;
+}
+
+/** What lets a worker serve the run's own PKP, and until when (index.ts, invalidateRunKeys). */
+export interface RunKeyGrant {
+  /** Canonical PKP id, as authorizePkp answered it. */
+  pkpId: string;
+  /** The epoch counter guarding this grant, and its value before authorization. */
+  slot: number;
+  epoch: number;
+  notAfterMs: number;
 }
 
 export interface RunOutcome {
@@ -67,6 +83,8 @@ export interface PoolOptions {
   keys: KeyCapabilities;
   poolSize: number;
   heapMb: number;
+  /** Authorization epochs (shared memory), given to every worker at start. */
+  epochs: Int32Array;
 }
 
 /**
@@ -89,6 +107,36 @@ export function readDone(m: Record<string, unknown>): { error: KeyOpError | null
   return { error: { code: e.code, message: e.message } };
 }
 
+/**
+ * The signer thread (worker/signer-thread.js): libsecp256k1 for the action workers' own-PKP operations,
+ * one per process, shared by every executor. It is started on first use and never terminated or
+ * replaced: a thread loading that binding after another thread that loaded it has ended crashes the
+ * process. It does not keep the process alive. If it ever fails, the workers' ports to it close and
+ * those operations go to the main thread, like every other key operation.
+ */
+let signer: Worker | null | undefined;
+function signerThread(): Worker | null {
+  if (signer !== undefined) return signer;
+  const thread = new Worker(SIGNER_SCRIPT, { name: "sigil-signer", env: {}, execArgv: [] });
+  thread.unref();
+  const gone = () => {
+    signer = null;
+  };
+  thread.on("error", gone);
+  thread.on("exit", gone);
+  signer = thread;
+  return signer;
+}
+
+/** A new port to the signer thread (for one action worker), or null without a signer thread. */
+export function connectSigner(): MessagePort | null {
+  const thread = signerThread();
+  if (thread === null) return null;
+  const { port1, port2 } = new MessageChannel();
+  thread.postMessage({ type: "attach", port: port1 }, [port1]);
+  return port2;
+}
+
 const MALFORMED: KeyOpError = { code: "worker_crashed", message: "the worker sent a malformed result" };
 
 export class WorkerPool {
@@ -96,6 +144,7 @@ export class WorkerPool {
   /** Idle workers, longest idle first: runs rotate over the pool instead of piling on one worker. */
   private idle: Slot[] = [];
   private readonly keys: KeyCapabilities;
+  private readonly epochs: Int32Array;
   private readonly heapMb: number;
   private readonly poolSize: number;
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
@@ -111,6 +160,7 @@ export class WorkerPool {
 
   constructor(opts: PoolOptions) {
     this.keys = opts.keys;
+    this.epochs = opts.epochs;
     this.heapMb = opts.heapMb;
     this.poolSize = opts.poolSize;
     for (let i = 0; i < opts.poolSize; i++) this.spawn();
@@ -182,16 +232,42 @@ export class WorkerPool {
       offHeapMb: _o,
       ...workerLimits
     } = job.limits;
-    slot.worker.postMessage({
-      type: "run",
-      runId: run.runId,
-      code: job.code,
-      cid: job.cid,
-      paramsJson: job.paramsJson,
-      limits: workerLimits,
-      fetchAllowHosts: job.fetchAllowHosts,
-    });
+    const runKey = job.runKey === null ? null : this.runKeyFor(job.runKey);
+    slot.worker.postMessage(
+      {
+        type: "run",
+        runId: run.runId,
+        code: job.code,
+        cid: job.cid,
+        paramsJson: job.paramsJson,
+        limits: workerLimits,
+        fetchAllowHosts: job.fetchAllowHosts,
+        runKey,
+      },
+      // Moved, not copied: after this call the main thread holds no copy of the key.
+      runKey === null ? [] : [runKey.key],
+    );
     this.startWatchdog();
+  }
+
+  /**
+   * The run's own PKP key in a buffer of its own, ready to be transferred to the worker; the derived
+   * copy is zeroed here. Null if the enclave refuses the id (the run then asks per operation, and the
+   * enclave words the error).
+   */
+  private runKeyFor(grant: RunKeyGrant): (RunKeyGrant & { key: ArrayBuffer }) | null {
+    // Already invalidated while queued: do not hand it over at all.
+    if (Atomics.load(this.epochs, grant.slot) !== grant.epoch) return null;
+    let derived: Uint8Array;
+    try {
+      derived = this.keys.pkpKeyForRun(grant.pkpId);
+    } catch {
+      return null;
+    }
+    const key = new ArrayBuffer(32);
+    new Uint8Array(key).set(derived);
+    derived.fill(0);
+    return { ...grant, key };
   }
 
   /** Terminate a worker (ending its run with `error`) and start a replacement. */
@@ -235,8 +311,13 @@ export class WorkerPool {
   // ---- workers ----
 
   private spawn(): void {
+    // One port per action worker to the signer thread; without a signer, own-PKP operations go to the
+    // main thread.
+    const signerPort = connectSigner() ?? undefined;
     const worker = new Worker(WORKER_SCRIPT, {
       name: "sigil-action-worker",
+      workerData: { epochs: this.epochs, signerPort },
+      transferList: signerPort ? [signerPort] : [],
       // No environment (secrets such as the root key may live in process.env) and no inherited flags.
       env: {},
       execArgv: [],
@@ -322,6 +403,9 @@ export class WorkerPool {
         this.onKeyOp(slot, run, m.callId, m.op, m.args as Record<string, unknown>);
         break;
       case "done":
+        // Key operations the worker served itself (the run's own PKP) count towards the result too.
+        if (Number.isSafeInteger(m.localKeyOps) && (m.localKeyOps as number) > 0)
+          run.keyOps += Math.min(m.localKeyOps as number, run.job.limits.maxKeyOps);
         this.finishRun(slot, run, readDone(m));
         slot.run = null;
         slot.state = "idle";

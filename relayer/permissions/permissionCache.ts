@@ -58,6 +58,12 @@ export interface CacheOptions {
   pollIntervalMs: number;
   logger: Logger;
   onApplied?: (events: number) => void;
+  /**
+   * Called synchronously whenever an event is applied to a loaded account, before any request can see
+   * the change: in-flight executions of that account must stop trusting what was authorized when they
+   * started (ActionExecutor.invalidateRunKeys).
+   */
+  onAccountChanged?: (accountId: number) => void;
   /** Called when the chain head fell behind the cursor (reset or reorganisation). */
   onReset?: () => void;
 }
@@ -218,6 +224,7 @@ export class PermissionCache {
     const change = applyEvent(acc, ev, ts);
     if (change.keyAdded) this.keyIndex.set(change.keyAdded, acc.id);
     if (change.keyRemoved) this.keyIndex.delete(change.keyRemoved);
+    this.o.onAccountChanged?.(acc.id);
   }
 
   /** Block timestamps for KeyAdded events of accounts we hold (the list shows when a key was created). */

@@ -197,6 +197,17 @@ export function actionRoutes(ctx: RelayerContext): Router {
           cid,
           jsParams,
           authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+          // Checked just above with the rest of the request; the executor confirms it through
+          // authorizePkp and serves this PKP's signatures in the worker until the account changes
+          // (the cache calls invalidateRunKeys) or the key expires.
+          runPkp:
+            pkpId === undefined
+              ? undefined
+              : {
+                  ref: pkpId,
+                  scope: Number(auth.principal.accountId),
+                  notAfterMs: auth.key?.expiration ? auth.key.expiration * 1000 : undefined,
+                },
           fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
           // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
           limits: inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : undefined,

@@ -24,6 +24,11 @@ class RunState {
     this.logBytes = 0;
     this.logTruncated = false;
     this.fetches = 0;
+    // Key operations of this run, wherever they are served; those served here (the run's own PKP, see
+    // run-key.js) are reported with the result, the main thread counts the others itself.
+    this.keyOps = 0;
+    this.localKeyOps = 0;
+    this.runKey = null; // set by the worker when the run came with its own PKP's key
     this.nextCallId = 1;
     this.pendingCalls = new Map(); // callId -> {resolve, reject}
     this.pendingTimers = new Set();
@@ -59,9 +64,42 @@ class RunState {
       throw platformError(this.fatal.code, "the run already failed: " + this.fatal.message);
   }
 
-  /** Send a key operation to the enclave side; resolves with its answer. */
+  /**
+   * A key operation: served here when it concerns the run's own PKP (run-key.js), otherwise sent to
+   * the enclave side, which authorizes it. Resolves with the answer. Both kinds count against
+   * maxKeyOps, and going over it ends the run, as the enclave side does for the operations it serves.
+   */
   keyOp(op, args) {
     this.assertLive();
+    if (this.keyOps >= this.limits.maxKeyOps) {
+      return Promise.reject(
+        this.fail("key_ops_limit", `more than ${this.limits.maxKeyOps} key operations in one run`),
+      );
+    }
+    this.keyOps++;
+    const local = this.runKey !== null ? this.runKey.serve(op, args) : undefined;
+    if (local === undefined) return this.sendKeyOp(op, args);
+    // Pending like an enclave-side call, so the run waits for it and a late answer after the run has
+    // ended is dropped; when the worker cannot serve it after all, it goes to the enclave side.
+    const callId = this.nextCallId++;
+    return new Promise((resolve, reject) => {
+      this.pendingCalls.set(callId, { resolve, reject });
+      const settle = (value) => {
+        if (this.ended || !this.pendingCalls.has(callId)) return;
+        if (value === undefined) this.sendKeyOp(op, args).then(resolve, reject);
+        else {
+          this.localKeyOps++;
+          resolve(value);
+        }
+        this.pendingCalls.delete(callId);
+        this.noteSettled();
+      };
+      local.then(settle, () => settle(undefined));
+    });
+  }
+
+  /** Send a key operation to the enclave side; resolves with its answer. */
+  sendKeyOp(op, args) {
     const callId = this.nextCallId++;
     return new Promise((resolve, reject) => {
       this.pendingCalls.set(callId, { resolve, reject });
@@ -86,6 +124,8 @@ class RunState {
   /** Ends the run: nothing it started may call back into the action afterwards. */
   end() {
     this.ended = true;
+    if (this.runKey !== null) this.runKey.wipe();
+    this.runKey = null;
     for (const t of this.pendingTimers) this.timers.clearTimeout(t);
     for (const ac of this.pendingFetches) ac.abort();
     this.pendingTimers.clear();

@@ -1,8 +1,10 @@
 "use strict";
 /**
  * The `Actions` object of one run (also reachable as `Lit.Actions` and `LitActions`, with the reference
- * runtime's names). Every key operation is a message to the enclave side, which authorizes it for
- * (caller key, this run's CID, pkpId) and answers; nothing here holds key material.
+ * runtime's names). Every key operation goes through run.keyOp: a message to the enclave side, which
+ * authorizes it for (caller key, this run's CID, pkpId) and answers, except the signatures, public key
+ * and address of the run's own, already authorized PKP, which run-key.js answers in this worker. Nothing
+ * here holds key material.
  */
 const { platformError, copyPlain } = require("./values");
 

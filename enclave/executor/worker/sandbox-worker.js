@@ -9,11 +9,13 @@
  * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
  * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
  */
-const { parentPort } = require("node:worker_threads");
+const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeActions } = require("./runtime-api");
+const { makeRunKey } = require("./run-key");
+const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 require("ses");
 
@@ -23,6 +25,10 @@ const host = {
 };
 const timers = { setTimeout, clearTimeout };
 const hostSetImmediate = setImmediate;
+// Authorization epochs shared with the main thread (run-key.js): captured before lockdown, never endowed.
+const epochs = workerData && workerData.epochs instanceof Int32Array ? workerData.epochs : null;
+const curve = makeCurveClient(workerData && workerData.signerPort);
+
 const post = (m) => parentPort.postMessage(m);
 
 lockdown({
@@ -71,6 +77,7 @@ function nextMacrotask() {
 
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
+  if (msg.runKey) run.runKey = makeRunKey(msg.runKey, epochs, curve);
   current = run;
   let error = null;
   let value;
@@ -140,7 +147,13 @@ async function execute(msg) {
   run.end();
   current = null;
   await nextMacrotask();
-  post({ type: "done", runId: run.runId, responseJson: error === null ? responseJson : undefined, error });
+  post({
+    type: "done",
+    runId: run.runId,
+    responseJson: error === null ? responseJson : undefined,
+    error,
+    localKeyOps: run.localKeyOps,
+  });
 }
 
 parentPort.on("message", (msg) => {

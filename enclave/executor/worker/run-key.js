@@ -1,0 +1,190 @@
+"use strict";
+/**
+ * The run's own PKP, served inside the worker (docs/actions.md, "The run's own PKP").
+ *
+ * When the relayer starts a run for a request that named a PKP, it has already authorized
+ * (caller key, CID, that PKP): it is the execution's own permission check (SPEC 4.3). The main thread
+ * then moves that one PKP's private key into this worker for the run, so that the commonest key
+ * operations (signatures, the public key, the address of that PKP) cost no round trip to the main
+ * thread, which is the service's bottleneck. Anything else still goes to the main thread and is
+ * authorized per operation there: other PKPs, encryption (a different derived key), the raw private
+ * key, the action identity key, and any request this module does not recognise as well formed (so the
+ * enclave produces the one canonical error for it).
+ *
+ * Every answer here is byte-for-byte what the enclave itself answers (test/executor/run-key.test.ts
+ * holds it to that): hashing as ethers does it (natively where possible, keccak.js), and the curve
+ * operations by the same libsecp256k1 binding the enclave uses, in the executor's signer thread
+ * (signer-thread.js explains why not here). The key is only reachable from this module's closure (not
+ * from the Compartment), and is zeroed when the run ends.
+ */
+const { getAddress, keccak256, MessagePrefix, TypedDataEncoder } = require("ethers");
+const { keccak256Native } = require("./keccak");
+
+const DIGEST = /^0x[0-9a-fA-F]{64}$/;
+const SERVED = new Set(["pkpPublicKey", "pkpAddress", "pkpSignDigest", "pkpSignMessage", "pkpSignTypedData"]);
+
+function toHex(bytes) {
+  return "0x" + Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
+}
+
+/** keccak-256 as 32 bytes: native (fast after lockdown, see keccak.js), else ethers. */
+function keccak(bytes) {
+  return keccak256Native(bytes) ?? Buffer.from(keccak256(bytes).slice(2), "hex");
+}
+
+/**
+ * EIP-191 digest of a message, exactly as ethers' hashMessage (which the enclave uses): a string is its
+ * UTF-8 bytes. A string that is not well-formed UTF-16 is left to the enclave (null).
+ */
+function messageDigest(m) {
+  let bytes;
+  if (typeof m === "string") {
+    if (!m.isWellFormed()) return null;
+    bytes = Buffer.from(m, "utf8");
+  } else bytes = Buffer.from(m.buffer, m.byteOffset, m.byteLength);
+  return keccak(Buffer.concat([Buffer.from(MessagePrefix + String(bytes.length), "utf8"), bytes]));
+}
+
+function isPlainObject(v) {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * @param grant {pkpId, key, slot, epoch, notAfterMs}: the canonical bytes32 id the run was authorized
+ *   for; its 32-byte key, an ArrayBuffer transferred from the main thread (owned here from now on); the
+ *   authorization epoch counter guarding it and its value when the run was authorized; and a time after
+ *   which it must not be used (the caller key's expiry).
+ * @param epochs the shared Int32Array of epochs (null: the grant is refused)
+ * @param curve the signer thread's client: request(op, key, digest?) resolves with its answer, or null
+ *   when it cannot answer (then the operation goes to the main thread)
+ */
+function makeRunKey(grant, epochs, curve) {
+  const { pkpId, slot, epoch, notAfterMs } = grant;
+  let key = grant.key instanceof ArrayBuffer ? new Uint8Array(grant.key) : new Uint8Array(0);
+  if (
+    typeof pkpId !== "string" ||
+    key.length !== 32 ||
+    !(epochs instanceof Int32Array) ||
+    curve === null ||
+    typeof curve !== "object" ||
+    !Number.isInteger(slot) ||
+    slot < 0 ||
+    slot >= epochs.length ||
+    typeof notAfterMs !== "number"
+  ) {
+    key.fill(0);
+    return null;
+  }
+  const id = pkpId.toLowerCase();
+  let publicKey = null;
+  let address = null;
+
+  /** The uncompressed public key, asked once per run (null: the signer thread could not answer). */
+  const pub = async () => {
+    if (publicKey === null) {
+      if (key === null) return null;
+      const r = await curve.request("publicKey", key);
+      if (r === null || !(r.publicKey instanceof Uint8Array)) return null;
+      publicKey = r.publicKey;
+    }
+    return publicKey;
+  };
+  const addr = async () => {
+    if (address === null) {
+      const p = await pub();
+      if (p === null) return null;
+      address = getAddress("0x" + keccak(p.subarray(1)).subarray(12).toString("hex"));
+    }
+    return address;
+  };
+  const sign = async (digest) => {
+    if (key === null) return undefined;
+    const r = await curve.request("sign", key, digest);
+    if (r === null || !(r.signature instanceof Uint8Array) || typeof r.recid !== "number") return undefined;
+    return toHex(r.signature) + (27 + r.recid).toString(16);
+  };
+  const digestBytes = (d) => {
+    if (d instanceof Uint8Array) return d.length === 32 ? Uint8Array.from(d) : null;
+    return typeof d === "string" && DIGEST.test(d) ? Uint8Array.from(Buffer.from(d.slice(2), "hex")) : null;
+  };
+
+  /** Whether a run's PKP reference (an id in any case, or the address) names this PKP. */
+  const names = async (ref) => {
+    if (typeof ref !== "string" || key === null) return false;
+    const lower = ref.toLowerCase();
+    if (lower === id) return true;
+    if (lower.length !== 42) return false;
+    const a = await addr();
+    return a !== null && lower === a.toLowerCase();
+  };
+
+  /** The answer for a request already known to be about this PKP (undefined: not served here). */
+  const answer = async (op, args) => {
+    switch (op) {
+      case "pkpPublicKey": {
+        const p = await pub();
+        return p === null ? undefined : toHex(p);
+      }
+      case "pkpAddress":
+        return (await addr()) ?? undefined;
+      case "pkpSignDigest": {
+        const d = digestBytes(args.digest);
+        return d === null ? undefined : sign(d);
+      }
+      case "pkpSignMessage": {
+        const m = args.message;
+        if (typeof m !== "string" && !(m instanceof Uint8Array)) return undefined;
+        const digest = messageDigest(m);
+        return digest === null ? undefined : sign(digest);
+      }
+      case "pkpSignTypedData": {
+        const { domain, types, value } = args;
+        if (!isPlainObject(domain) || !isPlainObject(types) || !isPlainObject(value)) return undefined;
+        const { EIP712Domain: _ignored, ...rest } = types;
+        let digest;
+        try {
+          digest = TypedDataEncoder.hash(domain, rest, value);
+        } catch {
+          return undefined; // the enclave words the refusal
+        }
+        return sign(Buffer.from(digest.slice(2), "hex"));
+      }
+      default:
+        return undefined;
+    }
+  };
+
+  const wipe = () => {
+    if (key !== null) key.fill(0);
+    key = null;
+  };
+
+  /**
+   * Still authorized as far as this worker can tell: nothing the run's authorization depends on has
+   * changed since it was granted (the main thread bumps the epoch when its permission cache applies a
+   * change to the account), and the caller key has not expired. Otherwise the key is dropped for good.
+   */
+  const live = () => {
+    if (key === null) return false;
+    if (Atomics.load(epochs, slot) === epoch && Date.now() < notAfterMs) return true;
+    wipe();
+    return false;
+  };
+
+  return {
+    /**
+     * The answer of a key operation on this PKP, or undefined when it must go to the main thread
+     * (another PKP, another operation, input the enclave should judge, or authorization that may have
+     * changed since the run started: the main thread then decides afresh).
+     */
+    serve(op, args) {
+      if (!SERVED.has(op) || !live() || !isPlainObject(args) || typeof args.pkpId !== "string")
+        return undefined;
+      return names(args.pkpId).then((mine) => (mine && live() ? answer(op, args) : undefined));
+    },
+    /** Zero the key; later operations go to the main thread (which refuses them: the run is over). */
+    wipe,
+  };
+}
+
+module.exports = { makeRunKey };
