@@ -8,7 +8,9 @@
  *     target is 2 s).
  *  2. Path-A writes (createPkp through the forwarder, each answered after its receipt) against raw
  *     pre-signed transactions of the same call sent straight to the registry by wallet owners, both with the
- *     same number of concurrent clients on the same automining chain. Goal: ≥ 50% of the raw rate.
+ *     same number of concurrent clients on the same automining chain, in alternating rounds. Goal: ≥ 50%
+ *     of the raw rate. The relayer batches forward requests that are ready together into one
+ *     executeBatch transaction (relayer/chain/sender.ts); each raw transaction carries one call.
  *
  * The measured clients (HTTP and raw-transaction senders alike) run in a separate process, bench/loadgen.ts,
  * forked once and driven over IPC: real clients are other processes, and clients in the server's process
@@ -204,6 +206,9 @@ async function main(): Promise<void> {
     // ---- writes -------------------------------------------------------------------------------------
     const clients = 8;
     const perClient = quick ? 5 : 25;
+    // Raw and relayer rounds alternate, so that a slower or faster stretch of this shared machine does not
+    // land on one side only; the ratio is of the totals (writes over wall time, all rounds).
+    const rounds = quick ? 1 : 3;
     // Relayer: 8 accounts (8 principals), each client writes createPkp back to back.
     const keys: string[] = [];
     for (let i = 0; i < clients; i++)
@@ -223,7 +228,7 @@ async function main(): Promise<void> {
       const gasPrice = (await s.provider.getFeeData()).gasPrice! * 2n;
       let nonce = await s.provider.getTransactionCount(o.address);
       const txs: string[] = [];
-      for (let i = 0; i < perClient; i++) {
+      for (let i = 0; i < perClient * rounds; i++) {
         txs.push(
           await o.signTransaction({
             type: 0,
@@ -238,34 +243,52 @@ async function main(): Promise<void> {
       }
       presigned.push(txs);
     }
-    const raw = await gen.rawTx(s.chain.rpcUrl, presigned);
-    const rel = await gen.httpPerClient(
-      keys.map((k) => ({
-        url: `${s.url}/core/v1/pkps/create`,
-        body: {},
-        headers: { "x-api-key": k },
-        expectStatus: 201,
-      })),
-      perClient,
-    );
-    if (raw.n !== clients * perClient || rel.n !== clients * perClient)
+    const rawRounds: Stats[] = [];
+    const relRounds: Stats[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const slice = presigned.map((txs) => txs.slice(r * perClient, (r + 1) * perClient));
+      rawRounds.push(await gen.rawTx(s.chain.rpcUrl, slice));
+      relRounds.push(
+        await gen.httpPerClient(
+          keys.map((k) => ({
+            url: `${s.url}/core/v1/pkps/create`,
+            body: {},
+            headers: { "x-api-key": k },
+            expectStatus: 201,
+          })),
+          perClient,
+        ),
+      );
+    }
+    if ([...rawRounds, ...relRounds].some((x) => x.n !== clients * perClient))
       throw new Error("write count mismatch");
+    /** Writes per second over all rounds: total writes over total wall time. */
+    const overall = (xs: Stats[]) =>
+      xs.reduce((n, x) => n + x.n, 0) / xs.reduce((t, x) => t + x.n / x.rps, 0);
+    const rawRps = overall(rawRounds);
+    const relRps = overall(relRounds);
 
     console.log(
-      `\n## Writes to receipt (createPkp, ${clients} concurrent clients, automining anvil, 4 gas wallets)\n`,
+      `\n## Writes to receipt (createPkp, ${clients} concurrent clients, automining anvil, 4 gas wallets; ` +
+        `${rounds} alternating rounds of ${clients * perClient})\n`,
     );
     console.log(header);
-    console.log(row("raw pre-signed txs (baseline)", raw));
-    console.log(row("path A through the relayer", rel, raw));
+    for (let r = 0; r < rounds; r++) {
+      console.log(row(`round ${r + 1}: raw pre-signed txs (baseline)`, rawRounds[r]));
+      console.log(row(`round ${r + 1}: path A through the relayer`, relRounds[r], rawRounds[r]));
+    }
+    console.log(
+      `\nall rounds: raw ${f(rawRps)} tx/s, path A ${f(relRps)} writes/s → ${(relRps / rawRps).toFixed(2)}×`,
+    );
 
     console.log("\n## Goals\n");
     const g1 = sig50 !== null && sig50.p95 < 50;
-    const g2 = rel.rps >= 0.5 * raw.rps;
+    const g2 = relRps >= 0.5 * rawRps;
     console.log(
       `- one-signature execution p95 at 50 clients < 50 ms: ${sig50 ? f(sig50.p95) : "?"} ms → ${g1 ? "met" : "NOT met"}`,
     );
     console.log(
-      `- path-A writes ≥ 50% of the raw-transaction rate: ${((rel.rps / raw.rps) * 100).toFixed(0)}% → ${g2 ? "met" : "NOT met"}`,
+      `- path-A writes ≥ 50% of the raw-transaction rate: ${((relRps / rawRps) * 100).toFixed(0)}% → ${g2 ? "met" : "NOT met"}`,
     );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {

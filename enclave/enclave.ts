@@ -13,7 +13,7 @@ import {
   toUtf8Bytes,
   TypedDataEncoder,
 } from "ethers";
-import { keccak_256 } from "@noble/hashes/sha3";
+import { keccak256Bytes, registerNativeKeccakWithEthers } from "./keccak";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
 import { deriveAesKey, deriveSecp256k1, ids, LABELS } from "./derive";
@@ -26,6 +26,9 @@ import { Lru } from "./lru";
 import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
 import { GasSigner } from "./gasSigner";
 import type { KeyCapabilities } from "./capabilities";
+
+// ethers hashes addresses (checksums), typed data and messages for the enclave: natively from here on.
+registerNativeKeccakWithEthers();
 
 /** The EIP-712 type of OpenZeppelin 5's ERC2771Forwarder. */
 export const FORWARD_REQUEST_TYPES: Record<string, TypedDataField[]> = {
@@ -69,13 +72,13 @@ function forwardRequestDigest(
   struct.set(word(v.gas), 128);
   struct.set(word(v.nonce), 160);
   struct.set(word(BigInt(v.deadline)), 192);
-  struct.set(keccak_256(hexToBytes(v.data)), 224);
+  struct.set(keccak256Bytes(hexToBytes(v.data)), 224);
   const out = new Uint8Array(2 + 32 + 32);
   out[0] = 0x19;
   out[1] = 0x01;
   out.set(separator, 2);
-  out.set(keccak_256(struct), 34);
-  return keccak_256(out);
+  out.set(keccak256Bytes(struct), 34);
+  return keccak256Bytes(out);
 }
 
 /** A uint256 as 32 big-endian bytes (callers have range-checked it). */

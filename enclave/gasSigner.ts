@@ -7,11 +7,9 @@ import {
   AbstractSigner,
   computeAddress,
   copyRequest,
-  encodeRlp,
   getAddress,
   getBytes,
   isHexString,
-  keccak256,
   toBeArray,
   hashMessage,
   resolveAddress,
@@ -22,6 +20,8 @@ import {
 } from "ethers";
 import type { Provider, TransactionRequest, TypedDataDomain, TypedDataField } from "ethers";
 import { hex, signDigestParts } from "./secp";
+import { keccak256Bytes } from "./keccak";
+import { rlpList } from "./rlp";
 
 export class GasSigner extends AbstractSigner {
   readonly address: string;
@@ -91,17 +91,18 @@ export class GasSigner extends AbstractSigner {
       toBeArray(nonce),
       toBeArray(gasPrice as bigint | number),
       toBeArray(gasLimit as bigint | number),
-      getBytes(to),
+      Buffer.from(to.slice(2), "hex"),
       toBeArray(value as bigint | number),
-      getBytes(data),
+      Buffer.from(data.slice(2), "hex"), // validated above; Buffer parses kilobytes natively
     ];
-    const digest = keccak256(encodeRlp([...fields, toBeArray(chain), new Uint8Array(0), new Uint8Array(0)]));
-    const sig = signDigestParts(this.#scalar, getBytes(digest));
+    const unsigned = rlpList([...fields, toBeArray(chain), new Uint8Array(0), new Uint8Array(0)]);
+    const digest = keccak256Bytes(Buffer.from(unsigned.slice(2), "hex"));
+    const sig = signDigestParts(this.#scalar, digest);
     const v = chain * 2n + 35n + BigInt(sig.recovery);
     // RLP integers are minimal big-endian: r and s lose their leading zero bytes.
     const sigR = stripZeros(sig.compact.subarray(0, 32));
     const sigS = stripZeros(sig.compact.subarray(32, 64));
-    return encodeRlp([...fields, toBeArray(v), sigR, sigS]);
+    return rlpList([...fields, toBeArray(v), sigR, sigS]);
   }
 
   async signMessage(message: string | Uint8Array): Promise<string> {

@@ -13,7 +13,7 @@
  * the binding we use noble (audited, written to avoid secret-dependent branches) at its lower speed.
  */
 import { secp256k1 } from "@noble/curves/secp256k1";
-import { keccak_256 } from "@noble/hashes/sha3";
+import { keccak256Bytes } from "./keccak";
 import { bytesToHex } from "@noble/hashes/utils";
 import { getAddress } from "ethers";
 
@@ -41,7 +41,7 @@ export function publicKeyOf(priv: Uint8Array): Uint8Array {
 }
 
 export function addressOfPublicKey(uncompressed: Uint8Array): string {
-  return getAddress("0x" + bytesToHex(keccak_256(uncompressed.subarray(1)).subarray(12)));
+  return getAddress("0x" + bytesToHex(keccak256Bytes(uncompressed.subarray(1)).subarray(12)));
 }
 
 export function addressOf(priv: Uint8Array): string {

@@ -118,6 +118,12 @@ export interface SenderOptions {
    * chain that mines on arrival mines one transaction at a time whichever wallet sent it).
    */
   sendConcurrency?: number;
+  /**
+   * How writes are simulated before signing: "auto" (default) uses eth_simulateV1 where the node has it
+   * (one execution; it reports the gas used and the revert data) and eth_estimateGas otherwise;
+   * "estimateGas" always estimates.
+   */
+  simulation?: "auto" | "estimateGas";
   /** Called with the number of requests of every transaction sent (metrics, tests). */
   onBatch?: (size: number) => void;
 }
@@ -173,9 +179,15 @@ export class Sender {
   /** Writes being simulated and signed (they will be queued in a moment). */
   private preparing = 0;
   private holdTimer: ReturnType<typeof setTimeout> | null = null;
+  /**
+   * Simulate with eth_simulateV1 (one execution, and it reports the gas used) rather than eth_estimateGas
+   * (a search over several executions); off for good once the node does not support it.
+   */
+  private simulateV1: boolean;
 
   constructor(private readonly o: SenderOptions) {
     this.syncSend = o.syncSend !== "off";
+    this.simulateV1 = o.simulation !== "estimateGas";
   }
 
   /** Whether writes are currently sent with eth_sendRawTransactionSync (false after a fallback). */
@@ -427,16 +439,45 @@ export class Sender {
 
   /** Returns the registry call's gas, or throws the decoded refusal. */
   private async simulate(req: WriteRequest): Promise<bigint> {
-    const data = req.data + req.principal.slice(2).toLowerCase();
+    const call = {
+      from: this.o.forwarder,
+      to: this.o.registry,
+      data: req.data + req.principal.slice(2).toLowerCase(),
+    };
+    const refusal = (data: string | undefined) =>
+      mapRevert(data, { principal: req.principal, kind: req.kind });
+    if (this.simulateV1) {
+      const answer = await withRetry(
+        async () => {
+          try {
+            return await this.o.provider.send("eth_simulateV1", [
+              { blockStateCalls: [{ calls: [call] }] },
+              "latest",
+            ]);
+          } catch (err) {
+            if (isTransient(err)) throw err;
+            if (isMethodUnsupported(err)) return null;
+            throw err;
+          }
+        },
+        3,
+        this.o.onTransient,
+      );
+      const result = simulatedCall(answer);
+      if (result !== null) {
+        if (result.ok) return result.gasUsed;
+        throw refusal(result.revertData);
+      }
+      // Not supported, or an answer we do not understand: estimate the ordinary way from now on.
+      this.simulateV1 = false;
+    }
     const hex = await withRetry(
       async () => {
         try {
-          return (await this.o.provider.send("eth_estimateGas", [
-            { from: this.o.forwarder, to: this.o.registry, data },
-          ])) as string;
+          return (await this.o.provider.send("eth_estimateGas", [call])) as string;
         } catch (err) {
           if (isTransient(err)) throw err;
-          throw mapRevert(revertData(err), { principal: req.principal, kind: req.kind });
+          throw refusal(revertData(err));
         }
       },
       3,
@@ -643,6 +684,39 @@ function toReceipt(txHash: string, r: RawReceipt): Receipt {
     status: Number(BigInt(r.status)),
     result: { txHash, blockNumber: Number(BigInt(r.blockNumber)), logs: r.logs, gasUsed: BigInt(r.gasUsed) },
   };
+}
+
+/**
+ * The one call of an eth_simulateV1 answer: its gas used, or its revert data. The gas used is what
+ * eth_estimateGas finds for these calls (the registry makes no external calls); refunds only make it
+ * smaller than the gas the call needs while running, by at most a fifth (EIP-3529), which the request
+ * gas margin in prepare() covers. Null for an answer of another shape (the caller falls back to
+ * eth_estimateGas).
+ */
+export function simulatedCall(
+  answer: unknown,
+): { ok: true; gasUsed: bigint } | { ok: false; revertData: string | undefined } | null {
+  if (!Array.isArray(answer) || answer.length !== 1) return null;
+  const calls = (answer[0] as { calls?: unknown } | null)?.calls;
+  if (!Array.isArray(calls) || calls.length !== 1) return null;
+  const c = calls[0] as {
+    status?: unknown;
+    gasUsed?: unknown;
+    returnData?: unknown;
+    error?: { data?: unknown };
+  };
+  const hex = (v: unknown) => typeof v === "string" && /^0x[0-9a-fA-F]*$/.test(v);
+  if (c.status === "0x1" && hex(c.gasUsed)) return { ok: true, gasUsed: BigInt(c.gasUsed as string) };
+  if (c.status === "0x0") {
+    // Revert data is error.data in the specification; some nodes (anvil) put it in returnData.
+    const data = hex(c.error?.data)
+      ? (c.error!.data as string)
+      : hex(c.returnData)
+        ? (c.returnData as string)
+        : undefined;
+    return { ok: false, revertData: data !== undefined && data.length >= 10 ? data : undefined };
+  }
+  return null;
 }
 
 /** JSON-RPC error objects carried by an ethers error, outermost first. */

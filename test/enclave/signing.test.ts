@@ -430,6 +430,13 @@ describe("enclave signing", function () {
         { nonce: 0, value: 0n, data: "0x", chainId: 31337 },
         { nonce: 1, value: 1n, data: "0xabcdef", chainId: 31337n },
         { nonce: 70_000, value: 10n ** 18n, data: "0x" + "00".repeat(33), chainId: 1 },
+        // Calldata lengths around RLP's long-length boundaries (55/56 bytes, 255/256, 65535/65536).
+        ...[54, 55, 56, 57, 255, 256, 4_000, 65_535, 65_536].map((n, i) => ({
+          nonce: 200_000 + i,
+          value: 0n,
+          data: ethers.hexlify(ethers.randomBytes(n)),
+          chainId: 31337,
+        })),
         ...Array.from({ length: 300 }, (_, i) => ({ nonce: 100 + i, value: 0n, data: "0x12", chainId: 5 })),
       ];
       for (const tx of txs) {

@@ -10,7 +10,13 @@ import type { AddressInfo } from "node:net";
 import { parseEther, NonceManager, Wallet, keccak256 } from "ethers";
 import { registryInterface } from "../../relayer/chain/abi";
 import { makeProvider } from "../../relayer/chain/rpc";
-import { Sender, encodeExecute, isMethodUnsupported, pendingHash } from "../../relayer/chain/sender";
+import {
+  Sender,
+  encodeExecute,
+  isMethodUnsupported,
+  pendingHash,
+  simulatedCall,
+} from "../../relayer/chain/sender";
 import { forwarderInterface } from "../../relayer/chain/abi";
 import { ApiError } from "../../relayer/errors";
 import { DEV_KEY } from "../helpers/anvil";
@@ -137,7 +143,7 @@ describe("relayer: path-A sender", function () {
  */
 async function rpcProxy(
   upstream: string,
-  mode: "unsupported" | "pending" | "slow",
+  mode: "unsupported" | "pending" | "slow" | "noSimulateV1",
 ): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
   const methods: string[] = [];
   const forward = async (body: unknown) => {
@@ -159,7 +165,11 @@ async function rpcProxy(
       };
       methods.push(call.method);
       let answer: unknown;
-      if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
+      if (call.method === "eth_simulateV1" && mode === "noSimulateV1") {
+        answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
+      } else if (mode === "noSimulateV1") {
+        answer = { ...(await forward(call)), id: call.id };
+      } else if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
       } else if (call.method === "eth_sendRawTransactionSync" && mode === "slow") {
         // Forwarded (so the chain has it), then no answer until after the client's timeout.
@@ -215,6 +225,7 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     syncSend?: "auto" | "off",
     rpcTimeoutMs = 2_000,
     syncSendSlowMs?: number,
+    simulation?: "auto" | "estimateGas",
   ) {
     const index = nextWallet++;
     const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
@@ -238,6 +249,7 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
       rpcTimeoutMs,
       syncSend,
       syncSendSlowMs,
+      simulation,
     });
     await sender.init();
     return { sender, methods };
@@ -313,6 +325,49 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     expect(proxy.methods).to.include("eth_getTransactionReceipt");
   });
 
+  it("on anvil, writes are simulated with eth_simulateV1 (one execution), never with eth_estimateGas", async () => {
+    const { sender, methods } = await senderOn(s.chain.rpcUrl);
+    const r = await write(sender, "simulated");
+    await expectMined(r.txHash, r.blockNumber);
+    expect(methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
+    expect(methods).to.not.include("eth_estimateGas");
+  });
+
+  it("a node without eth_simulateV1 (-32601): simulation falls back to eth_estimateGas for good", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "noSimulateV1");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    for (const name of ["estimated 1", "estimated 2"]) {
+      const r = await write(sender, name);
+      await expectMined(r.txHash, r.blockNumber);
+    }
+    expect(proxy.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
+    expect(proxy.methods.filter((m) => m === "eth_estimateGas")).to.have.length(2);
+  });
+
+  it("a refusal decoded from eth_simulateV1 is the same typed error as from eth_estimateGas", async () => {
+    const stranger = s.enclave.generateUsageKey(); // a well-formed key the registry has never seen
+    const refusedBy = async (simulation: "auto" | "estimateGas") => {
+      const { sender, methods } = await senderOn(s.chain.rpcUrl, undefined, 2_000, undefined, simulation);
+      let caught: unknown;
+      await sender
+        .write({
+          apiKey: stranger.apiKey,
+          principal: stranger.address,
+          kind: "usage",
+          data: registryInterface.encodeFunctionData("createPkp", ["refused", ""]),
+        })
+        .catch((e) => (caught = e));
+      expect(caught, simulation).to.be.instanceOf(ApiError);
+      expect(methods, "nothing was sent").to.not.include("eth_sendRawTransactionSync");
+      const e = caught as ApiError;
+      return { status: e.status, code: e.code, message: e.message, details: e.details };
+    };
+    const viaSimulate = await refusedBy("auto");
+    expect(viaSimulate.status).to.be.within(400, 499);
+    expect(viaSimulate).to.deep.equal(await refusedBy("estimateGas"));
+  });
+
   it('syncSend "off" never tries the method', async () => {
     const { sender, methods } = await senderOn(s.chain.rpcUrl, "off");
     const r = await write(sender, "off");
@@ -334,6 +389,38 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
       };
       expect(encodeExecute(req)).to.equal(forwarderInterface.encodeFunctionData("execute", [req]));
     }
+  });
+
+  it("reads eth_simulateV1 answers: gas used, revert data (error.data or returnData), else null", () => {
+    const call = (c: Record<string, unknown>) => [{ number: "0x1", calls: [c] }];
+    expect(simulatedCall(call({ status: "0x1", gasUsed: "0x18a1f", returnData: "0x" }))).to.deep.equal({
+      ok: true,
+      gasUsed: 100_895n,
+    });
+    const revert = "0x10102b4d" + "12".repeat(32);
+    expect(simulatedCall(call({ status: "0x0", gasUsed: "0x1", returnData: revert }))).to.deep.equal({
+      ok: false,
+      revertData: revert,
+    });
+    expect(
+      simulatedCall(
+        call({ status: "0x0", returnData: "0x", error: { code: 3, message: "reverted", data: revert } }),
+      ),
+    ).to.deep.equal({ ok: false, revertData: revert });
+    expect(simulatedCall(call({ status: "0x0", returnData: "0x" }))).to.deep.equal({
+      ok: false,
+      revertData: undefined,
+    });
+    for (const odd of [
+      null,
+      [],
+      [{}],
+      [{ calls: [] }],
+      call({ status: "0x1" }),
+      call({ status: "0x2" }),
+      "0x1",
+    ])
+      expect(simulatedCall(odd), JSON.stringify(odd)).to.equal(null);
   });
 
   it("classifies sync-send errors: -32601 is unsupported, code 4 carries the hash, others are neither", () => {
