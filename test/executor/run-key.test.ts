@@ -12,11 +12,11 @@ import { Enclave } from "../../enclave";
 import { TEST_CID, makeAuthorizer, makeKeys, pkpIds } from "./helpers";
 
 // Plain CommonJS modules of the worker (no types): loaded here, in the main realm, to compare answers.
- 
+
 const { makeRunKey } = require("../../enclave/executor/worker/run-key.js");
- 
+
 const { keccak256Native, hasNativeKeccak } = require("../../enclave/executor/worker/keccak.js");
- 
+
 const { makeCurveClient } = require("../../enclave/executor/worker/curve-client.js");
 
 interface RunKey {
