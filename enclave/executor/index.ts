@@ -107,6 +107,7 @@ export class ActionExecutor {
       epochs: this.epochs,
     });
     this.pool.onIdle = () => this.pump();
+    this.pool.onRequeue = (job) => this.queue.unshift(job);
   }
 
   /** Resolves when every worker is warmed and locked down. */
@@ -126,7 +127,8 @@ export class ActionExecutor {
     limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
     const checked = checkInput(req, limits);
     if (typeof checked !== "string") return checked;
-    if (!this.pool.hasIdle() && this.queue.length >= this.maxQueue) {
+    // Jobs queued behind a worker's run (pool.ts, pipelining) are waiting too: they count against maxQueue.
+    if (!this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
     let runKey: RunKeyGrant | null = null;
@@ -177,7 +179,7 @@ export class ActionExecutor {
   }
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
-    return { ...this.pool.stats(), queued: this.queue.length };
+    return { ...this.pool.stats(), queued: this.queue.length + this.pool.pipelined() };
   }
 
   /** Kill every worker that is running an action now (their runs end with worker_crashed). */
@@ -202,7 +204,7 @@ export class ActionExecutor {
 
   private pump(): void {
     const broken = this.pool.isBroken();
-    while (this.queue.length > 0 && (broken || this.pool.hasIdle())) {
+    while (this.queue.length > 0 && (broken || this.pool.canTake())) {
       const job = this.queue.shift()!;
       if (broken) {
         const error = { code: "worker_crashed", message: "the executor's workers cannot start" };

@@ -25,6 +25,8 @@ const UNRESPONSIVE_MS = 100;
 const PRESSURE_SLACK_BYTES = 64 * MB;
 /** Consecutive workers that die before becoming ready, after which the pool stops respawning. */
 const MAX_STARTUP_FAILURES = 3;
+/** A job queued behind a run that has gone on this long is taken back when another worker is idle. */
+const PIPELINE_RELEASE_MS = 20;
 
 export interface PoolJob {
   code: string;
@@ -68,14 +70,18 @@ interface ActiveRun {
   logBytes: number;
   keyOps: number;
   fetches: number;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
   done: boolean;
+  /** A "release" was sent for this queued job (pool.releaseStuck). */
+  releaseAsked: boolean;
 }
 
 interface Slot {
   worker: Worker;
   state: "starting" | "idle" | "busy" | "dead";
   run: ActiveRun | null;
+  /** A job posted to the worker behind its run (pipelining, see dispatch); not started yet. */
+  next: ActiveRun | null;
   probeSentAt: number | null; // outstanding memory probe, if any
 }
 
@@ -157,6 +163,8 @@ export class WorkerPool {
   private idleRss = process.memoryUsage.rss();
   /** Called whenever a worker becomes idle, so the owner can hand it the next queued job. */
   onIdle: () => void = () => {};
+  /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
+  onRequeue: (job: PoolJob) => void = () => {};
 
   constructor(opts: PoolOptions) {
     this.keys = opts.keys;
@@ -191,12 +199,61 @@ export class WorkerPool {
     return this.broken;
   }
 
-  /** Start a job on an idle worker. The caller checks hasIdle() first. */
+  /**
+   * Whether dispatch() can take a job now: an idle worker, or a busy one with nothing queued behind its
+   * run (pipelining, see dispatch).
+   */
+  canTake(): boolean {
+    if (this.idle.length > 0) return true;
+    for (const s of this.slots) if (s.state === "busy" && s.next === null) return true;
+    return false;
+  }
+
+  /**
+   * Start a job on an idle worker, or else queue it on a busy worker behind its run (one deep): that
+   * worker starts it as soon as its run is done, without waiting for the main thread, and the message
+   * reaches a thread that is running rather than one that must be woken (each wake-up is a context
+   * switch, the largest single cost of a run on the main thread of a busy 2-core machine). A job queued
+   * behind a run that turns out long is taken back (release) when another worker is free, and one
+   * queued on a worker that dies is handed back to the executor (onRequeue). The caller checks
+   * canTake() first.
+   */
   dispatch(job: PoolJob): void {
     const slot = this.idle.shift();
-    if (slot === undefined) throw new Error("dispatch without an idle worker");
+    if (slot === undefined) {
+      const behind = this.pipelineSlot();
+      if (behind === null) throw new Error("dispatch without a free worker");
+      const run = this.newRun(job);
+      behind.next = run;
+      this.postRun(behind, run);
+      return;
+    }
     if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
-    const run: ActiveRun = {
+    const run = this.newRun(job);
+    this.begin(slot, run);
+    this.postRun(slot, run);
+    this.startWatchdog();
+  }
+
+  /** Jobs posted to a worker behind its run and not started yet: they are waiting, like the queue's. */
+  pipelined(): number {
+    let n = 0;
+    for (const s of this.slots) if (s.next !== null) n++;
+    return n;
+  }
+
+  /** The busy worker to queue a job behind: the one whose run started last (the least likely to be long). */
+  private pipelineSlot(): Slot | null {
+    let best: Slot | null = null;
+    for (const s of this.slots) {
+      if (s.state !== "busy" || s.next !== null || s.run === null) continue;
+      if (best === null || s.run.startedAt > best.run!.startedAt) best = s;
+    }
+    return best;
+  }
+
+  private newRun(job: PoolJob): ActiveRun {
+    return {
       job,
       runId: this.nextRunId++,
       startedAt: performance.now(),
@@ -204,9 +261,16 @@ export class WorkerPool {
       logBytes: 0,
       keyOps: 0,
       fetches: 0,
-      timer: undefined as unknown as NodeJS.Timeout,
+      timer: undefined,
       done: false,
+      releaseAsked: false,
     };
+  }
+
+  /** The run becomes the worker's current one: its wall time counts from now. */
+  private begin(slot: Slot, run: ActiveRun): void {
+    const job = run.job;
+    run.startedAt = performance.now();
     // libuv timers run on the loop's cached millisecond clock and can fire a fraction of a millisecond
     // early by performance.now(): re-arm for the remainder so a timed-out run has really used its time.
     const onTimer = () => {
@@ -224,6 +288,10 @@ export class WorkerPool {
     slot.state = "busy";
     slot.run = run;
     slot.probeSentAt = null;
+  }
+
+  private postRun(slot: Slot, run: ActiveRun): void {
+    const job = run.job;
     const {
       wallTimeMs: _w,
       heapMb: _h,
@@ -247,7 +315,22 @@ export class WorkerPool {
       // Moved, not copied: after this call the main thread holds no copy of the key.
       runKey === null ? [] : [runKey.key],
     );
-    this.startWatchdog();
+  }
+
+  /**
+   * Jobs queued behind a run that has gone on for PIPELINE_RELEASE_MS while a worker is idle are asked
+   * back; the worker answers "released" if it has not started the job (a run blocking its event loop
+   * cannot answer: the job then waits for that run's end, or its kill, which hands the job back).
+   */
+  private releaseStuck(now: number): void {
+    if (this.idle.length === 0) return;
+    for (const s of this.slots) {
+      const next = s.next;
+      if (s.state !== "busy" || next === null || next.releaseAsked || s.run === null) continue;
+      if (now - s.run.startedAt < PIPELINE_RELEASE_MS) continue;
+      next.releaseAsked = true;
+      s.worker.postMessage({ type: "release", runId: next.runId });
+    }
   }
 
   /**
@@ -275,6 +358,10 @@ export class WorkerPool {
     if (slot.state === "dead") return;
     slot.state = "dead";
     if (slot.run) this.finishRun(slot, slot.run, { error });
+    const queued = slot.next;
+    slot.next = null;
+    // A job queued behind the killed run never started: it goes back to the executor, unharmed.
+    if (queued !== null && !this.closed) this.onRequeue(queued.job);
     this.slots.delete(slot);
     this.idle = this.idle.filter((s) => s !== slot);
     void slot.worker.terminate();
@@ -301,6 +388,7 @@ export class WorkerPool {
     for (const s of all) {
       s.state = "dead";
       if (s.run) this.finishRun(s, s.run, { error: reason });
+      if (s.next) this.finishRun(s, s.next, { error: reason });
     }
     this.slots.clear();
     this.idle = [];
@@ -323,7 +411,7 @@ export class WorkerPool {
       execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, state: "starting", run: null, probeSentAt: null };
+    const slot: Slot = { worker, state: "starting", run: null, next: null, probeSentAt: null };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));
     worker.on("error", (e: Error & { code?: string }) => {
@@ -376,6 +464,7 @@ export class WorkerPool {
       this.startupFailures = 0;
       if (this.allStarted()) for (const w of this.readyWaiters.splice(0)) w.resolve();
       this.onIdle();
+      this.releaseStuck(performance.now());
       return;
     }
     if (m.type === "memory") {
@@ -387,6 +476,14 @@ export class WorkerPool {
           message: `the run exceeded the ${run.job.limits.offHeapMb} MB off-heap (ArrayBuffer) limit`,
         });
       }
+      return;
+    }
+    if (m.type === "released") {
+      const next = slot.next;
+      if (next === null || next.runId !== m.runId) return;
+      slot.next = null;
+      this.onRequeue(next.job);
+      this.onIdle();
       return;
     }
     const run = slot.run;
@@ -402,17 +499,26 @@ export class WorkerPool {
         if (typeof m.callId !== "number" || typeof m.op !== "string") return;
         this.onKeyOp(slot, run, m.callId, m.op, m.args as Record<string, unknown>);
         break;
-      case "done":
+      case "done": {
         // Key operations the worker served itself (the run's own PKP) count towards the result too.
         if (Number.isSafeInteger(m.localKeyOps) && (m.localKeyOps as number) > 0)
           run.keyOps += Math.min(m.localKeyOps as number, run.job.limits.maxKeyOps);
         this.finishRun(slot, run, readDone(m));
-        slot.run = null;
-        slot.state = "idle";
-        this.idle.push(slot);
-        if (this.busyCount() === 0) this.stopWatchdog();
+        const next = slot.next;
+        slot.next = null;
+        if (next !== null) {
+          // The worker has already moved on to the job queued behind: it is the current run now.
+          this.begin(slot, next);
+        } else {
+          slot.run = null;
+          slot.state = "idle";
+          this.idle.push(slot);
+          if (this.busyCount() === 0) this.stopWatchdog();
+        }
         this.onIdle();
+        this.releaseStuck(performance.now());
         break;
+      }
     }
   }
 
@@ -486,6 +592,7 @@ export class WorkerPool {
    */
   private checkMemory(): void {
     const now = performance.now();
+    this.releaseStuck(now);
     const busy = [...this.slots].filter((s) => s.state === "busy" && s.run !== null);
     if (busy.length === 0) return;
     const rss = process.memoryUsage.rss();

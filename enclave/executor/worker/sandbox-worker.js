@@ -156,18 +156,47 @@ async function execute(msg) {
   });
 }
 
+/**
+ * Runs are strictly one at a time. The parent may post the next run while one is in progress
+ * (pipelining, pool.ts dispatch): it waits here and starts right after the current run's "done" has
+ * been posted, so the parent always sees that run end before the next one's messages. Until then the
+ * parent may take it back ("release").
+ */
+const waiting = [];
+let running = false;
+
+function start(msg) {
+  running = true;
+  execute(msg)
+    .catch((e) => {
+      // execute() catches everything an action can throw; reaching here is a runtime bug.
+      post({
+        type: "done",
+        runId: msg.runId,
+        error: { code: "worker_crashed", message: describeThrown(e) },
+      });
+    })
+    .finally(() => {
+      running = false;
+      if (waiting.length > 0) start(waiting.shift());
+    });
+}
+
 parentPort.on("message", (msg) => {
   switch (msg.type) {
     case "run":
-      execute(msg).catch((e) => {
-        // execute() catches everything an action can throw; reaching here is a runtime bug.
-        post({
-          type: "done",
-          runId: msg.runId,
-          error: { code: "worker_crashed", message: describeThrown(e) },
-        });
-      });
+      if (running) waiting.push(msg);
+      else start(msg);
       break;
+    case "release": {
+      const i = waiting.findIndex((m) => m.runId === msg.runId);
+      if (i < 0) break; // already started (or never here): the parent waits for its "done"
+      const [released] = waiting.splice(i, 1);
+      if (released.runKey && released.runKey.key instanceof ArrayBuffer)
+        new Uint8Array(released.runKey.key).fill(0);
+      post({ type: "released", runId: msg.runId });
+      break;
+    }
     case "keyop_result":
       if (current !== null && current.runId === msg.runId) current.settleKeyOp(msg);
       break;
