@@ -81,7 +81,8 @@ export async function submit(
     throw err;
   }
   try {
-    await ctx.cache.syncTo(result.blockNumber);
+    // Read-your-writes: the sender's onMined hook usually applied the receipt already; else catch up.
+    if (!ctx.cache.isApplied(result.txHash)) await ctx.cache.syncTo(result.blockNumber);
   } catch (err) {
     // The write landed; the cache catches up on its next poll. Answer with the result anyway.
     ctx.logger.warn(

@@ -89,6 +89,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     maxBatchSize: cfg.maxBatchSize,
     sendConcurrency: cfg.sendConcurrency,
     onTransient,
+    // Read-your-writes without a log query where that is exactly right (PermissionCache).
+    onMined: (result, transactionIndex) => cache?.applyOwnTransaction(result, transactionIndex),
   });
   await sender.init();
 

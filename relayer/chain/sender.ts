@@ -124,6 +124,11 @@ export interface SenderOptions {
    * "estimateGas" always estimates.
    */
   simulation?: "auto" | "estimateGas";
+  /**
+   * Called synchronously with every successful path-A transaction's receipt (all its logs) and its index
+   * in the block, before any write it carried is answered.
+   */
+  onMined?: (result: WriteResult, transactionIndex: number | null) => void;
   /** Called with the number of requests of every transaction sent (metrics, tests). */
   onBatch?: (size: number) => void;
 }
@@ -414,6 +419,9 @@ export class Sender {
       return;
     }
     const txHash = receipt.result.txHash;
+    // Before any caller hears of it: the permission cache may apply this transaction's events right
+    // away (read-your-writes without a log query; PermissionCache.applyOwnTransaction).
+    if (receipt.status === 1) this.o.onMined?.(receipt.result, receipt.transactionIndex);
     if (receipt.status !== 1) {
       // The whole transaction reverted (for `execute`: the call reverted or the request was invalid):
       // no nonce was used.
@@ -668,6 +676,7 @@ export class Sender {
 
 interface RawReceipt {
   transactionHash: string;
+  transactionIndex?: string;
   status: string;
   blockNumber: string;
   logs: RawLog[];
@@ -677,12 +686,18 @@ interface RawReceipt {
 interface Receipt {
   status: number;
   result: WriteResult;
+  /** Position of the transaction in its block (null if the node did not say). */
+  transactionIndex: number | null;
 }
 
 function toReceipt(txHash: string, r: RawReceipt): Receipt {
   return {
     status: Number(BigInt(r.status)),
     result: { txHash, blockNumber: Number(BigInt(r.blockNumber)), logs: r.logs, gasUsed: BigInt(r.gasUsed) },
+    transactionIndex:
+      typeof r.transactionIndex === "string" && /^0x[0-9a-fA-F]+$/.test(r.transactionIndex)
+        ? Number(BigInt(r.transactionIndex))
+        : null,
   };
 }
 

@@ -78,6 +78,10 @@ export class PermissionCache {
   private readonly keyIndex = new Map<string, number>();
   private readonly masterIndex = new Map<string, number>();
   private polling: Promise<void> | null = null;
+  /** Registry logs applied from our own receipts ahead of the poller ("block:logIndex"); it skips them. */
+  private readonly preApplied = new Set<string>();
+  /** Our transactions whose events are applied (hash → block), until the poller passes their block. */
+  private readonly ownApplied = new Map<string, number>();
   private wanted = 0;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -131,6 +135,49 @@ export class PermissionCache {
     if (this.timer) clearTimeout(this.timer);
     await this.polling?.catch(() => undefined);
     this.writeCheckpoint(true);
+  }
+
+  /**
+   * Read-your-writes without a log query: applies the registry events of one of our own path-A
+   * transactions straight from its receipt, when that is exactly what the poller would do next:
+   *  - the cursor is at the block before, so every earlier event is applied;
+   *  - the transaction is the first of its block, so no event of this block comes before its own (the
+   *    poller applies the block's later transactions after them, skipping these);
+   *  - every event concerns an account held in memory, and none needs more than the log (KeyAdded needs
+   *    the block's time, AccountCreated the master-key index): otherwise nothing is applied.
+   * All or nothing, synchronously. The writer then skips syncTo (isApplied); otherwise it calls it.
+   */
+  applyOwnTransaction(
+    result: { txHash: string; blockNumber: number; logs: RawLog[] },
+    transactionIndex: number | null,
+  ): boolean {
+    if (transactionIndex !== 0 || this.cursor !== result.blockNumber - 1) return false;
+    const events: { ev: LogDescription; acc: AccountProjection; key: string }[] = [];
+    for (const l of result.logs) {
+      if (l.address.toLowerCase() !== this.o.registry.toLowerCase()) continue;
+      if (l.removed || Number(BigInt(l.blockNumber)) !== result.blockNumber) return false;
+      const ev = safeParse(l);
+      if (ev === null) return false;
+      if (ev.name === "KeyAdded" || ev.name === "AccountCreated") return false;
+      const acc = this.accounts.get(Number(ev.args[0]));
+      if (acc === undefined) return false;
+      events.push({ ev, acc, key: logKey(l) });
+    }
+    for (const { ev, acc, key } of events) {
+      this.applyIndexed(acc, ev, null);
+      this.preApplied.add(key);
+    }
+    this.ownApplied.set(result.txHash.toLowerCase(), result.blockNumber);
+    if (events.length) this.o.onApplied?.(events.length);
+    // Catch the cursor up to this block in the background (off the writer's path), so that the next
+    // transaction of ours finds it at its predecessor block and takes this path too.
+    this.syncTo(result.blockNumber).catch(() => undefined);
+    return true;
+  }
+
+  /** Whether applyOwnTransaction applied this transaction (and the poller has not passed it yet). */
+  isApplied(txHash: string): boolean {
+    return this.ownApplied.has(txHash.toLowerCase());
   }
 
   /** Resolves once the cursor has reached `block` (polling now if needed). Throws 503 if the chain is down. */
@@ -187,16 +234,18 @@ export class PermissionCache {
           ]) as Promise<RawLog[]>,
         1,
       )) as RawLog[];
-      const events: { ev: LogDescription; block: number }[] = [];
+      const events: { ev: LogDescription; block: number; key: string }[] = [];
       for (const l of logs) {
         if (l.removed) continue;
         const ev = safeParse(l);
-        if (ev) events.push({ ev, block: Number(BigInt(l.blockNumber)) });
+        if (ev) events.push({ ev, block: Number(BigInt(l.blockNumber)), key: logKey(l) });
       }
       const timestamps = await this.timestampsFor(events);
       let applied = 0;
       // Synchronous from here to the cursor update: no request observes a half-applied batch.
-      for (const { ev, block } of events) {
+      for (const { ev, block, key } of events) {
+        // Already applied from our own receipt (applyOwnTransaction).
+        if (this.preApplied.delete(key)) continue;
         const accountId = Number(ev.args[0]);
         const ts = timestamps.get(block) ?? null;
         if (ev.name === "AccountCreated") {
@@ -212,6 +261,7 @@ export class PermissionCache {
         this.loading.get(accountId)?.buffer.push({ ev, ts });
       }
       this.cursor = to;
+      for (const [tx, block] of this.ownApplied) if (block <= to) this.ownApplied.delete(tx);
       if (applied) this.o.onApplied?.(applied);
     }
     this.synced = true;
@@ -248,6 +298,8 @@ export class PermissionCache {
   }
 
   private reset(head: number): void {
+    this.preApplied.clear();
+    this.ownApplied.clear();
     this.accounts.clear();
     this.keyIndex.clear();
     this.masterIndex.clear();
@@ -392,6 +444,11 @@ interface RawLog {
 
 function hex(n: number): string {
   return "0x" + n.toString(16);
+}
+
+/** A log's identity within the chain: its block and its index in the block. */
+function logKey(l: RawLog): string {
+  return `${Number(BigInt(l.blockNumber))}:${Number(BigInt(l.logIndex))}`;
 }
 
 function safeParse(l: RawLog): LogDescription | null {
