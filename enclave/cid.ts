@@ -11,6 +11,7 @@
 import { createHash } from "node:crypto";
 import { CID } from "multiformats";
 import { EnclaveError } from "./errors";
+import { Lru } from "./lru";
 
 export const CHUNK_SIZE = 262_144;
 export const MAX_LINKS = 174;
@@ -182,13 +183,24 @@ function decodeCid(cid: unknown): CID {
 }
 
 /** Validates a CIDv0/v1 string and returns its canonical form (v0: base58btc, v1: base32). */
+/**
+ * Canonical forms of recently parsed CID strings. Parsing (base58 or base32 decoding, multihash
+ * checks) is a pure function of the string, and every execution by CID parses one, usually the same
+ * few: remember valid ones (invalid ones are never cached, so each is refused afresh).
+ */
+const canonicalCids = new Lru<string, string>(10_000);
+
 export function parseCid(cid: string): string {
-  return decodeCid(cid).toString();
+  const hit = typeof cid === "string" ? canonicalCids.get(cid) : undefined;
+  if (hit !== undefined) return hit;
+  const canonical = decodeCid(cid).toString();
+  canonicalCids.set(cid, canonical);
+  return canonical;
 }
 
 export function isValidCid(cid: string): boolean {
   try {
-    decodeCid(cid);
+    parseCid(cid);
     return true;
   } catch {
     return false;

@@ -29,6 +29,23 @@ function content(size: number, seed: string): Uint8Array {
 const utf8 = (s: string) => new TextEncoder().encode(s);
 
 describe("enclave CIDs", function () {
+  describe("parsing is remembered, refusals are not", function () {
+    it("the same canonical form on every parse, cached or not, and every spelling of a refusal refused", function () {
+      const v0 = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+      const first = parseCid(v0);
+      for (let i = 0; i < 3; i++) {
+        expect(parseCid(v0)).to.equal(first);
+        expect(isValidCid(v0)).to.equal(true);
+      }
+      for (const bad of ["Qm" + "1".repeat(44), "bafy", "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5O"]) {
+        for (let i = 0; i < 3; i++) {
+          expect(isValidCid(bad), bad).to.equal(false);
+          expect(() => parseCid(bad), bad).to.throw();
+        }
+      }
+    });
+  });
+
   describe("known CIDs", function () {
     it('"hello world\\n" is QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o', async function () {
       expect(await computeCid(utf8("hello world\n"))).to.equal(
