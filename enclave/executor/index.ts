@@ -144,6 +144,12 @@ export class ActionExecutor {
       } catch {
         runKey = null; // not authorized: the action's own requests get the refusal, per operation
       }
+      // The wait above let other calls in: admit this run as of now (close() has already drained the
+      // queue, and runs admitted meanwhile count against maxQueue).
+      if (this.closed) throw new ExecutorClosedError();
+      if (!this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue) {
+        throw new ExecutorBusyError(this.retryAfterSeconds());
+      }
     }
     return new Promise<RunResult>((resolve, reject) => {
       this.queue.push({
