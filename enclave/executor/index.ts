@@ -49,6 +49,13 @@ export interface RunPkp {
   scope: number;
   /** From this time (ms since the epoch; e.g. the caller key's expiry) the same happens. */
   notAfterMs?: number;
+  /**
+   * The check made when the run is accepted (after the scope's epoch is read), if it differs from
+   * authorizePkp: it also says until when its answer holds (e.g. the caller key's expiry *as that check
+   * saw it*: an expiry read before the epoch could be stale without any later invalidation). Absent:
+   * authorizePkp, until notAfterMs. With both, the earlier time applies.
+   */
+  authorize?: (pkpIdOrAddress: string) => Promise<{ pkpId: string; notAfterMs?: number }>;
 }
 
 export interface RunResult {
@@ -138,9 +145,15 @@ export class ActionExecutor {
       const slot = epochSlot(req.runPkp.scope);
       const epoch = Atomics.load(this.epochs, slot);
       try {
-        const pkpId = await req.authorizePkp(req.runPkp.ref);
-        if (typeof pkpId === "string")
-          runKey = { pkpId, slot, epoch, notAfterMs: req.runPkp.notAfterMs ?? Number.MAX_SAFE_INTEGER };
+        const { authorize, ref, notAfterMs } = req.runPkp;
+        const granted = authorize ? await authorize(ref) : { pkpId: await req.authorizePkp(ref) };
+        if (typeof granted?.pkpId === "string") {
+          const until = Math.min(
+            notAfterMs ?? Number.MAX_SAFE_INTEGER,
+            typeof granted.notAfterMs === "number" ? granted.notAfterMs : Number.MAX_SAFE_INTEGER,
+          );
+          runKey = { pkpId: granted.pkpId, slot, epoch, notAfterMs: until };
+        }
       } catch {
         runKey = null; // not authorized: the action's own requests get the refusal, per operation
       }
@@ -238,6 +251,8 @@ function checkRequestShape(req: RunRequest): void {
       throw new TypeError("run(req): runPkp must be { ref: string, scope: integer, notAfterMs?: number }");
     if (p.notAfterMs !== undefined && typeof p.notAfterMs !== "number")
       throw new TypeError("run(req): runPkp.notAfterMs must be a number");
+    if (p.authorize !== undefined && typeof p.authorize !== "function")
+      throw new TypeError("run(req): runPkp.authorize must be a function");
   }
   if (req.fetch !== undefined) {
     const hosts = req.fetch?.allowHosts;

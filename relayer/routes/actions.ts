@@ -197,16 +197,17 @@ export function actionRoutes(ctx: RelayerContext): Router {
           cid,
           jsParams,
           authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
-          // Checked just above with the rest of the request; the executor confirms it through
-          // authorizePkp and serves this PKP's signatures in the worker until the account changes
-          // (the cache calls invalidateRunKeys) or the key expires.
+          // Checked just above with the rest of the request; the executor confirms it (after reading
+          // the account's epoch) and serves this PKP's signatures in the worker until the account
+          // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw
+          // the key: the expiration read when the request was authenticated may have changed since.
           runPkp:
             pkpId === undefined
               ? undefined
               : {
                   ref: pkpId,
                   scope: Number(auth.principal.accountId),
-                  notAfterMs: auth.key?.expiration ? auth.key.expiration * 1000 : undefined,
+                  authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
                 },
           fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
           // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
@@ -286,6 +287,16 @@ async function authorizePkp(
   cid: string,
   ref: string,
 ): Promise<string> {
+  return (await authorizeRunPkp(ctx, auth, cid, ref)).pkpId;
+}
+
+/** authorizePkp, and until when its answer holds: the caller key's expiration as this check saw it. */
+async function authorizeRunPkp(
+  ctx: RelayerContext,
+  auth: AuthContext,
+  cid: string,
+  ref: string,
+): Promise<{ pkpId: string; notAfterMs?: number }> {
   let current: AuthContext;
   try {
     current = await ctx.auth.authenticate(auth.apiKey, { rateLimit: false });
@@ -305,5 +316,5 @@ async function authorizePkp(
   if (!canExecute(current, cidHash(cid), pkpId)) {
     throw new Error(`PKP ${pkpId} is not in a group this key may execute ${cid} in`);
   }
-  return pkpId;
+  return { pkpId, notAfterMs: current.key?.expiration ? current.key.expiration * 1000 : undefined };
 }

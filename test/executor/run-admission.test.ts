@@ -5,7 +5,7 @@
  */
 import { expect } from "chai";
 import { ActionExecutor, ExecutorBusyError, ExecutorClosedError } from "../../enclave/executor";
-import { makeKeys, pkpIds, TEST_CID } from "./helpers";
+import { makeAuthorizer, makeKeys, pkpIds, TEST_CID } from "./helpers";
 
 describe("executor: admitting a run with its own PKP", function () {
   this.timeout(30_000);
@@ -83,6 +83,30 @@ describe("executor: admitting a run with its own PKP", function () {
       expect(outcomes.filter((o) => o === "ran")).to.have.length(2);
       expect(outcomes.filter((o) => o === "busy")).to.have.length(4);
       await blocker;
+    } finally {
+      await ex.close();
+    }
+  });
+  it("runPkp.authorize decides until when the grant holds (the expiry that check saw)", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 1 });
+    try {
+      await ex.ready();
+      const { authorizePkp, calls } = makeAuthorizer(keys, [allowed]);
+      const code = `async function main(p) { return await Actions.signMessage({ pkpId: p.ref, message: "m" }); }`;
+      const run = (notAfterMs: number) =>
+        ex.run({
+          code,
+          cid: TEST_CID,
+          jsParams: { ref: allowed },
+          authorizePkp,
+          runPkp: { ref: allowed, scope: 7, authorize: async (ref) => ({ pkpId: ref, notAfterMs }) },
+        });
+      const live = await run(Date.now() + 60_000);
+      expect(live.has_error, JSON.stringify(live.error)).to.equal(false);
+      expect(calls).to.have.length(0); // served in the worker
+      const past = await run(Date.now() - 1);
+      expect(past.response).to.equal(live.response);
+      expect(calls).to.have.length(1); // the grant had expired: asked per operation
     } finally {
       await ex.close();
     }

@@ -15,6 +15,9 @@ describe("relayer: execution", function () {
   let s: Stack;
   let gateway: http.Server;
   const served = new Map<string, string>();
+  /** CIDs whose answer the gateway holds back until the promise settles (and who asked for them). */
+  const held = new Map<string, Promise<void>>();
+  const asked = new Set<string>();
 
   const SIGN = `async function main(p) {
     if (p.wait) await sleep(p.wait);
@@ -22,8 +25,10 @@ describe("relayer: execution", function () {
   }`;
 
   before(async () => {
-    gateway = http.createServer((req, res) => {
+    gateway = http.createServer(async (req, res) => {
       const cid = (req.url ?? "").replace(/^\/ipfs\//, "");
+      asked.add(cid);
+      await held.get(cid);
       const body = served.get(cid);
       if (body === undefined) {
         res.statusCode = 404;
@@ -130,6 +135,49 @@ describe("relayer: execution", function () {
     expect(r.status).to.equal(200);
     expect(r.body.has_error).to.equal(true);
     expect(r.body.response ?? null).to.equal(null);
+  });
+
+  it("a key whose expiration is brought forward while its execution is admitted cannot sign after it", async () => {
+    const a = await setupAccount(s);
+    // Not pinned: the relayer fetches it from the gateway after authenticating the request.
+    const code = `async function main(p) {
+      await sleep(p.wait);
+      return await Actions.signMessage({ pkpId: p.pkp, message: "after the expiration" });
+    }`;
+    const cid = await computeCid(new TextEncoder().encode(code));
+    served.set(cid, code);
+    await s.api("POST", `/core/v1/groups/${a.groupId}/actions`, { key: a.accountKey, body: { add: [cid] } });
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "k", execute_in_groups: [a.groupId] },
+    });
+    expect(k.status, JSON.stringify(k.body)).to.equal(201);
+    let release = () => {};
+    held.set(cid, new Promise<void>((r) => (release = r)));
+    // Authenticated with no expiration, then held while its code is fetched.
+    const run = s.api("POST", "/core/v1/svc_action", {
+      key: k.body.usage_api_key,
+      body: { cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId, wait: 5_000 } },
+    });
+    const deadline = Date.now() + 10_000;
+    while (!asked.has(cid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(asked.has(cid)).to.equal(true);
+    // Meanwhile the key gets an expiration 3 s from now; the action signs after it.
+    const updated = await s.api("POST", "/core/v1/update_usage_api_key", {
+      key: a.accountKey,
+      body: {
+        id: k.body.id,
+        name: "k",
+        expiration: Math.floor(Date.now() / 1000) + 3,
+        execute_in_groups: [a.groupId],
+      },
+    });
+    expect(updated.status, JSON.stringify(updated.body)).to.equal(200);
+    release();
+    const r = await run;
+    expect(r.status).to.equal(200);
+    expect(r.body.has_error, JSON.stringify(r.body)).to.equal(true);
+    expect(r.body.error.code).to.equal("pkp_not_authorized");
   });
 
   it("code by CID comes from an IPFS gateway when not pinned, verified against the CID", async () => {
