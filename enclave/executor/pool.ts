@@ -82,6 +82,12 @@ interface Slot {
   run: ActiveRun | null;
   /** A job posted to the worker behind its run (pipelining, see dispatch); not started yet. */
   next: ActiveRun | null;
+  /**
+   * Shared with the worker: the id of the last run it started, which it claims by compare-and-swap
+   * before starting one; -1 once this side has given up on the worker (kill), after which it starts
+   * nothing. Tells kill() whether a job queued behind the run may already have started.
+   */
+  started: Int32Array;
   probeSentAt: number | null; // outstanding memory probe, if any
 }
 
@@ -360,8 +366,19 @@ export class WorkerPool {
     if (slot.run) this.finishRun(slot, slot.run, { error });
     const queued = slot.next;
     slot.next = null;
-    // A job queued behind the killed run never started: it goes back to the executor, unharmed.
-    if (queued !== null && !this.closed) this.onRequeue(queued.job);
+    if (queued !== null) {
+      // The worker starts the job queued behind its run by itself once that run is done, possibly just
+      // before this kill (its "done" not read yet). Settle that now: from here on it starts nothing.
+      if (Atomics.exchange(slot.started, 0, -1) === queued.runId) {
+        // It started, and may have had effects (fetch): never run it again.
+        this.finishRun(slot, queued, {
+          error: {
+            code: "worker_crashed",
+            message: "the worker was stopped for the run before this one, after this run had started",
+          },
+        });
+      } else if (!this.closed) this.onRequeue(queued.job); // never started: back to the executor
+    }
     this.slots.delete(slot);
     this.idle = this.idle.filter((s) => s !== slot);
     void slot.worker.terminate();
@@ -402,16 +419,17 @@ export class WorkerPool {
     // One port per action worker to the signer thread; without a signer, own-PKP operations go to the
     // main thread.
     const signerPort = connectSigner() ?? undefined;
+    const started = new Int32Array(new SharedArrayBuffer(4));
     const worker = new Worker(WORKER_SCRIPT, {
       name: "sigil-action-worker",
-      workerData: { epochs: this.epochs, signerPort },
+      workerData: { epochs: this.epochs, signerPort, started },
       transferList: signerPort ? [signerPort] : [],
       // No environment (secrets such as the root key may live in process.env) and no inherited flags.
       env: {},
       execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, state: "starting", run: null, next: null, probeSentAt: null };
+    const slot: Slot = { worker, state: "starting", run: null, next: null, started, probeSentAt: null };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));
     worker.on("error", (e: Error & { code?: string }) => {

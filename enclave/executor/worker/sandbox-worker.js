@@ -28,6 +28,9 @@ const hostSetImmediate = setImmediate;
 // Authorization epochs shared with the main thread (run-key.js): captured before lockdown, never endowed.
 const epochs = workerData && workerData.epochs instanceof Int32Array ? workerData.epochs : null;
 const curve = makeCurveClient(workerData && workerData.signerPort);
+// The id of the last run started, shared with the parent (pool.ts, kill): captured before lockdown.
+const startedRuns = workerData && workerData.started instanceof Int32Array ? workerData.started : null;
+let lastStarted = 0;
 
 const post = (m) => parentPort.postMessage(m);
 
@@ -166,6 +169,15 @@ const waiting = [];
 let running = false;
 
 function start(msg) {
+  // Claim the run: once the parent has given up on this worker (it is being terminated, and a job it
+  // had queued here goes back to its queue), nothing more may start here.
+  if (startedRuns !== null) {
+    if (Atomics.compareExchange(startedRuns, 0, lastStarted, msg.runId) !== lastStarted) {
+      if (msg.runKey && msg.runKey.key instanceof ArrayBuffer) new Uint8Array(msg.runKey.key).fill(0);
+      return;
+    }
+    lastStarted = msg.runId;
+  }
   running = true;
   execute(msg)
     .catch((e) => {
