@@ -303,6 +303,10 @@ async function authorizeRunPkp(
   } catch {
     throw new Error("the caller's key is no longer valid");
   }
+  // As for a new request (409 account_chain_secured): once the account is ChainSecured, its account
+  // key executes nothing, including the rest of a run it started before.
+  if (current.principal.kind === "account" && current.mode !== "api")
+    throw new Error("the account is ChainSecured now: its account key can no longer execute");
   let pkpId: string;
   if (isPkpAddress(ref)) {
     const hit = pkpOfAddress(ctx, current.account, ref);

@@ -6,7 +6,9 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
-import { verifyMessage } from "ethers";
+import { Wallet, verifyMessage } from "ethers";
+import { AccountRegistry__factory } from "../../typechain-types";
+import { DEV_KEYS } from "../helpers/anvil";
 import { computeCid } from "../../enclave";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
@@ -114,6 +116,29 @@ describe("relayer: execution", function () {
     expect(inside.body.has_error).to.equal(true);
     expect(inside.body.error.code).to.equal("pkp_not_authorized");
     expect(inside.body.error.message).to.include("no PKP of this account has address");
+  });
+
+  it("an account key's run cannot sign after the account becomes ChainSecured during it", async () => {
+    const a = await setupAccount(s, SIGN);
+    const run = s.api("POST", "/core/v1/svc_action", {
+      key: a.accountKey,
+      body: { cid: a.cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId, wait: 2000 } },
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const wallet = new Wallet(DEV_KEYS[4], s.provider);
+    const t = await s.api("POST", "/core/v1/account/transfer_ownership", {
+      key: a.accountKey,
+      body: { new_owner: wallet.address },
+    });
+    expect(t.status, JSON.stringify(t.body)).to.equal(200);
+    await (
+      await AccountRegistry__factory.connect(s.deployment.registry, wallet).acceptOwnership(a.accountId)
+    ).wait();
+    const r = await run;
+    expect(r.status).to.equal(200);
+    expect(r.body.has_error, JSON.stringify(r.body)).to.equal(true);
+    expect(r.body.error.code).to.equal("pkp_not_authorized");
+    expect(r.body.error.message).to.include("ChainSecured");
   });
 
   it("a key removed while its action runs cannot sign afterwards", async () => {
