@@ -58,7 +58,15 @@ function fmt(n: number, digits = 2): string {
 async function main(): Promise<void> {
   const enclave = Enclave.fromRootKey("0x" + "42".repeat(32));
   const authorizePkp = async (id: string) => id;
-  const request = (code: string): RunRequest => ({ code, cid: CID, jsParams: { pkpId: PKP }, authorizePkp });
+  // The signing action runs as the relayer runs a request that names its PKP: that PKP's operations are
+  // served by the worker and the signer thread (docs/actions.md, "The run's own PKP"), not the main thread.
+  const request = (code: string): RunRequest => ({
+    code,
+    cid: CID,
+    jsParams: { pkpId: PKP },
+    authorizePkp,
+    ...(code === SIGN ? { runPkp: { ref: PKP, scope: 0 } } : {}),
+  });
   const poolSize = os.availableParallelism();
 
   // Baseline 1: bare signature in the main thread.
