@@ -152,24 +152,14 @@ async function writeRun(
       const keys: string[] = [];
       for (let i = 0; i < clients; i++)
         keys.push(JSON.parse((await post(`${s.url}/core/v1/new_account`, {})).body).api_key);
-      await gen.httpPerClient(
-        keys.map((k) => ({
-          url: `${s.url}/core/v1/pkps/create`,
-          body: {},
-          headers: { "x-api-key": k },
-          expectStatus: 201,
-        })),
-        2, // warm-up: connections, JIT, the accounts in the permission cache
-      );
-      return await gen.httpPerClient(
-        keys.map((k) => ({
-          url: `${s.url}/core/v1/pkps/create`,
-          body: {},
-          headers: { "x-api-key": k },
-          expectStatus: 201,
-        })),
-        perClient,
-      );
+      const createPkp = keys.map((k) => ({
+        url: `${s.url}/core/v1/pkps/create`,
+        body: {},
+        headers: { "x-api-key": k },
+        expectStatus: 201,
+      }));
+      await gen.httpPerClient(createPkp, 2); // warm-up: connections, JIT, the accounts in the permission cache
+      return await gen.httpPerClient(createPkp, perClient);
     }
     const funder = new NonceManager(new Wallet(DEV_KEY, s.provider));
     const owners = Array.from({ length: clients }, () => Wallet.createRandom().connect(s.provider));

@@ -134,8 +134,7 @@ export class ActionExecutor {
     limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
     const checked = checkInput(req, limits);
     if (typeof checked !== "string") return checked;
-    // Jobs queued behind a worker's run (pool.ts, pipelining) are waiting too: they count against maxQueue.
-    if (!this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue) {
+    if (this.full()) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
     let runKey: RunKeyGrant | null = null;
@@ -160,7 +159,7 @@ export class ActionExecutor {
       // The wait above let other calls in: admit this run as of now (close() has already drained the
       // queue, and runs admitted meanwhile count against maxQueue).
       if (this.closed) throw new ExecutorClosedError();
-      if (!this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue) {
+      if (this.full()) {
         throw new ExecutorBusyError(this.retryAfterSeconds());
       }
     }
@@ -230,6 +229,14 @@ export class ActionExecutor {
         job.finish({ error, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
       } else this.pool.dispatch(job);
     }
+  }
+
+  /**
+   * No worker is idle and maxQueue runs are waiting. Jobs queued behind a worker's run (pool.ts,
+   * pipelining) are waiting too: they count against maxQueue.
+   */
+  private full(): boolean {
+    return !this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue;
   }
 
   private retryAfterSeconds(): number {
