@@ -13,7 +13,7 @@ import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
 import type { PermissionCache } from "./permissions/permissionCache";
 import type { RegistryReader } from "./chain/registryReader";
-import { registryEvents, type Sender, type WriteResult } from "./chain/sender";
+import { registryEvents, type LandedWrite, type Sender } from "./chain/sender";
 import type { RelayerConfig } from "./config";
 import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
@@ -42,7 +42,7 @@ export interface RelayerContext {
   logger: Logger;
 }
 
-export interface WriteOutcome extends WriteResult {
+export interface WriteOutcome extends LandedWrite {
   events: LogDescription[];
 }
 
@@ -62,7 +62,12 @@ export async function write(
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
   );
-  ctx.billing?.chargeWrite(auth.principal, operation, result.txHash);
+  // Per forward request, never per transaction: a batch carries many writes under one hash.
+  ctx.billing?.chargeWrite(auth.principal, operation, {
+    chainId: ctx.chainId,
+    forwarder: ctx.cfg.forwarderAddress,
+    ...result.forwardRequest,
+  });
   return result;
 }
 
@@ -72,7 +77,7 @@ export async function submit(
   who: { apiKey: string; principal: string; kind: "account" | "usage" },
   data: string,
 ): Promise<WriteOutcome> {
-  let result: WriteResult;
+  let result: LandedWrite;
   try {
     result = await ctx.sender.write({ ...who, data });
     ctx.metrics.chainWrites.inc({ result: "ok" });

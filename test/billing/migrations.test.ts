@@ -3,7 +3,7 @@ import BetterSqlite3 from "better-sqlite3";
 import { join } from "node:path";
 import { MIGRATIONS, SimulatedProcessor, createBilling, migrate, readVersion } from "../../relayer/billing";
 import { openDatabase } from "../../relayer/billing/index";
-import { principalFor, tempDir } from "./harness";
+import { forwardRequest, principalFor, tempDir } from "./harness";
 
 describe("billing: schema migrations", function () {
   let tmp: ReturnType<typeof tempDir>;
@@ -37,7 +37,7 @@ describe("billing: schema migrations", function () {
     const path = join(tmp.dir, "billing.sqlite");
     const b1 = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
     b1.onAccountCreated("9");
-    b1.chargeWrite(principalFor("9"), "add_group", "0xabc");
+    b1.chargeWrite(principalFor("9"), "add_group", forwardRequest("0xabc"));
     const id = b1.ledgerId;
     b1.close();
     const b2 = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
