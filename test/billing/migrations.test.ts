@@ -51,6 +51,29 @@ describe("billing: schema migrations", function () {
     db.close();
   });
 
+  it("a ledger holding tx-hash write references (before per-request references) opens and keeps charging", function () {
+    const path = join(tmp.dir, "billing.sqlite");
+    const old = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
+    old.onAccountCreated("9");
+    old.close();
+    // The row an older build wrote for a write: reference `write:<transaction hash>`.
+    const legacyRef = "write:0x" + "ab".repeat(32);
+    const raw = new BetterSqlite3(path);
+    raw
+      .prepare(
+        `INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address, operation, created_at)
+         VALUES ('9', 'debit', 1, 49, ?, NULL, 'create_pkp', 0)`,
+      )
+      .run(legacyRef);
+    raw.prepare("UPDATE accounts SET balance_cents = 49 WHERE account_id = '9'").run();
+    raw.close();
+    const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
+    expect(b.chargeWrite(principalFor("9"), "create_pkp", forwardRequest("after upgrade")).applied).to.equal(true);
+    expect(b.audit("9")).to.deep.equal({ balance_cents: 48, ledger_sum_cents: 48 });
+    expect(b.history("9", 0, 10).items.map((i) => i.reference)).to.include(legacyRef);
+    b.close();
+  });
+
   it("a newer migration appended to the list is applied once, on the next open", function () {
     const db = openDatabase(join(tmp.dir, "billing.sqlite"));
     let runs = 0;
