@@ -56,7 +56,9 @@ export function parseFlags(argv: readonly string[]): AuditFlags {
     else if (a === "--to-block") flags.toBlock = block(value(i++, a), a);
     else if (a === "--settle-ms") flags.settleMs = block(value(i++, a), a);
     else if (a === "--gas-wallets") {
-      flags.gasWallets = value(i++, a).split(",").map((s) => s.trim());
+      flags.gasWallets = value(i++, a)
+        .split(",")
+        .map((s) => s.trim());
       const bad = flags.gasWallets.find((w) => !/^0x[0-9a-fA-F]{40}$/.test(w));
       if (bad !== undefined) throw new UsageError(`--gas-wallets: ${JSON.stringify(bad)} is not an address`);
     } else throw new UsageError(`unknown argument ${JSON.stringify(a)} (see docs/billing.md)`);

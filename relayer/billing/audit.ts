@@ -45,7 +45,13 @@ export function readWriteCharges(db: Database): LedgerWriteCharge[] {
       `SELECT id, account_id, reference, amount_cents, operation FROM ledger_entries
        WHERE kind = 'debit' AND reference LIKE 'write:%' ORDER BY id`,
     )
-    .all() as Array<{ id: number; account_id: string; reference: string; amount_cents: number; operation: string }>;
+    .all() as Array<{
+    id: number;
+    account_id: string;
+    reference: string;
+    amount_cents: number;
+    operation: string;
+  }>;
   return rows.map((r) => ({
     entryId: r.id,
     accountId: r.account_id,
@@ -120,11 +126,21 @@ export function compareWriteCharges(input: CompareInput): Difference[] {
         reason: "the forwarder executed no such request in the audited blocks",
       });
     } else if (!w.success) {
-      differences.push({ kind: "stray_charge", charge: c, reason: "the request reverted on chain", write: w });
+      differences.push({
+        kind: "stray_charge",
+        charge: c,
+        reason: "the request reverted on chain",
+        write: w,
+      });
     } else if (w.kind === "account_creation") {
       differences.push({ kind: "stray_charge", charge: c, reason: "account creation is free", write: w });
     } else if (!isBillable(w)) {
-      differences.push({ kind: "stray_charge", charge: c, reason: "not sent by a relayer gas wallet", write: w });
+      differences.push({
+        kind: "stray_charge",
+        charge: c,
+        reason: "not sent by a relayer gas wallet",
+        write: w,
+      });
     } else attach(w, c);
   }
 
@@ -213,7 +229,15 @@ export async function auditWriteCharges(o: AuditOptions): Promise<AuditReport> {
 
 /** The differences as a fixed-width table (one row each), for people. */
 export function formatDifferences(differences: readonly Difference[]): string {
-  const header = ["DIFFERENCE", "ACCOUNT", "SIGNER", "NONCE", "TRANSACTION #POSITION", "BLOCK", "LEDGER ENTRY"];
+  const header = [
+    "DIFFERENCE",
+    "ACCOUNT",
+    "SIGNER",
+    "NONCE",
+    "TRANSACTION #POSITION",
+    "BLOCK",
+    "LEDGER ENTRY",
+  ];
   const rows = differences.map((d) => {
     const w = d.write;
     const charges = d.kind === "charged_twice" ? d.charges : "charge" in d ? [d.charge] : [];

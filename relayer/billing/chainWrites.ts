@@ -95,7 +95,10 @@ function splitReceipt(txHash: string, r: RawReceipt, forwarder: string, registry
   const out: ChainWrite[] = [];
   let start = 0;
   r.logs.forEach((l, i) => {
-    if (l.address.toLowerCase() !== forwarder || l.topics[0]?.toLowerCase() !== EXECUTED_FORWARD_REQUEST_TOPIC)
+    if (
+      l.address.toLowerCase() !== forwarder ||
+      l.topics[0]?.toLowerCase() !== EXECUTED_FORWARD_REQUEST_TOPIC
+    )
       return;
     const own = r.logs.slice(start, i).filter((x) => x.address.toLowerCase() === registry);
     start = i + 1;

@@ -20,7 +20,9 @@ describe("billing: batched writes are each charged, and the audit agrees with th
 
   before(async () => {
     b = await startBilledStack();
-    gasWallets = Array.from({ length: b.s.relayerOptions.gasWallets ?? 4 }, (_, i) => b.s.enclave.gasAddress(i));
+    gasWallets = Array.from({ length: b.s.relayerOptions.gasWallets ?? 4 }, (_, i) =>
+      b.s.enclave.gasAddress(i),
+    );
   });
   after(async () => {
     await b?.close();
@@ -131,7 +133,9 @@ describe("billing: batched writes are each charged, and the audit agrees with th
   it("a deleted write charge is named as an uncharged write, and the CLI exits 1", async () => {
     const db = await ledgerCopy("deleted.sqlite");
     const victim = db
-      .prepare("SELECT id, account_id, reference FROM ledger_entries WHERE reference LIKE 'write:%' LIMIT 1 OFFSET 9")
+      .prepare(
+        "SELECT id, account_id, reference FROM ledger_entries WHERE reference LIKE 'write:%' LIMIT 1 OFFSET 9",
+      )
       .get() as { id: number; account_id: string; reference: string };
     db.prepare("DELETE FROM ledger_entries WHERE id = ?").run(victim.id);
     db.close();
@@ -170,7 +174,9 @@ describe("billing: batched writes are each charged, and the audit agrees with th
 
     const r = cli(path.join(b.dir, "stray.sqlite"));
     expect(r.status, r.stdout).to.equal(1);
-    expect(r.stdout).to.include("stray charge (the forwarder executed no such request in the audited blocks)");
+    expect(r.stdout).to.include(
+      "stray charge (the forwarder executed no such request in the audited blocks)",
+    );
     expect(r.stdout).to.include(stray);
   });
 });

@@ -68,7 +68,9 @@ describe("billing: schema migrations", function () {
     raw.prepare("UPDATE accounts SET balance_cents = 49 WHERE account_id = '9'").run();
     raw.close();
     const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
-    expect(b.chargeWrite(principalFor("9"), "create_pkp", forwardRequest("after upgrade")).applied).to.equal(true);
+    expect(b.chargeWrite(principalFor("9"), "create_pkp", forwardRequest("after upgrade")).applied).to.equal(
+      true,
+    );
     expect(b.audit("9")).to.deep.equal({ balance_cents: 48, ledger_sum_cents: 48 });
     expect(b.history("9", 0, 10).items.map((i) => i.reference)).to.include(legacyRef);
     b.close();
