@@ -48,7 +48,7 @@ export interface WriteOutcome extends LandedWrite {
 
 /**
  * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
- * (read-your-writes), then charge (only writes that landed are billed: REFERENCE.md gap 11).
+ * (read-your-writes), then charge: only writes that landed are billed, once per forward request.
  */
 export async function write(
   ctx: RelayerContext,

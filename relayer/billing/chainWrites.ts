@@ -50,6 +50,7 @@ interface RawReceipt {
 const ACCOUNT_CREATED = registryInterface.getEvent("AccountCreated")!.topicHash.toLowerCase();
 /** Blocks per eth_getLogs query: hosted RPC endpoints refuse wide ranges. */
 export const LOG_QUERY_BLOCKS = 5_000;
+const RECEIPTS_IN_FLIGHT = 8;
 
 export interface ReplayOptions {
   registry: string;
@@ -83,10 +84,17 @@ export async function replayForwardedWrites(rpc: RpcClient, o: ReplayOptions): P
     }
   }
   const out: ChainWrite[] = [];
-  for (const txHash of txs) {
-    const receipt = (await rpc.send("eth_getTransactionReceipt", [txHash])) as RawReceipt | null;
-    if (!receipt) throw new Error(`the node has no receipt for ${txHash}, whose logs it returned`);
-    out.push(...splitReceipt(txHash, receipt, forwarder, registry));
+  // A few receipts at a time: one by one is slow over a long history, all at once floods the node.
+  for (let i = 0; i < txs.length; i += RECEIPTS_IN_FLIGHT) {
+    const chunk = txs.slice(i, i + RECEIPTS_IN_FLIGHT);
+    const receipts = await Promise.all(
+      chunk.map((h) => rpc.send("eth_getTransactionReceipt", [h]) as Promise<RawReceipt | null>),
+    );
+    chunk.forEach((txHash, j) => {
+      const receipt = receipts[j];
+      if (!receipt) throw new Error(`the node has no receipt for ${txHash}, whose logs it returned`);
+      out.push(...splitReceipt(txHash, receipt, forwarder, registry));
+    });
   }
   return out;
 }
