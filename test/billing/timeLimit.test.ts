@@ -58,6 +58,16 @@ describe("billing: an execution's time limit (timeout_ms) and what a stopped run
     expect(r.body.charged_cents).to.equal(1);
   });
 
+  it("concurrent runs of one key are each charged once, under a reference of their own", async () => {
+    const before = await balanceOf(b, account.accountKey);
+    const runs = await Promise.all([1, 2, 3, 4].map(() => run({ timeout_ms: 1 })));
+    expect(runs.map((r) => r.body.charged_cents)).to.deep.equal([1, 1, 1, 1]);
+    expect(await balanceOf(b, account.accountKey)).to.equal(before - 4);
+    const refs = b.billing.history(account.accountId.toString(), 0, 4).items.map((i) => i.reference);
+    expect(new Set(refs).size).to.equal(4);
+    for (const ref of refs) expect(ref).to.match(/^exec:[0-9a-f-]{36}$/);
+  });
+
   for (const [what, value] of [
     ["0", 0],
     ["negative", -1],
