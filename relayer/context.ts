@@ -13,7 +13,7 @@ import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
 import type { PermissionCache } from "./permissions/permissionCache";
 import type { RegistryReader } from "./chain/registryReader";
-import { registryEvents, type Sender, type WriteResult } from "./chain/sender";
+import { registryEvents, type LandedWrite, type Sender } from "./chain/sender";
 import type { RelayerConfig } from "./config";
 import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
@@ -42,13 +42,13 @@ export interface RelayerContext {
   logger: Logger;
 }
 
-export interface WriteOutcome extends WriteResult {
+export interface WriteOutcome extends LandedWrite {
   events: LogDescription[];
 }
 
 /**
  * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
- * (read-your-writes), then charge (only writes that landed are billed: REFERENCE.md gap 11).
+ * (read-your-writes), then charge: only writes that landed are billed, once per forward request.
  */
 export async function write(
   ctx: RelayerContext,
@@ -62,7 +62,12 @@ export async function write(
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
   );
-  ctx.billing?.chargeWrite(auth.principal, operation, result.txHash);
+  // Per forward request, never per transaction: a batch carries many writes under one hash.
+  ctx.billing?.chargeWrite(auth.principal, operation, {
+    chainId: ctx.chainId,
+    forwarder: ctx.cfg.forwarderAddress,
+    ...result.forwardRequest,
+  });
   return result;
 }
 
@@ -72,7 +77,7 @@ export async function submit(
   who: { apiKey: string; principal: string; kind: "account" | "usage" },
   data: string,
 ): Promise<WriteOutcome> {
-  let result: WriteResult;
+  let result: LandedWrite;
   try {
     result = await ctx.sender.write({ ...who, data });
     ctx.metrics.chainWrites.inc({ result: "ok" });

@@ -400,7 +400,18 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       "/core/v1/svc_action": {
         post: op({
           summary: "Execute an action (SPEC 4.3 authorization)",
-          body: obj({ code: str("Inline JavaScript"), cid: str(), pkp_id: pkpId, js_params: {} }),
+          body: obj({
+            code: str("Inline JavaScript"),
+            cid: str(),
+            pkp_id: pkpId,
+            js_params: {},
+            timeout_ms: {
+              ...int(
+                "Time limit of this run in ms, at most the service's (30000 unless configured; a refusal names it in details.max); a run stopped at it is charged ceil(timeout_ms / 1000) seconds",
+              ),
+              minimum: 1,
+            },
+          }),
           ok: obj({
             response: {},
             logs: str(),

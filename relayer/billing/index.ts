@@ -17,9 +17,16 @@ import { migrate } from "./migrations";
 import { formatCents } from "./money";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
 import type { PaymentProcessor } from "./processor";
+import type { ForwardRequestId } from "./references";
 import { buildRouter } from "./router";
 
-export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor };
+export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor, ForwardRequestId };
+export {
+  writeChargeReference,
+  parseWriteReference,
+  executionChargeReference,
+  type ParsedWriteReference,
+} from "./references";
 export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest } from "./processor";
 export { ProcessorError } from "./processor";
 export { SimulatedProcessor } from "./simulatedProcessor";
@@ -36,10 +43,16 @@ export interface Billing {
   onAccountCreated(accountId: string): void;
   /** Throws ApiError 402 insufficient_credits (details: balance_cents, price_cents) or 403 spend_cap_reached. */
   assertCanAfford(p: Principal, operation: "write" | "execution"): void;
-  /** Charge a management write that landed (reference = tx hash; unique). Idempotent on the reference. */
-  chargeWrite(p: Principal, operation: string, reference: string): ChargeResult;
-  /** Charge an execution for the time it used (reference = request id; unique). Idempotent on the reference. */
-  chargeExecution(p: Principal, executionMs: number, reference: string): ChargeResult;
+  /**
+   * Charge a management write that landed: one forward request, named by what identifies it on chain
+   * (chain, forwarder, signer, forwarder nonce; see references.ts). Idempotent on that reference.
+   */
+  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): ChargeResult;
+  /**
+   * Charge an execution for the time it used, never more than `timeLimitMs` (the run's limit) if given.
+   * `requestId` is the HTTP request's own id (one run per request). Idempotent on it.
+   */
+  chargeExecution(p: Principal, executionMs: number, requestId: string, timeLimitMs?: number): ChargeResult;
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
   keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null };
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void;
@@ -49,7 +62,7 @@ export interface Billing {
 
   // Additions beyond the agreed interface.
   /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
-  executionPriceCents(executionMs: number): number;
+  executionPriceCents(executionMs: number, timeLimitMs?: number): number;
   balance(accountId: string): { balance_cents: number; balance_display: string };
   history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number };
   /** The invariant: the ledger's net sum equals the stored balance. */
@@ -158,13 +171,14 @@ export function createBilling(opts: CreateBillingOptions): Billing {
       }).immediate();
     },
     assertCanAfford: (p, operation) => metering.assertCanAfford(p, operation),
-    chargeWrite: (p, operation, reference) => metering.chargeWrite(p, operation, reference),
-    chargeExecution: (p, ms, reference) => metering.chargeExecution(p, ms, reference),
+    chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
+    chargeExecution: (p, ms, requestId, timeLimitMs) =>
+      metering.chargeExecution(p, ms, requestId, timeLimitMs),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),
     setKeySpendCap: (accountId, keyAddress, capCents) =>
       metering.setKeySpendCap(accountId, keyAddress, capCents),
     prices: () => ({ ...prices }),
-    executionPriceCents: (ms) => executionPriceCents(prices, ms),
+    executionPriceCents: (ms, timeLimitMs) => executionPriceCents(prices, ms, timeLimitMs),
     balance(accountId) {
       const cents = metering.balanceWithPending(accountId);
       return { balance_cents: cents, balance_display: formatCents(cents) };

@@ -2,6 +2,7 @@ import type { Database, Statement } from "better-sqlite3";
 import type { Logger } from "pino";
 import { ApiError } from "../errors";
 import type { Ledger } from "./ledger";
+import { executionChargeReference, writeChargeReference, type ForwardRequestId } from "./references";
 
 export interface Principal {
   accountId: string /* decimal */;
@@ -34,9 +35,16 @@ export interface ChargeResult {
   applied: boolean;
 }
 
-/** Cost of an execution that ran `executionMs`: every started second, at least one. */
-export function executionPriceCents(prices: Prices, executionMs: number): number {
-  const ms = Number.isFinite(executionMs) && executionMs > 0 ? executionMs : 0;
+/**
+ * Cost of an execution that ran `executionMs`: every started second, at least one. With the run's time
+ * limit, the billed time never exceeds it: a run stopped at its limit is measured a fraction of a
+ * millisecond past it (the timer fires, then the worker is stopped), and the caller chose (or was told)
+ * the limit, so that is what it pays for: ceil(limit / 1000) seconds, never one more.
+ */
+export function executionPriceCents(prices: Prices, executionMs: number, timeLimitMs?: number): number {
+  let ms = Number.isFinite(executionMs) && executionMs > 0 ? executionMs : 0;
+  if (timeLimitMs !== undefined && Number.isFinite(timeLimitMs) && timeLimitMs > 0)
+    ms = Math.min(ms, timeLimitMs);
   return Math.max(1, Math.ceil(ms / 1000)) * prices.execution_cents_per_second;
 }
 
@@ -137,15 +145,17 @@ export class Metering {
     }
   }
 
-  chargeWrite(p: Principal, operation: string, reference: string): ChargeResult {
-    return this.charge(p, this.prices.write_cents, "write:" + requireReference(reference), operation);
+  /** One forward request that landed: charged once per request, whatever transaction carried it. */
+  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): ChargeResult {
+    return this.charge(p, this.prices.write_cents, writeChargeReference(request), operation);
   }
 
-  chargeExecution(p: Principal, executionMs: number, reference: string): ChargeResult {
+  /** One run (`requestId`: the HTTP request's own id), for its time, capped at its time limit if given. */
+  chargeExecution(p: Principal, executionMs: number, requestId: string, timeLimitMs?: number): ChargeResult {
     return this.charge(
       p,
-      executionPriceCents(this.prices, executionMs),
-      "exec:" + requireReference(reference),
+      executionPriceCents(this.prices, executionMs, timeLimitMs),
+      executionChargeReference(requestId),
       "execution",
     );
   }
@@ -258,11 +268,4 @@ export class Metering {
 
 export function normalizeAddress(a: string): string {
   return a.toLowerCase();
-}
-
-function requireReference(reference: string): string {
-  if (typeof reference !== "string" || reference.length === 0 || reference.length > 200) {
-    throw new Error("a charge needs a non-empty reference of at most 200 characters");
-  }
-  return reference;
 }

@@ -8,7 +8,7 @@ export function formatCents(cents: number): string {
   return `${sign}$${dollars}.${String(abs % 100).padStart(2, "0")}`;
 }
 
-/** Credit packages (REFERENCE.md pricing): 1 credit = 1 cent, Starter equals the 500-cent minimum. */
+/** Credit packages: 1 credit = 1 cent, Starter equals the 500-cent minimum. */
 export const CREDIT_PACKAGES = Object.freeze([
   { id: "starter", name: "Starter", amount_cents: 500 },
   { id: "basic", name: "Basic", amount_cents: 1000 },

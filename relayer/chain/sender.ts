@@ -80,6 +80,15 @@ export interface WriteResult {
   gasUsed: bigint;
 }
 
+/**
+ * A write that landed, with the forward request that carried it: the signer and the forwarder nonce it
+ * consumed identify it on chain (the forwarder's ExecutedForwardRequest event), unlike the transaction
+ * hash, which every request of a batch shares. Billing charges per request with it.
+ */
+export interface LandedWrite extends WriteResult {
+  forwardRequest: { signer: string; nonce: bigint };
+}
+
 interface GasWallet {
   index: number;
   address: string;
@@ -229,7 +238,7 @@ export class Sender {
   }
 
   /** Simulates, signs, submits and waits for the receipt of one registry call. */
-  async write(req: WriteRequest): Promise<WriteResult> {
+  async write(req: WriteRequest): Promise<LandedWrite> {
     return this.principals.run(req.principal.toLowerCase(), async () => {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -251,7 +260,7 @@ export class Sender {
     });
   }
 
-  private async writeOnce(req: WriteRequest): Promise<WriteResult> {
+  private async writeOnce(req: WriteRequest): Promise<LandedWrite> {
     this.preparing++;
     let prepared: { signed: SignedForwardRequest; nonce: bigint };
     try {
@@ -274,7 +283,7 @@ export class Sender {
       this.preparing--;
       this.pump();
     });
-    return this.conclude(req, nonce, outcome);
+    return this.conclude(req, signed.from, nonce, outcome);
   }
 
   private async prepare(req: WriteRequest): Promise<{ signed: SignedForwardRequest; nonce: bigint }> {
@@ -296,11 +305,16 @@ export class Sender {
     return { signed, nonce };
   }
 
-  private async conclude(req: WriteRequest, nonce: bigint, outcome: Outcome): Promise<WriteResult> {
+  private async conclude(
+    req: WriteRequest,
+    signer: string,
+    nonce: bigint,
+    outcome: Outcome,
+  ): Promise<LandedWrite> {
     const key = req.principal.toLowerCase();
     if (outcome.kind === "ok") {
       this.forwarderNonces.set(key, nonce + 1n);
-      return outcome.result;
+      return { ...outcome.result, forwardRequest: { signer: signer.toLowerCase(), nonce } };
     }
     // Mined but not done: something changed between simulation and inclusion. Say what, if we can.
     let again: ApiError | null = null;

@@ -9,7 +9,7 @@
  */
 import { Router } from "express";
 import { computeCid, isEnclaveError } from "../../enclave";
-import { ExecutorBusyError, ExecutorClosedError } from "../../enclave";
+import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { canExecute } from "../authorize";
 import { cidHash } from "../permissions/projection";
@@ -156,6 +156,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
         pkpId = isPkpAddress(pkpRaw) ? resolveAddress(ctx, auth, pkpRaw) : parsePkpId(pkpRaw, "pkp_id");
       }
       const jsParams = b.raw("js_params");
+      const operatorTimeLimitMs = ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
+      const timeoutMs = readTimeoutMs(b.raw("timeout_ms"), operatorTimeLimitMs);
       b.done();
       if (
         jsParams !== undefined &&
@@ -211,7 +213,10 @@ export function actionRoutes(ctx: RelayerContext): Router {
                 },
           fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
           // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
-          limits: inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : undefined,
+          limits: {
+            ...(inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : {}),
+            ...(timeoutMs !== undefined ? { wallTimeMs: timeoutMs } : {}),
+          },
         });
       } catch (err) {
         if (err instanceof ExecutorBusyError) {
@@ -226,9 +231,15 @@ export function actionRoutes(ctx: RelayerContext): Router {
         release();
       }
       ctx.metrics.executions.inc({ has_error: String(result.has_error) });
+      // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
+      // measured a hair over it).
       const charged = ctx.billing
-        ? ctx.billing.chargeExecution(auth.principal, result.execution_ms, res.locals.requestId as string)
-            .charged_cents
+        ? ctx.billing.chargeExecution(
+            auth.principal,
+            result.execution_ms,
+            res.locals.requestId as string,
+            timeoutMs ?? operatorTimeLimitMs,
+          ).charged_cents
         : 0;
       return {
         body: {
@@ -245,6 +256,23 @@ export function actionRoutes(ctx: RelayerContext): Router {
   );
 
   return r;
+}
+
+/**
+ * `timeout_ms`: a caller may ask for a shorter time limit than the operator's (a runaway run then
+ * costs at most ceil(timeout_ms / 1000) seconds). Absent or null: the operator's limit.
+ */
+function readTimeoutMs(v: unknown, operatorLimitMs: number): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > operatorLimitMs) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      `\`timeout_ms\` must be an integer number of milliseconds from 1 to ${operatorLimitMs} (this service's limit).`,
+      { details: { field: "timeout_ms", min: 1, max: operatorLimitMs } },
+    );
+  }
+  return v;
 }
 
 /**

@@ -4,13 +4,14 @@
  * the account; X-Test-Usage-Key makes it a usage key, which billing must refuse).
  */
 import express from "express";
+import { createHash } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ApiError } from "../../relayer/errors";
-import { type Billing, type Principal } from "../../relayer/billing";
+import { type Billing, type ForwardRequestId, type Principal } from "../../relayer/billing";
 
 export function tempDir(prefix = "sigil-billing-"): { dir: string; cleanup(): void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -91,4 +92,13 @@ export async function httpCall(
     /* not JSON: keep the text */
   }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/**
+ * A forward request to charge a write for, named by a label (same label, same request): the chain,
+ * forwarder and signer are fixed, the nonce is derived from the label.
+ */
+export function forwardRequest(label: string, signer = "0x" + "5".repeat(40)): ForwardRequestId {
+  const nonce = BigInt("0x" + createHash("sha256").update(label).digest("hex").slice(0, 12));
+  return { chainId: 31337, forwarder: "0x" + "f".repeat(40), signer, nonce };
 }

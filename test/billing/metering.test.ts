@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { join } from "node:path";
 import { type Billing, SimulatedProcessor, createBilling } from "../../relayer/billing";
 import { ApiError } from "../../relayer/errors";
-import { type TestServer, principalFor, serve, tempDir } from "./harness";
+import { type TestServer, forwardRequest, principalFor, serve, tempDir } from "./harness";
 
 function thrown(fn: () => void): ApiError {
   try {
@@ -68,13 +68,13 @@ for (const chargeFlushMs of [50, 0])
       await open();
       await topUp(A, 1000);
       const steps: Array<[string, () => unknown, number]> = [
-        ["write", () => billing.chargeWrite(usage1, "add_group", "0xtx1"), 1],
+        ["write", () => billing.chargeWrite(usage1, "add_group", forwardRequest("0xtx1")), 1],
         ["execution 0 ms", () => billing.chargeExecution(usage1, 0, "req-1"), 1],
         ["execution 999 ms", () => billing.chargeExecution(usage1, 999, "req-2"), 1],
         ["execution 1000 ms", () => billing.chargeExecution(usage1, 1000, "req-3"), 1],
         ["execution 1001 ms", () => billing.chargeExecution(usage2, 1001, "req-4"), 2],
         ["execution 29 500 ms", () => billing.chargeExecution(owner, 29_500, "req-5"), 30],
-        ["write", () => billing.chargeWrite(owner, "add_pkp_to_group", "0xtx2"), 1],
+        ["write", () => billing.chargeWrite(owner, "add_pkp_to_group", forwardRequest("0xtx2")), 1],
       ];
       let expected = 1000;
       for (const [what, step, price] of steps) {
@@ -102,7 +102,7 @@ for (const chargeFlushMs of [50, 0])
     it("configured prices replace the defaults", async function () {
       await open({ prices: { write_cents: 3, execution_cents_per_second: 2 } });
       await topUp(A, 500);
-      billing.chargeWrite(owner, "add_group", "0xa");
+      billing.chargeWrite(owner, "add_group", forwardRequest("0xa"));
       billing.chargeExecution(owner, 1500, "r1");
       expect(billing.balance(A).balance_cents).to.equal(500 - 3 - 4);
       expect(billing.executionPriceCents(2001)).to.equal(6);
@@ -135,15 +135,43 @@ for (const chargeFlushMs of [50, 0])
       expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(0);
     });
 
-    it("chargeWrite is idempotent on its reference (a retried tx hash is charged once)", async function () {
+    it("chargeWrite is idempotent on its forward request (a retried request is charged once)", async function () {
       await open();
       await topUp(A, 500);
-      const first = billing.chargeWrite(usage1, "add_group", "0xsame");
-      const second = billing.chargeWrite(usage1, "add_group", "0xsame");
+      const first = billing.chargeWrite(usage1, "add_group", forwardRequest("0xsame"));
+      const second = billing.chargeWrite(usage1, "add_group", forwardRequest("0xsame"));
       expect(first).to.deep.equal({ charged_cents: 1, applied: true });
       expect(second).to.deep.equal({ charged_cents: 0, applied: false });
       expect(billing.balance(A).balance_cents).to.equal(499);
       expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(1);
+    });
+
+    it("writes that shared a transaction are each charged: the reference is the forward request, not the hash", async function () {
+      await open();
+      await topUp(A, 500);
+      // Same chain, forwarder and signer; consecutive forwarder nonces (two requests of one batch).
+      const first = forwardRequest("batch", usage1.keyAddress);
+      const second = { ...first, nonce: first.nonce + 1n };
+      const other = forwardRequest("batch", usage2.keyAddress); // same nonce, another signer
+      expect(billing.chargeWrite(usage1, "add_group", first).applied).to.equal(true);
+      expect(billing.chargeWrite(usage1, "add_group", second).applied).to.equal(true);
+      expect(billing.chargeWrite(usage2, "add_group", other).applied).to.equal(true);
+      expect(billing.balance(A).balance_cents).to.equal(497);
+      expect(billing.history(A, 0, 3).items.map((i) => i.reference)).to.deep.equal([
+        `write:31337:0x${"f".repeat(40)}:${usage2.keyAddress}:${other.nonce}`,
+        `write:31337:0x${"f".repeat(40)}:${usage1.keyAddress}:${second.nonce}`,
+        `write:31337:0x${"f".repeat(40)}:${usage1.keyAddress}:${first.nonce}`,
+      ]);
+    });
+
+    it("a run stopped at its time limit is charged ceil(limit / 1000) seconds, never the overrun", async function () {
+      await open();
+      await topUp(A, 500);
+      expect(billing.chargeExecution(usage1, 30_000.4, "killed-at-30s", 30_000).charged_cents).to.equal(30);
+      expect(billing.chargeExecution(usage1, 1_500.7, "killed-at-1.5s", 1_500).charged_cents).to.equal(2);
+      // Under its limit, a run pays for the time it used.
+      expect(billing.chargeExecution(usage1, 2_100, "short", 30_000).charged_cents).to.equal(3);
+      expect(billing.balance(A).balance_cents).to.equal(500 - 30 - 2 - 3);
     });
 
     it("chargeExecution is idempotent on its reference", async function () {
@@ -171,8 +199,8 @@ for (const chargeFlushMs of [50, 0])
       await open();
       await topUp(A, 500);
       billing.chargeExecution(usage1, 3000, "a");
-      billing.chargeWrite(usage2, "add_group", "b");
-      billing.chargeWrite(owner, "add_group", "c");
+      billing.chargeWrite(usage2, "add_group", forwardRequest("b"));
+      billing.chargeWrite(owner, "add_group", forwardRequest("c"));
       expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 3, cap_cents: null });
       expect(billing.keySpend(usage2.keyAddress.toUpperCase().replace("0X", "0x"))).to.deep.equal({
         spent_cents: 1,
@@ -221,7 +249,7 @@ for (const chargeFlushMs of [50, 0])
       // The address was removed from A and registered under B (path B takes any unused address).
       const underB = { ...usage1, accountId: B };
       billing.assertCanAfford(underB, "write");
-      billing.chargeWrite(underB, "add_group", "0xb1");
+      billing.chargeWrite(underB, "add_group", forwardRequest("0xb1"));
       billing.flushCharges();
       expect(billing.keySpend(usage1.keyAddress)).to.deep.equal({ spent_cents: 1, cap_cents: null });
       billing.setKeySpendCap(B, usage1.keyAddress, 5);
@@ -278,7 +306,7 @@ for (const chargeFlushMs of [50, 0])
       await open();
       await topUp(A, 500);
       billing.chargeExecution(usage1, 499_000, "big"); // 499 cents, 1 left
-      billing.chargeWrite(usage1, "add_group", "0x1"); // 0 left
+      billing.chargeWrite(usage1, "add_group", forwardRequest("0x1")); // 0 left
       expect(thrown(() => billing.assertCanAfford(usage1, "write")).details).to.deep.equal({
         balance_cents: 0,
         price_cents: 1,
@@ -293,7 +321,7 @@ for (const chargeFlushMs of [50, 0])
       expect(() => billing.chargeExecution(usage1, 1e300, "absurd")).to.throw(
         "a charge must be a safe integer number of cents",
       );
-      billing.chargeWrite(usage2, "add_group", "0xafter");
+      billing.chargeWrite(usage2, "add_group", forwardRequest("0xafter"));
       expect(billing.audit(A)).to.deep.equal({ balance_cents: 499, ledger_sum_cents: 499 });
       expect(billing.keySpend(usage1.keyAddress).spent_cents).to.equal(0);
     });
@@ -302,7 +330,7 @@ for (const chargeFlushMs of [50, 0])
       await open();
       await topUp(A, 500);
       billing.chargeExecution(usage1, 1500, "r1");
-      billing.chargeWrite(usage1, "add_group", "0x2");
+      billing.chargeWrite(usage1, "add_group", forwardRequest("0x2"));
       await srv.close();
       billing.close();
       await open();
@@ -328,7 +356,7 @@ for (const chargeFlushMs of [50, 0])
           for (const o of ops) {
             const ref = `p${run}-${o.ref}`;
             if (o.kind === "write") {
-              billing.chargeWrite(o.key, "w", ref);
+              billing.chargeWrite(o.key, "w", forwardRequest(ref));
               if (!charged.has("write:" + ref)) charged.set("write:" + ref, 1);
             } else {
               billing.chargeExecution(o.key, o.ms, ref);

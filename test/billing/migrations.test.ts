@@ -3,7 +3,7 @@ import BetterSqlite3 from "better-sqlite3";
 import { join } from "node:path";
 import { MIGRATIONS, SimulatedProcessor, createBilling, migrate, readVersion } from "../../relayer/billing";
 import { openDatabase } from "../../relayer/billing/index";
-import { principalFor, tempDir } from "./harness";
+import { forwardRequest, principalFor, tempDir } from "./harness";
 
 describe("billing: schema migrations", function () {
   let tmp: ReturnType<typeof tempDir>;
@@ -37,7 +37,7 @@ describe("billing: schema migrations", function () {
     const path = join(tmp.dir, "billing.sqlite");
     const b1 = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
     b1.onAccountCreated("9");
-    b1.chargeWrite(principalFor("9"), "add_group", "0xabc");
+    b1.chargeWrite(principalFor("9"), "add_group", forwardRequest("0xabc"));
     const id = b1.ledgerId;
     b1.close();
     const b2 = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
@@ -49,6 +49,31 @@ describe("billing: schema migrations", function () {
     expect((db.prepare("SELECT COUNT(*) AS n FROM schema_version").get() as { n: number }).n).to.equal(1);
     expect((db.prepare("SELECT COUNT(*) AS n FROM ledger_meta").get() as { n: number }).n).to.equal(1);
     db.close();
+  });
+
+  it("a ledger holding tx-hash write references (before per-request references) opens and keeps charging", function () {
+    const path = join(tmp.dir, "billing.sqlite");
+    const old = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
+    old.onAccountCreated("9");
+    old.close();
+    // The row an older build wrote for a write: reference `write:<transaction hash>`.
+    const legacyRef = "write:0x" + "ab".repeat(32);
+    const raw = new BetterSqlite3(path);
+    raw
+      .prepare(
+        `INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address, operation, created_at)
+         VALUES ('9', 'debit', 1, 49, ?, NULL, 'create_pkp', 0)`,
+      )
+      .run(legacyRef);
+    raw.prepare("UPDATE accounts SET balance_cents = 49 WHERE account_id = '9'").run();
+    raw.close();
+    const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
+    expect(b.chargeWrite(principalFor("9"), "create_pkp", forwardRequest("after upgrade")).applied).to.equal(
+      true,
+    );
+    expect(b.audit("9")).to.deep.equal({ balance_cents: 48, ledger_sum_cents: 48 });
+    expect(b.history("9", 0, 10).items.map((i) => i.reference)).to.include(legacyRef);
+    b.close();
   });
 
   it("a newer migration appended to the list is applied once, on the next open", function () {
