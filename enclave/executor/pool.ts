@@ -8,13 +8,13 @@
  * logs so far, and the pool keeps serving.
  */
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
-import path from "node:path";
 import type { KeyCapabilities } from "../capabilities";
+import { cryptoThread } from "./crypto-thread";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
+import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 
-export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
-export const SIGNER_SCRIPT = path.join(__dirname, "worker", "signer-thread.js");
+export { SIGNER_SCRIPT, WORKER_SCRIPT };
 
 const MB = 1024 * 1024;
 /** How often the watchdog samples memory while runs are in progress. */
@@ -566,7 +566,8 @@ export class WorkerPool {
       return;
     }
     run.keyOps++;
-    void serveKeyOp(this.keys, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+    const served = { keys: this.keys, crypto: cryptoThread(), limits: run.job.limits };
+    void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
   }
 
   private finishRun(
