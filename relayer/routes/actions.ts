@@ -12,6 +12,7 @@ import { computeCid, isEnclaveError } from "../../enclave";
 import { ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { canExecute } from "../authorize";
+import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -247,26 +248,9 @@ export function actionRoutes(ctx: RelayerContext): Router {
   return r;
 }
 
-/**
- * PKP address → id, learnt as addresses are computed (public data: both are shown by GET /pkps). It
- * spares address references a scan over every PKP of the account. A hit is only used if the account
- * still lists that PKP and this enclave still gives it that address; otherwise the scan decides.
- */
-const pkpByAddress = new Map<string, string>();
-
+/** The account's PKP with this address, through the address index (no scan of the account's PKPs). */
 function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], address: string): string | null {
-  const want = address.toLowerCase();
-  const known = pkpByAddress.get(want);
-  // Re-derived (a cache hit in the enclave) so that a stale or foreign entry can never resolve.
-  if (known !== undefined && account.pkps.has(known) && ctx.enclave.pkpAddress(known).toLowerCase() === want)
-    return known;
-  for (const id of account.pkps.keys()) {
-    const a = ctx.enclave.pkpAddress(id).toLowerCase();
-    if (pkpByAddress.size >= 100_000) pkpByAddress.clear();
-    pkpByAddress.set(a, id);
-    if (a === want) return id;
-  }
-  return null;
+  return pkpAddressIndexOf(ctx.enclave).lookup(account.pkps, address);
 }
 
 function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
