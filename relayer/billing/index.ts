@@ -24,7 +24,7 @@ export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest
 export { ProcessorError } from "./processor";
 export { SimulatedProcessor } from "./simulatedProcessor";
 export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor";
-export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents } from "./metering";
+export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents, pinPriceCents } from "./metering";
 export { CREDIT_PACKAGES, formatCents } from "./money";
 export { CRASH_POINT_ENV } from "./payments";
 export { MIGRATIONS, migrate, readVersion } from "./migrations";
@@ -43,11 +43,20 @@ export interface Billing {
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
   keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null };
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void;
-  prices(): { write_cents: number; execution_cents_per_second: number; minimum_payment_cents: number };
+  prices(): {
+    write_cents: number;
+    execution_cents_per_second: number;
+    minimum_payment_cents: number;
+    pin_cents_per_100kb: number;
+  };
   reconcile(): Promise<void>;
   close(): void;
 
   // Additions beyond the agreed interface.
+  /** Before storing a pin of `bytes`: 402 insufficient_credits or 403 spend_cap_reached, like assertCanAfford. */
+  assertCanAffordPin(p: Principal, bytes: number): void;
+  /** Charge a pin of `bytes` (reference = account and CID; unique). Idempotent on the reference. */
+  chargePin(p: Principal, bytes: number, reference: string): ChargeResult;
   /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
   executionPriceCents(executionMs: number): number;
   balance(accountId: string): { balance_cents: number; balance_display: string };
@@ -160,6 +169,8 @@ export function createBilling(opts: CreateBillingOptions): Billing {
     assertCanAfford: (p, operation) => metering.assertCanAfford(p, operation),
     chargeWrite: (p, operation, reference) => metering.chargeWrite(p, operation, reference),
     chargeExecution: (p, ms, reference) => metering.chargeExecution(p, ms, reference),
+    assertCanAffordPin: (p, bytes) => metering.assertCanAffordPin(p, bytes),
+    chargePin: (p, bytes, reference) => metering.chargePin(p, bytes, reference),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),
     setKeySpendCap: (accountId, keyAddress, capCents) =>
       metering.setKeySpendCap(accountId, keyAddress, capCents),
