@@ -115,8 +115,8 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   not_authorized_to_pin: {
     status: 403,
-    why: "Pinning code (POST /actions, or a CID the relayer would fetch from IPFS and store) needs the account key or a usage key that may manage actions or execute in some group.",
-    fix: "Pin with the account key, or give this key a manage-actions or execute scope.",
+    why: "Pinning code (POST /actions, or a CID fetched from IPFS and stored) needs the account key or a usage key with a manage-actions or execute scope.",
+    fix: "Pin with the account key, or give the key such a scope.",
   },
   // 404: no such thing
   route_not_found: {
@@ -229,8 +229,8 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   pin_quota_exceeded: {
     status: 413,
-    why: "The account's pinned code would exceed its quota (10 MiB by default); nothing was stored. `details` has `bytes`, `used_bytes` and `quota_bytes`.",
-    fix: "Reuse pinned actions (a CID already pinned by the account costs nothing), or ask the operator for a larger quota.",
+    why: "The account's pinned code would pass its quota (10 MiB by default); nothing was stored. `details`: bytes, used_bytes, quota_bytes.",
+    fix: "Reuse pinned CIDs (free), or ask the operator for more.",
   },
   js_params_too_large: {
     status: 413,
