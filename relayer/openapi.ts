@@ -374,7 +374,8 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/actions": {
         post: op({
-          summary: "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
+          summary:
+            "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
           status: 201,
           body: obj({ code: str() }, ["code"]),
           ok: obj({

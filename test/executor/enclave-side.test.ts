@@ -80,7 +80,10 @@ describe("executor: enclave side of key operations", function () {
       });
       expect(answer).to.deep.equal({
         ok: false,
-        error: { code: "key_op_too_large", message: "getAddress: pkpId is 202 bytes; the limit is 128 (fixed)" },
+        error: {
+          code: "key_op_too_large",
+          message: "getAddress: pkpId is 202 bytes; the limit is 128 (fixed)",
+        },
       });
       expect(calls).to.deep.equal([]);
     });

@@ -11,7 +11,15 @@ import { cryptoThread } from "../../enclave/executor/crypto-thread";
 import { serveKeyOp } from "../../enclave/executor/key-ops";
 import { keyOpArgsProblem } from "../../enclave/executor/worker/arg-limits";
 import type { KeyCapabilities } from "../../enclave/capabilities";
-import { expectHealthy, makeAuthorizer, makeKeys, makeRunner, pkpIds, TEST_CID, type Runner } from "./helpers";
+import {
+  expectHealthy,
+  makeAuthorizer,
+  makeKeys,
+  makeRunner,
+  pkpIds,
+  TEST_CID,
+  type Runner,
+} from "./helpers";
 
 const MAX = DEFAULT_LIMITS.maxKeyOpPayloadBytes;
 
@@ -51,9 +59,12 @@ describe("executor: key-operation argument limits", function () {
   });
 
   it("uncaught, it is the run's error code", async function () {
-    const r = await run(`await Actions.signMessage({ pkpId: params.pkpId, message: new Uint8Array(${MAX + 1}) });`, {
-      jsParams: { pkpId: allowed },
-    });
+    const r = await run(
+      `await Actions.signMessage({ pkpId: params.pkpId, message: new Uint8Array(${MAX + 1}) });`,
+      {
+        jsParams: { pkpId: allowed },
+      },
+    );
     expect(r.error?.code).to.equal("key_op_too_large");
   });
 
@@ -131,7 +142,12 @@ describe("executor: heavy key operations off the main thread", function () {
 
   const typed = {
     domain: { name: "Shop", version: "1", chainId: 8453 },
-    types: { Order: [{ name: "to", type: "address" }, { name: "amount", type: "uint256" }] },
+    types: {
+      Order: [
+        { name: "to", type: "address" },
+        { name: "amount", type: "uint256" },
+      ],
+    },
     value: { to: "0x" + "11".repeat(20), amount: "1000" },
   };
 

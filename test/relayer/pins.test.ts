@@ -245,7 +245,11 @@ describe("relayer: pin quotas and pin billing", function () {
       await pin(a.key, codeOf(QUOTA, "full"));
       const { cid } = await onIpfsOnly(600, "never runs");
       await s.api("POST", "/core/v1/groups", { key: a.key, body: { name: "g", actions: [cid] } });
-      expectError(await s.api("POST", "/core/v1/svc_action", { key: a.key, body: { cid } }), 413, "pin_quota_exceeded");
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", { key: a.key, body: { cid } }),
+        413,
+        "pin_quota_exceeded",
+      );
       expect(stored(cid)).to.equal(false);
     });
   });

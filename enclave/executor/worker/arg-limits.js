@@ -60,7 +60,8 @@ function jsonSizeWithin(value, max) {
   while (stack.length > 0) {
     const v = stack.pop();
     if (typeof v === "string") size += v.length > max ? Infinity : jsonStringBytes(v);
-    else if (typeof v === "number") size += String(v).length + 1; // NaN/Infinity become null (4)
+    else if (typeof v === "number")
+      size += String(v).length + 1; // NaN/Infinity become null (4)
     else if (typeof v === "bigint" || typeof v === "boolean") size += String(v).length + 2;
     else if (v === null || v === undefined) size += 4;
     else if (v instanceof Uint8Array) size += v.byteLength * 2 + 4;
