@@ -14,6 +14,7 @@
  */
 import type { KeyCapabilities } from "../capabilities";
 import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
+import type { InFlightLimit } from "./in-flight-limit";
 import type { ExecutorLimits } from "./limits";
 import { keyOpArgsProblem } from "./worker/arg-limits";
 
@@ -65,6 +66,8 @@ export interface KeyOpServer {
   keys: KeyCapabilities;
   crypto: CryptoThreadClient | null;
   limits: Pick<ExecutorLimits, "maxKeyOpPayloadBytes" | "maxTypedDataBytes">;
+  /** The run's share of the crypto thread (in-flight-limit.ts); absent: no limit. */
+  cryptoSlots?: InFlightLimit;
 }
 
 type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
@@ -81,8 +84,11 @@ async function offMain(
   req: CryptoRequest,
   inMain: () => unknown,
 ): Promise<unknown> {
-  if (server.crypto === null) return inMain();
-  const answer: CryptoAnswer | null = await server.crypto.request(req, deriveKey());
+  const crypto = server.crypto;
+  if (crypto === null) return inMain();
+  // The key is derived only once this run's turn has come (see InFlightLimit).
+  const ask = () => crypto.request(req, deriveKey());
+  const answer: CryptoAnswer | null = await (server.cryptoSlots ? server.cryptoSlots.run(ask) : ask());
   if (answer === null) return inMain();
   if (answer.failed !== undefined)
     throw { code: "decryption_failed", shortMessage: "Decryption failed.", details: answer.failed };

@@ -7,7 +7,8 @@ import { expect } from "chai";
 import fc from "fast-check";
 import { ethers } from "ethers";
 import { ActionExecutor, DEFAULT_LIMITS } from "../../enclave/executor";
-import { cryptoThread } from "../../enclave/executor/crypto-thread";
+import { cryptoThread, type CryptoThreadClient } from "../../enclave/executor/crypto-thread";
+import { InFlightLimit } from "../../enclave/executor/in-flight-limit";
 import { serveKeyOp } from "../../enclave/executor/key-ops";
 import { keyOpArgsProblem } from "../../enclave/executor/worker/arg-limits";
 import type { KeyCapabilities } from "../../enclave/capabilities";
@@ -216,6 +217,59 @@ describe("executor: heavy key operations off the main thread", function () {
       message: "m",
     });
     expect(answer).to.deep.equal({ ok: true, value: enclave.pkpSignMessage(allowed, "m") });
+  });
+
+  describe("one run's share of the crypto thread", function () {
+    /** A stand-in for the thread that records how many requests it holds at once. */
+    function slowThread() {
+      const seen = { inFlight: 0, peak: 0, sent: 0 };
+      const client = {
+        request: async (_req: unknown, key: Uint8Array) => {
+          key.fill(0);
+          seen.sent++;
+          seen.inFlight++;
+          seen.peak = Math.max(seen.peak, seen.inFlight);
+          await new Promise((r) => setTimeout(r, 5));
+          seen.inFlight--;
+          return { value: "sealed" };
+        },
+      } as unknown as CryptoThreadClient;
+      return { client, seen };
+    }
+
+    it("at most two requests of one run are in the thread at once; the rest wait their turn", async function () {
+      const { client, seen } = slowThread();
+      const { authorizePkp } = makeAuthorizer(enclave, [allowed]);
+      const server = {
+        keys: enclave,
+        crypto: client,
+        limits: DEFAULT_LIMITS,
+        cryptoSlots: new InFlightLimit(2),
+      };
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          serveKeyOp(server, TEST_CID, authorizePkp, "pkpEncrypt", { pkpId: allowed, plaintext: "p" }),
+        ),
+      );
+      expect(answers.every((a) => a.ok && a.value === "sealed")).to.equal(true);
+      expect(seen.peak).to.equal(2);
+      expect(seen.sent).to.equal(10);
+    });
+
+    it("when the run ends, its waiting requests are dropped: never sent, no key derived", async function () {
+      const { client, seen } = slowThread();
+      const { authorizePkp } = makeAuthorizer(enclave, [allowed]);
+      const slots = new InFlightLimit(2);
+      const server = { keys: enclave, crypto: client, limits: DEFAULT_LIMITS, cryptoSlots: slots };
+      const pending = Array.from({ length: 6 }, () =>
+        serveKeyOp(server, TEST_CID, authorizePkp, "pkpEncrypt", { pkpId: allowed, plaintext: "p" }),
+      );
+      await new Promise((r) => setTimeout(r, 1));
+      slots.close();
+      const answers = await Promise.all(pending);
+      expect(seen.sent).to.equal(2);
+      expect(answers.filter((a) => a.ok)).to.have.length(2);
+    });
   });
 
   it("the crypto thread zeroes the caller's key copy at once", async function () {
