@@ -133,7 +133,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
             "code_too_large",
             `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`,
           );
-        await pin(auth, bytes);
+        // Refusals (permission, quota, credits) are the caller's answer. A store that cannot write is
+        // not: the verified code is still served, unstored and uncounted (pin() released it), as before
+        // pins were counted.
+        await pin(auth, bytes).catch((err: unknown) => {
+          if (err instanceof ApiError) throw err;
+          ctx.logger.warn({ cid, err: String(err) }, "could not store code fetched from the gateways");
+        });
       }
     }
     if (!bytes)
