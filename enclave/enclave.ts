@@ -289,6 +289,10 @@ export class Enclave implements KeyCapabilities {
     return deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
   }
 
+  pkpAesKeyForOp(pkpId: string): Uint8Array {
+    return deriveAesKey(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+  }
+
   // ---- Action identity (KeyCapabilities) -------------------------------------------------------
 
   actionPrivateKey(cid: string): string {

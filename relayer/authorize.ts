@@ -103,3 +103,16 @@ export function canExecute(
     (g) => g.actions.has(cidHash) && (pkpId === undefined || g.pkps.has(pkpId)),
   );
 }
+
+/**
+ * Who may pin code (POST /actions, or have the relayer fetch a CID from IPFS and store it): the account
+ * key, in any mode (pins are off chain and billed to the account), or a usage key that can use stored
+ * code, i.e. one that may manage the actions of some group or execute in some group. A key with
+ * neither scope has no use for stored code, and must not be able to fill the account's pin quota and
+ * spend its credits (docs/actions.md, "Pinning: quota and price").
+ */
+export function canPin(auth: Pick<AuthContext, "principal" | "key">): boolean {
+  if (auth.principal.kind === "account") return true;
+  const s = auth.key?.scopes;
+  return s !== undefined && (s.manageIpfsIdsInGroups.length > 0 || s.executeInGroups.length > 0);
+}

@@ -62,6 +62,11 @@ export interface RelayerOptions {
   sendConcurrency?: number;
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
+  /**
+   * Bytes of pinned code per account (POST /actions and code fetched from IPFS for it), default
+   * 10 MiB; 0 refuses every pin (docs/actions.md, "Pinning: quota and price").
+   */
+  pinQuotaBytes?: number;
 }
 
 export interface RelayerConfig {
@@ -99,8 +104,12 @@ export interface RelayerConfig {
     maxDescriptionLength: number;
     /** Entries in one scope array, and members added or removed in one call. */
     maxArrayEntries: number;
+    /** Pinned bytes per account. */
+    pinQuotaBytes: number;
   };
 }
+
+export const DEFAULT_PIN_QUOTA_BYTES = 10 * 1024 * 1024;
 
 export const DEFAULT_RATE_LIMITS: Required<RateLimitOptions> = {
   perKeyPerMinute: 60,
@@ -142,6 +151,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
       maxNameLength: 256,
       maxDescriptionLength: 1024,
       maxArrayEntries: 64,
+      pinQuotaBytes: opts.pinQuotaBytes ?? DEFAULT_PIN_QUOTA_BYTES,
     },
   };
 }

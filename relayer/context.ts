@@ -19,6 +19,7 @@ import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
 import type { RelayerMetrics } from "./metrics";
 import type { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import type { PinLedger } from "./pins";
 import type { ProfileStore } from "./store";
 import { clientIp } from "./http/context";
 
@@ -35,6 +36,7 @@ export interface RelayerContext {
   billing: Billing | null;
   idempotency: IdempotencyStore;
   profiles: ProfileStore;
+  pins: PinLedger;
   auth: Authenticator;
   newAccountLimit: TokenBuckets;
   executionCap: ConcurrencyCap;

@@ -113,6 +113,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "No group that this key may execute in lists both this CID and this PKP (SPEC 4.3); the message names both.",
     fix: "Add the CID and the PKP to a group, and grant the key execute on that group.",
   },
+  not_authorized_to_pin: {
+    status: 403,
+    why: "Pinning code (POST /actions, or a CID fetched from IPFS and stored) needs the account key or a usage key with a manage-actions or execute scope.",
+    fix: "Pin with the account key, or give the key such a scope.",
+  },
   // 404: no such thing
   route_not_found: {
     status: 404,
@@ -221,6 +226,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 413,
     why: "Inline `code` exceeds 256 KB (or code from IPFS exceeds 512 KB).",
     fix: "Make the action smaller.",
+  },
+  pin_quota_exceeded: {
+    status: 413,
+    why: "The account's pinned code would pass its quota (10 MiB by default); nothing was stored. `details`: bytes, used_bytes, quota_bytes.",
+    fix: "Reuse pinned CIDs (free), or ask the operator for more.",
   },
   js_params_too_large: {
     status: 413,

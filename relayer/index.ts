@@ -22,6 +22,7 @@ import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import { PinLedger } from "./pins";
 import { openRelayerDb, ProfileStore } from "./store";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
@@ -119,6 +120,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     billing: opts.billing ?? null,
     idempotency: new IdempotencyStore(db),
     profiles: new ProfileStore(db),
+    pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(enclave, cache, {
       perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
       perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),

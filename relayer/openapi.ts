@@ -374,11 +374,25 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/actions": {
         post: op({
-          summary: "Pin code in the content store",
+          summary:
+            "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
           status: 201,
           body: obj({ code: str() }, ["code"]),
-          ok: obj({ cid: str() }),
-          errors: ["invalid_request", "code_too_large"],
+          ok: obj({
+            cid: str(),
+            bytes: int(),
+            charged_cents: int(),
+            used_bytes: int(),
+            quota_bytes: int(),
+          }),
+          errors: [
+            "invalid_request",
+            "code_too_large",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
         }),
       },
       "/core/v1/actions/cid": {
@@ -391,10 +405,19 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/actions/{cid}": {
         get: op({
-          summary: "The code of a CID",
+          summary: "The code of a CID (a CID fetched from IPFS is pinned for the account)",
           params: [idParam("cid", str())],
           ok: obj({ cid: str(), code: str() }),
-          errors: ["invalid_cid", "action_not_found", "action_fetch_failed"],
+          errors: [
+            "invalid_cid",
+            "action_not_found",
+            "action_fetch_failed",
+            "code_too_large",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
         }),
       },
       "/core/v1/svc_action": {
@@ -432,6 +455,8 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "account_chain_secured",
             "action_not_found",
             "action_fetch_failed",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
             "too_many_concurrent_executions",
             "executor_busy",
           ],

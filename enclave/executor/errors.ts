@@ -26,6 +26,7 @@ export const ACTION_ERROR_CODES = [
   "pkp_not_authorized",
   "invalid_argument",
   "key_op_failed",
+  "key_op_too_large",
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

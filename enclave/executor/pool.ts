@@ -8,13 +8,14 @@
  * logs so far, and the pool keeps serving.
  */
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
-import path from "node:path";
 import type { KeyCapabilities } from "../capabilities";
+import { cryptoThread } from "./crypto-thread";
+import { InFlightLimit } from "./in-flight-limit";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
+import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 
-export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
-export const SIGNER_SCRIPT = path.join(__dirname, "worker", "signer-thread.js");
+export { SIGNER_SCRIPT, WORKER_SCRIPT };
 
 const MB = 1024 * 1024;
 /** How often the watchdog samples memory while runs are in progress. */
@@ -25,6 +26,11 @@ const UNRESPONSIVE_MS = 100;
 const PRESSURE_SLACK_BYTES = 64 * MB;
 /** Consecutive workers that die before becoming ready, after which the pool stops respawning. */
 const MAX_STARTUP_FAILURES = 3;
+/**
+ * Requests one run may have in the crypto thread at once (key-ops.ts): enough to keep that thread busy
+ * for one run, few enough that other runs' requests are never stuck behind a flood of one run's.
+ */
+const CRYPTO_IN_FLIGHT_PER_RUN = 2;
 /** A job queued behind a run that has gone on this long is taken back when another worker is idle. */
 const PIPELINE_RELEASE_MS = 20;
 
@@ -74,6 +80,8 @@ interface ActiveRun {
   done: boolean;
   /** A "release" was sent for this queued job (pool.releaseStuck). */
   releaseAsked: boolean;
+  /** This run's share of the crypto thread. */
+  cryptoSlots: InFlightLimit;
 }
 
 interface Slot {
@@ -270,6 +278,7 @@ export class WorkerPool {
       timer: undefined,
       done: false,
       releaseAsked: false,
+      cryptoSlots: new InFlightLimit(CRYPTO_IN_FLIGHT_PER_RUN),
     };
   }
 
@@ -566,7 +575,13 @@ export class WorkerPool {
       return;
     }
     run.keyOps++;
-    void serveKeyOp(this.keys, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+    const served = {
+      keys: this.keys,
+      crypto: cryptoThread(),
+      limits: run.job.limits,
+      cryptoSlots: run.cryptoSlots,
+    };
+    void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
   }
 
   private finishRun(
@@ -576,6 +591,7 @@ export class WorkerPool {
   ): void {
     if (run.done) return;
     run.done = true;
+    run.cryptoSlots.close();
     clearTimeout(run.timer);
     run.job.finish({
       responseJson: end.responseJson,

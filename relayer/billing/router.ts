@@ -54,6 +54,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       prices: {
         write_cents: prices.write_cents,
         execution_cents_per_second: prices.execution_cents_per_second,
+        pin_cents_per_100kb: prices.pin_cents_per_100kb,
         read_cents: 0,
       },
     });

@@ -25,6 +25,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_SIGNUP_CREDIT_CENTS",
   "SIGIL_PRICE_WRITE_CENTS",
   "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
+  "SIGIL_PRICE_PIN_CENTS_PER_100KB",
+  "SIGIL_PIN_QUOTA_BYTES",
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
@@ -79,7 +81,9 @@ export interface SigilConfig {
   deployment?: { registry: string; forwarder: string; deployBlock: number };
   gasWallets: number;
   signupCreditCents: number;
-  prices: { write_cents?: number; execution_cents_per_second?: number };
+  prices: { write_cents?: number; execution_cents_per_second?: number; pin_cents_per_100kb?: number };
+  /** Pinned bytes per account (relayer default when absent). */
+  pinQuotaBytes?: number;
   executorPoolSize?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
@@ -296,7 +300,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       1_000_000,
       "the price of an execution per started second in cents",
     ),
+    pin_cents_per_100kb: int(
+      "SIGIL_PRICE_PIN_CENTS_PER_100KB",
+      0,
+      1_000_000,
+      "the price of a pin per started 100 KB in cents",
+    ),
   };
+  const pinQuotaBytes = int("SIGIL_PIN_QUOTA_BYTES", 0, 2 ** 40, "the pinned bytes allowed per account");
   const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
@@ -390,6 +401,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     gasWallets,
     signupCreditCents,
     prices,
+    pinQuotaBytes,
     executorPoolSize,
     ipfsGateways,
     fetchAllowHosts,

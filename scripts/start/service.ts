@@ -185,6 +185,9 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         ...(config.prices.execution_cents_per_second !== undefined
           ? { execution_cents_per_second: config.prices.execution_cents_per_second }
           : {}),
+        ...(config.prices.pin_cents_per_100kb !== undefined
+          ? { pin_cents_per_100kb: config.prices.pin_cents_per_100kb }
+          : {}),
       },
       signupCreditCents: config.signupCreditCents,
       logger: logger.child({ module: "billing" }),
@@ -209,6 +212,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         fetchAllowHosts: config.fetchAllowHosts,
       },
       ipfsGateways: config.ipfsGateways,
+      pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
       billing,
       logger,

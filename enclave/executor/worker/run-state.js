@@ -8,6 +8,7 @@
  * promises never settle, so leftover code of a finished run cannot act during a later run.
  */
 const { platformError } = require("./values");
+const { keyOpArgsProblem } = require("./arg-limits");
 
 class RunState {
   constructor(msg, post, hostTimers) {
@@ -71,6 +72,10 @@ class RunState {
    */
   keyOp(op, args) {
     this.assertLive();
+    // Checked here so that an oversized argument is never copied to another thread; the main thread
+    // checks again (key-ops.ts). Not counted: it reaches no key.
+    const tooLarge = keyOpArgsProblem(op, args, this.limits);
+    if (tooLarge !== null) return Promise.reject(platformError("key_op_too_large", tooLarge));
     if (this.keyOps >= this.limits.maxKeyOps) {
       return Promise.reject(
         this.fail("key_ops_limit", `more than ${this.limits.maxKeyOps} key operations in one run`),
