@@ -26,6 +26,8 @@ export const ACTION_ERROR_CODES = [
   "pkp_not_authorized",
   "invalid_argument",
   "key_op_failed",
+  "unhandled_rejection",
+  "param_shadows_global",
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

@@ -35,7 +35,15 @@ export interface RunRequest {
   /** undefined = fetch disabled. Hosts are names (`api.example.com`) or `host:port`. */
   fetch?: { allowHosts: string[] };
   limits?: Partial<ExecutorLimits>;
+  /** Overrides the executor's unhandledRejections mode for this run. */
+  unhandledRejections?: UnhandledRejectionMode;
 }
+
+/**
+ * What a promise rejection that nobody handles does to a run (docs/actions.md, "The result"):
+ * "strict" (default) fails the run; "lenient" fails it only if the action had not yet set its response.
+ */
+export type UnhandledRejectionMode = "strict" | "lenient";
 
 export interface RunPkp {
   /** The PKP id or address the request named. */
@@ -75,6 +83,8 @@ export interface ExecutorOptions {
   /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
   maxQueue?: number;
   limits?: Partial<ExecutorLimits>;
+  /** Default "strict": see UnhandledRejectionMode. */
+  unhandledRejections?: UnhandledRejectionMode;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -92,6 +102,7 @@ export class ActionExecutor {
   private readonly pool: WorkerPool;
   private readonly limits: ExecutorLimits;
   private readonly maxQueue: number;
+  private readonly unhandledRejections: UnhandledRejectionMode;
   private readonly queue: PoolJob[] = [];
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
@@ -105,6 +116,7 @@ export class ActionExecutor {
     if (!Number.isInteger(poolSize) || poolSize < 1)
       throw new RangeError("poolSize must be a positive integer");
     this.maxQueue = opts.maxQueue ?? poolSize * 32;
+    this.unhandledRejections = checkRejectionMode(opts.unhandledRejections ?? "strict");
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
     this.pool = new WorkerPool({
@@ -170,6 +182,7 @@ export class ActionExecutor {
         paramsJson: checked,
         limits,
         fetchAllowHosts: req.fetch ? [...req.fetch.allowHosts] : null,
+        lenientRejections: (req.unhandledRejections ?? this.unhandledRejections) === "lenient",
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
@@ -261,12 +274,19 @@ function checkRequestShape(req: RunRequest): void {
     if (p.authorize !== undefined && typeof p.authorize !== "function")
       throw new TypeError("run(req): runPkp.authorize must be a function");
   }
+  if (req.unhandledRejections !== undefined) checkRejectionMode(req.unhandledRejections);
   if (req.fetch !== undefined) {
     const hosts = req.fetch?.allowHosts;
     if (!Array.isArray(hosts) || !hosts.every((h) => typeof h === "string" && h !== "")) {
       throw new TypeError("run(req): fetch.allowHosts must be an array of host names");
     }
   }
+}
+
+function checkRejectionMode(mode: unknown): UnhandledRejectionMode {
+  if (mode !== "strict" && mode !== "lenient")
+    throw new TypeError('unhandledRejections must be "strict" or "lenient"');
+  return mode;
 }
 
 /** Size and shape checks done before a worker is involved. Returns the params as JSON when accepted. */

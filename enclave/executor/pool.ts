@@ -34,6 +34,8 @@ export interface PoolJob {
   paramsJson: string;
   limits: ExecutorLimits;
   fetchAllowHosts: string[] | null;
+  /** Lenient: an unhandled rejection after the action set its response does not fail the run. */
+  lenientRejections: boolean;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
   /**
    * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
@@ -316,6 +318,7 @@ export class WorkerPool {
         paramsJson: job.paramsJson,
         limits: workerLimits,
         fetchAllowHosts: job.fetchAllowHosts,
+        lenientRejections: job.lenientRejections,
         runKey,
       },
       // Moved, not copied: after this call the main thread holds no copy of the key.

@@ -15,6 +15,11 @@ class RunState {
     this.cid = msg.cid;
     this.limits = msg.limits;
     this.fetchAllowHosts = msg.fetchAllowHosts; // null = fetch disabled
+    // Strict (default): any rejection nobody handled fails the run. Lenient: not if the action had
+    // already set its response when it happened.
+    this.lenientRejections = msg.lenientRejections === true;
+    this.unhandledRejection = null; // {value} of the first one
+    this.responseSetBeforeRejection = false;
     this.post = post;
     this.timers = hostTimers;
     this.ended = false;
@@ -51,6 +56,12 @@ class RunState {
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const w of waiters) w();
+  }
+
+  noteUnhandledRejection(value) {
+    if (this.unhandledRejection !== null) return;
+    this.unhandledRejection = { value };
+    this.responseSetBeforeRejection = this.responseSet;
   }
 
   /** Record a limit violation: it ends the run with this code even if the action catches the error. */

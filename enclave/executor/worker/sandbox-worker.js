@@ -17,6 +17,7 @@ const { makeActions } = require("./runtime-api");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
+const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
 require("ses");
 
 const host = {
@@ -78,6 +79,40 @@ function nextMacrotask() {
   return new Promise((resolve) => hostSetImmediate(resolve));
 }
 
+/**
+ * The js_params fields that become globals of the run (the reference runtime's behaviour), or the
+ * error refusing the run when one would hide a global of the runtime (`Lit`, `ethers`, `Object`, …):
+ * an action reading that global would silently get the caller's value instead.
+ */
+function paramGlobals(params, globalObject) {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) return { globals: {} };
+  const globals = {};
+  for (const name of Object.keys(params)) {
+    if (name in globalObject) {
+      return {
+        error: {
+          code: "param_shadows_global",
+          message: `js_params field "${name}" has the name of a runtime global; rename the field`,
+        },
+      };
+    }
+    globals[name] = params[name];
+  }
+  return { globals };
+}
+
+/** The error a run ends with for a rejection nobody handled (null: the run may still succeed). */
+function unhandledRejectionError(run) {
+  const reason = run.unhandledRejection;
+  if (reason === null) return null;
+  if (run.lenientRejections && run.responseSetBeforeRejection) return null;
+  if (isPlatformError(reason.value)) return platformErrorInfo(reason.value);
+  return {
+    code: "unhandled_rejection",
+    message: "a promise rejected and nothing handled it: " + describeThrown(reason.value),
+  };
+}
+
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
   if (msg.runKey) run.runKey = makeRunKey(msg.runKey, epochs, curve);
@@ -98,12 +133,21 @@ async function execute(msg) {
       params,
       jsParams: params,
     });
+    const fromParams = paramGlobals(params, compartment.globalThis);
+    if (fromParams.error) error = fromParams.error;
+    else Object.assign(compartment.globalThis, fromParams.globals);
+    const source = wrap(msg.code);
     let fn;
-    try {
-      fn = compartment.evaluate(wrap(msg.code));
-    } catch (e) {
-      const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
-      error = { code: "syntax_error", message: sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e) };
+    if (error === null) {
+      try {
+        fn = compartment.evaluate(source);
+        // `main` is read by the wrapper itself, behind a typeof check.
+        const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
+        guardUndeclared(compartment.globalThis, undeclared);
+      } catch (e) {
+        const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
+        error = { code: "syntax_error", message: sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e) };
+      }
     }
     if (error === null) {
       let mainCalled = false;
@@ -126,6 +170,7 @@ async function execute(msg) {
   } catch (e) {
     error = isPlatformError(e) ? platformErrorInfo(e) : { code: "action_threw", message: describeThrown(e) };
   }
+  if (error === null) error = unhandledRejectionError(run);
   if (run.fatal !== null) error = run.fatal;
   let responseJson;
   if (error === null) {
@@ -218,11 +263,14 @@ parentPort.on("message", (msg) => {
   }
 });
 
-// A rejection nobody handled belongs to the action; it must not crash the worker. It is noted in the
-// run's logs when a run is in progress.
+// A rejection nobody handled belongs to the action; it must not crash the worker. During a run it is
+// noted in the run's logs and, unless the operator chose the lenient mode and the action had already
+// set its response, it fails the run (unhandledRejectionError): a `go()` that threw must not come back
+// as a success.
 process.on("unhandledRejection", (reason) => {
   if (current !== null && !current.ended) {
     makeConsole(current, (x) => x).log("[sigil: unhandled rejection] " + describeThrown(reason));
+    current.noteUnhandledRejection(reason);
   }
 });
 
