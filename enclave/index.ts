@@ -23,4 +23,12 @@ export {
   ExecutorClosedError,
   ACTION_ERROR_CODES,
 } from "./executor";
-export type { ExecutorLimits, ActionErrorCode, RunRequest, RunResult, ExecutorOptions } from "./executor";
+export type {
+  ExecutorLimits,
+  ActionErrorCode,
+  RunRequest,
+  RunResult,
+  ExecutorOptions,
+  FetchPolicy,
+  UnhandledRejectionMode,
+} from "./executor";

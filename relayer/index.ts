@@ -98,6 +98,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     keys: enclave,
     poolSize: cfg.executorPoolSize,
     limits: cfg.executorLimits,
+    fetch: cfg.executorFetch,
+    unhandledRejections: cfg.executorUnhandledRejections,
   });
   const db = openRelayerDb(cfg.dataDir);
   const ctx: RelayerContext = {

@@ -20,6 +20,7 @@ export const ACTION_ERROR_CODES = [
   "sleep_limit",
   "fetch_disabled",
   "fetch_host_not_allowed",
+  "fetch_address_refused",
   "fetch_timeout",
   "fetch_failed",
   "fetch_response_too_large",

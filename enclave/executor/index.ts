@@ -8,9 +8,10 @@ import type { KeyCapabilities } from "../capabilities";
 import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./errors";
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
+import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
-export type { ExecutorLimits };
+export type { ExecutorLimits, FetchPolicy };
 export type { ActionErrorCode } from "./errors";
 
 export interface RunRequest {
@@ -32,8 +33,11 @@ export interface RunRequest {
    * operation. Refused or absent: every key operation is authorized per operation.
    */
   runPkp?: RunPkp;
-  /** undefined = fetch disabled. Hosts are names (`api.example.com`) or `host:port`. */
-  fetch?: { allowHosts: string[] };
+  /**
+   * This run's fetch policy, merged over the executor's (its fields win); false disables fetch.
+   * Undefined: the executor's policy.
+   */
+  fetch?: FetchPolicy | false;
   limits?: Partial<ExecutorLimits>;
   /** Overrides the executor's unhandledRejections mode for this run. */
   unhandledRejections?: UnhandledRejectionMode;
@@ -85,6 +89,8 @@ export interface ExecutorOptions {
   limits?: Partial<ExecutorLimits>;
   /** Default "strict": see UnhandledRejectionMode. */
   unhandledRejections?: UnhandledRejectionMode;
+  /** Default `{}`: fetch on, any host, public addresses only. false disables fetch. */
+  fetch?: FetchPolicy | false;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -103,6 +109,7 @@ export class ActionExecutor {
   private readonly limits: ExecutorLimits;
   private readonly maxQueue: number;
   private readonly unhandledRejections: UnhandledRejectionMode;
+  private readonly fetchPolicy: FetchPolicy | false;
   private readonly queue: PoolJob[] = [];
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
@@ -117,6 +124,8 @@ export class ActionExecutor {
       throw new RangeError("poolSize must be a positive integer");
     this.maxQueue = opts.maxQueue ?? poolSize * 32;
     this.unhandledRejections = checkRejectionMode(opts.unhandledRejections ?? "strict");
+    checkFetchPolicy(opts.fetch, "ActionExecutor");
+    this.fetchPolicy = opts.fetch ?? {};
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
     this.pool = new WorkerPool({
@@ -181,7 +190,7 @@ export class ActionExecutor {
         cid: req.cid,
         paramsJson: checked,
         limits,
-        fetchAllowHosts: req.fetch ? [...req.fetch.allowHosts] : null,
+        fetchPolicy: mergeFetchPolicy(this.fetchPolicy, req.fetch),
         lenientRejections: (req.unhandledRejections ?? this.unhandledRejections) === "lenient",
         authorizePkp: req.authorizePkp,
         runKey,
@@ -275,12 +284,7 @@ function checkRequestShape(req: RunRequest): void {
       throw new TypeError("run(req): runPkp.authorize must be a function");
   }
   if (req.unhandledRejections !== undefined) checkRejectionMode(req.unhandledRejections);
-  if (req.fetch !== undefined) {
-    const hosts = req.fetch?.allowHosts;
-    if (!Array.isArray(hosts) || !hosts.every((h) => typeof h === "string" && h !== "")) {
-      throw new TypeError("run(req): fetch.allowHosts must be an array of host names");
-    }
-  }
+  checkFetchPolicy(req.fetch, "run(req)");
 }
 
 function checkRejectionMode(mode: unknown): UnhandledRejectionMode {

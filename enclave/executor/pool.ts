@@ -12,6 +12,7 @@ import path from "node:path";
 import type { KeyCapabilities } from "../capabilities";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
+import type { FetchPolicy } from "./fetch-policy";
 
 export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
 export const SIGNER_SCRIPT = path.join(__dirname, "worker", "signer-thread.js");
@@ -33,7 +34,8 @@ export interface PoolJob {
   cid: string;
   paramsJson: string;
   limits: ExecutorLimits;
-  fetchAllowHosts: string[] | null;
+  /** Null: fetch disabled for this run. */
+  fetchPolicy: FetchPolicy | null;
   /** Lenient: an unhandled rejection after the action set its response does not fail the run. */
   lenientRejections: boolean;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
@@ -317,7 +319,7 @@ export class WorkerPool {
         cid: job.cid,
         paramsJson: job.paramsJson,
         limits: workerLimits,
-        fetchAllowHosts: job.fetchAllowHosts,
+        fetchPolicy: job.fetchPolicy,
         lenientRejections: job.lenientRejections,
         runKey,
       },

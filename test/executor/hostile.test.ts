@@ -139,10 +139,13 @@ describe("executor: hostile code", function () {
     });
 
     it("fetch is refused when not enabled, however often it is called", async function () {
-      const r = await run(`
+      const r = await run(
+        `
         let refused = 0;
         for (let i = 0; i < 100; i++) { try { await fetch("http://127.0.0.1:9/"); } catch (e) { if (e.code === "fetch_disabled") refused++; } }
-        return refused;`);
+        return refused;`,
+        { fetch: false },
+      );
       expect(expectOk(r)).to.equal(100);
       expect(r.fetches).to.equal(0);
     });

@@ -191,7 +191,8 @@ describe("executor: limits, queue and fetch", function () {
       await expectHealthy(executor, run);
     });
 
-    const enabled = () => ({ fetch: { allowHosts: [host] } });
+    // The test server is on loopback, which fetch refuses unless the operator allows it.
+    const enabled = () => ({ fetch: { allowHosts: [host], allowAddresses: ["127.0.0.1"] } });
 
     it("fetches from an allowed host and parses JSON", async function () {
       const r = await run(

@@ -8,13 +8,14 @@
  * promises never settle, so leftover code of a finished run cannot act during a later run.
  */
 const { platformError } = require("./values");
+const { compileFetchPolicy } = require("./fetch-policy");
 
 class RunState {
   constructor(msg, post, hostTimers) {
     this.runId = msg.runId;
     this.cid = msg.cid;
     this.limits = msg.limits;
-    this.fetchAllowHosts = msg.fetchAllowHosts; // null = fetch disabled
+    this.fetchPolicy = compileFetchPolicy(msg.fetchPolicy); // null = fetch disabled
     // Strict (default): any rejection nobody handled fails the run. Lenient: not if the action had
     // already set its response when it happened.
     this.lenientRejections = msg.lenientRejections === true;

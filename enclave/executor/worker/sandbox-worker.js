@@ -10,18 +10,19 @@
  * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
-const { makeEthersFacade } = require("./ethers-facade");
+const { makeEthersFacade, makeEthers5Base, makeRunEthers } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeActions } = require("./runtime-api");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
-const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
+const { describeThrown, isPlatformError, platformErrorInfo, platformError } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
+const { guardedRequest } = require("../../net/guarded-request");
 require("ses");
 
 const host = {
-  fetch: globalThis.fetch,
+  request: guardedRequest,
   AbortController: globalThis.AbortController,
 };
 const timers = { setTimeout, clearTimeout };
@@ -45,8 +46,12 @@ lockdown({
   reporting: "none",
 });
 
+const ethers6 = makeEthersFacade(harden);
+const ethers5 = makeEthers5Base(harden, ethers6);
+const refuseInProvider = (message) => platformError("invalid_argument", message);
+
 const shared = {
-  ethers: makeEthersFacade(harden),
+  ethers6,
   TextEncoder: harden(TextEncoder),
   TextDecoder: harden(TextDecoder),
   // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
@@ -122,11 +127,13 @@ async function execute(msg) {
   try {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
+    const fetch = makeFetch(run, harden, host);
     const compartment = new Compartment({
       ...shared,
+      ethers: makeRunEthers(ethers5, fetch, refuseInProvider, harden),
       console: makeConsole(run, harden),
       sleep: makeSleep(run, harden),
-      fetch: makeFetch(run, harden, host),
+      fetch,
       Actions: actions,
       LitActions: actions,
       Lit: harden({ Actions: actions }),
