@@ -39,6 +39,11 @@ export interface RunRequest {
    */
   fetch?: FetchPolicy | false;
   limits?: Partial<ExecutorLimits>;
+  /**
+   * Request headers the action may read as `Lit.Headers`: the relayer passes `x-request-id` and
+   * `x-correlation-id` only (other headers may carry credentials).
+   */
+  requestHeaders?: Record<string, string>;
   /** Overrides the executor's unhandledRejections mode for this run. */
   unhandledRejections?: UnhandledRejectionMode;
 }
@@ -78,6 +83,21 @@ export interface RunResult {
   execution_ms: number;
   key_ops: number;
   fetches: number;
+  /**
+   * Signatures made with the older `signEcdsa({toSign, publicKey, sigName})` API, by sigName (present
+   * only when the run made some and succeeded).
+   */
+  signatures?: Record<string, LegacySignature>;
+}
+
+/** One named signature of the older signEcdsa API (docs/actions.md, "Older API"). */
+export interface LegacySignature {
+  r: string;
+  s: string;
+  recid: number;
+  signature: string;
+  publicKey: string;
+  dataSigned: string;
 }
 
 export interface ExecutorOptions {
@@ -192,6 +212,7 @@ export class ActionExecutor {
         limits,
         fetchPolicy: mergeFetchPolicy(this.fetchPolicy, req.fetch),
         lenientRejections: (req.unhandledRejections ?? this.unhandledRejections) === "lenient",
+        requestHeaders: { ...(req.requestHeaders ?? {}) },
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
@@ -285,6 +306,11 @@ function checkRequestShape(req: RunRequest): void {
   }
   if (req.unhandledRejections !== undefined) checkRejectionMode(req.unhandledRejections);
   checkFetchPolicy(req.fetch, "run(req)");
+  if (req.requestHeaders !== undefined) {
+    const h = req.requestHeaders;
+    if (typeof h !== "object" || h === null || !Object.values(h).every((v) => typeof v === "string"))
+      throw new TypeError("run(req): requestHeaders must be an object of strings");
+  }
 }
 
 function checkRejectionMode(mode: unknown): UnhandledRejectionMode {
@@ -338,5 +364,6 @@ function toResult(o: RunOutcome): RunResult {
     const code = KNOWN_CODES.has(o.error.code) ? o.error.code : "key_op_failed";
     return { response: null, has_error: true, error: { code, message: o.error.message }, ...base };
   }
-  return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base };
+  const signatures = o.signaturesJson === undefined ? {} : { signatures: JSON.parse(o.signaturesJson) };
+  return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base, ...signatures };
 }

@@ -38,6 +38,8 @@ export interface PoolJob {
   fetchPolicy: FetchPolicy | null;
   /** Lenient: an unhandled rejection after the action set its response does not fail the run. */
   lenientRejections: boolean;
+  /** Request headers the action sees as Lit.Headers (x-request-id, x-correlation-id). */
+  requestHeaders: Record<string, string>;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
   /**
    * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
@@ -59,6 +61,8 @@ export interface RunKeyGrant {
 
 export interface RunOutcome {
   responseJson?: string;
+  /** Named signatures of the older signEcdsa API (worker/legacy-sign.js), as a JSON object. */
+  signaturesJson?: string;
   error: KeyOpError | null;
   logs: string;
   executionMs: number;
@@ -107,16 +111,28 @@ export interface PoolOptions {
  * The worker's final message, checked: the worker runs hostile code, so the parent treats what it says
  * as untrusted too (a malformed message becomes worker_crashed, never an exception in the main thread).
  */
-export function readDone(m: Record<string, unknown>): { error: KeyOpError | null; responseJson?: string } {
+export function readDone(m: Record<string, unknown>): {
+  error: KeyOpError | null;
+  responseJson?: string;
+  signaturesJson?: string;
+} {
   const e = m.error as { code?: unknown; message?: unknown } | null | undefined;
   if (e === null || e === undefined) {
     if (typeof m.responseJson !== "string") return { error: MALFORMED };
     try {
       JSON.parse(m.responseJson);
+      if (m.signaturesJson !== undefined) {
+        const sigs: unknown = typeof m.signaturesJson === "string" ? JSON.parse(m.signaturesJson) : null;
+        if (typeof sigs !== "object" || sigs === null || Array.isArray(sigs)) return { error: MALFORMED };
+      }
     } catch {
       return { error: MALFORMED };
     }
-    return { error: null, responseJson: m.responseJson };
+    return {
+      error: null,
+      responseJson: m.responseJson,
+      ...(m.signaturesJson !== undefined ? { signaturesJson: m.signaturesJson as string } : {}),
+    };
   }
   if (typeof e !== "object" || typeof e.code !== "string" || typeof e.message !== "string")
     return { error: MALFORMED };
@@ -321,6 +337,7 @@ export class WorkerPool {
         limits: workerLimits,
         fetchPolicy: job.fetchPolicy,
         lenientRejections: job.lenientRejections,
+        requestHeaders: job.requestHeaders,
         runKey,
       },
       // Moved, not copied: after this call the main thread holds no copy of the key.
@@ -577,13 +594,14 @@ export class WorkerPool {
   private finishRun(
     slot: Slot,
     run: ActiveRun,
-    end: { error: KeyOpError | null; responseJson?: string },
+    end: { error: KeyOpError | null; responseJson?: string; signaturesJson?: string },
   ): void {
     if (run.done) return;
     run.done = true;
     clearTimeout(run.timer);
     run.job.finish({
       responseJson: end.responseJson,
+      signaturesJson: end.signaturesJson,
       error: end.error,
       logs: run.logs.join(""),
       executionMs: Math.round((performance.now() - run.startedAt) * 1000) / 1000,

@@ -104,7 +104,13 @@ function readInit(init) {
     }
     out.method = method.toUpperCase();
   }
-  const headers = init.headers;
+  let headers = init.headers;
+  if (headers instanceof Headers) {
+    // A Headers instance (the class actions get is the host's, hardened): read it as a plain object.
+    const plain = {};
+    headers.forEach((v, k) => (plain[k] = v));
+    headers = plain;
+  }
   if (headers !== undefined) {
     const h = copyPlain(headers, "fetch headers");
     if (typeof h !== "object" || h === null || Array.isArray(h) || h instanceof Uint8Array) {

@@ -39,11 +39,16 @@ class RunState {
     this.pendingCalls = new Map(); // callId -> {resolve, reject}
     this.pendingTimers = new Set();
     this.pendingFetches = new Set(); // AbortControllers
+    this.pendingWork = new Set(); // other host work of this run (WebCrypto calls), see track()
+    // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API, reported with the result.
+    this.signatures = null;
     this.idleWaiters = [];
   }
 
   pendingCount() {
-    return this.pendingCalls.size + this.pendingTimers.size + this.pendingFetches.size;
+    return (
+      this.pendingCalls.size + this.pendingTimers.size + this.pendingFetches.size + this.pendingWork.size
+    );
   }
 
   /** Resolves when no key operation, fetch or sleep of this run is outstanding. */
@@ -63,6 +68,27 @@ class RunState {
     if (this.unhandledRejection !== null) return;
     this.unhandledRejection = { value };
     this.responseSetBeforeRejection = this.responseSet;
+  }
+
+  /**
+   * A host promise the run waits for (the run is not over while it is pending); its answer is dropped
+   * once the run has ended, like every other capability's.
+   */
+  track(promise) {
+    const token = {};
+    this.pendingWork.add(token);
+    return new Promise((resolve, reject) => {
+      const settle = (fn, value) => {
+        if (this.ended) return;
+        this.pendingWork.delete(token);
+        fn(value);
+        this.noteSettled();
+      };
+      promise.then(
+        (v) => settle(resolve, v),
+        (e) => settle(reject, e),
+      );
+    });
   }
 
   /** Record a limit violation: it ends the run with this code even if the action catches the error. */
@@ -142,6 +168,7 @@ class RunState {
     for (const ac of this.pendingFetches) ac.abort();
     this.pendingTimers.clear();
     this.pendingFetches.clear();
+    this.pendingWork.clear();
     this.pendingCalls.clear();
     this.idleWaiters = [];
   }

@@ -14,6 +14,7 @@ const { makeEthersFacade, makeEthers5Base, makeRunEthers } = require("./ethers-f
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeActions } = require("./runtime-api");
+const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo, platformError } = require("./values");
@@ -51,6 +52,7 @@ const ethers5 = makeEthers5Base(harden, ethers6);
 const refuseInProvider = (message) => platformError("invalid_argument", message);
 
 const shared = {
+  ...makeSharedWebGlobals(harden),
   ethers6,
   TextEncoder: harden(TextEncoder),
   TextDecoder: harden(TextDecoder),
@@ -128,18 +130,25 @@ async function execute(msg) {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
     const fetch = makeFetch(run, harden, host);
+    const auth = makeAuth(run.cid, harden);
+    const requestHeaders = makeRequestHeaders(msg.requestHeaders, harden);
     const compartment = new Compartment({
       ...shared,
       ethers: makeRunEthers(ethers5, fetch, refuseInProvider, harden),
       console: makeConsole(run, harden),
       sleep: makeSleep(run, harden),
       fetch,
+      crypto: makeCrypto(run, harden),
       Actions: actions,
       LitActions: actions,
-      Lit: harden({ Actions: actions }),
+      LitAuth: auth,
+      LitHeaders: requestHeaders,
+      Lit: harden({ Actions: actions, Auth: auth, Headers: requestHeaders }),
       params,
       jsParams: params,
     });
+    // `global`, as older runtimes had it (the reference keeps it for them).
+    compartment.globalThis.global = compartment.globalThis;
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
@@ -206,6 +215,7 @@ async function execute(msg) {
     type: "done",
     runId: run.runId,
     responseJson: error === null ? responseJson : undefined,
+    signaturesJson: error === null && run.signatures !== null ? JSON.stringify(run.signatures) : undefined,
     error,
     localKeyOps: run.localKeyOps,
   });
