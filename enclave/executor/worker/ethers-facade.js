@@ -16,8 +16,8 @@
  * - Providers, FetchRequest, Network, plugins (v6), `utils.fetchJson`/`utils.poll` (v5) perform I/O with
  *   the worker's full host authority and keep mutable module-level registries. They would bypass the
  *   fetch policy and let one run influence the next one in the same worker. They are left out. v5's
- *   `providers.JsonRpcProvider` is given back per run (makeRunEthers), built on the run's own `fetch`,
- *   so its traffic obeys the fetch policy and counts as fetches.
+ *   `providers.JsonRpcProvider` is given back (makeProviders), built on the constructing run's own
+ *   `fetch`, so its traffic obeys the fetch policy and counts as fetches.
  * - v6 crypto primitives are swappable (`keccak256.register`, …); `ethers.lock()` freezes them first.
  *   v5 has no such registry, but its Logger has process-wide switches (`setLogLevel`, `setCensorship`)
  *   a run could flip for every later run: they are replaced by functions that refuse.
@@ -26,6 +26,7 @@
  */
 const ethers = require("ethers");
 const ethers5 = require("ethers5");
+const { platformError } = require("./values");
 
 const EXCLUDED =
   /(Provider|Plugin|Subscriber)$|^(Fetch|Socket)|^(ethers|Network|EnsResolver|JsonRpcSigner|getDefaultProvider|showThrottleMessage|lock)$/;
@@ -62,10 +63,10 @@ function lockV5Logger(harden) {
 }
 
 /**
- * The shared part of the v5 `ethers` (everything but the per-run providers), merged with the v6 names
- * v5 lacks. Called once per worker, after lockdown.
+ * The v5 `ethers` of every run, merged with the v6 names v5 lacks. Built and hardened once per worker,
+ * after lockdown. `runFetch()` answers the fetch of the run in progress (see makeProviders).
  */
-function makeEthers5Base(harden, v6Facade) {
+function makeEthers5(harden, v6Facade, runFetch) {
   lockV5Logger(harden);
   const base = {};
   for (const [name, value] of Object.entries(v6Facade)) base[name] = value;
@@ -77,26 +78,41 @@ function makeEthers5Base(harden, v6Facade) {
     if (!EXCLUDED_V5_UTILS.has(name)) utils[name] = ethers5.utils[name];
   }
   base.utils = utils;
-  const providerHelpers = {};
-  for (const name of V5_PROVIDER_HELPERS) providerHelpers[name] = ethers5.providers[name];
+  base.providers = makeProviders(harden, runFetch);
   harden(ethers5.utils.defaultAbiCoder);
   harden(ethers5.wordlists);
-  return harden({ base, providerHelpers, JsonRpcProviderV5: harden(ethers5.providers.JsonRpcProvider) });
+  return harden(base);
 }
 
 /**
- * `ethers` for one run: the shared base, with `providers.JsonRpcProvider` bound to the run's `fetch`.
- * Every JSON-RPC request goes through that fetch: the fetch policy applies (no loopback or private
- * addresses unless the operator allows them), it counts against maxFetches, and after the run has ended
- * it never answers (so a provider's internal timers cannot call back into a finished run).
- * Provider events (`on`, polling) would start host timers that outlive the run: they are refused.
+ * `ethers.providers`: the pure helpers, and JsonRpcProvider / StaticJsonRpcProvider built on the fetch
+ * of the run that constructs them. Every JSON-RPC request goes through that fetch: the fetch policy
+ * applies (no loopback or private addresses unless the operator allows them), it counts against
+ * maxFetches, and after that run has ended it never answers (so a provider's internal timers cannot
+ * call back into a finished run). The classes are shared by all runs of the worker (built once, so a
+ * warm run pays nothing for them); a provider is bound to its run when it is constructed, which only
+ * that run's code can do: code of a finished run never runs again (docs/actions.md, "Runs cannot leak
+ * into each other"). Provider events (`on`, polling) would start host timers that outlive the run:
+ * they are refused.
  */
-function makeRunEthers(shared, runFetch, refuse, harden) {
-  const Base = shared.JsonRpcProviderV5;
-  class JsonRpcProvider extends Base {
+function makeProviders(harden, runFetch) {
+  const fetchOf = new WeakMap(); // provider -> the fetch of the run that constructed it
+  const helpers = {};
+  for (const name of V5_PROVIDER_HELPERS) helpers[name] = ethers5.providers[name];
+  const { getNetwork } = ethers5.providers;
+  const { BigNumber } = ethers5;
+
+  class JsonRpcProvider extends ethers5.providers.JsonRpcProvider {
+    constructor(url, network) {
+      super(url, network);
+      fetchOf.set(this, runFetch());
+    }
+
     async send(method, params) {
       const request = { method, params, id: this._nextId++, jsonrpc: "2.0" };
-      const res = await runFetch(this.connection.url, {
+      // The base constructor may call send (network detection) before fetchOf is set: same run.
+      const fetch = fetchOf.get(this) ?? runFetch();
+      const res = await fetch(this.connection.url, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(request),
@@ -127,7 +143,7 @@ function makeRunEthers(shared, runFetch, refuse, harden) {
     detectNetwork() {
       if (this._runNetwork === undefined) {
         this._runNetwork = this.send("eth_chainId", []).then(
-          (chainId) => shared.providerHelpers.getNetwork(shared.base.BigNumber.from(chainId).toNumber()),
+          (chainId) => getNetwork(BigNumber.from(chainId).toNumber()),
           (e) => {
             this._runNetwork = undefined;
             throw e;
@@ -138,15 +154,15 @@ function makeRunEthers(shared, runFetch, refuse, harden) {
     }
 
     _startEvent() {
-      throw refuse("provider events and polling are not available in actions; await the calls instead");
+      throw platformError(
+        "invalid_argument",
+        "provider events and polling are not available in actions; await the calls instead",
+      );
     }
   }
   // Same behaviour: the chain id is already asked once per provider.
   class StaticJsonRpcProvider extends JsonRpcProvider {}
-  const providers = harden({ ...shared.providerHelpers, JsonRpcProvider, StaticJsonRpcProvider });
-  // A per-run object whose prototype is the shared, hardened base: building it costs one object, not a
-  // copy of several hundred names (warm runs must not get slower because v5 is there).
-  return harden(Object.create(shared.base, { providers: { value: providers, enumerable: true } }));
+  return harden({ ...helpers, JsonRpcProvider, StaticJsonRpcProvider });
 }
 
-module.exports = { makeEthersFacade, makeEthers5Base, makeRunEthers, EXCLUDED };
+module.exports = { makeEthersFacade, makeEthers5, EXCLUDED };

@@ -10,7 +10,7 @@
  * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
-const { makeEthersFacade, makeEthers5Base, makeRunEthers } = require("./ethers-facade");
+const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeActions } = require("./runtime-api");
@@ -47,13 +47,15 @@ lockdown({
   reporting: "none",
 });
 
+let current = null; // the RunState of the run in progress, if any
+
 const ethers6 = makeEthersFacade(harden);
-const ethers5 = makeEthers5Base(harden, ethers6);
-const refuseInProvider = (message) => platformError("invalid_argument", message);
+const neverAnswers = harden(() => new Promise(() => {}));
+// Providers are bound to the fetch of the run that constructs them (ethers-facade.js).
+const ethers5 = makeEthers5(harden, ethers6, () => (current !== null && current.fetch) || neverAnswers);
 
 const shared = {
-  ...makeSharedWebGlobals(harden),
-  ethers6,
+  ethers: ethers5,
   TextEncoder: harden(TextEncoder),
   TextDecoder: harden(TextDecoder),
   // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
@@ -66,7 +68,47 @@ const shared = {
   lockdown: undefined,
 };
 
-let current = null; // the RunState of the run in progress, if any
+/**
+ * Shared globals added after the Compartment is made, with one defineProperties call from a prepared
+ * descriptor map: cheaper per run than passing them to the Compartment constructor.
+ */
+const sharedExtras = Object.freeze(
+  Object.fromEntries(
+    Object.entries({ ...makeSharedWebGlobals(harden), ethers6 }).map(([name, value]) => [
+      name,
+      Object.freeze({ value, writable: true, enumerable: false, configurable: true }),
+    ]),
+  ),
+);
+
+/**
+ * A global whose value is built on first use (per run, so the run that does not use it does not pay
+ * for it). Reading it defines it as a plain data property.
+ */
+function defineLazy(globalObject, name, make) {
+  Object.defineProperty(globalObject, name, {
+    configurable: true,
+    enumerable: false,
+    get() {
+      const value = make();
+      Object.defineProperty(globalObject, name, {
+        value,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      });
+      return value;
+    },
+    set(value) {
+      Object.defineProperty(globalObject, name, {
+        value,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      });
+    },
+  });
+}
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -130,25 +172,37 @@ async function execute(msg) {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
     const fetch = makeFetch(run, harden, host);
-    const auth = makeAuth(run.cid, harden);
-    const requestHeaders = makeRequestHeaders(msg.requestHeaders, harden);
+    run.fetch = fetch;
+    let auth, requestHeaders;
+    const getAuth = () => (auth ??= makeAuth(run.cid, harden));
+    const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
     const compartment = new Compartment({
       ...shared,
-      ethers: makeRunEthers(ethers5, fetch, refuseInProvider, harden),
       console: makeConsole(run, harden),
       sleep: makeSleep(run, harden),
       fetch,
-      crypto: makeCrypto(run, harden),
       Actions: actions,
       LitActions: actions,
-      LitAuth: auth,
-      LitHeaders: requestHeaders,
-      Lit: harden({ Actions: actions, Auth: auth, Headers: requestHeaders }),
+      // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
+      Lit: Object.freeze({
+        Actions: actions,
+        get Auth() {
+          return getAuth();
+        },
+        get Headers() {
+          return getHeaders();
+        },
+      }),
       params,
       jsParams: params,
     });
+    const globalObject = compartment.globalThis;
+    Object.defineProperties(globalObject, sharedExtras);
+    defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
+    defineLazy(globalObject, "LitAuth", getAuth);
+    defineLazy(globalObject, "LitHeaders", getHeaders);
     // `global`, as older runtimes had it (the reference keeps it for them).
-    compartment.globalThis.global = compartment.globalThis;
+    globalObject.global = globalObject;
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
@@ -293,4 +347,5 @@ process.on("unhandledRejection", (reason) => {
 
 // Warm the compartment path once so the first real run is not the slow one.
 new Compartment({ ...shared }).evaluate(wrap("return 1;"))(() => {}, {});
+undeclaredReads(wrap("return 1;")); // loads the parser now, not during the first run
 post({ type: "ready" });
