@@ -17,7 +17,7 @@ const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
-const { describeThrown, isPlatformError, platformErrorInfo, platformError } = require("./values");
+const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
 const { guardedRequest } = require("../../net/guarded-request");
 require("ses");
