@@ -35,6 +35,8 @@ const EXCLUDED =
 const EXCLUDED_V5 = new Set(["ethers", "providers", "getDefaultProvider"]);
 const EXCLUDED_V5_UTILS = new Set(["fetchJson", "poll", "_fetchData"]);
 /** The pure parts of v5's `providers` namespace, shared by every run. */
+/** How often tx.wait() asks for the receipt. */
+const RECEIPT_POLL_MS = 250;
 const V5_PROVIDER_HELPERS = ["getNetwork", "Formatter", "isCommunityResource", "isCommunityResourcable"];
 
 function makeEthersFacade(harden) {
@@ -66,7 +68,7 @@ function lockV5Logger(harden) {
  * The v5 `ethers` of every run, merged with the v6 names v5 lacks. Built and hardened once per worker,
  * after lockdown. `runFetch()` answers the fetch of the run in progress (see makeProviders).
  */
-function makeEthers5(harden, v6Facade, runFetch) {
+function makeEthers5(harden, v6Facade, runFetch, runSleep) {
   lockV5Logger(harden);
   const base = {};
   for (const [name, value] of Object.entries(v6Facade)) base[name] = value;
@@ -78,7 +80,7 @@ function makeEthers5(harden, v6Facade, runFetch) {
     if (!EXCLUDED_V5_UTILS.has(name)) utils[name] = ethers5.utils[name];
   }
   base.utils = utils;
-  base.providers = makeProviders(harden, runFetch);
+  base.providers = makeProviders(harden, runFetch, runSleep);
   harden(ethers5.utils.defaultAbiCoder);
   harden(ethers5.wordlists);
   return harden(base);
@@ -95,8 +97,9 @@ function makeEthers5(harden, v6Facade, runFetch) {
  * into each other"). Provider events (`on`, polling) would start host timers that outlive the run:
  * they are refused.
  */
-function makeProviders(harden, runFetch) {
+function makeProviders(harden, runFetch, runSleep) {
   const fetchOf = new WeakMap(); // provider -> the fetch of the run that constructed it
+  const sleepOf = new WeakMap(); // provider -> the sleep of the run that constructed it
   const helpers = {};
   for (const name of V5_PROVIDER_HELPERS) helpers[name] = ethers5.providers[name];
   const { getNetwork } = ethers5.providers;
@@ -106,6 +109,24 @@ function makeProviders(harden, runFetch) {
     constructor(url, network) {
       super(url, network);
       fetchOf.set(this, runFetch());
+      sleepOf.set(this, runSleep());
+    }
+
+    /**
+     * `tx.wait()` and `provider.waitForTransaction()`: v5 waits with block events (host timers that
+     * would outlive the run); this polls the receipt with the run's own `sleep` instead. Each poll is a
+     * request (it counts against maxFetches).
+     */
+    async _waitForTransaction(transactionHash, confirmations, timeout) {
+      const wanted = confirmations == null ? 1 : confirmations;
+      const deadline = timeout ? Date.now() + timeout : Infinity;
+      const sleep = sleepOf.get(this) ?? runSleep();
+      for (;;) {
+        const receipt = await this.getTransactionReceipt(transactionHash);
+        if (wanted === 0 || (receipt != null && receipt.confirmations >= wanted)) return receipt;
+        if (Date.now() > deadline) throw new Error(`timeout waiting for transaction ${transactionHash}`);
+        await sleep(RECEIPT_POLL_MS);
+      }
     }
 
     async send(method, params) {

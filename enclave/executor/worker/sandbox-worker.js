@@ -51,8 +51,13 @@ let current = null; // the RunState of the run in progress, if any
 
 const ethers6 = makeEthersFacade(harden);
 const neverAnswers = harden(() => new Promise(() => {}));
-// Providers are bound to the fetch of the run that constructs them (ethers-facade.js).
-const ethers5 = makeEthers5(harden, ethers6, () => (current !== null && current.fetch) || neverAnswers);
+// Providers are bound to the fetch and sleep of the run that constructs them (ethers-facade.js).
+const ethers5 = makeEthers5(
+  harden,
+  ethers6,
+  () => (current !== null && current.fetch) || neverAnswers,
+  () => (current !== null && current.sleep) || neverAnswers,
+);
 
 const shared = {
   ethers: ethers5,
@@ -172,14 +177,16 @@ async function execute(msg) {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
     const fetch = makeFetch(run, harden, host);
+    const sleep = makeSleep(run, harden);
     run.fetch = fetch;
+    run.sleep = sleep;
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
     const compartment = new Compartment({
       ...shared,
       console: makeConsole(run, harden),
-      sleep: makeSleep(run, harden),
+      sleep,
       fetch,
       Actions: actions,
       LitActions: actions,
@@ -199,8 +206,17 @@ async function execute(msg) {
     const globalObject = compartment.globalThis;
     Object.defineProperties(globalObject, sharedExtras);
     defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
-    defineLazy(globalObject, "LitAuth", getAuth);
-    defineLazy(globalObject, "LitHeaders", getHeaders);
+    // The Lit namespace cannot be deleted or replaced, as in the reference runtime: an action (or a
+    // library it bundles) must not be able to swap the API it signs with.
+    for (const name of ["Lit", "LitActions"]) {
+      Object.defineProperty(globalObject, name, { writable: false, configurable: false });
+    }
+    Object.defineProperty(globalObject, "LitAuth", { get: getAuth, enumerable: false, configurable: false });
+    Object.defineProperty(globalObject, "LitHeaders", {
+      get: getHeaders,
+      enumerable: false,
+      configurable: false,
+    });
     // `global`, as older runtimes had it (the reference keeps it for them).
     globalObject.global = globalObject;
     const fromParams = paramGlobals(params, compartment.globalThis);

@@ -57,33 +57,51 @@ function makeCrypto(run, harden) {
 }
 
 /**
- * `Lit.Headers`: a read-only `Headers` with the request's `x-request-id` and `x-correlation-id` (what
- * the caller sent that the action may see; other request headers, which may carry credentials, are not
- * passed). Hardened, so `set` and `append` throw.
+ * `Lit.Headers`: a read-only Headers-like object with the request's `x-request-id` and
+ * `x-correlation-id` (what the action may see; other request headers, which may carry credentials, are
+ * not passed). Its methods live on a shared, hardened prototype and its entries in a WeakMap, so, like a
+ * real `Headers`, it has no own enumerable keys; `set`, `append` and `delete` throw.
  */
+const headerEntries = new WeakMap();
+const readOnly = () => {
+  throw new TypeError("Lit.Headers is read-only");
+};
+const entriesOf = (view) => headerEntries.get(view) ?? new Headers();
+const ReadOnlyHeadersProto = {
+  get(name) {
+    return entriesOf(this).get(name);
+  },
+  has(name) {
+    return entriesOf(this).has(name);
+  },
+  forEach(fn) {
+    entriesOf(this).forEach((v, k) => fn(v, k, this));
+  },
+  entries() {
+    return [...entriesOf(this).entries()][Symbol.iterator]();
+  },
+  keys() {
+    return [...entriesOf(this).keys()][Symbol.iterator]();
+  },
+  values() {
+    return [...entriesOf(this).values()][Symbol.iterator]();
+  },
+  [Symbol.iterator]() {
+    return [...entriesOf(this).entries()][Symbol.iterator]();
+  },
+  set: readOnly,
+  append: readOnly,
+  delete: readOnly,
+};
+
 function makeRequestHeaders(requestHeaders, harden) {
+  harden(ReadOnlyHeadersProto);
   const h = new Headers();
   for (const [k, v] of Object.entries(requestHeaders ?? {})) {
     if (typeof v === "string" && v !== "") h.set(k, v);
   }
-  const view = {
-    get: (name) => h.get(name),
-    has: (name) => h.has(name),
-    forEach: (fn) => h.forEach((v, k) => fn(v, k)),
-    entries: () => [...h.entries()][Symbol.iterator](),
-    keys: () => [...h.keys()][Symbol.iterator](),
-    values: () => [...h.values()][Symbol.iterator](),
-    [Symbol.iterator]: () => [...h.entries()][Symbol.iterator](),
-    set: () => {
-      throw new TypeError("Lit.Headers is read-only");
-    },
-    append: () => {
-      throw new TypeError("Lit.Headers is read-only");
-    },
-    delete: () => {
-      throw new TypeError("Lit.Headers is read-only");
-    },
-  };
+  const view = Object.create(ReadOnlyHeadersProto);
+  headerEntries.set(view, h);
   return harden(view);
 }
 

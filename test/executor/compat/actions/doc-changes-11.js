@@ -1,0 +1,7 @@
+// Compatibility corpus: unchanged from github.com/LIT-Protocol/chipotle
+// repository: LIT-Protocol/chipotle
+// path: docs/lit-actions/migration/changes.mdx (JavaScript code block 11)
+// commit: 7e664bba8c69526d4b7e466e378f6dad37e14968
+const str = ethers.utils.toUtf8String(uint8Array);
+// or
+const str = new TextDecoder().decode(uint8Array);

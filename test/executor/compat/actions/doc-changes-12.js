@@ -1,0 +1,7 @@
+// Compatibility corpus: unchanged from github.com/LIT-Protocol/chipotle
+// repository: LIT-Protocol/chipotle
+// path: docs/lit-actions/migration/changes.mdx (JavaScript code block 12)
+// commit: 7e664bba8c69526d4b7e466e378f6dad37e14968
+const bytes = ethers.utils.toUtf8Bytes(str);
+// or
+const bytes = new TextEncoder().encode(str);

@@ -1,0 +1,8 @@
+// Compatibility corpus: unchanged from github.com/LIT-Protocol/chipotle
+// repository: LIT-Protocol/chipotle
+// path: k6/LitActionCode/encrypt.js (whole file)
+// commit: 7e664bba8c69526d4b7e466e378f6dad37e14968
+async function main({ pkpId, challenge }) {
+  const result = await Lit.Actions.Encrypt({ pkpId, message: challenge });
+  return result;
+}

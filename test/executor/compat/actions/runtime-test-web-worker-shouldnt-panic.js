@@ -1,0 +1,5 @@
+// Compatibility corpus: unchanged from github.com/LIT-Protocol/chipotle
+// repository: LIT-Protocol/chipotle
+// path: lit-actions/tests/it.rs (test fn web_worker_shouldnt_panic, its code string (indoc! removes the common indentation))
+// commit: 7e664bba8c69526d4b7e466e378f6dad37e14968
+new Worker("file:///path/to/worker.js", {type: "module"});
