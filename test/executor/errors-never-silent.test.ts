@@ -75,6 +75,17 @@ describe("executor: errors are never silent", function () {
     });
   });
 
+  describe("ES module imports", function () {
+    it("refuses an import statement with a syntax_error that says why", async function () {
+      const r = await run(`import { z } from "zod@3.22.4";\nasync function main() { return 1; }`);
+      expectError(
+        r,
+        "syntax_error",
+        "ES module imports (`import … from`) are not supported yet: inline or bundle the module (docs/actions.md, Compatibility)",
+      );
+    });
+  });
+
   describe("rejections nobody handles (strict, the default)", function () {
     it("fails the run of the classic (async () => { throw })() style", async function () {
       const r = await run(`(async () => { throw new Error("boom"); })();`);

@@ -232,7 +232,13 @@ async function execute(msg) {
         guardUndeclared(compartment.globalThis, undeclared);
       } catch (e) {
         const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
-        error = { code: "syntax_error", message: sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e) };
+        const message = sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e);
+        error = {
+          code: "syntax_error",
+          message: /Cannot use import statement/.test(message)
+            ? "ES module imports (`import … from`) are not supported yet: inline or bundle the module (docs/actions.md, Compatibility)"
+            : message,
+        };
       }
     }
     if (error === null) {
