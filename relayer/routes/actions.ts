@@ -209,7 +209,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
                   scope: Number(auth.principal.accountId),
                   authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
                 },
-          fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
+          // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
           // What the action sees as Lit.Headers: the request's ids, never its credentials.
           requestHeaders: {
             "x-request-id": String(res.locals.requestId),

@@ -31,7 +31,7 @@ interface Case {
   action: string;
   params?: (c: Ctx) => Json;
   /** Checks the HTTP body; may save values for later cases. */
-  check: (body: Json, c: Ctx) => void | Promise<void>;
+  check: (body: Json, c: Ctx) => unknown;
 }
 
 const ACTIONS = path.join(__dirname, "actions");
