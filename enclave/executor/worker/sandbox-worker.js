@@ -3,11 +3,13 @@
  * Entry point of one executor worker thread (plain CommonJS: workers start without ts-node).
  *
  * Start-up order matters:
- *  1. load ethers and capture the host functions the runtime needs (fetch, timers) in the normal realm;
+ *  1. load both ethers, the action parser and the guarded HTTP client, and capture the host functions
+ *     the runtime needs (timers) in the normal realm;
  *  2. lockdown(): freeze every intrinsic of this thread's realm (never done in the main process);
- *  3. harden the endowments that are shared by all runs (ethers facade, TextEncoder/TextDecoder).
+ *  3. harden the endowments that are shared by all runs (ethers v5 and v6, TextEncoder/TextDecoder,
+ *     URL, Headers, the WebCrypto classes).
  * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
- * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
+ * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
