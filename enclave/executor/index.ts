@@ -361,8 +361,11 @@ function toResult(o: RunOutcome): RunResult {
   if (o.error !== null) {
     // Codes the enclave raised (e.g. decryption_failed) reach the action as is; as a run result they are
     // key_op_failed, with the enclave's code kept at the start of the message.
-    const code = KNOWN_CODES.has(o.error.code) ? o.error.code : "key_op_failed";
-    return { response: null, has_error: true, error: { code, message: o.error.message }, ...base };
+    const known = KNOWN_CODES.has(o.error.code);
+    const error = known
+      ? { code: o.error.code, message: o.error.message }
+      : { code: "key_op_failed", message: `${o.error.code}: ${o.error.message}` };
+    return { response: null, has_error: true, error, ...base };
   }
   const signatures = o.signaturesJson === undefined ? {} : { signatures: JSON.parse(o.signaturesJson) };
   return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base, ...signatures };

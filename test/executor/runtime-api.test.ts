@@ -201,6 +201,17 @@ describe("executor: runtime API", function () {
       expect(r.response).to.equal("decryption_failed");
     });
 
+    it("an uncaught enclave refusal ends the run with key_op_failed and the enclave's code first", async function () {
+      const r = await run(
+        `const c = await Actions.encrypt({ pkpId: params.pkpId, message: "x" });
+        await Actions.decrypt({ pkpId: params.pkpId, ciphertext: c.slice(0, -2) + (c.endsWith("00") ? "01" : "00") });`,
+        { jsParams: { pkpId: allowed } },
+      );
+      expect(r.has_error).to.equal(true);
+      expect(r.error?.code).to.equal("key_op_failed");
+      expect(r.error?.message).to.match(/^decryption_failed: /);
+    });
+
     it("getPrivateKey returns the PKP's private key", async function () {
       const pk = await ok(`return await Actions.getPrivateKey({ pkpId: params.pkpId });`);
       expect(new ethers.Wallet(pk as unknown as string).address).to.equal(keys.pkpAddress(allowed));
