@@ -1,6 +1,7 @@
 /**
  * Compatibility corpus: real actions of the reference runtime (its load-test actions, its documentation's
- * examples and its runtime tests), kept unchanged in ./actions with their source in a header comment,
+ * examples and its runtime tests), kept unchanged in ./actions (as `.action` files: the test runner
+ * loads every .js file under test/ as a test) with their source in a header comment,
  * each pinned and run through the HTTP API of a real stack (anvil, contracts, relayer, SES workers) with
  * an execute-only usage key, and checked against the result the reference documents. Where Sigil's
  * answer differs by design, the case says why (docs/actions.md, "Compatibility").
@@ -267,11 +268,11 @@ describe("executor: compatibility corpus (reference actions over HTTP)", functio
     ctx.pkpId = pkp.body.pkp_id;
     ctx.pkpAddress = s.enclave.pkpAddress(ctx.pkpId);
     ctx.pkpPublicKey = s.enclave.pkpPublicKey(ctx.pkpId);
-    for (const file of fs.readdirSync(ACTIONS).filter((f) => f.endsWith(".js"))) {
+    for (const file of fs.readdirSync(ACTIONS).filter((f) => f.endsWith(".action"))) {
       const code = fs.readFileSync(path.join(ACTIONS, file), "utf8");
       const pinned = await s.api("POST", "/core/v1/actions", { key: accountKey, body: { code } });
       expect(pinned.status, JSON.stringify(pinned.body)).to.equal(201);
-      ctx.cids.set(file.replace(/\.js$/, ""), pinned.body.cid);
+      ctx.cids.set(file.replace(/\.action$/, ""), pinned.body.cid);
     }
     const group = await s.api("POST", "/core/v1/groups", {
       key: accountKey,
@@ -296,7 +297,7 @@ describe("executor: compatibility corpus (reference actions over HTTP)", functio
   });
 
   it("holds at least 30 actions, each with its source and commit", function () {
-    const files = fs.readdirSync(ACTIONS).filter((f) => f.endsWith(".js"));
+    const files = fs.readdirSync(ACTIONS).filter((f) => f.endsWith(".action"));
     expect(files.length).to.be.at.least(30);
     for (const f of files) {
       const head = fs.readFileSync(path.join(ACTIONS, f), "utf8").split("\n").slice(0, 4).join("\n");
@@ -307,7 +308,7 @@ describe("executor: compatibility corpus (reference actions over HTTP)", functio
   for (const c of CASES) {
     it(`${c.action} gives the reference's documented result`, async function () {
       const cid = ctx.cids.get(c.action);
-      expect(cid, `no action file ${c.action}.js`).to.be.a("string");
+      expect(cid, `no action file ${c.action}.action`).to.be.a("string");
       const r = await ctx.s.api("POST", "/core/v1/svc_action", {
         key: usageKey,
         body: { cid, js_params: c.params ? c.params(ctx) : {} },
