@@ -32,3 +32,9 @@ export type {
   FetchPolicy,
   UnhandledRejectionMode,
 } from "./executor";
+// SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
+// next): which addresses are public, and an HTTP request that connects only to permitted addresses.
+export { classifyAddress, makeAddressGuard } from "./net/address-guard";
+export type { AddressCategory, AddressGuard } from "./net/address-guard";
+export { guardedLookup, guardedRequest, AddressRefusedError, BodyTooLargeError } from "./net/guarded-request";
+export type { GuardedResponse } from "./net/guarded-request";

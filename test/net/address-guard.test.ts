@@ -1,13 +1,13 @@
 /**
- * The address guard (enclave/net/address-guard.js) and the guarded request that uses it: which
+ * The address guard (enclave/net/address-guard.js) and the guarded request that uses it, as exported by
+ * enclave/index.ts for reuse (webhooks): which
  * addresses a user-supplied URL may reach, checked on the address actually connected to.
  */
 import { expect } from "chai";
 import fc from "fast-check";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { classifyAddress, makeAddressGuard } from "../../enclave/net/address-guard";
-import { guardedLookup, guardedRequest } from "../../enclave/net/guarded-request";
+import { classifyAddress, guardedLookup, guardedRequest, makeAddressGuard } from "../../enclave";
 
 describe("net: address guard", function () {
   describe("classifyAddress", function () {
