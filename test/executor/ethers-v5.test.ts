@@ -33,9 +33,10 @@ describe("executor: ethers v5 in actions", function () {
   });
 
   it("is ethers 5.8 and keeps ethers6 as the v6 package", async function () {
-    expect(ok(await run(`return [ethers.version, ethers6.version];`))).to.deep.equal(
-      ["ethers/5.8.0", hostEthers.version],
-    );
+    expect(ok(await run(`return [ethers.version, ethers6.version];`))).to.deep.equal([
+      "ethers/5.8.0",
+      hostEthers.version,
+    ]);
   });
 
   it("signs a digest with utils.SigningKey and round-trips joinSignature/splitSignature", async function () {

@@ -155,6 +155,14 @@ describe("net: address guard", function () {
       expect(hits).to.equal(0);
     });
 
+    it("refuses loopback written as a decimal or hexadecimal IPv4 (the URL parser normalizes it first)", async function () {
+      for (const host of ["2130706433", "0x7f.1"]) {
+        const e = await request(`http://${host}:${port}/`).catch((x: Error & { code: string }) => x);
+        expect((e as Error & { code: string }).code, host).to.equal("address_refused");
+      }
+      expect(hits).to.equal(0);
+    });
+
     it("refuses a name that resolves to loopback (localhost)", async function () {
       const e = await request(`http://localhost:${port}/`).catch((x: Error & { code: string }) => x);
       expect((e as Error & { code: string }).code).to.equal("address_refused");
