@@ -4,7 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
-import type { ExecutorLimits } from "../enclave";
+import type { ExecutorLimits, FetchPolicy, UnhandledRejectionMode } from "../enclave";
 import type { Billing } from "./billing";
 
 export interface RateLimitOptions {
@@ -35,7 +35,15 @@ export interface RelayerOptions {
   gasWallets?: number;
   /** Registry event polling interval, default 250 ms. */
   pollIntervalMs?: number;
-  executor?: { poolSize?: number; limits?: Partial<ExecutorLimits>; fetchAllowHosts?: string[] };
+  executor?: {
+    poolSize?: number;
+    limits?: Partial<ExecutorLimits>;
+    fetchAllowHosts?: string[];
+    /** Actions' fetch policy (docs/actions.md, "fetch"); default: any host, public addresses only. */
+    fetch?: FetchPolicy | false;
+    /** Default "strict" (docs/actions.md, "The result"). */
+    unhandledRejections?: UnhandledRejectionMode;
+  };
   ipfsGateways?: string[];
   rateLimits?: RateLimitOptions;
   /** From relayer/billing; when absent, nothing is metered. */
@@ -82,6 +90,8 @@ export interface RelayerConfig {
   pollIntervalMs: number;
   executorPoolSize?: number;
   executorLimits?: Partial<ExecutorLimits>;
+  executorFetch?: FetchPolicy | false;
+  executorUnhandledRejections?: UnhandledRejectionMode;
   fetchAllowHosts: string[];
   ipfsGateways: string[];
   rateLimits: Required<RateLimitOptions>;
@@ -134,6 +144,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,
     executorLimits: opts.executor?.limits,
+    executorFetch: opts.executor?.fetch,
+    executorUnhandledRejections: opts.executor?.unhandledRejections,
     fetchAllowHosts: opts.executor?.fetchAllowHosts ?? [],
     ipfsGateways: opts.ipfsGateways ?? [],
     rateLimits: { ...DEFAULT_RATE_LIMITS, ...stripUndefined(opts.rateLimits ?? {}) },

@@ -99,6 +99,16 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     keys: enclave,
     poolSize: cfg.executorPoolSize,
     limits: cfg.executorLimits,
+    // The operator's host allow-list (SIGIL_FETCH_ALLOW_HOSTS) belongs to the executor-wide policy, so
+    // that turning fetch off (executor.fetch = false) cannot be undone by a run's own policy.
+    fetch:
+      cfg.executorFetch === false
+        ? false
+        : {
+            ...(cfg.executorFetch ?? {}),
+            ...(cfg.fetchAllowHosts.length ? { allowHosts: cfg.fetchAllowHosts } : {}),
+          },
+    unhandledRejections: cfg.executorUnhandledRejections,
   });
   const db = openRelayerDb(cfg.dataDir);
   const ctx: RelayerContext = {

@@ -440,6 +440,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             logs: str(),
             has_error: bool(),
             error: obj({ code: str(), message: str() }),
+            signatures: { type: "object", description: "Named signatures of the older signEcdsa API" },
             cid: str(),
             execution_ms: { type: "number" },
             charged_cents: int(),

@@ -20,6 +20,7 @@ export const ACTION_ERROR_CODES = [
   "sleep_limit",
   "fetch_disabled",
   "fetch_host_not_allowed",
+  "fetch_address_refused",
   "fetch_timeout",
   "fetch_failed",
   "fetch_response_too_large",
@@ -27,6 +28,8 @@ export const ACTION_ERROR_CODES = [
   "invalid_argument",
   "key_op_failed",
   "key_op_too_large",
+  "unhandled_rejection",
+  "param_shadows_global",
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

@@ -14,6 +14,7 @@ import { InFlightLimit } from "./in-flight-limit";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
+import type { FetchPolicy } from "./fetch-policy";
 
 export { SIGNER_SCRIPT, WORKER_SCRIPT };
 
@@ -39,7 +40,12 @@ export interface PoolJob {
   cid: string;
   paramsJson: string;
   limits: ExecutorLimits;
-  fetchAllowHosts: string[] | null;
+  /** Null: fetch disabled for this run. */
+  fetchPolicy: FetchPolicy | null;
+  /** Lenient: an unhandled rejection after the action set its response does not fail the run. */
+  lenientRejections: boolean;
+  /** Request headers the action sees as Lit.Headers (x-request-id, x-correlation-id). */
+  requestHeaders: Record<string, string>;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
   /**
    * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
@@ -61,6 +67,8 @@ export interface RunKeyGrant {
 
 export interface RunOutcome {
   responseJson?: string;
+  /** Named signatures of the older signEcdsa API (worker/legacy-sign.js), as a JSON object. */
+  signaturesJson?: string;
   error: KeyOpError | null;
   logs: string;
   executionMs: number;
@@ -111,16 +119,28 @@ export interface PoolOptions {
  * The worker's final message, checked: the worker runs hostile code, so the parent treats what it says
  * as untrusted too (a malformed message becomes worker_crashed, never an exception in the main thread).
  */
-export function readDone(m: Record<string, unknown>): { error: KeyOpError | null; responseJson?: string } {
+export function readDone(m: Record<string, unknown>): {
+  error: KeyOpError | null;
+  responseJson?: string;
+  signaturesJson?: string;
+} {
   const e = m.error as { code?: unknown; message?: unknown } | null | undefined;
   if (e === null || e === undefined) {
     if (typeof m.responseJson !== "string") return { error: MALFORMED };
     try {
       JSON.parse(m.responseJson);
+      if (m.signaturesJson !== undefined) {
+        const sigs: unknown = typeof m.signaturesJson === "string" ? JSON.parse(m.signaturesJson) : null;
+        if (typeof sigs !== "object" || sigs === null || Array.isArray(sigs)) return { error: MALFORMED };
+      }
     } catch {
       return { error: MALFORMED };
     }
-    return { error: null, responseJson: m.responseJson };
+    return {
+      error: null,
+      responseJson: m.responseJson,
+      ...(m.signaturesJson !== undefined ? { signaturesJson: m.signaturesJson as string } : {}),
+    };
   }
   if (typeof e !== "object" || typeof e.code !== "string" || typeof e.message !== "string")
     return { error: MALFORMED };
@@ -324,7 +344,9 @@ export class WorkerPool {
         cid: job.cid,
         paramsJson: job.paramsJson,
         limits: workerLimits,
-        fetchAllowHosts: job.fetchAllowHosts,
+        fetchPolicy: job.fetchPolicy,
+        lenientRejections: job.lenientRejections,
+        requestHeaders: job.requestHeaders,
         runKey,
       },
       // Moved, not copied: after this call the main thread holds no copy of the key.
@@ -587,7 +609,7 @@ export class WorkerPool {
   private finishRun(
     slot: Slot,
     run: ActiveRun,
-    end: { error: KeyOpError | null; responseJson?: string },
+    end: { error: KeyOpError | null; responseJson?: string; signaturesJson?: string },
   ): void {
     if (run.done) return;
     run.done = true;
@@ -595,6 +617,7 @@ export class WorkerPool {
     clearTimeout(run.timer);
     run.job.finish({
       responseJson: end.responseJson,
+      signaturesJson: end.signaturesJson,
       error: end.error,
       logs: run.logs.join(""),
       executionMs: Math.round((performance.now() - run.startedAt) * 1000) / 1000,

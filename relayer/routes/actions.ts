@@ -262,7 +262,12 @@ export function actionRoutes(ctx: RelayerContext): Router {
                   scope: Number(auth.principal.accountId),
                   authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
                 },
-          fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
+          // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
+          // What the action sees as Lit.Headers: the request's ids, never its credentials.
+          requestHeaders: {
+            "x-request-id": String(res.locals.requestId),
+            "x-correlation-id": String(res.locals.correlationId),
+          },
           // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
           limits: {
             ...(inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : {}),
@@ -298,6 +303,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
           logs: result.logs,
           has_error: result.has_error,
           ...(result.error ? { error: result.error } : {}),
+          // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API.
+          ...(result.signatures ? { signatures: result.signatures } : {}),
           cid,
           execution_ms: result.execution_ms,
           charged_cents: charged,

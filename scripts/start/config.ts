@@ -5,6 +5,7 @@
  * the optional config file.
  */
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as path from "node:path";
 
 /** Every variable `npm start` reads. The README and docs/configuration.md document the same list. */
@@ -30,6 +31,9 @@ export const CONFIG_VARIABLES = [
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
+  "SIGIL_FETCH",
+  "SIGIL_FETCH_ALLOW_ADDRESSES",
+  "SIGIL_UNHANDLED_REJECTIONS",
   "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
   "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
   "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
@@ -87,6 +91,10 @@ export interface SigilConfig {
   executorPoolSize?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
+  /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
+  fetchEnabled: boolean;
+  fetchAllowAddresses?: string[];
+  unhandledRejections?: "strict" | "lenient";
   rateLimits: {
     perKeyPerMinute?: number;
     perAccountPerMinute?: number;
@@ -320,6 +328,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     }
   }
   const fetchAllowHosts = list("SIGIL_FETCH_ALLOW_HOSTS");
+  const fetchEnabled = bool("SIGIL_FETCH") ?? true;
+  const fetchAllowAddresses = list("SIGIL_FETCH_ALLOW_ADDRESSES");
+  for (const a of fetchAllowAddresses ?? []) {
+    const [address, prefix, extra] = a.split("/");
+    const family = net.isIP(address);
+    const max = family === 4 ? 32 : 128;
+    const p = prefix === undefined ? max : Number(prefix);
+    if (family === 0 || extra !== undefined || !Number.isInteger(p) || p < 0 || p > max)
+      problems.push(
+        `SIGIL_FETCH_ALLOW_ADDRESSES: ${JSON.stringify(a)} is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).`,
+      );
+  }
+  const unhandledRejections = get("SIGIL_UNHANDLED_REJECTIONS");
+  if (
+    unhandledRejections !== undefined &&
+    unhandledRejections !== "strict" &&
+    unhandledRejections !== "lenient"
+  )
+    problems.push(
+      `SIGIL_UNHANDLED_REJECTIONS must be "strict" or "lenient", not ${JSON.stringify(unhandledRejections)}.`,
+    );
   const rateLimits = {
     perKeyPerMinute: int(
       "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
@@ -405,6 +434,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     executorPoolSize,
     ipfsGateways,
     fetchAllowHosts,
+    fetchEnabled,
+    fetchAllowAddresses,
+    unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
     rateLimits,
     stripe,
     logLevel,

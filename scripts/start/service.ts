@@ -210,6 +210,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       executor: {
         poolSize: config.executorPoolSize,
         fetchAllowHosts: config.fetchAllowHosts,
+        fetch: config.fetchEnabled ? { allowAddresses: config.fetchAllowAddresses ?? [] } : false,
+        unhandledRejections: config.unhandledRejections,
       },
       ipfsGateways: config.ipfsGateways,
       pinQuotaBytes: config.pinQuotaBytes,

@@ -34,6 +34,39 @@ describe("start: configuration", () => {
     expect(c.logFile).to.equal(path.join(cwd, ".sigil", "sigil.log"));
   });
 
+  it("reads the actions' fetch policy and rejection mode (fetch on, public addresses only, strict by default)", () => {
+    expect(loadConfig({}, cwd)).to.include({
+      fetchEnabled: true,
+      fetchAllowAddresses: undefined,
+      unhandledRejections: undefined,
+    });
+    const c = loadConfig(
+      {
+        SIGIL_FETCH: "false",
+        SIGIL_FETCH_ALLOW_ADDRESSES: "10.0.0.0/8,::1",
+        SIGIL_UNHANDLED_REJECTIONS: "lenient",
+      },
+      cwd,
+    );
+    expect([c.fetchEnabled, c.fetchAllowAddresses, c.unhandledRejections]).to.deep.equal([
+      false,
+      ["10.0.0.0/8", "::1"],
+      "lenient",
+    ]);
+  });
+
+  it("refuses a fetch address that is not an IP or CIDR range, and an unknown rejection mode", () => {
+    expect(
+      problemsOf(
+        { SIGIL_FETCH_ALLOW_ADDRESSES: "internal.example", SIGIL_UNHANDLED_REJECTIONS: "loose" },
+        cwd,
+      ),
+    ).to.deep.equal([
+      'SIGIL_FETCH_ALLOW_ADDRESSES: "internal.example" is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).',
+      'SIGIL_UNHANDLED_REJECTIONS must be "strict" or "lenient", not "loose".',
+    ]);
+  });
+
   it("turns dev mode off for an external chain, and then refuses to start without a root key, saying how to provide one", () => {
     const problems = problemsOf({ SIGIL_RPC_URL: "http://127.0.0.1:9999" }, cwd);
     expect(problems).to.have.length(1);
