@@ -117,7 +117,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
-    idempotency: new IdempotencyStore(db),
+    idempotency: new IdempotencyStore(db, enclave),
     profiles: new ProfileStore(db),
     auth: new Authenticator(enclave, cache, {
       perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
