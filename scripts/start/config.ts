@@ -38,6 +38,7 @@ export const CONFIG_VARIABLES = [
   "STRIPE_API_HOST",
   "SIGIL_LOG_LEVEL",
   "SIGIL_LOG_FILE",
+  "SIGIL_OPERATOR_TOKEN",
 ] as const;
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
 
@@ -47,6 +48,7 @@ export const SECRET_VARIABLES: ReadonlySet<ConfigVariable> = new Set([
   "SIGIL_DEPLOYER_KEY",
   "STRIPE_SECRET_KEY",
   "STRIPE_WEBHOOK_SECRET",
+  "SIGIL_OPERATOR_TOKEN",
 ]);
 
 /** Chain id of the embedded anvil chain unless SIGIL_CHAIN_ID says otherwise (anvil's own default). */
@@ -90,6 +92,8 @@ export interface SigilConfig {
     concurrentExecutionsPerAccount?: number;
   };
   stripe?: StripeConfig;
+  /** Unlocks GET /health's detailed view (header X-Operator-Token); unset = status only. */
+  operatorToken?: string;
   logLevel: string;
   /** Where the structured (pino) log goes: a file path, or "-" for stdout. */
   logFile: string;
@@ -395,6 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     fetchAllowHosts,
     rateLimits,
     stripe,
+    operatorToken: get("SIGIL_OPERATOR_TOKEN") || undefined,
     logLevel,
     logFile,
     sources,

@@ -210,6 +210,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       ipfsGateways: config.ipfsGateways,
       rateLimits: config.rateLimits,
+      operatorToken: config.operatorToken,
       billing,
       logger,
     });
