@@ -159,7 +159,14 @@ export class IdempotencyStore {
     try {
       const r = await result;
       if (r.status >= 200 && r.status < 300)
-        this.insertStmt.run(scope, key, fp, r.status, this.seal(opts.sealContext, opts.keep ? opts.keep(r.body) : r.body), this.now());
+        this.insertStmt.run(
+          scope,
+          key,
+          fp,
+          r.status,
+          this.seal(opts.sealContext, opts.keep ? opts.keep(r.body) : r.body),
+          this.now(),
+        );
       return { ...r, replayed: false };
     } finally {
       this.inFlight.delete(id);

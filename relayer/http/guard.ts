@@ -77,9 +77,14 @@ function checkHeaders(req: Request): void {
   for (const name of CHECKED_HEADERS) {
     const v = req.headers[name];
     if (v !== undefined && Buffer.byteLength(String(v), "latin1") > HEADER_MAX_BYTES) {
-      throw new ApiError(400, "header_too_long", `The ${name} header is longer than ${HEADER_MAX_BYTES} bytes.`, {
-        details: { header: name, max: HEADER_MAX_BYTES },
-      });
+      throw new ApiError(
+        400,
+        "header_too_long",
+        `The ${name} header is longer than ${HEADER_MAX_BYTES} bytes.`,
+        {
+          details: { header: name, max: HEADER_MAX_BYTES },
+        },
+      );
     }
   }
   // Validated for every method (not only the POSTs that use it), so an absurd value is never logged,
