@@ -24,6 +24,12 @@ import fc from "fast-check";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
+/**
+ * The live keys stand in generated requests as placeholders, replaced when sent: a counterexample
+ * printed on failure shows which key a request used, never the key itself.
+ */
+const ACCOUNT_KEY = "<account key>";
+const USAGE_KEY = "<usage key>";
 const RUNS = Number(process.env.SIGIL_FUZZ_RUNS ?? 10_000);
 const SEED = Number(process.env.SIGIL_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
 
@@ -128,6 +134,9 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
       chargeFlushMs: 0,
     });
     s = await startStack({ billing });
+    // Thousands of generated writes land; the gas wallets must not run dry halfway (a 503 is not a bug).
+    for (let i = 0; i < 4; i++)
+      await s.provider.send("anvil_setBalance", [s.enclave.gasAddress(i), "0x" + (10n ** 24n).toString(16)]);
     a = await setupAccount(s);
     const k = await s.api("POST", "/core/v1/add_usage_api_key", {
       key: a.accountKey,
@@ -201,25 +210,97 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     const record = fc.record(Object.fromEntries(Object.entries(props).map(([k, v]) => [k, valueFor(v)])), {
       requiredKeys: [],
     });
-    return fc
-      .tuple(
-        record,
-        fc.constantFrom(
+    const names = Object.keys(props).length ? Object.keys(props) : ["x"];
+    // Raw JSON members prepended to the body: prototype-pollution keys, an unknown field, or one of the
+    // operation's own fields nested far deeper than any parser should be asked to recurse.
+    const extra = fc.oneof(
+      {
+        weight: 4,
+        arbitrary: fc.constantFrom(
           "",
           '"__proto__": {"polluted": true}',
           '"constructor": {"prototype": {"polluted": true}}',
           '"unknown_field": 1',
         ),
+      },
+      {
+        weight: 1,
+        arbitrary: fc
+          .tuple(fc.constantFrom(...names), depths, fc.boolean())
+          .map(([name, depth, arrays]) =>
+            arrays
+              ? `"${name}": ${"[".repeat(depth)}1${"]".repeat(depth)}`
+              : `"${name}": ${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`,
+          ),
+      },
+    );
+    return fc.tuple(record, extra).map(([r, extra]) => {
+      if (!extra) return JSON.stringify(r);
+      // The generated field wins over the raw one if both name it: drop it from the record.
+      const name = extra.slice(1, extra.indexOf('"', 1));
+      const rest = Object.fromEntries(Object.entries(r).filter(([k]) => k !== name));
+      const json = JSON.stringify(rest);
+      return json === "{}" ? `{${extra}}` : `{${extra},${json.slice(1)}`;
+    });
+  }
+
+  /** A body each operation accepts (where one exists), for mutating one field at a time. */
+  function validBody(template: string): Record<string, unknown> {
+    const bodies: Record<string, Record<string, unknown>> = {
+      "/core/v1/new_account": { account_name: "fuzz" },
+      "/core/v1/account/transfer_ownership": { new_owner: "0x" + "ab".repeat(20) },
+      "/core/v1/add_usage_api_key": { name: "k", execute_in_groups: [a.groupId] },
+      "/core/v1/update_usage_api_key": { usage_api_key: usageKey, name: "fuzz" },
+      "/core/v1/update_usage_api_key_metadata": { usage_api_key: usageKey, name: "m" },
+      "/core/v1/remove_usage_api_key": { usage_api_key: s.enclave.generateUsageKey().apiKey },
+      "/core/v1/pkps/create": { name: "p" },
+      "/core/v1/groups": { name: "g", pkps: [a.pkpId], actions: [a.cid] },
+      "/core/v1/groups/{id}/actions": { add: [a.cid] },
+      "/core/v1/groups/{id}/pkps": { add: [a.pkpId] },
+      "/core/v1/actions": { code: a.code },
+      "/core/v1/actions/cid": { code: a.code },
+      "/core/v1/svc_action": { cid: a.cid, pkp_id: a.pkpId, js_params: { who: "fuzz" } },
+    };
+    return bodies[template] ?? {};
+  }
+
+  /** Deep nesting as raw JSON text (JSON.stringify itself could not build it). */
+  const depths = fc.oneof(
+    { weight: 4, arbitrary: fc.integer({ min: 2, max: 64 }) },
+    { weight: 1, arbitrary: fc.constantFrom(1_000, 100_000) },
+  );
+  const deepRaw = fc
+    .tuple(depths, fc.boolean())
+    .map(([depth, arrays]) =>
+      arrays ? `${"[".repeat(depth)}1${"]".repeat(depth)}` : `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`,
+    );
+
+  /** A valid body with one field (known or not) replaced by a generated, hostile or deeply nested value. */
+  function mutatedBody(op: Operation): fc.Arbitrary<string> {
+    const base = validBody(op.template);
+    const props = op.body?.properties ?? {};
+    const names = [...new Set([...Object.keys(base), ...Object.keys(props)])];
+    if (!names.length) names.push("x");
+    return fc
+      .constantFrom(...names)
+      .chain((name) =>
+        fc.tuple(
+          fc.constant(name),
+          fc.oneof(
+            { weight: 3, arbitrary: valueFor(props[name]).map((v) => JSON.stringify(v) ?? "null") },
+            { weight: 1, arbitrary: deepRaw },
+          ),
+        ),
       )
-      .map(([r, extra]) => {
-        const json = JSON.stringify(r);
-        if (!extra) return json;
-        return json === "{}" ? `{${extra}}` : `{${extra},${json.slice(1)}`;
+      .map(([name, raw]) => {
+        const rest = JSON.stringify(Object.fromEntries(Object.entries(base).filter(([k]) => k !== name)));
+        const member = `${JSON.stringify(name)}: ${raw}`;
+        return rest === "{}" ? `{${member}}` : `{${member},${rest.slice(1)}`;
       });
   }
 
   const hostileBody: fc.Arbitrary<string> = fc.oneof(
-    fc.integer({ min: 33, max: 100_000 }).map((d) => "[".repeat(d) + "]".repeat(d)),
+    depths.map((d) => "[".repeat(d) + "]".repeat(d)),
     fc.integer({ min: 20, max: 200 }).map((d) => `{"js_params": ${'{"a":'.repeat(d)}1${"}".repeat(d)}}`),
     fc.constantFrom(
       "",
@@ -241,11 +322,14 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
 
   function pathFor(op: Operation): fc.Arbitrary<string> {
     if (!op.pathParams.length) return fc.constant(op.template);
+    // DELETE names the groups the fuzzer itself creates, so the group every execution needs survives.
     const valid = op.template.includes("{cid}")
       ? [a.cid]
       : op.template.startsWith("/core/v1/pkps")
         ? [a.pkpId, s.enclave.pkpAddress(a.pkpId)]
-        : [String(a.groupId)];
+        : op.method === "DELETE"
+          ? [1, 2, 3, 4, 5].map((i) => String(a.groupId + i))
+          : [String(a.groupId)];
     const param = fc.oneof(
       { weight: 3, arbitrary: fc.constantFrom(...valid) },
       {
@@ -337,18 +421,18 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
         const h: Record<string, string> = { "content-type": contentType };
         const k = {
           none: undefined,
-          account: a.accountKey,
-          usage: usageKey,
+          account: ACCOUNT_KEY,
+          usage: USAGE_KEY,
           "bearer-usage": undefined,
           garbage: "hunter2",
           short: "ak_" + "a".repeat(63),
           "unknown-usage": s.enclave.generateUsageKey().apiKey,
           "unknown-account": s.enclave.generateAccountKey().apiKey,
-          "both-different": usageKey,
+          "both-different": USAGE_KEY,
         }[key];
         if (k !== undefined) h["x-api-key"] = k;
-        if (key === "bearer-usage") h.authorization = `Bearer ${usageKey}`;
-        if (key === "both-different") h.authorization = `Bearer ${a.accountKey}`;
+        if (key === "bearer-usage") h.authorization = `Bearer ${USAGE_KEY}`;
+        if (key === "both-different") h.authorization = `Bearer ${ACCOUNT_KEY}`;
         if (idem !== undefined) h["idempotency-key"] = idem;
         if (correlation !== undefined) h["x-correlation-id"] = correlation;
         return h;
@@ -359,7 +443,8 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
       op.method === "GET"
         ? fc.constant(undefined)
         : fc.oneof(
-            { weight: 4, arbitrary: op.body ? schemaBody(op.body) : fc.constant("{}") },
+            { weight: 2, arbitrary: mutatedBody(op) },
+            { weight: 3, arbitrary: op.body ? schemaBody(op.body) : fc.constant("{}") },
             { weight: 2, arbitrary: hostileBody },
             { weight: 1, arbitrary: fc.constant(undefined) },
           );
@@ -384,7 +469,13 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
 
   async function send(r: FuzzRequest): Promise<{ status: number; text: string }> {
     const url = `${s.url}${r.path}${r.query ? "?" + r.query : ""}`;
-    const res = await fetch(url, { method: r.method, headers: r.headers, body: r.body });
+    const headers = Object.fromEntries(
+      Object.entries(r.headers).map(([k, v]) => [
+        k,
+        v.replace(ACCOUNT_KEY, a.accountKey).replace(USAGE_KEY, usageKey),
+      ]),
+    );
+    const res = await fetch(url, { method: r.method, headers, body: r.body });
     return { status: res.status, text: await res.text() };
   }
 
@@ -427,6 +518,6 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     expect(counts.ok).to.be.greaterThan(RUNS / 50);
     expect(counts.refused).to.be.greaterThan(RUNS / 2);
     if (process.env.SIGIL_FUZZ_VERBOSE)
-      console.log(counts, Object.fromEntries([...byCode].sort((x, y) => y[1] - x[1])));
+      console.log(counts, "blocks:", last.block, Object.fromEntries([...byCode].sort((x, y) => y[1] - x[1])));
   });
 });
