@@ -143,6 +143,31 @@ describe("relayer: HTTP guard", function () {
     });
   });
 
+  describe("strings the fuzzer broke", () => {
+    // Found by test/relayer/fuzz.test.ts (SIGIL_FUZZ_SEED=684152565): ethers cannot UTF-8-encode an
+    // unpaired surrogate, so the write failed with 500 after validation had passed.
+    for (const [route, field] of [
+      ["/core/v1/groups", "name"],
+      ["/core/v1/pkps/create", "description"],
+      ["/core/v1/new_account", "account_name"],
+    ]) {
+      it(`${route} with an unpaired surrogate in \`${field}\`: 400 invalid_request naming it`, async () => {
+        const r = await s.api("POST", route, {
+          key: a.accountKey,
+          rawBody: `{"${field}": "a\\ud800b"}`,
+          headers: { "content-type": "application/json", "idempotency-key": `surrogate-${field}` },
+        });
+        expectError(r, 400, "invalid_request");
+        expect(r.body.error.details).to.deep.equal({ field });
+      });
+    }
+    it("a well-formed astral character (a surrogate pair) is accepted", async () => {
+      const r = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "key 😀" } });
+      expect(r.status, JSON.stringify(r.body)).to.equal(201);
+      expect(r.body.name).to.equal("key 😀");
+    });
+  });
+
   describe("secrets at rest", () => {
     it("an action's decrypted secret kept under an Idempotency-Key is in neither the database nor its WAL, and the replay returns it", async () => {
       const body = {
