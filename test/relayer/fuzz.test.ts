@@ -134,7 +134,10 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
       chargeFlushMs: 0,
     });
     s = await startStack({ billing });
-    // Thousands of generated writes land; the gas wallets must not run dry halfway (a 503 is not a bug).
+    // Known and reported, not this test's subject: the sender pays twice eth_gasPrice as a legacy gas
+    // price, and anvil's fee oracle suggests from recent tips, so the price doubles with every refresh
+    // (7,000 requests here: ~300 ETH per gas wallet at a base fee of 10 wei). Without this top-up the run
+    // ends in 503 gas_wallet_unfunded; SIGIL_FUZZ_VERBOSE=1 prints the gas spent and the final price.
     for (let i = 0; i < 4; i++)
       await s.provider.send("anvil_setBalance", [s.enclave.gasAddress(i), "0x" + (10n ** 24n).toString(16)]);
     a = await setupAccount(s);
@@ -517,6 +520,24 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     // Both sides were exercised: schema-shaped requests got through, hostile ones were refused.
     expect(counts.ok).to.be.greaterThan(RUNS / 50);
     expect(counts.refused).to.be.greaterThan(RUNS / 2);
+    if (process.env.SIGIL_FUZZ_VERBOSE) {
+      const balances = await Promise.all(
+        [0, 1, 2, 3].map((i) => s.provider.getBalance(s.enclave.gasAddress(i))),
+      );
+      console.log(
+        "gas spent (wei):",
+        balances.map((b) => (10n ** 24n - b).toString()),
+      );
+      const head = await s.provider.getBlock("latest");
+      console.log(
+        "gas price:",
+        await s.provider.send("eth_gasPrice", []),
+        "base fee:",
+        head?.baseFeePerGas,
+        "gas used:",
+        head?.gasUsed,
+      );
+    }
     if (process.env.SIGIL_FUZZ_VERBOSE)
       console.log(counts, "blocks:", last.block, Object.fromEntries([...byCode].sort((x, y) => y[1] - x[1])));
   });

@@ -44,6 +44,12 @@ describe("relayer: chain outage and recovery", function () {
     expect(h.body.executor.alive).to.be.greaterThan(0);
   });
 
+  it("while the chain is down, /health without the operator token says only {status: degraded}", async () => {
+    const h = await s.api("GET", "/health");
+    expect(h.status).to.equal(503);
+    expect(h.body).to.deep.equal({ status: "degraded" });
+  });
+
   it("while the chain is down, a new key that needs a chain lookup answers 503, not 401", async () => {
     const r = await s.api("GET", "/core/v1/pkps", { key: s.enclave.generateUsageKey().apiKey });
     expect(r.status).to.equal(503);
