@@ -6,6 +6,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { gzipSync } from "node:zlib";
 import { expect } from "chai";
+import { Enclave } from "../../enclave";
 import { assertJsonDepth, MAX_JSON_DEPTH } from "../../relayer/http/guard";
 import { canonical } from "../../relayer/idempotency";
 import { OPERATOR_HEADERS, setupAccount, startStack, type ApiResponse, type Stack } from "../helpers/stack";
@@ -229,6 +230,16 @@ describe("relayer: HTTP guard", function () {
 });
 
 describe("relayer: guard units", () => {
+  it("a record sealed by the enclave opens only under the same context and root key", () => {
+    const enclave = Enclave.fromRootKey("22".repeat(32));
+    const sealed = enclave.sealRecord("scope\nuk_caller\nidem-1", Buffer.from(SECRET));
+    expect(sealed).to.not.contain(Buffer.from(SECRET).toString("hex"));
+    expect(Buffer.from(enclave.openRecord("scope\nuk_caller\nidem-1", sealed)).toString()).to.equal(SECRET);
+    expect(() => enclave.openRecord("scope\nuk_other\nidem-1", sealed)).to.throw("Decryption failed");
+    expect(() =>
+      Enclave.fromRootKey("33".repeat(32)).openRecord("scope\nuk_caller\nidem-1", sealed),
+    ).to.throw("Decryption failed");
+  });
   it("assertJsonDepth skips brackets in strings, including after escaped quotes", () => {
     expect(() => assertJsonDepth(Buffer.from(`["\\"[[[[", [[1]]]`), 3)).to.not.throw();
     expect(() => assertJsonDepth(Buffer.from(`[[[[1]]]]`), 3)).to.throw("nested deeper than 3 levels");
