@@ -156,18 +156,16 @@ async function readBody(req: Request, limit: number): Promise<Buffer> {
  * be mistaken for a bracket or a quote. Invalid JSON is not this function's business: JSON.parse
  * refuses it after.
  */
-export function assertJsonDepth(raw: Uint8Array, max: number): void {
+export function assertJsonDepth(bytes: Uint8Array, max: number): void {
+  // Buffer's indexOf is memchr; a plain Uint8Array's is a generic (much slower) builtin.
+  const raw = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < raw.length; i++) {
     const b = raw[i];
-    if (inString) {
-      if (b === 0x5c /* \ */) i++;
-      else if (b === 0x22 /* " */) inString = false;
-      continue;
-    }
-    if (b === 0x22) inString = true;
-    else if (b === 0x7b /* { */ || b === 0x5b /* [ */) {
+    if (b === 0x22 /* " */) {
+      i = endOfString(raw, i);
+      if (i < 0) return;
+    } else if (b === 0x7b /* { */ || b === 0x5b /* [ */) {
       if (++depth > max) {
         throw new ApiError(400, "json_too_deep", `The JSON body is nested deeper than ${max} levels.`, {
           details: { max_depth: max },
@@ -177,12 +175,44 @@ export function assertJsonDepth(raw: Uint8Array, max: number): void {
   }
 }
 
+/**
+ * Index of the quote closing the string that opens at `open`, or -1 if none does. Short strings (keys,
+ * ids) are stepped through byte by byte; past SHORT_STRING bytes the search for the next quote is
+ * native memchr (Buffer.indexOf), so long strings such as inline code cost little. A quote preceded by
+ * an odd number of backslashes is escaped, wherever the search started.
+ */
+const SHORT_STRING = 1024;
+
+function endOfString(raw: Buffer, open: number): number {
+  const stepEnd = Math.min(raw.length, open + 1 + SHORT_STRING);
+  let at = open + 1;
+  for (; at < stepEnd; at++) {
+    const b = raw[at];
+    if (b === 0x5c) at++;
+    else if (b === 0x22) return at;
+  }
+  for (;;) {
+    const quote = raw.indexOf(0x22, at);
+    if (quote < 0) return -1;
+    let backslashes = 0;
+    for (let k = quote - 1; k > open && raw[k] === 0x5c; k--) backslashes++;
+    if (backslashes % 2 === 0) return quote;
+    at = quote + 1;
+  }
+}
+
 function isJsonType(req: Request): boolean {
   const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
   return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
 }
 
 function handOn(req: Request, raw: Buffer): void {
+  // The bytes are decoded as UTF-8 (JSON's only interchange encoding); a body declared in another
+  // charset would be misread, so it is refused as express.json refused it.
+  const charset = /;\s*charset=("?)([^";]+)\1/i.exec(req.headers["content-type"] ?? "")?.[2].toLowerCase();
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    throw new ApiError(415, "unsupported_media_type", "Unsupported charset; send UTF-8 JSON.");
+  }
   if (req.path === BILLING_WEBHOOK) {
     req.body = raw;
     return;

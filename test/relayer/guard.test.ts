@@ -106,6 +106,15 @@ describe("relayer: HTTP guard", function () {
       expect(r.status).to.equal(415);
       expect(((await r.json()) as { error: { code: string } }).error.code).to.equal("unsupported_media_type");
     });
+    it("a body declared in another charset than UTF-8: 415 unsupported_media_type", async () =>
+      expectError(
+        await s.api("POST", "/core/v1/new_account", {
+          rawBody: "{}",
+          headers: { "content-type": "application/json; charset=latin1" },
+        }),
+        415,
+        "unsupported_media_type",
+      ));
     it("an Idempotency-Key of 10,000 characters on a GET: 400 invalid_idempotency_key", async () =>
       expectError(
         await s.api("GET", "/core/v1/pkps", {
