@@ -58,7 +58,7 @@ export function httpGuard(opts: GuardOptions): RequestHandler {
       next();
       return;
     }
-    readBody(req, bodyLimit(req.path, opts.maxBodyBytes)).then(
+    readBody(req, bodyLimit(routePath(req), opts.maxBodyBytes)).then(
       (raw) => {
         try {
           assertJsonDepth(raw, MAX_JSON_DEPTH);
@@ -127,6 +127,11 @@ function hasBody(req: Request): boolean {
   if (req.headers["transfer-encoding"] !== undefined) return true;
   const length = req.headers["content-length"];
   return length !== undefined && length !== "0" && !Number.isNaN(Number(length));
+}
+
+/** The path as express routes it: case-insensitive, with an optional trailing slash. */
+function routePath(req: Request): string {
+  return req.path.toLowerCase().replace(/\/+$/, "");
 }
 
 /** Billing keeps the limits its own parsers had before the guard read the bodies for them. */
@@ -213,12 +218,13 @@ function handOn(req: Request, raw: Buffer): void {
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
     throw new ApiError(415, "unsupported_media_type", "Unsupported charset; send UTF-8 JSON.");
   }
-  if (req.path === BILLING_WEBHOOK) {
+  const path = routePath(req);
+  if (path === BILLING_WEBHOOK) {
     req.body = raw;
     return;
   }
   // Billing's routes read any content type as JSON (their parser had `type: () => true`).
-  if (isJsonType(req) || req.path.startsWith(BILLING_PREFIX + "/")) req.body = parseStrictJson(raw);
+  if (isJsonType(req) || path.startsWith(BILLING_PREFIX + "/")) req.body = parseStrictJson(raw);
 }
 
 /** express.json's strict mode: an empty body is {}, anything but an object or array is invalid. */
