@@ -1,13 +1,15 @@
 /**
  * The Express application: conventions of DESIGN.md section 8 around the /core/v1 routes.
- * Order matters: request ids → request log → billing router (parses its own bodies, raw for webhooks) →
- * JSON body parser with a size limit → routes → 405/404 → the error handler.
+ * Order matters: request ids → request log → the HTTP guard (headers, query string, body size, JSON depth;
+ * it reads and parses every body, see http/guard.ts) → billing router → 415 for non-JSON bodies → routes →
+ * 405/404 → the error handler. Nothing reads a request before the guard has bounded it.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { errorHandler } from "./http/errorHandler";
+import { httpGuard } from "./http/guard";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
@@ -79,15 +81,9 @@ export function buildApp(ctx: RelayerContext): Express {
     next();
   });
 
+  app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
   if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 
-  app.use(
-    express.json({
-      limit: ctx.cfg.maxBodyBytes,
-      strict: true,
-      type: ["application/json", "application/*+json"],
-    }),
-  );
   app.use((req: Request, _res: Response, next: NextFunction) => {
     const length = Number(req.get("content-length") ?? 0);
     const chunked = req.get("transfer-encoding") !== undefined;

@@ -75,6 +75,11 @@ export interface RelayerOptions {
    * 10 MiB; 0 refuses every pin (docs/actions.md, "Pinning: quota and price").
    */
   pinQuotaBytes?: number;
+  /**
+   * Secret that unlocks the detailed GET /health view (header X-Operator-Token). Unset: /health shows
+   * only its status to everyone.
+   */
+  operatorToken?: string;
 }
 
 export interface RelayerConfig {
@@ -101,6 +106,7 @@ export interface RelayerConfig {
   maxBatchSize?: number;
   sendConcurrency?: number;
   maxBodyBytes: number;
+  operatorToken: string | null;
   limits: {
     /** Largest inline `code` (DESIGN.md 6.4). */
     inlineCodeBytes: number;
@@ -155,6 +161,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     maxBatchSize: opts.maxBatchSize,
     sendConcurrency: opts.sendConcurrency,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
+    operatorToken: opts.operatorToken || null,
     limits: {
       inlineCodeBytes: 256 * 1024,
       ipfsCodeBytes: 512 * 1024,

@@ -71,6 +71,21 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A list in the request has more entries than allowed.",
     fix: "Split the change into several requests.",
   },
+  json_too_deep: {
+    status: 400,
+    why: "The JSON body is nested deeper than 32 levels (objects and arrays, `js_params` included), counted before anything parses it.",
+    fix: "Flatten the data; send deep structures as a string (e.g. JSON inside a `js_params` string) and parse it in the action.",
+  },
+  header_too_long: {
+    status: 400,
+    why: "X-Api-Key, Authorization, X-Correlation-Id, X-Operator-Token or Stripe-Signature is longer than 1024 bytes; `details.header` names it.",
+    fix: "Send the header's real value (a key is under 80 characters).",
+  },
+  invalid_query: {
+    status: 400,
+    why: "The query string is longer than 1024 bytes, or repeats a parameter.",
+    fix: "Send each parameter once (`?page_number=1&page_size=50`).",
+  },
   string_too_long: {
     status: 400,
     why: "A name, description or CID is longer than allowed.",
@@ -91,6 +106,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 401,
     why: "The key is well formed but not registered, or it was removed. Removal takes effect on the next request.",
     fix: "Use a live key; ask the account owner for a new usage key.",
+  },
+  invalid_operator_token: {
+    status: 401,
+    why: "GET /health carried an X-Operator-Token that does not match the configured operator token (or none is configured).",
+    fix: "Send SIGIL_OPERATOR_TOKEN's value, or no header for the public `{status}` view.",
   },
   api_key_expired: {
     status: 401,
@@ -272,7 +292,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   gas_wallet_unfunded: {
     status: 503,
     why: "The relayer's gas wallets cannot pay for the transaction.",
-    fix: "The operator must fund the gas wallets listed by GET /health.",
+    fix: "The operator must fund the gas wallets (GET /health with the operator token lists them).",
   },
   internal_error: {
     status: 500,

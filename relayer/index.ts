@@ -128,7 +128,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
-    idempotency: new IdempotencyStore(db),
+    idempotency: new IdempotencyStore(db, enclave),
     profiles: new ProfileStore(db),
     pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(enclave, cache, {

@@ -105,7 +105,9 @@ function op(o: Op) {
     o.auth === "none"
       ? []
       : ["missing_api_key", "invalid_api_key", "unknown_api_key", "api_key_expired", "rate_limited"];
-  for (const code of [...common, ...o.errors, "internal_error"]) {
+  // The HTTP guard (http/guard.ts) answers these on every operation, before any route runs.
+  const guard = ["json_too_deep", "header_too_long", "invalid_query", "invalid_idempotency_key"];
+  for (const code of [...new Set([...common, ...guard, ...o.errors]), "internal_error"]) {
     const e = ERROR_CATALOGUE[code];
     if (!e) continue;
     byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), code]);
@@ -485,10 +487,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/health": {
         get: op({
-          summary: "Chain reachable, last processed block, executor pool",
+          summary:
+            "{status}: ok or degraded (503). With X-Operator-Token: chain, cache, executor pool and gas wallets",
           auth: "none",
+          params: [
+            {
+              name: "X-Operator-Token",
+              in: "header",
+              required: false,
+              schema: { type: "string" },
+              description: "The operator token (SIGIL_OPERATOR_TOKEN): unlocks the detailed view",
+            },
+          ],
           ok: { type: "object" },
-          errors: [],
+          errors: ["invalid_operator_token"],
         }),
       },
       "/metrics": {

@@ -44,6 +44,7 @@ export const CONFIG_VARIABLES = [
   "STRIPE_API_HOST",
   "SIGIL_LOG_LEVEL",
   "SIGIL_LOG_FILE",
+  "SIGIL_OPERATOR_TOKEN",
 ] as const;
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
 
@@ -53,6 +54,7 @@ export const SECRET_VARIABLES: ReadonlySet<ConfigVariable> = new Set([
   "SIGIL_DEPLOYER_KEY",
   "STRIPE_SECRET_KEY",
   "STRIPE_WEBHOOK_SECRET",
+  "SIGIL_OPERATOR_TOKEN",
 ]);
 
 /** Chain id of the embedded anvil chain unless SIGIL_CHAIN_ID says otherwise (anvil's own default). */
@@ -102,6 +104,8 @@ export interface SigilConfig {
     concurrentExecutionsPerAccount?: number;
   };
   stripe?: StripeConfig;
+  /** Unlocks GET /health's detailed view (header X-Operator-Token); unset = status only. */
+  operatorToken?: string;
   logLevel: string;
   /** Where the structured (pino) log goes: a file path, or "-" for stdout. */
   logFile: string;
@@ -439,6 +443,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
     rateLimits,
     stripe,
+    operatorToken: get("SIGIL_OPERATOR_TOKEN") || undefined,
     logLevel,
     logFile,
     sources,

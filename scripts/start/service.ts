@@ -216,6 +216,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       ipfsGateways: config.ipfsGateways,
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
+      operatorToken: config.operatorToken,
       billing,
       logger,
     });

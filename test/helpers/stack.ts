@@ -42,6 +42,10 @@ export interface Stack {
   close(): Promise<void>;
 }
 
+/** The operator token every test stack is configured with: it unlocks GET /health's detailed view. */
+export const TEST_OPERATOR_TOKEN = "test-operator-token";
+export const OPERATOR_HEADERS = { "x-operator-token": TEST_OPERATOR_TOKEN };
+
 export function quietLogger(): Logger {
   return pino({ level: "silent" });
 }
@@ -93,6 +97,7 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
     rateLimits: { perKeyPerMinute: 100_000, perAccountPerMinute: 100_000, newAccountPerIpPerHour: 100_000 },
     logger: quietLogger(),
     rpcTimeoutMs: 2_000,
+    operatorToken: TEST_OPERATOR_TOKEN,
     ...relayerOver,
   };
   let relayer = await startRelayer(relayerOptions);

@@ -176,4 +176,14 @@ describe("start: configuration", () => {
       `SIGIL_CONFIG points to ${path.join(cwd, "nope.json")}, which does not exist. Create it or unset SIGIL_CONFIG.`,
     );
   });
+
+  it("reads SIGIL_OPERATOR_TOKEN from the environment (unset by default) and refuses it in the config file", () => {
+    expect(loadConfig({}, cwd).operatorToken).to.equal(undefined);
+    expect(loadConfig({ SIGIL_OPERATOR_TOKEN: "op-secret" }, cwd).operatorToken).to.equal("op-secret");
+    fs.writeFileSync(
+      path.join(cwd, "sigil.config.json"),
+      JSON.stringify({ SIGIL_OPERATOR_TOKEN: "op-secret" }),
+    );
+    expect(problemsOf({}, cwd).join("\n")).to.contain('"SIGIL_OPERATOR_TOKEN" is a secret');
+  });
 });
