@@ -104,6 +104,9 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     mapping(address addr => Role) private _roles;
     mapping(uint64 accountId => AccountRecord) private _accounts;
     mapping(address key => mapping(uint64 groupId => uint256 word)) private _masks;
+    /// @dev keccak256 of the scopes a key's masks were last written from: an update with the same scopes
+    /// writes no mask at all.
+    mapping(address key => bytes32 scopesHash) private _scopesHashes;
 
     mapping(bytes32 pkpId => PkpRecord) private _pkps;
 
@@ -209,13 +212,16 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint64 epoch = ++_scopeEpochs;
         _roles[key] = Role(ROLE_KEY, accountId, expiration, uint40(block.timestamp), _flagsOf(scopes), epoch);
         _writeMasks(key, epoch, scopes);
+        _scopesHashes[key] = keccak256(abi.encode(scopes));
         ++_accounts[accountId].keyCount;
         emit KeyAdded(accountId, key, keyHash, name, description, expiration, scopes);
     }
 
     /**
      * @inheritdoc IAccountRegistry
-     * @dev A fresh scope epoch retires every mask the key held; only the new ones are written.
+     * @dev Unchanged scopes (same flags and the same four arrays, in the same order) keep the key's masks as
+     * they are. Otherwise a fresh scope epoch retires every mask the key held and only the new ones are
+     * written. Both paths validate the ids first, so naming a deleted group is refused either way.
      */
     function updateKey(
         address key,
@@ -228,11 +234,15 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         Role storage role = _requireLiveKeyOf(accountId, key);
         _checkKeyFields(accountId, name, description, expiration, scopes);
 
-        uint64 epoch = ++_scopeEpochs;
         role.expiration = expiration;
-        role.flags = _flagsOf(scopes);
-        role.scopeEpoch = epoch;
-        _writeMasks(key, epoch, scopes);
+        bytes32 scopesHash = keccak256(abi.encode(scopes));
+        if (scopesHash != _scopesHashes[key]) {
+            uint64 epoch = ++_scopeEpochs;
+            role.flags = _flagsOf(scopes);
+            role.scopeEpoch = epoch;
+            _writeMasks(key, epoch, scopes);
+            _scopesHashes[key] = scopesHash;
+        }
         emit KeyUpdated(accountId, key, name, description, expiration, scopes);
     }
 
@@ -714,7 +724,10 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         mapping(bytes32 => bool) storage actions = _actions[accountId][groupId];
         if (!actions[cidHash]) revert ActionNotInGroup(groupId, cid);
         delete actions[cidHash];
-        --group.actionCount;
+        // A member was found, so the count is at least one.
+        unchecked {
+            --group.actionCount;
+        }
         emit ActionRemoved(accountId, groupId, cidHash);
     }
 
@@ -735,13 +748,17 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     function _removePkp(uint64 accountId, uint64 groupId, GroupRecord storage group, bytes32 pkpId) private {
         PkpRecord storage pkp = _pkps[pkpId];
-        uint256 index = pkp.index;
+        (uint64 owner, uint256 index) = (pkp.accountId, pkp.index);
+        if (owner != accountId) revert PkpNotInGroup(groupId, pkpId);
         uint256 bit = 1 << (index & 255);
         mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
         uint256 word = words[index >> 8];
-        if (pkp.accountId != accountId || word & bit == 0) revert PkpNotInGroup(groupId, pkpId);
+        if (word & bit == 0) revert PkpNotInGroup(groupId, pkpId);
         words[index >> 8] = word & ~bit;
-        --group.pkpCount;
+        // A member was found, so the count is at least one.
+        unchecked {
+            --group.pkpCount;
+        }
         emit PkpRemoved(accountId, groupId, pkpId);
     }
 
