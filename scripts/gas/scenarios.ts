@@ -259,7 +259,7 @@ async function runMode(
   relayer: Signer,
   send: (method: string, params: unknown[]) => Promise<unknown>,
 ): Promise<Figure[]> {
-  const registryInterface = AccountRegistry__factory.createInterface();
+  const registryInterface: ethers.Interface = AccountRegistry__factory.createInterface();
   const registry = AccountRegistry__factory.connect(deployment.registry, relayer);
   const forwarder = SigilForwarder__factory.connect(deployment.forwarder, relayer);
   const actors: Actor[] = await Promise.all(
