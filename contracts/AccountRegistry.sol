@@ -19,6 +19,9 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // Bounds: every write touches a bounded number of slots, every view a bounded number of items.
     // ------------------------------------------------------------------------------------------------
 
+    /// @notice The layout version `registryVersion` answers.
+    uint256 public constant REGISTRY_VERSION = 2;
+
     /// @notice Maximum number of ids in one `KeyScopes` array.
     uint256 public constant MAX_SCOPE_ENTRIES = 64;
     /// @notice Maximum number of ids in the four `KeyScopes` arrays together (bounds the writes of one
@@ -556,6 +559,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
      */
     function canExecuteAction(address key, bytes32 cidHash) external view returns (bool) {
         return _canExecute(key, cidHash, 0, false);
+    }
+
+    /// @inheritdoc IAccountRegistry
+    function registryVersion() external pure returns (uint256) {
+        return REGISTRY_VERSION;
     }
 
     /// @inheritdoc IAccountRegistry

@@ -365,6 +365,13 @@ interface IAccountRegistry {
     /// An account's owner is answered too, as for `canExecute`.
     function canExecuteAction(address key, bytes32 cidHash) external view returns (bool);
 
+    /**
+     * @notice The registry's layout version: 2 for this one (names, CID strings and member lists in events
+     * only). The first registry (version 1) has no such function. A service refuses a data folder whose
+     * registry answers another version, since its views and events would be misread.
+     */
+    function registryVersion() external pure returns (uint256);
+
     /// @notice The trusted ERC-2771 forwarder (path A).
     function forwarder() external view returns (address);
 }
