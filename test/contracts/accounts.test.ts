@@ -145,6 +145,11 @@ describe("AccountRegistry: accounts", function () {
       expect(await registry.isTrustedForwarder(await forwarder.getAddress())).to.equal(true);
     });
 
+    it("registryVersion answers the layout version, 2", async function () {
+      const { registry } = await loadFixture(deployFixture);
+      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([2n, 2n]);
+    });
+
     it("the constructor refuses a zero forwarder", async function () {
       const { registry } = await loadFixture(deployFixture);
       const factory = await ethers.getContractFactory("AccountRegistry");

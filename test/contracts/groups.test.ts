@@ -357,6 +357,26 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(1n, pkpA1);
     });
 
+    it("refuses to remove another account's PKP with PkpNotInGroup", async function () {
+      const { registry, ownerA, pkpB1 } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "PkpNotInGroup")
+        .withArgs(1n, pkpB1);
+    });
+
+    it("keeps PKPs whose indices share a bitmap word apart", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      await registry.connect(ownerA).removePkp(1n, pkpA1);
+      expect([
+        await registry.isPkpInGroup(1n, 1n, pkpA1),
+        await registry.isPkpInGroup(1n, 1n, pkpA2),
+      ]).to.deep.equal([false, true]);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpA2))
+        .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
+        .withArgs(1n, pkpA2);
+    });
+
     it("refuses a batch of more than MAX_BATCH PKPs", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await expect(registry.connect(ownerA).addPkps(1n, new Array(65).fill(pkpA1)))
