@@ -869,30 +869,43 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     /**
      * @dev Whether some live group of the key's account, on which the key holds execute, lists `cidHash` (and
-     * `pkpId` when `withPkp`). An account's owner counts as a wildcard key. Scans the account's live groups
-     * (at most MAX_GROUPS_PER_ACCOUNT), checking the key's mask on each unless it holds the wildcard.
+     * `pkpId` when `withPkp`). An account's owner counts as a wildcard key.
      */
     function _canExecute(address key, bytes32 cidHash, bytes32 pkpId, bool withPkp) private view returns (bool) {
         Role memory role = _roles[key];
-        uint64 accountId = role.accountId;
         bool wildcard;
         // The owner may invoke actions in every group of its account: it acts as a wildcard key.
         if (role.kind == ROLE_OWNER) wildcard = true;
         else if (_isLiveKey(role)) wildcard = _maskBits(key, role, ScopeMasks.WILDCARD) & ScopeMasks.EXECUTE != 0;
         else return false;
-        uint256 pkpIndex;
+        // PKP indices start at 1, so index 0 stands for "no PKP condition".
+        uint256 pkpIndex = 0;
         if (withPkp) {
             PkpRecord storage pkp = _pkps[pkpId];
-            if (pkp.accountId != accountId) return false;
+            if (pkp.accountId != role.accountId) return false;
             pkpIndex = pkp.index;
         }
+        return _anyLiveGroupLists(key, role, wildcard, cidHash, pkpIndex);
+    }
+
+    /**
+     * @dev Scans the account's live groups (at most MAX_GROUPS_PER_ACCOUNT), checking the key's execute mask
+     * on each unless `wildcard`, for one listing `cidHash` and, if `pkpIndex` is not 0, that PKP.
+     */
+    function _anyLiveGroupLists(
+        address key,
+        Role memory role,
+        bool wildcard,
+        bytes32 cidHash,
+        uint256 pkpIndex
+    ) private view returns (bool) {
+        uint64 accountId = role.accountId;
         uint256 live = _accounts[accountId].liveGroupCount;
-        uint64[MAX_GROUPS_PER_ACCOUNT] storage liveIds = _liveGroupIds[accountId];
-        mapping(uint64 => mapping(bytes32 => bool)) storage actions = _actions[accountId];
         for (uint256 i = 0; i < live; ++i) {
-            uint64 groupId = liveIds[i];
+            uint64 groupId = _liveGroupIds[accountId][i];
             if (!wildcard && _maskBits(key, role, groupId) & ScopeMasks.EXECUTE == 0) continue;
-            if (actions[groupId][cidHash] && (!withPkp || _hasPkp(accountId, groupId, pkpIndex))) return true;
+            if (!_actions[accountId][groupId][cidHash]) continue;
+            if (pkpIndex == 0 || _hasPkp(accountId, groupId, pkpIndex)) return true;
         }
         return false;
     }

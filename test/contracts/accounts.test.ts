@@ -16,6 +16,12 @@ import {
 
 describe("AccountRegistry: accounts", function () {
   describe("createAccount", function () {
+    it("accepts an empty name and reads it back empty", async function () {
+      const { registry, ownerA } = await loadFixture(deployFixture);
+      await registry.connect(ownerA).createAccount("", ethers.ZeroAddress);
+      expect((await registry.getAccount(1n)).name).to.equal("");
+    });
+
     it("makes the caller the owner of a new account and emits AccountCreated", async function () {
       const { registry, ownerA } = await loadFixture(deployFixture);
       const masterKey = ethers.Wallet.createRandom().address;
