@@ -15,7 +15,11 @@ export interface RpcSender {
 }
 
 export interface HistoryOptions {
-  /** Blocks per eth_getLogs request (nodes cap the range; 5,000 is accepted by the common ones). */
+  /**
+   * The range every node accepts (5,000 blocks by default). The whole span is asked for first (one request
+   * when the node takes it, as anvil and most self-hosted nodes do); a refused range is halved until it is
+   * accepted or down to this size, where an error is final.
+   */
   maxRange?: number;
   /** Retry wrapper for each RPC request (the relayer's withRetry); called once per request. */
   retry?: <T>(fn: () => Promise<T>) => Promise<T>;
@@ -49,34 +53,45 @@ export async function accountEvents(
   const maxRange = options.maxRange ?? 5_000;
   const retry = options.retry ?? ((fn) => fn());
   const accountTopic = zeroPadValue(toBeHex(BigInt(accountId)), 32);
-  const out: HistoryEvent[] = [];
-  const timestamps = new Map<number, number>();
-  for (let from = Math.max(0, fromBlock); from <= toBlock; from += maxRange) {
-    const to = Math.min(toBlock, from + maxRange - 1);
-    const logs = await retry(
+  const getLogs = (from: number, to: number) =>
+    retry(
       () =>
         rpc.send("eth_getLogs", [
           { address: registry, fromBlock: hex(from), toBlock: hex(to), topics: [null, accountTopic] },
         ]) as Promise<RawLog[]>,
     );
-    for (const l of logs) {
-      if (l.removed) continue;
-      const ev = parseRegistryLog(l.topics, l.data);
-      if (!ev) continue;
-      const block = Number(BigInt(l.blockNumber));
-      let ts: number | null = null;
-      if (ev.name === "KeyAdded") {
-        ts = timestamps.get(block) ?? null;
-        if (ts === null) {
-          const b = await retry(
-            () => rpc.send("eth_getBlockByNumber", [hex(block), false]) as Promise<{ timestamp: string }>,
-          );
-          ts = Number(BigInt(b.timestamp));
-          timestamps.set(block, ts);
-        }
-      }
-      out.push({ ev, block, ts });
+  const logs: RawLog[] = [];
+  const fetchSpan = async (from: number, to: number): Promise<void> => {
+    try {
+      logs.push(...(await getLogs(from, to)));
+    } catch (err) {
+      if (to - from + 1 <= maxRange) throw err;
+      const mid = from + Math.floor((to - from) / 2);
+      await fetchSpan(from, mid);
+      await fetchSpan(mid + 1, to);
     }
+  };
+  if (toBlock >= fromBlock) await fetchSpan(Math.max(0, fromBlock), toBlock);
+
+  const out: HistoryEvent[] = [];
+  const timestamps = new Map<number, number>();
+  for (const l of logs) {
+    if (l.removed) continue;
+    const ev = parseRegistryLog(l.topics, l.data);
+    if (!ev) continue;
+    const block = Number(BigInt(l.blockNumber));
+    let ts: number | null = null;
+    if (ev.name === "KeyAdded") {
+      ts = timestamps.get(block) ?? null;
+      if (ts === null) {
+        const b = await retry(
+          () => rpc.send("eth_getBlockByNumber", [hex(block), false]) as Promise<{ timestamp: string }>,
+        );
+        ts = Number(BigInt(b.timestamp));
+        timestamps.set(block, ts);
+      }
+    }
+    out.push({ ev, block, ts });
   }
   return out;
 }
