@@ -1,9 +1,10 @@
 /**
- * The permission cache (DESIGN.md section 5). Per account, a projection of registry state loaded from
- * views on first use, kept current by the registry's events: a poller reads eth_getLogs from the last
+ * The permission cache. Per account, a projection of registry state loaded on first use (the account's
+ * header from the `getAccount` view, everything else by replaying the account's events, see
+ * accountHistory.ts), kept current by the registry's events: a poller reads eth_getLogs from the last
  * processed block (the cursor) and applies every event in chain order.
  *
- * Consistency: an account is loaded with views *at the cursor block*, and events of later blocks that
+ * Consistency: an account is loaded *at the cursor block* (view and replay both end there), and events of later blocks that
  * the poller processes while the load is running are buffered and applied after it, so a projection
  * always equals the chain at the cursor. Path-A writes call `syncTo(receipt block)` before answering,
  * so a key created by one call works on the next (read-your-writes); path-B writes are seen within one
@@ -20,22 +21,9 @@ import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
-import {
-  accountFromStruct,
-  applyEvent,
-  cidHash,
-  keyFromStruct,
-  type AccountProjection,
-  type KeyRecord,
-} from "./projection";
+import { replayAccount } from "./accountHistory";
+import { accountFromStruct, applyEvent, type AccountProjection, type KeyRecord } from "./projection";
 
-const PAGE = 100;
-/**
- * listKeys returns each key's four scope arrays, and reading one scoped group id costs ~7.6k gas; a key
- * may hold MAX_SCOPE_ENTRIES_PER_KEY (128) of them. Ten such keys (~9.7M gas) stay under the smallest
- * eth_call gas cap we know of (16.7M, EIP-7825 on Hardhat); a page of 100 would not fit any node's cap.
- */
-const KEY_PAGE = 10;
 const MAX_LOG_RANGE = 5_000;
 
 interface PendingEvent {
@@ -339,30 +327,19 @@ export class PermissionCache {
     return promise;
   }
 
+  /**
+   * The account at block `at`: its header from the view, its keys, PKPs and groups (names, CID strings,
+   * members) by replaying its events from the registry's deployment block to `at`.
+   */
   private async load(id: number, at: number): Promise<AccountProjection> {
-    const r = this.o.reader;
-    const head = accountFromStruct((await r.call("getAccount", [id], at))[0]);
+    const head = accountFromStruct((await this.o.reader.call("getAccount", [id], at))[0]);
     const acc: AccountProjection = { ...head, keys: new Map(), groups: new Map(), pkps: new Map() };
-    for (const k of await pages((o) => r.call("listKeys", [id, o, KEY_PAGE], at), KEY_PAGE)) {
-      const rec = keyFromStruct(k);
-      acc.keys.set(rec.address, rec);
-    }
-    for (const p of await pages((o) => r.call("listPkps", [id, o, PAGE], at))) {
-      const pid = (p.id as string).toLowerCase();
-      acc.pkps.set(pid, { id: pid, name: p.name as string, description: p.description as string });
-    }
-    for (const g of await pages((o) => r.call("listGroups", [id, o, PAGE], at))) {
-      const gid = Number(g.id);
-      const pkps = await pages((o) => r.call("groupPkps", [id, gid, o, PAGE], at));
-      const cids = await pages((o) => r.call("groupActions", [id, gid, o, PAGE], at));
-      acc.groups.set(gid, {
-        id: gid,
-        name: g.name as string,
-        description: g.description as string,
-        pkps: new Set(pkps.map((x) => (x as unknown as string).toLowerCase())),
-        actions: new Map(cids.map((c) => [cidHash(c as unknown as string), c as unknown as string])),
-      });
-    }
+    await replayAccount(this.o.provider, this.o.registry, acc, this.o.deployBlock, at, {
+      maxRange: MAX_LOG_RANGE,
+      retry: (fn) => withRetry(fn, 1),
+    });
+    // The replay re-applies AccountCreated and ownership events: the view at `at` is the header's truth.
+    Object.assign(acc, head);
     return acc;
   }
 
@@ -453,22 +430,4 @@ function logKey(l: RawLog): string {
 
 function safeParse(l: RawLog): LogDescription | null {
   return parseRegistryLog(l.topics, l.data);
-}
-
-type Row = Record<string, unknown> & unknown[];
-
-/** Reads every page of a paginated `(items, total)` view. */
-async function pages(
-  fetchPage: (offset: number) => Promise<import("ethers").Result>,
-  pageSize = PAGE,
-): Promise<Row[]> {
-  const out: Row[] = [];
-  for (let offset = 0; ; offset += pageSize) {
-    const res = await fetchPage(offset);
-    const items = Array.from(res[0] as Iterable<Row>);
-    const total = Number(res[1]);
-    out.push(...items);
-    // Pages are taken over `total` entries; a page may hold fewer items (listKeys leaves expired keys out).
-    if (offset + pageSize >= total) return out;
-  }
 }
