@@ -25,7 +25,7 @@ export interface Front {
 export type Intercept = (
   req: { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer },
   nth: number,
-) => { status: number; headers?: Record<string, string>; body: unknown } | null;
+) => { status: number; headers?: Record<string, string>; body: unknown; afterForwarding?: boolean } | null;
 
 export async function startFront(target: string, intercept?: Intercept): Promise<Front> {
   const exchanges: Exchange[] = [];
@@ -46,7 +46,7 @@ export async function startFront(target: string, intercept?: Intercept): Promise
           responseBody,
         });
       const own = intercept?.({ method: req.method!, url: req.url!, headers: req.headers, body }, n++);
-      if (own) {
+      if (own && !own.afterForwarding) {
         const out = Buffer.from(JSON.stringify(own.body));
         const headers = { "content-type": "application/json", ...(own.headers ?? {}) };
         record(own.status, headers, out);
@@ -68,6 +68,14 @@ export async function startFront(target: string, intercept?: Intercept): Promise
           if (!["content-length", "connection", "keep-alive", "transfer-encoding"].includes(k))
             headers[k] = v;
         });
+        if (own?.afterForwarding) {
+          // The service did the work; the client hears something else (a lost or failed answer).
+          const replaced = Buffer.from(JSON.stringify(own.body));
+          const h = { "content-type": "application/json", ...(own.headers ?? {}) };
+          record(own.status, h, replaced);
+          res.writeHead(own.status, h).end(replaced);
+          return;
+        }
         record(r.status, headers, out);
         res.writeHead(r.status, headers).end(out);
       } catch (err) {
