@@ -3,7 +3,7 @@
  * (URL and API key from flags or the environment) and the output.
  */
 import type { Command } from "commander";
-import { SigilClient, UsageError } from "./client";
+import { cliClient, UsageError, type CliClient } from "./api";
 import { Output } from "./output";
 
 export const DEFAULT_URL = "http://127.0.0.1:8000";
@@ -16,7 +16,7 @@ export interface GlobalOptions {
 }
 
 export interface Context {
-  client: SigilClient;
+  client: CliClient;
   out: Output;
   /** Where the API key came from, for `sigil config` (never the value). */
   apiKeySource: "--api-key" | "SIGIL_API_KEY" | "none";
@@ -34,7 +34,7 @@ export function contextOf(cmd: Command): Context {
   const fromEnv = process.env.SIGIL_API_KEY?.trim() || undefined;
   const apiKey = g.apiKey ?? fromEnv;
   return {
-    client: new SigilClient(url, apiKey),
+    client: cliClient(url, apiKey),
     out: new Output({ json: g.json === true, quiet: g.quiet === true }),
     apiKeySource: g.apiKey !== undefined ? "--api-key" : fromEnv !== undefined ? "SIGIL_API_KEY" : "none",
     url,

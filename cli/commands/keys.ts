@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { UsageError } from "../client";
+import { UsageError } from "../api";
 import { collect, contextOf, groupIds } from "../context";
 import { list, table } from "../output";
 
