@@ -4,6 +4,8 @@
  * can be wrong gets its own 401 code, and the bearer form keeps working.
  */
 import { createHash, randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { expect } from "chai";
 import { SigningKey, Wallet, computeAddress, hashMessage, toUtf8Bytes } from "ethers";
 import { signRequest } from "../../sdk";
@@ -184,6 +186,35 @@ describe("signed requests: a usage key that is never sent", function () {
     expect(r.status).to.equal(200);
   });
 
+  it("docs/api.md's worked example is what both implementations sign", () => {
+    const doc = fs.readFileSync(path.join(__dirname, "..", "..", "docs", "api.md"), "utf8");
+    const example = {
+      chainId: 31337,
+      registry: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+      method: "GET",
+      path: "/core/v1/account",
+      body: "",
+      timestamp: 1_700_000_000,
+      nonce: "000102030405060708090a0b0c0d0e0f",
+    };
+    const key = "0x" + "11".repeat(32);
+    const theirs = independentHeaders(key, example);
+    const ours = signRequest(
+      new Wallet(key),
+      { chainId: 31337, registryAddress: example.registry },
+      "GET",
+      example.path,
+      new Uint8Array(),
+      {
+        timestamp: example.timestamp,
+        nonce: example.nonce,
+      },
+    );
+    expect(ours["sigil-signature"]).to.equal(theirs["Sigil-Signature"]);
+    expect(doc).to.contain(`Sigil-Signature: ${theirs["Sigil-Signature"]}`);
+    expect(doc).to.contain(`Sigil-Key: ${theirs["Sigil-Key"]}`);
+  });
+
   it("the SDK's signing makes the same bytes as the independent implementation", () => {
     const timestamp = 1_700_000_000;
     const ours = signRequest(
@@ -192,7 +223,7 @@ describe("signed requests: a usage key that is never sent", function () {
       "POST",
       "/core/v1/svc_action",
       Buffer.from(execBody()),
-      () => timestamp,
+      { timestamp },
     );
     const theirs = independentHeaders(privateKey, {
       chainId,
