@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { expect } from "chai";
 import { SigningKey, Wallet, computeAddress, hashMessage, toUtf8Bytes } from "ethers";
-import { signRequest } from "../../sdk";
+import { signRequest } from "sigil/sdk";
 import { SignedRequestVerifier } from "../../relayer/http/signedRequest";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 

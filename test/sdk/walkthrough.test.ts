@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { verifyMessage } from "ethers";
-import { createSigil, SigilError, type Sigil } from "../../sdk";
+import { createSigil, SigilError, type Sigil } from "sigil/sdk";
 import { startStack, type Stack } from "../helpers/stack";
 import { readmeProgram, readmeSignatureCheck, startFront, wireText, type Front } from "./support";
 
