@@ -13,6 +13,7 @@ import { httpGuard } from "./http/guard";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
+import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
@@ -42,6 +43,8 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/actions/cid"],
   ["GET", "/core/v1/actions/:cid"],
   ["POST", "/core/v1/svc_action"],
+  ["POST", "/core/v1/forward/prepare"],
+  ["POST", "/core/v1/forward"],
   ["GET", "/core/v1/config"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
@@ -112,6 +115,7 @@ export function buildApp(ctx: RelayerContext): Express {
     keyRoutes(ctx),
     pkpRoutes(ctx),
     groupRoutes(ctx),
+    forwardRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);

@@ -57,6 +57,14 @@ export async function write(
   operation: string,
   data: string,
 ): Promise<WriteOutcome> {
+  if (auth.apiKey === null) {
+    // A signed request: the relayer never had the key, so it cannot sign a write with it.
+    throw new ApiError(
+      400,
+      "forward_request_required",
+      "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
+    );
+  }
   ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,

@@ -20,6 +20,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import getRawBody from "raw-body";
+import { keepRawBody } from "./signedRequest";
 import { ApiError } from "../errors";
 import { validateIdempotencyKey } from "../idempotency";
 
@@ -218,6 +219,8 @@ function handOn(req: Request, raw: Buffer): void {
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
     throw new ApiError(415, "unsupported_media_type", "Unsupported charset; send UTF-8 JSON.");
   }
+  // Signed requests cover the exact body bytes (relayer/http/signedRequest.ts reads them back).
+  keepRawBody(req, undefined, raw);
   const path = routePath(req);
   if (path === BILLING_WEBHOOK) {
     req.body = raw;
