@@ -433,13 +433,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function hasScope(address key, Scope scope, uint64 groupId) external view returns (bool) {
         KeyRecord storage record = _keys[key];
-        if (!_isLive(record)) return false;
-        if (scope == Scope.CreatePkp) return record.canCreatePkps;
-        if (scope == Scope.CreateGroup) return record.canCreateGroups;
-        if (scope == Scope.DeleteGroup) return record.canDeleteGroups;
-        uint8 bit = ScopeMasks.bitOf(scope);
-        if (groupId == ScopeMasks.WILDCARD) return _masks[key].isWildcard(bit);
-        return _groups[record.accountId][groupId].live && _masks[key].allows(bit, groupId);
+        return _isLive(record) && _holdsScope(key, record, scope, groupId);
     }
 
     /// @inheritdoc IAccountRegistry
@@ -580,13 +574,27 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     function _requireScope(address caller, uint64 accountId, bool isOwner, Scope scope, uint64 groupId) private view {
-        if (isOwner) return;
-        bool allowed;
-        if (scope == Scope.CreatePkp) allowed = _keys[caller].canCreatePkps;
-        else if (scope == Scope.CreateGroup) allowed = _keys[caller].canCreateGroups;
-        else if (scope == Scope.DeleteGroup) allowed = _keys[caller].canDeleteGroups;
-        else allowed = _masks[caller].allows(ScopeMasks.bitOf(scope), groupId);
-        if (!allowed) revert MissingScope(caller, accountId, scope, groupId);
+        if (isOwner || _holdsScope(caller, _keys[caller], scope, groupId)) return;
+        revert MissingScope(caller, accountId, scope, groupId);
+    }
+
+    /**
+     * @dev The one scope rule, for `hasScope` and for writes alike: account-wide scopes come from the key's
+     * flags; a per-group scope on group 0 asks for the wildcard; on any other id it counts only while that id
+     * is a live group of the key's account (a deleted group's masks stay behind, but grant nothing).
+     */
+    function _holdsScope(
+        address key,
+        KeyRecord storage record,
+        Scope scope,
+        uint64 groupId
+    ) private view returns (bool) {
+        if (scope == Scope.CreatePkp) return record.canCreatePkps;
+        if (scope == Scope.CreateGroup) return record.canCreateGroups;
+        if (scope == Scope.DeleteGroup) return record.canDeleteGroups;
+        uint8 bit = ScopeMasks.bitOf(scope);
+        if (groupId == ScopeMasks.WILDCARD) return _masks[key].isWildcard(bit);
+        return _groups[record.accountId][groupId].live && _masks[key].allows(bit, groupId);
     }
 
     function _isExpired(KeyRecord storage record) private view returns (bool) {

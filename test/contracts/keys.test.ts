@@ -650,4 +650,44 @@ describe("AccountRegistry: usage keys", function () {
       expect(await registry.hasScope(keySigners[0].address, Scope.Execute, 9n)).to.equal(false);
     });
   });
+
+  // hasScope and the writes share one rule: a per-group scope counts only for a live group of the key's account.
+  describe("scope on a group that is not live: writes agree with hasScope", function () {
+    it("a key scoped on a deleted group gets MissingScope for a write on it", async function () {
+      const { registry, ownerA, keySigners, other } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [other] }));
+      await registry.connect(ownerA).deleteGroup(other);
+      expect(await registry.hasScope(key.address, Scope.ManageActions, other)).to.equal(false);
+      await expect(registry.connect(key).addAction(other, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 1n, Scope.ManageActions, other);
+    });
+
+    it("a wildcard key gets MissingScope for a write on a group id its account does not have", async function () {
+      const { registry, ownerA, keySigners, pkpA1 } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ AddPkp: [0] }));
+      expect(await registry.hasScope(key.address, Scope.AddPkp, 9n)).to.equal(false);
+      await expect(registry.connect(key).addPkp(9n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 1n, Scope.AddPkp, 9n);
+    });
+
+    it("a wildcard key may still write on a live group", async function () {
+      const { registry, ownerA, keySigners, target } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [0] }));
+      expect(await registry.hasScope(key.address, Scope.ManageActions, target)).to.equal(true);
+      await expect(registry.connect(key).addAction(target, CID_HELLO)).to.emit(registry, "ActionAdded");
+    });
+
+    it("the owner still learns UnknownGroup for a deleted group", async function () {
+      const { registry, ownerA, other } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).deleteGroup(other);
+      await expect(registry.connect(ownerA).addAction(other, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, other);
+    });
+  });
 });
