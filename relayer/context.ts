@@ -37,6 +37,8 @@ export interface RelayerContext {
   profiles: ProfileStore;
   auth: Authenticator;
   newAccountLimit: TokenBuckets;
+  /** Every /core/v1 request, per client IP, before authentication. */
+  ipLimit: TokenBuckets;
   executionCap: ConcurrencyCap;
   metrics: RelayerMetrics;
   logger: Logger;

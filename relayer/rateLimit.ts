@@ -3,7 +3,9 @@
  * counter of executions running per account. In memory: a restart forgets them, which errs on the
  * side of availability; a multi-instance deployment would move them to the shared store.
  */
+import type { NextFunction, Request, Response } from "express";
 import { ApiError } from "./errors";
+import { clientIp } from "./http/context";
 
 interface Bucket {
   tokens: number;
@@ -82,4 +84,23 @@ export class ConcurrencyCap {
       else this.running.set(accountId, left);
     };
   }
+}
+
+/**
+ * Per-IP limit before authentication: mounted ahead of every /core/v1 route, so a request with an
+ * unknown key (which costs a chain call to refuse) or for a public route (GET /pkps/:id) is counted
+ * before anything else runs. The client address is Express's `req.ip`, i.e. the socket's unless the
+ * deployment configured `trustProxy` (docs/configuration.md).
+ */
+export function perIpLimit(buckets: TokenBuckets) {
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    const ip = clientIp(req);
+    try {
+      buckets.take(`ip:${ip}`, `ip ${ip}`);
+    } catch (err) {
+      next(err);
+      return;
+    }
+    next();
+  };
 }

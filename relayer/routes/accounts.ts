@@ -1,8 +1,8 @@
 /** new_account, account info, ownership transfer (SPEC 5.1, 5.5). */
 import { Router } from "express";
 import { getAddress } from "ethers";
-import { accountMode, authOf } from "../auth";
-import { requireOwner } from "../authorize";
+import { authOf } from "../auth";
+import { accountMode, requireOwner } from "../policy";
 import { registryInterface } from "../chain/abi";
 import { firstEvent, handler, submit, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
