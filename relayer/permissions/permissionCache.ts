@@ -508,11 +508,13 @@ export class PermissionCache {
     const hit = this.pkpInfos.get(id);
     if (hit) return hit;
     if (this.pkpMisses.get(id)) return null;
-    await this.ensureSynced();
     const epoch = this.missEpoch;
     let info;
     try {
-      info = (await this.o.reader.call("getPkp", [id], this.cursor))[0];
+      // At the head, not the cursor: our own write may be applied from its receipt ahead of the cursor
+      // (applyOwnTransaction), and a PKP never changes, so the newest answer is the right one. A miss read
+      // at the head is still ended by its PkpCreated, which the poller can only process later.
+      info = (await this.o.reader.call("getPkp", [id]))[0];
     } catch (err) {
       if (!(err instanceof RegistryRevert)) throw err;
       if (epoch === this.missEpoch) this.pkpMisses.set(id, true);
