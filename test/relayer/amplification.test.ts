@@ -280,6 +280,7 @@ describe("relayer: no request is an amplifier", function () {
       await until(async () => (await r.api("GET", "/core/v1/pkps", gen.apiKey)).status === 200, 3 * POLL_MS);
     });
 
+    // The poller indexes the master key of every AccountCreated it sees, ahead of any remembered miss.
     it("an account key whose account is created on chain works within one poll of being refused", async () => {
       const owner = new Wallet(DEV_KEYS[2], s.provider);
       const registry = AccountRegistry__factory.connect(s.deployment.registry, owner);
