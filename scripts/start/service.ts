@@ -210,6 +210,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       ipfsGateways: config.ipfsGateways,
       rateLimits: config.rateLimits,
+      trustProxy: config.trustProxy,
+      unknownTtlMs: config.unknownTtlMs,
       billing,
       logger,
     });
