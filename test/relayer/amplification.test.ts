@@ -16,6 +16,7 @@ import type { AddressInfo } from "node:net";
 import { expect } from "chai";
 import { AbiCoder, keccak256, Wallet, ZeroAddress } from "ethers";
 import { startRelayer, type RelayerOptions } from "../../relayer";
+import { resolveConfig } from "../../relayer/config";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEYS } from "../helpers/anvil";
 import { quietLogger, startStack, type Stack } from "../helpers/stack";
@@ -241,6 +242,12 @@ describe("relayer: no request is an amplifier", function () {
         "x-forwarded-for": "203.0.113.7",
       });
       expect(forged.body.error?.code).to.equal("rate_limited");
+    });
+
+    it("refuses to trust every proxy hop (a client could then name its own address)", () => {
+      expect(() => resolveConfig({ ...s.relayerOptions, trustProxy: true as unknown as string })).to.throw(
+        /trustProxy must be false, a number of proxy hops, or a list of proxy addresses/,
+      );
     });
 
     it("counts the forwarded client address when the proxy in front is trusted", async () => {
