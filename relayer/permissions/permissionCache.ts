@@ -113,6 +113,8 @@ export class PermissionCache {
    * have read the chain before that event, so its miss is not remembered.
    */
   private missEpoch = 0;
+  /** Chain lookups of unknown values in flight: concurrent requests for one value share one call. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
   private polling: Promise<void> | null = null;
   /** Registry logs applied from our own receipts ahead of the poller ("block:logIndex"); it skips them. */
   private readonly preApplied = new Set<string>();
@@ -444,12 +446,14 @@ export class PermissionCache {
     const hit = this.masterIndex.get(address);
     if (hit) return hit;
     if (this.masterMisses.get(address)) return 0;
-    await this.ensureSynced();
-    const epoch = this.missEpoch;
-    const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
-    if (id) this.masterIndex.set(address, id);
-    else if (epoch === this.missEpoch) this.masterMisses.set(address, true);
-    return id;
+    return this.shared(`master:${address}`, async () => {
+      await this.ensureSynced();
+      const epoch = this.missEpoch;
+      const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
+      if (id) this.masterIndex.set(address, id);
+      else if (epoch === this.missEpoch) this.masterMisses.set(address, true);
+      return id;
+    });
   }
 
   /** A usage key's state as of the cursor: live (with its account), expired, or unknown/removed. */
@@ -458,13 +462,14 @@ export class PermissionCache {
     if (accountId === undefined) {
       const missed = this.keyMisses.get(address);
       if (missed) return missed;
-      await this.ensureSynced();
-      const epoch = this.missEpoch;
-      const found = await this.classifyKey(address, this.cursor);
-      if (found.status !== "live") {
-        if (epoch === this.missEpoch) this.keyMisses.set(address, found);
-        return found;
-      }
+      const found = await this.shared(`key:${address}`, async () => {
+        await this.ensureSynced();
+        const epoch = this.missEpoch;
+        const classified = await this.classifyKey(address, this.cursor);
+        if (classified.status !== "live" && epoch === this.missEpoch) this.keyMisses.set(address, classified);
+        return classified;
+      });
+      if (found.status !== "live") return found;
       accountId = found.accountId;
     }
     const account = await this.account(accountId);
@@ -508,6 +513,10 @@ export class PermissionCache {
     const hit = this.pkpInfos.get(id);
     if (hit) return hit;
     if (this.pkpMisses.get(id)) return null;
+    return this.shared(`pkp:${id}`, () => this.readPkp(id));
+  }
+
+  private async readPkp(id: string): Promise<PkpInfo | null> {
     const epoch = this.missEpoch;
     let info;
     try {
@@ -528,6 +537,15 @@ export class PermissionCache {
     };
     this.pkpInfos.set(id, found);
     return found;
+  }
+
+  /** Runs `lookup` once for concurrent callers asking about the same `what`. */
+  private shared<T>(what: string, lookup: () => Promise<T>): Promise<T> {
+    const running = this.inFlight.get(what);
+    if (running) return running as Promise<T>;
+    const p = lookup().finally(() => this.inFlight.delete(what));
+    this.inFlight.set(what, p);
+    return p;
   }
 
   private readCheckpoint(): number | undefined {
