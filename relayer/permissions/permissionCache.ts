@@ -539,8 +539,12 @@ export class PermissionCache {
     return found;
   }
 
-  /** Runs `lookup` once for concurrent callers asking about the same `what`. */
-  private shared<T>(what: string, lookup: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `lookup` once for concurrent callers asking about the same `what`. A caller that arrives after an
+   * event that can end a miss was applied starts its own lookup rather than join one that may predate it.
+   */
+  private shared<T>(value: string, lookup: () => Promise<T>): Promise<T> {
+    const what = `${value}@${this.missEpoch}`;
     const running = this.inFlight.get(what);
     if (running) return running as Promise<T>;
     const p = lookup().finally(() => this.inFlight.delete(what));
