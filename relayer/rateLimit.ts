@@ -94,7 +94,7 @@ export class ConcurrencyCap {
  */
 export function perIpLimit(buckets: TokenBuckets) {
   return (req: Request, _res: Response, next: NextFunction): void => {
-    const ip = clientIp(req);
+    const ip = limitedAddress(clientIp(req));
     try {
       buckets.take(`ip:${ip}`, `ip ${ip}`);
     } catch (err) {
@@ -103,4 +103,25 @@ export function perIpLimit(buckets: TokenBuckets) {
     }
     next();
   };
+}
+
+/**
+ * The unit a per-IP limit counts: an IPv4 address, or an IPv6 address's /64 prefix (written `a:b:c:d::/64`).
+ * One IPv6 host usually holds a whole /64 and can pick a fresh address per request, so counting single
+ * IPv6 addresses would give it 2^64 budgets. IPv4-mapped addresses (::ffff:1.2.3.4) count as IPv4.
+ */
+export function limitedAddress(ip: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1];
+  if (!ip.includes(":")) return ip;
+  const [head, tail] = ip.split("::", 2);
+  const left = head ? head.split(":") : [];
+  const right = tail ? tail.split(":") : [];
+  const groups =
+    tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill("0"), ...right];
+  if (groups.length !== 8 || !groups.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return ip;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(":")}::/64`;
 }

@@ -8,6 +8,7 @@ import { firstEvent, handler, submit, write, type RelayerContext } from "../cont
 import { ApiError } from "../errors";
 import { clientIp } from "../http/context";
 import { BodyReader, parseAddress } from "../http/validate";
+import { limitedAddress } from "../rateLimit";
 
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,190}\.[^\s@]{1,60}$/;
 
@@ -20,7 +21,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
     handler(
       ctx,
       async (req) => {
-        ctx.newAccountLimit.take(`ip:${clientIp(req)}`, "new accounts from this IP");
+        ctx.newAccountLimit.take(`ip:${limitedAddress(clientIp(req))}`, "new accounts from this IP");
         const b = new BodyReader(req.body);
         const name = b.string("account_name", { max: limits.maxNameLength });
         const description = b.string("account_description", { max: limits.maxDescriptionLength });
