@@ -10,6 +10,7 @@ import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { errorHandler } from "./http/errorHandler";
 import { httpGuard } from "./http/guard";
+import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
@@ -60,6 +61,8 @@ export function buildApp(ctx: RelayerContext): Express {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "simple");
+  // Deliberate, never `true`: see TrustProxy in config.ts (per-IP limits must not be forgeable).
+  app.set("trust proxy", ctx.cfg.trustProxy);
 
   app.use(requestContext);
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -83,6 +86,9 @@ export function buildApp(ctx: RelayerContext): Express {
     });
     next();
   });
+
+  // Before anything that authenticates, parses or reads the chain (rateLimit.ts).
+  app.use("/core/v1", perIpLimit(ctx.ipLimit));
 
   app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
   if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));

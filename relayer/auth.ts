@@ -11,8 +11,10 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { Enclave } from "../enclave";
 import { isEnclaveError } from "../enclave";
 import type { AccountProjection, KeyRecord } from "./permissions/projection";
+export type { AccountMode } from "./policy";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
+import { accountMode, type AccountMode } from "./policy";
 import type { TokenBuckets } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 
@@ -21,8 +23,6 @@ export interface Principal {
   keyAddress: string;
   kind: "account" | "usage";
 }
-
-export type AccountMode = "api" | "chain_secured";
 
 export interface AuthContext {
   principal: Principal;
@@ -65,29 +65,6 @@ export function extractApiKey(req: Request): string {
   return key;
 }
 
-/**
- * The service-managed owner of a master key. Derivation costs an HKDF and a curve multiplication, and it
- * is needed on every request (mode check), so results are memoised (addresses only, nothing secret).
- */
-const owners = new WeakMap<Enclave, Map<string, string>>();
-export function serviceOwner(enclave: Enclave, masterKey: string): string {
-  let m = owners.get(enclave);
-  if (!m) owners.set(enclave, (m = new Map()));
-  let owner = m.get(masterKey);
-  if (owner === undefined) {
-    owner = enclave.ownerAddress(masterKey);
-    if (m.size > 100_000) m.clear();
-    m.set(masterKey, owner);
-  }
-  return owner;
-}
-
-export function accountMode(enclave: Enclave, account: AccountProjection): AccountMode {
-  return account.masterKey !== null && account.owner === serviceOwner(enclave, account.masterKey)
-    ? "api"
-    : "chain_secured";
-}
-
 export class Authenticator {
   constructor(
     private readonly enclave: Enclave,
@@ -126,7 +103,8 @@ export class Authenticator {
         apiKey,
         account,
         mode,
-        signer: serviceOwner(this.enclave, parsed.address),
+        // The enclave memoises owner addresses: no second cache here.
+        signer: this.enclave.ownerAddress(parsed.address),
       };
     }
     return this.authenticateUsageKey(parsed.address, apiKey, limit);

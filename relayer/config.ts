@@ -16,7 +16,22 @@ export interface RateLimitOptions {
   newAccountPerIpPerHour?: number;
   /** Executions running at once per account (REFERENCE.md: 10). */
   concurrentExecutionsPerAccount?: number;
+  /**
+   * Requests per minute per client IP to /core/v1, counted before authentication (so an unknown key,
+   * which the chain must be asked about, is limited too). Default 600: five times one account's limit.
+   */
+  perIpPerMinute?: number;
 }
+
+/**
+ * Whose address is the client's (docs/configuration.md, "Client addresses behind a proxy"). `false`
+ * (default): the TCP peer's; X-Forwarded-For is ignored, so it cannot be forged to dodge per-IP limits.
+ * A number n: the address n hops back in X-Forwarded-For (n proxies of yours in front). A string: a
+ * comma-separated list of your proxies' addresses or subnets ("loopback", "10.0.0.0/8"); the client is the
+ * first address in X-Forwarded-For, from the right, that is not one of them. Trusting every hop (`true`)
+ * is refused: any client could then name its own address.
+ */
+export type TrustProxy = false | number | string;
 
 export interface RelayerOptions {
   rpcUrl: string;
@@ -80,6 +95,15 @@ export interface RelayerOptions {
    * only its status to everyone.
    */
   operatorToken?: string;
+  /** Default false: see TrustProxy. */
+  trustProxy?: TrustProxy;
+  /**
+   * How long an API key, master key or PKP id the chain does not know is remembered as unknown (default
+   * 5 s). The event that registers it ends the memory at once, whatever the TTL.
+   */
+  unknownTtlMs?: number;
+  /** Most unknown values remembered of each kind (default 10,000). */
+  unknownMaxEntries?: number;
 }
 
 export interface RelayerConfig {
@@ -107,6 +131,9 @@ export interface RelayerConfig {
   sendConcurrency?: number;
   maxBodyBytes: number;
   operatorToken: string | null;
+  trustProxy: TrustProxy;
+  unknownTtlMs: number;
+  unknownMaxEntries: number;
   limits: {
     /** Largest inline `code` (DESIGN.md 6.4). */
     inlineCodeBytes: number;
@@ -132,6 +159,7 @@ export const DEFAULT_RATE_LIMITS: Required<RateLimitOptions> = {
   perAccountPerMinute: 120,
   newAccountPerIpPerHour: 10,
   concurrentExecutionsPerAccount: 10,
+  perIpPerMinute: 600,
 };
 
 export function resolveConfig(opts: RelayerOptions): RelayerConfig {
@@ -162,6 +190,9 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     sendConcurrency: opts.sendConcurrency,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     operatorToken: opts.operatorToken || null,
+    trustProxy: checkTrustProxy(opts.trustProxy ?? false),
+    unknownTtlMs: Math.max(0, opts.unknownTtlMs ?? 5_000),
+    unknownMaxEntries: Math.max(1, opts.unknownMaxEntries ?? 10_000),
     limits: {
       inlineCodeBytes: 256 * 1024,
       ipfsCodeBytes: 512 * 1024,
@@ -177,4 +208,13 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function checkTrustProxy(v: TrustProxy): TrustProxy {
+  if (v === false) return v;
+  if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return v;
+  if (typeof v === "string" && v.trim() !== "") return v;
+  throw new Error(
+    "RelayerOptions.trustProxy must be false, a number of proxy hops, or a list of proxy addresses/subnets (trusting every hop would let any client choose its own address)",
+  );
 }

@@ -38,6 +38,8 @@ export interface RelayerContext {
   pins: PinLedger;
   auth: Authenticator;
   newAccountLimit: TokenBuckets;
+  /** Every /core/v1 request, per client IP, before authentication. */
+  ipLimit: TokenBuckets;
   executionCap: ConcurrencyCap;
   metrics: RelayerMetrics;
   logger: Logger;

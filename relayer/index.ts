@@ -68,6 +68,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     deployBlock: cfg.deployBlock,
     dataDir: cfg.dataDir,
     pollIntervalMs: cfg.pollIntervalMs,
+    missTtlMs: cfg.unknownTtlMs,
+    missMaxEntries: cfg.unknownMaxEntries,
     logger,
     onApplied: (n) => metrics.eventsApplied.inc(n),
     // Runs of a changed account stop signing with the PKP key they were handed (docs/actions.md).
@@ -142,6 +144,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
     ),
     newAccountLimit: new TokenBuckets(cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
+    ipLimit: new TokenBuckets(cfg.rateLimits.perIpPerMinute, MINUTE),
     executionCap: new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     metrics,
     logger,

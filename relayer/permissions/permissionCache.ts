@@ -10,6 +10,13 @@
  * so a key created by one call works on the next (read-your-writes); path-B writes are seen within one
  * poll interval. Revocation never waits on a TTL.
  *
+ * Misses: a key, master key or PKP the chain does not know is remembered as unknown for a short, bounded
+ * time (`missTtlMs`, at most `missMaxEntries` of each, least recently used first out), so a flood of
+ * unknown values costs the chain one call per distinct value per TTL instead of one per request. The
+ * event that would make such a value known (KeyAdded / KeyUpdated / KeyRemoved, AccountCreated,
+ * PkpCreated) drops its entry the moment the poller or our own receipt shows it, so a new key works on
+ * its very next request; a miss is only remembered if no such event was applied while it was looked up.
+ *
  * RPC hiccups: a failed poll is retried on the next tick with backoff; the cursor (checkpointed under
  * dataDir) only moves after a batch was applied. If the chain's head falls behind the cursor (a chain
  * reset), every projection is dropped and reloaded on demand.
@@ -22,7 +29,8 @@ import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
 import { replayAccount } from "./accountHistory";
-import { accountFromStruct, applyEvent, type AccountProjection, type KeyRecord } from "./projection";
+import { BoundedCache } from "./boundedCache";
+import { accountFromStruct, applyEvent, cidHash, type AccountProjection, type KeyRecord } from "./projection";
 
 const MAX_LOG_RANGE = 5_000;
 
@@ -35,6 +43,19 @@ export type KeyLookup =
   | { status: "live"; account: AccountProjection; key: KeyRecord }
   | { status: "expired"; expiration: number }
   | { status: "unknown" };
+
+/** What `GET /pkps/:id` shows: PKPs never change once created, so a found one is kept (bounded). */
+export interface PkpInfo {
+  id: string;
+  accountId: number;
+  name: string;
+  description: string;
+}
+
+/** Defaults of CacheOptions.missTtlMs / missMaxEntries. */
+export const DEFAULT_MISS_TTL_MS = 5_000;
+export const DEFAULT_MISS_MAX_ENTRIES = 10_000;
+const PKP_INFO_MAX_ENTRIES = 10_000;
 
 export interface CacheOptions {
   provider: JsonRpcProvider;
@@ -54,6 +75,10 @@ export interface CacheOptions {
   onAccountChanged?: (accountId: number) => void;
   /** Called when the chain head fell behind the cursor (reset or reorganisation). */
   onReset?: () => void;
+  /** How long an unknown key, master key or PKP is remembered (default 5 s; 0 = never). */
+  missTtlMs?: number;
+  /** Most remembered misses of each kind (default 10,000). */
+  missMaxEntries?: number;
 }
 
 export class PermissionCache {
@@ -65,6 +90,19 @@ export class PermissionCache {
   >();
   private readonly keyIndex = new Map<string, number>();
   private readonly masterIndex = new Map<string, number>();
+  /** Usage keys the chain answered "unknown" or "expired" for, by address (see "Misses" above). */
+  private readonly keyMisses: BoundedCache<string, Exclude<KeyLookup, { status: "live" }>>;
+  /** Master-key addresses of no account. */
+  private readonly masterMisses: BoundedCache<string, true>;
+  private readonly pkpMisses: BoundedCache<string, true>;
+  private readonly pkpInfos = new BoundedCache<string, PkpInfo>(PKP_INFO_MAX_ENTRIES);
+  /**
+   * Bumped by every applied event that can turn a miss into a hit: a lookup started before the bump may
+   * have read the chain before that event, so its miss is not remembered.
+   */
+  private missEpoch = 0;
+  /** Chain lookups of unknown values in flight: concurrent requests for one value share one call. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
   private polling: Promise<void> | null = null;
   /** Registry logs applied from our own receipts ahead of the poller ("block:logIndex"); it skips them. */
   private readonly preApplied = new Set<string>();
@@ -82,6 +120,11 @@ export class PermissionCache {
   lastPollError: string | null = null;
 
   constructor(private readonly o: CacheOptions) {
+    const ttl = o.missTtlMs ?? DEFAULT_MISS_TTL_MS;
+    const max = o.missMaxEntries ?? DEFAULT_MISS_MAX_ENTRIES;
+    this.keyMisses = new BoundedCache(max, ttl);
+    this.masterMisses = new BoundedCache(max, ttl);
+    this.pkpMisses = new BoundedCache(max, ttl);
     this.checkpointFile = path.join(o.dataDir, "event-cursor.json");
     this.cursor = this.readCheckpoint() ?? o.deployBlock - 1;
   }
@@ -152,6 +195,7 @@ export class PermissionCache {
       events.push({ ev, acc, key: logKey(l) });
     }
     for (const { ev, acc, key } of events) {
+      this.forgetMisses(ev);
       this.applyIndexed(acc, ev, null);
       this.preApplied.add(key);
     }
@@ -232,6 +276,8 @@ export class PermissionCache {
       let applied = 0;
       // Synchronous from here to the cursor update: no request observes a half-applied batch.
       for (const { ev, block, key } of events) {
+        // Of every account, loaded or not: a remembered miss must not outlive the event that ends it.
+        this.forgetMisses(ev);
         // Already applied from our own receipt (applyOwnTransaction).
         if (this.preApplied.delete(key)) continue;
         const accountId = Number(ev.args[0]);
@@ -265,6 +311,34 @@ export class PermissionCache {
     this.o.onAccountChanged?.(acc.id);
   }
 
+  /** Drops the remembered miss an event ends (see "Misses" above). */
+  private forgetMisses(ev: LogDescription): void {
+    switch (ev.name) {
+      case "KeyAdded":
+      case "KeyUpdated":
+      case "KeyRemoved":
+        this.keyMisses.delete(getAddress(ev.args.key as string));
+        break;
+      case "AccountCreated":
+        this.masterMisses.delete(getAddress(ev.args.masterKey as string));
+        break;
+      case "PkpCreated":
+        this.pkpMisses.delete((ev.args.pkpId as string).toLowerCase());
+        break;
+      default:
+        return;
+    }
+    this.missEpoch++;
+  }
+
+  private clearMisses(): void {
+    this.keyMisses.clear();
+    this.masterMisses.clear();
+    this.pkpMisses.clear();
+    this.pkpInfos.clear();
+    this.missEpoch++;
+  }
+
   /** Block timestamps for KeyAdded events of accounts we hold (the list shows when a key was created). */
   private async timestampsFor(events: { ev: LogDescription; block: number }[]): Promise<Map<number, number>> {
     const blocks = new Set<number>();
@@ -291,6 +365,7 @@ export class PermissionCache {
     this.accounts.clear();
     this.keyIndex.clear();
     this.masterIndex.clear();
+    this.clearMisses();
     this.cursor = head;
     this.writeCheckpoint(true);
     this.o.onReset?.();
@@ -347,25 +422,32 @@ export class PermissionCache {
   async accountOfMasterKey(address: string): Promise<number> {
     const hit = this.masterIndex.get(address);
     if (hit) return hit;
-    await this.ensureSynced();
-    const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
-    if (id) this.masterIndex.set(address, id);
-    return id;
+    if (this.masterMisses.get(address)) return 0;
+    return this.shared(`master:${address}`, async () => {
+      await this.ensureSynced();
+      const epoch = this.missEpoch;
+      const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
+      if (id) this.masterIndex.set(address, id);
+      else if (epoch === this.missEpoch) this.masterMisses.set(address, true);
+      return id;
+    });
   }
 
   /** A usage key's state as of the cursor: live (with its account), expired, or unknown/removed. */
   async lookupKey(address: string, nowSeconds: number): Promise<KeyLookup> {
     let accountId = this.keyIndex.get(address);
     if (accountId === undefined) {
-      await this.ensureSynced();
-      try {
-        accountId = Number((await this.o.reader.call("getKey", [address], this.cursor))[0].accountId);
-      } catch (err) {
-        if (err instanceof RegistryRevert && err.decoded?.name === "KeyExpired")
-          return { status: "expired", expiration: Number(err.decoded.args[1]) };
-        if (err instanceof RegistryRevert) return { status: "unknown" };
-        throw err;
-      }
+      const missed = this.keyMisses.get(address);
+      if (missed) return missed;
+      const found = await this.shared(`key:${address}`, async () => {
+        await this.ensureSynced();
+        const epoch = this.missEpoch;
+        const classified = await this.classifyKey(address, this.cursor);
+        if (classified.status !== "live" && epoch === this.missEpoch) this.keyMisses.set(address, classified);
+        return classified;
+      });
+      if (found.status !== "live") return found;
+      accountId = found.accountId;
     }
     const account = await this.account(accountId);
     const key = account.keys.get(address);
@@ -374,6 +456,77 @@ export class PermissionCache {
     if (key.expiration !== 0 && nowSeconds >= key.expiration)
       return { status: "expired", expiration: key.expiration };
     return { status: "live", account, key };
+  }
+
+  /**
+   * One chain call that tells a live key (and its account) from an expired one (and its expiration) from
+   * an unknown or removed one. The registry's views cannot: they treat an expired key as absent (`getKey`
+   * reverts UnknownKey, `accountOfKey` is 0). Its write authorization can: an owner-only write simulated
+   * from the key's address (eth_call, nothing is sent) reverts KeyExpired(key, expiration) for an expired
+   * key, NoAccount for an unknown or removed one, and NotOwner(key, accountId) for a live key.
+   */
+  private async classifyKey(
+    address: string,
+    block: number,
+  ): Promise<{ status: "live"; accountId: number } | Exclude<KeyLookup, { status: "live" }>> {
+    try {
+      await this.o.reader.call("cancelOwnershipTransfer", [], block, address);
+    } catch (err) {
+      if (!(err instanceof RegistryRevert)) throw err;
+      const d = err.decoded;
+      if (d?.name === "NotOwner") return { status: "live", accountId: Number(d.args[1]) };
+      if (d?.name === "KeyExpired") return { status: "expired", expiration: Number(d.args[1]) };
+      return { status: "unknown" };
+    }
+    // Not refused: the address is an account's owner, not a usage key.
+    return { status: "unknown" };
+  }
+
+  /**
+   * A PKP by id (any account's: public data), or null. Found PKPs are kept (they never change); unknown
+   * ids are remembered like unknown keys.
+   */
+  async pkp(id: string): Promise<PkpInfo | null> {
+    const hit = this.pkpInfos.get(id);
+    if (hit) return hit;
+    if (this.pkpMisses.get(id)) return null;
+    return this.shared(`pkp:${id}`, () => this.readPkp(id));
+  }
+
+  private async readPkp(id: string): Promise<PkpInfo | null> {
+    const epoch = this.missEpoch;
+    let info;
+    try {
+      // At the head, not the cursor: our own write may be applied from its receipt ahead of the cursor
+      // (applyOwnTransaction), and a PKP never changes, so the newest answer is the right one. A miss read
+      // at the head is still ended by its PkpCreated, which the poller can only process later.
+      info = (await this.o.reader.call("getPkp", [id]))[0];
+    } catch (err) {
+      if (!(err instanceof RegistryRevert)) throw err;
+      if (epoch === this.missEpoch) this.pkpMisses.set(id, true);
+      return null;
+    }
+    const found: PkpInfo = {
+      id,
+      accountId: Number(info.accountId),
+      name: info.name as string,
+      description: info.description as string,
+    };
+    this.pkpInfos.set(id, found);
+    return found;
+  }
+
+  /**
+   * Runs `lookup` once for concurrent callers asking about the same `what`. A caller that arrives after an
+   * event that can end a miss was applied starts its own lookup rather than join one that may predate it.
+   */
+  private shared<T>(value: string, lookup: () => Promise<T>): Promise<T> {
+    const what = `${value}@${this.missEpoch}`;
+    const running = this.inFlight.get(what);
+    if (running) return running as Promise<T>;
+    const p = lookup().finally(() => this.inFlight.delete(what));
+    this.inFlight.set(what, p);
+    return p;
   }
 
   private readCheckpoint(): number | undefined {

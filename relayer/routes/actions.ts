@@ -11,8 +11,8 @@ import { Router } from "express";
 import { computeCid, isEnclaveError } from "../../enclave";
 import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { canExecute, canPin } from "../authorize";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
+import { canPin, executionRefusal } from "../policy";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -221,25 +221,9 @@ export function actionRoutes(ctx: RelayerContext): Router {
           { details: { field: "js_params", max: limits.jsParamsBytes } },
         );
       }
-      if (auth.principal.kind === "account" && auth.mode !== "api") {
-        throw new ApiError(
-          409,
-          "account_chain_secured",
-          "This account is ChainSecured: the account key cannot execute. Use a usage key with execute on a group.",
-        );
-      }
       const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
-      const hash = cidHash(cid);
-      if (!canExecute(auth, hash, pkpId)) {
-        throw new ApiError(
-          403,
-          "not_authorized_to_execute",
-          pkpId
-            ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
-            : `No group that this key may execute in lists action ${cid}.`,
-          { details: { cid, pkp_id: pkpId ?? null } },
-        );
-      }
+      const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
+      if (refusal) throw refusal;
       const code = inline ?? (await loadCode(cid, auth));
       ctx.billing?.assertCanAfford(auth.principal, "execution");
       const release = ctx.executionCap.enter(auth.principal.accountId);
@@ -372,10 +356,6 @@ async function authorizeRunPkp(
   } catch {
     throw new Error("the caller's key is no longer valid");
   }
-  // As for a new request (409 account_chain_secured): once the account is ChainSecured, its account
-  // key executes nothing, including the rest of a run it started before.
-  if (current.principal.kind === "account" && current.mode !== "api")
-    throw new Error("the account is ChainSecured now: its account key can no longer execute");
   let pkpId: string;
   if (isPkpAddress(ref)) {
     const hit = pkpOfAddress(ctx, current.account, ref);
@@ -386,8 +366,9 @@ async function authorizeRunPkp(
   } else {
     throw new Error("expected a PKP id (0x + 64 hex) or a PKP address");
   }
-  if (!canExecute(current, cidHash(cid), pkpId)) {
-    throw new Error(`PKP ${pkpId} is not in a group this key may execute ${cid} in`);
-  }
+  // The same rule as for a new request (the policy's), against the cache as it is now: a revocation or a
+  // switch to ChainSecured processed since the run started stops this key operation.
+  const refusal = executionRefusal(current, cid, cidHash(cid), pkpId);
+  if (refusal) throw new Error(refusal.message);
   return { pkpId, notAfterMs: current.key?.expiration ? current.key.expiration * 1000 : undefined };
 }

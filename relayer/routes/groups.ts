@@ -7,7 +7,7 @@ import { Router } from "express";
 import { getAddress } from "ethers";
 import { isValidCid, parseCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { requireGroup, requireWriteScope } from "../authorize";
+import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";

@@ -30,6 +30,7 @@ export function configRoute(ctx: RelayerContext): Router {
           per_account_per_minute: ctx.cfg.rateLimits.perAccountPerMinute,
           new_account_per_ip_per_hour: ctx.cfg.rateLimits.newAccountPerIpPerHour,
           concurrent_executions_per_account: ctx.cfg.rateLimits.concurrentExecutionsPerAccount,
+          per_ip_per_minute: ctx.cfg.rateLimits.perIpPerMinute,
         },
         prices: ctx.billing ? ctx.billing.prices() : null,
         billing_enabled: ctx.billing !== null,

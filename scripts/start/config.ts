@@ -38,6 +38,9 @@ export const CONFIG_VARIABLES = [
   "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
   "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
   "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
+  "SIGIL_RATE_LIMIT_PER_IP_PER_MINUTE",
+  "SIGIL_TRUST_PROXY",
+  "SIGIL_UNKNOWN_KEY_TTL_MS",
   "STRIPE_SECRET_KEY",
   "STRIPE_PUBLISHABLE_KEY",
   "STRIPE_WEBHOOK_SECRET",
@@ -102,7 +105,11 @@ export interface SigilConfig {
     perAccountPerMinute?: number;
     newAccountPerIpPerHour?: number;
     concurrentExecutionsPerAccount?: number;
+    perIpPerMinute?: number;
   };
+  /** RelayerOptions.trustProxy: false, a number of proxy hops, or a list of proxy addresses/subnets. */
+  trustProxy: false | number | string;
+  unknownTtlMs?: number;
   stripe?: StripeConfig;
   /** Unlocks GET /health's detailed view (header X-Operator-Token); unset = status only. */
   operatorToken?: string;
@@ -372,6 +379,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       1_000_000,
       "accounts created per IP per hour",
     ),
+    perIpPerMinute: int(
+      "SIGIL_RATE_LIMIT_PER_IP_PER_MINUTE",
+      1,
+      10_000_000,
+      "requests per client IP per minute, counted before authentication",
+    ),
     concurrentExecutionsPerAccount: int(
       "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
       1,
@@ -379,6 +392,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       "executions running at once per account",
     ),
   };
+
+  const trustProxyRaw = get("SIGIL_TRUST_PROXY")?.trim();
+  let trustProxy: false | number | string = false;
+  if (trustProxyRaw === "true") {
+    problems.push(
+      "SIGIL_TRUST_PROXY=true would let any client choose its own address (X-Forwarded-For) and dodge the per-IP limits: give the number of proxies in front of Sigil, or their addresses/subnets (e.g. loopback, 10.0.0.0/8).",
+    );
+  } else if (trustProxyRaw !== undefined && trustProxyRaw !== "" && trustProxyRaw !== "false") {
+    trustProxy = /^\d+$/.test(trustProxyRaw) ? Number(trustProxyRaw) : trustProxyRaw;
+  }
+  const unknownTtlMs = int(
+    "SIGIL_UNKNOWN_KEY_TTL_MS",
+    0,
+    3_600_000,
+    "how long an unknown API key or PKP id is remembered, in ms",
+  );
 
   const stripeSecret = get("STRIPE_SECRET_KEY");
   const stripePublishable = get("STRIPE_PUBLISHABLE_KEY");
@@ -442,6 +471,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     fetchAllowAddresses,
     unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
     rateLimits,
+    trustProxy,
+    unknownTtlMs,
     stripe,
     operatorToken: get("SIGIL_OPERATOR_TOKEN") || undefined,
     logLevel,

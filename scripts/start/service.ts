@@ -217,6 +217,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
       operatorToken: config.operatorToken,
+      trustProxy: config.trustProxy,
+      unknownTtlMs: config.unknownTtlMs,
       billing,
       logger,
     });

@@ -95,11 +95,19 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
     gasWallets,
     pollIntervalMs: 100,
     executor: { poolSize: 2 },
-    rateLimits: { perKeyPerMinute: 100_000, perAccountPerMinute: 100_000, newAccountPerIpPerHour: 100_000 },
     logger: quietLogger(),
     rpcTimeoutMs: 2_000,
     operatorToken: TEST_OPERATOR_TOKEN,
     ...relayerOver,
+    // Merged, not replaced: a test that sets one limit keeps the others out of its way (every test
+    // client is 127.0.0.1, so the per-IP limit would otherwise count the whole test's traffic).
+    rateLimits: {
+      perKeyPerMinute: 100_000,
+      perAccountPerMinute: 100_000,
+      newAccountPerIpPerHour: 100_000,
+      perIpPerMinute: 1_000_000,
+      ...relayerOver.rateLimits,
+    },
   };
   let relayer = await startRelayer(relayerOptions);
   const stack: Stack = {
