@@ -164,6 +164,17 @@ function op(o: Op) {
   };
 }
 
+/** An operation that also answers `status` with `schema` (besides its success status and errors). */
+function alsoAnswers(o: ReturnType<typeof op>, status: number, description: string, schema: Schema) {
+  return {
+    ...o,
+    responses: {
+      ...o.responses,
+      [String(status)]: { description, content: { "application/json": { schema } } },
+    },
+  };
+}
+
 /** What any POST can be refused for before its route runs (body parser, Idempotency-Key). */
 const BODY_ERRORS = [
   "invalid_json",
@@ -622,6 +633,142 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           ],
         }),
       },
+      "/core/v1/billing/stripe_config": {
+        get: op({
+          summary: "The payment processor's publishable key (null with the simulated processor) and its kind",
+          auth: "none",
+          ok: out({
+            publishable_key: nullable(str()),
+            mode: { type: "string", enum: ["stripe", "simulated"] },
+          }),
+          errors: [],
+        }),
+      },
+      "/core/v1/billing/packages": {
+        get: op({
+          summary: "Credit packages (1 credit = 1 cent), the minimum payment and the prices",
+          auth: "none",
+          ok: out({
+            items: arr(
+              out({ id: str(), name: str(), amount_cents: int(), credits: int(), price_display: str() }),
+            ),
+            minimum_payment_cents: int(),
+            prices: out({
+              write_cents: int(),
+              execution_cents_per_second: int(),
+              pin_cents_per_100kb: int(),
+              read_cents: int(),
+            }),
+          }),
+          errors: [],
+        }),
+      },
+      "/core/v1/billing/create_payment_intent": {
+        post: op({
+          summary: "Start a payment of amount_cents (at least 500): card or crypto, confirmed on the client",
+          body: obj({ amount_cents: int() }, ["amount_cents"]),
+          ok: out({
+            client_secret: nullable(str()),
+            payment_intent_id: str(),
+            amount_cents: int(),
+            status: str("The processor's PaymentIntent status"),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "owner_only",
+            "amount_below_minimum",
+            "amount_above_maximum",
+            "payment_processor_unavailable",
+            "payment_processor_error",
+          ],
+        }),
+      },
+      "/core/v1/billing/confirm_payment": {
+        post: alsoAnswers(
+          op({
+            summary: "Credit a settled payment exactly once (200), or say it is still processing (202)",
+            body: obj({ payment_intent_id: str() }, ["payment_intent_id"]),
+            ok: ref("ConfirmPayment"),
+            errors: [
+              ...BODY_ERRORS,
+              "invalid_request",
+              "owner_only",
+              "payment_intent_not_found",
+              "payment_failed",
+              "payment_canceled",
+              "payment_not_completed",
+              "payment_processor_unavailable",
+              "payment_processor_error",
+            ],
+          }),
+          // A crypto payment still settling on chain: nothing credited yet, confirm again later.
+          202,
+          "processing",
+          ref("ConfirmPayment"),
+        ),
+      },
+      "/core/v1/billing/cancel_payment": {
+        post: op({
+          summary: "Abandon an unpaid payment intent",
+          body: obj({ payment_intent_id: str() }, ["payment_intent_id"]),
+          ok: out({ payment_intent_id: str(), status: str() }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "owner_only",
+            "payment_intent_not_found",
+            "payment_not_cancelable",
+            "payment_processor_unavailable",
+            "payment_processor_error",
+          ],
+        }),
+      },
+      "/core/v1/billing/history": {
+        get: op({
+          summary: "The account's ledger entries, newest first",
+          params: pagingParams,
+          ok: page(
+            out({
+              id: int(),
+              type: { type: "string", enum: ["credit", "debit"] },
+              amount_cents: int(),
+              balance_after_cents: int(),
+              operation: str(),
+              reference: str(),
+              key_address: nullable(str()),
+              created_at: int("Unix seconds"),
+            }),
+          ),
+          errors: ["invalid_request", "invalid_pagination", "owner_only"],
+        }),
+      },
+      "/core/v1/billing/webhook": {
+        post: op({
+          summary: "Stripe's webhook (signed with Stripe-Signature over the raw body)",
+          auth: "none",
+          body: { type: "object" },
+          ok: out({ received: bool(), event_id: str(), outcome: str() }),
+          errors: [...BODY_ERRORS, "invalid_webhook_signature", "webhook_not_configured"],
+        }),
+      },
+      "/core/v1/billing/simulated/intents/{id}/{action}": {
+        post: op({
+          summary:
+            "Simulated processor only (dev): move a payment intent as a card or wallet would (succeed, fail, process, cancel)",
+          params: [
+            idParam("id", str()),
+            idParam("action", { type: "string", enum: ["succeed", "fail", "process", "cancel"] }),
+          ],
+          ok: out({ payment_intent_id: str(), status: str(), last_error: nullable(str()) }),
+          errors: [
+            "owner_only",
+            "invalid_simulated_action",
+            "payment_intent_not_found",
+            "invalid_simulated_transition",
+          ],
+        }),
+      },
       "/core/v1/billing/balance": {
         get: op({
           summary: "The account's credit balance (billing enabled; account key)",
@@ -653,9 +800,15 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
               per_account_per_minute: int(),
               new_account_per_ip_per_hour: int(),
               concurrent_executions_per_account: int(),
+              per_ip_per_minute: int(),
             }),
             prices: nullable(
-              out({ write_cents: int(), execution_cents_per_second: int(), minimum_payment_cents: int() }),
+              out({
+                write_cents: int(),
+                execution_cents_per_second: int(),
+                pin_cents_per_100kb: int(),
+                minimum_payment_cents: int(),
+              }),
             ),
             billing_enabled: bool(),
           }),
@@ -666,8 +819,8 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }),
       },
       "/health": {
-        get: {
-          ...op({
+        get: alsoAnswers(
+          op({
             summary:
               "{status}: ok or degraded (503). With X-Operator-Token: chain, cache, executor pool and gas wallets",
             auth: "none",
@@ -683,13 +836,24 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             ok: ref("Health"),
             errors: ["invalid_operator_token"],
           }),
-        },
+          // Degraded is 503 with the same document (load balancers read the status alone).
+          503,
+          "degraded",
+          ref("Health"),
+        ),
       },
       "/metrics": {
         get: {
           summary: "Prometheus metrics",
           security: [],
-          responses: { "200": { description: "text/plain exposition format" } },
+          responses: {
+            "200": { description: "text/plain exposition format" },
+            "400": {
+              description:
+                "json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route)",
+              content: { "application/json": { schema: ref("Error") } },
+            },
+          },
         },
       },
     },
@@ -723,6 +887,14 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         Pkp: out({ ...pkpFields, account_id: int() }),
         Group: out(groupFields),
         ForwardRequestFields: out(forwardRequestFields),
+        ConfirmPayment: out({
+          payment_intent_id: str(),
+          status: { type: "string", enum: ["succeeded", "processing"] },
+          credited_cents: int(),
+          newly_credited: bool(),
+          balance_cents: int(),
+          balance_display: str(),
+        }),
         ExecutionResult: out(
           {
             response: { description: "What the action's main returned (any JSON value)" },

@@ -57,7 +57,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -192,6 +192,15 @@ export interface paths {
             };
           };
         };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
         /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
         401: {
           headers: {
@@ -282,7 +291,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_address */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_address */
         400: {
           headers: {
             [name: string]: unknown;
@@ -413,7 +422,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -591,7 +600,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_group_id, expiration_in_past, too_many_entries, string_too_long */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id, expiration_in_past, too_many_entries, string_too_long */
         400: {
           headers: {
             [name: string]: unknown;
@@ -754,7 +763,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_pagination */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
         400: {
           headers: {
             [name: string]: unknown;
@@ -894,7 +903,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1064,7 +1073,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1215,7 +1224,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1368,7 +1377,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1509,7 +1518,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_pagination */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1592,7 +1601,7 @@ export interface paths {
             "application/json": components["schemas"]["Pkp"];
           };
         };
-        /** @description invalid_pkp_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pkp_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1678,7 +1687,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_pagination */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1762,7 +1771,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_pkp_id, invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_pkp_id, invalid_cid */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1897,7 +1906,7 @@ export interface paths {
             "application/json": components["schemas"]["Group"];
           };
         };
-        /** @description invalid_group_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_group_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1982,7 +1991,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_group_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2132,7 +2141,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_cid */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2283,7 +2292,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_request, unknown_field, invalid_json, invalid_idempotency_key, forward_request_required, invalid_pkp_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_pkp_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2399,7 +2408,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Pin code in the content store */
+    /** Pin code in the content store (counted against the account's pin quota, billed once per CID) */
     post: {
       parameters: {
         query?: never;
@@ -2423,10 +2432,14 @@ export interface paths {
           content: {
             "application/json": {
               cid: string;
+              bytes: number;
+              charged_cents: number;
+              used_bytes: number;
+              quota_bytes: number;
             };
           };
         };
-        /** @description invalid_json, invalid_idempotency_key, invalid_request */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2444,6 +2457,24 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description not_authorized_to_pin, spend_cap_reached */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
         /** @description idempotency_key_reused */
         409: {
           headers: {
@@ -2453,7 +2484,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description payload_too_large, code_too_large */
+        /** @description payload_too_large, code_too_large, pin_quota_exceeded */
         413: {
           headers: {
             [name: string]: unknown;
@@ -2542,7 +2573,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_json, invalid_idempotency_key, invalid_request */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2629,7 +2660,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The code of a CID */
+    /** The code of a CID (a CID fetched from IPFS is pinned for the account) */
     get: {
       parameters: {
         query?: never;
@@ -2653,7 +2684,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_cid */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2671,8 +2702,35 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description not_authorized_to_pin, spend_cap_reached */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
         /** @description action_not_found */
         404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description code_too_large, pin_quota_exceeded */
+        413: {
           headers: {
             [name: string]: unknown;
           };
@@ -2752,6 +2810,8 @@ export interface paths {
             /** @description PKP id: 0x + 64 lower-case hex digits */
             pkp_id?: string;
             js_params?: unknown;
+            /** @description Time limit of this run in ms, at most the service's (30000 unless configured; a refusal names it in details.max); a run stopped at it is charged ceil(timeout_ms / 1000) seconds */
+            timeout_ms?: number;
           };
         };
       };
@@ -2765,7 +2825,7 @@ export interface paths {
             "application/json": components["schemas"]["ExecutionResult"];
           };
         };
-        /** @description invalid_json, invalid_idempotency_key, invalid_request, unknown_field, invalid_cid, invalid_pkp_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_cid, invalid_pkp_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2792,7 +2852,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_execute, spend_cap_reached */
+        /** @description not_authorized_to_execute, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2819,7 +2879,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description payload_too_large, code_too_large, js_params_too_large */
+        /** @description payload_too_large, code_too_large, js_params_too_large, pin_quota_exceeded */
         413: {
           headers: {
             [name: string]: unknown;
@@ -2933,7 +2993,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_json, invalid_idempotency_key, invalid_request, unknown_field, forward_call_not_allowed */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, forward_call_not_allowed */
         400: {
           headers: {
             [name: string]: unknown;
@@ -3083,7 +3143,7 @@ export interface paths {
             };
           };
         };
-        /** @description invalid_json, invalid_idempotency_key, invalid_request, unknown_field, forward_call_not_allowed, forward_request_expired */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, forward_call_not_allowed, forward_request_expired */
         400: {
           headers: {
             [name: string]: unknown;
@@ -3190,6 +3250,860 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/billing/stripe_config": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The payment processor's publishable key (null with the simulated processor) and its kind */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              publishable_key: string | null;
+              /** @enum {string} */
+              mode: "stripe" | "simulated";
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/packages": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Credit packages (1 credit = 1 cent), the minimum payment and the prices */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                id: string;
+                name: string;
+                amount_cents: number;
+                credits: number;
+                price_display: string;
+              }[];
+              minimum_payment_cents: number;
+              prices: {
+                write_cents: number;
+                execution_cents_per_second: number;
+                pin_cents_per_100kb: number;
+                read_cents: number;
+              };
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/create_payment_intent": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Start a payment of amount_cents (at least 500): card or crypto, confirmed on the client */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            amount_cents: number;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              client_secret: string | null;
+              payment_intent_id: string;
+              amount_cents: number;
+              /** @description The processor's PaymentIntent status */
+              status: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, amount_below_minimum, amount_above_maximum */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/confirm_payment": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Credit a settled payment exactly once (200), or say it is still processing (202) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            payment_intent_id: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["ConfirmPayment"];
+          };
+        };
+        /** @description processing */
+        202: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["ConfirmPayment"];
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payment_intent_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, payment_failed, payment_canceled, payment_not_completed */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/cancel_payment": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Abandon an unpaid payment intent */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            payment_intent_id: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              payment_intent_id: string;
+              status: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payment_intent_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, payment_not_cancelable */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/history": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The account's ledger entries, newest first */
+    get: {
+      parameters: {
+        query?: {
+          page_number?: number;
+          page_size?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                id: number;
+                /** @enum {string} */
+                type: "credit" | "debit";
+                amount_cents: number;
+                balance_after_cents: number;
+                operation: string;
+                reference: string;
+                key_address: string | null;
+                /** @description Unix seconds */
+                created_at: number;
+              }[];
+              page_number: number;
+              page_size: number;
+              total: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, invalid_pagination */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/webhook": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Stripe's webhook (signed with Stripe-Signature over the raw body) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              received: boolean;
+              event_id: string;
+              outcome: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_webhook_signature */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_configured */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/billing/simulated/intents/{id}/{action}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Simulated processor only (dev): move a payment intent as a card or wallet would (succeed, fail, process, cancel) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+          action: "succeed" | "fail" | "process" | "cancel";
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              payment_intent_id: string;
+              status: string;
+              last_error: string | null;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_simulated_action */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payment_intent_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description invalid_simulated_transition */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/billing/balance": {
     parameters: {
       query?: never;
@@ -3217,6 +4131,15 @@ export interface paths {
               balance_cents: number;
               balance_display: string;
             };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
           };
         };
         /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
@@ -3319,14 +4242,25 @@ export interface paths {
                 per_account_per_minute: number;
                 new_account_per_ip_per_hour: number;
                 concurrent_executions_per_account: number;
+                per_ip_per_minute: number;
               };
               prices: {
                 write_cents: number;
                 execution_cents_per_second: number;
+                pin_cents_per_100kb: number;
                 minimum_payment_cents: number;
               } | null;
               billing_enabled: boolean;
             };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
           };
         };
         /** @description internal_error */
@@ -3374,6 +4308,15 @@ export interface paths {
             "application/json": Record<string, never>;
           };
         };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
         /** @description internal_error */
         500: {
           headers: {
@@ -3400,11 +4343,14 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Chain reachable, last processed block, executor pool (503 when degraded) */
+    /** {status}: ok or degraded (503). With X-Operator-Token: chain, cache, executor pool and gas wallets */
     get: {
       parameters: {
         query?: never;
-        header?: never;
+        header?: {
+          /** @description The operator token (SIGIL_OPERATOR_TOKEN): unlocks the detailed view */
+          "X-Operator-Token"?: string;
+        };
         path?: never;
         cookie?: never;
       };
@@ -3417,6 +4363,33 @@ export interface paths {
           };
           content: {
             "application/json": components["schemas"]["Health"];
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description invalid_operator_token */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
           };
         };
         /** @description degraded */
@@ -3462,6 +4435,15 @@ export interface paths {
           };
           content?: never;
         };
+        /** @description json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route) */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -3492,6 +4474,9 @@ export interface components {
           | "invalid_idempotency_key"
           | "expiration_in_past"
           | "too_many_entries"
+          | "json_too_deep"
+          | "header_too_long"
+          | "invalid_query"
           | "string_too_long"
           | "forward_call_not_allowed"
           | "forward_request_expired"
@@ -3499,6 +4484,7 @@ export interface components {
           | "missing_api_key"
           | "invalid_api_key"
           | "unknown_api_key"
+          | "invalid_operator_token"
           | "api_key_expired"
           | "signature_malformed"
           | "signature_body_mismatch"
@@ -3509,6 +4495,7 @@ export interface components {
           | "owner_only"
           | "missing_scope"
           | "not_authorized_to_execute"
+          | "not_authorized_to_pin"
           | "route_not_found"
           | "account_not_found"
           | "group_not_found"
@@ -3530,6 +4517,7 @@ export interface components {
           | "write_reverted"
           | "payload_too_large"
           | "code_too_large"
+          | "pin_quota_exceeded"
           | "js_params_too_large"
           | "unsupported_media_type"
           | "forward_nonce_mismatch"
@@ -3590,6 +4578,15 @@ export interface components {
       deadline: number;
       data: string;
     };
+    ConfirmPayment: {
+      payment_intent_id: string;
+      /** @enum {string} */
+      status: "succeeded" | "processing";
+      credited_cents: number;
+      newly_credited: boolean;
+      balance_cents: number;
+      balance_display: string;
+    };
     ExecutionResult: {
       /** @description What the action's main returned (any JSON value) */
       response: unknown;
@@ -3603,30 +4600,32 @@ export interface components {
       cid: string;
       execution_ms: number;
       charged_cents: number;
+      /** @description Named signatures of the older signEcdsa API (only when an action made some) */
+      signatures?: Record<string, never>;
     };
     Health: {
       /** @enum {string} */
       status: "ok" | "degraded";
-      chain: {
+      chain?: {
         reachable: boolean;
         chain_id: number;
         head_block: number | null;
         error: string | null;
       };
-      cache: {
+      cache?: {
         last_processed_block: number;
         lag_blocks: number | null;
         last_poll_ok_ms_ago: number | null;
         loaded_accounts: number;
       };
-      executor: {
+      executor?: {
         poolSize: number;
         alive: number;
         busy: number;
         queued: number;
         restarts: number;
       };
-      gas_wallets: string[];
+      gas_wallets?: string[];
     };
   };
   responses: never;

@@ -50,12 +50,16 @@ describe("signed forward requests: billing", function () {
     const pkp = await createSigil({ baseUrl: s.url, apiKey: key }).createPkp({ name: "billed" });
     expect(await balance(a.accountKey)).to.equal(before - 1);
     const last = billing.history(String(a.accountId), 0, 1).items[0];
+    const signer = createSigil({ baseUrl: s.url, apiKey: key }).keyAddress!.toLowerCase();
+    // One charge per forward request (the key's first forwarder nonce), never per transaction.
+    const forwarder = s.deployment.forwarder.toLowerCase();
     expect([last.operation, last.reference, last.amount_cents]).to.deep.equal([
       "create_pkp",
-      `write:${pkp.tx_hash}`,
+      `write:31337:${forwarder}:${signer}:0`,
       1,
     ]);
-    expect(last.key_address).to.equal(createSigil({ baseUrl: s.url, apiKey: key }).keyAddress!.toLowerCase());
+    expect(pkp.tx_hash).to.match(/^0x[0-9a-f]{64}$/);
+    expect(last.key_address).to.equal(signer);
   });
 
   it("without credits: 402 insufficient_credits, nothing written", async () => {
