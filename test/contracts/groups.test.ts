@@ -445,6 +445,46 @@ describe("AccountRegistry: PKPs and groups", function () {
       );
     });
 
+    it("refuses to remove a PKP from a group deleted while holding it, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group deleted empty, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group that never existed, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkp(9n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
+    });
+
+    it("refuses to remove another account's PKP from a deleted group with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpB1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA1);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses an empty removal batch on a group that does not exist", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkps(9n, []))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
+    });
+
     it("refuses a batch of more than MAX_BATCH PKPs", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await expect(registry.connect(ownerA).addPkps(1n, new Array(65).fill(pkpA1)))
