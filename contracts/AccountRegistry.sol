@@ -52,6 +52,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     uint8 private constant ROLE_MASTER_KEY = 2;
     uint8 private constant ROLE_KEY = 3;
 
+    /// @dev Width of the header at the bottom of word 0 of a group's PKP bitmap: the PKP count (bits 0..14,
+    /// holds 0..MAX_PKPS_PER_GROUP) and the deletion mark (bit 15). PKP bits start above it.
+    uint256 private constant PKP_HEADER_BITS = 16;
+    uint256 private constant PKP_COUNT_MASK = (1 << 15) - 1;
+    /// @dev Set by deleteGroup in word 0 of a group that still holds PKPs (see `_removePkp`).
+    uint256 private constant GROUP_DELETED = 1 << 15;
+
     uint8 private constant FLAG_CREATE_GROUPS = 1;
     uint8 private constant FLAG_DELETE_GROUPS = 2;
     uint8 private constant FLAG_CREATE_PKPS = 4;
@@ -84,11 +91,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         string name;
     }
 
-    /// @dev A group in one slot; `position` is its index in the account's live-group list.
+    /// @dev A group in one slot; `position` is its index in the account's live-group list. Its PKP count lives
+    /// in word 0 of its PKP bitmap (see `_pkpBits`).
     struct GroupRecord {
         bool live;
         uint16 position;
-        uint16 pkpCount;
         uint16 actionCount;
     }
 
@@ -116,8 +123,15 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     mapping(uint64 accountId => mapping(uint64 groupId => GroupRecord)) private _groups;
     /// @dev The live group ids of an account, packed four to a slot; the first `liveGroupCount` count.
     mapping(uint64 accountId => uint64[MAX_GROUPS_PER_ACCOUNT]) private _liveGroupIds;
-    /// @dev PKP membership: bit (index % 256) of word (index / 256). Group ids are never reused, so the bits
-    /// of a deleted group need no wiping: nothing reads a group that is not live.
+    /**
+     * @dev PKP membership and count of a group. The low PKP_HEADER_BITS bits of word 0 are a header (the
+     * number of PKPs in the group, and the GROUP_DELETED mark); the PKP with per-account index i (from 1) is
+     * bit p % 256 of word p / 256, with p = i + PKP_HEADER_BITS - 1. The count shares the slot of the
+     * account's first 240 PKPs, so adding or removing one of them writes a single slot, and removing a
+     * group's last PKP clears that slot to zero (a storage refund). Group ids are never reused, so the bits
+     * of a deleted group need no wiping: every check asks whether the group is live, and a removal, which
+     * skips that read when it finds its bit, looks at the mark deleteGroup leaves in word 0 instead.
+     */
     mapping(uint64 accountId => mapping(uint64 groupId => mapping(uint256 word => uint256 bits))) private _pkpBits;
     /// @dev Action membership by CID hash; same reasoning for deleted groups.
     mapping(uint64 accountId => mapping(uint64 groupId => mapping(bytes32 cidHash => bool))) private _actions;
@@ -319,7 +333,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         if (pkpIds.length != 0) _requireScope(caller, accountId, role, Scope.AddPkp, groupId);
         if (cids.length != 0) _requireScope(caller, accountId, role, Scope.ManageActions, groupId);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _addPkp(accountId, groupId, group, pkpIds[i]);
+            _addPkp(accountId, groupId, pkpIds[i]);
         }
         for (uint256 i = 0; i < cids.length; ++i) {
             _addAction(accountId, groupId, group, cids[i]);
@@ -346,6 +360,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         }
         account.liveGroupCount = last;
         delete _groups[accountId][groupId];
+        // Removing a PKP does not read the group record when it finds its bit, so a group that still holds
+        // PKPs is marked where that removal looks (word 0 of its bitmap). An empty one has no bit to find.
+        mapping(uint256 => uint256) storage pkpWords = _pkpBits[accountId][groupId];
+        uint256 head = pkpWords[0];
+        if (head != 0) pkpWords[0] = head | GROUP_DELETED;
         emit GroupDeleted(accountId, groupId);
     }
 
@@ -384,32 +403,34 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function addPkp(uint64 groupId, bytes32 pkpId) external {
         uint64 accountId = _authorize(Scope.AddPkp, groupId);
-        _addPkp(accountId, groupId, _requireGroup(accountId, groupId), pkpId);
+        _requireGroup(accountId, groupId);
+        _addPkp(accountId, groupId, pkpId);
     }
 
     /// @inheritdoc IAccountRegistry
     function removePkp(uint64 groupId, bytes32 pkpId) external {
         uint64 accountId = _authorize(Scope.RemovePkp, groupId);
-        _removePkp(accountId, groupId, _requireGroup(accountId, groupId), pkpId);
+        // Liveness is checked inside, where the PKP is not found (see _removePkp).
+        _removePkp(accountId, groupId, pkpId);
     }
 
     /// @inheritdoc IAccountRegistry
     function addPkps(uint64 groupId, bytes32[] calldata pkpIds) external {
         uint64 accountId = _authorize(Scope.AddPkp, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        _requireGroup(accountId, groupId);
         _checkBatch(pkpIds.length);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _addPkp(accountId, groupId, group, pkpIds[i]);
+            _addPkp(accountId, groupId, pkpIds[i]);
         }
     }
 
     /// @inheritdoc IAccountRegistry
     function removePkps(uint64 groupId, bytes32[] calldata pkpIds) external {
         uint64 accountId = _authorize(Scope.RemovePkp, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        _requireGroup(accountId, groupId);
         _checkBatch(pkpIds.length);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _removePkp(accountId, groupId, group, pkpIds[i]);
+            _removePkp(accountId, groupId, pkpIds[i]);
         }
     }
 
@@ -739,35 +760,60 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         emit ActionRemoved(accountId, groupId, cidHash);
     }
 
-    function _addPkp(uint64 accountId, uint64 groupId, GroupRecord storage group, bytes32 pkpId) private {
+    function _addPkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
         PkpRecord storage pkp = _pkps[pkpId];
         if (pkp.accountId != accountId) revert PkpNotInAccount(pkpId, accountId);
-        uint16 count = group.pkpCount;
-        if (count >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
-        uint256 index = pkp.index;
-        uint256 bit = 1 << (index & 255);
         mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
-        uint256 word = words[index >> 8];
-        if (word & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
-        words[index >> 8] = word | bit;
-        group.pkpCount = count + 1;
+        uint256 head = words[0];
+        if (head & PKP_COUNT_MASK >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(pkp.index);
+        if (wordIndex == 0) {
+            if (head & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
+            // The count is below MAX_PKPS_PER_GROUP, so adding one stays inside its bits.
+            words[0] = (head | bit) + 1;
+        } else {
+            uint256 word = words[wordIndex];
+            if (word & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
+            words[wordIndex] = word | bit;
+            words[0] = head + 1;
+        }
         emit PkpAdded(accountId, groupId, pkpId);
     }
 
-    function _removePkp(uint64 accountId, uint64 groupId, GroupRecord storage group, bytes32 pkpId) private {
+    function _removePkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
         PkpRecord storage pkp = _pkps[pkpId];
         (uint64 owner, uint256 index) = (pkp.accountId, pkp.index);
-        if (owner != accountId) revert PkpNotInGroup(groupId, pkpId);
-        uint256 bit = 1 << (index & 255);
+        if (owner != accountId) _refuseRemoval(accountId, groupId, pkpId);
         mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
-        uint256 word = words[index >> 8];
-        if (word & bit == 0) revert PkpNotInGroup(groupId, pkpId);
-        words[index >> 8] = word & ~bit;
-        // A member was found, so the count is at least one.
-        unchecked {
-            --group.pkpCount;
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
+        // The group record is not read on this path (a cold slot saved): a bit can only have been set while
+        // the group was live, and a group deleted while holding PKPs carries GROUP_DELETED in word 0.
+        uint256 head = words[0];
+        if (head & GROUP_DELETED != 0) revert UnknownGroup(accountId, groupId);
+        // A member is found below, so the count is at least one: subtracting one stays inside its bits.
+        if (wordIndex == 0) {
+            if (head & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
+            words[0] = (head & ~bit) - 1;
+        } else {
+            uint256 word = words[wordIndex];
+            if (word & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
+            words[wordIndex] = word & ~bit;
+            words[0] = head - 1;
         }
         emit PkpRemoved(accountId, groupId, pkpId);
+    }
+
+    /// @dev Always reverts: UnknownGroup when the group is not live (checked first, as everywhere), else
+    /// PkpNotInGroup.
+    function _refuseRemoval(uint64 accountId, uint64 groupId, bytes32 pkpId) private view {
+        _requireGroup(accountId, groupId);
+        revert PkpNotInGroup(groupId, pkpId);
+    }
+
+    /// @dev Where a PKP's membership bit sits in a group's bitmap (after the count, see `_pkpBits`).
+    function _pkpBitOf(uint256 index) private pure returns (uint256 wordIndex, uint256 bit) {
+        uint256 position = index + PKP_HEADER_BITS - 1;
+        return (position >> 8, 1 << (position & 255));
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -825,7 +871,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     function _hasPkp(uint64 accountId, uint64 groupId, uint256 index) private view returns (bool) {
-        return _pkpBits[accountId][groupId][index >> 8] & (1 << (index & 255)) != 0;
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
+        return _pkpBits[accountId][groupId][wordIndex] & bit != 0;
     }
 
     /// @dev Bounds of a page: [start, end) clipped to `total`.
@@ -864,7 +911,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint64 groupId,
         GroupRecord storage group
     ) private view returns (GroupInfo memory) {
-        return GroupInfo({id: groupId, accountId: accountId, pkpCount: group.pkpCount, actionCount: group.actionCount});
+        return
+            GroupInfo({
+                id: groupId,
+                accountId: accountId,
+                pkpCount: _pkpBits[accountId][groupId][0] & PKP_COUNT_MASK,
+                actionCount: group.actionCount
+            });
     }
 
     /**

@@ -19,6 +19,22 @@ import {
 /** Distinct, CID-shaped strings (46 characters like a CIDv0). */
 const fakeCid = (i: number): string => "Qm" + ethers.id(`cid ${i}`).slice(2, 46);
 
+/**
+ * Account A with PKPs 1..242: word 0 of a group's PKP bitmap holds the count and the bits of PKPs 1..240,
+ * so PKPs 241 and 242 are the first whose bits live in word 1 (the count then takes a second write).
+ */
+async function pastFirstBitmapWordFixture() {
+  const fixture = await twoAccountsFixture();
+  const { registry, ownerA, deployment } = fixture;
+  for (let i = 3; i <= 242; i++) await registry.connect(ownerA).createPkp("", "");
+  const pkpA = (index: number) =>
+    expectedPkpId(BigInt(deployment.chainId), deployment.registry, 1n, BigInt(index));
+  return { ...fixture, pkpA240: pkpA(240), pkpA241: pkpA(241), pkpA242: pkpA(242) };
+}
+
+const pkpCountOf = async (registry: { getGroup(a: bigint, g: bigint): Promise<{ pkpCount: bigint }> }) =>
+  (await registry.getGroup(1n, 1n)).pkpCount;
+
 describe("AccountRegistry: PKPs and groups", function () {
   describe("createPkp", function () {
     it("returns keccak256(abi.encode(chainid, registry, accountId, counter))", async function () {
@@ -375,6 +391,98 @@ describe("AccountRegistry: PKPs and groups", function () {
       await expect(registry.connect(ownerA).addPkp(1n, pkpA2))
         .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
         .withArgs(1n, pkpA2);
+    });
+
+    it("counts PKPs added and removed, down to an empty group", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      const counts = [await pkpCountOf(registry)];
+      await registry.connect(ownerA).removePkp(1n, pkpA2);
+      counts.push(await pkpCountOf(registry));
+      await registry.connect(ownerA).removePkp(1n, pkpA1);
+      counts.push(await pkpCountOf(registry));
+      await registry.connect(ownerA).addPkp(1n, pkpA2);
+      counts.push(await pkpCountOf(registry));
+      expect(counts).to.deep.equal([2n, 1n, 0n, 1n]);
+    });
+
+    it("adds and removes PKPs on both sides of the first bitmap word, keeping one count", async function () {
+      const { registry, ownerA, pkpA1, pkpA240, pkpA241, pkpA242 } =
+        await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA240, pkpA241, pkpA242]);
+      await registry.connect(ownerA).removePkps(1n, [pkpA241, pkpA1]);
+      expect([
+        await pkpCountOf(registry),
+        await registry.isPkpInGroup(1n, 1n, pkpA1),
+        await registry.isPkpInGroup(1n, 1n, pkpA240),
+        await registry.isPkpInGroup(1n, 1n, pkpA241),
+        await registry.isPkpInGroup(1n, 1n, pkpA242),
+      ]).to.deep.equal([2n, false, true, false, true]);
+    });
+
+    it("refuses a PKP past the first bitmap word that the group already holds", async function () {
+      const { registry, ownerA, pkpA241 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA241);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpA241))
+        .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
+        .withArgs(1n, pkpA241);
+    });
+
+    it("refuses to remove a PKP past the first bitmap word that the group does not hold", async function () {
+      const { registry, ownerA, pkpA241, pkpA242 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA242);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA241))
+        .to.be.revertedWithCustomError(registry, "PkpNotInGroup")
+        .withArgs(1n, pkpA241);
+    });
+
+    it("lets canExecute find a PKP past the first bitmap word", async function () {
+      const { registry, ownerA, pkpA241 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA241);
+      await registry.connect(ownerA).addAction(1n, CID_HELLO);
+      expect(await registry.canExecute(await ownerA.getAddress(), cidHash(CID_HELLO), pkpA241)).to.equal(
+        true,
+      );
+    });
+
+    it("refuses to remove a PKP from a group deleted while holding it, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group deleted empty, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group that never existed, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkp(9n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
+    });
+
+    it("refuses to remove another account's PKP from a deleted group with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpB1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA1);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses an empty removal batch on a group that does not exist", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkps(9n, []))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
     });
 
     it("refuses a batch of more than MAX_BATCH PKPs", async function () {
