@@ -8,9 +8,11 @@ import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { errorHandler } from "./http/errorHandler";
+import { keepRawBody } from "./http/signedRequest";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
+import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
@@ -40,6 +42,8 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/actions/cid"],
   ["GET", "/core/v1/actions/:cid"],
   ["POST", "/core/v1/svc_action"],
+  ["POST", "/core/v1/forward/prepare"],
+  ["POST", "/core/v1/forward"],
   ["GET", "/core/v1/config"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
@@ -86,6 +90,7 @@ export function buildApp(ctx: RelayerContext): Express {
       limit: ctx.cfg.maxBodyBytes,
       strict: true,
       type: ["application/json", "application/*+json"],
+      verify: keepRawBody, // signed requests cover the exact body bytes
     }),
   );
   app.use((req: Request, _res: Response, next: NextFunction) => {
@@ -116,6 +121,7 @@ export function buildApp(ctx: RelayerContext): Express {
     keyRoutes(ctx),
     pkpRoutes(ctx),
     groupRoutes(ctx),
+    forwardRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);

@@ -14,6 +14,7 @@ import type { AccountProjection, KeyRecord } from "./permissions/projection";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
 import type { TokenBuckets } from "./rateLimit";
+import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 
 export interface Principal {
   accountId: string;
@@ -25,8 +26,11 @@ export type AccountMode = "api" | "chain_secured";
 
 export interface AuthContext {
   principal: Principal;
-  /** The key string: needed to sign forward requests; never logged, never stored. */
-  apiKey: string;
+  /**
+   * The key string: needed to sign forward requests; never logged, never stored. Null for a signed
+   * request (relayer/http/signedRequest.ts): the relayer never sees that key and cannot write with it.
+   */
+  apiKey: string | null;
   account: AccountProjection;
   /** The usage key's record (kind "usage"). */
   key?: KeyRecord;
@@ -89,6 +93,7 @@ export class Authenticator {
     private readonly enclave: Enclave,
     private readonly cache: PermissionCache,
     private readonly limits: { perKey: TokenBuckets; perAccount: TokenBuckets },
+    private readonly signed?: SignedRequestVerifier,
   ) {}
 
   /** `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization). */
@@ -124,6 +129,19 @@ export class Authenticator {
         signer: serviceOwner(this.enclave, parsed.address),
       };
     }
+    return this.authenticateUsageKey(parsed.address, apiKey, limit);
+  }
+
+  /**
+   * A usage key known by its address: a bearer key once parsed, or the signer of a signed request or
+   * forward request (apiKey null). Same checks either way: registered, not removed, not expired.
+   */
+  async authenticateUsageKey(
+    address: string,
+    apiKey: string | null,
+    limit = true,
+  ): Promise<AuthContext> {
+    const parsed = { address };
     const found = await this.cache.lookupKey(parsed.address, Math.floor(Date.now() / 1000));
     if (found.status === "unknown")
       throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
@@ -165,15 +183,27 @@ export class Authenticator {
     };
   }
 
+  /** Re-checks a caller mid-request (executor key operations), the same way it was authenticated. */
+  reauthenticate(auth: AuthContext): Promise<AuthContext> {
+    return auth.apiKey === null
+      ? this.authenticateUsageKey(auth.principal.keyAddress, null, false)
+      : this.authenticate(auth.apiKey, { rateLimit: false });
+  }
+
   private run(req: Request, res: Response, next: NextFunction, accountOnly: boolean): void {
-    let apiKey: string;
+    let pending: Promise<AuthContext>;
     try {
-      apiKey = extractApiKey(req);
+      if (this.signed && isSignedRequest(req)) {
+        const address = this.signed.verify(req, rawBodyOf(req));
+        pending = this.authenticateUsageKey(address, null);
+      } else {
+        pending = this.authenticate(extractApiKey(req));
+      }
     } catch (err) {
       next(err);
       return;
     }
-    this.authenticate(apiKey).then(
+    pending.then(
       (auth) => {
         if (accountOnly && auth.principal.kind !== "account") {
           next(

@@ -56,6 +56,14 @@ export async function write(
   operation: string,
   data: string,
 ): Promise<WriteOutcome> {
+  if (auth.apiKey === null) {
+    // A signed request: the relayer never had the key, so it cannot sign a write with it.
+    throw new ApiError(
+      400,
+      "forward_request_required",
+      "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
+    );
+  }
   ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
@@ -131,7 +139,7 @@ export function handler(
     const auth = res.locals.auth as AuthContext | undefined;
     const scope = auth ? `key:${auth.principal.keyAddress}` : `ip:${clientIp(req)}`;
     const fp = fingerprint(req.method, req.baseUrl + req.path, req.body);
-    const sealKey = auth
+    const sealKey = auth?.apiKey
       ? createHash("sha256").update(`sigil/idempotency/v1\n${auth.apiKey}\n${idemKey}`).digest()
       : null;
     const out = await ctx.idempotency.run(

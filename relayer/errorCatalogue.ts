@@ -76,6 +76,21 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A name, description or CID is longer than allowed.",
     fix: "Shorten it; the message gives the maximum.",
   },
+  forward_call_not_allowed: {
+    status: 400,
+    why: "A forward request targets something other than the registry, carries value, asks for gas out of range or too little, or calls a function a usage key may not forward (`details.reason`).",
+    fix: "Build the request with POST /forward/prepare (or the SDK); only group, PKP and action writes are relayed.",
+  },
+  forward_request_expired: {
+    status: 400,
+    why: "A forward request's deadline has passed, or is more than an hour away.",
+    fix: "Prepare and sign a fresh request; send it within its deadline.",
+  },
+  forward_request_required: {
+    status: 400,
+    why: "A signed request (Sigil-* headers) asked for a write: the relayer never holds that key, so it cannot sign the chain transaction for it.",
+    fix: "Sign a forward request (POST /forward/prepare, then POST /forward; the SDK does this), or send the key as a bearer credential.",
+  },
   // 401: who are you?
   missing_api_key: {
     status: 401,
@@ -96,6 +111,36 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 401,
     why: "The usage key's expiration has passed.",
     fix: "Ask the account owner for a new key (or to update its expiration).",
+  },
+  signature_malformed: {
+    status: 401,
+    why: "A signed request lacks one of the Sigil-* headers, has one in the wrong format, or also carries a key (X-Api-Key / Bearer); `details.missing` lists absent headers.",
+    fix: "Send all five Sigil-* headers as docs/api.md (Signed requests) describes, and no key.",
+  },
+  signature_body_mismatch: {
+    status: 401,
+    why: "The body's SHA-256 is not Sigil-Content-Sha256: the body changed after it was signed.",
+    fix: "Hash and sign exactly the bytes you send.",
+  },
+  signature_expired: {
+    status: 401,
+    why: "Sigil-Timestamp is more than 120 s away from the service's clock (`details.skew_seconds`).",
+    fix: "Sign each request when you send it; keep the client's clock in sync (NTP).",
+  },
+  signature_invalid: {
+    status: 401,
+    why: "The signature does not recover to Sigil-Key over this request for this service (wrong key, or method, path, timestamp, nonce or deployment differ from what was signed).",
+    fix: "Sign the exact bytes of docs/api.md (Signed requests) with the key whose address is Sigil-Key.",
+  },
+  signature_replayed: {
+    status: 401,
+    why: "This key already used this Sigil-Nonce within the replay window.",
+    fix: "Use a fresh random nonce (and signature) for every request, retries included.",
+  },
+  forward_signature_invalid: {
+    status: 401,
+    why: "A forward request's EIP-712 signature is not `from`'s for this chain's forwarder: it was altered, or signed for another chain or forwarder (`details` names this one).",
+    fix: "Sign the request POST /forward/prepare returned, with its domain, and send it unchanged.",
   },
   // 403: you may not
   owner_only: {
@@ -231,6 +276,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 415,
     why: "A body was sent without Content-Type: application/json.",
     fix: "Send JSON with that header.",
+  },
+  forward_nonce_mismatch: {
+    status: 409,
+    why: "A forward request's nonce is not the forwarder's next nonce for `from`: it was already used (a replay), or another write came first (`details.expected_nonce`).",
+    fix: "Prepare and sign a new request (it carries the current nonce).",
   },
   // 429
   rate_limited: {

@@ -12,6 +12,7 @@ import { ContentStore, GatewayClient } from "../enclave";
 import { ActionExecutor } from "../enclave";
 import { buildApp } from "./app";
 import { Authenticator } from "./auth";
+import { SignedRequestVerifier } from "./http/signedRequest";
 import { PermissionCache } from "./permissions/permissionCache";
 import { RegistryReader } from "./chain/registryReader";
 import { fetchChainId, makeProvider } from "./chain/rpc";
@@ -122,7 +123,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     auth: new Authenticator(enclave, cache, {
       perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
       perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),
-    }),
+    }, new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress })),
     newAccountLimit: new TokenBuckets(cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
     executionCap: new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     metrics,

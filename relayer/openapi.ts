@@ -3,7 +3,11 @@
  * checks that every route in app.ts's ROUTES table is documented here, and every error code is listed).
  */
 import type { RelayerContext } from "./context";
+import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
+
+/** Every code an answer can carry: the relayer's and billing's (billing gates writes and executions). */
+const ALL_ERRORS: Record<string, { status: number }> = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
 
 type Schema = Record<string, unknown>;
 
@@ -21,6 +25,12 @@ const obj = (properties: Record<string, Schema>, required: string[] = []): Schem
   required,
   additionalProperties: false,
 });
+/** A response object: every field is always present unless named in `optional`; nothing else may be. */
+const out = (properties: Record<string, Schema>, optional: string[] = []): Schema =>
+  obj(
+    properties,
+    Object.keys(properties).filter((k) => !optional.includes(k)),
+  );
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (s: Schema): Schema => ({ oneOf: [s, { type: "null" }] });
 
@@ -50,7 +60,7 @@ const permissionFields: Record<string, Schema> = {
 };
 const expiration = nullable({ type: "integer", description: "Unix seconds; null = never" });
 
-const usageKeyItem = obj({
+const usageKeyFields: Record<string, Schema> = {
   id: address,
   api_key_hash: nullable(str("keccak256 of the key string")),
   name: str(),
@@ -69,16 +79,27 @@ const usageKeyItem = obj({
   can_remove_pkp_from_groups: groupIds,
   can_execute_in_groups: groupIds,
   created_at: nullable(int("Unix seconds (block time of registration)")),
-});
+};
+const usageKeyItem = out(usageKeyFields);
 
 function page(item: Schema): Schema {
-  return obj({ items: arr(item), page_number: int(), page_size: int(), total: int() }, [
-    "items",
-    "page_number",
-    "page_size",
-    "total",
-  ]);
+  return out({ items: arr(item), page_number: int(), page_size: int(), total: int() });
 }
+const pkpFields: Record<string, Schema> = {
+  pkp_id: pkpId,
+  address,
+  public_key: str("Uncompressed secp256k1 public key, 0x04…"),
+  name: str(),
+  description: str(),
+};
+const groupFields: Record<string, Schema> = {
+  group_id: int(),
+  name: str(),
+  description: str(),
+  pkps: arr(pkpId),
+  actions: arr(str("CID")),
+};
+const txHash = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "The path-A transaction" };
 
 const pagingParams = [
   { name: "page_number", in: "query", schema: { type: "integer", minimum: 0, default: 0 } },
@@ -104,11 +125,25 @@ function op(o: Op) {
   const common =
     o.auth === "none"
       ? []
-      : ["missing_api_key", "invalid_api_key", "unknown_api_key", "api_key_expired", "rate_limited"];
+      : [
+          "missing_api_key",
+          "invalid_api_key",
+          "unknown_api_key",
+          "api_key_expired",
+          "rate_limited",
+          "signature_malformed",
+          "signature_body_mismatch",
+          "signature_expired",
+          "signature_invalid",
+          "signature_replayed",
+          // Authentication reads the permission cache, which needs the chain until it has synced.
+          "chain_unavailable",
+        ];
   for (const code of [...common, ...o.errors, "internal_error"]) {
-    const e = ERROR_CATALOGUE[code];
-    if (!e) continue;
-    byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), code]);
+    const e = ALL_ERRORS[code];
+    if (!e) throw new Error(`openapi: ${code} is in no error catalogue`);
+    const codes = byStatus.get(e.status) ?? [];
+    if (!codes.includes(code)) byStatus.set(e.status, [...codes, code]);
   }
   for (const [status, codes] of byStatus) {
     responses[String(status)] = {
@@ -127,6 +162,14 @@ function op(o: Op) {
   };
 }
 
+/** What any POST can be refused for before its route runs (body parser, Idempotency-Key). */
+const BODY_ERRORS = [
+  "invalid_json",
+  "payload_too_large",
+  "unsupported_media_type",
+  "invalid_idempotency_key",
+  "idempotency_key_reused",
+];
 const WRITE_ERRORS = [
   "invalid_request",
   "unknown_field",
@@ -139,7 +182,32 @@ const WRITE_ERRORS = [
   "idempotency_key_reused",
   "invalid_idempotency_key",
   "account_chain_secured",
+  "forward_request_required",
+  "insufficient_credits",
+  "spend_cap_reached",
 ];
+
+const mode = { type: "string", enum: ["api", "chain_secured"] };
+/** An ERC-2771 ForwardRequest (uint256 values as decimal strings, so no precision is lost in JSON). */
+const forwardRequestFields: Record<string, Schema> = {
+  from: address,
+  to: address,
+  value: { type: "string", pattern: "^[0-9]+$" },
+  gas: { type: "string", pattern: "^[0-9]+$" },
+  nonce: { type: "string", pattern: "^[0-9]+$" },
+  deadline: int("Unix seconds (uint48)"),
+  data: { type: "string", pattern: "^0x([0-9a-fA-F]{2})*$" },
+};
+/** update_usage_api_key(_metadata): the key as it is now (just its id if the cache has not caught up). */
+const keyAnswer = out(
+  { ...usageKeyFields, tx_hash: txHash },
+  Object.keys(usageKeyFields).filter((k) => k !== "id"),
+);
+/** groups/{id}/actions and /pkps: the group as it is now, and one transaction per non-empty list. */
+const membersAnswer = out(
+  { ...groupFields, tx_hashes: arr(txHash) },
+  Object.keys(groupFields).filter((k) => k !== "group_id"),
+);
 
 export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
   const keyCreate = obj({ name: str(), description: str(), expiration, ...permissionFields });
@@ -163,35 +231,43 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           auth: "none",
           status: 201,
           body: obj({ account_name: str(), account_description: str(), email: str() }),
-          ok: obj({
-            api_key: str(),
-            account_id: int(),
-            owner_address: address,
-            master_key_address: address,
-            mode: str(),
-            name: str(),
-            description: str(),
-            tx_hash: str(),
-          }),
+          ok: out(
+            {
+              api_key: nullable(str("The account key (shown once: null in a replayed answer)")),
+              api_key_withheld: { type: "boolean", const: true, description: "Present in a replayed answer" },
+              account_id: int(),
+              owner_address: address,
+              master_key_address: address,
+              mode: mode,
+              name: str(),
+              description: str(),
+              tx_hash: txHash,
+            },
+            ["api_key_withheld"],
+          ),
           errors: [...WRITE_ERRORS, "rate_limited"],
         }),
       },
       "/core/v1/account": {
         get: op({
           summary: "Account info, mode (api | chain_secured) and pending owner",
-          ok: obj({
-            account_id: int(),
-            name: str(),
-            description: str(),
-            email: nullable(str()),
-            mode: str(),
-            owner_address: address,
-            pending_owner: nullable(address),
-            master_key_address: nullable(address),
-            group_count: int(),
-            pkp_count: int(),
-            usage_key_count: int(),
-          }),
+          ok: out(
+            {
+              account_id: int(),
+              name: str(),
+              description: str(),
+              email: nullable(str("Only for the account key")),
+              mode,
+              owner_address: address,
+              pending_owner: nullable(address),
+              master_key_address: nullable(address),
+              group_count: int(),
+              pkp_count: int(),
+              usage_key_count: int(),
+              caller: out({ kind: { type: "string", enum: ["account", "usage"] }, id: address }),
+            },
+            ["email"],
+          ),
           errors: [],
         }),
       },
@@ -199,14 +275,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Propose a new owner (account key, API mode)",
           body: obj({ new_owner: address }, ["new_owner"]),
-          ok: obj({ pending_owner: address, tx_hash: str() }),
+          ok: out({
+            account_id: int(),
+            owner_address: address,
+            pending_owner: address,
+            tx_hash: txHash,
+            next_step: str(),
+          }),
           errors: [...WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"],
         }),
       },
       "/core/v1/account/cancel_ownership_transfer": {
         post: op({
           summary: "Withdraw a pending transfer (account key, API mode)",
-          ok: obj({ pending_owner: { type: "null" }, tx_hash: str() }),
+          ok: out({ account_id: int(), pending_owner: { type: "null" }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "owner_only", "no_pending_transfer"],
         }),
       },
@@ -215,7 +297,17 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a usage key (value returned once as usage_api_key)",
           status: 201,
           body: keyCreate,
-          ok: { allOf: [usageKeyItem, obj({ usage_api_key: str(), tx_hash: str() })] },
+          ok: out(
+            {
+              usage_api_key: {
+                oneOf: [str("The key (shown once)"), out({ sealed: str() }), { type: "null" }],
+              },
+              usage_api_key_withheld: { type: "boolean", const: true },
+              ...usageKeyFields,
+              tx_hash: txHash,
+            },
+            ["usage_api_key_withheld"],
+          ),
           errors: [
             ...WRITE_ERRORS,
             "owner_only",
@@ -239,7 +331,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Replace all permissions (fields left out reset to default)",
           body: obj({ ...keyTarget, name: str(), description: str(), expiration, ...permissionFields }),
-          ok: usageKeyItem,
+          ok: keyAnswer,
           errors: [
             ...WRITE_ERRORS,
             "owner_only",
@@ -254,7 +346,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Change name and description only",
           body: obj({ ...keyTarget, name: str(), description: str() }),
-          ok: usageKeyItem,
+          ok: keyAnswer,
           errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
         }),
       },
@@ -262,7 +354,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Remove a usage key (refused from the next request on)",
           body: obj(keyTarget),
-          ok: obj({ id: address, removed: bool(), tx_hash: str() }),
+          ok: out({ id: address, removed: { type: "boolean", const: true }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
         }),
       },
@@ -271,14 +363,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a PKP (pkp:create)",
           status: 201,
           body: obj({ name: str(), description: str() }),
-          ok: obj({
-            pkp_id: pkpId,
-            address,
-            public_key: str(),
-            name: str(),
-            description: str(),
-            tx_hash: str(),
-          }),
+          ok: out({ ...pkpFields, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "missing_scope"],
         }),
       },
@@ -286,7 +371,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         get: op({
           summary: "List the account's PKPs",
           params: pagingParams,
-          ok: page(ref("Pkp")),
+          ok: page(out(pkpFields)),
           errors: ["invalid_pagination"],
         }),
       },
@@ -304,7 +389,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a group (group:create; initial members need the wildcard scopes)",
           status: 201,
           body: obj({ name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }),
-          ok: obj({ group_id: int(), tx_hash: str() }),
+          ok: out({ ...groupFields, tx_hash: txHash }),
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -318,7 +403,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "List groups",
           params: pagingParams,
           ok: page(
-            obj({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
+            out({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
           ),
           errors: ["invalid_pagination"],
         }),
@@ -333,7 +418,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         delete: op({
           summary: "Delete a group (group:delete)",
           params: [idParam("id", int())],
-          ok: obj({ group_id: int(), deleted: bool(), tx_hash: str() }),
+          ok: out({ group_id: int(), deleted: { type: "boolean", const: true }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"],
         }),
       },
@@ -342,7 +427,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Add and remove action CIDs (group:manageActions)",
           params: [idParam("id", int())],
           body: obj({ add: arr(str("CID")), remove: arr(str("CID")) }),
-          ok: ref("Group"),
+          ok: membersAnswer,
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -359,7 +444,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
           params: [idParam("id", int())],
           body: obj({ add: arr(pkpId), remove: arr(pkpId) }),
-          ok: ref("Group"),
+          ok: membersAnswer,
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -377,23 +462,23 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Pin code in the content store",
           status: 201,
           body: obj({ code: str() }, ["code"]),
-          ok: obj({ cid: str() }),
-          errors: ["invalid_request", "code_too_large"],
+          ok: out({ cid: str() }),
+          errors: [...BODY_ERRORS, "invalid_request", "code_too_large"],
         }),
       },
       "/core/v1/actions/cid": {
         post: op({
           summary: "Compute the CID of code without storing it",
           body: obj({ code: str() }, ["code"]),
-          ok: obj({ cid: str() }),
-          errors: ["invalid_request", "code_too_large"],
+          ok: out({ cid: str() }),
+          errors: [...BODY_ERRORS, "invalid_request", "code_too_large"],
         }),
       },
       "/core/v1/actions/{cid}": {
         get: op({
           summary: "The code of a CID",
           params: [idParam("cid", str())],
-          ok: obj({ cid: str(), code: str() }),
+          ok: out({ cid: str(), code: str() }),
           errors: ["invalid_cid", "action_not_found", "action_fetch_failed"],
         }),
       },
@@ -412,17 +497,11 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
               minimum: 1,
             },
           }),
-          ok: obj({
-            response: {},
-            logs: str(),
-            has_error: bool(),
-            error: obj({ code: str(), message: str() }),
-            cid: str(),
-            execution_ms: { type: "number" },
-            charged_cents: int(),
-          }),
+          ok: ref("ExecutionResult"),
           errors: [
+            ...BODY_ERRORS,
             "invalid_request",
+            "unknown_field",
             "invalid_cid",
             "invalid_pkp_id",
             "pkp_not_found",
@@ -434,21 +513,122 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "action_fetch_failed",
             "too_many_concurrent_executions",
             "executor_busy",
+            "insufficient_credits",
+            "spend_cap_reached",
           ],
+        }),
+      },
+      "/core/v1/forward/prepare": {
+        post: op({
+          summary:
+            "A forward request for a registry call, ready for a usage key to sign (nonce, gas from a simulation, deadline, EIP-712 domain)",
+          body: obj({ data: str("Registry calldata (0x hex)") }, ["data"]),
+          ok: out({
+            operation: str("The registry function called"),
+            request: ref("ForwardRequestFields"),
+            domain: out({ name: str(), version: str(), chain_id: int(), verifying_contract: address }),
+            types: out({ ForwardRequest: arr(out({ name: str(), type: str() })) }),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "forward_call_not_allowed",
+            "missing_scope",
+            "group_not_found",
+            "pkp_not_found",
+            "pkp_already_in_group",
+            "pkp_not_in_group",
+            "action_already_in_group",
+            "action_not_in_group",
+            "too_many_members",
+            "too_many_groups",
+            "write_reverted",
+          ],
+        }),
+      },
+      "/core/v1/forward": {
+        post: op({
+          summary:
+            "Submit a forward request the usage key signed itself (no key sent: the signature is the credential)",
+          auth: "none",
+          body: obj(
+            {
+              ...forwardRequestFields,
+              signature: str("EIP-712 signature, 0x + 65 bytes"),
+            },
+            ["from", "to", "value", "gas", "nonce", "deadline", "data", "signature"],
+          ),
+          ok: out({
+            tx_hash: txHash,
+            block_number: int(),
+            operation: str(),
+            pkp_id: nullable(pkpId),
+            group_id: nullable(int()),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "forward_call_not_allowed",
+            "forward_request_expired",
+            "forward_signature_invalid",
+            "unknown_api_key",
+            "api_key_expired",
+            "rate_limited",
+            "forward_nonce_mismatch",
+            "missing_scope",
+            "group_not_found",
+            "pkp_not_found",
+            "pkp_already_in_group",
+            "pkp_not_in_group",
+            "action_already_in_group",
+            "action_not_in_group",
+            "too_many_members",
+            "too_many_groups",
+            "write_reverted",
+            "chain_unavailable",
+            "gas_wallet_unfunded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
+        }),
+      },
+      "/core/v1/billing/balance": {
+        get: op({
+          summary: "The account's credit balance (billing enabled; account key)",
+          ok: out({ balance_cents: int(), balance_display: str() }),
+          errors: ["owner_only"],
         }),
       },
       "/core/v1/config": {
         get: op({
           summary: "Chain id, contract addresses, limits, prices",
           auth: "none",
-          ok: obj({
+          ok: out({
             chain_id: int(),
             registry_address: address,
             forwarder_address: address,
             deploy_block: int(),
-            limits: { type: "object" },
-            rate_limits: { type: "object" },
-            prices: nullable({ type: "object" }),
+            limits: out({
+              inline_code_bytes: int(),
+              ipfs_code_bytes: int(),
+              js_params_bytes: int(),
+              max_body_bytes: int(),
+              max_page_size: int(),
+              max_name_bytes: int(),
+              max_array_entries: int(),
+              poll_interval_ms: int(),
+            }),
+            rate_limits: out({
+              per_key_per_minute: int(),
+              per_account_per_minute: int(),
+              new_account_per_ip_per_hour: int(),
+              concurrent_executions_per_account: int(),
+            }),
+            prices: nullable(
+              out({ write_cents: int(), execution_cents_per_second: int(), minimum_payment_cents: int() }),
+            ),
             billing_enabled: bool(),
           }),
           errors: [],
@@ -458,12 +638,18 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }),
       },
       "/health": {
-        get: op({
-          summary: "Chain reachable, last processed block, executor pool",
-          auth: "none",
-          ok: { type: "object" },
-          errors: [],
-        }),
+        get: {
+          ...op({
+            summary: "Chain reachable, last processed block, executor pool (503 when degraded)",
+            auth: "none",
+            ok: ref("Health"),
+            errors: [],
+          }),
+          responses: {
+            "200": { description: "OK", content: { "application/json": { schema: ref("Health") } } },
+            "503": { description: "degraded", content: { "application/json": { schema: ref("Health") } } },
+          },
+        },
       },
       "/metrics": {
         get: {
@@ -483,7 +669,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           {
             error: obj(
               {
-                code: { type: "string", enum: Object.keys(ERROR_CATALOGUE) },
+                code: { type: "string", enum: Object.keys(ALL_ERRORS) },
                 message: str(),
                 details: { type: "object" },
               },
@@ -493,20 +679,37 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           },
           ["error", "request_id"],
         ),
-        Pkp: obj({
-          pkp_id: pkpId,
-          address,
-          public_key: str("Uncompressed secp256k1 public key, 0x04…"),
-          name: str(),
-          description: str(),
-          account_id: int(),
-        }),
-        Group: obj({
-          group_id: int(),
-          name: str(),
-          description: str(),
-          pkps: arr(pkpId),
-          actions: arr(str("CID")),
+        Pkp: out({ ...pkpFields, account_id: int() }),
+        Group: out(groupFields),
+        ForwardRequestFields: out(forwardRequestFields),
+        ExecutionResult: out(
+          {
+            response: { description: "What the action's main returned (any JSON value)" },
+            logs: str("console output of the run"),
+            has_error: bool(),
+            error: out({ code: str(), message: str() }),
+            cid: str(),
+            execution_ms: { type: "number" },
+            charged_cents: int(),
+          },
+          ["error"],
+        ),
+        Health: out({
+          status: { type: "string", enum: ["ok", "degraded"] },
+          chain: out({
+            reachable: bool(),
+            chain_id: int(),
+            head_block: nullable(int()),
+            error: nullable(str()),
+          }),
+          cache: out({
+            last_processed_block: int(),
+            lag_blocks: nullable(int()),
+            last_poll_ok_ms_ago: nullable(int()),
+            loaded_accounts: int(),
+          }),
+          executor: out({ poolSize: int(), alive: int(), busy: int(), queued: int(), restarts: int() }),
+          gas_wallets: arr(address),
         }),
       },
     },

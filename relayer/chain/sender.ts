@@ -158,6 +158,10 @@ type Outcome =
   | { kind: "skipped"; txHash: string };
 
 const DEADLINE_SECONDS = 600;
+/** Gas a forward request carries for a call that simulated at `innerGas` (a margin for state changes). */
+export function requestGasFor(innerGas: bigint): bigint {
+  return (innerGas * 5n) / 4n + 10_000n;
+}
 /** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
 export const SYNC_SEND_SLOW_MS = 500;
 /** Looked up once: encoding by name makes ethers search the ABI (and hash signatures) on every write. */
@@ -260,6 +264,75 @@ export class Sender {
     });
   }
 
+  /**
+   * A forward request the principal signed itself (the relayer never had its key): checked against the
+   * forwarder's current nonce, simulated like any write, then queued and submitted exactly as the
+   * relayer's own signed requests are. Not retried on a stale nonce: only the signer can sign anew.
+   */
+  async writeSigned(signed: SignedForwardRequest & { nonce: bigint }, kind: "usage"): Promise<LandedWrite> {
+    const principal = signed.from;
+    const req: WriteRequest = { apiKey: "", principal, kind, data: signed.data };
+    return this.principals.run(principal.toLowerCase(), async () => {
+      this.preparing++;
+      try {
+        let current = await this.forwarderNonce(principal);
+        if (current !== signed.nonce) {
+          // The cache may be behind another relayer instance's writes: ask the chain before refusing.
+          this.forwarderNonces.delete(principal.toLowerCase());
+          current = await this.forwarderNonce(principal);
+        }
+        if (current !== signed.nonce) {
+          throw new ApiError(
+            409,
+            "forward_nonce_mismatch",
+            `The forward request's nonce is ${signed.nonce}; the forwarder expects ${current} from ${principal} (already used, or not the next one).`,
+            { details: { expected_nonce: current.toString(), nonce: signed.nonce.toString() } },
+          );
+        }
+        const innerGas = await this.simulate(req);
+        if (signed.gas < innerGas) {
+          throw new ApiError(
+            400,
+            "forward_call_not_allowed",
+            `The forward request's gas (${signed.gas}) is below what the call needs (${innerGas}).`,
+            { details: { reason: "gas_too_low", gas_needed: innerGas.toString() } },
+          );
+        }
+      } catch (err) {
+        this.preparing--;
+        this.pump();
+        throw err;
+      }
+      const nonce = signed.nonce;
+      const outcome = await new Promise<Outcome>((resolve, reject) => {
+        this.queue.push({
+          queuedAt: performance.now(),
+          signed,
+          nonce,
+          settle: (o) => ("error" in o ? reject(o.error) : resolve(o)),
+        });
+        this.preparing--;
+        this.pump();
+      });
+      try {
+        return await this.conclude(req, principal, nonce, outcome);
+      } catch (err) {
+        this.forwarderNonces.delete(principal.toLowerCase());
+        throw err;
+      }
+    });
+  }
+
+  /** The forwarder nonce the principal's next request must carry (cached; see forwarderNonce). */
+  nextForwarderNonce(principal: string): Promise<bigint> {
+    return this.principals.run(principal.toLowerCase(), () => this.forwarderNonce(principal));
+  }
+
+  /** Simulates a registry call as `principal` through the forwarder: its gas, or the typed refusal. */
+  simulateAs(principal: string, kind: "usage", data: string): Promise<bigint> {
+    return this.simulate({ apiKey: "", principal, kind, data });
+  }
+
   private async writeOnce(req: WriteRequest): Promise<LandedWrite> {
     this.preparing++;
     let prepared: { signed: SignedForwardRequest; nonce: bigint };
@@ -289,7 +362,7 @@ export class Sender {
   private async prepare(req: WriteRequest): Promise<{ signed: SignedForwardRequest; nonce: bigint }> {
     const innerGas = await this.simulate(req);
     const nonce = await this.forwarderNonce(req.principal);
-    const requestGas = (innerGas * 5n) / 4n + 10_000n;
+    const requestGas = requestGasFor(innerGas);
     const signed = await this.o.signer.signForwardRequest(
       req.apiKey,
       {

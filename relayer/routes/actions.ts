@@ -327,7 +327,7 @@ async function authorizeRunPkp(
 ): Promise<{ pkpId: string; notAfterMs?: number }> {
   let current: AuthContext;
   try {
-    current = await ctx.auth.authenticate(auth.apiKey, { rateLimit: false });
+    current = await ctx.auth.reauthenticate(auth);
   } catch {
     throw new Error("the caller's key is no longer valid");
   }

@@ -117,7 +117,7 @@ type Raw = Partial<Record<ConfigVariable, string>>;
  * Reads the optional config file: `SIGIL_CONFIG` if set (it must exist), else `sigil.config.json` in
  * `cwd` if present. Keys are the variable names above; values are strings, numbers or booleans.
  */
-function readConfigFile(
+export function readConfigFile(
   env: NodeJS.ProcessEnv,
   cwd: string,
   problems: string[],

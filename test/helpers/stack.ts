@@ -12,6 +12,7 @@ import { Enclave } from "../../enclave";
 import { startRelayer, type RelayerOptions, type RunningRelayer } from "../../relayer";
 import { deploySigil, type SigilDeployment } from "../../scripts/deploy";
 import { DEV_KEY, startChain, type TestChain } from "./anvil";
+import { sharedContract } from "./openapiContract";
 
 // Response bodies are whatever JSON the API returned; tests assert on their shape.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -121,6 +122,16 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
         parsed = JSON.parse(text);
       } catch {
         // not JSON (e.g. /metrics)
+      }
+      // The document is the contract: an answer it does not describe fails the test that received it.
+      if ((r.headers.get("content-type") ?? "").includes("application/json")) {
+        const problem = sharedContract().violation(
+          method,
+          new URL(stack.url + route).pathname,
+          r.status,
+          parsed,
+        );
+        if (problem !== null) throw new Error(`The answer does not match the OpenAPI document: ${problem}`);
       }
       return { status: r.status, body: parsed as Json, headers: r.headers };
     },
