@@ -77,8 +77,9 @@ export function billingApi(sigil: Sigil) {
         credited_cents?: number;
         balance_cents?: number;
       }>,
+    /** The newest 50 entries (billing pages count from 0, unlike the SDK's lists). */
     history: () =>
-      get("/core/v1/billing/history", { params: { query: { page_number: 1, page_size: 50 } } }) as Promise<{
+      get("/core/v1/billing/history", { params: { query: { page_number: 0, page_size: 50 } } }) as Promise<{
         items: BillingHistoryItem[];
         total: number;
       }>,
