@@ -1,7 +1,18 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "artifacts/", "cache/", "typechain-types/", "coverage/", "dist/", "dashboard/dist/", ".sigil/"] },
+  {
+    ignores: [
+      "node_modules/",
+      "artifacts/",
+      "cache/",
+      "typechain-types/",
+      "coverage/",
+      "dist/",
+      "dashboard/dist/",
+      ".sigil/",
+    ],
+  },
   ...tseslint.configs.recommended,
   {
     rules: {

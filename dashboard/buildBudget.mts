@@ -37,12 +37,16 @@ export function firstPageBudget(o: { maxGzipBytes: number }): Plugin {
         if (c.type !== "chunk") continue;
         const size = gz(c);
         if (first.has(c.fileName)) firstTotal += size;
-        lines.push(`  ${first.has(c.fileName) ? "first page" : "on demand "}  ${kb(size).padStart(9)}  ${c.fileName}`);
+        lines.push(
+          `  ${first.has(c.fileName) ? "first page" : "on demand "}  ${kb(size).padStart(9)}  ${c.fileName}`,
+        );
       }
       console.log(`\nDashboard JavaScript (gzip):\n${lines.join("\n")}`);
       console.log(`  first page total: ${kb(firstTotal)} (budget ${kb(o.maxGzipBytes)})\n`);
       if (firstTotal > o.maxGzipBytes)
-        this.error(`The first page needs ${kb(firstTotal)} of JavaScript (gzip), over the ${kb(o.maxGzipBytes)} budget.`);
+        this.error(
+          `The first page needs ${kb(firstTotal)} of JavaScript (gzip), over the ${kb(o.maxGzipBytes)} budget.`,
+        );
     },
   };
 }

@@ -105,7 +105,9 @@ export function App() {
     <div className="app">
       <header className="top">
         <span className="brand">Sigil</span>
-        <span className="muted">{session.kind === "account" ? "account key" : "usage key (signed requests)"}</span>
+        <span className="muted">
+          {session.kind === "account" ? "account key" : "usage key (signed requests)"}
+        </span>
         <span className="spacer" />
         {themeButton}
         <button type="button" className="small" onClick={signOut}>

@@ -61,16 +61,21 @@ export function billingApi(sigil: Sigil) {
   const get = sigil.get as unknown as Untyped;
   const post = sigil.post as unknown as Untyped;
   return {
-    balance: () => get("/core/v1/billing/balance") as Promise<{ balance_cents: number; balance_display: string }>,
+    balance: () =>
+      get("/core/v1/billing/balance") as Promise<{ balance_cents: number; balance_display: string }>,
     mode: () =>
-      get("/core/v1/billing/stripe_config") as Promise<{ publishable_key: string; mode?: "stripe" | "simulated" }>,
+      get("/core/v1/billing/stripe_config") as Promise<{
+        publishable_key: string;
+        mode?: "stripe" | "simulated";
+      }>,
     createIntent: (amount_cents: number) =>
       post("/core/v1/billing/create_payment_intent", { body: { amount_cents } }) as Promise<{
         payment_intent_id: string;
         client_secret: string;
         amount_cents: number;
       }>,
-    simulateSuccess: (id: string) => post(`/core/v1/billing/simulated/intents/${encodeURIComponent(id)}/succeed`),
+    simulateSuccess: (id: string) =>
+      post(`/core/v1/billing/simulated/intents/${encodeURIComponent(id)}/succeed`),
     confirm: (payment_intent_id: string) =>
       post("/core/v1/billing/confirm_payment", { body: { payment_intent_id } }) as Promise<{
         status: string;

@@ -28,7 +28,12 @@ export interface Scopes {
 export function emptyScopes(): Scopes {
   return {
     flags: { can_create_groups: false, can_delete_groups: false, can_create_pkps: false },
-    groups: { execute_in_groups: [], manage_ipfs_ids_in_groups: [], add_pkp_to_groups: [], remove_pkp_from_groups: [] },
+    groups: {
+      execute_in_groups: [],
+      manage_ipfs_ids_in_groups: [],
+      add_pkp_to_groups: [],
+      remove_pkp_from_groups: [],
+    },
   };
 }
 
@@ -40,7 +45,8 @@ export function groupsText(ids: number[]): string {
 /** "execute: all groups; create PKPs", or "no permissions". */
 export function scopeSummary(s: Scopes): string {
   const parts: string[] = [];
-  for (const g of GROUP_SCOPES) if (s.groups[g.field].length) parts.push(`${g.label}: ${groupsText(s.groups[g.field])}`);
+  for (const g of GROUP_SCOPES)
+    if (s.groups[g.field].length) parts.push(`${g.label}: ${groupsText(s.groups[g.field])}`);
   for (const f of FLAGS) if (s.flags[f.field]) parts.push(f.label);
   return parts.length ? parts.join("; ") : "no permissions";
 }

@@ -53,7 +53,7 @@ export function useAction() {
   const busy = useRef(false);
   const [pending, setPending] = useState(false);
   const [error, setError] = useState<ShownError | null>(null);
-  const run = useCallback(async <T,>(fn: () => Promise<T>): Promise<T | undefined> => {
+  const run = useCallback(async <T>(fn: () => Promise<T>): Promise<T | undefined> => {
     if (busy.current) return undefined;
     busy.current = true;
     setPending(true);

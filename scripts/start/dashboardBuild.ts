@@ -37,10 +37,14 @@ export function dashboardBuildIsStale(): boolean {
 export function buildDashboard(): boolean {
   // vite exports no bin path; its package.json is exported, and bin/vite.js sits next to it.
   const vite = path.join(path.dirname(require.resolve("vite/package.json")), "bin", "vite.js");
-  const r = spawnSync(process.execPath, [vite, "build", "--config", path.join(DASHBOARD_DIR, "vite.config.mts")], {
-    cwd: ROOT,
-    stdio: ["ignore", process.stderr, process.stderr],
-  });
+  const r = spawnSync(
+    process.execPath,
+    [vite, "build", "--config", path.join(DASHBOARD_DIR, "vite.config.mts")],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", process.stderr, process.stderr],
+    },
+  );
   return r.status === 0;
 }
 
@@ -49,6 +53,7 @@ export function ensureDashboardBuilt(log: (m: string) => void): boolean {
   if (!dashboardBuildIsStale()) return true;
   log("building the dashboard (its build is missing or older than its sources)");
   const ok = buildDashboard();
-  if (!ok) log("the dashboard build failed (see above); the API runs without it: `npm run build:dashboard` retries");
+  if (!ok)
+    log("the dashboard build failed (see above); the API runs without it: `npm run build:dashboard` retries");
   return ok;
 }

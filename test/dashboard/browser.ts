@@ -37,7 +37,8 @@ export async function openPage(browser: Browser, baseURL: string): Promise<Watch
   const page = await context.newPage();
   const watched: WatchedPage = { page, context, problems: [], requests: [] };
   page.on("console", (m) => {
-    if (m.type() === "error" && !API_STATUS_REPORT.test(m.text())) watched.problems.push(`console: ${m.text()}`);
+    if (m.type() === "error" && !API_STATUS_REPORT.test(m.text()))
+      watched.problems.push(`console: ${m.text()}`);
   });
   page.on("pageerror", (e) => watched.problems.push(`uncaught: ${e.message}`));
   page.on("request", (r) => {

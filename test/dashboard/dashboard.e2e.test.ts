@@ -24,7 +24,14 @@ describe("dashboard: end to end in Chromium", function () {
   let owner: WatchedPage; // the tab signed in with the account key
   let server: WatchedPage; // a second tab signed in with the usage key
   let ledgerDir: string;
-  const s: { accountKey?: string; pkpId?: string; pkpAddress?: string; cid?: string; groupId?: number; usageKey?: string } = {};
+  const s: {
+    accountKey?: string;
+    pkpId?: string;
+    pkpAddress?: string;
+    cid?: string;
+    groupId?: number;
+    usageKey?: string;
+  } = {};
 
   const visit = async (w: WatchedPage, hash: string, heading: string) => {
     await w.page.goto(`/#/${hash}`);
@@ -38,7 +45,8 @@ describe("dashboard: end to end in Chromium", function () {
   };
 
   before(async function () {
-    if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`))) throw new Error("dashboard build failed");
+    if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`)))
+      throw new Error("dashboard build failed");
     ledgerDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-dashboard-ledger-"));
     const billing = createBilling({
       dbPath: path.join(ledgerDir, "ledger.sqlite"),
@@ -60,8 +68,8 @@ describe("dashboard: end to end in Chromium", function () {
   afterEach(function () {
     // No console errors and no uncaught exceptions, in either tab, at any step.
     const problems = [...(owner?.problems ?? []), ...(server?.problems ?? [])];
-    owner && (owner.problems.length = 0);
-    server && (server.problems.length = 0);
+    if (owner) owner.problems.length = 0;
+    if (server) server.problems.length = 0;
     expect(problems).to.deep.equal([]);
   });
 
@@ -103,11 +111,10 @@ describe("dashboard: end to end in Chromium", function () {
 
   it("keeps the key in sessionStorage only: not in localStorage, a cookie or the URL", async () => {
     const { page, context } = owner;
-    const stores = await page.evaluate(() => ({
-      session: Object.values(sessionStorage),
-      local: Object.values(localStorage),
-      url: location.href,
-    }));
+    // Evaluated in the page (a string: this file is compiled without the DOM's types).
+    const stores = (await page.evaluate(
+      "({ session: Object.values(sessionStorage), local: Object.values(localStorage), url: location.href })",
+    )) as { session: string[]; local: string[]; url: string };
     expect(stores.session).to.include(s.accountKey);
     expect(stores.local.join(" ")).not.to.contain(s.accountKey!.slice(3));
     expect(stores.url).not.to.contain(s.accountKey!.slice(3));
@@ -140,9 +147,13 @@ describe("dashboard: end to end in Chromium", function () {
     await row.waitFor();
     s.pkpId = (await row.getAttribute("data-pkp-id"))!;
     s.pkpAddress = (await row.getAttribute("data-address"))!;
-    const api = await stack.api<{ items: Array<{ pkp_id: string; address: string }> }>("GET", "/core/v1/pkps", {
-      key: s.accountKey,
-    });
+    const api = await stack.api<{ items: Array<{ pkp_id: string; address: string }> }>(
+      "GET",
+      "/core/v1/pkps",
+      {
+        key: s.accountKey,
+      },
+    );
     expect(api.body.items.map((p) => [p.pkp_id, p.address])).to.deep.equal([[s.pkpId, s.pkpAddress]]);
     await check(page, "pkps");
   });
@@ -270,7 +281,9 @@ describe("dashboard: end to end in Chromium", function () {
 
   it("credits a simulated top-up once when Pay is double-clicked", async () => {
     const { page } = owner;
-    const before = await stack.api<{ balance_cents: number }>("GET", "/core/v1/billing/balance", { key: s.accountKey });
+    const before = await stack.api<{ balance_cents: number }>("GET", "/core/v1/billing/balance", {
+      key: s.accountKey,
+    });
     await page.getByLabel("Amount in cents").fill("500");
     await page.getByRole("button", { name: "Continue to payment" }).click();
     await page.getByText("Simulated:").waitFor();
@@ -279,9 +292,13 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByRole("button", { name: "Pay $5.00 (simulated)" }).dblclick();
     await page.getByText("Credited $5.00.").waitFor();
     // The page confirms once (the second click is ignored while the first is in flight) ...
-    expect(owner.requests.filter((r) => /^POST \/core\/v1\/billing\/(simulated|confirm)/.test(r))).to.have.length(2);
+    expect(
+      owner.requests.filter((r) => /^POST \/core\/v1\/billing\/(simulated|confirm)/.test(r)),
+    ).to.have.length(2);
     // ... and the service would credit an intent once anyway.
-    const after = await stack.api<{ balance_cents: number }>("GET", "/core/v1/billing/balance", { key: s.accountKey });
+    const after = await stack.api<{ balance_cents: number }>("GET", "/core/v1/billing/balance", {
+      key: s.accountKey,
+    });
     expect(after.body.balance_cents - before.body.balance_cents).to.equal(500);
     await page.getByRole("cell", { name: "+$5.00" }).waitFor();
     expect(await page.getByRole("cell", { name: "+$5.00" }).count()).to.equal(1);
@@ -297,7 +314,9 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByLabel("New owner address").fill(ANVIL_ACCOUNT_1);
     await page.getByRole("button", { name: "Propose transfer" }).click();
     await page.getByTestId("pending-owner").waitFor();
-    expect((await page.getByTestId("pending-owner").textContent())!.toLowerCase()).to.equal(ANVIL_ACCOUNT_1.toLowerCase());
+    expect((await page.getByTestId("pending-owner").textContent())!.toLowerCase()).to.equal(
+      ANVIL_ACCOUNT_1.toLowerCase(),
+    );
     await check(page, "ownership-pending");
     await visit(owner, "overview", "Overview");
     expect(await page.getByTestId("mode").textContent()).to.equal("transfer pending");
@@ -311,7 +330,7 @@ describe("dashboard: end to end in Chromium", function () {
     const { page } = owner;
     await visit(owner, "overview", "Overview");
     await page.getByRole("button", { name: "Dark theme" }).click();
-    expect(await page.evaluate(() => document.documentElement.dataset.theme)).to.equal("dark");
+    expect(await page.evaluate("document.documentElement.dataset.theme")).to.equal("dark");
     await check(page, "overview-dark");
   });
 
@@ -319,7 +338,7 @@ describe("dashboard: end to end in Chromium", function () {
     const { page } = owner;
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
-    expect(await page.evaluate(() => Object.keys(sessionStorage))).to.deep.equal([]);
+    expect(await page.evaluate("Object.keys(sessionStorage)")).to.deep.equal([]);
     await page.reload();
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
   });

@@ -15,7 +15,8 @@ import { dashboardRoutes } from "../../relayer/http/dashboard";
 
 async function serve(processorKind: "stripe" | "simulated" | null, distDir: string) {
   const app = express();
-  const billing = processorKind === null ? null : ({ processorKind } as Pick<Billing, "processorKind"> as Billing);
+  const billing =
+    processorKind === null ? null : ({ processorKind } as Pick<Billing, "processorKind"> as Billing);
   app.use(dashboardRoutes({ billing }, distDir));
   const server = app.listen(0, "127.0.0.1");
   await new Promise((r) => server.once("listening", r));

@@ -40,7 +40,9 @@ describe("start: the banner", () => {
   });
 
   it("prints the dashboard's URL, the API's own origin", () => {
-    expect(banner(config, facts)).to.contain("\n  dashboard    http://127.0.0.1:8000/  (open it in a browser)\n");
+    expect(banner(config, facts)).to.contain(
+      "\n  dashboard    http://127.0.0.1:8000/  (open it in a browser)\n",
+    );
   });
 
   it("prefixes the CLI hint with SIGIL_URL when the API is not on the CLI's default URL", () => {

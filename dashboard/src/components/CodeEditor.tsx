@@ -3,7 +3,15 @@ import { useEffect, useRef } from "react";
 import { EditorView, basicSetup } from "codemirror";
 import { javascript } from "@codemirror/lang-javascript";
 
-export function CodeEditor({ value, onChange, label }: { value: string; onChange: (code: string) => void; label: string }) {
+export function CodeEditor({
+  value,
+  onChange,
+  label,
+}: {
+  value: string;
+  onChange: (code: string) => void;
+  label: string;
+}) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
   const onChangeRef = useRef(onChange);
@@ -24,8 +32,7 @@ export function CodeEditor({ value, onChange, label }: { value: string; onChange
     });
     view.current = v;
     return () => v.destroy(); // no listener outlives the page
-    // The editor owns the text after mount; `value` is only its first content.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // Mount once: the editor owns the text after mount; `value` is only its first content.
   }, []);
 
   return <div className="editor" ref={host} data-testid="code-editor" />;

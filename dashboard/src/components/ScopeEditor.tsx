@@ -1,7 +1,15 @@
 import { ALL_GROUPS, FLAGS, GROUP_SCOPES, type Scopes } from "../scopes";
 
 /** Three flags and four group pickers; "all groups" is the wildcard 0 and replaces any single group. */
-export function ScopeEditor({ value, onChange, groups }: { value: Scopes; onChange: (s: Scopes) => void; groups: { group_id: number; name: string }[] }) {
+export function ScopeEditor({
+  value,
+  onChange,
+  groups,
+}: {
+  value: Scopes;
+  onChange: (s: Scopes) => void;
+  groups: { group_id: number; name: string }[];
+}) {
   return (
     <div className="scopes">
       <fieldset>
@@ -25,7 +33,11 @@ export function ScopeEditor({ value, onChange, groups }: { value: Scopes; onChan
           <fieldset key={g.field}>
             <legend>{g.label[0].toUpperCase() + g.label.slice(1)} in</legend>
             <label className="check">
-              <input type="checkbox" checked={all} onChange={(e) => set(e.target.checked ? [ALL_GROUPS] : [])} />
+              <input
+                type="checkbox"
+                checked={all}
+                onChange={(e) => set(e.target.checked ? [ALL_GROUPS] : [])}
+              />
               all groups
             </label>
             {groups.map((gr) => (
@@ -34,7 +46,9 @@ export function ScopeEditor({ value, onChange, groups }: { value: Scopes; onChan
                   type="checkbox"
                   disabled={all}
                   checked={!all && ids.includes(gr.group_id)}
-                  onChange={(e) => set(e.target.checked ? [...ids, gr.group_id] : ids.filter((x) => x !== gr.group_id))}
+                  onChange={(e) =>
+                    set(e.target.checked ? [...ids, gr.group_id] : ids.filter((x) => x !== gr.group_id))
+                  }
                 />
                 {gr.name || "unnamed"} (#{gr.group_id})
               </label>

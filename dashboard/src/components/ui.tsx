@@ -101,7 +101,12 @@ export function ConfirmButton({
   }, []);
   return (
     <>
-      <button type="button" className={danger ? "danger small" : "small"} disabled={disabled} onClick={() => dialog.current?.showModal()}>
+      <button
+        type="button"
+        className={danger ? "danger small" : "small"}
+        disabled={disabled}
+        onClick={() => dialog.current?.showModal()}
+      >
         {label}
       </button>
       <dialog ref={dialog} aria-labelledby={titleId}>

@@ -97,7 +97,10 @@ function Runner({ session, editorCode }: { session: Session; editorCode: string 
           if (!/^0x[0-9a-fA-F]{64}$/.test(pkpId)) next.pkp = "Choose a PKP (its id is 0x and 64 hex digits).";
           const parsed = parseJson(params);
           if (!parsed.ok) next.params = parsed.error;
-          else if (parsed.value !== undefined && (typeof parsed.value !== "object" || parsed.value === null || Array.isArray(parsed.value)))
+          else if (
+            parsed.value !== undefined &&
+            (typeof parsed.value !== "object" || parsed.value === null || Array.isArray(parsed.value))
+          )
             next.params = "Params must be a JSON object.";
           setErrors(next);
           if (Object.keys(next).length || !parsed.ok) return;
@@ -118,23 +121,40 @@ function Runner({ session, editorCode }: { session: Session; editorCode: string 
         <fieldset className="row">
           <legend>Run</legend>
           <label className="check">
-            <input type="radio" name="source" checked={source === "editor"} onChange={() => setSource("editor")} />
+            <input
+              type="radio"
+              name="source"
+              checked={source === "editor"}
+              onChange={() => setSource("editor")}
+            />
             the code in the editor
           </label>
           <label className="check">
-            <input type="radio" name="source" checked={source === "cid"} onChange={() => setSource("cid")} />
-            a pinned action by CID
+            <input type="radio" name="source" checked={source === "cid"} onChange={() => setSource("cid")} />a
+            pinned action by CID
           </label>
         </fieldset>
         {source === "cid" ? (
           <Field label="Action CID" error={errors.cid}>
-            {(p) => <input {...p} spellCheck={false} value={cidInput} onChange={(e) => setCidInput(e.target.value)} />}
+            {(p) => (
+              <input
+                {...p}
+                spellCheck={false}
+                value={cidInput}
+                onChange={(e) => setCidInput(e.target.value)}
+              />
+            )}
           </Field>
         ) : null}
-        <Field label="PKP" error={errors.pkp ?? (pkps.error ? `${pkps.error.message} (${pkps.error.code})` : undefined)}>
+        <Field
+          label="PKP"
+          error={errors.pkp ?? (pkps.error ? `${pkps.error.message} (${pkps.error.code})` : undefined)}
+        >
           {(p) => (
             <select {...p} value={pkpId} onChange={(e) => setPkpId(e.target.value)}>
-              <option value="">{pkps.loading ? "Loading PKPs…" : pkps.data?.length ? "Choose a PKP" : "No PKPs"}</option>
+              <option value="">
+                {pkps.loading ? "Loading PKPs…" : pkps.data?.length ? "Choose a PKP" : "No PKPs"}
+              </option>
               {(pkps.data ?? []).map((k) => (
                 <option key={k.pkp_id} value={k.pkp_id}>
                   {(k.name || "unnamed") + " " + k.address}
@@ -144,7 +164,15 @@ function Runner({ session, editorCode }: { session: Session; editorCode: string 
           )}
         </Field>
         <Field label="Params (JSON object)" error={errors.params}>
-          {(p) => <textarea {...p} rows={3} spellCheck={false} value={params} onChange={(e) => setParams(e.target.value)} />}
+          {(p) => (
+            <textarea
+              {...p}
+              rows={3}
+              spellCheck={false}
+              value={params}
+              onChange={(e) => setParams(e.target.value)}
+            />
+          )}
         </Field>
         <button type="submit" className="primary" disabled={run.pending}>
           {run.pending ? "Running…" : "Run"}

@@ -23,7 +23,8 @@ export function Billing({ session }: { session: Session }) {
   const [done, setDone] = useState<string | null>(null);
   const start = useAction();
   const pay = useAction();
-  const simulated = mode.data?.mode === "simulated" || (mode.data?.publishable_key ?? "").startsWith("pk_sim_");
+  const simulated =
+    mode.data?.mode === "simulated" || (mode.data?.publishable_key ?? "").startsWith("pk_sim_");
 
   return (
     <>
@@ -40,7 +41,8 @@ export function Billing({ session }: { session: Session }) {
       <ErrorNote error={balance.error ?? mode.error} />
       {mode.data && !simulated ? (
         <p className="warning">
-          Card payments through Stripe are not in the dashboard yet: use <code>npx sigil billing top-up</code>.
+          Card payments through Stripe are not in the dashboard yet: use <code>npx sigil billing top-up</code>
+          .
         </p>
       ) : null}
       {mode.data && simulated && !intent ? (
@@ -51,7 +53,9 @@ export function Billing({ session }: { session: Session }) {
               e.preventDefault();
               const t = amount.trim();
               if (!/^\d{1,7}$/.test(t) || Number(t) < MINIMUM_CENTS) {
-                setAmountError(`At least ${MINIMUM_CENTS} cents (${dollars(MINIMUM_CENTS)}), in whole cents.`);
+                setAmountError(
+                  `At least ${MINIMUM_CENTS} cents (${dollars(MINIMUM_CENTS)}), in whole cents.`,
+                );
                 return;
               }
               setAmountError(null);
@@ -65,7 +69,14 @@ export function Billing({ session }: { session: Session }) {
               </button>
             </div>
             <Field label="Amount in cents" error={amountError} hint={`Minimum ${MINIMUM_CENTS}`}>
-              {(p) => <input {...p} inputMode="numeric" value={amount} onChange={(e) => setAmount(e.target.value)} />}
+              {(p) => (
+                <input
+                  {...p}
+                  inputMode="numeric"
+                  value={amount}
+                  onChange={(e) => setAmount(e.target.value)}
+                />
+              )}
             </Field>
             <button type="submit" className="primary" disabled={start.pending}>
               Continue to payment
@@ -78,8 +89,8 @@ export function Billing({ session }: { session: Session }) {
         <section className="card simulated" aria-labelledby="pay-title">
           <h2 id="pay-title">Simulated payment</h2>
           <p>
-            <strong>Simulated:</strong> no card, no money. Paying here credits {dollars(intent.amount_cents)} as a real
-            payment would.
+            <strong>Simulated:</strong> no card, no money. Paying here credits {dollars(intent.amount_cents)}{" "}
+            as a real payment would.
           </p>
           <div className="row">
             <button

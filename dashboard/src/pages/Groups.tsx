@@ -13,7 +13,17 @@ function parseCids(text: string): { cids: string[]; error: string | null } {
   return { cids, error: bad ? `"${bad.slice(0, 80)}" is not a CID (Qm… or b…).` : null };
 }
 
-function PkpPicker({ pkps, chosen, onChange, legend }: { pkps: Pkp[]; chosen: string[]; onChange: (ids: string[]) => void; legend: string }) {
+function PkpPicker({
+  pkps,
+  chosen,
+  onChange,
+  legend,
+}: {
+  pkps: Pkp[];
+  chosen: string[];
+  onChange: (ids: string[]) => void;
+  legend: string;
+}) {
   if (pkps.length === 0) return <Empty>No PKPs in this account yet.</Empty>;
   return (
     <fieldset>
@@ -23,7 +33,9 @@ function PkpPicker({ pkps, chosen, onChange, legend }: { pkps: Pkp[]; chosen: st
           <input
             type="checkbox"
             checked={chosen.includes(p.pkp_id)}
-            onChange={(e) => onChange(e.target.checked ? [...chosen, p.pkp_id] : chosen.filter((x) => x !== p.pkp_id))}
+            onChange={(e) =>
+              onChange(e.target.checked ? [...chosen, p.pkp_id] : chosen.filter((x) => x !== p.pkp_id))
+            }
           />
           {p.name || "unnamed"} <code>{short(p.address)}</code>
         </label>
@@ -73,9 +85,22 @@ export function Groups({ session }: { session: Session }) {
             <Field label="Group name">
               {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
             </Field>
-            <PkpPicker legend="PKPs in the group" pkps={data.data.pkps} chosen={pkpIds} onChange={setPkpIds} />
+            <PkpPicker
+              legend="PKPs in the group"
+              pkps={data.data.pkps}
+              chosen={pkpIds}
+              onChange={setPkpIds}
+            />
             <Field label="Action CIDs" hint="One per line" error={cidError}>
-              {(p) => <textarea {...p} rows={3} spellCheck={false} value={cidText} onChange={(e) => setCidText(e.target.value)} />}
+              {(p) => (
+                <textarea
+                  {...p}
+                  rows={3}
+                  spellCheck={false}
+                  value={cidText}
+                  onChange={(e) => setCidText(e.target.value)}
+                />
+              )}
             </Field>
             <button type="submit" className="primary" disabled={create.pending}>
               {create.pending ? "Creating… (waiting for the chain)" : "Create group"}
@@ -108,7 +133,11 @@ export function Groups({ session }: { session: Session }) {
                 <td>{g.pkp_count}</td>
                 <td>{g.action_count}</td>
                 <td className="row">
-                  <button type="button" className="small" onClick={() => setEditing(editing === g.group_id ? null : g.group_id)}>
+                  <button
+                    type="button"
+                    className="small"
+                    onClick={() => setEditing(editing === g.group_id ? null : g.group_id)}
+                  >
                     {editing === g.group_id ? "Close" : "Edit"}
                   </button>
                   <ConfirmButton
@@ -116,7 +145,9 @@ export function Groups({ session }: { session: Session }) {
                     question={`Delete group ${g.name || g.group_id}? Keys that execute in it lose that right.`}
                     confirmLabel="Delete group"
                     disabled={remove.pending}
-                    onConfirm={() => void remove.run(() => sigil.deleteGroup(g.group_id)).then((r) => r && data.reload())}
+                    onConfirm={() =>
+                      void remove.run(() => sigil.deleteGroup(g.group_id)).then((r) => r && data.reload())
+                    }
                   />
                 </td>
               </tr>
@@ -125,14 +156,30 @@ export function Groups({ session }: { session: Session }) {
         </table>
       ) : null}
       {editing !== null && data.data ? (
-        <GroupEditor key={editing} session={session} groupId={editing} pkps={data.data.pkps} onChanged={data.reload} />
+        <GroupEditor
+          key={editing}
+          session={session}
+          groupId={editing}
+          pkps={data.data.pkps}
+          onChanged={data.reload}
+        />
       ) : null}
     </>
   );
 }
 
 /** Edits one group's PKPs and CIDs: the difference from what it holds is sent as add/remove. */
-function GroupEditor({ session, groupId, pkps, onChanged }: { session: Session; groupId: number; pkps: Pkp[]; onChanged: () => void }) {
+function GroupEditor({
+  session,
+  groupId,
+  pkps,
+  onChanged,
+}: {
+  session: Session;
+  groupId: number;
+  pkps: Pkp[];
+  onChanged: () => void;
+}) {
   const { sigil } = session;
   const group = useLoad(() => sigil.group(groupId));
   const [pkpIds, setPkpIds] = useState<string[] | null>(null);
@@ -143,7 +190,8 @@ function GroupEditor({ session, groupId, pkps, onChanged }: { session: Session; 
   if (group.error) return <ErrorNote error={group.error} />;
   const g = group.data!;
   const lower = (xs: string[]) => xs.map((x) => x.toLowerCase());
-  const currentPkps = pkpIds ?? pkps.filter((p) => lower(g.pkps).includes(p.pkp_id.toLowerCase())).map((p) => p.pkp_id);
+  const currentPkps =
+    pkpIds ?? pkps.filter((p) => lower(g.pkps).includes(p.pkp_id.toLowerCase())).map((p) => p.pkp_id);
   const currentCids = cidText ?? g.actions.join("\n");
   return (
     <section className="card" aria-label={`Edit group ${groupId}`}>
@@ -177,9 +225,22 @@ function GroupEditor({ session, groupId, pkps, onChanged }: { session: Session; 
             });
         }}
       >
-        <PkpPicker legend="PKPs in the group (from this account)" pkps={pkps} chosen={currentPkps} onChange={setPkpIds} />
+        <PkpPicker
+          legend="PKPs in the group (from this account)"
+          pkps={pkps}
+          chosen={currentPkps}
+          onChange={setPkpIds}
+        />
         <Field label="Action CIDs" hint="One per line" error={cidError}>
-          {(p) => <textarea {...p} rows={3} spellCheck={false} value={currentCids} onChange={(e) => setCidText(e.target.value)} />}
+          {(p) => (
+            <textarea
+              {...p}
+              rows={3}
+              spellCheck={false}
+              value={currentCids}
+              onChange={(e) => setCidText(e.target.value)}
+            />
+          )}
         </Field>
         <button type="submit" className="primary" disabled={save.pending}>
           {save.pending ? "Saving…" : "Save changes"}

@@ -48,23 +48,24 @@ export function Overview({ session }: { session: Session }) {
       <ErrorNote error={balance.error} />
       {a.pending_owner ? (
         <p>
-          Ownership transfer to <code>{a.pending_owner}</code> is pending: the new owner accepts it from that address.
+          Ownership transfer to <code>{a.pending_owner}</code> is pending: the new owner accepts it from that
+          address.
         </p>
       ) : null}
       {a.pkp_count === 0 ? (
         <section className="card">
           <h2>Next step</h2>
           <p>
-            Create a PKP (a key the enclave derives on demand), write an action that uses it, and list both in a
-            group. Start on the <a href="#/pkps">PKPs</a> page.
+            Create a PKP (a key the enclave derives on demand), write an action that uses it, and list both in
+            a group. Start on the <a href="#/pkps">PKPs</a> page.
           </p>
         </section>
       ) : a.group_count === 0 ? (
         <section className="card">
           <h2>Next step</h2>
           <p>
-            Pin an action on the <a href="#/actions">Actions</a> page, then create a <a href="#/groups">group</a> that
-            lists it with your PKP.
+            Pin an action on the <a href="#/actions">Actions</a> page, then create a{" "}
+            <a href="#/groups">group</a> that lists it with your PKP.
           </p>
         </section>
       ) : null}

@@ -20,8 +20,8 @@ export function Ownership({ session }: { session: Session }) {
   if (a.mode === "chain_secured")
     return (
       <p>
-        This account is <strong>ChainSecured</strong>: its owner is <code>{a.owner_address}</code>, and owner-only changes
-        are transactions that address signs.
+        This account is <strong>ChainSecured</strong>: its owner is <code>{a.owner_address}</code>, and
+        owner-only changes are transactions that address signs.
       </p>
     );
   return (
@@ -41,7 +41,11 @@ export function Ownership({ session }: { session: Session }) {
             question="Cancel the pending ownership transfer?"
             confirmLabel="Cancel transfer"
             disabled={act.pending}
-            onConfirm={() => void act.run(() => sigil.post("/core/v1/account/cancel_ownership_transfer")).then((r) => r && account.reload())}
+            onConfirm={() =>
+              void act
+                .run(() => sigil.post("/core/v1/account/cancel_ownership_transfer"))
+                .then((r) => r && account.reload())
+            }
           />
         </section>
       ) : (
@@ -54,13 +58,17 @@ export function Ownership({ session }: { session: Session }) {
               return;
             }
             setToError(null);
-            void act.run(() => sigil.post("/core/v1/account/transfer_ownership", { body: { new_owner: to.trim() } })).then((r) => r && account.reload());
+            void act
+              .run(() =>
+                sigil.post("/core/v1/account/transfer_ownership", { body: { new_owner: to.trim() } }),
+              )
+              .then((r) => r && account.reload());
           }}
         >
           <h2>Transfer to a wallet or a Safe</h2>
           <p className="muted">
-            Step one of two. After the new owner accepts, the account is ChainSecured: the service can no longer change
-            it on your behalf.
+            Step one of two. After the new owner accepts, the account is ChainSecured: the service can no
+            longer change it on your behalf.
           </p>
           <Field label="New owner address" error={toError}>
             {(p) => <input {...p} spellCheck={false} value={to} onChange={(e) => setTo(e.target.value)} />}

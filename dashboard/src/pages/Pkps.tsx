@@ -67,16 +67,24 @@ export function Pkps({ session }: { session: Session }) {
               <tr key={p.pkp_id} data-pkp-id={p.pkp_id} data-address={p.address}>
                 <td>{p.name || <span className="muted">unnamed</span>}</td>
                 <td>
-                  <code title={p.pkp_id}>{short(p.pkp_id)}</code> <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
+                  <code title={p.pkp_id}>{short(p.pkp_id)}</code>{" "}
+                  <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
                 </td>
                 <td>
-                  <code title={p.address}>{short(p.address)}</code> <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
+                  <code title={p.address}>{short(p.address)}</code>{" "}
+                  <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
                 </td>
                 <td>
                   <code title={p.public_key}>{short(p.public_key)}</code>{" "}
                   <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
                 </td>
-                <td>{p.groups.length ? p.groups.map((g) => g.name || `#${g.group_id}`).join(", ") : <span className="muted">none</span>}</td>
+                <td>
+                  {p.groups.length ? (
+                    p.groups.map((g) => g.name || `#${g.group_id}`).join(", ")
+                  ) : (
+                    <span className="muted">none</span>
+                  )}
+                </td>
               </tr>
             ))}
           </tbody>

@@ -4,7 +4,13 @@ import { keyKindOf } from "../api";
 import { ErrorNote, Field } from "../components/ui";
 import { useAction } from "../useLoad";
 
-export function SignIn({ onSignIn, onCreated }: { onSignIn: (key: string) => void; onCreated: (key: string) => void }) {
+export function SignIn({
+  onSignIn,
+  onCreated,
+}: {
+  onSignIn: (key: string) => void;
+  onCreated: (key: string) => void;
+}) {
   const [key, setKey] = useState("");
   const [keyError, setKeyError] = useState<string | null>(null);
   const [name, setName] = useState("");
@@ -15,8 +21,9 @@ export function SignIn({ onSignIn, onCreated }: { onSignIn: (key: string) => voi
       <section className="card" aria-labelledby="signin-title">
         <h1 id="signin-title">Sign in</h1>
         <p className="muted">
-          With an account key (<code>ak_…</code>) or a usage key (<code>uk_…</code>). The key stays in this tab
-          only and is forgotten when you sign out or close it. A usage key signs each request and is never sent.
+          With an account key (<code>ak_…</code>) or a usage key (<code>uk_…</code>). The key stays in this
+          tab only and is forgotten when you sign out or close it. A usage key signs each request and is never
+          sent.
         </p>
         <form
           onSubmit={(e) => {

@@ -11,17 +11,23 @@ interface Limits {
 }
 
 /** The form's limits as the API wants them, or the inline error of the first bad one. */
-function parseLimits(l: Limits): { ok: true; expiration: number | null; spend_cap_cents: number | null } | { ok: false; field: keyof Limits; error: string } {
+function parseLimits(
+  l: Limits,
+):
+  | { ok: true; expiration: number | null; spend_cap_cents: number | null }
+  | { ok: false; field: keyof Limits; error: string } {
   let expiration: number | null = null;
   if (l.expiration) {
     const t = Date.parse(`${l.expiration}T23:59:59Z`);
     if (Number.isNaN(t)) return { ok: false, field: "expiration", error: "Not a date." };
-    if (t <= Date.now()) return { ok: false, field: "expiration", error: "The expiration must be in the future." };
+    if (t <= Date.now())
+      return { ok: false, field: "expiration", error: "The expiration must be in the future." };
     expiration = Math.floor(t / 1000);
   }
   let spend_cap_cents: number | null = null;
   if (l.spendCap.trim()) {
-    if (!/^\d{1,9}$/.test(l.spendCap.trim())) return { ok: false, field: "spendCap", error: "A whole number of cents, e.g. 500." };
+    if (!/^\d{1,9}$/.test(l.spendCap.trim()))
+      return { ok: false, field: "spendCap", error: "A whole number of cents, e.g. 500." };
     spend_cap_cents = Number(l.spendCap.trim());
   }
   return { ok: true, expiration, spend_cap_cents };
@@ -31,14 +37,36 @@ function toBody(s: Scopes) {
   return { ...s.flags, ...s.groups };
 }
 
-function LimitsFields({ value, onChange, errors }: { value: Limits; onChange: (l: Limits) => void; errors: Partial<Record<keyof Limits, string>> }) {
+function LimitsFields({
+  value,
+  onChange,
+  errors,
+}: {
+  value: Limits;
+  onChange: (l: Limits) => void;
+  errors: Partial<Record<keyof Limits, string>>;
+}) {
   return (
     <div className="row wrap">
       <Field label="Expires on" hint="Empty: never" error={errors.expiration}>
-        {(p) => <input {...p} type="date" value={value.expiration} onChange={(e) => onChange({ ...value, expiration: e.target.value })} />}
+        {(p) => (
+          <input
+            {...p}
+            type="date"
+            value={value.expiration}
+            onChange={(e) => onChange({ ...value, expiration: e.target.value })}
+          />
+        )}
       </Field>
       <Field label="Spend cap (cents)" hint="Empty: no cap" error={errors.spendCap}>
-        {(p) => <input {...p} inputMode="numeric" value={value.spendCap} onChange={(e) => onChange({ ...value, spendCap: e.target.value })} />}
+        {(p) => (
+          <input
+            {...p}
+            inputMode="numeric"
+            value={value.spendCap}
+            onChange={(e) => onChange({ ...value, spendCap: e.target.value })}
+          />
+        )}
       </Field>
     </div>
   );
@@ -80,7 +108,9 @@ export function UsageKeys({ session }: { session: Session }) {
           </button>
         )
       ) : null}
-      {data.data && data.data.keys.length === 0 ? <Empty>No usage keys yet. A usage key is what you give a server.</Empty> : null}
+      {data.data && data.data.keys.length === 0 ? (
+        <Empty>No usage keys yet. A usage key is what you give a server.</Empty>
+      ) : null}
       {data.data && data.data.keys.length > 0 ? (
         <table>
           <caption className="sr-only">Usage keys</caption>
@@ -109,7 +139,11 @@ export function UsageKeys({ session }: { session: Session }) {
                   {k.spent_cents ?? 0}¢ / {k.spend_cap_cents === null ? "no cap" : `${k.spend_cap_cents}¢`}
                 </td>
                 <td className="row">
-                  <button type="button" className="small" onClick={() => setEditing(editing === k.id ? null : k.id)}>
+                  <button
+                    type="button"
+                    className="small"
+                    onClick={() => setEditing(editing === k.id ? null : k.id)}
+                  >
                     {editing === k.id ? "Close" : "Edit"}
                   </button>
                   <ConfirmButton
@@ -117,7 +151,11 @@ export function UsageKeys({ session }: { session: Session }) {
                     question={`Revoke ${k.name || k.id}? Every request made with it fails from now on.`}
                     confirmLabel="Revoke key"
                     disabled={revoke.pending}
-                    onConfirm={() => void revoke.run(() => sigil.removeUsageKey({ id: k.id })).then((r) => r && data.reload())}
+                    onConfirm={() =>
+                      void revoke
+                        .run(() => sigil.removeUsageKey({ id: k.id }))
+                        .then((r) => r && data.reload())
+                    }
                   />
                 </td>
               </tr>
@@ -172,7 +210,11 @@ function KeyForm({
   mode: "create" | "edit";
   groups: { group_id: number; name: string }[];
   initial?: { name: string; scopes: Scopes; limits: Limits };
-  onSubmit: (name: string, s: Scopes, l: { expiration: number | null; spend_cap_cents: number | null }) => Promise<void>;
+  onSubmit: (
+    name: string,
+    s: Scopes,
+    l: { expiration: number | null; spend_cap_cents: number | null },
+  ) => Promise<void>;
   onRename?: (name: string) => Promise<void>;
   onCancel: () => void;
 }) {
@@ -186,8 +228,8 @@ function KeyForm({
       <h2>{mode === "create" ? "New usage key" : `Edit ${initial?.name || "usage key"}`}</h2>
       {mode === "edit" ? (
         <p className="warning">
-          Saving permissions <strong>replaces every permission</strong> of this key with what is ticked below; nothing
-          is merged. To change only the name, use “Rename only”.
+          Saving permissions <strong>replaces every permission</strong> of this key with what is ticked below;
+          nothing is merged. To change only the name, use “Rename only”.
         </p>
       ) : null}
       <form
@@ -199,10 +241,14 @@ function KeyForm({
             return;
           }
           setErrors({});
-          void save.run(() => onSubmit(name.trim(), scopes, { expiration: l.expiration, spend_cap_cents: l.spend_cap_cents }));
+          void save.run(() =>
+            onSubmit(name.trim(), scopes, { expiration: l.expiration, spend_cap_cents: l.spend_cap_cents }),
+          );
         }}
       >
-        <Field label="Key name">{(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}</Field>
+        <Field label="Key name">
+          {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
+        </Field>
         <ScopeEditor value={scopes} onChange={setScopes} groups={groups} />
         <p className="muted">Summary: {scopeSummary(scopes)}</p>
         <LimitsFields value={limits} onChange={setLimits} errors={errors} />
@@ -211,7 +257,11 @@ function KeyForm({
             {save.pending ? "Saving…" : mode === "create" ? "Create key" : "Replace permissions"}
           </button>
           {onRename ? (
-            <button type="button" disabled={save.pending} onClick={() => void save.run(() => onRename(name.trim()))}>
+            <button
+              type="button"
+              disabled={save.pending}
+              onClick={() => void save.run(() => onRename(name.trim()))}
+            >
               Rename only
             </button>
           ) : null}
