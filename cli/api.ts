@@ -4,7 +4,7 @@
  * 429/503, the error envelope); this module adds only what a command line needs: the key checks that
  * give a person a useful message before anything is sent, and the mapping of failures to exit codes.
  */
-import { createSigil, SigilError, type Sigil } from "../sdk";
+import { createSigil, SigilError, type Sigil } from "sigil/sdk";
 
 /** A mistake in how the CLI was called (exit 1). */
 export class UsageError extends Error {

@@ -7,7 +7,7 @@
  * is printed), or the action itself failed; 3 the service could not be reached.
  */
 import { Command, CommanderError } from "commander";
-import { SigilError } from "../sdk";
+import { SigilError } from "sigil/sdk";
 import { connectionMessage, isConnectionError, UsageError } from "./api";
 import { registerAccount } from "./commands/account";
 import { registerActions } from "./commands/actions";

@@ -136,13 +136,8 @@ export class Authenticator {
    * A usage key known by its address: a bearer key once parsed, or the signer of a signed request or
    * forward request (apiKey null). Same checks either way: registered, not removed, not expired.
    */
-  async authenticateUsageKey(
-    address: string,
-    apiKey: string | null,
-    limit = true,
-  ): Promise<AuthContext> {
-    const parsed = { address };
-    const found = await this.cache.lookupKey(parsed.address, Math.floor(Date.now() / 1000));
+  async authenticateUsageKey(address: string, apiKey: string | null, limit = true): Promise<AuthContext> {
+    const found = await this.cache.lookupKey(address, Math.floor(Date.now() / 1000));
     if (found.status === "unknown")
       throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
@@ -156,16 +151,16 @@ export class Authenticator {
       );
     }
     if (limit) {
-      this.limits.perKey.take(`k:${parsed.address}`, `key ${parsed.address}`);
+      this.limits.perKey.take(`k:${address}`, `key ${address}`);
       this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
     }
     return {
-      principal: { accountId: String(found.account.id), keyAddress: parsed.address, kind: "usage" },
+      principal: { accountId: String(found.account.id), keyAddress: address, kind: "usage" },
       apiKey,
       account: found.account,
       key: found.key,
       mode: accountMode(this.enclave, found.account),
-      signer: parsed.address,
+      signer: address,
     };
   }
 

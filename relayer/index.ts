@@ -120,10 +120,15 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     billing: opts.billing ?? null,
     idempotency: new IdempotencyStore(db),
     profiles: new ProfileStore(db),
-    auth: new Authenticator(enclave, cache, {
-      perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
-      perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),
-    }, new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress })),
+    auth: new Authenticator(
+      enclave,
+      cache,
+      {
+        perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
+        perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),
+      },
+      new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
+    ),
     newAccountLimit: new TokenBuckets(cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
     executionCap: new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     metrics,

@@ -223,7 +223,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         "Every POST accepts an Idempotency-Key header (kept 24 h).",
     },
     servers: [{ url: "/" }],
-    security: [{ apiKey: [] }, { bearer: [] }],
+    security: [{ apiKey: [] }, { bearer: [] }, { signedRequest: [] }],
     paths: {
       "/core/v1/new_account": {
         post: op({
@@ -663,6 +663,13 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       securitySchemes: {
         apiKey: { type: "apiKey", in: "header", name: "X-Api-Key" },
         bearer: { type: "http", scheme: "bearer" },
+        signedRequest: {
+          type: "apiKey",
+          in: "header",
+          name: "Sigil-Signature",
+          description:
+            "A usage key that is never sent: Sigil-Key, Sigil-Timestamp, Sigil-Nonce, Sigil-Content-Sha256 and Sigil-Signature (EIP-191 over SIGIL-REQUEST-V1, chain id, registry, method, path and query, body SHA-256, timestamp, nonce; docs/api.md, Signed requests).",
+        },
       },
       schemas: {
         Error: obj(

@@ -41,22 +41,22 @@ export function sha256Hex(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
-/** Headers of one signed attempt. */
+/** Headers of one signed attempt (timestamp and nonce fixed only for known-answer tests and examples). */
 export function signRequest(
   wallet: Wallet,
   deployment: Deployment,
   method: string,
   pathAndQuery: string,
   body: Uint8Array,
-  now: () => number = () => Math.floor(Date.now() / 1000),
+  fixed: { timestamp?: number; nonce?: string } = {},
 ): Record<string, string> {
   const fields: SignedRequestFields = {
     ...deployment,
     method,
     pathAndQuery,
     bodySha256: sha256Hex(body),
-    timestamp: now(),
-    nonce: randomBytes(16).toString("hex"),
+    timestamp: fixed.timestamp ?? Math.floor(Date.now() / 1000),
+    nonce: fixed.nonce ?? randomBytes(16).toString("hex"),
   };
   return {
     "sigil-key": wallet.address,

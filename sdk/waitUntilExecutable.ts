@@ -1,6 +1,6 @@
 /**
  * Right after a key, group or PKP change, the first execution may be refused for a moment (the service
- * applies chain events as they are mined; SPEC: poll the real execution path, do not sleep a fixed
+ * applies chain events as they are mined: the way to know is to poll the real execution path, not to sleep a fixed
  * time). This runs the execution itself until it is accepted, within a deadline, and returns its
  * result. Only refusals that mean "not visible yet" are retried; anything else is thrown at once.
  */

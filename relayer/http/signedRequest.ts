@@ -21,7 +21,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Request } from "express";
-import { getAddress, hashMessage, keccak256 } from "ethers";
+import { getAddress, keccak256 } from "ethers";
 import { secp256k1 as noble } from "@noble/curves/secp256k1";
 import { ApiError } from "../errors";
 
@@ -132,8 +132,9 @@ export class SignedRequestVerifier {
       timestamp,
       nonce,
     ].join("\n");
-    const claimed = getAddress(key!.toLowerCase());
-    const recovered = recoverAddress(hashMessage(message), signature!);
+    // Compared in lower case: checksumming costs a keccak, done once below for the address that passed.
+    const claimed = key!.toLowerCase();
+    const recovered = recoverLower(personalMessageDigest(message), signature!);
     if (recovered !== claimed)
       throw refuse(
         "signature_invalid",
@@ -141,6 +142,7 @@ export class SignedRequestVerifier {
       );
 
     const entry = `${claimed}:${nonce}`;
+    const address = checksummed(claimed);
     const now = this.now();
     this.forgetExpired(now);
     if (this.seen.has(entry))
@@ -155,7 +157,7 @@ export class SignedRequestVerifier {
         },
       );
     this.seen.set(entry, Math.max(now, ts) + this.window);
-    return claimed;
+    return address;
   }
 
   /** Nonces remembered now (tests, metrics). */
@@ -177,8 +179,43 @@ function refuse(code: string, message: string, details?: Record<string, unknown>
   return new ApiError(401, code, message, details ? { details } : {});
 }
 
-/** Address of the key that made a 65-byte Ethereum signature (v = 27/28 or 0/1) over a digest. */
+type Keccak = (data: Buffer) => Buffer;
+/** libkeccak's native binding where built: ethers' hashMessage costs ~5× more per request. */
+const nativeKeccak: Keccak | null = (() => {
+  try {
+    const create = require("keccak/bindings") as (alg: string) => { update(d: Buffer): { digest(): Buffer } };
+    return (data: Buffer) => create("keccak256").update(data).digest();
+  } catch {
+    return null;
+  }
+})();
+
+/** EIP-191 personal-message digest (what ethers' hashMessage computes), as 0x hex. */
+export function personalMessageDigest(message: string): string {
+  const body = Buffer.from(message, "utf8");
+  const bytes = Buffer.concat([Buffer.from(`\x19Ethereum Signed Message:\n${body.length}`, "utf8"), body]);
+  return nativeKeccak ? "0x" + nativeKeccak(bytes).toString("hex") : keccak256(bytes);
+}
+
+/** Checksummed forms of addresses seen (bounded): a key signs many requests. */
+const checksums = new Map<string, string>();
+function checksummed(lower: string): string {
+  let c = checksums.get(lower);
+  if (c === undefined) {
+    if (checksums.size >= 100_000) checksums.clear();
+    checksums.set(lower, (c = getAddress(lower)));
+  }
+  return c;
+}
+
+/** Address (checksummed) of the key that made a 65-byte Ethereum signature (v = 27/28 or 0/1) over a digest. */
 export function recoverAddress(digestHex: string, signatureHex: string): string | null {
+  const lower = recoverLower(digestHex, signatureHex);
+  return lower === null ? null : checksummed(lower);
+}
+
+/** recoverAddress in lower case, without the checksum's keccak. */
+function recoverLower(digestHex: string, signatureHex: string): string | null {
   const sig = Buffer.from(signatureHex.slice(2), "hex");
   const v = sig[64];
   const recovery = v >= 27 ? v - 27 : v;
@@ -195,7 +232,7 @@ export function recoverAddress(digestHex: string, signatureHex: string): string 
   } catch {
     return null;
   }
-  return getAddress("0x" + keccak256(pub.subarray(1)).slice(26));
+  return "0x" + keccak256(pub.subarray(1)).slice(26);
 }
 
 /** express.json's `verify` hook: keeps the exact body bytes, which the signature covers. */

@@ -44,6 +44,21 @@ export const FORWARDABLE_CALLS = [
   "removePkps",
 ] as const;
 
+/** The operation names billing records, the same as for the bearer endpoints' writes. */
+const BILLED_AS: Record<string, string> = {
+  createPkp: "create_pkp",
+  createGroup: "create_group",
+  deleteGroup: "delete_group",
+  addAction: "group_actions_add",
+  addActions: "group_actions_add",
+  removeAction: "group_actions_remove",
+  removeActions: "group_actions_remove",
+  addPkp: "group_pkps_add",
+  addPkps: "group_pkps_add",
+  removePkp: "group_pkps_remove",
+  removePkps: "group_pkps_remove",
+};
+
 /** A signed forward request may be valid for at most this long (seconds). */
 export const MAX_FORWARD_DEADLINE_SECONDS = 3_600;
 /** The deadline prepare suggests (seconds from now). */
@@ -69,7 +84,11 @@ export function forwardRoutes(ctx: RelayerContext): Router {
     handler(ctx, async (req, res) => {
       const auth = authOf(res);
       if (auth.principal.kind !== "usage")
-        throw new ApiError(400, "invalid_request", "Forward requests are signed by usage keys; the account key writes through the other endpoints.");
+        throw new ApiError(
+          400,
+          "invalid_request",
+          "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
+        );
       const b = new BodyReader(req.body);
       const data = hexField(b.raw("data"), "data");
       b.done();
@@ -90,7 +109,12 @@ export function forwardRoutes(ctx: RelayerContext): Router {
             deadline: Math.floor(Date.now() / 1000) + PREPARED_DEADLINE_SECONDS,
             data,
           },
-          domain: { name: d.name, version: d.version, chain_id: d.chainId, verifying_contract: d.verifyingContract },
+          domain: {
+            name: d.name,
+            version: d.version,
+            chain_id: d.chainId,
+            verifying_contract: d.verifyingContract,
+          },
           types: FORWARD_REQUEST_TYPES,
         },
       };
@@ -109,9 +133,14 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const operation = allowedCall(signed.data);
       const now = Math.floor(Date.now() / 1000);
       if (signed.deadline <= now)
-        throw new ApiError(400, "forward_request_expired", `The forward request's deadline passed ${now - signed.deadline} s ago.`, {
-          details: { deadline: signed.deadline, now },
-        });
+        throw new ApiError(
+          400,
+          "forward_request_expired",
+          `The forward request's deadline passed ${now - signed.deadline} s ago.`,
+          {
+            details: { deadline: signed.deadline, now },
+          },
+        );
       if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
         throw new ApiError(
           400,
@@ -119,15 +148,19 @@ export function forwardRoutes(ctx: RelayerContext): Router {
           `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
           { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
         );
-      const digest = TypedDataEncoder.hash(domain(), FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>, {
-        from: signed.from,
-        to: signed.to,
-        value: signed.value,
-        gas: signed.gas,
-        nonce: signed.nonce,
-        deadline: signed.deadline,
-        data: signed.data,
-      });
+      const digest = TypedDataEncoder.hash(
+        domain(),
+        FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>,
+        {
+          from: signed.from,
+          to: signed.to,
+          value: signed.value,
+          gas: signed.gas,
+          nonce: signed.nonce,
+          deadline: signed.deadline,
+          data: signed.data,
+        },
+      );
       if (recoverAddress(digest, signed.signature) !== signed.from)
         throw new ApiError(
           401,
@@ -153,7 +186,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
         ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
       }
       // Per forward request (signer + forwarder nonce), like every other write: a batch shares one hash.
-      ctx.billing?.chargeWrite(auth.principal, `forward_${operation}`, {
+      ctx.billing?.chargeWrite(auth.principal, BILLED_AS[operation], {
         chainId: ctx.chainId,
         forwarder: ctx.cfg.forwarderAddress,
         ...result.forwardRequest,
@@ -174,9 +207,14 @@ export function forwardRoutes(ctx: RelayerContext): Router {
 }
 
 function notAllowed(why: string, reason: string): ApiError {
-  return new ApiError(400, "forward_call_not_allowed", `This forward request is not one the API relays: ${why}.`, {
-    details: { reason },
-  });
+  return new ApiError(
+    400,
+    "forward_call_not_allowed",
+    `This forward request is not one the API relays: ${why}.`,
+    {
+      details: { reason },
+    },
+  );
 }
 
 /** The registry function a calldata calls, if a usage key may forward it. */
@@ -190,22 +228,32 @@ function allowedCall(data: string): string {
     throw notAllowed("the calldata is not a registry call", "unknown_call");
   }
   if (!(FORWARDABLE_CALLS as readonly string[]).includes(name))
-    throw notAllowed(`${name} is not a call a usage key may make (allowed: ${FORWARDABLE_CALLS.join(", ")})`, "call");
+    throw notAllowed(
+      `${name} is not a call a usage key may make (allowed: ${FORWARDABLE_CALLS.join(", ")})`,
+      "call",
+    );
   return name;
 }
 
 function hexField(v: unknown, field: string): string {
   if (typeof v !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(v))
-    throw new ApiError(400, "invalid_request", `\`${field}\` must be 0x-prefixed hex bytes.`, { details: { field } });
+    throw new ApiError(400, "invalid_request", `\`${field}\` must be 0x-prefixed hex bytes.`, {
+      details: { field },
+    });
   return v.toLowerCase();
 }
 
 function uintField(v: unknown, field: string): bigint {
   if (typeof v === "string" && /^[0-9]{1,78}$/.test(v)) return BigInt(v);
   if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
-  throw new ApiError(400, "invalid_request", `\`${field}\` must be a non-negative integer (a decimal string for large values).`, {
-    details: { field },
-  });
+  throw new ApiError(
+    400,
+    "invalid_request",
+    `\`${field}\` must be a non-negative integer (a decimal string for large values).`,
+    {
+      details: { field },
+    },
+  );
 }
 
 function readForwardRequest(body: unknown) {
@@ -213,7 +261,9 @@ function readForwardRequest(body: unknown) {
   const address = (field: string) => {
     const v = b.raw(field);
     if (typeof v !== "string" || !isAddress(v))
-      throw new ApiError(400, "invalid_request", `\`${field}\` must be a 0x address.`, { details: { field } });
+      throw new ApiError(400, "invalid_request", `\`${field}\` must be a 0x address.`, {
+        details: { field },
+      });
     return getAddress(v.toLowerCase());
   };
   const from = address("from");
@@ -225,7 +275,9 @@ function readForwardRequest(body: unknown) {
   const data = hexField(b.raw("data"), "data");
   const signature = b.raw("signature");
   if (typeof signature !== "string" || !/^0x[0-9a-fA-F]{130}$/.test(signature))
-    throw new ApiError(400, "invalid_request", "`signature` must be 0x + 65 bytes in hex.", { details: { field: "signature" } });
+    throw new ApiError(400, "invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
+      details: { field: "signature" },
+    });
   b.done();
   return { from, to, value, gas, nonce, deadline, data, signature };
 }

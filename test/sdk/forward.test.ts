@@ -7,7 +7,7 @@
 import { expect } from "chai";
 import { Contract, Wallet as WalletV6 } from "ethers";
 import { ethers as ethers5 } from "ethers5";
-import { REGISTRY_WRITE_ABI } from "../../sdk";
+import { REGISTRY_WRITE_ABI } from "sigil/sdk";
 import { forwarderInterface, registryInterface } from "../../relayer/chain/abi";
 import { DEV_KEY } from "../helpers/anvil";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";

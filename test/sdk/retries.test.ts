@@ -4,7 +4,7 @@
  * other 4xx are not retried; the deadline and the caller's AbortSignal end a call.
  */
 import { expect } from "chai";
-import { createSigil, SigilError } from "../../sdk";
+import { createSigil, SigilError } from "sigil/sdk";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { startFront } from "./support";
 

@@ -4,9 +4,12 @@
  * can be wrong gets its own 401 code, and the bearer form keeps working.
  */
 import { createHash, randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { expect } from "chai";
+import fc from "fast-check";
 import { SigningKey, Wallet, computeAddress, hashMessage, toUtf8Bytes } from "ethers";
-import { signRequest } from "../../sdk";
+import { signRequest } from "sigil/sdk";
 import { SignedRequestVerifier } from "../../relayer/http/signedRequest";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
@@ -184,6 +187,35 @@ describe("signed requests: a usage key that is never sent", function () {
     expect(r.status).to.equal(200);
   });
 
+  it("docs/api.md's worked example is what both implementations sign", () => {
+    const doc = fs.readFileSync(path.join(__dirname, "..", "..", "docs", "api.md"), "utf8");
+    const example = {
+      chainId: 31337,
+      registry: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+      method: "GET",
+      path: "/core/v1/account",
+      body: "",
+      timestamp: 1_700_000_000,
+      nonce: "000102030405060708090a0b0c0d0e0f",
+    };
+    const key = "0x" + "11".repeat(32);
+    const theirs = independentHeaders(key, example);
+    const ours = signRequest(
+      new Wallet(key),
+      { chainId: 31337, registryAddress: example.registry },
+      "GET",
+      example.path,
+      new Uint8Array(),
+      {
+        timestamp: example.timestamp,
+        nonce: example.nonce,
+      },
+    );
+    expect(ours["sigil-signature"]).to.equal(theirs["Sigil-Signature"]);
+    expect(doc).to.contain(`Sigil-Signature: ${theirs["Sigil-Signature"]}`);
+    expect(doc).to.contain(`Sigil-Key: ${theirs["Sigil-Key"]}`);
+  });
+
   it("the SDK's signing makes the same bytes as the independent implementation", () => {
     const timestamp = 1_700_000_000;
     const ours = signRequest(
@@ -192,7 +224,7 @@ describe("signed requests: a usage key that is never sent", function () {
       "POST",
       "/core/v1/svc_action",
       Buffer.from(execBody()),
-      () => timestamp,
+      { timestamp },
     );
     const theirs = independentHeaders(privateKey, {
       chainId,
@@ -260,5 +292,80 @@ describe("SignedRequestVerifier: replay memory", () => {
       expect((err as { status: number; code: string }).status).to.equal(429);
       expect((err as { code: string }).code).to.equal("rate_limited");
     }
+  });
+});
+
+describe("SignedRequestVerifier: properties", () => {
+  const key = Wallet.createRandom();
+  const registry = "0x" + "22".repeat(20);
+  const NOW = 1_700_000_000;
+  const parts = fc.record({
+    method: fc.constantFrom("GET", "POST", "DELETE"),
+    path: fc.stringMatching(/^\/core\/v1\/[a-z_/]{1,30}(\?[a-z_=&0-9]{0,20})?$/),
+    body: fc.string({ maxLength: 200 }),
+  });
+  const verifier = () => new SignedRequestVerifier({ chainId: 7, registryAddress: registry, now: () => NOW });
+  const attempt = (
+    v: SignedRequestVerifier,
+    method: string,
+    path: string,
+    body: string,
+    headers: Record<string, string>,
+  ) => {
+    const req = {
+      method,
+      originalUrl: path,
+      get: (name: string) =>
+        Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1],
+    } as never;
+    try {
+      return v.verify(req, Buffer.from(body, "utf8"));
+    } catch (err) {
+      return (err as { status: number; code: string }).status + " " + (err as { code: string }).code;
+    }
+  };
+
+  it("accepts exactly what was signed, as the signer", () => {
+    fc.assert(
+      fc.property(parts, (p) => {
+        const headers = independentHeaders(key.privateKey, { chainId: 7, registry, ...p, timestamp: NOW });
+        expect(attempt(verifier(), p.method, p.path, p.body, headers)).to.equal(key.address);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("refuses with a 401 any request whose method, path or body differs from what was signed", () => {
+    fc.assert(
+      fc.property(parts, parts, (signed, sent) => {
+        fc.pre(signed.method !== sent.method || signed.path !== sent.path || signed.body !== sent.body);
+        const headers = independentHeaders(key.privateKey, {
+          chainId: 7,
+          registry,
+          ...signed,
+          timestamp: NOW,
+        });
+        expect(attempt(verifier(), sent.method, sent.path, sent.body, headers)).to.match(
+          /^401 signature_(invalid|body_mismatch)$/,
+        );
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("refuses a timestamp outside the window, accepts one inside, whatever the request", () => {
+    fc.assert(
+      fc.property(parts, fc.integer({ min: -1000, max: 1000 }), (p, skew) => {
+        const headers = independentHeaders(key.privateKey, {
+          chainId: 7,
+          registry,
+          ...p,
+          timestamp: NOW + skew,
+        });
+        const out = attempt(verifier(), p.method, p.path, p.body, headers);
+        expect(out).to.equal(Math.abs(skew) > 120 ? "401 signature_expired" : key.address);
+      }),
+      { numRuns: 60 },
+    );
   });
 });

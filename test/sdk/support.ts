@@ -111,3 +111,17 @@ export function wireText(exchanges: Exchange[]): string {
     )
     .join("\n");
 }
+
+/** README.md's signature check (walk-through step 7): the `node -e '…'` program, as written there. */
+export function readmeSignatureCheck(readme: string): string {
+  const m = /^node -e '(.+)' "hello from Sigil" 0x\.\.\. \$PKP_ADDRESS/m.exec(readme);
+  if (!m) throw new Error("README.md no longer contains step 7's node -e signature check");
+  return m[1];
+}
+
+/** README.md's TypeScript program (the walk-through's "The same from TypeScript"). */
+export function readmeProgram(readme: string): string {
+  const m = /```ts\n(import \{ createSigil \} from "sigil\/sdk";[\s\S]*?)```/.exec(readme);
+  if (!m) throw new Error("README.md no longer contains the walk-through's TypeScript program");
+  return m[1];
+}

@@ -3,11 +3,19 @@
  * SES executor), through a recording proxy: the usage key signs its requests and its writes, and
  * neither its private key nor anything it can be rebuilt from crosses the wire.
  */
+import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { promisify } from "node:util";
 import { expect } from "chai";
 import { verifyMessage } from "ethers";
-import { createSigil, SigilError, type Sigil } from "../../sdk";
+import { createSigil, SigilError, type Sigil } from "sigil/sdk";
 import { startStack, type Stack } from "../helpers/stack";
-import { startFront, wireText, type Front } from "./support";
+import { readmeProgram, readmeSignatureCheck, startFront, wireText, type Front } from "./support";
+
+const ROOT = path.resolve(__dirname, "..", "..");
+const README = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
+const run = promisify(execFile);
 
 const SIGN_MESSAGE = `async function main({ pkpId, message }) {
   const signature = await Actions.signMessage({ pkpId, message });
@@ -24,6 +32,7 @@ describe("SDK: the walk-through against the real stack", function () {
   let pkp: { pkp_id: string; address: string };
   let cid: string;
   let groupId: number;
+  let signature: string;
   /** Exchanges before this index include the key's issuance (its one display to the account holder). */
   let afterIssuance: number;
 
@@ -69,6 +78,38 @@ describe("SDK: the walk-through against the real stack", function () {
     const response = result.response as { message: string; signature: string; address: string };
     expect(verifyMessage("hello from Sigil", response.signature)).to.equal(pkp.address);
     expect(result.charged_cents).to.be.a("number");
+    signature = response.signature;
+  });
+
+  it("README step 7's check prints OK for the PKP's address and FAIL (exit 1) for another", async () => {
+    const check = readmeSignatureCheck(README);
+    const ok = await run(process.execPath, ["-e", check, "hello from Sigil", signature, pkp.address], {
+      cwd: ROOT,
+    });
+    expect(ok.stdout).to.equal("OK\n");
+    const other = "0x" + "12".repeat(20);
+    const fail = await run(process.execPath, ["-e", check, "hello from Sigil", signature, other], {
+      cwd: ROOT,
+    }).then(
+      () => null,
+      (e: { code: number; stdout: string }) => e,
+    );
+    expect([fail?.code, fail?.stdout]).to.deep.equal([1, "FAIL\n"]);
+  });
+
+  it("README's TypeScript program runs the action with the usage key", async () => {
+    const file = path.join(ROOT, `.readme-program-${process.pid}.ts`);
+    fs.writeFileSync(file, readmeProgram(README));
+    try {
+      const out = await run(process.execPath, ["-r", "ts-node/register/transpile-only", file], {
+        cwd: ROOT,
+        env: { ...process.env, SIGIL_URL: front.url, USAGE_KEY: usageKey, CID: cid, PKP: pkp.pkp_id },
+      });
+      expect(out.stdout).to.contain("hello from Sigil");
+      expect(out.stdout).to.contain(signature.slice(0, 20));
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
   });
 
   it("reads with the usage key (signed): the account and every PKP through the iterator", async () => {

@@ -14,6 +14,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ethers } from "ethers";
+import { readmeSignatureCheck } from "../sdk/support";
 
 const REPO = path.resolve(__dirname, "..", "..");
 const MESSAGE = "hello from Sigil";
@@ -267,17 +268,23 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     cliRun.signature = response.signature;
   });
 
-  it("the README's verification one-liner prints the PKP's address", () => {
+  it("the README's verification one-liner prints OK for the PKP's address", () => {
     const sig = cliRun.signature;
     const printed = execFileSync(
       process.execPath,
-      ["-e", 'console.log(require("ethers").verifyMessage(process.argv[1], process.argv[2]))', MESSAGE, sig],
+      [
+        "-e",
+        readmeSignatureCheck(fs.readFileSync(path.join(REPO, "README.md"), "utf8")),
+        MESSAGE,
+        sig,
+        cliRun.pkpAddress,
+      ],
       {
         cwd: copy,
         encoding: "utf8",
       },
     );
-    expect(printed.trim()).to.equal(cliRun.pkpAddress);
+    expect(printed).to.equal("OK\n");
   });
 
   it("the CLI prints human output by default and never echoes a key it did not just create", () => {
