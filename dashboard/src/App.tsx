@@ -80,7 +80,7 @@ export function App() {
 
   if (!session) {
     return (
-      <div className="app">
+      <div className="app signed-out">
         <header className="top">
           <span className="brand">Sigil</span>
           {themeButton}

@@ -35,6 +35,8 @@ export interface WatchedPage {
 export async function openPage(browser: Browser, baseURL: string): Promise<WatchedPage> {
   const context = await browser.newContext({ baseURL, viewport: { width: 1366, height: 900 } });
   const page = await context.newPage();
+  // Every wait is bounded, so a stuck page fails its step with a locator in the message, not mocha's timeout.
+  page.setDefaultTimeout(30_000);
   const watched: WatchedPage = { page, context, problems: [], requests: [] };
   page.on("console", (m) => {
     if (m.type() === "error" && !API_STATUS_REPORT.test(m.text()))

@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
-import { verifyMessage } from "ethers";
+import { verifyMessage, Wallet } from "ethers";
 import type { Browser, Page } from "playwright-core";
 import { createBilling, SimulatedProcessor } from "../../relayer/billing";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
@@ -16,6 +16,30 @@ import { startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, openPage, screenshot, seriousViolations, type WatchedPage } from "./browser";
 
 const ANVIL_ACCOUNT_1 = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+// anvil's well-known second dev account (public test key): the wallet that becomes the owner.
+const ANVIL_KEY_1 = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
+/**
+ * An injected EIP-1193 provider (window.ethereum) in the page, backed in the test process by anvil
+ * account 1: it answers the account and chain questions, signs and sends eth_sendTransaction with the
+ * real key on the real chain, and passes every other call to the chain.
+ */
+async function injectWallet(w: WatchedPage, stack: Stack): Promise<void> {
+  const wallet = new Wallet(ANVIL_KEY_1, stack.provider);
+  const chainId = (await stack.provider.getNetwork()).chainId;
+  await w.context.exposeFunction("__sigilTestWallet", async (method: string, params: unknown[]) => {
+    if (method === "eth_requestAccounts" || method === "eth_accounts") return [wallet.address];
+    if (method === "eth_chainId") return "0x" + chainId.toString(16);
+    if (method === "eth_sendTransaction") {
+      const tx = params[0] as { to: string; data: string };
+      return (await wallet.sendTransaction({ to: tx.to, data: tx.data })).hash;
+    }
+    return stack.provider.send(method, params);
+  });
+  await w.context.addInitScript(
+    "window.ethereum = { request: ({ method, params }) => window.__sigilTestWallet(method, params || []) };",
+  );
+}
 
 describe("dashboard: end to end in Chromium", function () {
   this.timeout(240_000);
@@ -63,6 +87,20 @@ describe("dashboard: end to end in Chromium", function () {
     await browser?.close();
     await stack?.close();
     if (ledgerDir) fs.rmSync(ledgerDir, { recursive: true, force: true });
+  });
+
+  afterEach(async function () {
+    // A failed step leaves a picture of both tabs in the temp folder, for whoever reads the failure.
+    if (this.currentTest?.state === "failed") {
+      const name = this.currentTest.title.replace(/[^a-z0-9]+/gi, "-").slice(0, 60);
+      for (const [tab, w] of [
+        ["owner", owner],
+        ["server", server],
+      ] as const)
+        await w?.page
+          .screenshot({ path: path.join(os.tmpdir(), `sigil-dashboard-${name}-${tab}.png`), timeout: 10_000 })
+          .catch(() => undefined);
+    }
   });
 
   afterEach(function () {
@@ -324,6 +362,47 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByRole("button", { name: "Cancel transfer" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Cancel transfer" }).click();
     await page.getByRole("button", { name: "Propose transfer" }).waitFor({ timeout: 30_000 });
+  });
+
+  it("accepts the transfer through an injected wallet after a preview, and shows ChainSecured", async () => {
+    const { page } = owner;
+    await injectWallet(owner, stack);
+    await page.reload();
+    await page.getByLabel("New owner address").fill(ANVIL_ACCOUNT_1);
+    await page.getByRole("button", { name: "Propose transfer" }).click();
+    await page.getByRole("button", { name: "Accept as the new owner…" }).click();
+    const preview = page.getByTestId("tx-preview");
+    await preview.waitFor();
+    expect(await preview.getByTestId("tx-function").textContent()).to.equal("acceptOwnership");
+    expect(await preview.textContent()).to.contain(stack.deployment.registry);
+    await check(page, "ownership-accept-preview");
+    await preview.getByRole("button", { name: "Send with wallet" }).click();
+    await page.getByTestId("chain-secured").waitFor({ timeout: 30_000 });
+    const account = await stack.api<{ mode: string; owner_address: string }>("GET", "/core/v1/account", {
+      key: s.accountKey,
+    });
+    expect(account.body.mode).to.equal("chain_secured");
+    expect(account.body.owner_address.toLowerCase()).to.equal(ANVIL_ACCOUNT_1.toLowerCase());
+    await visit(owner, "overview", "Overview");
+    expect(await page.getByTestId("mode").textContent()).to.equal("ChainSecured");
+  });
+
+  it("once ChainSecured, turns creating a group into a previewed owner transaction that the wallet sends", async () => {
+    const { page } = owner;
+    await visit(owner, "groups", "Groups");
+    await page.getByText("Create a group").click();
+    await page.getByLabel("Group name").fill("owner-made");
+    owner.requests.length = 0;
+    await page.getByRole("button", { name: "Create group" }).click();
+    const preview = page.getByTestId("tx-preview");
+    await preview.waitFor();
+    // Nothing went to the API: the change is the owner's own transaction.
+    expect(owner.requests.filter((r) => r.startsWith("POST"))).to.deep.equal([]);
+    expect(await preview.getByTestId("tx-function").textContent()).to.equal("createGroup");
+    expect(await preview.textContent()).to.contain("owner-made");
+    await check(page, "groups-owner-transaction");
+    await preview.getByRole("button", { name: "Send with wallet" }).click();
+    await page.getByRole("cell", { name: "owner-made" }).waitFor({ timeout: 30_000 });
   });
 
   it("has no serious accessibility violations in the dark theme", async () => {

@@ -3,6 +3,48 @@ import { collect, type Session } from "../api";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 import { isCid } from "../validate";
+import { TxPreview } from "../components/TxPreview";
+import { ownerTx, waitForService, type OwnerTx } from "../wallet";
+
+/** For a ChainSecured account signed in with its account key: where owner transactions go. */
+interface ChainOwner {
+  chainId: number;
+  registry: string;
+  address: string;
+}
+
+/**
+ * Owner transactions waiting for the owner's wallet or Safe, shown as previews. A sent one goes away
+ * once the service has read its block, so the reloaded list shows the change.
+ */
+function Previews({
+  sigil,
+  txs,
+  owner,
+  onDone,
+}: {
+  sigil: Session["sigil"];
+  txs: OwnerTx[];
+  owner: ChainOwner;
+  onDone: (tx: OwnerTx) => void;
+}) {
+  return (
+    <>
+      {txs.map((tx) => (
+        <TxPreview
+          key={tx.data}
+          tx={tx}
+          owner={owner.address}
+          onSent={async (_hash, blockNumber) => {
+            await waitForService(sigil, blockNumber);
+            onDone(tx);
+          }}
+          onCancel={() => onDone(tx)}
+        />
+      ))}
+    </>
+  );
+}
 
 type Pkp = { pkp_id: string; name: string; address: string };
 
@@ -47,8 +89,18 @@ function PkpPicker({
 export function Groups({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
-    const [groups, pkps] = await Promise.all([collect(sigil.groups()), collect(sigil.pkps())]);
-    return { groups, pkps };
+    const [groups, pkps, account, config] = await Promise.all([
+      collect(sigil.groups()),
+      collect(sigil.pkps()),
+      sigil.account(),
+      sigil.config(),
+    ]);
+    // ChainSecured: the account key may read, but only the owner's own transactions change the account.
+    const owner: ChainOwner | null =
+      account.mode === "chain_secured" && session.kind === "account"
+        ? { chainId: config.chain_id, registry: config.registry_address, address: account.owner_address }
+        : null;
+    return { groups, pkps, owner };
   });
   const [name, setName] = useState("");
   const [pkpIds, setPkpIds] = useState<string[]>([]);
@@ -57,6 +109,9 @@ export function Groups({ session }: { session: Session }) {
   const create = useAction();
   const remove = useAction();
   const [editing, setEditing] = useState<number | null>(null);
+  const [previews, setPreviews] = useState<OwnerTx[]>([]);
+  const owner = data.data?.owner ?? null;
+  const propose = (txs: OwnerTx[]) => setPreviews(txs);
 
   return (
     <>
@@ -71,6 +126,13 @@ export function Groups({ session }: { session: Session }) {
               const { cids, error } = parseCids(cidText);
               setCidError(error);
               if (error) return;
+              if (owner) {
+                const args = [name.trim(), "", pkpIds, cids];
+                propose([
+                  ownerTx(`Create group ${name.trim()}`, owner.chainId, owner.registry, "createGroup", args),
+                ]);
+                return;
+              }
               void create
                 .run(() => sigil.createGroup({ name: name.trim(), pkps: pkpIds, actions: cids }))
                 .then((r) => {
@@ -146,7 +208,17 @@ export function Groups({ session }: { session: Session }) {
                     confirmLabel="Delete group"
                     disabled={remove.pending}
                     onConfirm={() =>
-                      void remove.run(() => sigil.deleteGroup(g.group_id)).then((r) => r && data.reload())
+                      owner
+                        ? propose([
+                            ownerTx(
+                              `Delete group ${g.name || g.group_id}`,
+                              owner.chainId,
+                              owner.registry,
+                              "deleteGroup",
+                              [g.group_id],
+                            ),
+                          ])
+                        : void remove.run(() => sigil.deleteGroup(g.group_id)).then((r) => r && data.reload())
                     }
                   />
                 </td>
@@ -162,6 +234,19 @@ export function Groups({ session }: { session: Session }) {
           groupId={editing}
           pkps={data.data.pkps}
           onChanged={data.reload}
+          owner={owner}
+          propose={propose}
+        />
+      ) : null}
+      {owner && previews.length ? (
+        <Previews
+          sigil={sigil}
+          txs={previews}
+          owner={owner}
+          onDone={(tx) => {
+            setPreviews((p) => p.filter((x) => x !== tx));
+            data.reload();
+          }}
         />
       ) : null}
     </>
@@ -174,11 +259,15 @@ function GroupEditor({
   groupId,
   pkps,
   onChanged,
+  owner,
+  propose,
 }: {
   session: Session;
   groupId: number;
   pkps: Pkp[];
   onChanged: () => void;
+  owner: ChainOwner | null;
+  propose: (txs: OwnerTx[]) => void;
 }) {
   const { sigil } = session;
   const group = useLoad(() => sigil.group(groupId));
@@ -208,6 +297,23 @@ function GroupEditor({
           const removePkps = g.pkps.filter((p) => !want.includes(p.toLowerCase()));
           const addCids = cids.filter((c) => !g.actions.includes(c));
           const removeCids = g.actions.filter((c) => !cids.includes(c));
+          if (owner) {
+            const calls: Array<[string, string[]]> = [
+              ["addPkps", addPkps],
+              ["removePkps", removePkps],
+              ["addActions", addCids],
+              ["removeActions", removeCids],
+            ];
+            const title = `Edit group ${g.name || groupId}`;
+            propose(
+              calls
+                .filter(([, list]) => list.length)
+                .map(([fn, list]) =>
+                  ownerTx(`${title}: ${fn}`, owner.chainId, owner.registry, fn, [groupId, list]),
+                ),
+            );
+            return;
+          }
           void save
             .run(async () => {
               if (addPkps.length || removePkps.length)

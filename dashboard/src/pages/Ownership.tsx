@@ -5,8 +5,10 @@
 import { useState } from "react";
 import type { Session } from "../api";
 import { ConfirmButton, ErrorNote, Field, Loading } from "../components/ui";
+import { TxPreview } from "../components/TxPreview";
 import { useAction, useLoad } from "../useLoad";
 import { isAddress } from "../validate";
+import { ownerTx, waitForService, type OwnerTx } from "../wallet";
 
 export function Ownership({ session }: { session: Session }) {
   const { sigil } = session;
@@ -14,14 +16,18 @@ export function Ownership({ session }: { session: Session }) {
   const [to, setTo] = useState("");
   const [toError, setToError] = useState<string | null>(null);
   const act = useAction();
+  const [accept, setAccept] = useState<OwnerTx | null>(null);
+  const [waiting, setWaiting] = useState(false);
   if (account.loading && !account.data) return <Loading what="the account" />;
   if (account.error) return <ErrorNote error={account.error} />;
   const a = account.data!;
   if (a.mode === "chain_secured")
     return (
       <p>
-        This account is <strong>ChainSecured</strong>: its owner is <code>{a.owner_address}</code>, and
-        owner-only changes are transactions that address signs.
+        This account is <strong data-testid="chain-secured">ChainSecured</strong>: its owner is{" "}
+        <code>{a.owner_address}</code>, and owner-only changes (groups, the PKPs and actions in them) are
+        transactions that address signs: the dashboard previews each one, then a browser wallet sends it or a
+        Safe Transaction Builder file carries it to a Safe.
       </p>
     );
   return (
@@ -46,7 +52,43 @@ export function Ownership({ session }: { session: Session }) {
                 .run(() => sigil.post("/core/v1/account/cancel_ownership_transfer"))
                 .then((r) => r && account.reload())
             }
-          />
+          />{" "}
+          <button
+            type="button"
+            className="small"
+            onClick={() =>
+              void act.run(async () => {
+                const c = await sigil.config();
+                setAccept(
+                  ownerTx("Accept ownership", c.chain_id, c.registry_address, "acceptOwnership", [
+                    a.account_id,
+                  ]),
+                );
+              })
+            }
+          >
+            Accept as the new owner…
+          </button>
+          {accept ? (
+            <TxPreview
+              tx={accept}
+              owner={a.pending_owner}
+              onCancel={() => setAccept(null)}
+              onSent={async (_hash, blockNumber) => {
+                // The service sees the new owner once it has read the block.
+                setWaiting(true);
+                await waitForService(sigil, blockNumber);
+                setWaiting(false);
+                setAccept(null);
+                account.reload();
+              }}
+            />
+          ) : null}
+          {waiting ? (
+            <p role="status" aria-live="polite">
+              Waiting for the service to see the new owner…
+            </p>
+          ) : null}
         </section>
       ) : (
         <form
