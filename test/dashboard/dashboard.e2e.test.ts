@@ -11,6 +11,7 @@ import { expect } from "chai";
 import { verifyMessage, Wallet } from "ethers";
 import type { Browser, Page } from "playwright-core";
 import { createBilling, SimulatedProcessor } from "../../relayer/billing";
+import { registryInterface } from "../../scripts/safe/lib/registryCalls";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
 import { startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, openPage, screenshot, seriousViolations, type WatchedPage } from "./browser";
@@ -306,6 +307,26 @@ describe("dashboard: end to end in Chromium", function () {
     await check(page, "run-after-revoke");
   });
 
+  it("when the key expires mid-session, the next page shows the API's api_key_expired", async () => {
+    const expiration = Math.floor(Date.now() / 1000) + 8;
+    const created = await stack.api<{ usage_api_key: string }>("POST", "/core/v1/add_usage_api_key", {
+      key: s.accountKey,
+      body: { name: "short-lived", expiration, execute_in_groups: [s.groupId] },
+    });
+    expect(created.status).to.equal(201);
+    const { page } = server;
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByLabel("Key", { exact: true }).fill(created.body.usage_api_key);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByTestId("mode").waitFor();
+    while (Date.now() / 1000 < expiration + 1) await page.waitForTimeout(250);
+    await visit(server, "pkps", "PKPs");
+    const error = page.getByRole("alert").filter({ hasText: "api_key_expired" });
+    await error.waitFor();
+    expect(await error.textContent()).to.contain("(HTTP 401)");
+    await check(page, "expired-key");
+  });
+
   it("refuses a top-up of 499 cents inline and sends nothing", async () => {
     const { page } = owner;
     await visit(owner, "billing", "Billing");
@@ -401,6 +422,22 @@ describe("dashboard: end to end in Chromium", function () {
     expect(await preview.getByTestId("tx-function").textContent()).to.equal("createGroup");
     expect(await preview.textContent()).to.contain("owner-made");
     await check(page, "groups-owner-transaction");
+    // The Safe Transaction Builder file carries the calldata the Safe tool (npm run safe) encodes.
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      preview.getByRole("button", { name: "Download Safe Transaction Builder file" }).click(),
+    ]);
+    const batch = JSON.parse(fs.readFileSync((await download.path())!, "utf8"));
+    expect(batch.chainId).to.equal("31337");
+    expect(batch.transactions).to.deep.equal([
+      {
+        to: stack.deployment.registry,
+        value: "0",
+        data: registryInterface.encodeFunctionData("createGroup", ["owner-made", "", [], []]),
+        contractMethod: null,
+        contractInputsValues: null,
+      },
+    ]);
     await preview.getByRole("button", { name: "Send with wallet" }).click();
     await page.getByRole("cell", { name: "owner-made" }).waitFor({ timeout: 30_000 });
   });
