@@ -50,12 +50,12 @@ describe("signed forward requests: billing", function () {
     const pkp = await createSigil({ baseUrl: s.url, apiKey: key }).createPkp({ name: "billed" });
     expect(await balance(a.accountKey)).to.equal(before - 1);
     const last = billing.history(String(a.accountId), 0, 1).items[0];
-    expect([last.operation, last.reference, last.amount_cents]).to.deep.equal([
-      "create_pkp",
-      `write:${pkp.tx_hash}`,
-      1,
-    ]);
-    expect(last.key_address).to.equal(createSigil({ baseUrl: s.url, apiKey: key }).keyAddress!.toLowerCase());
+    const signer = createSigil({ baseUrl: s.url, apiKey: key }).keyAddress!.toLowerCase();
+    // Charged per forward request (chain, forwarder, signer, forwarder nonce), like every other write.
+    expect([last.operation, last.amount_cents]).to.deep.equal(["create_pkp", 1]);
+    expect(last.reference).to.equal(`write:31337:${s.deployment.forwarder.toLowerCase()}:${signer}:0`);
+    expect(pkp.tx_hash).to.match(/^0x[0-9a-f]{64}$/);
+    expect(last.key_address).to.equal(signer);
   });
 
   it("without credits: 402 insufficient_credits, nothing written", async () => {
