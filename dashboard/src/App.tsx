@@ -50,6 +50,7 @@ export function App() {
     try {
       return openSession(key);
     } catch {
+      forgetKey(); // not a key this page can use: never keep it around
       return null;
     }
   }, [key]);

@@ -361,6 +361,8 @@ describe("dashboard: end to end in Chromium", function () {
     expect(after.body.balance_cents - before.body.balance_cents).to.equal(500);
     await page.getByRole("cell", { name: "+$5.00" }).waitFor();
     expect(await page.getByRole("cell", { name: "+$5.00" }).count()).to.equal(1);
+    // The spend chart (its own chunk) plots the writes and the execution spent so far.
+    await page.getByRole("img", { name: /^Spend per day\. \d{4}-\d\d-\d\d: \d+ cents/ }).waitFor();
     await check(page, "billing");
   });
 

@@ -4,10 +4,13 @@
  * exactly as a real payment's return page does. Confirming runs once per click burst (useAction), and
  * the service credits an intent once however often it is confirmed.
  */
-import { useState } from "react";
+import { lazy, Suspense, useState } from "react";
 import { billingApi, type Session } from "../api";
 import { Empty, ErrorNote, Field, Loading } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
+
+// The chart is its own chunk: loaded when the history has arrived, not with the first page.
+const SpendChart = lazy(() => import("../components/SpendChart"));
 
 const MINIMUM_CENTS = 500;
 const dollars = (cents: number) => `$${(cents / 100).toFixed(2)}`;
@@ -122,6 +125,12 @@ export function Billing({ session }: { session: Session }) {
         </section>
       ) : null}
       {done ? <p role="status">{done}</p> : null}
+      <h2>Spend over time</h2>
+      {history.data ? (
+        <Suspense fallback={<Loading what="the chart" />}>
+          <SpendChart items={history.data.items} />
+        </Suspense>
+      ) : null}
       <h2>History</h2>
       {history.loading && !history.data ? <Loading what="history" /> : null}
       <ErrorNote error={history.error} />
