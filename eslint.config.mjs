@@ -10,6 +10,7 @@ export default tseslint.config(
       "typechain-types/",
       "coverage/",
       "dist/",
+      "dashboard/dist/",
       ".sigil/",
       "test/executor/compat/actions/",
     ],

@@ -8,6 +8,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
+import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
 import { httpGuard } from "./http/guard";
 import { perIpLimit } from "./rateLimit";
@@ -127,6 +128,7 @@ export function buildApp(ctx: RelayerContext): Express {
     app.use("/core/v1", router);
   }
   app.use(healthRoutes(ctx));
+  app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
   const compiled = ROUTES.map(([m, p]) => [m, patternToRegex(p)] as const);
   app.use((req: Request, res: Response, next: NextFunction) => {

@@ -220,6 +220,15 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     expect(out + sigil.stderr()).not.to.contain(rootKey);
   });
 
+  it("npm start on a fresh copy builds the dashboard, prints its URL and serves it at /", async () => {
+    expect(sigil!.stderr()).to.contain("building the dashboard");
+    expect(sigil!.stdout()).to.contain(`dashboard    http://127.0.0.1:${port}/`);
+    const page = await fetch(`http://127.0.0.1:${port}/`);
+    expect(page.status).to.equal(200);
+    expect(await page.text()).to.contain('<div id="root"></div>');
+    expect(page.headers.get("content-security-policy")).to.contain("default-src 'none'");
+  });
+
   it("README walk-through with the CLI: account, PKP, action, group, usage key, run; the signature verifies", async () => {
     const account = cliJson(["account", "create", "--name", "my first account"], undefined, { npx: true });
     expect(account.api_key).to.match(/^ak_[0-9a-f]{64}$/);
