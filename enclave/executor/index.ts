@@ -218,7 +218,9 @@ export class ActionExecutor {
     return new Promise<RunResult>((resolve, reject) => {
       this.queue.push({
         code: imports.prepared?.code ?? req.code,
-        imports: imports.prepared ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps } : undefined,
+        imports: imports.prepared
+          ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
+          : undefined,
         cid: req.cid,
         paramsJson: checked,
         limits,

@@ -355,7 +355,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     } catch {
       u = undefined;
     }
-    if (u === undefined || (u.protocol !== "https:" && u.protocol !== "http:") || u.search || u.hash || u.username)
+    if (
+      u === undefined ||
+      (u.protocol !== "https:" && u.protocol !== "http:") ||
+      u.search ||
+      u.hash ||
+      u.username
+    )
       problems.push(
         `SIGIL_MODULE_ORIGIN: ${JSON.stringify(moduleOrigin)} is not an http(s) URL without credentials, query or fragment (e.g. https://cdn.jsdelivr.net/npm/).`,
       );

@@ -45,7 +45,9 @@ describe("executor: ES module imports over HTTP (svc_action)", function () {
         res.writeHead(404).end();
         return;
       }
-      res.writeHead(200, { "content-type": "application/javascript" }).end(fs.readFileSync(path.join(UUID_DIR, file)));
+      res
+        .writeHead(200, { "content-type": "application/javascript" })
+        .end(fs.readFileSync(path.join(UUID_DIR, file)));
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}/npm/`;
@@ -97,8 +99,14 @@ describe("executor: ES module imports over HTTP (svc_action)", function () {
   it("records each module's SHA-384 in the relayer's module store", async function () {
     const bytes = fs.readFileSync(path.join(UUID_DIR, "index.js"));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/npm/${ENTRY}`;
-    const file = path.join(s.dataDir, "modules", createHash("sha256").update(url).digest("hex") + ".integrity");
-    expect(fs.readFileSync(file, "utf8")).to.equal("sha384-" + createHash("sha384").update(bytes).digest("base64"));
+    const file = path.join(
+      s.dataDir,
+      "modules",
+      createHash("sha256").update(url).digest("hex") + ".integrity",
+    );
+    expect(fs.readFileSync(file, "utf8")).to.equal(
+      "sha384-" + createHash("sha384").update(bytes).digest("base64"),
+    );
   });
 
   it("answers an unpinned import with has_error and import_not_pinned", async function () {

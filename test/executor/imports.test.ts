@@ -125,7 +125,11 @@ return [name, triple(2), quad(2), twice(2), helper.double(5), typeof helper.bump
     });
 
     it("keeps exported bindings live (the module's own updates are seen)", async function () {
-      const r = ok(await run(`import * as t from "tiny@1.0.0"; const before = t.counter; t.bump(); return [before, t.counter];`));
+      const r = ok(
+        await run(
+          `import * as t from "tiny@1.0.0"; const before = t.counter; t.bump(); return [before, t.counter];`,
+        ),
+      );
       expect(r).to.deep.equal([1, 2]);
     });
 
@@ -174,8 +178,16 @@ return [kind, seesLit(), thrown];`),
 
   describe("specifiers", function () {
     const cases: Array<[string, string, string]> = [
-      ["a range", "tiny@^1.0.0", `import "tiny@^1.0.0": "^1.0.0" is not an exact version; pin one such as 1.2.3 (ranges and tags are refused)`],
-      ["a tag", "tiny@latest", `import "tiny@latest": "latest" is not an exact version; pin one such as 1.2.3 (ranges and tags are refused)`],
+      [
+        "a range",
+        "tiny@^1.0.0",
+        `import "tiny@^1.0.0": "^1.0.0" is not an exact version; pin one such as 1.2.3 (ranges and tags are refused)`,
+      ],
+      [
+        "a tag",
+        "tiny@latest",
+        `import "tiny@latest": "latest" is not an exact version; pin one such as 1.2.3 (ranges and tags are refused)`,
+      ],
       ["a bare name", "tiny", `import "tiny": a version is required; write tiny@x.y.z (an exact version)`],
     ];
     for (const [what, spec, message] of cases) {
@@ -285,7 +297,10 @@ return [kind, seesLit(), thrown];`),
 
     it("refuses more than maxModules modules with import_limit", async function () {
       const r = await run(`import "many@1.0.0"; return 1;`);
-      expect(r.error).to.deep.equal({ code: "import_limit", message: "the action imports more than 5 modules" });
+      expect(r.error).to.deep.equal({
+        code: "import_limit",
+        message: "the action imports more than 5 modules",
+      });
     });
 
     it("refuses a module that does not arrive in time with import_timeout", async function () {

@@ -90,9 +90,15 @@ export class ModuleLoader {
       const done = indexByUrl.get(url);
       if (done !== undefined) return checkExpected(modules[done].hash, integrity, url, done);
       if (visiting.has(url))
-        throw new ModuleError("import_invalid", `circular import of ${url}: cycles between modules are not supported`);
+        throw new ModuleError(
+          "import_invalid",
+          `circular import of ${url}: cycles between modules are not supported`,
+        );
       if (!seen.has(url) && seen.size >= this.#limits.maxModules)
-        throw new ModuleError("import_limit", `the action imports more than ${this.#limits.maxModules} modules`);
+        throw new ModuleError(
+          "import_limit",
+          `the action imports more than ${this.#limits.maxModules} modules`,
+        );
       seen.add(url);
       visiting.add(url);
       const loaded = await withDeadline(this.#load(url, deadline), deadline, url, this.#limits.timeoutMs);
@@ -100,7 +106,13 @@ export class ModuleLoader {
       const deps: number[] = [];
       for (const s of loaded.specifiers) deps.push(await visit(s, url));
       visiting.delete(url);
-      modules.push({ url, hash: loaded.integrity, size: loaded.size, functionSource: loaded.functionSource, deps });
+      modules.push({
+        url,
+        hash: loaded.integrity,
+        size: loaded.size,
+        functionSource: loaded.functionSource,
+        deps,
+      });
       indexByUrl.set(url, modules.length - 1);
       return modules.length - 1;
     };
@@ -173,9 +185,13 @@ export class ModuleLoader {
     } catch (e) {
       if (e instanceof ModuleError) throw e;
       const code = (e as { code?: string }).code;
-      if (code === "address_refused") throw new ModuleError("import_address_refused", `${url}: ${(e as Error).message}`);
+      if (code === "address_refused")
+        throw new ModuleError("import_address_refused", `${url}: ${(e as Error).message}`);
       if (code === "body_too_large")
-        throw new ModuleError("import_too_large", `${url} is over the module size limit of ${this.#limits.maxModuleBytes} bytes`);
+        throw new ModuleError(
+          "import_too_large",
+          `${url} is over the module size limit of ${this.#limits.maxModuleBytes} bytes`,
+        );
       if (controller.signal.aborted) throw timeoutError(url, this.#limits.timeoutMs);
       throw new ModuleError("import_fetch_failed", `${url}: ${(e as Error).message}`);
     } finally {
@@ -194,7 +210,10 @@ function checkExpected(actual: string, expected: string | undefined, url: string
 }
 
 function timeoutError(url: string, timeoutMs: number): ModuleError {
-  return new ModuleError("import_timeout", `loading ${url} took longer than the ${timeoutMs} ms import limit`);
+  return new ModuleError(
+    "import_timeout",
+    `loading ${url} took longer than the ${timeoutMs} ms import limit`,
+  );
 }
 
 /** A module being loaded for another run is shared; this run still stops waiting at its own deadline. */

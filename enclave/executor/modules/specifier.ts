@@ -28,7 +28,9 @@ export function normalizeOrigin(origin: string): string {
     throw new TypeError(`modules.origin: ${JSON.stringify(origin)} is not a URL`);
   }
   if ((u.protocol !== "https:" && u.protocol !== "http:") || u.username || u.password || u.search || u.hash)
-    throw new TypeError(`modules.origin: ${JSON.stringify(origin)} must be an http(s) URL without credentials, query or fragment`);
+    throw new TypeError(
+      `modules.origin: ${JSON.stringify(origin)} must be an http(s) URL without credentials, query or fragment`,
+    );
   return u.href.endsWith("/") ? u.href : u.href + "/";
 }
 
@@ -37,7 +39,11 @@ export function normalizeOrigin(origin: string): string {
  * Accepted: `pkg@1.2.3`, `@scope/pkg@1.2.3`, `pkg@1.2.3/file.js` (no file: `/+esm`, the ESM entry), a
  * full URL under the origin, and inside modules a path (`/npm/…`, `./x.js`) that resolves under it.
  */
-export function resolveSpecifier(specifier: string, importer: string | null, origin: string): ResolvedSpecifier {
+export function resolveSpecifier(
+  specifier: string,
+  importer: string | null,
+  origin: string,
+): ResolvedSpecifier {
   const hashAt = specifier.indexOf("#");
   const spec = hashAt < 0 ? specifier : specifier.slice(0, hashAt);
   const fragment = hashAt < 0 ? undefined : specifier.slice(hashAt + 1);

@@ -73,7 +73,10 @@ export function transformModule(source: string, url: string): TransformedModule 
   try {
     program = acorn.parse(source, { ecmaVersion: "latest", sourceType: "module" }) as Node;
   } catch (e) {
-    throw new ModuleError("import_invalid", `module ${url} does not parse as an ES module: ${(e as Error).message}`);
+    throw new ModuleError(
+      "import_invalid",
+      `module ${url} does not parse as an ES module: ${(e as Error).message}`,
+    );
   }
   refuseImportMeta(program, `module ${url}`);
   const specifiers: string[] = [];
@@ -87,7 +90,11 @@ export function transformModule(source: string, url: string): TransformedModule 
       case "ImportDeclaration": {
         const index = indexOf(specifiers, node.source.value);
         top.push(bindingsOf(node, `__sigil_import(${index})`));
-        edits.push({ start: node.start, end: node.end, text: blankKeepingLines(source, node.start, node.end) });
+        edits.push({
+          start: node.start,
+          end: node.end,
+          text: blankKeepingLines(source, node.start, node.end),
+        });
         break;
       }
       case "ExportNamedDeclaration": {
@@ -96,11 +103,20 @@ export function transformModule(source: string, url: string): TransformedModule 
           edits.push({ start: node.start, end: node.declaration.start, text: "" });
         } else if (node.source) {
           const ns = `__sigil_import(${indexOf(specifiers, node.source.value)})`;
-          for (const s of node.specifiers) exportGetter(nameOf(s.exported), `${ns}[${JSON.stringify(nameOf(s.local))}]`);
-          edits.push({ start: node.start, end: node.end, text: blankKeepingLines(source, node.start, node.end) });
+          for (const s of node.specifiers)
+            exportGetter(nameOf(s.exported), `${ns}[${JSON.stringify(nameOf(s.local))}]`);
+          edits.push({
+            start: node.start,
+            end: node.end,
+            text: blankKeepingLines(source, node.start, node.end),
+          });
         } else {
           for (const s of node.specifiers) exportGetter(nameOf(s.exported), nameOf(s.local));
-          edits.push({ start: node.start, end: node.end, text: blankKeepingLines(source, node.start, node.end) });
+          edits.push({
+            start: node.start,
+            end: node.end,
+            text: blankKeepingLines(source, node.start, node.end),
+          });
         }
         break;
       }
@@ -120,14 +136,20 @@ export function transformModule(source: string, url: string): TransformedModule 
         const ns = `__sigil_import(${indexOf(specifiers, node.source.value)})`;
         if (node.exported) exportGetter(nameOf(node.exported), ns);
         else stars.push(ns);
-        edits.push({ start: node.start, end: node.end, text: blankKeepingLines(source, node.start, node.end) });
+        edits.push({
+          start: node.start,
+          end: node.end,
+          text: blankKeepingLines(source, node.start, node.end),
+        });
         break;
       }
     }
   }
   // `export *` never overrides an explicit export (defineExport skips names already defined).
   for (const ns of stars)
-    top.push(`for (const k of Object.keys(${ns})) if (k !== "default") __sigil_export(k, () => ${ns}[k], true);`);
+    top.push(
+      `for (const k of Object.keys(${ns})) if (k !== "default") __sigil_export(k, () => ${ns}[k], true);`,
+    );
   const body = applyEdits(source, edits);
   return {
     specifiers,
