@@ -186,7 +186,8 @@ export class ActionExecutor {
     if (this.full()) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
-    const imports = await this.prepareImports(req.code);
+    // No await for code without `import`: such a run is queued in this very call, as before.
+    const imports = mayImport(req.code) ? await this.prepareImports(req.code) : { prepared: null };
     if ("refusal" in imports) return imports.refusal;
     if (this.closed) throw new ExecutorClosedError();
     let runKey: RunKeyGrant | null = null;

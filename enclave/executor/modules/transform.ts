@@ -41,8 +41,20 @@ export function mayImport(code: string): boolean {
   return /\bimport\b/.test(code);
 }
 
+/** Recent actions, transformed (or null): a warm run of the same code does not parse it again. */
+const actionCache = new Map<string, TransformedAction | null>();
+const ACTION_CACHE_ENTRIES = 200;
+
 /** Null when the action has no import declaration (or does not parse: the worker reports that). */
 export function transformAction(code: string): TransformedAction | null {
+  if (actionCache.has(code)) return actionCache.get(code)!;
+  const result = transformActionUncached(code); // a refusal (import.meta) throws and is not cached
+  actionCache.set(code, result);
+  if (actionCache.size > ACTION_CACHE_ENTRIES) actionCache.delete(actionCache.keys().next().value!);
+  return result;
+}
+
+function transformActionUncached(code: string): TransformedAction | null {
   let program: Node;
   try {
     program = acorn.parse(code, {
