@@ -49,7 +49,8 @@ interface LoadedModule {
 }
 
 export const DEFAULT_MODULE_LIMITS = { maxModuleBytes: 10 * 1024 * 1024, maxModules: 100, timeoutMs: 30_000 };
-const MEMORY_CACHE_ENTRIES = 500;
+/** Bytes of module text kept in memory (the reference's cache budget); the store keeps the rest. */
+const MEMORY_CACHE_BYTES = 100 * 1024 * 1024;
 
 export class ModuleLoader {
   readonly origin: string;
@@ -59,6 +60,9 @@ export class ModuleLoader {
   readonly #limits: typeof DEFAULT_MODULE_LIMITS;
   /** Verified and transformed modules by URL (in flight or done); failures are not kept. */
   readonly #cache = new Map<string, Promise<LoadedModule>>();
+  /** Sizes of the loaded entries of #cache (oldest first), and their sum. */
+  readonly #cachedSizes = new Map<string, number>();
+  #cachedBytes = 0;
 
   constructor(opts: ModuleOptions = {}) {
     this.origin = normalizeOrigin(opts.origin ?? DEFAULT_MODULE_ORIGIN);
@@ -127,9 +131,23 @@ export class ModuleLoader {
     if (hit !== undefined) return hit;
     const loading = this.#loadUncached(url, deadline);
     this.#cache.set(url, loading);
-    if (this.#cache.size > MEMORY_CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
-    loading.catch(() => this.#cache.delete(url));
+    loading.then(
+      (m) => this.#remember(url, m.functionSource.length),
+      () => this.#cache.delete(url),
+    );
     return loading;
+  }
+
+  /** Evicts the oldest modules from memory while over the budget (a run in progress keeps its copy). */
+  #remember(url: string, size: number): void {
+    this.#cachedSizes.set(url, size);
+    this.#cachedBytes += size;
+    for (const [oldest, bytes] of this.#cachedSizes) {
+      if (this.#cachedBytes <= MEMORY_CACHE_BYTES || oldest === url) break;
+      this.#cachedSizes.delete(oldest);
+      this.#cache.delete(oldest);
+      this.#cachedBytes -= bytes;
+    }
   }
 
   async #loadUncached(url: string, deadline: number): Promise<LoadedModule> {
