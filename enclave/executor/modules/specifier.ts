@@ -61,7 +61,7 @@ export function resolveSpecifier(
         "import_invalid",
         `import "${specifier}": an action imports packages as pkg@x.y.z or by full URL, not by path`,
       );
-    url = parseUrl(new URL(spec, importer).href, specifier);
+    url = parseUrl(spec, specifier, importer);
   } else {
     url = parseUrl(origin + npmPath(spec, specifier), specifier);
   }
@@ -78,10 +78,10 @@ export function resolveSpecifier(
   return fragment === undefined ? { url: url.href } : { url: url.href, integrity: fragment };
 }
 
-function parseUrl(text: string, specifier: string): URL {
+function parseUrl(text: string, specifier: string, base?: string): URL {
   let url: URL;
   try {
-    url = new URL(text);
+    url = new URL(text, base);
   } catch {
     throw new ModuleError("import_invalid", `import "${specifier}": not a valid specifier or URL`);
   }
@@ -98,7 +98,13 @@ function npmPath(spec: string, specifier: string): string {
 
 /** The path under the origin must start with `name@exact.version`. */
 function checkPinned(pathUnderOrigin: string, specifier: string): void {
-  const { version } = splitPackage(decodeURIComponent(pathUnderOrigin), specifier);
+  let path: string;
+  try {
+    path = decodeURIComponent(pathUnderOrigin);
+  } catch {
+    throw new ModuleError("import_invalid", `import "${specifier}": malformed percent-encoding`);
+  }
+  const { version } = splitPackage(path, specifier);
   checkVersionText(version, specifier);
 }
 
