@@ -189,7 +189,9 @@ export class ActionExecutor {
     // No await for code without `import`: such a run is queued in this very call, as before.
     const imports = mayImport(req.code) ? await this.prepareImports(req.code) : { prepared: null };
     if ("refusal" in imports) return imports.refusal;
+    // Loading modules let other calls in: admit this run as of now, as after authorization below.
     if (this.closed) throw new ExecutorClosedError();
+    if (imports.prepared !== null && this.full()) throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands

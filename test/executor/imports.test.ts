@@ -159,6 +159,15 @@ return [kind, seesLit(), thrown];`),
       expect(r).to.deep.equal(["undefined", "function", "ReferenceError: process is not defined"]);
     });
 
+    it("freezes namespaces: an action cannot replace or add a module's exports", async function () {
+      const r = ok(
+        await run(`import * as t from "tiny@1.0.0";
+const tries = [() => { t.triple = () => 0; }, () => { t.extra = 1; }, () => { delete t.name; }];
+return tries.map((f) => { try { f(); return "changed"; } catch (e) { return e.name; } }).concat([t.triple(1), Object.isFrozen(t)]);`),
+      );
+      expect(r).to.deep.equal(["TypeError", "TypeError", "TypeError", 3, true]);
+    });
+
     it("refuses a module containing import( with syntax_error, as SES does", async function () {
       const r = await run(`import { load } from "dyn@1.0.0"; return 1;`);
       expect(r.error).to.deep.equal({
