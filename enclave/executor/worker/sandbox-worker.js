@@ -237,9 +237,9 @@ async function execute(msg) {
         if (msg.imports) modules = compileModules(compartment, msg.imports);
         // `main` is read by the wrapper itself, behind a typeof check.
         const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
-        // Module code reads an undeclared name as ReferenceError too (as ES modules, strict, always do).
-        if (msg.imports)
-          for (const m of msg.imports.modules) undeclared.push(...(undeclaredReads(m.functionSource) ?? []));
+        // Only the action's own names: modules are not analysed. Packages commonly feature-test with
+        // `typeof process !== "undefined" && process.env…`, a name read both ways, which the guard
+        // would turn into a ReferenceError at the typeof (docs/actions.md, ES module imports).
         guardUndeclared(compartment.globalThis, undeclared);
       } catch (e) {
         const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
