@@ -42,6 +42,7 @@ class ModuleServer {
     ["/npm/leaky@1.0.0/+esm", LEAKY],
     ["/npm/tofu@1.0.0/+esm", `export const v = 1;`],
     ["/npm/big@1.0.0/+esm", `export const s = "${"x".repeat(8000)}";`],
+    ["/npm/spin@1.0.0/+esm", `export const x = 1;\nfor (;;) {}`],
     ["/npm/dyn@1.0.0/+esm", `export const load = () => import("/npm/tiny@1.0.0/+esm");`],
     ["/npm/many@1.0.0/+esm", [1, 2, 3, 4, 5, 6].map((i) => `import "/npm/m${i}@1.0.0/+esm";`).join("\n")],
     ...[1, 2, 3, 4, 5, 6].map((i) => [`/npm/m${i}@1.0.0/+esm`, `export const i = ${i};`] as [string, string]),
@@ -317,6 +318,12 @@ return tries.map((f) => { try { f(); return "changed"; } catch (e) { return e.na
         code: "import_timeout",
         message: `loading ${server.origin}slow@1.0.0/+esm took longer than the 1500 ms import limit`,
       });
+    });
+
+    it("ends a run whose module never finishes its top-level code with timeout; the pool recovers", async function () {
+      const r = await run(`import { x } from "spin@1.0.0"; return x;`, { limits: { wallTimeMs: 500 } });
+      expect(r.error).to.deep.equal({ code: "timeout", message: "the run exceeded 500 ms of wall time" });
+      expect(ok(await run(`import { triple } from "tiny@1.0.0"; return triple(3);`))).to.equal(9);
     });
 
     it("refuses an HTTP error of the origin with import_fetch_failed", async function () {
