@@ -30,6 +30,7 @@ export type {
   RunResult,
   ExecutorOptions,
   FetchPolicy,
+  ModuleOptions,
   UnhandledRejectionMode,
 } from "./executor";
 // SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks

@@ -2,9 +2,10 @@
  * Options of the relayer and their defaults. Everything a deployment may want to tune lives here, so the
  * rest of the code reads one resolved `RelayerConfig` instead of sprinkling `?? default` around.
  */
+import path from "node:path";
 import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
-import type { ExecutorLimits, FetchPolicy, UnhandledRejectionMode } from "../enclave";
+import type { ExecutorLimits, FetchPolicy, ModuleOptions, UnhandledRejectionMode } from "../enclave";
 import type { Billing } from "./billing";
 
 export interface RateLimitOptions {
@@ -58,6 +59,11 @@ export interface RelayerOptions {
     fetch?: FetchPolicy | false;
     /** Default "strict" (docs/actions.md, "The result"). */
     unhandledRejections?: UnhandledRejectionMode;
+    /**
+     * ES module imports (docs/actions.md, "ES module imports"): default jsDelivr's npm, modules kept
+     * under `<dataDir>/modules` unless `storeDir` says otherwise; false disables imports.
+     */
+    modules?: ModuleOptions | false;
   };
   ipfsGateways?: string[];
   rateLimits?: RateLimitOptions;
@@ -121,6 +127,7 @@ export interface RelayerConfig {
   executorLimits?: Partial<ExecutorLimits>;
   executorFetch?: FetchPolicy | false;
   executorUnhandledRejections?: UnhandledRejectionMode;
+  executorModules: ModuleOptions | false;
   fetchAllowHosts: string[];
   ipfsGateways: string[];
   rateLimits: Required<RateLimitOptions>;
@@ -180,6 +187,10 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     executorLimits: opts.executor?.limits,
     executorFetch: opts.executor?.fetch,
     executorUnhandledRejections: opts.executor?.unhandledRejections,
+    executorModules:
+      opts.executor?.modules === false
+        ? false
+        : { storeDir: path.join(opts.dataDir, "modules"), ...stripUndefined(opts.executor?.modules ?? {}) },
     fetchAllowHosts: opts.executor?.fetchAllowHosts ?? [],
     ipfsGateways: opts.ipfsGateways ?? [],
     rateLimits: { ...DEFAULT_RATE_LIMITS, ...stripUndefined(opts.rateLimits ?? {}) },

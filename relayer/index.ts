@@ -112,6 +112,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
             ...(cfg.fetchAllowHosts.length ? { allowHosts: cfg.fetchAllowHosts } : {}),
           },
     unhandledRejections: cfg.executorUnhandledRejections,
+    modules: cfg.executorModules,
   });
   const db = openRelayerDb(cfg.dataDir);
   const ctx: RelayerContext = {

@@ -30,6 +30,17 @@ export const ACTION_ERROR_CODES = [
   "key_op_too_large",
   "unhandled_rejection",
   "param_shadows_global",
+  // ES module imports (modules/errors.ts)
+  "import_invalid",
+  "import_not_pinned",
+  "import_integrity_mismatch",
+  "import_fetch_failed",
+  "import_redirect_refused",
+  "import_address_refused",
+  "import_too_large",
+  "import_limit",
+  "import_timeout",
+  "imports_disabled",
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

@@ -9,9 +9,13 @@ import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./er
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
+import { ModuleLoader, type ModuleOptions } from "./modules/loader";
+import { ModuleError } from "./modules/errors";
+import { mayImport, transformAction } from "./modules/transform";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
-export type { ExecutorLimits, FetchPolicy };
+export type { ExecutorLimits, FetchPolicy, ModuleOptions };
+export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
 export interface RunRequest {
@@ -111,6 +115,8 @@ export interface ExecutorOptions {
   unhandledRejections?: UnhandledRejectionMode;
   /** Default `{}`: fetch on, any host, public addresses only. false disables fetch. */
   fetch?: FetchPolicy | false;
+  /** ES module imports (docs/actions.md); default `{}`: jsDelivr, memory only. false disables them. */
+  modules?: ModuleOptions | false;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -130,6 +136,7 @@ export class ActionExecutor {
   private readonly maxQueue: number;
   private readonly unhandledRejections: UnhandledRejectionMode;
   private readonly fetchPolicy: FetchPolicy | false;
+  private readonly modules: ModuleLoader | null;
   private readonly queue: PoolJob[] = [];
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
@@ -146,6 +153,7 @@ export class ActionExecutor {
     this.unhandledRejections = checkRejectionMode(opts.unhandledRejections ?? "strict");
     checkFetchPolicy(opts.fetch, "ActionExecutor");
     this.fetchPolicy = opts.fetch ?? {};
+    this.modules = opts.modules === false ? null : new ModuleLoader(opts.modules ?? {});
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
     this.pool = new WorkerPool({
@@ -178,6 +186,12 @@ export class ActionExecutor {
     if (this.full()) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
+    // No await for code without `import`: such a run is queued in this very call, as before.
+    const imports = mayImport(req.code) ? await this.prepareImports(req.code) : { prepared: null };
+    if ("refusal" in imports) return imports.refusal;
+    // Loading modules let other calls in: admit this run as of now, as after authorization below.
+    if (this.closed) throw new ExecutorClosedError();
+    if (imports.prepared !== null && this.full()) throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
@@ -206,7 +220,10 @@ export class ActionExecutor {
     }
     return new Promise<RunResult>((resolve, reject) => {
       this.queue.push({
-        code: req.code,
+        code: imports.prepared?.code ?? req.code,
+        imports: imports.prepared
+          ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
+          : undefined,
         cid: req.cid,
         paramsJson: checked,
         limits,
@@ -241,6 +258,26 @@ export class ActionExecutor {
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
     return { ...this.pool.stats(), queued: this.queue.length + this.pool.pipelined() };
+  }
+
+  /**
+   * The run's modules, loaded and verified before it takes a worker (a run waiting for the network
+   * holds no worker). Code without `import` costs one regular-expression test.
+   */
+  private async prepareImports(
+    code: string,
+  ): Promise<{ prepared: Awaited<ReturnType<ModuleLoader["prepare"]>> } | { refusal: RunResult }> {
+    if (!mayImport(code)) return { prepared: null };
+    if (this.modules === null) {
+      if (transformAction(code) === null) return { prepared: null };
+      return { refusal: refusal("imports_disabled", "ES module imports are disabled on this service") };
+    }
+    try {
+      return { prepared: await this.modules.prepare(code) };
+    } catch (e) {
+      if (e instanceof ModuleError) return { refusal: refusal(e.code, e.message) };
+      throw e;
+    }
   }
 
   /** Kill every worker that is running an action now (their runs end with worker_crashed). */

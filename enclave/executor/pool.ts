@@ -7,6 +7,7 @@
  * off-heap budget, or dies is terminated and replaced; its run ends with a stable error code and the
  * logs so far, and the pool keeps serving.
  */
+import type { PreparedImports } from "./modules/loader";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { KeyCapabilities } from "../capabilities";
 import { cryptoThread } from "./crypto-thread";
@@ -37,6 +38,8 @@ const PIPELINE_RELEASE_MS = 20;
 
 export interface PoolJob {
   code: string;
+  /** The run's imported modules, verified and transformed (modules/loader.ts); absent: none. */
+  imports?: { modules: PreparedImports["modules"]; actionDeps: number[] };
   cid: string;
   paramsJson: string;
   limits: ExecutorLimits;
@@ -341,6 +344,7 @@ export class WorkerPool {
         type: "run",
         runId: run.runId,
         code: job.code,
+        imports: job.imports,
         cid: job.cid,
         paramsJson: job.paramsJson,
         limits: workerLimits,

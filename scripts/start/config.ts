@@ -34,6 +34,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_FETCH",
   "SIGIL_FETCH_ALLOW_ADDRESSES",
   "SIGIL_UNHANDLED_REJECTIONS",
+  "SIGIL_MODULES",
+  "SIGIL_MODULE_ORIGIN",
   "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
   "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
   "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
@@ -100,6 +102,10 @@ export interface SigilConfig {
   fetchEnabled: boolean;
   fetchAllowAddresses?: string[];
   unhandledRejections?: "strict" | "lenient";
+  /** ES module imports in actions (docs/actions.md); default on. */
+  modulesEnabled: boolean;
+  /** Where `pkg@x.y.z` imports resolve; default the reference's CDN (jsDelivr's npm). */
+  moduleOrigin?: string;
   rateLimits: {
     perKeyPerMinute?: number;
     perAccountPerMinute?: number;
@@ -351,6 +357,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
         `SIGIL_FETCH_ALLOW_ADDRESSES: ${JSON.stringify(a)} is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).`,
       );
   }
+  const modulesEnabled = bool("SIGIL_MODULES") ?? true;
+  const moduleOrigin = get("SIGIL_MODULE_ORIGIN");
+  if (moduleOrigin !== undefined) {
+    let u: URL | undefined;
+    try {
+      u = new URL(moduleOrigin);
+    } catch {
+      u = undefined;
+    }
+    if (
+      u === undefined ||
+      (u.protocol !== "https:" && u.protocol !== "http:") ||
+      u.search ||
+      u.hash ||
+      u.username
+    )
+      problems.push(
+        `SIGIL_MODULE_ORIGIN: ${JSON.stringify(moduleOrigin)} is not an http(s) URL without credentials, query or fragment (e.g. https://cdn.jsdelivr.net/npm/).`,
+      );
+  }
   const unhandledRejections = get("SIGIL_UNHANDLED_REJECTIONS");
   if (
     unhandledRejections !== undefined &&
@@ -470,6 +496,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     fetchEnabled,
     fetchAllowAddresses,
     unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
+    modulesEnabled,
+    moduleOrigin,
     rateLimits,
     trustProxy,
     unknownTtlMs,

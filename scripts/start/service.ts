@@ -212,6 +212,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         fetchAllowHosts: config.fetchAllowHosts,
         fetch: config.fetchEnabled ? { allowAddresses: config.fetchAllowAddresses ?? [] } : false,
         unhandledRejections: config.unhandledRejections,
+        modules: config.modulesEnabled ? { origin: config.moduleOrigin } : false,
       },
       ipfsGateways: config.ipfsGateways,
       pinQuotaBytes: config.pinQuotaBytes,

@@ -76,12 +76,12 @@ describe("executor: errors are never silent", function () {
   });
 
   describe("ES module imports", function () {
-    it("refuses an import statement with a syntax_error that says why", async function () {
-      const r = await run(`import { z } from "zod@3.22.4";\nasync function main() { return 1; }`);
+    it("refuses an import declaration below the top level with a syntax_error that says why", async function () {
+      const r = await run(`async function main() {\n  import { z } from "zod@3.22.4";\n  return 1;\n}`);
       expectError(
         r,
         "syntax_error",
-        "ES module imports (`import … from`) are not supported yet: inline or bundle the module (docs/actions.md, Compatibility)",
+        "import declarations must be at the top level of the action (docs/actions.md, ES module imports)",
       );
     });
   });

@@ -67,6 +67,18 @@ describe("start: configuration", () => {
     ]);
   });
 
+  it("reads the module settings (imports on, the reference's CDN, by default)", () => {
+    expect(loadConfig({}, cwd)).to.include({ modulesEnabled: true, moduleOrigin: undefined });
+    const c = loadConfig({ SIGIL_MODULES: "false", SIGIL_MODULE_ORIGIN: "https://mirror.example/npm/" }, cwd);
+    expect([c.modulesEnabled, c.moduleOrigin]).to.deep.equal([false, "https://mirror.example/npm/"]);
+  });
+
+  it("refuses a module origin that is not an http(s) URL", () => {
+    expect(problemsOf({ SIGIL_MODULE_ORIGIN: "ftp://mirror.example/" }, cwd)).to.deep.equal([
+      'SIGIL_MODULE_ORIGIN: "ftp://mirror.example/" is not an http(s) URL without credentials, query or fragment (e.g. https://cdn.jsdelivr.net/npm/).',
+    ]);
+  });
+
   it("turns dev mode off for an external chain, and then refuses to start without a root key, saying how to provide one", () => {
     const problems = problemsOf({ SIGIL_RPC_URL: "http://127.0.0.1:9999" }, cwd);
     expect(problems).to.have.length(1);

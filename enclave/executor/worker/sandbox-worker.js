@@ -21,6 +21,7 @@ const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
+const { compileModules, runModules, importDetails } = require("./imports");
 const { guardedRequest } = require("../../net/guarded-request");
 require("ses");
 
@@ -128,6 +129,8 @@ function wrap(code) {
   // A function body, so top-level `await` and `return` work. main's result goes through arguments[0]
   // (a hardened recorder), so it cannot be confused with a top-level return value, and main receives
   // arguments[1] so that a top-level `params` declaration in the action cannot shadow it.
+  // arguments[2]: the namespaces of the action's imports (modules/transform.ts rewrote its import
+  // declarations into constants read from it).
   return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
 }
 
@@ -171,6 +174,7 @@ function unhandledRejectionError(run) {
 
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
+  run.importDetails = importDetails(msg.imports);
   if (msg.runKey) run.runKey = makeRunKey(msg.runKey, epochs, curve);
   current = run;
   let error = null;
@@ -226,11 +230,16 @@ async function execute(msg) {
     else Object.assign(compartment.globalThis, fromParams.globals);
     const source = wrap(msg.code);
     let fn;
+    let modules = [];
     if (error === null) {
       try {
         fn = compartment.evaluate(source);
+        if (msg.imports) modules = compileModules(compartment, msg.imports);
         // `main` is read by the wrapper itself, behind a typeof check.
         const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
+        // Only the action's own names: modules are not analysed. Packages commonly feature-test with
+        // `typeof process !== "undefined" && process.env…`, a name read both ways, which the guard
+        // would turn into a ReferenceError at the typeof (docs/actions.md, ES module imports).
         guardUndeclared(compartment.globalThis, undeclared);
       } catch (e) {
         const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
@@ -238,7 +247,7 @@ async function execute(msg) {
         error = {
           code: "syntax_error",
           message: /Cannot use import statement/.test(message)
-            ? "ES module imports (`import … from`) are not supported yet: inline or bundle the module (docs/actions.md, Compatibility)"
+            ? "import declarations must be at the top level of the action (docs/actions.md, ES module imports)"
             : message,
         };
       }
@@ -250,7 +259,8 @@ async function execute(msg) {
         mainCalled = true;
         mainValue = v;
       });
-      const topLevelValue = await fn(recordMain, params);
+      const namespaces = msg.imports ? await runModules(modules, msg.imports, harden) : undefined;
+      const topLevelValue = await fn(recordMain, params, namespaces);
       value = mainCalled ? mainValue : topLevelValue;
       // Like the reference runtime, the run lasts until its event loop is empty: an action that
       // calls go() without awaiting it still gets to setResponse. A macrotask turn also proves the
