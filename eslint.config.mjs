@@ -1,7 +1,8 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  // test/executor/compat/actions: third-party actions kept byte-for-byte as published.
+  // test/executor/compat/actions: sandbox actions in the reference runtime's style (its globals; two are
+  // deliberate syntax errors), run by compat.test.ts, not modules of this code base.
   {
     ignores: [
       "node_modules/",
