@@ -914,6 +914,9 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         Health: out(
           {
             status: { type: "string", enum: ["ok", "degraded"] },
+            last_processed_block: int(
+              "The last block whose registry events this service has applied: a path-B change in block N is honoured once this is >= N",
+            ),
             chain: out({
               reachable: bool(),
               chain_id: int(),

@@ -109,7 +109,7 @@ export async function waitForService(sigil: Sigil, blockNumber: number, timeoutM
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     const health = await sigil.get("/health").catch(() => null);
-    if (health && health.cache.last_processed_block >= blockNumber) return;
+    if (health && health.last_processed_block >= blockNumber) return;
     await new Promise((r) => setTimeout(r, 300));
   }
 }

@@ -41,7 +41,8 @@ export function configRoute(ctx: RelayerContext): Router {
 }
 
 /**
- * GET /health. Anyone (a load balancer, a status page) sees only `{status}`: "ok" or "degraded" with 200
+ * GET /health. Anyone (a load balancer, a status page) sees only `{status, last_processed_block}`: "ok" or
+ * "degraded" with 200
  * or 503. The details (chain head and RPC error text, cache lag, executor pool, gas wallet addresses)
  * help an attacker map the deployment, so they are for the operator only: the same request with
  * `X-Operator-Token` equal to the configured operator token (SIGIL_OPERATOR_TOKEN). Without a configured
@@ -76,12 +77,16 @@ export function healthRoutes(ctx: RelayerContext): Router {
     const ok = head !== null && pool.alive > 0;
     const status = ok ? "ok" : "degraded";
     res.status(ok ? 200 : 503);
+    // The processed block is public (the chain is): after a path-B transaction in block N, a client
+    // waits until last_processed_block >= N to know this service honours it (the dashboard does).
+    const lastProcessedBlock = ctx.cache.lastProcessedBlock;
     if (offered === undefined) {
-      res.json({ status });
+      res.json({ status, last_processed_block: lastProcessedBlock });
       return;
     }
     res.json({
       status,
+      last_processed_block: lastProcessedBlock,
       chain: {
         reachable: head !== null,
         chain_id: ctx.chainId,

@@ -4606,6 +4606,8 @@ export interface components {
     Health: {
       /** @enum {string} */
       status: "ok" | "degraded";
+      /** @description The last block whose registry events this service has applied: a path-B change in block N is honoured once this is >= N */
+      last_processed_block: number;
       chain?: {
         reachable: boolean;
         chain_id: number;

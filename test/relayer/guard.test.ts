@@ -215,10 +215,12 @@ describe("relayer: HTTP guard", function () {
   });
 
   describe("GET /health", () => {
-    it("without a token: only {status}, no RPC text or gas wallet addresses", async () => {
+    it("without a token: only {status, last_processed_block}, no RPC text or gas wallet addresses", async () => {
       const r = await s.api("GET", "/health");
       expect(r.status).to.equal(200);
-      expect(r.body).to.deep.equal({ status: "ok" });
+      expect(Object.keys(r.body).sort()).to.deep.equal(["last_processed_block", "status"]);
+      expect(r.body.status).to.equal("ok");
+      expect(r.body.last_processed_block).to.be.a("number");
       const text = JSON.stringify(r.body).toLowerCase();
       expect(text).to.not.contain(s.enclave.gasAddress(0).toLowerCase().slice(2));
     });
