@@ -11,7 +11,7 @@ import { ethers as hostEthers } from "ethers";
 import type { AddressInfo } from "node:net";
 import { ActionExecutor, type RunResult } from "../../enclave/executor";
 import { startChain, type TestChain } from "../helpers/anvil";
-import { makeKeys, makeRunner, waitFor, type Runner } from "./helpers";
+import { expectHealthy, makeKeys, makeRunner, waitFor, type Runner } from "./helpers";
 
 function ok(r: RunResult): unknown {
   expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
@@ -129,6 +129,25 @@ describe("executor: provider network detection belongs to the run", function () 
       expect(ok(next)).to.equal("clean");
       expect(next.logs).to.equal("");
       expect(next.fetches).to.equal(0);
+      expect(node.requests).to.have.length(1);
+    } finally {
+      await node.stop();
+    }
+  });
+  it("a run killed at its wall-time limit while detection is pending leaves a healthy pool", async function () {
+    const node = await startSilentNode();
+    try {
+      const fetch = { allowHosts: [`127.0.0.1:${node.port}`], allowAddresses: ["127.0.0.1"] };
+      const killed = await run(
+        `(async () => { const p = new ethers.providers.JsonRpcProvider(rpcUrl); await p.getBlockNumber(); })();`,
+        { jsParams: { rpcUrl: `http://127.0.0.1:${node.port}/` }, fetch, limits: { wallTimeMs: 500 } },
+      );
+      expect(killed.error).to.deep.equal({
+        code: "timeout",
+        message: "the run exceeded 500 ms of wall time",
+      });
+      await waitFor(() => node.closed() === node.requests.length && node.requests.length === 1, 3000);
+      await expectHealthy(executor, run);
       expect(node.requests).to.have.length(1);
     } finally {
       await node.stop();
