@@ -95,8 +95,18 @@ function makeEthers5(harden, v6Facade, runFetch, runSleep) {
  * warm run pays nothing for them); a provider is bound to its run when it is constructed, which only
  * that run's code can do: code of a finished run never runs again (docs/actions.md, "Runs cannot leak
  * into each other"). Provider events (`on`, polling) would start host timers that outlive the run:
- * they are refused.
+ * they are refused. No other v5 provider path reachable from an action schedules host timers: network
+ * detection (constructor), `send`'s cache, `_waitForTransaction` and events are all replaced here.
  */
+function deferred() {
+  let resolve, reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
 function makeProviders(harden, runFetch, runSleep) {
   const fetchOf = new WeakMap(); // provider -> the fetch of the run that constructed it
   const sleepOf = new WeakMap(); // provider -> the sleep of the run that constructed it
@@ -107,9 +117,19 @@ function makeProviders(harden, runFetch, runSleep) {
 
   class JsonRpcProvider extends ethers5.providers.JsonRpcProvider {
     constructor(url, network) {
-      super(url, network);
+      // Without a network, v5's constructor starts detection on a host `setTimeout(…, 0)`: a timer of
+      // the worker's realm that no run tracks, so an action in the `(async () => …)()` or `go()` style
+      // (where the run lasts as long as its pending work) was reported finished before the provider's
+      // first answer. Detection starts here instead, on the constructing run's fetch, which the run
+      // waits for, counts against maxFetches and aborts when it ends: no host timer is left to fire in
+      // a later run.
+      const detection = network == null ? deferred() : null;
+      super(url, detection === null ? network : detection.promise);
       fetchOf.set(this, runFetch());
       sleepOf.set(this, runSleep());
+      // The base constructor attaches a handler to the promise: a failed detection is reported by the
+      // provider's calls, not as an unhandled rejection.
+      if (detection !== null) this.detectNetwork().then(detection.resolve, detection.reject);
     }
 
     /**

@@ -193,7 +193,7 @@ const CASES: Case[] = [
   },
   {
     action: "provider-read-no-response",
-    params: (c) => ({ rpcUrl: c.s.chain.rpcUrl, chainId: 31337, address: c.pkpAddress }),
+    params: (c) => ({ rpcUrl: c.s.chain.rpcUrl, address: c.pkpAddress }),
     check: async (b, c) => {
       succeeded(b);
       expect(b.response).to.equal(null);
