@@ -601,7 +601,9 @@ export class Sender {
             // Re-read the fees (the base fee rose, or the node's minimum did); a legacy price is also
             // raised a bounded step for this transaction only (fees.ts: never into the cached price).
             this.fees.invalidate();
-            if (/underpriced/i.test(msg)) underpriced++;
+            // Not for "replacement transaction underpriced": that is a nonce already taken by one of
+            // our pending transactions, which a higher price would replace (its writes would never land).
+            if (/underpriced/i.test(msg) && !/replacement/i.test(msg)) underpriced++;
             continue;
           }
           // Nonce trouble, or we do not know whether the node took the transaction: resynchronise.
