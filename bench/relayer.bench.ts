@@ -207,6 +207,8 @@ async function writeRun(
 
 async function main(): Promise<void> {
   const quick = process.env.BENCH_QUICK === "1";
+  /** BENCH_WRITES_ONLY=1: only the path-A write comparison (the slow execution rows are skipped). */
+  const writesOnly = process.env.BENCH_WRITES_ONLY === "1";
   const s = await startStack(STACK_OPTIONS);
   const echo = express();
   echo.post("/echo", express.json(), (req, res) => {
@@ -280,11 +282,12 @@ async function main(): Promise<void> {
       "clients: a separate Node process (bench/loadgen.ts, node:http keep-alive agent, driven over IPC), " +
         "the same for every baseline and measured row",
     );
-    console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
-    console.log(header);
+    if (!writesOnly)
+      console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
+    if (!writesOnly) console.log(header);
     let sig50: Stats | null = null;
     let signedRatio: number | null = null;
-    for (const clients of [1, 10, 50]) {
+    for (const clients of writesOnly ? [] : [1, 10, 50]) {
       const n = quick ? 100 : clients === 1 ? 300 : 1_500;
       const base = await gen.http(clients, n, echoOp);
       const h = await gen.http(clients, n, exec(cids[0]));

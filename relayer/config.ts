@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
 import type { ExecutorLimits, FetchPolicy, ModuleOptions, UnhandledRejectionMode } from "../enclave";
 import type { Billing } from "./billing";
+import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 
 export interface RateLimitOptions {
   /** Requests per minute per usage key (REFERENCE.md: 60). */
@@ -89,6 +90,11 @@ export interface RelayerOptions {
    * that mines on arrival; otherwise one per gas wallet). Capped at the number of gas wallets.
    */
   sendConcurrency?: number;
+  /**
+   * Highest tip per gas (wei) of path-A transactions on EIP-1559 chains: the node's
+   * eth_maxPriorityFeePerGas is clamped to it (default 2 gwei; relayer/chain/fees.ts).
+   */
+  maxPriorityFeePerGas?: bigint;
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
   /**
@@ -136,6 +142,7 @@ export interface RelayerConfig {
   syncSend: "auto" | "off";
   maxBatchSize?: number;
   sendConcurrency?: number;
+  maxPriorityFeePerGas: bigint;
   maxBodyBytes: number;
   operatorToken: string | null;
   trustProxy: TrustProxy;
@@ -199,6 +206,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     syncSend: opts.syncSend ?? "auto",
     maxBatchSize: opts.maxBatchSize,
     sendConcurrency: opts.sendConcurrency,
+    maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     operatorToken: opts.operatorToken || null,
     trustProxy: checkTrustProxy(opts.trustProxy ?? false),

@@ -92,6 +92,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     syncSend: cfg.syncSend,
     maxBatchSize: cfg.maxBatchSize,
     sendConcurrency: cfg.sendConcurrency,
+    maxPriorityFeePerGas: cfg.maxPriorityFeePerGas,
     onTransient,
     // Read-your-writes without a log query where that is exactly right (PermissionCache).
     onMined: (result, transactionIndex) => cache?.applyOwnTransaction(result, transactionIndex),

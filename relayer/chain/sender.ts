@@ -24,6 +24,7 @@ import { ApiError } from "../errors";
 import { KeyedMutex, Mutex } from "../mutex";
 import { forwarderInterface, parseRegistryLog } from "./abi";
 import { encodeExecute, encodeExecuteBatch, splitBatchLogs, type SignedForwardRequest } from "./batch";
+import { bumpLegacy, DEFAULT_MAX_PRIORITY_FEE_WEI, FeeOracle } from "./fees";
 import { mapRevert } from "./registryErrors";
 import { chainUnavailable, isTransient, revertData, sleep, withRetry } from "./rpc";
 
@@ -140,6 +141,8 @@ export interface SenderOptions {
   onMined?: (result: WriteResult, transactionIndex: number | null) => void;
   /** Called with the number of requests of every transaction sent (metrics, tests). */
   onBatch?: (size: number) => void;
+  /** Highest tip (wei) paid on EIP-1559 chains (default DEFAULT_MAX_PRIORITY_FEE_WEI; fees.ts). */
+  maxPriorityFeePerGas?: bigint;
 }
 
 /** A signed request waiting for (or in) a transaction. */
@@ -189,7 +192,7 @@ export class Sender {
   private readonly wallets: GasWallet[] = [];
   private readonly principals = new KeyedMutex();
   private readonly forwarderNonces = new Map<string, bigint>();
-  private gasPrice: { value: bigint; atMs: number } | null = null;
+  private readonly fees: FeeOracle;
   private rr = 0;
   private syncSend: boolean;
   private readonly queue: Pending[] = [];
@@ -206,6 +209,11 @@ export class Sender {
   constructor(private readonly o: SenderOptions) {
     this.syncSend = o.syncSend !== "off";
     this.simulateV1 = o.simulation !== "estimateGas";
+    this.fees = new FeeOracle({
+      provider: o.provider,
+      maxPriorityFeePerGas: o.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
+      onTransient: o.onTransient,
+    });
   }
 
   /** Whether writes are currently sent with eth_sendRawTransactionSync (false after a fallback). */
@@ -602,19 +610,6 @@ export class Sender {
     return best;
   }
 
-  private async currentGasPrice(): Promise<bigint> {
-    if (this.gasPrice && Date.now() - this.gasPrice.atMs < 3_000) return this.gasPrice.value;
-    const hex = await withRetry(
-      () => this.o.provider.send("eth_gasPrice", []) as Promise<string>,
-      3,
-      this.o.onTransient,
-    );
-    // Twice the suggestion: base fees can rise between blocks and a stuck transaction blocks the wallet.
-    const value = BigInt(hex) * 2n + 1n;
-    this.gasPrice = { value, atMs: Date.now() };
-    return value;
-  }
-
   /**
    * Signs and broadcasts in nonce order for this wallet; returns the transaction hash, and the receipt
    * when the node answered a sync send with one.
@@ -626,6 +621,7 @@ export class Sender {
   ): Promise<{ hash: string; receipt: Receipt | null }> {
     return wallet.lock.run(async () => {
       let last: unknown;
+      let underpriced = 0;
       for (let attempt = 0; attempt < 4; attempt++) {
         if (wallet.nonce === null) {
           const hex = await withRetry(
@@ -637,14 +633,14 @@ export class Sender {
           wallet.nonce = Number(BigInt(hex));
         }
         const nonce = wallet.nonce;
-        const gasPrice = await this.currentGasPrice();
+        // Fees: relayer/chain/fees.ts (type 2 where the chain has a base fee, else legacy).
+        const fees = bumpLegacy(await this.fees.current(), underpriced);
         const signedTx = await wallet.signer.signTransaction({
-          type: 0,
+          ...fees,
           chainId: this.o.chainId,
           to: this.o.forwarder,
           data,
           gasLimit,
-          gasPrice,
           nonce,
           value: 0n,
         });
@@ -675,7 +671,12 @@ export class Sender {
             );
           }
           if (/underpriced|fee cap|base fee|max fee/i.test(msg)) {
-            this.gasPrice = null;
+            // Re-read the fees (the base fee rose, or the node's minimum did); a legacy price is also
+            // raised a bounded step for this transaction only (fees.ts: never into the cached price).
+            this.fees.invalidate();
+            // Not for "replacement transaction underpriced": that is a nonce already taken by one of
+            // our pending transactions, which a higher price would replace (its writes would never land).
+            if (/underpriced/i.test(msg) && !/replacement/i.test(msg)) underpriced++;
             continue;
           }
           // Nonce trouble, or we do not know whether the node took the transaction: resynchronise.

@@ -23,6 +23,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_FORWARDER_ADDRESS",
   "SIGIL_DEPLOY_BLOCK",
   "SIGIL_GAS_WALLETS",
+  "SIGIL_MAX_PRIORITY_FEE_GWEI",
   "SIGIL_SIGNUP_CREDIT_CENTS",
   "SIGIL_PRICE_WRITE_CENTS",
   "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
@@ -91,6 +92,8 @@ export interface SigilConfig {
   /** A deployment chosen by configuration instead of the one remembered in the data folder. */
   deployment?: { registry: string; forwarder: string; deployBlock: number };
   gasWallets: number;
+  /** Cap on the tip of path-A transactions on EIP-1559 chains, in wei (relayer default when absent). */
+  maxPriorityFeePerGas?: bigint;
   signupCreditCents: number;
   prices: { write_cents?: number; execution_cents_per_second?: number; pin_cents_per_100kb?: number };
   /** Pinned bytes per account (relayer default when absent). */
@@ -314,6 +317,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   }
 
   const gasWallets = int("SIGIL_GAS_WALLETS", 1, 64, "how many gas wallets send transactions") ?? 4;
+  const maxPriorityFeePerGas = gweiToWei(get("SIGIL_MAX_PRIORITY_FEE_GWEI"), problems);
   const signupCreditCents =
     int("SIGIL_SIGNUP_CREDIT_CENTS", 0, 1_000_000, "credit granted to each new account") ??
     (devMode ? DEV_SIGNUP_CREDIT_CENTS : 0);
@@ -487,6 +491,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     deployerKey,
     deployment,
     gasWallets,
+    maxPriorityFeePerGas,
     signupCreditCents,
     prices,
     pinQuotaBytes,
@@ -508,4 +513,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     sources,
     configFile: file && fs.existsSync(file) ? file : undefined,
   };
+}
+
+/** Most gwei accepted for SIGIL_MAX_PRIORITY_FEE_GWEI: far above any tip a sane operator pays. */
+const MAX_PRIORITY_FEE_GWEI_LIMIT = 100_000n;
+
+/**
+ * SIGIL_MAX_PRIORITY_FEE_GWEI: a decimal number of gwei with at most 9 decimals (1 wei = 0.000000001
+ * gwei), e.g. "2" or "0.05"; returned in wei.
+ */
+function gweiToWei(raw: string | undefined, problems: string[]): bigint | undefined {
+  if (raw === undefined) return undefined;
+  const m = /^(\d{1,12})(?:\.(\d{1,9}))?$/.exec(raw);
+  const wei = m ? BigInt(m[1]) * 10n ** 9n + BigInt((m[2] ?? "").padEnd(9, "0")) : null;
+  if (wei === null || wei > MAX_PRIORITY_FEE_GWEI_LIMIT * 10n ** 9n) {
+    problems.push(
+      `SIGIL_MAX_PRIORITY_FEE_GWEI=${JSON.stringify(raw)} is not valid: the highest tip per gas paid by path-A ` +
+        `transactions, in gwei (a number from 0 to ${MAX_PRIORITY_FEE_GWEI_LIMIT} with at most 9 decimals, e.g. 2 or 0.05).`,
+    );
+    return undefined;
+  }
+  return wei;
 }

@@ -207,6 +207,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       host: config.host,
       port: config.port,
       gasWallets: config.gasWallets,
+      maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
         poolSize: config.executorPoolSize,
         fetchAllowHosts: config.fetchAllowHosts,

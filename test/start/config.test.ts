@@ -198,4 +198,24 @@ describe("start: configuration", () => {
     );
     expect(problemsOf({}, cwd).join("\n")).to.contain('"SIGIL_OPERATOR_TOKEN" is a secret');
   });
+
+  it("reads SIGIL_MAX_PRIORITY_FEE_GWEI as decimal gwei into wei (relayer default when unset)", () => {
+    expect(loadConfig({}, cwd).maxPriorityFeePerGas).to.equal(undefined);
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "2" }, cwd).maxPriorityFeePerGas).to.equal(
+      2_000_000_000n,
+    );
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0.05" }, cwd).maxPriorityFeePerGas).to.equal(
+      50_000_000n,
+    );
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0" }, cwd).maxPriorityFeePerGas).to.equal(0n);
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0.000000001" }, cwd).maxPriorityFeePerGas).to.equal(1n);
+  });
+
+  it("refuses a SIGIL_MAX_PRIORITY_FEE_GWEI that is not a plain gwei amount up to 100000", () => {
+    for (const bad of ["-1", "abc", "1e9", "0.0000000001", "100001", "2 gwei"]) {
+      const problems = problemsOf({ SIGIL_MAX_PRIORITY_FEE_GWEI: bad }, cwd);
+      expect(problems, bad).to.have.length(1);
+      expect(problems[0]).to.match(/^SIGIL_MAX_PRIORITY_FEE_GWEI=.* is not valid: the highest tip per gas/);
+    }
+  });
 });
