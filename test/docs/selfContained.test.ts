@@ -1,0 +1,47 @@
+import { expect } from "chai";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * The repository stands on its own: a clone has only what is in it, so the README, docs/ and the code's
+ * comments must not send a reader to design documents that live elsewhere (a specification, design or
+ * reference write-up, or a folder beside the repository). What a reader needs is written in docs/.
+ */
+const REPO = path.resolve(__dirname, "../..");
+const SKIP_DIRS = new Set(["node_modules", "typechain-types", "artifacts", "cache", "dist", "coverage", ".git", ".sigil"]);
+const TEXT = /\.(ts|tsx|js|mjs|cjs|sol|md|json|html|css)$/;
+// Built from parts so that this file does not match itself.
+const OUTSIDE_DOCS = new RegExp(
+  [
+    String.raw`\.\./shared`,
+    String.raw`\b(?:SPEC|DESIGN|REFERENCE|REFERENCE-GAS|TOOLCHAIN)\.md\b`,
+    String.raw`\bSPEC\s+(?:section\s+)?\d`,
+    String.raw`\bDESIGN\s+(?:section\s+)?\d`,
+    String.raw`\bREFERENCE\s+gap`,
+    String.raw`\bSPEC/REFERENCE\b`,
+  ].join("|"),
+);
+
+function* files(dir: string): Generator<string> {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) {
+      if (!SKIP_DIRS.has(entry.name)) yield* files(path.join(dir, entry.name));
+    } else if (TEXT.test(entry.name) && entry.name !== "package-lock.json") {
+      yield path.join(dir, entry.name);
+    }
+  }
+}
+
+describe("the repository is self-contained", function () {
+  it("no file points a reader at design documents outside the repository", function () {
+    const hits: string[] = [];
+    for (const file of files(REPO)) {
+      readFileSync(file, "utf8")
+        .split("\n")
+        .forEach((line, i) => {
+          if (OUTSIDE_DOCS.test(line)) hits.push(`${path.relative(REPO, file)}:${i + 1}: ${line.trim()}`);
+        });
+    }
+    expect(hits, hits.join("\n")).to.deep.equal([]);
+  });
+});
