@@ -3,7 +3,7 @@ import { TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD } from "hardhat/builtin-tasks/task
 import "@nomicfoundation/hardhat-toolbox";
 
 // This machine (and CI) is offline: Hardhat cannot download a native compiler. Use the solc-js build
-// shipped in the `solc` npm package, pinned to the version below (see ../shared/TOOLCHAIN.md).
+// shipped in the `solc` npm package, pinned to the version below (docs/development.md, "Things that bit us").
 const SOLC_VERSION = "0.8.28";
 subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string }, _hre, runSuper) => {
   if (args.solcVersion !== SOLC_VERSION) return runSuper(args);

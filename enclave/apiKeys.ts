@@ -1,9 +1,9 @@
 /**
- * API key strings (DESIGN.md section 2): `ak_` + 64 lowercase hex (account key), `uk_` + 64 lowercase
+ * API key strings (design §2, docs/background.md): `ak_` + 64 lowercase hex (account key), `uk_` + 64 lowercase
  * hex (usage key), or a raw `0x` + 64 hex private key (a usage key a Safe registered by address; either
  * hex case, since wallets export both). The 32 bytes are a secp256k1 scalar 1 ≤ k < n; nothing else is
  * accepted: no trimming, no missing prefix, no short keys. Account and usage keys come from the CSPRNG
- * and are never derived from the root key, so no PKP id can ever reach them (REFERENCE.md gap 2).
+ * and are never derived from the root key, so no PKP id can ever reach them (reference gap 2, docs/background.md).
  */
 import { createHash, randomBytes } from "node:crypto";
 import { keccak256, toUtf8Bytes } from "ethers";

@@ -9,7 +9,7 @@ import path from "node:path";
 import { EnclaveError } from "./errors";
 import { computeCidSync, contentMatchesCid, parseCid } from "./cid";
 
-export const DEFAULT_STORE_MAX_BYTES = 512 * 1024; // the IPFS code limit of SPEC/REFERENCE
+export const DEFAULT_STORE_MAX_BYTES = 512 * 1024; // the limit on code fetched by CID (design §6, docs/background.md)
 
 export class ContentStore {
   readonly #dir: string;

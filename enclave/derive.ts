@@ -1,5 +1,5 @@
 /**
- * Key derivation from the root key (DESIGN.md section 2). Pure functions of (root, label, id): nothing
+ * Key derivation from the root key (design §2, docs/background.md). Pure functions of (root, label, id): nothing
  * derived is stored anywhere. Callers outside enclave/ never see this module; the Enclave class passes
  * its private root key in.
  *
@@ -10,7 +10,7 @@
  *
  * secp256k1 keys take 48 bytes of output reduced modulo n with noble's mapHashToField (FIPS 186-5
  * A.2.1 style: bias below 2^-128, never zero). AES keys take 32 bytes under a different label, so a
- * PKP's signing key and its encryption key are independent (REFERENCE.md gap 4).
+ * PKP's signing key and its encryption key are independent (reference gap 4, docs/background.md).
  */
 import { hkdfSync } from "node:crypto";
 import { mapHashToField } from "@noble/curves/abstract/modular";

@@ -391,7 +391,7 @@ export class Enclave implements KeyCapabilities {
   }
 }
 
-/** A canonical bytes32 pkpId; zero and anything malformed are refused (REFERENCE.md gap 3). */
+/** A canonical bytes32 pkpId; zero and anything malformed are refused (reference gap 3, docs/background.md). */
 export function pkpIdBytes(pkpId: unknown): Uint8Array {
   if (typeof pkpId !== "string" || !PKP_ID.test(pkpId)) {
     throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", {

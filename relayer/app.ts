@@ -1,5 +1,5 @@
 /**
- * The Express application: conventions of DESIGN.md section 8 around the /core/v1 routes.
+ * The Express application: conventions of design §8, docs/background.md around the /core/v1 routes.
  * Order matters: request ids → request log → the HTTP guard (headers, query string, body size, JSON depth;
  * it reads and parses every body, see http/guard.ts) → billing router → 415 for non-JSON bodies → routes →
  * 405/404 → the error handler. Nothing reads a request before the guard has bounded it.

@@ -1,6 +1,6 @@
 /**
  * Authentication: the key comes from `X-Api-Key` or `Authorization: Bearer` (the same for both kinds of
- * key, SPEC 5.3). The enclave turns it into an address; the permission cache says which account it
+ * key, docs/background.md §5.3). The enclave turns it into an address; the permission cache says which account it
  * belongs to and whether it is live. A removed key is refused on the very next request after its
  * removal was processed (path A syncs the cache to the receipt; path B within one poll interval).
  *

@@ -10,13 +10,13 @@ import type { Billing } from "./billing";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 
 export interface RateLimitOptions {
-  /** Requests per minute per usage key (REFERENCE.md: 60). */
+  /** Requests per minute per usage key (docs/background.md: 60). */
   perKeyPerMinute?: number;
-  /** Requests per minute per account, all of its keys together (REFERENCE.md: 120). */
+  /** Requests per minute per account, all of its keys together (docs/background.md: 120). */
   perAccountPerMinute?: number;
   /** Account creations per client IP per hour. */
   newAccountPerIpPerHour?: number;
-  /** Executions running at once per account (REFERENCE.md: 10). */
+  /** Executions running at once per account (docs/background.md: 10). */
   concurrentExecutionsPerAccount?: number;
   /**
    * Requests per minute per client IP to /core/v1, counted before authentication (so an unknown key,
@@ -149,7 +149,7 @@ export interface RelayerConfig {
   unknownTtlMs: number;
   unknownMaxEntries: number;
   limits: {
-    /** Largest inline `code` (DESIGN.md 6.4). */
+    /** Largest inline `code` (design §6.4, docs/background.md). */
     inlineCodeBytes: number;
     /** Largest code fetched from IPFS. */
     ipfsCodeBytes: number;

@@ -165,7 +165,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   // 403: you may not
   owner_only: {
     status: 403,
-    why: "Usage-key management and ownership transfer are owner-only (SPEC 5.4); a usage key can never do them.",
+    why: "Usage-key management and ownership transfer are owner-only; a usage key can never do them.",
     fix: "Use the account key (API mode) or send the transaction from the owner wallet (ChainSecured mode).",
   },
   missing_scope: {
@@ -175,7 +175,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   not_authorized_to_execute: {
     status: 403,
-    why: "No group that this key may execute in lists both this CID and this PKP (SPEC 4.3); the message names both.",
+    why: "No group that this key may execute in lists both this CID and this PKP; the message names both.",
     fix: "Add the CID and the PKP to a group, and grant the key execute on that group.",
   },
   not_authorized_to_pin: {

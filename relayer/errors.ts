@@ -2,7 +2,7 @@
  * The one error type of the HTTP API. Every refusal the service makes is an ApiError with a stable
  * `code` listed in docs/errors.md, and is rendered as
  *   {"error": {"code", "message", "details"?}, "request_id"}
- * with `status` as the HTTP status (DESIGN.md section 8). Anything else that reaches the error handler
+ * with `status` as the HTTP status (design §8, docs/background.md). Anything else that reaches the error handler
  * is a bug and becomes a 500 `internal_error` without leaking its message.
  */
 export class ApiError extends Error {

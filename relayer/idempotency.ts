@@ -1,5 +1,5 @@
 /**
- * `Idempotency-Key` on POST (DESIGN.md section 4): the first successful response for (caller, key) is
+ * `Idempotency-Key` on POST (design §4, docs/background.md): the first successful response for (caller, key) is
  * kept for 24 h and replayed for the same method, path and body, without sending anything again. The same
  * key with a different request is 409 idempotency_key_reused. A request still in flight with the same key
  * is joined, not re-run. Only 2xx answers are kept: a refused or failed request wrote nothing, so

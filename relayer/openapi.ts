@@ -521,7 +521,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/svc_action": {
         post: op({
-          summary: "Execute an action (SPEC 4.3 authorization)",
+          summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
           body: obj({
             code: str("Inline JavaScript"),
             cid: str(),

@@ -1,5 +1,5 @@
 /**
- * JSON shapes of resources, one format everywhere (REFERENCE.md gap 9): group and account ids are JSON
+ * JSON shapes of resources, one format everywhere (reference gap 9, docs/background.md): group and account ids are JSON
  * numbers, PKP ids 0x-prefixed 32-byte lower-case hex, addresses EIP-55 checksummed, times unix seconds.
  */
 import type { Enclave } from "../enclave";

@@ -1,5 +1,5 @@
 /**
- * Rate limits (REFERENCE.md gap 12): token buckets keyed by usage key, account or client IP, and a
+ * Rate limits (reference gap 12, docs/background.md): token buckets keyed by usage key, account or client IP, and a
  * counter of executions running per account. In memory: a restart forgets them, which errs on the
  * side of availability; a multi-instance deployment would move them to the shared store.
  */

@@ -37,7 +37,7 @@ function withPermissionFlags(cmd: Command): Command {
     .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)");
 }
 
-/** The request body of add/update: the full permission set (SPEC 4.1 rule 2: anything omitted is reset). */
+/** The request body of add/update: the full permission set (docs/background.md §4.1 rule 2: anything omitted is reset). */
 function permissionBody(o: PermissionFlags): Record<string, unknown> {
   const ids = (v: string[] | undefined, flag: string) => groupIds(v, flag).map((s) => Number(s));
   const body: Record<string, unknown> = {

@@ -17,7 +17,7 @@ interface IAccountRegistry {
     // ------------------------------------------------------------------------------------------------
 
     /**
-     * @notice The seven scopes of SPEC 2.4. The first three are account-wide, the last four per group.
+     * @notice The seven scopes of docs/background.md §2.4. The first three are account-wide, the last four per group.
      */
     enum Scope {
         CreatePkp,
@@ -32,7 +32,7 @@ interface IAccountRegistry {
     /**
      * @notice An account. `owner` is the only party that may perform owner-only operations.
      * @param id Stable internal id, sequential from 1.
-     * @param owner The account's address (SPEC 2.1): an EOA, a service-managed address or a Safe.
+     * @param owner The account's address (docs/background.md §2.1): an EOA, a service-managed address or a Safe.
      * @param pendingOwner Proposed new owner of a two-step transfer, or zero.
      * @param masterKey Address of the account key (API mode); zero for accounts created from a wallet.
      * @param name Human-readable label.
@@ -52,7 +52,7 @@ interface IAccountRegistry {
     }
 
     /**
-     * @notice The permission set of a usage key, in the order and with the names of SPEC 2.3.
+     * @notice The permission set of a usage key, in the order and with the names of docs/background.md §2.3.
      * A group id of 0 in any of the four arrays is a wildcard: every group of the key's account.
      */
     struct KeyScopes {
@@ -125,7 +125,7 @@ interface IAccountRegistry {
         uint64 expiration,
         KeyScopes scopes
     );
-    /// @notice A key's permissions were replaced as a whole (SPEC 4.1 rule 2).
+    /// @notice A key's permissions were replaced as a whole (docs/background.md §4.1 rule 2).
     event KeyUpdated(
         uint64 indexed accountId,
         address indexed key,
@@ -358,7 +358,7 @@ interface IAccountRegistry {
     /// (reverts `UnknownGroup`).
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool);
     /// @notice Whether the live key `key` holds execute on some group that lists both `cidHash` and `pkpId`.
-    /// An account's owner is answered too: it may execute in every group of its account (SPEC 5.4).
+    /// An account's owner is answered too: it may execute in every group of its account (docs/background.md §5.4).
     function canExecute(address key, bytes32 cidHash, bytes32 pkpId) external view returns (bool);
 
     /// @notice Whether the live key `key` holds execute on some group that lists `cidHash` (no PKP needed).

@@ -1,5 +1,5 @@
 /**
- * Limits of one action run (DESIGN.md section 6). Every field can be set per executor and overridden per
+ * Limits of one action run (design §6, docs/background.md). Every field can be set per executor and overridden per
  * run, except `heapMb`, which is a property of the pre-warmed worker (V8 resourceLimits) and therefore
  * pool-wide: a per-run `heapMb` is ignored (docs/actions.md).
  */

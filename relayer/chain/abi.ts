@@ -6,7 +6,7 @@ import { ERC2771Forwarder__factory } from "../../typechain-types/factories/@open
 export const registryInterface: Interface = new Interface(IAccountRegistry__factory.abi);
 export const forwarderInterface: Interface = new Interface(ERC2771Forwarder__factory.abi);
 
-/** Scope enum of IAccountRegistry, by index, with the names of SPEC 2.4. */
+/** Scope enum of IAccountRegistry, by index, with the names of docs/background.md §2.4. */
 export const SCOPE_NAMES = [
   "pkp:create",
   "group:create",

@@ -1,6 +1,6 @@
 /**
  * The JSON-RPC connection: an ethers v6 JsonRpcProvider that never hangs and never loops on network
- * detection (static network, a per-request timeout, no batching stall, no response cache: TOOLCHAIN.md),
+ * detection (static network, a per-request timeout, no batching stall, no response cache: docs/development.md),
  * plus the classification of failures into "the chain is unreachable" (503 chain_unavailable, retried
  * a little first) and everything else.
  */

@@ -1,5 +1,5 @@
 /**
- * Path A (DESIGN.md section 4): a registry call signed by the principal (usage key, or the
+ * Path A (design §4, docs/background.md): a registry call signed by the principal (usage key, or the
  * service-managed owner for the account key) and submitted through the ERC-2771 forwarder by one of the
  * relayer's gas wallets.
  *

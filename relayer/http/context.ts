@@ -1,7 +1,7 @@
 /**
  * Request identity: every response carries a fresh `X-Request-Id` (a client value is ignored, so ids in
  * our logs are always ours) and echoes `X-Correlation-Id` (the client's, if it is a sane printable
- * string, else the request id) so a caller can join our logs with theirs (DESIGN.md section 8).
+ * string, else the request id) so a caller can join our logs with theirs (design §8, docs/background.md).
  */
 import { randomUUID } from "node:crypto";
 import type { NextFunction, Request, Response } from "express";

@@ -1,7 +1,7 @@
 /**
  * Request validation with precise messages: every refusal names the field, what was expected and what was
  * received, and unknown fields are refused (a typo such as `exeucte_in_groups` silently granting nothing
- * would be worse than an error). Ids have one format everywhere (REFERENCE.md gap 9): group ids are JSON
+ * would be worse than an error). Ids have one format everywhere (reference gap 9, docs/background.md): group ids are JSON
  * numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
  */
 import { getAddress, isHexString, ZeroAddress } from "ethers";

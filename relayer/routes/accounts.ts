@@ -1,4 +1,4 @@
-/** new_account, account info, ownership transfer (SPEC 5.1, 5.5). */
+/** new_account, account info, ownership transfer (docs/background.md §5.1, §5.5). */
 import { Router } from "express";
 import { getAddress } from "ethers";
 import { authOf } from "../auth";

@@ -1,8 +1,8 @@
 /**
- * Actions (content-addressed code) and their execution (DESIGN.md section 6).
+ * Actions (content-addressed code) and their execution (design §6, docs/background.md).
  *
  * svc_action: resolve the code (inline → its CID is computed; by CID → content store, then the IPFS
- * gateways, always verified against the CID), authorize from the cache (SPEC 4.3: some group this key may
+ * gateways, always verified against the CID), authorize from the cache (docs/background.md §4.3: some group this key may
  * execute in lists the CID and, if given, the PKP), billing gate, run in the executor, whose every key
  * operation calls back `authorizePkp`, which re-checks (key, CID, PKP) against the *current* cache, so a
  * revocation processed mid-run is honoured by the next key operation.
@@ -252,7 +252,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
             "x-request-id": String(res.locals.requestId),
             "x-correlation-id": String(res.locals.correlationId),
           },
-          // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
+          // Code fetched by CID may be larger than inline code (design §6, docs/background.md: 512 KB vs 256 KB).
           limits: {
             ...(inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : {}),
             ...(timeoutMs !== undefined ? { wallTimeMs: timeoutMs } : {}),

@@ -1,5 +1,5 @@
 /**
- * The five usage-key endpoints of SPEC 4.1. Owner-only: a usage key gets 403 owner_only, the account key
+ * The five usage-key endpoints of docs/background.md §4.1. Owner-only: a usage key gets 403 owner_only, the account key
  * of a ChainSecured account 409 account_chain_secured. Update and remove take the key's value
  * (`usage_api_key`) or its `id` (an owner who no longer holds the value).
  */
@@ -19,7 +19,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
   const { limits } = ctx.cfg;
   const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-  /** The seven permission fields; any left out take their default (false / []): SPEC 4.1 rule 2. */
+  /** The seven permission fields; any left out take their default (false / []): docs/background.md §4.1 rule 2. */
   function readScopes(b: BodyReader, auth: AuthContext): KeyScopes {
     const scopes: KeyScopes = {
       canCreateGroups: b.bool("can_create_groups"),
@@ -85,7 +85,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
         throw new ApiError(
           400,
           "invalid_usage_api_key",
-          "`usage_api_key` holds an account key; send the usage key (SPEC 4.1).",
+          "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
           { details: { field: "usage_api_key" } },
         );
       }
@@ -213,7 +213,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
       const description = b.string("description", { max: limits.maxDescriptionLength });
       const expiration = b.expiration("expiration", nowSeconds());
       const scopes = readScopes(b, auth);
-      // Full replace (SPEC 4.1 rule 2): a cap left out is reset to "no cap".
+      // Full replace (docs/background.md §4.1 rule 2): a cap left out is reset to "no cap".
       const spendCap = readSpendCap(b);
       b.done();
       const out = await write(

@@ -115,7 +115,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         code: "api_port_in_use",
       });
 
-    // cacheTimeout -1: no cached nonces/blocks between back-to-back calls (TOOLCHAIN.md).
+    // cacheTimeout -1: no cached nonces/blocks between back-to-back calls (ethers v6 against anvil: "nonce too low" otherwise).
     const provider = new ethers.JsonRpcProvider(rpcUrl, undefined, {
       cacheTimeout: -1,
       staticNetwork: false,

@@ -2793,7 +2793,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Execute an action (SPEC 4.3 authorization) */
+    /** Execute an action (some group the key may execute in lists the CID and the PKP) */
     post: {
       parameters: {
         query?: never;

@@ -1,5 +1,5 @@
 /**
- * Shared behaviours of the SPEC 5.4 matrix, in the style of OpenZeppelin's AccessControl.behavior.js: one
+ * Shared behaviours of the docs/background.md §5.4 matrix, in the style of OpenZeppelin's AccessControl.behavior.js: one
  * function per kind of operation, instantiated for every operation of that kind, one behaviour per `it`.
  */
 import { expect } from "chai";

@@ -31,7 +31,7 @@ export const SCOPE_NAMES = Object.keys(Scope) as ScopeName[];
 export const ACCOUNT_WIDE: ScopeName[] = ["CreatePkp", "CreateGroup", "DeleteGroup"];
 export const PER_GROUP: ScopeName[] = ["Execute", "ManageActions", "AddPkp", "RemovePkp"];
 
-/** Real CIDv0 strings (see TOOLCHAIN.md: "hello world\n" and the empty file). */
+/** Real CIDv0 strings (what `ipfs add` gives for "hello world\n" and for the empty file). */
 export const CID_HELLO = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 export const CID_EMPTY = "QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH";
 export const cidHash = (cid: string): string => ethers.keccak256(ethers.toUtf8Bytes(cid));

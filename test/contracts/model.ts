@@ -1,5 +1,5 @@
 /**
- * A small TypeScript model of the registry's permission rules (SPEC 5.4, DESIGN.md section 3), used by the
+ * A small TypeScript model of the registry's permission rules (docs/background.md §5.4, design §3, docs/background.md), used by the
  * property tests: every write returns either "ok" or the exact custom error (name and arguments) the contract
  * must revert with, checked in the same order as the contract. Expiration, bounds and string lengths are left
  * out: the example tests cover them; this model is about who may do what to which group.
@@ -253,7 +253,7 @@ export class RegistryModel {
     return ok;
   }
 
-  /** SPEC 4.3: some live group the caller may execute in lists the CID (and the PKP when given). */
+  /** docs/background.md §4.3: some live group the caller may execute in lists the CID (and the PKP when given). */
   canExecute(caller: string, cid: string, pkp?: string): boolean {
     let account = this.owners.get(caller);
     let mayUse: (groupId: bigint) => boolean = () => true;

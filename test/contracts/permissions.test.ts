@@ -1,5 +1,5 @@
 /**
- * The SPEC 5.4 matrix, operation by operation (behaviours in AccountRegistry.behavior.ts).
+ * The docs/background.md §5.4 matrix, operation by operation (behaviours in AccountRegistry.behavior.ts).
  */
 import { expect } from "chai";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
@@ -173,7 +173,7 @@ const ownerOnlyOperations: OwnerOnlyOperation[] = [
   },
 ];
 
-describe("AccountRegistry: the SPEC 5.4 permission matrix", function () {
+describe("AccountRegistry: the docs/background.md §5.4 permission matrix", function () {
   for (const op of scopedOperations) shouldBehaveLikeScopedOperation(op);
   for (const op of ownerOnlyOperations) shouldBehaveLikeOwnerOnlyOperation(op);
 

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 
 /**
- * DESIGN.md section 1: nothing outside enclave/ imports enclave internals. The only allowed entry
+ * design §1, docs/background.md: nothing outside enclave/ imports enclave internals. The only allowed entry
  * point is enclave/index.ts (imported as "…/enclave", "…/enclave/index" or bare "enclave"). Tests of
  * the enclave itself (test/enclave, test/executor) may import internals.
  */

@@ -164,7 +164,7 @@ describe("enclave derivations", function () {
       expect(new Set(keys).size).to.equal(keys.length);
     });
 
-    it("a PKP's AES key differs from its signing key (REFERENCE.md gap 4)", function () {
+    it("a PKP's AES key differs from its signing key (reference gap 4, docs/background.md)", function () {
       const signing = enclave.pkpPrivateKey(id);
       const aes = hex(deriveAesKey(root, bytesOf(id)));
       expect(aes).to.not.equal(signing);
@@ -269,7 +269,7 @@ describe("enclave derivations", function () {
       expect.fail("expected an EnclaveError " + code);
     };
 
-    it("pkpId zero is refused for every PKP operation (REFERENCE.md gap 3)", function () {
+    it("pkpId zero is refused for every PKP operation (reference gap 3, docs/background.md)", function () {
       const zero = "0x" + "00".repeat(32);
       refused(() => enclave.pkpPrivateKey(zero), "invalid_pkp_id");
       refused(() => enclave.pkpAddress(zero), "invalid_pkp_id");

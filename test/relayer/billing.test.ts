@@ -106,7 +106,7 @@ describe("relayer: billing integration", function () {
     expect(r.body.error.code).to.equal("spend_cap_reached");
   });
 
-  it("update_usage_api_key replaces the spend cap, and a cap left out is reset to none (SPEC 4.1 rule 2)", async () => {
+  it("update_usage_api_key replaces the spend cap, and a cap left out is reset to none (docs/background.md §4.1 rule 2)", async () => {
     const a = await setupAccount(s);
     const k = await s.api("POST", "/core/v1/add_usage_api_key", {
       key: a.accountKey,

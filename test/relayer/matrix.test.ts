@@ -1,5 +1,5 @@
 /**
- * SPEC 5.4 through HTTP: every scope granted and denied (status and code), owner-only operations refused
+ * docs/background.md §5.4 through HTTP: every scope granted and denied (status and code), owner-only operations refused
  * to usage keys whatever they hold, the wildcard 0 in all four arrays, and cross-account isolation.
  */
 import { expect } from "chai";
@@ -15,7 +15,7 @@ const ALL = {
   execute_in_groups: [0],
 };
 
-describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
+describe("relayer: docs/background.md §5.4 permission matrix over HTTP", function () {
   this.timeout(120_000);
   let s: Stack;
   let a: Awaited<ReturnType<typeof setupAccount>>;
@@ -210,7 +210,7 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
       expectError(r, 403, "missing_scope");
       expect(r.body.error.details).to.deep.equal({ scope: "group:manageActions", group_id: otherGroup });
     });
-    it("wildcard 0 works for manageActions too (REFERENCE gap 7)", async () => {
+    it("wildcard 0 works for manageActions too (reference gap 7, docs/background.md)", async () => {
       const k = await key({ manage_ipfs_ids_in_groups: [0] });
       expect(
         (await s.api("POST", `/core/v1/groups/${otherGroup}/actions`, { key: k, body: { add: [spareCid] } }))
@@ -289,7 +289,7 @@ describe("relayer: SPEC 5.4 permission matrix over HTTP", function () {
         expectError(await s.api(method, route, { key: broad, body: body() }), 403, "owner_only");
       });
     }
-    it("a usage key cannot rewrite its own scopes (REFERENCE gap 1)", async () => {
+    it("a usage key cannot rewrite its own scopes (reference gap 1, docs/background.md)", async () => {
       const narrow = await key({ execute_in_groups: [a.groupId] });
       expectError(
         await s.api("POST", "/core/v1/update_usage_api_key", {

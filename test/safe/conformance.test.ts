@@ -1,5 +1,5 @@
 /**
- * Conformance of the write paths (issue 8; REFERENCE gap 5): one table of steps — grants, revocations,
+ * Conformance of the write paths (issue 8; reference gap 5, docs/background.md): one table of steps — grants, revocations,
  * group edits, PKP creation, denials — run three ways on the same chain and the same relayer:
  *   A     the owner is the service-managed address, writes go through the relayer with API keys;
  *   B-EOA the owner is an EOA that calls the registry directly;

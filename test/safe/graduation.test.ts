@@ -1,5 +1,5 @@
 /**
- * Graduation from API mode to ChainSecured mode exactly as SPEC 5.5, end to end on a real chain (anvil),
+ * Graduation from API mode to ChainSecured mode exactly as docs/background.md §5.5, end to end on a real chain (anvil),
  * with a real 2-of-3 Safe and the real relayer:
  *   1. deploy the governance Safe;  2. the API-mode owner starts transferOwnership(safe) over HTTP with
  *   the account key;  3. the Safe accepts;  4. the Safe creates restricted keys (server: execute(1);
@@ -29,7 +29,7 @@ function expectError(r: ApiResponse, status: number, code: string): void {
   expect({ status: r.status, code: r.body?.error?.code }).to.deep.equal({ status, code });
 }
 
-describe("graduation to ChainSecured mode (SPEC 5.5)", function () {
+describe("graduation to ChainSecured mode (docs/background.md §5.5)", function () {
   this.timeout(120_000);
   let w: SigilWorld;
   let registry: AccountRegistry;

@@ -1,5 +1,5 @@
 /**
- * Revocation by a Safe while a client keeps executing with the key being revoked (issue 8; REFERENCE gap 5:
+ * Revocation by a Safe while a client keeps executing with the key being revoked (issue 8; reference gap 5, docs/background.md:
  * the reference keeps honouring a revoked key for up to an hour). Clients hammer /svc_action with the key;
  * the Safe removes it on chain (path B: the relayer takes no part in the write). Invariant: no request sent
  * after the relayer has processed the revoking block succeeds. The lag (revoking block mined → first

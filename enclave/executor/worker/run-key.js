@@ -3,7 +3,7 @@
  * The run's own PKP, served inside the worker (docs/actions.md, "The run's own PKP").
  *
  * When the relayer starts a run for a request that named a PKP, it has already authorized
- * (caller key, CID, that PKP): it is the execution's own permission check (SPEC 4.3). The main thread
+ * (caller key, CID, that PKP): it is the execution's own permission check (docs/background.md §4.3). The main thread
  * then moves that one PKP's private key into this worker for the run, so that the commonest key
  * operations (signatures, the public key, the address of that PKP) cost no round trip to the main
  * thread, which is the service's bottleneck. Anything else still goes to the main thread and is

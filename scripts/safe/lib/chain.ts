@@ -9,7 +9,7 @@ export function defaultRpcUrl(): string {
 
 /**
  * A JSON-RPC provider for scripts. `cacheTimeout: -1` because with caching anvil answers stale nonces to
- * back-to-back transactions (TOOLCHAIN.md).
+ * back-to-back transactions (ethers v6 against anvil fails with "nonce too low" otherwise).
  */
 export function rpcProvider(rpcUrl: string, timeoutMs = 30_000): ethers.JsonRpcProvider {
   // ethers' default request timeout is 5 minutes; a node that drops a request should fail the command

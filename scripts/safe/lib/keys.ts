@@ -2,7 +2,7 @@ import { ethers } from "ethers";
 
 /**
  * A usage key for ChainSecured mode, made on the signer's own machine: the raw 0x private key is the key
- * string the relayer accepts (DESIGN 2), its address is what the Safe registers, and keccak256 of the
+ * string the relayer accepts (design §2, docs/background.md), its address is what the Safe registers, and keccak256 of the
  * string is the `api_key_hash` that list_api_keys shows. The service never sees it before it is used.
  */
 export interface LocalUsageKey {

@@ -13,7 +13,7 @@ export interface SafeContext {
 function kitConfig(ctx: SafeContext, signerKey: string) {
   return {
     provider: ctx.rpcUrl,
-    // Always a private key: without `signer` protocol-kit silently uses eth_accounts[0] (TOOLCHAIN.md).
+    // Always a private key: without `signer` protocol-kit silently uses eth_accounts[0] (docs/development.md).
     signer: normaliseKey(signerKey),
     isL1SafeSingleton: true,
     contractNetworks: { [String(ctx.chainId)]: ctx.suite },

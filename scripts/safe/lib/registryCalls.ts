@@ -6,7 +6,7 @@ import { SafeCliError } from "./errors";
 export const registryInterface: ethers.Interface =
   IAccountRegistry__factory.createInterface() as unknown as ethers.Interface;
 
-/** A key's permissions with the write-side field names of SPEC 2.3 (all optional, default: nothing). */
+/** A key's permissions with the write-side field names of docs/background.md §2.3 (all optional, default: nothing). */
 export interface ScopeFields {
   can_create_groups?: boolean;
   can_delete_groups?: boolean;
