@@ -56,14 +56,14 @@ export async function write(
   operation: string,
   data: string,
 ): Promise<WriteOutcome> {
-  ctx.billing?.assertCanAfford(auth.principal, "write");
+  await ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
   );
   // Per forward request, never per transaction: a batch carries many writes under one hash.
-  ctx.billing?.chargeWrite(auth.principal, operation, {
+  await ctx.billing?.chargeWrite(auth.principal, operation, {
     chainId: ctx.chainId,
     forwarder: ctx.cfg.forwarderAddress,
     ...result.forwardRequest,

@@ -40,7 +40,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
         );
         const accountId = Number(firstEvent(out, "AccountCreated").args.accountId);
         ctx.profiles.put(String(accountId), { description, email: email ?? null, createdMs: Date.now() });
-        ctx.billing?.onAccountCreated(String(accountId));
+        await ctx.billing?.onAccountCreated(String(accountId));
         return {
           status: 201,
           body: {

@@ -190,7 +190,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
         );
       }
       const code = inline ?? (await loadCode(cid));
-      ctx.billing?.assertCanAfford(auth.principal, "execution");
+      await ctx.billing?.assertCanAfford(auth.principal, "execution");
       const release = ctx.executionCap.enter(auth.principal.accountId);
       let result;
       try {
@@ -234,11 +234,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
       // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
       // measured a hair over it).
       const charged = ctx.billing
-        ? ctx.billing.chargeExecution(
-            auth.principal,
-            result.execution_ms,
-            res.locals.requestId as string,
-            timeoutMs ?? operatorTimeLimitMs,
+        ? (
+            await ctx.billing.chargeExecution(
+              auth.principal,
+              result.execution_ms,
+              res.locals.requestId as string,
+              timeoutMs ?? operatorTimeLimitMs,
+            )
           ).charged_cents
         : 0;
       return {

@@ -121,7 +121,7 @@ describe("billing: batched writes are each charged, and the audit agrees with th
     expect(report.forwardRequests).to.equal(44 + 20);
   });
 
-  it("npm run audit:billing exits 0 and says clean", () => {
+  it("npm run audit:billing exits 0 and says clean", async () => {
     b.billing.flushCharges();
     const r = cli(b.ledgerPath);
     expect(r.stderr).to.equal("");

@@ -27,7 +27,7 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
     stub = await new StripeStub().start();
     // Two Billing instances on ONE database file: two relayer processes sharing the ledger.
     for (let i = 0; i < 2; i++) {
-      const b = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: processor() });
+      const b = (await createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: processor() }));
       billings.push(b);
       servers.push(await serve(b));
     }
@@ -35,7 +35,7 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
 
   afterEach(async function () {
     for (const s of servers.splice(0)) await s.close();
-    for (const b of billings.splice(0)) b.close();
+    for (const b of billings.splice(0)) (await b.close());
     await stub.stop();
     tmp.cleanup();
   });
@@ -88,8 +88,8 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
     expect(credits).to.equal(1);
 
     for (const b of billings) {
-      expect(b.audit(A)).to.deep.equal({ balance_cents: 5000, ledger_sum_cents: 5000 });
-      expect(b.history(A, 0, 100).total).to.equal(1);
+      expect((await b.audit(A))).to.deep.equal({ balance_cents: 5000, ledger_sum_cents: 5000 });
+      expect((await b.history(A, 0, 100)).total).to.equal(1);
     }
     // The late "processing" event did not roll the credited intent back.
     const again = await servers[1].call("POST", "/confirm_payment", {
