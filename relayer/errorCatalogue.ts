@@ -254,6 +254,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The chain's RPC endpoint did not answer in time; nothing was written (or a sent write is not yet confirmed: `details.tx_hash`).",
     fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
   },
+  database_unavailable: {
+    status: 503,
+    why: "The service's database (PostgreSQL when SIGIL_DATABASE_URL is set) could not be reached, so the charge or record this request needs could not be made; the work was not started.",
+    fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
+  },
   executor_busy: {
     status: 503,
     why: "Every sandbox worker is busy and the queue is full.",

@@ -16,7 +16,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   beforeEach(async function () {
     tmp = tempDir();
     stub = await new StripeStub().start();
-    billing = (await createBilling({
+    billing = await createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -27,7 +27,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
         protocol: "http",
         maxNetworkRetries: 1,
       }),
-    }));
+    });
     srv = await serve(billing);
   });
 
@@ -265,7 +265,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(w.body.outcome).to.equal("ignored_foreign");
     const c = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
     expect(c.status).to.equal(404);
-    expect((await billing.audit(A))).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+    expect(await billing.audit(A)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
   });
 
   it("metadata edited to name another account does not move a stored intent's credit", async function () {
@@ -275,8 +275,8 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const c = await srv.call("POST", "/confirm_payment", { account: B, body: { payment_intent_id: id } });
     expect(c.status).to.equal(404);
     expect((await deliver("payment_intent.succeeded", id)).body.outcome).to.equal("credited");
-    expect((await billing.audit(A))).to.deep.equal({ balance_cents: 700, ledger_sum_cents: 700 });
-    expect((await billing.audit(B))).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+    expect(await billing.audit(A)).to.deep.equal({ balance_cents: 700, ledger_sum_cents: 700 });
+    expect(await billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
   });
 
   it("an unknown intent id answers the same 404 as another account's", async function () {
@@ -464,7 +464,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(await billing.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 0, errors: 1 });
     expect((await billing.balance(A)).balance_cents).to.equal(0);
     await stub.start(); // a new port: point a fresh Billing on the same file at it
-    const again = (await createBilling({
+    const again = await createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -473,7 +473,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
         port: stub.port,
         protocol: "http",
       }),
-    }));
+    });
     try {
       expect(await again.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 1, errors: 0 });
       expect((await again.balance(A)).balance_cents).to.equal(900);
@@ -484,7 +484,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("the periodic pass credits a processing intent that settled after its page was closed (no webhook)", async function () {
-    const fast = (await createBilling({
+    const fast = await createBilling({
       dbPath: join(tmp.dir, "periodic.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -494,7 +494,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
         protocol: "http",
       }),
       reconcileProcessingEveryMs: 30,
-    }));
+    });
     const fastSrv = await serve(fast);
     try {
       const c = await fastSrv.call("POST", "/create_payment_intent", {
@@ -511,10 +511,10 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
       const deadline = Date.now() + 5000;
       while ((await fast.balance(A)).balance_cents === 0 && Date.now() < deadline)
         await new Promise((r) => setTimeout(r, 20));
-      expect(fast.audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
+      expect(await fast.audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
     } finally {
       await fastSrv.close();
-      fast.close();
+      await fast.close();
     }
   });
 
@@ -525,7 +525,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("a wrong Stripe secret key answers 503 payment_processor_unavailable, never the key", async function () {
-    const bad = (await createBilling({
+    const bad = await createBilling({
       dbPath: join(tmp.dir, "other.sqlite"),
       processor: new StripeProcessor({
         secretKey: "sk_test_wrong_secret_value",
@@ -534,7 +534,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
         port: stub.port,
         protocol: "http",
       }),
-    }));
+    });
     const badSrv = await serve(bad);
     try {
       const r = await badSrv.call("POST", "/create_payment_intent", {

