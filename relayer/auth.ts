@@ -13,7 +13,7 @@ import { isEnclaveError } from "../enclave";
 import type { AccountProjection, KeyRecord } from "./permissions/projection";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
-import type { TokenBuckets } from "./rateLimit";
+import type { RateLimiter } from "./rateLimit";
 
 export interface Principal {
   accountId: string;
@@ -88,7 +88,7 @@ export class Authenticator {
   constructor(
     private readonly enclave: Enclave,
     private readonly cache: PermissionCache,
-    private readonly limits: { perKey: TokenBuckets; perAccount: TokenBuckets },
+    private readonly limits: { perKey: RateLimiter; perAccount: RateLimiter },
   ) {}
 
   /** `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization). */
@@ -114,7 +114,7 @@ export class Authenticator {
       const id = await this.cache.accountOfMasterKey(parsed.address);
       if (!id) throw new ApiError(401, "unknown_api_key", "No account has this account key.");
       const account = await this.cache.account(id);
-      if (limit) this.limits.perAccount.take(`a:${id}`, `account ${id}`);
+      if (limit) await this.limits.perAccount.take(`a:${id}`, `account ${id}`);
       const mode = accountMode(this.enclave, account);
       return {
         principal: { accountId: String(id), keyAddress: parsed.address, kind: "account" },
@@ -138,8 +138,8 @@ export class Authenticator {
       );
     }
     if (limit) {
-      this.limits.perKey.take(`k:${parsed.address}`, `key ${parsed.address}`);
-      this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
+      await this.limits.perKey.take(`k:${parsed.address}`, `key ${parsed.address}`);
+      await this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
     }
     return {
       principal: { accountId: String(found.account.id), keyAddress: parsed.address, kind: "usage" },

@@ -18,7 +18,7 @@ import type { RelayerConfig } from "./config";
 import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
 import type { RelayerMetrics } from "./metrics";
-import type { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { ProfileStore } from "./store";
 import { clientIp } from "./http/context";
 
@@ -36,8 +36,8 @@ export interface RelayerContext {
   idempotency: IdempotencyStore;
   profiles: ProfileStore;
   auth: Authenticator;
-  newAccountLimit: TokenBuckets;
-  executionCap: ConcurrencyCap;
+  newAccountLimit: RateLimiter;
+  executionCap: ExecutionCap;
   metrics: RelayerMetrics;
   logger: Logger;
 }

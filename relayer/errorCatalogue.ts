@@ -156,6 +156,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The account's owner is no longer the service-managed address (ChainSecured mode), so the account key cannot write or execute on its behalf.",
     fix: "Send the transaction from the owner wallet (path B), or use a usage key the owner registered.",
   },
+  idempotency_request_in_progress: {
+    status: 409,
+    why: "A request with this Idempotency-Key is still running (on this or another instance) and did not answer within 30 s.",
+    fix: "Retry after Retry-After; the retry gets the first request's answer once it has one.",
+  },
   idempotency_key_reused: {
     status: 409,
     why: "This Idempotency-Key was already used with a different method, path or body within 24 h.",

@@ -44,6 +44,8 @@ export interface DataLayerOptions {
   /** postgres://… selects PostgreSQL; absent or empty selects SQLite at `sqlitePath`. */
   databaseUrl?: string;
   sqlitePath: string;
+  /** Wrap this already open SQLite handle instead of opening `sqlitePath` (closing the layer closes it). */
+  sqliteHandle?: SqliteHandle;
   /** PostgreSQL pool size per instance (default 10). */
   poolSize?: number;
 }
@@ -58,7 +60,7 @@ export function openEngine(opts: DataLayerOptions): DataLayer {
       throw new Error("SIGIL_DATABASE_URL must start with postgres:// or postgresql://");
     return new PostgresLayer(opts.databaseUrl, opts.poolSize ?? 10);
   }
-  return new SqliteLayer(opts.sqlitePath);
+  return new SqliteLayer(opts.sqliteHandle ?? opts.sqlitePath);
 }
 
 // ---------------------------------------------------------------------------------------------- SQLite
@@ -109,9 +111,10 @@ class SqliteLayer extends SqliteExecutor implements DataLayer {
   private readonly txLock = new Mutex();
   readonly sqlite: SqliteHandle;
 
-  constructor(path: string) {
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    const handle = new BetterSqlite3(path);
+  constructor(pathOrHandle: string | SqliteHandle) {
+    if (typeof pathOrHandle === "string" && pathOrHandle !== ":memory:")
+      mkdirSync(dirname(pathOrHandle), { recursive: true });
+    const handle = typeof pathOrHandle === "string" ? new BetterSqlite3(pathOrHandle) : pathOrHandle;
     super(handle);
     this.sqlite = handle;
     handle.pragma("journal_mode = WAL");

@@ -5,9 +5,25 @@
 import { type DataLayer, type DataLayerOptions, openEngine } from "./engine";
 import { migrate } from "./migrations";
 
-export { type DataLayer, type DataLayerOptions, type Sql, type EngineKind, isPostgresUrl, openEngine } from "./engine";
-export { MIGRATIONS, MIGRATION_LOCK_KEY, migrate, readVersion, type Migration, type MigrationContext } from "./migrations";
+export {
+  type DataLayer,
+  type DataLayerOptions,
+  type Sql,
+  type EngineKind,
+  isPostgresUrl,
+  openEngine,
+} from "./engine";
+export {
+  MIGRATIONS,
+  MIGRATION_LOCK_KEY,
+  migrate,
+  readVersion,
+  type Migration,
+  type MigrationContext,
+} from "./migrations";
 export { prepare, type Prepared } from "./prepared";
+export { IdempotencyRecords, type IdempotencyRow } from "./idempotencyRecords";
+export { SharedConcurrencyCap, SharedTokenBuckets } from "./sharedLimits";
 export { databaseUnavailable, isConnectionError } from "./errors";
 export type { Schema } from "./schema";
 

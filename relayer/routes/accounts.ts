@@ -20,7 +20,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
     handler(
       ctx,
       async (req) => {
-        ctx.newAccountLimit.take(`ip:${clientIp(req)}`, "new accounts from this IP");
+        await ctx.newAccountLimit.take(`ip:${clientIp(req)}`, "new accounts from this IP");
         const b = new BodyReader(req.body);
         const name = b.string("account_name", { max: limits.maxNameLength });
         const description = b.string("account_description", { max: limits.maxDescriptionLength });

@@ -191,7 +191,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
       }
       const code = inline ?? (await loadCode(cid));
       await ctx.billing?.assertCanAfford(auth.principal, "execution");
-      const release = ctx.executionCap.enter(auth.principal.accountId);
+      const release = await ctx.executionCap.enter(auth.principal.accountId);
       let result;
       try {
         result = await ctx.executor.run({

@@ -196,6 +196,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     step("starting the API");
     const relayer: RunningRelayer = await startRelayer({
       rpcUrl,
+      databaseUrl: process.env.SIGIL_DATABASE_URL || undefined,
       chainId,
       registryAddress: deployment.registry,
       forwarderAddress: deployment.forwarder,

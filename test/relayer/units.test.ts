@@ -125,7 +125,7 @@ describe("relayer units", () => {
       await store.run("s", "k", "f", fn);
       expect((await store.run("s", "k", "f", fn)).replayed).to.equal(true);
       now = 24 * 3600 * 1000 + 1;
-      expect(store.prune()).to.equal(1);
+      expect(await store.prune()).to.equal(1);
       expect((await store.run("s", "k", "f", fn)).body).to.deep.equal({ n: 2 });
       db.close();
     });
