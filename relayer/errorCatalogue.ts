@@ -156,7 +156,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The account's owner is no longer the service-managed address (ChainSecured mode), so the account key cannot write or execute on its behalf.",
     fix: "Send the transaction from the owner wallet (path B), or use a usage key the owner registered.",
   },
-  idempotency_request_in_progress: {
+  idempotency_key_in_flight: {
     status: 409,
     why: "A request with this Idempotency-Key is still running (on this or another instance) and did not answer within 30 s.",
     fix: "Retry after Retry-After; the retry gets the first request's answer once it has one.",
@@ -261,7 +261,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   database_unavailable: {
     status: 503,
-    why: "The service's database (PostgreSQL when SIGIL_DATABASE_URL is set) could not be reached, so the charge or record this request needs could not be made; the work was not started.",
+    why: "The service's database (PostgreSQL with `SIGIL_DATABASE_URL`) could not be reached; the charge or record the request needs was not made.",
     fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
   },
   executor_busy: {

@@ -49,7 +49,7 @@ export function fingerprint(method: string, path: string, body: unknown): string
 
 /** How often a duplicate polls for the answer of a request running on another instance. */
 const POLL_MS = 50;
-/** How long a duplicate waits for that answer before giving up with 409 idempotency_request_in_progress. */
+/** How long a duplicate waits for that answer before giving up with 409 idempotency_key_in_flight. */
 export const IDEMPOTENCY_WAIT_MS = 30_000;
 /**
  * A claim older than this belongs to a request whose instance died before answering (no request runs
@@ -168,7 +168,7 @@ export class IdempotencyStore {
 function inProgress(): ApiError {
   return new ApiError(
     409,
-    "idempotency_request_in_progress",
+    "idempotency_key_in_flight",
     "A request with this Idempotency-Key is still running; retry once it has answered.",
     { retryAfter: 1 },
   );

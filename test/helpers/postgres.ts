@@ -80,7 +80,9 @@ export async function freshDatabaseUrl(): Promise<string> {
 }
 
 /** The engines a parametrised suite runs on: SQLite always, PostgreSQL unless SIGIL_TEST_ENGINES says otherwise. */
-export const ENGINES: ReadonlyArray<"sqlite" | "postgres"> = (process.env.SIGIL_TEST_ENGINES ?? "sqlite,postgres")
+export const ENGINES: ReadonlyArray<"sqlite" | "postgres"> = (
+  process.env.SIGIL_TEST_ENGINES ?? "sqlite,postgres"
+)
   .split(",")
   .map((s) => s.trim())
   .filter((s): s is "sqlite" | "postgres" => s === "sqlite" || s === "postgres");
@@ -93,3 +95,14 @@ after(async function () {
   starting = null;
   await server?.stop();
 });
+
+/** `describe` once per engine ("title (sqlite)", "title (postgres)"); the body gets the engine. */
+export function describeOnEngines(
+  title: string,
+  body: (this: Mocha.Suite, engine: "sqlite" | "postgres") => void,
+): void {
+  for (const engine of ENGINES)
+    describe(`${title} (${engine})`, function () {
+      body.call(this, engine);
+    });
+}
