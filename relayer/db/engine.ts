@@ -7,7 +7,7 @@
 import BetterSqlite3, { type Database as SqliteHandle, type Statement } from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { Pool, type PoolClient, types as pgTypes } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { Mutex } from "../mutex";
 import { databaseUnavailable, isConnectionError } from "./errors";
 import { type Compiled, type EngineKind, type Prepared, bind } from "./prepared";
@@ -161,12 +161,29 @@ const NUMERIC = 1700;
  * BIGINT columns (times in ms, cents) and SUM()s come back as numbers, like SQLite's: every value
  * the schema stores is a safe integer (amounts are checked before they are written).
  */
-const typeParsers = {
-  getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === INT8 || oid === NUMERIC) return (v: string) => Number(v);
-    return pgTypes.getTypeParser(oid, format as "text");
-  },
-};
+function typeParsers(pg: typeof import("pg")) {
+  return {
+    getTypeParser(oid: number, format?: "text" | "binary") {
+      if (oid === INT8 || oid === NUMERIC) return (v: string) => Number(v);
+      return pg.types.getTypeParser(oid, format as "text");
+    },
+  };
+}
+
+/**
+ * `pg` is loaded only when PostgreSQL is configured: the embedded default (SQLite) does not pay for
+ * loading it at start.
+ */
+function newPool(url: string, max: number): Pool {
+  const pg = require("pg") as typeof import("pg");
+  return new pg.Pool({
+    connectionString: url,
+    max,
+    // A database that does not answer is refused quickly (typed 503), not waited on for ever.
+    connectionTimeoutMillis: 5_000,
+    types: typeParsers(pg),
+  });
+}
 
 class PostgresExecutor implements Sql {
   readonly kind = "postgres" as const;
@@ -204,13 +221,7 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
   constructor(
     url: string,
     poolSize: number,
-    private readonly pool = new Pool({
-      connectionString: url,
-      max: poolSize,
-      // A database that does not answer is refused quickly (typed 503), not waited on for ever.
-      connectionTimeoutMillis: 5_000,
-      types: typeParsers,
-    }),
+    private readonly pool = newPool(url, poolSize),
   ) {
     super(pool);
     // An idle client losing its connection emits here; without a listener it would crash the process.
