@@ -69,9 +69,12 @@ export class IdempotencyStore {
     db: Db | DataLayer,
     private readonly now: () => number = Date.now,
   ) {
-    this.records = new IdempotencyRecords(
-      "kind" in db ? db : openEngine({ sqlitePath: "", sqliteHandle: db }),
-    );
+    const shared = "kind" in db;
+    this.records = new IdempotencyRecords(shared ? db : openEngine({ sqlitePath: "", sqliteHandle: db }));
+    // The relayer's own SQLite file belongs to this process alone: a claim found there is from a
+    // request that never answered before a restart, so a retry may run now. (Shared claims wait for
+    // their lease instead: another instance may still be running them.)
+    if (!shared) this.records.releaseClaims().catch(() => undefined);
     // Records left from before a restart; a failure here is retried by the hourly prune.
     this.prune().catch(() => undefined);
   }

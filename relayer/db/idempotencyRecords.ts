@@ -47,6 +47,7 @@ const Q = {
       .where("created_ms", "=", a(2))
       .where("status", "=", a(3)),
   ),
+  releaseClaims: prepare("idem.releaseClaims", (db) => db.deleteFrom("idempotency").where("status", "=", 0)),
   prune: prepare("idem.prune", (db, a) => db.deleteFrom("idempotency").where("created_ms", "<", a(0))),
 };
 
@@ -72,6 +73,11 @@ export class IdempotencyRecords {
     row: Pick<IdempotencyRow, "created_ms" | "status">,
   ): Promise<void> {
     await this.db.run(Q.remove, [scope, key, row.created_ms, row.status]);
+  }
+
+  /** Drops every claim (requests that never answered); only for a store no other process uses. */
+  releaseClaims(): Promise<number> {
+    return this.db.run(Q.releaseClaims);
   }
 
   /** Deletes records and claims created before `beforeMs`; returns how many. */

@@ -129,6 +129,17 @@ describe("relayer units", () => {
       expect((await store.run("s", "k", "f", fn)).body).to.deep.equal({ n: 2 });
       db.close();
     });
+    it("a claim left in the relayer's own file by a request that never answered is released on restart", async () => {
+      const db = openRelayerDb(dir);
+      // What a crash in the middle of a request leaves: the claim, no answer.
+      db.prepare(
+        "INSERT INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES ('s', 'k', 'f', 0, '', ?)",
+      ).run(Date.now());
+      const store = new IdempotencyStore(db);
+      const r = await store.run("s", "k", "f", async () => ({ status: 201, body: { ran: true } }));
+      expect(r).to.deep.equal({ status: 201, body: { ran: true }, replayed: false });
+      db.close();
+    });
     it("fingerprints ignore key order but not values", () => {
       expect(fingerprint("POST", "/p", { a: 1, b: [1, { c: 2, d: 3 }] })).to.equal(
         fingerprint("POST", "/p", { b: [1, { d: 3, c: 2 }], a: 1 }),
