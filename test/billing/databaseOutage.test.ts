@@ -7,10 +7,10 @@ import { expect } from "chai";
 import { Client } from "pg";
 import { type Billing, SimulatedProcessor, createBilling } from "../../relayer/billing";
 import { ApiError } from "../../relayer/errors";
-import { freshDatabaseUrl } from "../helpers/postgres";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { principalFor } from "./harness";
 
-describe("billing on PostgreSQL: the database goes away", function () {
+describeOnPostgres("billing on PostgreSQL: the database goes away", function () {
   this.timeout(60_000);
   let url: string;
   let billing: Billing;

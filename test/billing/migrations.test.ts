@@ -3,8 +3,15 @@ import BetterSqlite3 from "better-sqlite3";
 import { copyFileSync } from "node:fs";
 import { join } from "node:path";
 import { SimulatedProcessor, createBilling } from "../../relayer/billing";
-import { type DataLayer, MIGRATIONS, type Migration, migrate, openEngine, readVersion } from "../../relayer/db";
-import { ENGINES, freshDatabaseUrl } from "../helpers/postgres";
+import {
+  type DataLayer,
+  MIGRATIONS,
+  type Migration,
+  migrate,
+  openEngine,
+  readVersion,
+} from "../../relayer/db";
+import { ENGINES, describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { forwardRequest, principalFor, tempDir } from "./harness";
 
 const latest = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -164,33 +171,36 @@ describe("data layer: upgrading a SQLite ledger written by the previous build", 
   });
 });
 
-describe("data layer: migrations on PostgreSQL with several instances starting at once", function () {
-  this.timeout(60_000);
+describeOnPostgres(
+  "data layer: migrations on PostgreSQL with several instances starting at once",
+  function () {
+    this.timeout(60_000);
 
-  it("eight concurrent migrators apply each migration exactly once (advisory lock)", async function () {
-    const url = await freshDatabaseUrl();
-    const layers = Array.from({ length: 8 }, () => openEngine({ databaseUrl: url, sqlitePath: "" }));
-    try {
-      let runs = 0;
-      const counted: Migration[] = [
-        ...MIGRATIONS,
-        {
-          version: latest + 1,
-          description: "counts its runs",
-          async up(m) {
-            runs++;
-            // Long enough that the migrators overlap: without the lock several would be in here.
-            await m.run("SELECT pg_sleep(0.2)");
-            await m.run(m.db.schema.createTable("once_only").addColumn("x", "integer"));
+    it("eight concurrent migrators apply each migration exactly once (advisory lock)", async function () {
+      const url = await freshDatabaseUrl();
+      const layers = Array.from({ length: 8 }, () => openEngine({ databaseUrl: url, sqlitePath: "" }));
+      try {
+        let runs = 0;
+        const counted: Migration[] = [
+          ...MIGRATIONS,
+          {
+            version: latest + 1,
+            description: "counts its runs",
+            async up(m) {
+              runs++;
+              // Long enough that the migrators overlap: without the lock several would be in here.
+              await m.run("SELECT pg_sleep(0.2)");
+              await m.run(m.db.schema.createTable("once_only").addColumn("x", "integer"));
+            },
           },
-        },
-      ];
-      const versions = await Promise.all(layers.map((l) => migrate(l, counted)));
-      expect(versions).to.deep.equal(Array(8).fill(latest + 1));
-      expect(runs).to.equal(1);
-      expect(await layers[0].exec("SELECT COUNT(*) AS n FROM ledger_meta")).to.deep.equal([{ n: 1 }]);
-    } finally {
-      for (const l of layers) await l.close();
-    }
-  });
-});
+        ];
+        const versions = await Promise.all(layers.map((l) => migrate(l, counted)));
+        expect(versions).to.deep.equal(Array(8).fill(latest + 1));
+        expect(runs).to.equal(1);
+        expect(await layers[0].exec("SELECT COUNT(*) AS n FROM ledger_meta")).to.deep.equal([{ n: 1 }]);
+      } finally {
+        for (const l of layers) await l.close();
+      }
+    });
+  },
+);

@@ -106,3 +106,10 @@ export function describeOnEngines(
       body.call(this, engine);
     });
 }
+
+/** `describe` for suites that only make sense on PostgreSQL; skipped when SIGIL_TEST_ENGINES leaves it out. */
+export const describeOnPostgres: Mocha.SuiteFunction | Mocha.PendingSuiteFunction = ENGINES.includes(
+  "postgres",
+)
+  ? describe
+  : describe.skip;

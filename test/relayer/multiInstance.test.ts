@@ -12,7 +12,7 @@ import { startRelayer, type RunningRelayer } from "../../relayer";
 import { type Billing, StripeProcessor, createBilling } from "../../relayer/billing";
 import { type DataLayer, SharedConcurrencyCap, openDataLayer } from "../../relayer/db";
 import { ApiError } from "../../relayer/errors";
-import { freshDatabaseUrl } from "../helpers/postgres";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { startStack, type Stack } from "../helpers/stack";
 import { StripeStub } from "../helpers/stripeStub";
 
@@ -48,7 +48,7 @@ async function secondInstance(s: Stack, billing: Billing | undefined): Promise<R
   return startRelayer({ ...s.relayerOptions, dataDir, port: 0, billing });
 }
 
-describe("relayer: two instances on one PostgreSQL", function () {
+describeOnPostgres("relayer: two instances on one PostgreSQL", function () {
   this.timeout(180_000);
 
   describe("payments and Idempotency-Key", function () {
