@@ -139,7 +139,12 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     }),
     newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
     executionCap: shared
-      ? new SharedConcurrencyCap(shared, cfg.rateLimits.concurrentExecutionsPerAccount)
+      ? new SharedConcurrencyCap(
+          shared,
+          cfg.rateLimits.concurrentExecutionsPerAccount,
+          // A lease must outlive the longest run the operator allows, or it would stop counting mid-run.
+          Math.max(10 * MINUTE, 2 * (cfg.executorLimits?.wallTimeMs ?? 0)),
+        )
       : new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     metrics,
     logger,
