@@ -103,7 +103,12 @@ const Q = {
         eb.fn
           .coalesce(
             eb.fn.sum<number>(
-              eb.case("kind").when("credit").then(eb.ref("amount_cents")).else(eb.neg(eb.ref("amount_cents"))).end(),
+              eb
+                .case("kind")
+                .when("credit")
+                .then(eb.ref("amount_cents"))
+                .else(eb.neg(eb.ref("amount_cents")))
+                .end(),
             ),
             eb.lit(0),
           )

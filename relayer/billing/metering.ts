@@ -134,8 +134,7 @@ export class Metering {
     private readonly prices: Prices,
     private readonly flushMs: number = DEFAULT_CHARGE_FLUSH_MS,
     private readonly logger?: Logger,
-  ) {
-  }
+  ) {}
 
   /**
    * Reads the database (never a cache): on PostgreSQL that is what refuses work, with 503

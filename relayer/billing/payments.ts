@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { type DataLayer, type Sql, prepare } from "../db";
+import { type DataLayer, prepare } from "../db";
 import { ApiError } from "../errors";
 import { intentNotFound, stateError, toApiError, validateAmount, validateIntentId } from "./paymentErrors";
 import type { Ledger } from "./ledger";
@@ -100,7 +100,13 @@ const Q = {
   markCredited: prepare("payments.markCredited", (db, a) =>
     db
       .updateTable("payment_intents")
-      .set({ status: "succeeded", last_error: null, credited_cents: a(0), credited_at: a(1), updated_at: a(2) })
+      .set({
+        status: "succeeded",
+        last_error: null,
+        credited_cents: a(0),
+        credited_at: a(1),
+        updated_at: a(2),
+      })
       .where("payment_intent_id", "=", a(3)),
   ),
   eventSeen: prepare("payments.eventSeen", (db, a) =>
@@ -117,7 +123,10 @@ const Q = {
       .onConflict((oc) => oc.column("event_id").doNothing()),
   ),
   setEventOutcome: prepare("payments.setEventOutcome", (db, a) =>
-    db.updateTable("webhook_events").set({ outcome: a(0) }).where("event_id", "=", a(1)),
+    db
+      .updateTable("webhook_events")
+      .set({ outcome: a(0) })
+      .where("event_id", "=", a(1)),
   ),
   uncredited: prepare("payments.uncredited", (db, a) =>
     db

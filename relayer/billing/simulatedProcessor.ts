@@ -31,7 +31,10 @@ interface SimRow {
 
 const Q = {
   seen: prepare("sim.seen", (db, a) =>
-    db.selectFrom("sim_idempotency").select(["request_hash", "intent_id"]).where("idempotency_key", "=", a(0)),
+    db
+      .selectFrom("sim_idempotency")
+      .select(["request_hash", "intent_id"])
+      .where("idempotency_key", "=", a(0)),
   ),
   insertIntent: prepare("sim.insertIntent", (db, a) =>
     db.insertInto("sim_intents").values({
@@ -49,7 +52,10 @@ const Q = {
     db.insertInto("sim_idempotency").values({ idempotency_key: a(0), request_hash: a(1), intent_id: a(2) }),
   ),
   setStatus: prepare("sim.setStatus", (db, a) =>
-    db.updateTable("sim_intents").set({ status: a(0), last_error: a(1) }).where("id", "=", a(2)),
+    db
+      .updateTable("sim_intents")
+      .set({ status: a(0), last_error: a(1) })
+      .where("id", "=", a(2)),
   ),
   read: prepare("sim.read", (db, a) => db.selectFrom("sim_intents").selectAll().where("id", "=", a(0))),
   /** Locks the intent's row on PostgreSQL, so two instances moving one intent on take turns. */
@@ -98,7 +104,14 @@ export class SimulatedProcessor implements PaymentProcessor {
       }
       const id = "pi_sim_" + randomBytes(12).toString("hex");
       const secret = id + "_secret_" + randomBytes(12).toString("hex");
-      await tx.run(Q.insertIntent, [id, secret, req.amountCents, req.currency, JSON.stringify(req.metadata), Date.now()]);
+      await tx.run(Q.insertIntent, [
+        id,
+        secret,
+        req.amountCents,
+        req.currency,
+        JSON.stringify(req.metadata),
+        Date.now(),
+      ]);
       await tx.run(Q.insertKey, [req.idempotencyKey, requestHash, id]);
       return (await this.read(tx, id))!;
     });

@@ -67,7 +67,9 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("operation", "text", (c) => c.notNull())
           .addColumn("created_at", big, (c) => c.notNull()),
       );
-      await run(db.schema.createIndex("ledger_entries_by_account").on("ledger_entries").columns(["account_id", "id"]));
+      await run(
+        db.schema.createIndex("ledger_entries_by_account").on("ledger_entries").columns(["account_id", "id"]),
+      );
       await run(
         db.schema
           .createTable("payment_intents")
@@ -84,7 +86,10 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("updated_at", big, (c) => c.notNull()),
       );
       await run(
-        db.schema.createIndex("payment_intents_uncredited").on("payment_intents").columns(["credited_at", "status"]),
+        db.schema
+          .createIndex("payment_intents_uncredited")
+          .on("payment_intents")
+          .columns(["credited_at", "status"]),
       );
       await run(
         db.schema
@@ -144,16 +149,14 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("created_ms", big, (c) => c.notNull())
           .addPrimaryKeyConstraint("idempotency_pk", ["scope", "key"]),
       );
-      await run(db.schema.createIndex("idempotency_created").ifNotExists().on("idempotency").column("created_ms"));
+      await run(
+        db.schema.createIndex("idempotency_created").ifNotExists().on("idempotency").column("created_ms"),
+      );
       await run(
         db.schema
           .createTable("rate_buckets")
           .addColumn("bucket", "text", (c) => c.primaryKey())
-          .addColumn(
-            "tokens",
-            kind === "postgres" ? "double precision" : "real",
-            (c) => c.notNull(),
-          )
+          .addColumn("tokens", kind === "postgres" ? "double precision" : "real", (c) => c.notNull())
           .addColumn("updated_ms", big, (c) => c.notNull()),
       );
       await run(
@@ -163,7 +166,9 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("account_id", "text", (c) => c.notNull())
           .addColumn("expires_ms", big, (c) => c.notNull()),
       );
-      await run(db.schema.createIndex("execution_leases_by_account").on("execution_leases").column("account_id"));
+      await run(
+        db.schema.createIndex("execution_leases_by_account").on("execution_leases").column("account_id"),
+      );
     },
   },
 ];
@@ -172,7 +177,10 @@ export const MIGRATIONS: readonly Migration[] = [
  * Applies every migration newer than the database's version; returns the version reached. Safe to
  * call on every start, from any number of instances at once.
  */
-export async function migrate(layer: DataLayer, migrations: readonly Migration[] = MIGRATIONS): Promise<number> {
+export async function migrate(
+  layer: DataLayer,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number> {
   if (isPostgresLayer(layer)) {
     return layer.session(async (s) => {
       await s.exec("SELECT pg_advisory_lock($1::bigint)", [MIGRATION_LOCK_KEY]);
@@ -216,7 +224,9 @@ async function migrateLocked(layer: DataLayer, s: Sql, migrations: readonly Migr
       });
       await tx.exec("DELETE FROM schema_version");
       await tx.exec(
-        layer.kind === "postgres" ? "INSERT INTO schema_version (version) VALUES ($1)" : "INSERT INTO schema_version (version) VALUES (?)",
+        layer.kind === "postgres"
+          ? "INSERT INTO schema_version (version) VALUES ($1)"
+          : "INSERT INTO schema_version (version) VALUES (?)",
         [m.version],
       );
     };

@@ -48,7 +48,9 @@ export class Prepared<R> {
       c = {
         sql: q.sql,
         slots: q.parameters.map((p) =>
-          typeof p === "string" && p.startsWith(TOKEN) ? { arg: Number(p.slice(TOKEN.length)) } : { value: p },
+          typeof p === "string" && p.startsWith(TOKEN)
+            ? { arg: Number(p.slice(TOKEN.length)) }
+            : { value: p },
         ),
       };
       this.compiled.set(kind, c);
@@ -57,7 +59,10 @@ export class Prepared<R> {
   }
 }
 
-export function prepare<R>(name: string, build: (db: Kysely<Schema>, arg: Arg) => Compilable<R>): Prepared<R> {
+export function prepare<R>(
+  name: string,
+  build: (db: Kysely<Schema>, arg: Arg) => Compilable<R>,
+): Prepared<R> {
   return new Prepared(name, build);
 }
 

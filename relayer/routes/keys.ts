@@ -230,7 +230,9 @@ export function keyRoutes(ctx: RelayerContext): Router {
       );
       await ctx.billing?.setKeySpendCap(auth.account.id.toString(), key.address, spendCap);
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-      return { body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+      return {
+        body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
+      };
     }),
   );
 
@@ -253,7 +255,9 @@ export function keyRoutes(ctx: RelayerContext): Router {
         registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]),
       );
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-      return { body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+      return {
+        body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
+      };
     }),
   );
 

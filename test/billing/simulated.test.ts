@@ -11,7 +11,10 @@ describe("billing: simulated processor (embedded default)", function () {
   const B = "12";
 
   async function open() {
-    billing = (await createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: new SimulatedProcessor() }));
+    billing = await createBilling({
+      dbPath: join(tmp.dir, "billing.sqlite"),
+      processor: new SimulatedProcessor(),
+    });
     srv = await serve(billing);
   }
   async function reopen() {
@@ -149,7 +152,7 @@ describe("billing: simulated processor (embedded default)", function () {
     const proc = new SimulatedProcessor();
     await srv.close();
     await billing.close();
-    const raw = (await createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: proc }));
+    const raw = await createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: proc });
     proc.transition(id, "succeed");
     await raw.close();
     await open();

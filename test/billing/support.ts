@@ -27,12 +27,12 @@ export async function startBilledStack(
 ): Promise<BilledStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billed-"));
   const ledgerPath = path.join(dir, "ledger.sqlite");
-  const billing = (await createBilling({
+  const billing = await createBilling({
     dbPath: ledgerPath,
     processor: new SimulatedProcessor(),
     signupCreditCents: opts.signupCreditCents ?? 100,
     chargeFlushMs: 0,
-  }));
+  });
   let s: Stack;
   try {
     s = await startStack({ billing, ...opts.relayer });

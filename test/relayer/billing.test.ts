@@ -23,12 +23,12 @@ describe("relayer: billing integration", function () {
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billing-"));
-    billing = (await createBilling({
+    billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,
       chargeFlushMs: 0,
-    }));
+    });
     s = await startStack({ billing });
   });
   after(async () => {
