@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { secp256k1 } from "@noble/curves/secp256k1";
+import { Wallet } from "ethers";
 import { computeCid, Enclave } from "../enclave";
 
 interface Result {
@@ -71,6 +72,24 @@ async function main(): Promise<void> {
   const kb = randomBytes(1024);
   const mb = randomBytes(1024 * 1024);
   const envelope = enclave.pkpEncrypt(pkp, kb);
+  // A path-A transaction: forwarder calldata of ~1 KB (a small batch), legacy and EIP-1559 fees.
+  const gasSigner = enclave.gasSigner(0, null);
+  const ethersWallet = new Wallet("0x" + randomBytes(32).toString("hex"));
+  const gasTx = (i: number) => ({
+    chainId: 31337,
+    nonce: i,
+    to: "0x" + "22".repeat(20),
+    gasLimit: 500_000n,
+    value: 0n,
+    data: "0x" + kb.toString("hex"),
+  });
+  const legacyTx = (i: number) => ({ ...gasTx(i), type: 0, gasPrice: 2_000_000_000n });
+  const eip1559Tx = (i: number) => ({
+    ...gasTx(i),
+    type: 2,
+    maxPriorityFeePerGas: 1_000_000_000n,
+    maxFeePerGas: 3_000_000_000n,
+  });
 
   const ops: Array<[string, (i: number) => unknown, number?]> = [
     ["secp256k1 signature (baseline)", sign],
@@ -91,6 +110,9 @@ async function main(): Promise<void> {
     ["PKP sign a digest (derive + sign)", (i) => enclave.pkpSignDigest(pkp, digestHex[i % 256])],
     ["PKP encrypt 1 KB (derive AES key + AES-256-GCM)", () => enclave.pkpEncrypt(pkp, kb)],
     ["PKP decrypt 1 KB", () => enclave.pkpDecrypt(pkp, envelope)],
+    ["gas transaction, type 0, 1 KB data (lean path)", (i) => gasSigner.signTransaction(legacyTx(i))],
+    ["gas transaction, type 2, 1 KB data (lean path)", (i) => gasSigner.signTransaction(eip1559Tx(i))],
+    ["gas transaction, type 2, 1 KB data (ethers Wallet)", (i) => ethersWallet.signTransaction(eip1559Tx(i))],
     ["CIDv0 of 1 KB", () => computeCid(kb)],
     ["CIDv0 of 1 MB", () => computeCid(mb), 150],
     ["CIDv1 of 1 MB", () => computeCid(mb, { version: 1 }), 150],

@@ -10,10 +10,16 @@
  *  - one signature: `Actions.signMessage` on a PKP (the signature is made by the enclave in the main thread).
  * Goals (issue 4): sandbox overhead per warm run ≤ 0.5 ms over the bare call; the one-signature action
  * reaches ≥ 50% of the single-thread bare signing rate.
+ *
+ * Hostile neighbour (issue 13): one client executes one-signature actions, first alone ("quiet"), then
+ * while a hostile action hammers `encrypt` with payloads at the size limit, many at once ("hostile").
+ * The normal client's p95 is printed as a ratio of the quiet p95, both measured in this run; the pool
+ * has one worker more than the callers, so the ratio shows contention for the main thread and the
+ * CPU, not a queue for workers.
  */
 import os from "node:os";
 import { ethers } from "ethers";
-import { ActionExecutor, Enclave, type RunRequest } from "../enclave";
+import { ActionExecutor, DEFAULT_LIMITS, Enclave, type RunRequest } from "../enclave";
 
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 const PKP = ethers.zeroPadValue("0x65", 32);
@@ -25,13 +31,20 @@ interface Stats {
   ops: number;
   perSec: number;
   p50: number;
+  p95: number;
   p99: number;
 }
 
 function summarize(latencies: number[], elapsedMs: number): Stats {
   const s = [...latencies].sort((a, b) => a - b);
   const pick = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
-  return { ops: s.length, perSec: (s.length / elapsedMs) * 1000, p50: pick(0.5), p99: pick(0.99) };
+  return {
+    ops: s.length,
+    perSec: (s.length / elapsedMs) * 1000,
+    p50: pick(0.5),
+    p95: pick(0.95),
+    p99: pick(0.99),
+  };
 }
 
 /** Run `op` from `callers` concurrent loops for DURATION_MS. */
@@ -117,6 +130,8 @@ async function main(): Promise<void> {
   }
   await executor.close();
 
+  const hostile = await hostileNeighbour(enclave, request(SIGN));
+
   console.log(
     `executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`,
   );
@@ -158,11 +173,59 @@ async function main(): Promise<void> {
     `  one-signature action rate / single-thread bare signing rate: ${fmt(ratio(sign1) * 100, 0)}% with 1 caller, ${fmt(ratio(signBest) * 100, 0)}% with ${signBest.callers} (goal ≥ 50%)`,
   );
   console.log(
+    `  normal client beside a hostile encrypt flood (${hostile.payloadBytes} B payloads, ${hostile.hostileOps} encryptions served): p95 ${fmt(hostile.hostile.p95, 3)} ms vs quiet ${fmt(hostile.quiet.p95, 3)} ms = ×${fmt(hostile.hostile.p95 / hostile.quiet.p95)} (p50 ×${fmt(hostile.hostile.p50 / hostile.quiet.p50)})`,
+  );
+  console.log(
     `  load average at the end: ${os
       .loadavg()
       .map((x) => x.toFixed(1))
       .join(" ")} (on ${os.cpus().length} CPUs)`,
   );
+}
+
+/**
+ * The normal client's latency alone, then beside a hostile action that keeps HOSTILE_CONCURRENCY
+ * encryptions of the largest allowed payload in flight for as long as it may run.
+ */
+async function hostileNeighbour(
+  enclave: Enclave,
+  normal: RunRequest,
+): Promise<{ quiet: Stats; hostile: Stats; payloadBytes: number; hostileOps: number }> {
+  const payloadBytes = Number(process.env.BENCH_HOSTILE_BYTES ?? DEFAULT_LIMITS.maxKeyOpPayloadBytes);
+  const HOSTILE = `async function main(p) {
+    const big = "x".repeat(p.bytes);
+    let n = 0;
+    const one = async () => { while (true) { await Actions.encrypt({ pkpId: p.pkpId, message: big }); n++; } };
+    try { await Promise.all(Array.from({ length: 16 }, one)); } catch (e) { return n; }
+    return n;
+  }`;
+  const executor = new ActionExecutor({ keys: enclave, poolSize: os.availableParallelism() + 1 });
+  await executor.ready();
+  for (let i = 0; i < 200; i++) await executor.run(normal); // warm-up
+  const run = async () => {
+    const r = await executor.run(normal);
+    if (r.has_error) throw new Error(JSON.stringify(r.error));
+  };
+  const quiet = await measure(1, run);
+  let stop = false;
+  let hostileOps = 0;
+  const attacker = (async () => {
+    while (!stop) {
+      const r = await executor.run({
+        code: HOSTILE,
+        cid: CID,
+        jsParams: { pkpId: PKP, bytes: payloadBytes },
+        authorizePkp: async (id: string) => id,
+      });
+      hostileOps += r.key_ops;
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 300)); // let the flood build up
+  const hostile = await measure(1, run);
+  stop = true;
+  await attacker;
+  await executor.close();
+  return { quiet, hostile, payloadBytes, hostileOps };
 }
 
 main().catch((e) => {

@@ -18,6 +18,11 @@ export interface HttpRequestSpec {
   url: string;
   body: unknown;
   headers?: Record<string, string>;
+  /**
+   * Per-request headers, the n-th request of the run taking the n-th set (signed requests: each needs its
+   * own nonce and signature, made before the run so that the run measures the server, not the signing).
+   */
+  headerSets?: Array<Record<string, string>>;
   expectStatus: number;
   rejectHasError?: boolean;
 }
@@ -55,9 +60,10 @@ async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<num
       const r = prepared[i % prepared.length];
       for (let mine = 0; ; mine++) {
         if (cmd.perClient !== undefined ? mine >= cmd.perClient : started >= (cmd.total ?? 0)) return;
-        started++;
+        const n = started++;
+        const headers = r.headerSets ? { ...r.headers, ...r.headerSets[n % r.headerSets.length] } : r.headers;
         const t = performance.now();
-        const res = await post(r.url, r.data, r.headers);
+        const res = await post(r.url, r.data, headers);
         const ms = performance.now() - t;
         if (res.status !== r.expectStatus || (r.rejectHasError && JSON.parse(res.body).has_error))
           throw new Error(`request to ${r.url} failed: ${res.status} ${res.body.slice(0, 300)}`);

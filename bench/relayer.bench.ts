@@ -2,7 +2,8 @@
  * Relayer benchmark (`npm run bench:relayer`). Everything real: anvil, the contracts, the relayer with its
  * SES executor, HTTP over loopback. Prints ratios against baselines measured in the same run:
  *
- *  1. Executions over HTTP (hello world, and one PKP signature) at 1, 10 and 50 concurrent clients:
+ *  1. Executions over HTTP (hello world, and one PKP signature) at 1, 10 and 50 concurrent clients
+ *     (at 50 also with the usage key never sent: signed requests, as a ratio to the bearer rate):
  *     requests/s and p50/p95/p99, against a bare Express JSON echo endpoint in the same process as the
  *     relayer, hit by the same client. Goal: p95 of the one-signature action at 50 clients < 50 ms (the reference system's own
  *     target is 2 s).
@@ -26,6 +27,7 @@ import { NonceManager, Wallet, ZeroAddress, parseEther } from "ethers";
 import { AccountRegistry__factory } from "../typechain-types";
 import { DEV_KEY } from "../test/helpers/anvil";
 import { startStack } from "../test/helpers/stack";
+import { signRequest } from "sigil/sdk";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec, LoadCommand, LoadReply } from "./loadgen";
 
@@ -205,6 +207,8 @@ async function writeRun(
 
 async function main(): Promise<void> {
   const quick = process.env.BENCH_QUICK === "1";
+  /** BENCH_WRITES_ONLY=1: only the path-A write comparison (the slow execution rows are skipped). */
+  const writesOnly = process.env.BENCH_WRITES_ONLY === "1";
   const s = await startStack(STACK_OPTIONS);
   const echo = express();
   echo.post("/echo", express.json(), (req, res) => {
@@ -240,6 +244,22 @@ async function main(): Promise<void> {
       expectStatus: 200,
       rejectHasError: true,
     });
+    // Signed requests: made before each run (one nonce each) by the SDK's signer, in this process.
+    const usageWallet = new Wallet("0x" + usage.slice(3));
+    const deployment = { chainId: 31337, registryAddress: s.deployment.registry };
+    const signedExec = (cid: string, count: number): HttpRequestSpec => {
+      const body = { cid, pkp_id: pkp, js_params: { m: "bench" } };
+      const bytes = Buffer.from(JSON.stringify(body));
+      return {
+        url: `${s.url}/core/v1/svc_action`,
+        body,
+        headerSets: Array.from({ length: count }, () =>
+          signRequest(usageWallet, deployment, "POST", "/core/v1/svc_action", bytes),
+        ),
+        expectStatus: 200,
+        rejectHasError: true,
+      };
+    };
     const echoOp: HttpRequestSpec = {
       url: echoUrl,
       body: { cid: cids[0], pkp_id: pkp, js_params: { m: "bench" } },
@@ -247,6 +267,9 @@ async function main(): Promise<void> {
     };
     // Warm-up (workers, JIT, connections, and the load generator's own JIT).
     await gen.http(4, 100, exec(cids[1]));
+    // The signed path gets as much warm-up as the bearer path has had by its 50-client run (the 1- and
+    // 10-client rows), so that JIT warmth is not what the ratio measures.
+    await gen.http(10, 1_800, signedExec(cids[1], 1_800));
     await gen.http(4, 200, echoOp);
 
     const loadAvg = () =>
@@ -259,10 +282,12 @@ async function main(): Promise<void> {
       "clients: a separate Node process (bench/loadgen.ts, node:http keep-alive agent, driven over IPC), " +
         "the same for every baseline and measured row",
     );
-    console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
-    console.log(header);
+    if (!writesOnly)
+      console.log("\n## Executions over HTTP (2 sandbox workers, loopback, keep-alive client)\n");
+    if (!writesOnly) console.log(header);
     let sig50: Stats | null = null;
-    for (const clients of [1, 10, 50]) {
+    let signedRatio: number | null = null;
+    for (const clients of writesOnly ? [] : [1, 10, 50]) {
       const n = quick ? 100 : clients === 1 ? 300 : 1_500;
       const base = await gen.http(clients, n, echoOp);
       const h = await gen.http(clients, n, exec(cids[0]));
@@ -270,7 +295,30 @@ async function main(): Promise<void> {
       console.log(row(`express echo, ${clients} clients (baseline)`, base));
       console.log(row(`hello world, ${clients} clients`, h, base));
       console.log(row(`one signature, ${clients} clients`, sg, base));
-      if (clients === 50) sig50 = sg;
+      if (clients === 50) {
+        sig50 = sg;
+        // The same action with the usage key never sent: each request signed (SIGIL-REQUEST-V1), the
+        // relayer recovering the signer. Bearer, signed, bearer again; the ratio is to the bearer mean.
+        // Alternated (bearer above, then signed, bearer, signed, bearer) so that drift in the machine's
+        // load hits both forms alike; the ratio is of the mean rates. Signatures are made before each run.
+        const bearerRuns = [sg];
+        const signedRuns: Stats[] = [];
+        for (let k = 0; k < 2; k++) {
+          signedRuns.push(await gen.http(clients, n, signedExec(cids[1], n)));
+          bearerRuns.push(await gen.http(clients, n, exec(cids[1])));
+        }
+        signedRuns.forEach((r, k) =>
+          console.log(row(`one signature, ${clients} clients, signed ${k + 1}`, r, base)),
+        );
+        bearerRuns
+          .slice(1)
+          .forEach((r, k) => console.log(row(`one signature, ${clients} clients, again ${k + 1}`, r, base)));
+        const mean = (runs: Stats[]) => runs.reduce((a, r) => a + r.rps, 0) / runs.length;
+        signedRatio = mean(signedRuns) / mean(bearerRuns);
+        console.log(
+          `\nsigned requests vs bearer key (one signature, ${clients} clients; mean of 2 signed and 3 bearer runs): ${(signedRatio * 100).toFixed(1)}% of the bearer rate`,
+        );
+      }
     }
 
     // ---- writes -------------------------------------------------------------------------------------
@@ -318,6 +366,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `- path-A writes ≥ 50% of the raw-transaction rate: ${((relRps / rawRps) * 100).toFixed(0)}% → ${g2 ? "met" : "NOT met"}`,
+    );
+    console.log(
+      `- signed executions ≥ 90% of the bearer rate (one signature, 50 clients): ${signedRatio === null ? "?" : (signedRatio * 100).toFixed(1)}% → ${signedRatio !== null && signedRatio >= 0.9 ? "met" : "NOT met"}`,
     );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {

@@ -7,7 +7,8 @@
  * is printed), or the action itself failed; 3 the service could not be reached.
  */
 import { Command, CommanderError } from "commander";
-import { ApiCallError, ConnectionError, UsageError } from "./client";
+import { SigilError } from "sigil/sdk";
+import { connectionMessage, isConnectionError, UsageError } from "./api";
 import { registerAccount } from "./commands/account";
 import { registerActions } from "./commands/actions";
 import { registerBilling } from "./commands/billing";
@@ -66,28 +67,36 @@ export async function runCli(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${e.message}\n`);
       return EXIT.usage;
     }
-    if (e instanceof ApiCallError) {
+    if (isConnectionError(e)) {
+      process.stderr.write(`error: ${connectionMessage(urlOf(argv), e)}\n`);
+      return EXIT.connection;
+    }
+    if (e instanceof SigilError) {
+      const status = e.status ?? 0;
       if (json)
         process.stdout.write(
           JSON.stringify(
             {
-              error: { status: e.status, code: e.code, message: e.message, details: e.details },
+              error: { status, code: e.code, message: e.shortMessage, details: e.details },
               request_id: e.requestId,
             },
             null,
             2,
           ) + "\n",
         );
-      process.stderr.write(`error ${e.status} ${e.code}: ${e.message}\n`);
+      process.stderr.write(`error ${status} ${e.code}: ${e.shortMessage}\n`);
       if (e.details !== undefined && !json) process.stderr.write(`details: ${JSON.stringify(e.details)}\n`);
       return EXIT.api;
     }
-    if (e instanceof ConnectionError) {
-      process.stderr.write(`error: ${e.message}\n`);
-      return EXIT.connection;
-    }
     throw e;
   }
+}
+
+/** The service URL this invocation used (for messages): --url, else SIGIL_URL, else the default. */
+function urlOf(argv: string[]): string {
+  const i = argv.findIndex((a) => a === "--url" || a.startsWith("--url="));
+  if (i >= 0) return argv[i].includes("=") ? argv[i].slice(6) : (argv[i + 1] ?? "");
+  return process.env.SIGIL_URL?.trim() || DEFAULT_URL;
 }
 
 /** The process entry point (bin/sigil.js, or `ts-node cli/index.ts`). */

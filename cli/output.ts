@@ -92,6 +92,12 @@ export function list(v: unknown): string {
   return v.length === 0 ? "-" : v.join(",");
 }
 
+/** Group ids of a permission for people: the wildcard 0 reads "all groups". */
+export function groupList(v: unknown): string {
+  if (Array.isArray(v) && v.some((x) => x === 0 || x === "0")) return "all groups";
+  return list(v);
+}
+
 /**
  * A ledger or registry time for people: the API speaks unix seconds (1795315106), a table shows
  * "2026-11-22 02:38:26Z". Anything that is not a plausible unix time is shown as it is.

@@ -2,32 +2,30 @@
 pragma solidity ^0.8.28;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
-import {EnumerableSet} from "@openzeppelin/contracts/utils/structs/EnumerableSet.sol";
 import {IAccountRegistry} from "./interfaces/IAccountRegistry.sol";
 import {ScopeMasks} from "./libraries/ScopeMasks.sol";
 
 /**
  * @title AccountRegistry
- * @notice The Sigil permission registry (SPEC sections 2 and 5.4, DESIGN.md section 3). Non-upgradeable and
+ * @notice The Sigil permission registry (docs/contracts.md). Non-upgradeable and
  * without an admin: nobody but an account's owner can change what that account's keys may do.
  * @dev Every write resolves the account from `_msgSender()`: the owner of an account, or a live usage key of it.
  * Path A reaches the same functions through the one trusted ERC-2771 forwarder, so `_msgSender()` is the
  * signer of the forwarded request and the scopes are enforced here, not in the relayer.
  */
 contract AccountRegistry is IAccountRegistry, ERC2771Context {
-    using EnumerableSet for EnumerableSet.AddressSet;
-    using EnumerableSet for EnumerableSet.Bytes32Set;
-    using EnumerableSet for EnumerableSet.UintSet;
-    using ScopeMasks for ScopeMasks.Masks;
 
     // ------------------------------------------------------------------------------------------------
     // Bounds: every write touches a bounded number of slots, every view a bounded number of items.
     // ------------------------------------------------------------------------------------------------
 
+    /// @notice The layout version `registryVersion` answers.
+    uint256 public constant REGISTRY_VERSION = 2;
+
     /// @notice Maximum number of ids in one `KeyScopes` array.
     uint256 public constant MAX_SCOPE_ENTRIES = 64;
-    /// @notice Maximum number of ids in the four `KeyScopes` arrays together. Four full arrays of distinct ids
-    /// would need about 18M gas to write, more than any transaction may use (EIP-7825: 2^24); 128 need about 9M.
+    /// @notice Maximum number of ids in the four `KeyScopes` arrays together (bounds the writes of one
+    /// addKey/updateKey: at most 128 mask slots).
     uint256 public constant MAX_SCOPE_ENTRIES_PER_KEY = 128;
     /// @notice Maximum number of items in one batch (`addActions`, `addPkps`, ... and createGroup's members).
     uint256 public constant MAX_BATCH = 64;
@@ -44,56 +42,99 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @notice Maximum length of a name or description, in bytes.
     uint256 public constant MAX_STRING_BYTES = 256;
 
-    struct AccountRecord {
-        address owner;
-        uint64 groupCount;
-        address pendingOwner;
-        address masterKey;
-        string name;
-    }
+    // ------------------------------------------------------------------------------------------------
+    // Storage. What a check or a verifier's view needs lives here, packed; what only a reader needs (names
+    // and descriptions of keys and groups, key hashes, CID strings, member lists) is carried in calldata and
+    // events only, and rebuilt from the logs by the relayer's permission cache and the Safe tool.
+    // ------------------------------------------------------------------------------------------------
 
-    struct KeyRecord {
+    uint8 private constant ROLE_OWNER = 1;
+    uint8 private constant ROLE_MASTER_KEY = 2;
+    uint8 private constant ROLE_KEY = 3;
+
+    /// @dev Width of the header at the bottom of word 0 of a group's PKP bitmap: the PKP count (bits 0..14,
+    /// holds 0..MAX_PKPS_PER_GROUP) and the deletion mark (bit 15). PKP bits start above it.
+    uint256 private constant PKP_HEADER_BITS = 16;
+    uint256 private constant PKP_COUNT_MASK = (1 << 15) - 1;
+    /// @dev Set by deleteGroup in word 0 of a group that still holds PKPs (see `_removePkp`).
+    uint256 private constant GROUP_DELETED = 1 << 15;
+
+    uint8 private constant FLAG_CREATE_GROUPS = 1;
+    uint8 private constant FLAG_DELETE_GROUPS = 2;
+    uint8 private constant FLAG_CREATE_PKPS = 4;
+
+    /**
+     * @dev What an address is, in one slot: an account's owner, its master key, or a usage key (with its
+     * expiration, registration time, account-wide scope flags and scope epoch). An address holds one role at
+     * most, so resolving a caller is a single read.
+     */
+    struct Role {
+        uint8 kind;
         uint64 accountId;
         uint64 expiration;
-        uint64 createdAt;
-        bool canCreateGroups;
-        bool canDeleteGroups;
-        bool canCreatePkps;
-        bytes32 keyHash;
-        string name;
-        string description;
+        uint40 createdAt;
+        uint8 flags;
+        uint64 scopeEpoch;
     }
 
-    struct PkpRecord {
-        uint64 accountId;
+    struct AccountRecord {
+        // slot 0: everything a group or PKP write updates
+        address owner;
+        uint32 groupCount;
+        uint32 pkpCount;
+        uint16 liveGroupCount;
+        // slot 1
+        address masterKey;
+        uint64 keyCount;
+        // slot 2
+        address pendingOwner;
         string name;
-        string description;
     }
 
+    /// @dev A group in one slot; `position` is its index in the account's live-group list. Its PKP count lives
+    /// in word 0 of its PKP bitmap (see `_pkpBits`).
     struct GroupRecord {
         bool live;
+        uint16 position;
+        uint16 actionCount;
+    }
+
+    /// @dev `index` is the PKP's per-account counter (from 1): its bit in a group's PKP bitmap.
+    struct PkpRecord {
+        uint64 accountId;
+        uint32 index;
         string name;
         string description;
-        EnumerableSet.Bytes32Set pkps;
-        EnumerableSet.Bytes32Set actions;
     }
 
     uint64 private _accountCount;
-    mapping(uint64 accountId => AccountRecord) private _accounts;
-    mapping(address owner => uint64 accountId) private _accountOfOwner;
-    mapping(address masterKey => uint64 accountId) private _accountOfMasterKey;
+    /// @dev The last scope epoch handed out (see ScopeMasks): registry-wide, never repeats.
+    uint64 private _scopeEpochs;
 
-    mapping(address key => KeyRecord) private _keys;
-    mapping(address key => ScopeMasks.Masks) private _masks;
-    mapping(uint64 accountId => EnumerableSet.AddressSet) private _accountKeys;
+    mapping(address addr => Role) private _roles;
+    mapping(uint64 accountId => AccountRecord) private _accounts;
+    mapping(address key => mapping(uint64 groupId => uint256 word)) private _masks;
+    /// @dev keccak256 of the scopes a key's masks were last written from: an update with the same scopes
+    /// writes no mask at all.
+    mapping(address key => bytes32 scopesHash) private _scopesHashes;
 
     mapping(bytes32 pkpId => PkpRecord) private _pkps;
-    mapping(uint64 accountId => bytes32[]) private _accountPkps;
 
     mapping(uint64 accountId => mapping(uint64 groupId => GroupRecord)) private _groups;
-    mapping(uint64 accountId => EnumerableSet.UintSet) private _liveGroups;
-
-    mapping(bytes32 cidHash => string cid) private _cids;
+    /// @dev The live group ids of an account, packed four to a slot; the first `liveGroupCount` count.
+    mapping(uint64 accountId => uint64[MAX_GROUPS_PER_ACCOUNT]) private _liveGroupIds;
+    /**
+     * @dev PKP membership and count of a group. The low PKP_HEADER_BITS bits of word 0 are a header (the
+     * number of PKPs in the group, and the GROUP_DELETED mark); the PKP with per-account index i (from 1) is
+     * bit p % 256 of word p / 256, with p = i + PKP_HEADER_BITS - 1. The count shares the slot of the
+     * account's first 240 PKPs, so adding or removing one of them writes a single slot, and removing a
+     * group's last PKP clears that slot to zero (a storage refund). Group ids are never reused, so the bits
+     * of a deleted group need no wiping: every check asks whether the group is live, and a removal, which
+     * skips that read when it finds its bit, looks at the mark deleteGroup leaves in word 0 instead.
+     */
+    mapping(uint64 accountId => mapping(uint64 groupId => mapping(uint256 word => uint256 bits))) private _pkpBits;
+    /// @dev Action membership by CID hash; same reasoning for deleted groups.
+    mapping(uint64 accountId => mapping(uint64 groupId => mapping(bytes32 cidHash => bool))) private _actions;
 
     /// @param trustedForwarder_ The only ERC-2771 forwarder whose appended sender is believed (path A).
     constructor(address trustedForwarder_) ERC2771Context(trustedForwarder_) {
@@ -117,10 +158,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         accountId = ++_accountCount;
         AccountRecord storage account = _accounts[accountId];
         account.owner = sender;
-        account.masterKey = masterKey;
-        account.name = name;
-        _accountOfOwner[sender] = accountId;
-        if (masterKey != address(0)) _accountOfMasterKey[masterKey] = accountId;
+        if (masterKey != address(0)) {
+            account.masterKey = masterKey;
+            _roles[masterKey] = Role(ROLE_MASTER_KEY, accountId, 0, 0, 0, 0);
+        }
+        if (bytes(name).length != 0) account.name = name;
+        _roles[sender] = Role(ROLE_OWNER, accountId, 0, 0, 0, 0);
         emit AccountCreated(accountId, sender, masterKey, name);
     }
 
@@ -155,8 +198,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         _requireUnused(sender);
 
         address previousOwner = account.owner;
-        delete _accountOfOwner[previousOwner];
-        _accountOfOwner[sender] = accountId;
+        delete _roles[previousOwner];
+        _roles[sender] = Role(ROLE_OWNER, accountId, 0, 0, 0, 0);
         account.owner = sender;
         account.pendingOwner = address(0);
         emit OwnershipTransferred(accountId, previousOwner, sender);
@@ -166,7 +209,10 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // Usage keys (owner only)
     // ------------------------------------------------------------------------------------------------
 
-    /// @inheritdoc IAccountRegistry
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev `keyHash`, `name` and `description` are only emitted (KeyAdded), not stored.
+     */
     function addKey(
         address key,
         bytes32 keyHash,
@@ -180,16 +226,20 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         _requireUnused(key);
         _checkKeyFields(accountId, name, description, expiration, scopes);
 
-        KeyRecord storage record = _keys[key];
-        record.accountId = accountId;
-        record.keyHash = keyHash;
-        record.createdAt = uint64(block.timestamp);
-        _writeKey(record, key, name, description, expiration, scopes);
-        _accountKeys[accountId].add(key);
+        uint64 epoch = ++_scopeEpochs;
+        _roles[key] = Role(ROLE_KEY, accountId, expiration, uint40(block.timestamp), _flagsOf(scopes), epoch);
+        _writeMasks(key, epoch, scopes);
+        _scopesHashes[key] = keccak256(abi.encode(scopes));
+        ++_accounts[accountId].keyCount;
         emit KeyAdded(accountId, key, keyHash, name, description, expiration, scopes);
     }
 
-    /// @inheritdoc IAccountRegistry
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev Unchanged scopes (same flags and the same four arrays, in the same order) keep the key's masks as
+     * they are. Otherwise a fresh scope epoch retires every mask the key held and only the new ones are
+     * written. Both paths validate the ids first, so naming a deleted group is refused either way.
+     */
     function updateKey(
         address key,
         string calldata name,
@@ -198,37 +248,42 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         KeyScopes calldata scopes
     ) external {
         (, uint64 accountId) = _requireOwner();
-        KeyRecord storage record = _requireLiveKeyOf(accountId, key);
+        Role storage role = _requireLiveKeyOf(accountId, key);
         _checkKeyFields(accountId, name, description, expiration, scopes);
 
-        _masks[key].clear();
-        _writeKey(record, key, name, description, expiration, scopes);
+        role.expiration = expiration;
+        bytes32 scopesHash = keccak256(abi.encode(scopes));
+        if (scopesHash != _scopesHashes[key]) {
+            uint64 epoch = ++_scopeEpochs;
+            role.flags = _flagsOf(scopes);
+            role.scopeEpoch = epoch;
+            _writeMasks(key, epoch, scopes);
+            _scopesHashes[key] = scopesHash;
+        }
         emit KeyUpdated(accountId, key, name, description, expiration, scopes);
     }
 
     /// @inheritdoc IAccountRegistry
     function updateKeyMetadata(address key, string calldata name, string calldata description) external {
         (, uint64 accountId) = _requireOwner();
-        KeyRecord storage record = _requireLiveKeyOf(accountId, key);
+        _requireLiveKeyOf(accountId, key);
         _checkString(name);
         _checkString(description);
-
-        record.name = name;
-        record.description = description;
         emit KeyMetadataUpdated(accountId, key, name, description);
     }
 
     /**
      * @inheritdoc IAccountRegistry
-     * @dev Also accepts an expired key, so the owner can free its address.
+     * @dev Also accepts an expired key, so the owner can free its address. Its masks stay behind under an
+     * epoch no later registration of the address can take.
      */
     function removeKey(address key) external {
         (, uint64 accountId) = _requireOwner();
-        if (_keys[key].accountId != accountId) revert UnknownKey(key);
+        Role storage role = _roles[key];
+        if (role.kind != ROLE_KEY || role.accountId != accountId) revert UnknownKey(key);
 
-        _masks[key].clear();
-        delete _keys[key];
-        _accountKeys[accountId].remove(key);
+        delete _roles[key];
+        --_accounts[accountId].keyCount;
         emit KeyRemoved(accountId, key);
     }
 
@@ -246,52 +301,70 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         _checkString(name);
         _checkString(description);
 
-        bytes32[] storage pkps = _accountPkps[accountId];
-        pkpId = keccak256(abi.encode(block.chainid, address(this), accountId, pkps.length + 1));
+        uint32 index = ++_accounts[accountId].pkpCount;
+        pkpId = _pkpIdOf(accountId, index);
         PkpRecord storage record = _pkps[pkpId];
         record.accountId = accountId;
-        record.name = name;
-        record.description = description;
-        pkps.push(pkpId);
+        record.index = index;
+        if (bytes(name).length != 0) record.name = name;
+        if (bytes(description).length != 0) record.description = description;
         emit PkpCreated(accountId, pkpId, name, description);
     }
 
-    /// @inheritdoc IAccountRegistry
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev `name` and `description` are only emitted (GroupCreated), not stored.
+     */
     function createGroup(
         string calldata name,
         string calldata description,
         bytes32[] calldata pkpIds,
         string[] calldata cids
     ) external returns (uint64 groupId) {
-        (address caller, uint64 accountId, bool isOwner) = _caller();
-        _requireScope(caller, accountId, isOwner, Scope.CreateGroup, 0);
+        (address caller, uint64 accountId, Role memory role) = _caller();
+        _requireScope(caller, accountId, role, Scope.CreateGroup, 0);
         _checkBatch(pkpIds.length);
         _checkBatch(cids.length);
-        groupId = _newGroup(accountId, name, description);
+        GroupRecord storage group;
+        (groupId, group) = _newGroup(accountId, name, description);
+
         // Initial members only where the caller could add them afterwards: for a key, that is the wildcard,
         // since a scope array can only name groups that already existed.
-        if (pkpIds.length != 0) _requireScope(caller, accountId, isOwner, Scope.AddPkp, groupId);
-        if (cids.length != 0) _requireScope(caller, accountId, isOwner, Scope.ManageActions, groupId);
-
-        GroupRecord storage group = _groups[accountId][groupId];
+        if (pkpIds.length != 0) _requireScope(caller, accountId, role, Scope.AddPkp, groupId);
+        if (cids.length != 0) _requireScope(caller, accountId, role, Scope.ManageActions, groupId);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _addPkp(accountId, groupId, group, pkpIds[i]);
+            _addPkp(accountId, groupId, pkpIds[i]);
         }
         for (uint256 i = 0; i < cids.length; ++i) {
             _addAction(accountId, groupId, group, cids[i]);
         }
     }
 
-    /// @inheritdoc IAccountRegistry
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev Constant cost whatever the group holds: the id is never reused, so its members are left in
+     * storage where nothing reads them, and the last live group takes its place in the live list.
+     */
     function deleteGroup(uint64 groupId) external {
         uint64 accountId = _authorize(Scope.DeleteGroup, 0);
         GroupRecord storage group = _requireGroup(accountId, groupId);
 
-        // Members are bounded (MAX_PKPS_PER_GROUP + MAX_ACTIONS_PER_GROUP), so wiping them is bounded too.
-        group.pkps.clear();
-        group.actions.clear();
+        AccountRecord storage account = _accounts[accountId];
+        uint16 position = group.position;
+        uint16 last = account.liveGroupCount - 1;
+        if (position != last) {
+            uint64[MAX_GROUPS_PER_ACCOUNT] storage live = _liveGroupIds[accountId];
+            uint64 moved = live[last];
+            live[position] = moved;
+            _groups[accountId][moved].position = position;
+        }
+        account.liveGroupCount = last;
         delete _groups[accountId][groupId];
-        _liveGroups[accountId].remove(groupId);
+        // Removing a PKP does not read the group record when it finds its bit, so a group that still holds
+        // PKPs is marked where that removal looks (word 0 of its bitmap). An empty one has no bit to find.
+        mapping(uint256 => uint256) storage pkpWords = _pkpBits[accountId][groupId];
+        uint256 head = pkpWords[0];
+        if (head != 0) pkpWords[0] = head | GROUP_DELETED;
         emit GroupDeleted(accountId, groupId);
     }
 
@@ -330,32 +403,34 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function addPkp(uint64 groupId, bytes32 pkpId) external {
         uint64 accountId = _authorize(Scope.AddPkp, groupId);
-        _addPkp(accountId, groupId, _requireGroup(accountId, groupId), pkpId);
+        _requireGroup(accountId, groupId);
+        _addPkp(accountId, groupId, pkpId);
     }
 
     /// @inheritdoc IAccountRegistry
     function removePkp(uint64 groupId, bytes32 pkpId) external {
         uint64 accountId = _authorize(Scope.RemovePkp, groupId);
-        _removePkp(accountId, groupId, _requireGroup(accountId, groupId), pkpId);
+        // Liveness is checked inside, where the PKP is not found (see _removePkp).
+        _removePkp(accountId, groupId, pkpId);
     }
 
     /// @inheritdoc IAccountRegistry
     function addPkps(uint64 groupId, bytes32[] calldata pkpIds) external {
         uint64 accountId = _authorize(Scope.AddPkp, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        _requireGroup(accountId, groupId);
         _checkBatch(pkpIds.length);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _addPkp(accountId, groupId, group, pkpIds[i]);
+            _addPkp(accountId, groupId, pkpIds[i]);
         }
     }
 
     /// @inheritdoc IAccountRegistry
     function removePkps(uint64 groupId, bytes32[] calldata pkpIds) external {
         uint64 accountId = _authorize(Scope.RemovePkp, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        _requireGroup(accountId, groupId);
         _checkBatch(pkpIds.length);
         for (uint256 i = 0; i < pkpIds.length; ++i) {
-            _removePkp(accountId, groupId, group, pkpIds[i]);
+            _removePkp(accountId, groupId, pkpIds[i]);
         }
     }
 
@@ -374,72 +449,56 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
                 masterKey: account.masterKey,
                 name: account.name,
                 groupCount: account.groupCount,
-                pkpCount: uint64(_accountPkps[accountId].length),
-                keyCount: uint64(_accountKeys[accountId].length())
+                pkpCount: account.pkpCount,
+                keyCount: account.keyCount
             });
     }
 
     /// @inheritdoc IAccountRegistry
     function accountOfOwner(address owner) external view returns (uint64) {
-        return _accountOfOwner[owner];
+        Role storage role = _roles[owner];
+        return role.kind == ROLE_OWNER ? role.accountId : 0;
     }
 
     /// @inheritdoc IAccountRegistry
     function accountOfMasterKey(address masterKey) external view returns (uint64) {
-        return _accountOfMasterKey[masterKey];
+        Role storage role = _roles[masterKey];
+        return role.kind == ROLE_MASTER_KEY ? role.accountId : 0;
     }
 
     /// @inheritdoc IAccountRegistry
     function accountOfKey(address key) external view returns (uint64) {
-        KeyRecord storage record = _keys[key];
-        return _isLive(record) ? record.accountId : 0;
+        Role memory role = _roles[key];
+        return _isLiveKey(role) ? role.accountId : 0;
     }
 
     /// @inheritdoc IAccountRegistry
     function getKey(address key) external view returns (KeyInfo memory) {
-        if (!_isLive(_keys[key])) revert UnknownKey(key);
-        return _keyInfo(key);
-    }
-
-    /**
-     * @inheritdoc IAccountRegistry
-     * @dev The page is taken over every registered key (`total`), then expired keys are left out, so a page
-     * may hold fewer than `limit` items. Keys are in registration order, except that removing a key moves the
-     * last one into its place.
-     */
-    function listKeys(
-        uint64 accountId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (KeyInfo[] memory items, uint256 total) {
-        EnumerableSet.AddressSet storage keys = _accountKeys[accountId];
-        total = keys.length();
-        (uint256 start, uint256 end) = _page(total, offset, limit);
-        KeyInfo[] memory buffer = new KeyInfo[](end - start);
-        uint256 count = 0;
-        for (uint256 i = start; i < end; ++i) {
-            address key = keys.at(i);
-            if (_isLive(_keys[key])) {
-                buffer[count] = _keyInfo(key);
-                ++count;
-            }
-        }
-        items = new KeyInfo[](count);
-        for (uint256 i = 0; i < count; ++i) {
-            items[i] = buffer[i];
-        }
+        Role memory role = _roles[key];
+        if (!_isLiveKey(role)) revert UnknownKey(key);
+        return
+            KeyInfo({
+                key: key,
+                accountId: role.accountId,
+                expiration: role.expiration,
+                createdAt: role.createdAt,
+                scopes: KeyScopes({
+                    canCreateGroups: role.flags & FLAG_CREATE_GROUPS != 0,
+                    canDeleteGroups: role.flags & FLAG_DELETE_GROUPS != 0,
+                    canCreatePkps: role.flags & FLAG_CREATE_PKPS != 0,
+                    manageIpfsIdsInGroups: _groupsWith(key, role, ScopeMasks.MANAGE_ACTIONS),
+                    addPkpToGroups: _groupsWith(key, role, ScopeMasks.ADD_PKP),
+                    removePkpFromGroups: _groupsWith(key, role, ScopeMasks.REMOVE_PKP),
+                    executeInGroups: _groupsWith(key, role, ScopeMasks.EXECUTE)
+                })
+            });
     }
 
     /// @inheritdoc IAccountRegistry
     function hasScope(address key, Scope scope, uint64 groupId) external view returns (bool) {
-        KeyRecord storage record = _keys[key];
-        if (!_isLive(record)) return false;
-        if (scope == Scope.CreatePkp) return record.canCreatePkps;
-        if (scope == Scope.CreateGroup) return record.canCreateGroups;
-        if (scope == Scope.DeleteGroup) return record.canDeleteGroups;
-        uint8 bit = ScopeMasks.bitOf(scope);
-        if (groupId == ScopeMasks.WILDCARD) return _masks[key].isWildcard(bit);
-        return _groups[record.accountId][groupId].live && _masks[key].allows(bit, groupId);
+        Role memory role = _roles[key];
+        if (!_isLiveKey(role)) return false;
+        return _holds(key, role, scope, groupId);
     }
 
     /// @inheritdoc IAccountRegistry
@@ -455,14 +514,14 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 offset,
         uint256 limit
     ) external view returns (PkpInfo[] memory items, uint256 total) {
-        bytes32[] storage pkps = _accountPkps[accountId];
-        total = pkps.length;
+        total = _accounts[accountId].pkpCount;
         (uint256 start, uint256 end) = _page(total, offset, limit);
         items = new PkpInfo[](end - start);
         for (uint256 i = start; i < end; ++i) {
-            PkpRecord storage record = _pkps[pkps[i]];
+            bytes32 pkpId = _pkpIdOf(accountId, i + 1);
+            PkpRecord storage record = _pkps[pkpId];
             items[i - start] = PkpInfo({
-                id: pkps[i],
+                id: pkpId,
                 accountId: accountId,
                 name: record.name,
                 description: record.description
@@ -484,53 +543,32 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 offset,
         uint256 limit
     ) external view returns (GroupInfo[] memory items, uint256 total) {
-        EnumerableSet.UintSet storage live = _liveGroups[accountId];
-        total = live.length();
+        total = _accounts[accountId].liveGroupCount;
         (uint256 start, uint256 end) = _page(total, offset, limit);
         items = new GroupInfo[](end - start);
+        uint64[MAX_GROUPS_PER_ACCOUNT] storage live = _liveGroupIds[accountId];
         for (uint256 i = start; i < end; ++i) {
-            uint64 groupId = uint64(live.at(i));
+            uint64 groupId = live[i];
             items[i - start] = _groupInfo(accountId, groupId, _groups[accountId][groupId]);
         }
     }
 
     /// @inheritdoc IAccountRegistry
-    function groupPkps(
-        uint64 accountId,
-        uint64 groupId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (bytes32[] memory items, uint256 total) {
-        EnumerableSet.Bytes32Set storage pkps = _requireGroup(accountId, groupId).pkps;
-        total = pkps.length();
-        (uint256 start, uint256 end) = _page(total, offset, limit);
-        items = pkps.values(start, end);
+    function isPkpInGroup(uint64 accountId, uint64 groupId, bytes32 pkpId) external view returns (bool) {
+        _requireGroup(accountId, groupId);
+        PkpRecord storage pkp = _pkps[pkpId];
+        return pkp.accountId == accountId && _hasPkp(accountId, groupId, pkp.index);
     }
 
     /// @inheritdoc IAccountRegistry
-    function groupActions(
-        uint64 accountId,
-        uint64 groupId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (string[] memory items, uint256 total) {
-        EnumerableSet.Bytes32Set storage actions = _requireGroup(accountId, groupId).actions;
-        total = actions.length();
-        (uint256 start, uint256 end) = _page(total, offset, limit);
-        items = new string[](end - start);
-        for (uint256 i = start; i < end; ++i) {
-            items[i - start] = _cids[actions.at(i)];
-        }
-    }
-
-    /// @inheritdoc IAccountRegistry
-    function cidOf(bytes32 cidHash) external view returns (string memory) {
-        return _cids[cidHash];
+    function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool) {
+        _requireGroup(accountId, groupId);
+        return _actions[accountId][groupId][cidHash];
     }
 
     /**
      * @inheritdoc IAccountRegistry
-     * @dev The owner of an account is also answered: it may execute in every group of its account (SPEC 5.4).
+     * @dev The owner of an account is also answered: it may execute in every group of its account.
      */
     function canExecute(address key, bytes32 cidHash, bytes32 pkpId) external view returns (bool) {
         return _canExecute(key, cidHash, pkpId, true);
@@ -545,6 +583,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     /// @inheritdoc IAccountRegistry
+    function registryVersion() external pure returns (uint256) {
+        return REGISTRY_VERSION;
+    }
+
+    /// @inheritdoc IAccountRegistry
     function forwarder() external view returns (address) {
         return trustedForwarder();
     }
@@ -553,55 +596,75 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // Authorization
     // ------------------------------------------------------------------------------------------------
 
-    /// @dev The caller, its account, and whether it is that account's owner. Reverts for anyone else.
-    function _caller() private view returns (address caller, uint64 accountId, bool isOwner) {
+    /// @dev The caller, its account and its role (owner or live key). Reverts for anyone else.
+    function _caller() private view returns (address caller, uint64 accountId, Role memory role) {
         caller = _msgSender();
-        accountId = _accountOfOwner[caller];
-        if (accountId != 0) return (caller, accountId, true);
-        KeyRecord storage record = _keys[caller];
-        accountId = record.accountId;
-        if (accountId == 0) revert NoAccount(caller);
-        if (_isExpired(record)) revert KeyExpired(caller, record.expiration);
+        role = _roles[caller];
+        accountId = role.accountId;
+        if (role.kind == ROLE_OWNER) return (caller, accountId, role);
+        // A master key has no power on chain: it is refused like an unknown address.
+        if (role.kind != ROLE_KEY) revert NoAccount(caller);
+        if (_isExpired(role)) revert KeyExpired(caller, role.expiration);
     }
 
     /// @dev Owner-only operations: every key is refused, whatever it holds.
     function _requireOwner() private view returns (address caller, uint64 accountId) {
-        bool isOwner;
-        (caller, accountId, isOwner) = _caller();
-        if (!isOwner) revert NotOwner(caller, accountId);
+        Role memory role;
+        (caller, accountId, role) = _caller();
+        if (role.kind != ROLE_OWNER) revert NotOwner(caller, accountId);
     }
 
     /// @dev The caller's account, if the caller is its owner or a live key holding `scope` on `groupId`.
     function _authorize(Scope scope, uint64 groupId) private view returns (uint64 accountId) {
         address caller;
-        bool isOwner;
-        (caller, accountId, isOwner) = _caller();
-        _requireScope(caller, accountId, isOwner, scope, groupId);
+        Role memory role;
+        (caller, accountId, role) = _caller();
+        _requireScope(caller, accountId, role, scope, groupId);
     }
 
-    function _requireScope(address caller, uint64 accountId, bool isOwner, Scope scope, uint64 groupId) private view {
-        if (isOwner) return;
-        bool allowed;
-        if (scope == Scope.CreatePkp) allowed = _keys[caller].canCreatePkps;
-        else if (scope == Scope.CreateGroup) allowed = _keys[caller].canCreateGroups;
-        else if (scope == Scope.DeleteGroup) allowed = _keys[caller].canDeleteGroups;
-        else allowed = _masks[caller].allows(ScopeMasks.bitOf(scope), groupId);
-        if (!allowed) revert MissingScope(caller, accountId, scope, groupId);
+    /// @dev The write-side check; `_holds` is the same rule as the view `hasScope` answers.
+    function _requireScope(
+        address caller,
+        uint64 accountId,
+        Role memory role,
+        Scope scope,
+        uint64 groupId
+    ) private view {
+        if (role.kind == ROLE_OWNER) return;
+        if (!_holds(caller, role, scope, groupId)) revert MissingScope(caller, accountId, scope, groupId);
     }
 
-    function _isExpired(KeyRecord storage record) private view returns (bool) {
-        return record.expiration != 0 && block.timestamp >= record.expiration;
+    /**
+     * @dev Whether the live key holds `scope`: an account-wide scope from its flags (whatever `groupId`); a
+     * per-group scope through the wildcard or its own mask, and only on a live group of its account. Group id
+     * 0 asks about the wildcard itself.
+     */
+    function _holds(address key, Role memory role, Scope scope, uint64 groupId) private view returns (bool) {
+        if (scope == Scope.CreatePkp) return role.flags & FLAG_CREATE_PKPS != 0;
+        if (scope == Scope.CreateGroup) return role.flags & FLAG_CREATE_GROUPS != 0;
+        if (scope == Scope.DeleteGroup) return role.flags & FLAG_DELETE_GROUPS != 0;
+        uint8 bit = ScopeMasks.bitOf(scope);
+        uint8 bits = _maskBits(key, role, ScopeMasks.WILDCARD);
+        if (groupId == ScopeMasks.WILDCARD) return bits & bit != 0;
+        if (!_groups[role.accountId][groupId].live) return false;
+        return (bits | _maskBits(key, role, groupId)) & bit != 0;
     }
 
-    function _isLive(KeyRecord storage record) private view returns (bool) {
-        return record.accountId != 0 && !_isExpired(record);
+    function _maskBits(address key, Role memory role, uint64 groupId) private view returns (uint8) {
+        return ScopeMasks.bitsAt(_masks[key][groupId], role.scopeEpoch);
+    }
+
+    function _isExpired(Role memory role) private view returns (bool) {
+        return role.expiration != 0 && block.timestamp >= role.expiration;
+    }
+
+    function _isLiveKey(Role memory role) private view returns (bool) {
+        return role.kind == ROLE_KEY && !_isExpired(role);
     }
 
     /// @dev An address is at most one of: an owner, a master key, a usage key (expired or not).
     function _requireUnused(address addr) private view {
-        if (_accountOfOwner[addr] != 0 || _accountOfMasterKey[addr] != 0 || _keys[addr].accountId != 0) {
-            revert AddressInUse(addr);
-        }
+        if (_roles[addr].kind != 0) revert AddressInUse(addr);
     }
 
     function _requireAccount(uint64 accountId) private view returns (AccountRecord storage account) {
@@ -615,48 +678,59 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     /// @dev A key of `accountId` that is not expired. Removed keys and other accounts' keys are unknown.
-    function _requireLiveKeyOf(uint64 accountId, address key) private view returns (KeyRecord storage record) {
-        record = _keys[key];
-        if (record.accountId != accountId) revert UnknownKey(key);
-        if (_isExpired(record)) revert KeyExpired(key, record.expiration);
+    function _requireLiveKeyOf(uint64 accountId, address key) private view returns (Role storage role) {
+        role = _roles[key];
+        if (role.kind != ROLE_KEY || role.accountId != accountId) revert UnknownKey(key);
+        if (role.expiration != 0 && block.timestamp >= role.expiration) revert KeyExpired(key, role.expiration);
     }
 
     // ------------------------------------------------------------------------------------------------
     // Writes
     // ------------------------------------------------------------------------------------------------
 
-    function _writeKey(
-        KeyRecord storage record,
-        address key,
-        string calldata name,
-        string calldata description,
-        uint64 expiration,
-        KeyScopes calldata scopes
+    function _flagsOf(KeyScopes calldata scopes) private pure returns (uint8 flags) {
+        if (scopes.canCreateGroups) flags |= FLAG_CREATE_GROUPS;
+        if (scopes.canDeleteGroups) flags |= FLAG_DELETE_GROUPS;
+        if (scopes.canCreatePkps) flags |= FLAG_CREATE_PKPS;
+    }
+
+    /// @dev Grants the four per-group scopes under `epoch`. Duplicate ids are harmless.
+    function _writeMasks(address key, uint64 epoch, KeyScopes calldata scopes) private {
+        mapping(uint64 => uint256) storage masks = _masks[key];
+        _grant(masks, epoch, scopes.executeInGroups, ScopeMasks.EXECUTE);
+        _grant(masks, epoch, scopes.manageIpfsIdsInGroups, ScopeMasks.MANAGE_ACTIONS);
+        _grant(masks, epoch, scopes.addPkpToGroups, ScopeMasks.ADD_PKP);
+        _grant(masks, epoch, scopes.removePkpFromGroups, ScopeMasks.REMOVE_PKP);
+    }
+
+    function _grant(
+        mapping(uint64 => uint256) storage masks,
+        uint64 epoch,
+        uint64[] calldata groupIds,
+        uint8 bit
     ) private {
-        record.name = name;
-        record.description = description;
-        record.expiration = expiration;
-        record.canCreateGroups = scopes.canCreateGroups;
-        record.canDeleteGroups = scopes.canDeleteGroups;
-        record.canCreatePkps = scopes.canCreatePkps;
-        _masks[key].grant(scopes);
+        for (uint256 i = 0; i < groupIds.length; ++i) {
+            uint64 groupId = groupIds[i];
+            masks[groupId] = ScopeMasks.granted(masks[groupId], epoch, bit);
+        }
     }
 
     function _newGroup(
         uint64 accountId,
         string calldata name,
         string calldata description
-    ) private returns (uint64 groupId) {
+    ) private returns (uint64 groupId, GroupRecord storage group) {
         _checkString(name);
         _checkString(description);
-        EnumerableSet.UintSet storage live = _liveGroups[accountId];
-        if (live.length() >= MAX_GROUPS_PER_ACCOUNT) revert TooManyGroups(accountId, MAX_GROUPS_PER_ACCOUNT);
-        groupId = ++_accounts[accountId].groupCount;
-        GroupRecord storage group = _groups[accountId][groupId];
+        AccountRecord storage account = _accounts[accountId];
+        uint16 position = account.liveGroupCount;
+        if (position >= MAX_GROUPS_PER_ACCOUNT) revert TooManyGroups(accountId, MAX_GROUPS_PER_ACCOUNT);
+        groupId = ++account.groupCount;
+        account.liveGroupCount = position + 1;
+        _liveGroupIds[accountId][position] = groupId;
+        group = _groups[accountId][groupId];
         group.live = true;
-        group.name = name;
-        group.description = description;
-        live.add(groupId);
+        group.position = position;
         emit GroupCreated(accountId, groupId, name, description);
     }
 
@@ -664,29 +738,82 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 length = bytes(cid).length;
         if (length == 0) revert EmptyCid();
         if (length > MAX_CID_BYTES) revert CidTooLong(length, MAX_CID_BYTES);
-        if (group.actions.length() >= MAX_ACTIONS_PER_GROUP) revert TooManyMembers(groupId, MAX_ACTIONS_PER_GROUP);
+        uint16 count = group.actionCount;
+        if (count >= MAX_ACTIONS_PER_GROUP) revert TooManyMembers(groupId, MAX_ACTIONS_PER_GROUP);
         bytes32 cidHash = keccak256(bytes(cid));
-        if (!group.actions.add(cidHash)) revert ActionAlreadyInGroup(groupId, cid);
-        if (bytes(_cids[cidHash]).length == 0) _cids[cidHash] = cid;
+        mapping(bytes32 => bool) storage actions = _actions[accountId][groupId];
+        if (actions[cidHash]) revert ActionAlreadyInGroup(groupId, cid);
+        actions[cidHash] = true;
+        group.actionCount = count + 1;
         emit ActionAdded(accountId, groupId, cidHash, cid);
     }
 
     function _removeAction(uint64 accountId, uint64 groupId, GroupRecord storage group, string calldata cid) private {
         bytes32 cidHash = keccak256(bytes(cid));
-        if (!group.actions.remove(cidHash)) revert ActionNotInGroup(groupId, cid);
+        mapping(bytes32 => bool) storage actions = _actions[accountId][groupId];
+        if (!actions[cidHash]) revert ActionNotInGroup(groupId, cid);
+        delete actions[cidHash];
+        // A member was found, so the count is at least one.
+        unchecked {
+            --group.actionCount;
+        }
         emit ActionRemoved(accountId, groupId, cidHash);
     }
 
-    function _addPkp(uint64 accountId, uint64 groupId, GroupRecord storage group, bytes32 pkpId) private {
-        if (_pkps[pkpId].accountId != accountId) revert PkpNotInAccount(pkpId, accountId);
-        if (group.pkps.length() >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
-        if (!group.pkps.add(pkpId)) revert PkpAlreadyInGroup(groupId, pkpId);
+    function _addPkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
+        PkpRecord storage pkp = _pkps[pkpId];
+        if (pkp.accountId != accountId) revert PkpNotInAccount(pkpId, accountId);
+        mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
+        uint256 head = words[0];
+        if (head & PKP_COUNT_MASK >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(pkp.index);
+        if (wordIndex == 0) {
+            if (head & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
+            // The count is below MAX_PKPS_PER_GROUP, so adding one stays inside its bits.
+            words[0] = (head | bit) + 1;
+        } else {
+            uint256 word = words[wordIndex];
+            if (word & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
+            words[wordIndex] = word | bit;
+            words[0] = head + 1;
+        }
         emit PkpAdded(accountId, groupId, pkpId);
     }
 
-    function _removePkp(uint64 accountId, uint64 groupId, GroupRecord storage group, bytes32 pkpId) private {
-        if (!group.pkps.remove(pkpId)) revert PkpNotInGroup(groupId, pkpId);
+    function _removePkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
+        PkpRecord storage pkp = _pkps[pkpId];
+        (uint64 owner, uint256 index) = (pkp.accountId, pkp.index);
+        if (owner != accountId) _refuseRemoval(accountId, groupId, pkpId);
+        mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
+        // The group record is not read on this path (a cold slot saved): a bit can only have been set while
+        // the group was live, and a group deleted while holding PKPs carries GROUP_DELETED in word 0.
+        uint256 head = words[0];
+        if (head & GROUP_DELETED != 0) revert UnknownGroup(accountId, groupId);
+        // A member is found below, so the count is at least one: subtracting one stays inside its bits.
+        if (wordIndex == 0) {
+            if (head & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
+            words[0] = (head & ~bit) - 1;
+        } else {
+            uint256 word = words[wordIndex];
+            if (word & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
+            words[wordIndex] = word & ~bit;
+            words[0] = head - 1;
+        }
         emit PkpRemoved(accountId, groupId, pkpId);
+    }
+
+    /// @dev Always reverts: UnknownGroup when the group is not live (checked first, as everywhere), else
+    /// PkpNotInGroup.
+    function _refuseRemoval(uint64 accountId, uint64 groupId, bytes32 pkpId) private view {
+        _requireGroup(accountId, groupId);
+        revert PkpNotInGroup(groupId, pkpId);
+    }
+
+    /// @dev Where a PKP's membership bit sits in a group's bitmap (after the count, see `_pkpBits`).
+    function _pkpBitOf(uint256 index) private pure returns (uint256 wordIndex, uint256 bit) {
+        uint256 position = index + PKP_HEADER_BITS - 1;
+        return (position >> 8, 1 << (position & 255));
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -726,9 +853,10 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @dev Every id is the wildcard or a live group of the account, and the array is bounded.
     function _checkScopeGroups(uint64 accountId, uint64[] calldata groupIds) private view {
         if (groupIds.length > MAX_SCOPE_ENTRIES) revert TooManyEntries(groupIds.length, MAX_SCOPE_ENTRIES);
+        mapping(uint64 => GroupRecord) storage groups = _groups[accountId];
         for (uint256 i = 0; i < groupIds.length; ++i) {
             uint64 groupId = groupIds[i];
-            if (groupId != ScopeMasks.WILDCARD && !_groups[accountId][groupId].live) {
+            if (groupId != ScopeMasks.WILDCARD && !groups[groupId].live) {
                 revert UnknownGroup(accountId, groupId);
             }
         }
@@ -738,6 +866,15 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // View helpers
     // ------------------------------------------------------------------------------------------------
 
+    function _pkpIdOf(uint64 accountId, uint256 index) private view returns (bytes32) {
+        return keccak256(abi.encode(block.chainid, address(this), accountId, index));
+    }
+
+    function _hasPkp(uint64 accountId, uint64 groupId, uint256 index) private view returns (bool) {
+        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
+        return _pkpBits[accountId][groupId][wordIndex] & bit != 0;
+    }
+
     /// @dev Bounds of a page: [start, end) clipped to `total`.
     function _page(uint256 total, uint256 offset, uint256 limit) private pure returns (uint256 start, uint256 end) {
         if (limit > MAX_PAGE_SIZE) revert PageTooLarge(limit, MAX_PAGE_SIZE);
@@ -745,28 +882,28 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         end = total - start < limit ? total : start + limit;
     }
 
-    function _keyInfo(address key) private view returns (KeyInfo memory) {
-        KeyRecord storage record = _keys[key];
-        ScopeMasks.Masks storage masks = _masks[key];
-        return
-            KeyInfo({
-                key: key,
-                accountId: record.accountId,
-                keyHash: record.keyHash,
-                name: record.name,
-                description: record.description,
-                expiration: record.expiration,
-                createdAt: record.createdAt,
-                scopes: KeyScopes({
-                    canCreateGroups: record.canCreateGroups,
-                    canDeleteGroups: record.canDeleteGroups,
-                    canCreatePkps: record.canCreatePkps,
-                    manageIpfsIdsInGroups: masks.groupsWith(ScopeMasks.MANAGE_ACTIONS),
-                    addPkpToGroups: masks.groupsWith(ScopeMasks.ADD_PKP),
-                    removePkpFromGroups: masks.groupsWith(ScopeMasks.REMOVE_PKP),
-                    executeInGroups: masks.groupsWith(ScopeMasks.EXECUTE)
-                })
-            });
+    /// @dev The ids holding `bit`: the wildcard first, then live groups in list order (at most 1 + 1024).
+    function _groupsWith(address key, Role memory role, uint8 bit) private view returns (uint64[] memory ids) {
+        uint64 accountId = role.accountId;
+        uint256 live = _accounts[accountId].liveGroupCount;
+        uint64[MAX_GROUPS_PER_ACCOUNT] storage liveIds = _liveGroupIds[accountId];
+        uint64[] memory buffer = new uint64[](live + 1);
+        uint256 count = 0;
+        if (_maskBits(key, role, ScopeMasks.WILDCARD) & bit != 0) {
+            buffer[0] = ScopeMasks.WILDCARD;
+            count = 1;
+        }
+        for (uint256 i = 0; i < live; ++i) {
+            uint64 groupId = liveIds[i];
+            if (_maskBits(key, role, groupId) & bit != 0) {
+                buffer[count] = groupId;
+                ++count;
+            }
+        }
+        ids = new uint64[](count);
+        for (uint256 i = 0; i < count; ++i) {
+            ids[i] = buffer[i];
+        }
     }
 
     function _groupInfo(
@@ -778,55 +915,51 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
             GroupInfo({
                 id: groupId,
                 accountId: accountId,
-                name: group.name,
-                description: group.description,
-                pkpCount: group.pkps.length(),
-                actionCount: group.actions.length()
+                pkpCount: _pkpBits[accountId][groupId][0] & PKP_COUNT_MASK,
+                actionCount: group.actionCount
             });
     }
 
     /**
      * @dev Whether some live group of the key's account, on which the key holds execute, lists `cidHash` (and
-     * `pkpId` when `withPkp`). An account's owner counts as a wildcard key. A wildcard key scans the account's live groups (at most MAX_GROUPS_PER_ACCOUNT);
-     * any other key scans only the ids it is scoped on (at most MAX_SCOPE_ENTRIES_PER_KEY).
+     * `pkpId` when `withPkp`). An account's owner counts as a wildcard key.
      */
     function _canExecute(address key, bytes32 cidHash, bytes32 pkpId, bool withPkp) private view returns (bool) {
-        // The owner may invoke actions in every group of its account (SPEC 5.4): it acts as a wildcard key.
-        uint64 accountId = _accountOfOwner[key];
-        bool wildcard = accountId != 0;
-        if (!wildcard) {
-            KeyRecord storage record = _keys[key];
-            if (!_isLive(record)) return false;
-            accountId = record.accountId;
-            wildcard = _masks[key].isWildcard(ScopeMasks.EXECUTE);
+        Role memory role = _roles[key];
+        bool wildcard;
+        // The owner may invoke actions in every group of its account: it acts as a wildcard key.
+        if (role.kind == ROLE_OWNER) wildcard = true;
+        else if (_isLiveKey(role)) wildcard = _maskBits(key, role, ScopeMasks.WILDCARD) & ScopeMasks.EXECUTE != 0;
+        else return false;
+        // PKP indices start at 1, so index 0 stands for "no PKP condition".
+        uint256 pkpIndex = 0;
+        if (withPkp) {
+            PkpRecord storage pkp = _pkps[pkpId];
+            if (pkp.accountId != role.accountId) return false;
+            pkpIndex = pkp.index;
         }
-        if (withPkp && _pkps[pkpId].accountId != accountId) return false;
-        mapping(uint64 => GroupRecord) storage groups = _groups[accountId];
-        if (wildcard) {
-            EnumerableSet.UintSet storage live = _liveGroups[accountId];
-            uint256 count = live.length();
-            for (uint256 i = 0; i < count; ++i) {
-                if (_lists(groups[uint64(live.at(i))], cidHash, pkpId, withPkp)) return true;
-            }
-            return false;
-        }
-        ScopeMasks.Masks storage masks = _masks[key];
-        uint256 scoped = masks.length();
-        for (uint256 i = 0; i < scoped; ++i) {
-            (uint64 groupId, uint8 bits) = masks.at(i);
-            if (bits & ScopeMasks.EXECUTE == 0) continue;
-            GroupRecord storage group = groups[groupId];
-            if (group.live && _lists(group, cidHash, pkpId, withPkp)) return true;
-        }
-        return false;
+        return _anyLiveGroupLists(key, role, wildcard, cidHash, pkpIndex);
     }
 
-    function _lists(
-        GroupRecord storage group,
+    /**
+     * @dev Scans the account's live groups (at most MAX_GROUPS_PER_ACCOUNT), checking the key's execute mask
+     * on each unless `wildcard`, for one listing `cidHash` and, if `pkpIndex` is not 0, that PKP.
+     */
+    function _anyLiveGroupLists(
+        address key,
+        Role memory role,
+        bool wildcard,
         bytes32 cidHash,
-        bytes32 pkpId,
-        bool withPkp
+        uint256 pkpIndex
     ) private view returns (bool) {
-        return group.actions.contains(cidHash) && (!withPkp || group.pkps.contains(pkpId));
+        uint64 accountId = role.accountId;
+        uint256 live = _accounts[accountId].liveGroupCount;
+        for (uint256 i = 0; i < live; ++i) {
+            uint64 groupId = _liveGroupIds[accountId][i];
+            if (!wildcard && _maskBits(key, role, groupId) & ScopeMasks.EXECUTE == 0) continue;
+            if (!_actions[accountId][groupId][cidHash]) continue;
+            if (pkpIndex == 0 || _hasPkp(accountId, groupId, pkpIndex)) return true;
+        }
+        return false;
     }
 }

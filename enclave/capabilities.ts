@@ -35,6 +35,12 @@ export interface KeyCapabilities {
    * (docs/actions.md, "The run's own PKP"). Nothing else should hold key bytes.
    */
   pkpKeyForRun(pkpId: string): Uint8Array;
+  /**
+   * The PKP's AES-256 key as a fresh 32-byte array that the caller owns and must zero. Only for the
+   * executor, which sends it with one already authorized encrypt/decrypt to its crypto thread
+   * (docs/actions.md, "Key operations off the main thread"). It never reaches an action worker.
+   */
+  pkpAesKeyForOp(pkpId: string): Uint8Array;
   /** The action identity key of a CID (HKDF(root, "sigil/action/v1/" || cid)). */
   actionPrivateKey(cid: string): string;
   actionPublicKey(cid: string): string;

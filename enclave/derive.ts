@@ -22,6 +22,7 @@ export const LABELS = {
   action: "sigil/action/v1/",
   owner: "sigil/owner/v1/",
   gas: "sigil/gas/v1/",
+  record: "sigil/record/v1/aes-256-gcm/",
 } as const;
 export type Label = (typeof LABELS)[keyof typeof LABELS];
 
@@ -65,6 +66,11 @@ export function deriveAesKey(root: Uint8Array, id: Uint8Array): Uint8Array {
   return hkdfBytes(root, LABELS.pkpAes, id, 32);
 }
 
+/** Key of records the relayer keeps at rest (stored idempotent answers), one per record context. */
+export function deriveRecordKey(root: Uint8Array, id: Uint8Array): Uint8Array {
+  return hkdfBytes(root, LABELS.record, id, 32);
+}
+
 /** Id encodings, one per label. */
 export const ids = {
   /** 32 raw bytes of a validated, non-zero pkpId. */
@@ -74,6 +80,8 @@ export const ids = {
   /** 20 raw bytes of the master key's address. */
   owner: (addressBytes: Uint8Array): Uint8Array => addressBytes,
   /** u32 big-endian wallet index. */
+  /** SHA-256 of the record's context string (it may hold an API key, which must not be kept). */
+  record: (contextDigest: Uint8Array): Uint8Array => contextDigest,
   gas: (index: number): Uint8Array =>
     Uint8Array.of(index >>> 24, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff),
 };

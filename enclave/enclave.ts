@@ -16,11 +16,12 @@ import {
 import { keccak256Bytes, registerNativeKeccakWithEthers } from "./keccak";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
-import { deriveAesKey, deriveSecp256k1, ids, LABELS } from "./derive";
+import { deriveAesKey, deriveRecordKey, deriveSecp256k1, ids, LABELS } from "./derive";
 import { ApiKeyParser, decodeApiKey, generateKeyString } from "./apiKeys";
 import type { GeneratedApiKey, ParsedApiKey, ApiKeyKind } from "./apiKeys";
 import { addressOf, addressOfPublicKey, hex, publicKeyOf, signDigest } from "./secp";
 import { open, seal } from "./aesEnvelope";
+import { createHash } from "node:crypto";
 import { parseCid } from "./cid";
 import { Lru } from "./lru";
 import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
@@ -289,6 +290,10 @@ export class Enclave implements KeyCapabilities {
     return deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
   }
 
+  pkpAesKeyForOp(pkpId: string): Uint8Array {
+    return deriveAesKey(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+  }
+
   // ---- Action identity (KeyCapabilities) -------------------------------------------------------
 
   actionPrivateKey(cid: string): string {
@@ -343,6 +348,33 @@ export class Enclave implements KeyCapabilities {
 
   #withAesKey<T>(pkpId: string, use: (k: Uint8Array) => T): T {
     const k = deriveAesKey(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+    try {
+      return use(k);
+    } finally {
+      k.fill(0);
+    }
+  }
+
+  // ---- Records at rest -----------------------------------------------------------------------------
+
+  /**
+   * Seals a record the relayer stores (an idempotent answer may hold a decrypted secret or a key) under a
+   * key derived from the root and `context`. The relayer puts the caller's API key into `context`, so
+   * opening a record needs both the root key and that caller's key: the database file alone reveals
+   * nothing, and one caller's records never open under another's context.
+   */
+  sealRecord(context: string, plaintext: Uint8Array): string {
+    return this.#withRecordKey(context, (k) => seal(k, plaintext));
+  }
+
+  /** Opens what sealRecord sealed under the same context; EnclaveError("decryption_failed") otherwise. */
+  openRecord(context: string, envelope: string): Uint8Array {
+    return this.#withRecordKey(context, (k) => open(k, envelope));
+  }
+
+  #withRecordKey<T>(context: string, use: (k: Uint8Array) => T): T {
+    const digest = createHash("sha256").update(context, "utf8").digest();
+    const k = deriveRecordKey(this.#root, ids.record(digest));
     try {
       return use(k);
     } finally {

@@ -23,4 +23,19 @@ export {
   ExecutorClosedError,
   ACTION_ERROR_CODES,
 } from "./executor";
-export type { ExecutorLimits, ActionErrorCode, RunRequest, RunResult, ExecutorOptions } from "./executor";
+export type {
+  ExecutorLimits,
+  ActionErrorCode,
+  RunRequest,
+  RunResult,
+  ExecutorOptions,
+  FetchPolicy,
+  ModuleOptions,
+  UnhandledRejectionMode,
+} from "./executor";
+// SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
+// next): which addresses are public, and an HTTP request that connects only to permitted addresses.
+export { classifyAddress, makeAddressGuard } from "./net/address-guard";
+export type { AddressCategory, AddressGuard } from "./net/address-guard";
+export { guardedLookup, guardedRequest, AddressRefusedError, BodyTooLargeError } from "./net/guarded-request";
+export type { GuardedResponse } from "./net/guarded-request";

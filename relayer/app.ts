@@ -1,16 +1,21 @@
 /**
  * The Express application: conventions of DESIGN.md section 8 around the /core/v1 routes.
- * Order matters: request ids → request log → billing router (parses its own bodies, raw for webhooks) →
- * JSON body parser with a size limit → routes → 405/404 → the error handler.
+ * Order matters: request ids → request log → the HTTP guard (headers, query string, body size, JSON depth;
+ * it reads and parses every body, see http/guard.ts) → billing router → 415 for non-JSON bodies → routes →
+ * 405/404 → the error handler. Nothing reads a request before the guard has bounded it.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
+import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
+import { httpGuard } from "./http/guard";
+import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
+import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
@@ -40,6 +45,8 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/actions/cid"],
   ["GET", "/core/v1/actions/:cid"],
   ["POST", "/core/v1/svc_action"],
+  ["POST", "/core/v1/forward/prepare"],
+  ["POST", "/core/v1/forward"],
   ["GET", "/core/v1/config"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
@@ -55,6 +62,8 @@ export function buildApp(ctx: RelayerContext): Express {
   app.disable("x-powered-by");
   app.set("etag", false);
   app.set("query parser", "simple");
+  // Deliberate, never `true`: see TrustProxy in config.ts (per-IP limits must not be forgeable).
+  app.set("trust proxy", ctx.cfg.trustProxy);
 
   app.use(requestContext);
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -79,15 +88,12 @@ export function buildApp(ctx: RelayerContext): Express {
     next();
   });
 
+  // Before anything that authenticates, parses or reads the chain (rateLimit.ts).
+  app.use("/core/v1", perIpLimit(ctx.ipLimit));
+
+  app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
   if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 
-  app.use(
-    express.json({
-      limit: ctx.cfg.maxBodyBytes,
-      strict: true,
-      type: ["application/json", "application/*+json"],
-    }),
-  );
   app.use((req: Request, _res: Response, next: NextFunction) => {
     const length = Number(req.get("content-length") ?? 0);
     const chunked = req.get("transfer-encoding") !== undefined;
@@ -116,11 +122,13 @@ export function buildApp(ctx: RelayerContext): Express {
     keyRoutes(ctx),
     pkpRoutes(ctx),
     groupRoutes(ctx),
+    forwardRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);
   }
   app.use(healthRoutes(ctx));
+  app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
   const compiled = ROUTES.map(([m, p]) => [m, patternToRegex(p)] as const);
   app.use((req: Request, res: Response, next: NextFunction) => {

@@ -11,9 +11,12 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { Enclave } from "../enclave";
 import { isEnclaveError } from "../enclave";
 import type { AccountProjection, KeyRecord } from "./permissions/projection";
+export type { AccountMode } from "./policy";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
+import { accountMode, type AccountMode } from "./policy";
 import type { RateLimiter } from "./rateLimit";
+import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 
 export interface Principal {
   accountId: string;
@@ -21,12 +24,13 @@ export interface Principal {
   kind: "account" | "usage";
 }
 
-export type AccountMode = "api" | "chain_secured";
-
 export interface AuthContext {
   principal: Principal;
-  /** The key string: needed to sign forward requests; never logged, never stored. */
-  apiKey: string;
+  /**
+   * The key string: needed to sign forward requests; never logged, never stored. Null for a signed
+   * request (relayer/http/signedRequest.ts): the relayer never sees that key and cannot write with it.
+   */
+  apiKey: string | null;
   account: AccountProjection;
   /** The usage key's record (kind "usage"). */
   key?: KeyRecord;
@@ -61,34 +65,12 @@ export function extractApiKey(req: Request): string {
   return key;
 }
 
-/**
- * The service-managed owner of a master key. Derivation costs an HKDF and a curve multiplication, and it
- * is needed on every request (mode check), so results are memoised (addresses only, nothing secret).
- */
-const owners = new WeakMap<Enclave, Map<string, string>>();
-export function serviceOwner(enclave: Enclave, masterKey: string): string {
-  let m = owners.get(enclave);
-  if (!m) owners.set(enclave, (m = new Map()));
-  let owner = m.get(masterKey);
-  if (owner === undefined) {
-    owner = enclave.ownerAddress(masterKey);
-    if (m.size > 100_000) m.clear();
-    m.set(masterKey, owner);
-  }
-  return owner;
-}
-
-export function accountMode(enclave: Enclave, account: AccountProjection): AccountMode {
-  return account.masterKey !== null && account.owner === serviceOwner(enclave, account.masterKey)
-    ? "api"
-    : "chain_secured";
-}
-
 export class Authenticator {
   constructor(
     private readonly enclave: Enclave,
     private readonly cache: PermissionCache,
     private readonly limits: { perKey: RateLimiter; perAccount: RateLimiter },
+    private readonly signed?: SignedRequestVerifier,
   ) {}
 
   /** `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization). */
@@ -121,10 +103,19 @@ export class Authenticator {
         apiKey,
         account,
         mode,
-        signer: serviceOwner(this.enclave, parsed.address),
+        // The enclave memoises owner addresses: no second cache here.
+        signer: this.enclave.ownerAddress(parsed.address),
       };
     }
-    const found = await this.cache.lookupKey(parsed.address, Math.floor(Date.now() / 1000));
+    return this.authenticateUsageKey(parsed.address, apiKey, limit);
+  }
+
+  /**
+   * A usage key known by its address: a bearer key once parsed, or the signer of a signed request or
+   * forward request (apiKey null). Same checks either way: registered, not removed, not expired.
+   */
+  async authenticateUsageKey(address: string, apiKey: string | null, limit = true): Promise<AuthContext> {
+    const found = await this.cache.lookupKey(address, Math.floor(Date.now() / 1000));
     if (found.status === "unknown")
       throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
@@ -138,16 +129,16 @@ export class Authenticator {
       );
     }
     if (limit) {
-      await this.limits.perKey.take(`k:${parsed.address}`, `key ${parsed.address}`);
+      await this.limits.perKey.take(`k:${address}`, `key ${address}`);
       await this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
     }
     return {
-      principal: { accountId: String(found.account.id), keyAddress: parsed.address, kind: "usage" },
+      principal: { accountId: String(found.account.id), keyAddress: address, kind: "usage" },
       apiKey,
       account: found.account,
       key: found.key,
       mode: accountMode(this.enclave, found.account),
-      signer: parsed.address,
+      signer: address,
     };
   }
 
@@ -165,15 +156,27 @@ export class Authenticator {
     };
   }
 
+  /** Re-checks a caller mid-request (executor key operations), the same way it was authenticated. */
+  reauthenticate(auth: AuthContext): Promise<AuthContext> {
+    return auth.apiKey === null
+      ? this.authenticateUsageKey(auth.principal.keyAddress, null, false)
+      : this.authenticate(auth.apiKey, { rateLimit: false });
+  }
+
   private run(req: Request, res: Response, next: NextFunction, accountOnly: boolean): void {
-    let apiKey: string;
+    let pending: Promise<AuthContext>;
     try {
-      apiKey = extractApiKey(req);
+      if (this.signed && isSignedRequest(req)) {
+        const address = this.signed.verify(req, rawBodyOf(req));
+        pending = this.authenticateUsageKey(address, null);
+      } else {
+        pending = this.authenticate(extractApiKey(req));
+      }
     } catch (err) {
       next(err);
       return;
     }
-    this.authenticate(apiKey).then(
+    pending.then(
       (auth) => {
         if (accountOnly && auth.principal.kind !== "account") {
           next(

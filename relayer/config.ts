@@ -2,10 +2,12 @@
  * Options of the relayer and their defaults. Everything a deployment may want to tune lives here, so the
  * rest of the code reads one resolved `RelayerConfig` instead of sprinkling `?? default` around.
  */
+import path from "node:path";
 import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
-import type { ExecutorLimits } from "../enclave";
+import type { ExecutorLimits, FetchPolicy, ModuleOptions, UnhandledRejectionMode } from "../enclave";
 import type { Billing } from "./billing";
+import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 
 export interface RateLimitOptions {
   /** Requests per minute per usage key (REFERENCE.md: 60). */
@@ -16,7 +18,22 @@ export interface RateLimitOptions {
   newAccountPerIpPerHour?: number;
   /** Executions running at once per account (REFERENCE.md: 10). */
   concurrentExecutionsPerAccount?: number;
+  /**
+   * Requests per minute per client IP to /core/v1, counted before authentication (so an unknown key,
+   * which the chain must be asked about, is limited too). Default 600: five times one account's limit.
+   */
+  perIpPerMinute?: number;
 }
+
+/**
+ * Whose address is the client's (docs/configuration.md, "Client addresses behind a proxy"). `false`
+ * (default): the TCP peer's; X-Forwarded-For is ignored, so it cannot be forged to dodge per-IP limits.
+ * A number n: the address n hops back in X-Forwarded-For (n proxies of yours in front). A string: a
+ * comma-separated list of your proxies' addresses or subnets ("loopback", "10.0.0.0/8"); the client is the
+ * first address in X-Forwarded-For, from the right, that is not one of them. Trusting every hop (`true`)
+ * is refused: any client could then name its own address.
+ */
+export type TrustProxy = false | number | string;
 
 export interface RelayerOptions {
   rpcUrl: string;
@@ -35,7 +52,20 @@ export interface RelayerOptions {
   gasWallets?: number;
   /** Registry event polling interval, default 250 ms. */
   pollIntervalMs?: number;
-  executor?: { poolSize?: number; limits?: Partial<ExecutorLimits>; fetchAllowHosts?: string[] };
+  executor?: {
+    poolSize?: number;
+    limits?: Partial<ExecutorLimits>;
+    fetchAllowHosts?: string[];
+    /** Actions' fetch policy (docs/actions.md, "fetch"); default: any host, public addresses only. */
+    fetch?: FetchPolicy | false;
+    /** Default "strict" (docs/actions.md, "The result"). */
+    unhandledRejections?: UnhandledRejectionMode;
+    /**
+     * ES module imports (docs/actions.md, "ES module imports"): default jsDelivr's npm, modules kept
+     * under `<dataDir>/modules` unless `storeDir` says otherwise; false disables imports.
+     */
+    modules?: ModuleOptions | false;
+  };
   ipfsGateways?: string[];
   rateLimits?: RateLimitOptions;
   /**
@@ -66,8 +96,32 @@ export interface RelayerOptions {
    * that mines on arrival; otherwise one per gas wallet). Capped at the number of gas wallets.
    */
   sendConcurrency?: number;
+  /**
+   * Highest tip per gas (wei) of path-A transactions on EIP-1559 chains: the node's
+   * eth_maxPriorityFeePerGas is clamped to it (default 2 gwei; relayer/chain/fees.ts).
+   */
+  maxPriorityFeePerGas?: bigint;
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
+  /**
+   * Bytes of pinned code per account (POST /actions and code fetched from IPFS for it), default
+   * 10 MiB; 0 refuses every pin (docs/actions.md, "Pinning: quota and price").
+   */
+  pinQuotaBytes?: number;
+  /**
+   * Secret that unlocks the detailed GET /health view (header X-Operator-Token). Unset: /health shows
+   * only its status to everyone.
+   */
+  operatorToken?: string;
+  /** Default false: see TrustProxy. */
+  trustProxy?: TrustProxy;
+  /**
+   * How long an API key, master key or PKP id the chain does not know is remembered as unknown (default
+   * 5 s). The event that registers it ends the memory at once, whatever the TTL.
+   */
+  unknownTtlMs?: number;
+  /** Most unknown values remembered of each kind (default 10,000). */
+  unknownMaxEntries?: number;
 }
 
 export interface RelayerConfig {
@@ -84,6 +138,9 @@ export interface RelayerConfig {
   pollIntervalMs: number;
   executorPoolSize?: number;
   executorLimits?: Partial<ExecutorLimits>;
+  executorFetch?: FetchPolicy | false;
+  executorUnhandledRejections?: UnhandledRejectionMode;
+  executorModules: ModuleOptions | false;
   fetchAllowHosts: string[];
   ipfsGateways: string[];
   rateLimits: Required<RateLimitOptions>;
@@ -92,7 +149,12 @@ export interface RelayerConfig {
   syncSend: "auto" | "off";
   maxBatchSize?: number;
   sendConcurrency?: number;
+  maxPriorityFeePerGas: bigint;
   maxBodyBytes: number;
+  operatorToken: string | null;
+  trustProxy: TrustProxy;
+  unknownTtlMs: number;
+  unknownMaxEntries: number;
   limits: {
     /** Largest inline `code` (DESIGN.md 6.4). */
     inlineCodeBytes: number;
@@ -106,14 +168,19 @@ export interface RelayerConfig {
     maxDescriptionLength: number;
     /** Entries in one scope array, and members added or removed in one call. */
     maxArrayEntries: number;
+    /** Pinned bytes per account. */
+    pinQuotaBytes: number;
   };
 }
+
+export const DEFAULT_PIN_QUOTA_BYTES = 10 * 1024 * 1024;
 
 export const DEFAULT_RATE_LIMITS: Required<RateLimitOptions> = {
   perKeyPerMinute: 60,
   perAccountPerMinute: 120,
   newAccountPerIpPerHour: 10,
   concurrentExecutionsPerAccount: 10,
+  perIpPerMinute: 600,
 };
 
 export function resolveConfig(opts: RelayerOptions): RelayerConfig {
@@ -133,6 +200,12 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,
     executorLimits: opts.executor?.limits,
+    executorFetch: opts.executor?.fetch,
+    executorUnhandledRejections: opts.executor?.unhandledRejections,
+    executorModules:
+      opts.executor?.modules === false
+        ? false
+        : { storeDir: path.join(opts.dataDir, "modules"), ...stripUndefined(opts.executor?.modules ?? {}) },
     fetchAllowHosts: opts.executor?.fetchAllowHosts ?? [],
     ipfsGateways: opts.ipfsGateways ?? [],
     rateLimits: { ...DEFAULT_RATE_LIMITS, ...stripUndefined(opts.rateLimits ?? {}) },
@@ -141,7 +214,12 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     syncSend: opts.syncSend ?? "auto",
     maxBatchSize: opts.maxBatchSize,
     sendConcurrency: opts.sendConcurrency,
+    maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
+    operatorToken: opts.operatorToken || null,
+    trustProxy: checkTrustProxy(opts.trustProxy ?? false),
+    unknownTtlMs: Math.max(0, opts.unknownTtlMs ?? 5_000),
+    unknownMaxEntries: Math.max(1, opts.unknownMaxEntries ?? 10_000),
     limits: {
       inlineCodeBytes: 256 * 1024,
       ipfsCodeBytes: 512 * 1024,
@@ -150,10 +228,20 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
       maxNameLength: 256,
       maxDescriptionLength: 1024,
       maxArrayEntries: 64,
+      pinQuotaBytes: opts.pinQuotaBytes ?? DEFAULT_PIN_QUOTA_BYTES,
     },
   };
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function checkTrustProxy(v: TrustProxy): TrustProxy {
+  if (v === false) return v;
+  if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return v;
+  if (typeof v === "string" && v.trim() !== "") return v;
+  throw new Error(
+    "RelayerOptions.trustProxy must be false, a number of proxy hops, or a list of proxy addresses/subnets (trusting every hop would let any client choose its own address)",
+  );
 }

@@ -3,7 +3,6 @@
  * cache, stores, billing. Plus the two helpers every write route uses: `write` (billing gate, path-A
  * submit, cache sync, charge) and `handler` (Idempotency-Key on POST, JSON answer).
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import type { Request, RequestHandler, Response } from "express";
 import type { LogDescription } from "ethers";
 import type { Logger } from "pino";
@@ -19,6 +18,7 @@ import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
 import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
+import type { PinLedger } from "./pins";
 import type { ProfileStore } from "./store";
 import { clientIp } from "./http/context";
 
@@ -35,8 +35,11 @@ export interface RelayerContext {
   billing: Billing | null;
   idempotency: IdempotencyStore;
   profiles: ProfileStore;
+  pins: PinLedger;
   auth: Authenticator;
   newAccountLimit: RateLimiter;
+  /** Every /core/v1 request, per client IP, before authentication. */
+  ipLimit: RateLimiter;
   executionCap: ExecutionCap;
   metrics: RelayerMetrics;
   logger: Logger;
@@ -56,6 +59,14 @@ export async function write(
   operation: string,
   data: string,
 ): Promise<WriteOutcome> {
+  if (auth.apiKey === null) {
+    // A signed request: the relayer never had the key, so it cannot sign a write with it.
+    throw new ApiError(
+      400,
+      "forward_request_required",
+      "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
+    );
+  }
   await ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
@@ -105,10 +116,10 @@ export interface HandlerResult {
 
 export interface HandlerOptions {
   /**
-   * Fields of the answer that hold a secret (a new key). A kept answer never holds them in clear:
-   * "encrypt" seals them with a key derived from the caller's own API key and the Idempotency-Key (so
-   * only the same caller can read them back on a replay); "drop" leaves them out (new_account: there is
-   * no caller key to seal with).
+   * Fields of the answer that hold a secret (a new key). Every kept answer is sealed whole
+   * (idempotency.ts); "encrypt" keeps these fields inside the sealed answer (the sealing context holds
+   * the caller's own API key, so only the same caller reads them back on a replay); "drop" leaves them
+   * out (new_account: there is no caller key, only an IP, to bind them to).
    */
   secretFields?: { names: string[]; mode: "encrypt" | "drop" };
 }
@@ -130,10 +141,9 @@ export function handler(
     }
     const auth = res.locals.auth as AuthContext | undefined;
     const scope = auth ? `key:${auth.principal.keyAddress}` : `ip:${clientIp(req)}`;
-    const fp = fingerprint(req.method, req.baseUrl + req.path, req.body);
-    const sealKey = auth
-      ? createHash("sha256").update(`sigil/idempotency/v1\n${auth.apiKey}\n${idemKey}`).digest()
-      : null;
+    // The caller's own key is part of the sealing context: only the same caller opens its answers.
+    const sealContext = `sigil/idempotency/v2\n${scope}\n${auth?.apiKey ?? ""}\n${idemKey}`;
+    const fp = fingerprint(req.method, req.baseUrl + req.path, req.body, sealContext);
     const out = await ctx.idempotency.run(
       scope,
       idemKey,
@@ -142,49 +152,21 @@ export function handler(
         const r = await fn(req, res);
         return { status: r.status ?? 200, body: r.body };
       },
-      {
-        seal: (body) => sealSecrets(body, opts.secretFields, sealKey),
-        unseal: (body) => unsealSecrets(body, opts.secretFields, sealKey),
-      },
+      { sealContext, keep: (body) => withholdSecrets(body, opts.secretFields) },
     );
     if (out.replayed) res.setHeader("Idempotent-Replayed", "true");
     res.status(out.status).json(out.body);
   };
 }
 
-function sealSecrets(body: unknown, secret: HandlerOptions["secretFields"], key: Buffer | null): unknown {
-  if (!secret || body === null || typeof body !== "object") return body;
+/** "drop" secret fields are never kept, even sealed: the scope of an unauthenticated caller is its IP. */
+function withholdSecrets(body: unknown, secret: HandlerOptions["secretFields"]): unknown {
+  if (!secret || secret.mode !== "drop" || body === null || typeof body !== "object") return body;
   const copy = { ...(body as Record<string, unknown>) };
   for (const name of secret.names) {
     if (copy[name] === undefined) continue;
-    if (secret.mode === "drop" || !key) {
-      copy[name] = null;
-      copy[`${name}_withheld`] = true;
-      continue;
-    }
-    const iv = randomBytes(12);
-    const c = createCipheriv("aes-256-gcm", key, iv);
-    const ct = Buffer.concat([c.update(String(copy[name]), "utf8"), c.final()]);
-    copy[name] = { sealed: Buffer.concat([iv, ct, c.getAuthTag()]).toString("base64") };
-  }
-  return copy;
-}
-
-function unsealSecrets(body: unknown, secret: HandlerOptions["secretFields"], key: Buffer | null): unknown {
-  if (!secret || body === null || typeof body !== "object") return body;
-  const copy = { ...(body as Record<string, unknown>) };
-  for (const name of secret.names) {
-    const v = copy[name] as { sealed?: string } | null | undefined;
-    if (!v || typeof v !== "object" || typeof v.sealed !== "string" || !key) continue;
-    const raw = Buffer.from(v.sealed, "base64");
-    try {
-      const d = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12));
-      d.setAuthTag(raw.subarray(raw.length - 16));
-      copy[name] = Buffer.concat([d.update(raw.subarray(12, raw.length - 16)), d.final()]).toString("utf8");
-    } catch {
-      copy[name] = null;
-      copy[`${name}_withheld`] = true;
-    }
+    copy[name] = null;
+    copy[`${name}_withheld`] = true;
   }
   return copy;
 }

@@ -71,10 +71,40 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A list in the request has more entries than allowed.",
     fix: "Split the change into several requests.",
   },
+  json_too_deep: {
+    status: 400,
+    why: "The JSON body is nested deeper than 32 levels (objects and arrays, `js_params` included), counted before anything parses it.",
+    fix: "Flatten the data; send deep structures as a string (e.g. JSON inside a `js_params` string) and parse it in the action.",
+  },
+  header_too_long: {
+    status: 400,
+    why: "X-Api-Key, Authorization, X-Correlation-Id, X-Operator-Token or Stripe-Signature is longer than 1024 bytes; `details.header` names it.",
+    fix: "Send the header's real value (a key is under 80 characters).",
+  },
+  invalid_query: {
+    status: 400,
+    why: "The query string is longer than 1024 bytes, or repeats a parameter.",
+    fix: "Send each parameter once (`?page_number=1&page_size=50`).",
+  },
   string_too_long: {
     status: 400,
     why: "A name, description or CID is longer than allowed.",
     fix: "Shorten it; the message gives the maximum.",
+  },
+  forward_call_not_allowed: {
+    status: 400,
+    why: "A forward request targets something other than the registry, carries value, asks for gas out of range or too little, or calls a function a usage key may not forward (`details.reason`).",
+    fix: "Build the request with POST /forward/prepare (or the SDK); only group, PKP and action writes are relayed.",
+  },
+  forward_request_expired: {
+    status: 400,
+    why: "A forward request's deadline has passed, or is more than an hour away.",
+    fix: "Prepare and sign a fresh request; send it within its deadline.",
+  },
+  forward_request_required: {
+    status: 400,
+    why: "A signed request (Sigil-* headers) asked for a write: the relayer never holds that key, so it cannot sign the chain transaction for it.",
+    fix: "Sign a forward request (POST /forward/prepare, then POST /forward; the SDK does this), or send the key as a bearer credential.",
   },
   // 401: who are you?
   missing_api_key: {
@@ -92,10 +122,45 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The key is well formed but not registered, or it was removed. Removal takes effect on the next request.",
     fix: "Use a live key; ask the account owner for a new usage key.",
   },
+  invalid_operator_token: {
+    status: 401,
+    why: "GET /health carried an X-Operator-Token that does not match the configured operator token (or none is configured).",
+    fix: "Send SIGIL_OPERATOR_TOKEN's value, or no header for the public `{status}` view.",
+  },
   api_key_expired: {
     status: 401,
     why: "The usage key's expiration has passed.",
     fix: "Ask the account owner for a new key (or to update its expiration).",
+  },
+  signature_malformed: {
+    status: 401,
+    why: "A signed request lacks one of the Sigil-* headers, has one in the wrong format, or also carries a key (X-Api-Key / Bearer); `details.missing` lists absent headers.",
+    fix: "Send all five Sigil-* headers as docs/api.md (Signed requests) describes, and no key.",
+  },
+  signature_body_mismatch: {
+    status: 401,
+    why: "The body's SHA-256 is not Sigil-Content-Sha256: the body changed after it was signed.",
+    fix: "Hash and sign exactly the bytes you send.",
+  },
+  signature_expired: {
+    status: 401,
+    why: "Sigil-Timestamp is more than 120 s away from the service's clock (`details.skew_seconds`).",
+    fix: "Sign each request when you send it; keep the client's clock in sync (NTP).",
+  },
+  signature_invalid: {
+    status: 401,
+    why: "The signature does not recover to Sigil-Key over this request for this service (wrong key, or method, path, timestamp, nonce or deployment differ from what was signed).",
+    fix: "Sign the exact bytes of docs/api.md (Signed requests) with the key whose address is Sigil-Key.",
+  },
+  signature_replayed: {
+    status: 401,
+    why: "This key already used this Sigil-Nonce within the replay window.",
+    fix: "Use a fresh random nonce (and signature) for every request, retries included.",
+  },
+  forward_signature_invalid: {
+    status: 401,
+    why: "A forward request's EIP-712 signature is not `from`'s for this chain's forwarder: it was altered, or signed for another chain or forwarder (`details` names this one).",
+    fix: "Sign the request POST /forward/prepare returned, with its domain, and send it unchanged.",
   },
   // 403: you may not
   owner_only: {
@@ -112,6 +177,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 403,
     why: "No group that this key may execute in lists both this CID and this PKP (SPEC 4.3); the message names both.",
     fix: "Add the CID and the PKP to a group, and grant the key execute on that group.",
+  },
+  not_authorized_to_pin: {
+    status: 403,
+    why: "Pinning code (POST /actions, or a CID fetched from IPFS and stored) needs the account key or a usage key with a manage-actions or execute scope.",
+    fix: "Pin with the account key, or give the key such a scope.",
   },
   // 404: no such thing
   route_not_found: {
@@ -227,6 +297,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "Inline `code` exceeds 256 KB (or code from IPFS exceeds 512 KB).",
     fix: "Make the action smaller.",
   },
+  pin_quota_exceeded: {
+    status: 413,
+    why: "The account's pinned code would pass its quota (10 MiB by default); nothing was stored. `details`: bytes, used_bytes, quota_bytes.",
+    fix: "Reuse pinned CIDs (free), or ask the operator for more.",
+  },
   js_params_too_large: {
     status: 413,
     why: "`js_params` exceeds 64 KB once serialized.",
@@ -236,6 +311,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 415,
     why: "A body was sent without Content-Type: application/json.",
     fix: "Send JSON with that header.",
+  },
+  forward_nonce_mismatch: {
+    status: 409,
+    why: "A forward request's nonce is not the forwarder's next nonce for `from`: it was already used (a replay), or another write came first (`details.expected_nonce`).",
+    fix: "Prepare and sign a new request (it carries the current nonce).",
   },
   // 429
   rate_limited: {
@@ -272,7 +352,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   gas_wallet_unfunded: {
     status: 503,
     why: "The relayer's gas wallets cannot pay for the transaction.",
-    fix: "The operator must fund the gas wallets listed by GET /health.",
+    fix: "The operator must fund the gas wallets (GET /health with the operator token lists them).",
   },
   internal_error: {
     status: 500,

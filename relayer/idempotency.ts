@@ -4,8 +4,13 @@
  * key with a different request is 409 idempotency_key_reused. A request still in flight with the same key
  * is joined, not re-run. Only 2xx answers are kept: a refused or failed request wrote nothing, so
  * retrying it with the same key is safe and may succeed once the cause is fixed.
+ *
+ * Kept answers are sealed at rest (an action's answer may be a decrypted secret or a private key): the
+ * enclave encrypts each one under a key derived from the root key and the record's context (scope, the
+ * caller's API key, the Idempotency-Key), so neither the database file nor its WAL holds an answer in
+ * clear, and the fingerprint is keyed by the same context.
  */
-import { createHash } from "node:crypto";
+import { createHmac } from "node:crypto";
 import { ApiError } from "./errors";
 import { type DataLayer, IdempotencyRecords, openEngine } from "./db";
 import type { Db } from "./store";
@@ -30,19 +35,56 @@ export function validateIdempotencyKey(v: string | undefined): string | undefine
   return v;
 }
 
-/** Stable JSON: object keys sorted, so {"a":1,"b":2} and {"b":2,"a":1} are the same request. */
-function canonical(v: unknown): string {
-  if (v === null || typeof v !== "object") return JSON.stringify(v) ?? "null";
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
-    .join(",")}}`;
+/**
+ * Stable JSON: object keys sorted, so {"a":1,"b":2} and {"b":2,"a":1} are the same request. Iterative (an
+ * explicit stack of pending output tokens and values) so that no nesting can overflow the call stack, even
+ * though the HTTP guard already bounds bodies to MAX_JSON_DEPTH levels.
+ */
+export function canonical(root: unknown): string {
+  const out: string[] = [];
+  // Work items: a value still to render, or a literal piece of output (punctuation, a key).
+  const stack: Array<{ value: unknown } | { text: string }> = [{ value: root }];
+  while (stack.length) {
+    const item = stack.pop()!;
+    if ("text" in item) {
+      out.push(item.text);
+      continue;
+    }
+    const v = item.value;
+    if (v === null || typeof v !== "object") {
+      out.push(JSON.stringify(v) ?? "null");
+      continue;
+    }
+    const pieces: Array<{ value: unknown } | { text: string }> = [];
+    if (Array.isArray(v)) {
+      pieces.push({ text: "[" });
+      v.forEach((e, i) => {
+        if (i) pieces.push({ text: "," });
+        pieces.push({ value: e });
+      });
+      pieces.push({ text: "]" });
+    } else {
+      const o = v as Record<string, unknown>;
+      pieces.push({ text: "{" });
+      Object.keys(o)
+        .sort()
+        .forEach((k, i) => {
+          pieces.push({ text: `${i ? "," : ""}${JSON.stringify(k)}:` }, { value: o[k] });
+        });
+      pieces.push({ text: "}" });
+    }
+    for (let i = pieces.length - 1; i >= 0; i--) stack.push(pieces[i]);
+  }
+  return out.join("");
 }
 
-export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash("sha256")
+/**
+ * The request's fingerprint. `secret` (the record's sealing context, which holds the caller's API key
+ * when there is one) is mixed in so that a stored fingerprint cannot be used to guess a low-entropy value
+ * of the body (a password in js_params, say) by hashing candidates.
+ */
+export function fingerprint(method: string, path: string, body: unknown, secret = ""): string {
+  return createHmac("sha256", secret)
     .update(`${method} ${path}\n${canonical(body ?? null)}`)
     .digest("hex");
 }
@@ -57,6 +99,22 @@ export const IDEMPOTENCY_WAIT_MS = 30_000;
  */
 export const IDEMPOTENCY_CLAIM_LEASE_MS = 5 * 60 * 1000;
 
+/** The enclave's record sealing (enclave/index.ts Enclave.sealRecord / openRecord). */
+export interface RecordSealer {
+  sealRecord(context: string, plaintext: Uint8Array): string;
+  openRecord(context: string, envelope: string): Uint8Array;
+}
+
+export interface RunOptions {
+  /**
+   * Context of the record's sealing key: it must hold what only the caller has (its API key) where there
+   * is one, so the database file alone never opens a record.
+   */
+  sealContext: string;
+  /** Rewrites the answer before it is kept (e.g. drops a secret no later caller may see again). */
+  keep?: (body: unknown) => unknown;
+}
+
 export class IdempotencyStore {
   private readonly inFlight = new Map<string, { fingerprint: string; result: Promise<StoredResponse> }>();
   private readonly records: IdempotencyRecords;
@@ -67,6 +125,7 @@ export class IdempotencyStore {
    */
   constructor(
     db: Db | DataLayer,
+    private readonly sealer: RecordSealer,
     private readonly now: () => number = Date.now,
   ) {
     const shared = "kind" in db;
@@ -93,10 +152,7 @@ export class IdempotencyStore {
     key: string,
     fp: string,
     fn: () => Promise<StoredResponse>,
-    codec: { seal: (body: unknown) => unknown; unseal: (body: unknown) => unknown } = {
-      seal: (b) => b,
-      unseal: (b) => b,
-    },
+    opts: RunOptions,
   ): Promise<StoredResponse & { replayed: boolean }> {
     const id = `${scope}\n${key}`;
     const flying = this.inFlight.get(id);
@@ -109,7 +165,7 @@ export class IdempotencyStore {
     for (;;) {
       const claimedMs = this.now();
       if (await this.records.claim(scope, key, fp, claimedMs)) {
-        return { ...(await this.runClaimed(id, scope, key, fp, claimedMs, fn, codec)), replayed: false };
+        return { ...(await this.runClaimed(id, scope, key, fp, claimedMs, fn, opts)), replayed: false };
       }
       const row = await this.records.read(scope, key);
       if (!row) continue; // released or pruned between the claim and the read: claim again
@@ -121,7 +177,7 @@ export class IdempotencyStore {
       }
       if (row.fingerprint !== fp) throw reused();
       if (row.status !== 0)
-        return { status: row.status, body: codec.unseal(JSON.parse(row.body)), replayed: true };
+        return { status: row.status, body: this.open(opts.sealContext, row.body), replayed: true };
       // The first request is running on another instance (or in this one, before its in-flight entry
       // existed): wait for its answer, as a local duplicate joins it.
       if (this.now() >= deadline) throw inProgress();
@@ -141,7 +197,7 @@ export class IdempotencyStore {
     fp: string,
     claimedMs: number,
     fn: () => Promise<StoredResponse>,
-    codec: { seal: (body: unknown) => unknown },
+    opts: RunOptions,
   ): Promise<StoredResponse> {
     const result = fn();
     this.inFlight.set(id, { fingerprint: fp, result });
@@ -156,7 +212,13 @@ export class IdempotencyStore {
     }
     try {
       if (r.status >= 200 && r.status < 300)
-        await this.records.complete(scope, key, claimedMs, r.status, JSON.stringify(codec.seal(r.body)));
+        await this.records.complete(
+          scope,
+          key,
+          claimedMs,
+          r.status,
+          this.seal(opts.sealContext, opts.keep ? opts.keep(r.body) : r.body),
+        );
       else await this.records.remove(scope, key, { created_ms: claimedMs, status: 0 });
     } catch {
       // The work is done and its answer is owed to the caller: a database that cannot keep the record
@@ -165,6 +227,19 @@ export class IdempotencyStore {
       this.inFlight.delete(id);
     }
     return r;
+  }
+
+  /** The body column: the enclave's envelope of the answer's JSON, never the answer itself. */
+  private seal(context: string, body: unknown): string {
+    const json = Buffer.from(JSON.stringify(body) ?? "null", "utf8");
+    return SEALED_PREFIX + this.sealer.sealRecord(context, json);
+  }
+
+  private open(context: string, column: string): unknown {
+    // Rows kept by a version without sealing (at most 24 h old at the upgrade) replay as they were kept.
+    if (!column.startsWith(SEALED_PREFIX)) return JSON.parse(column);
+    const json = this.sealer.openRecord(context, column.slice(SEALED_PREFIX.length));
+    return JSON.parse(Buffer.from(json).toString("utf8"));
   }
 }
 
@@ -176,6 +251,9 @@ function inProgress(): ApiError {
     { retryAfter: 1 },
   );
 }
+
+/** Marks a sealed body column; a row written before sealing existed holds plain JSON. */
+const SEALED_PREFIX = "sealed:v1:";
 
 function reused(): ApiError {
   return new ApiError(

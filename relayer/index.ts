@@ -12,6 +12,7 @@ import { ContentStore, GatewayClient } from "../enclave";
 import { ActionExecutor } from "../enclave";
 import { buildApp } from "./app";
 import { Authenticator } from "./auth";
+import { SignedRequestVerifier } from "./http/signedRequest";
 import { PermissionCache } from "./permissions/permissionCache";
 import { RegistryReader } from "./chain/registryReader";
 import { fetchChainId, makeProvider } from "./chain/rpc";
@@ -23,6 +24,7 @@ import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
 import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer } from "./db";
+import { PinLedger } from "./pins";
 import { openRelayerDb, ProfileStore } from "./store";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
@@ -67,6 +69,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     deployBlock: cfg.deployBlock,
     dataDir: cfg.dataDir,
     pollIntervalMs: cfg.pollIntervalMs,
+    missTtlMs: cfg.unknownTtlMs,
+    missMaxEntries: cfg.unknownMaxEntries,
     logger,
     onApplied: (n) => metrics.eventsApplied.inc(n),
     // Runs of a changed account stop signing with the PKP key they were handed (docs/actions.md).
@@ -89,6 +93,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     syncSend: cfg.syncSend,
     maxBatchSize: cfg.maxBatchSize,
     sendConcurrency: cfg.sendConcurrency,
+    maxPriorityFeePerGas: cfg.maxPriorityFeePerGas,
     onTransient,
     // Read-your-writes without a log query where that is exactly right (PermissionCache).
     onMined: (result, transactionIndex) => cache?.applyOwnTransaction(result, transactionIndex),
@@ -99,6 +104,17 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     keys: enclave,
     poolSize: cfg.executorPoolSize,
     limits: cfg.executorLimits,
+    // The operator's host allow-list (SIGIL_FETCH_ALLOW_HOSTS) belongs to the executor-wide policy, so
+    // that turning fetch off (executor.fetch = false) cannot be undone by a run's own policy.
+    fetch:
+      cfg.executorFetch === false
+        ? false
+        : {
+            ...(cfg.executorFetch ?? {}),
+            ...(cfg.fetchAllowHosts.length ? { allowHosts: cfg.fetchAllowHosts } : {}),
+          },
+    unhandledRejections: cfg.executorUnhandledRejections,
+    modules: cfg.executorModules,
   });
   const db = openRelayerDb(cfg.dataDir);
   // With PostgreSQL, what a duplicate or a burst arriving at another instance must see is shared.
@@ -131,13 +147,20 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
-    idempotency: new IdempotencyStore(shared ?? db),
+    idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
-    auth: new Authenticator(enclave, cache, {
-      perKey: limiter("key", cfg.rateLimits.perKeyPerMinute, MINUTE),
-      perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
-    }),
+    pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
+    auth: new Authenticator(
+      enclave,
+      cache,
+      {
+        perKey: limiter("key", cfg.rateLimits.perKeyPerMinute, MINUTE),
+        perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
+      },
+      new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
+    ),
     newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
+    ipLimit: limiter("ip", cfg.rateLimits.perIpPerMinute, MINUTE),
     executionCap: shared
       ? new SharedConcurrencyCap(
           shared,

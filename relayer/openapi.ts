@@ -3,7 +3,11 @@
  * checks that every route in app.ts's ROUTES table is documented here, and every error code is listed).
  */
 import type { RelayerContext } from "./context";
+import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
+
+/** Every code an answer can carry: the relayer's and billing's (billing gates writes and executions). */
+const ALL_ERRORS: Record<string, { status: number }> = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
 
 type Schema = Record<string, unknown>;
 
@@ -21,6 +25,12 @@ const obj = (properties: Record<string, Schema>, required: string[] = []): Schem
   required,
   additionalProperties: false,
 });
+/** A response object: every field is always present unless named in `optional`; nothing else may be. */
+const out = (properties: Record<string, Schema>, optional: string[] = []): Schema =>
+  obj(
+    properties,
+    Object.keys(properties).filter((k) => !optional.includes(k)),
+  );
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (s: Schema): Schema => ({ oneOf: [s, { type: "null" }] });
 
@@ -50,7 +60,7 @@ const permissionFields: Record<string, Schema> = {
 };
 const expiration = nullable({ type: "integer", description: "Unix seconds; null = never" });
 
-const usageKeyItem = obj({
+const usageKeyFields: Record<string, Schema> = {
   id: address,
   api_key_hash: nullable(str("keccak256 of the key string")),
   name: str(),
@@ -69,16 +79,27 @@ const usageKeyItem = obj({
   can_remove_pkp_from_groups: groupIds,
   can_execute_in_groups: groupIds,
   created_at: nullable(int("Unix seconds (block time of registration)")),
-});
+};
+const usageKeyItem = out(usageKeyFields);
 
 function page(item: Schema): Schema {
-  return obj({ items: arr(item), page_number: int(), page_size: int(), total: int() }, [
-    "items",
-    "page_number",
-    "page_size",
-    "total",
-  ]);
+  return out({ items: arr(item), page_number: int(), page_size: int(), total: int() });
 }
+const pkpFields: Record<string, Schema> = {
+  pkp_id: pkpId,
+  address,
+  public_key: str("Uncompressed secp256k1 public key, 0x04…"),
+  name: str(),
+  description: str(),
+};
+const groupFields: Record<string, Schema> = {
+  group_id: int(),
+  name: str(),
+  description: str(),
+  pkps: arr(pkpId),
+  actions: arr(str("CID")),
+};
+const txHash = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "The path-A transaction" };
 
 const pagingParams = [
   { name: "page_number", in: "query", schema: { type: "integer", minimum: 0, default: 0 } },
@@ -104,11 +125,34 @@ function op(o: Op) {
   const common =
     o.auth === "none"
       ? []
-      : ["missing_api_key", "invalid_api_key", "unknown_api_key", "api_key_expired", "rate_limited"];
-  for (const code of [...common, ...o.errors, "internal_error"]) {
-    const e = ERROR_CATALOGUE[code];
-    if (!e) continue;
-    byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), code]);
+      : [
+          "missing_api_key",
+          "invalid_api_key",
+          "unknown_api_key",
+          "api_key_expired",
+          "rate_limited",
+          "signature_malformed",
+          "signature_body_mismatch",
+          "signature_expired",
+          "signature_invalid",
+          "signature_replayed",
+          // Authentication reads the permission cache, which needs the chain until it has synced.
+          "chain_unavailable",
+        ];
+  // The HTTP guard (http/guard.ts) answers these on every operation, before any route runs; with
+  // PostgreSQL the per-IP limit, which also runs before every route, reads the shared database.
+  const guard = [
+    "json_too_deep",
+    "header_too_long",
+    "invalid_query",
+    "invalid_idempotency_key",
+    "database_unavailable",
+  ];
+  for (const code of [...new Set([...common, ...guard, ...o.errors]), "internal_error"]) {
+    const e = ALL_ERRORS[code];
+    if (!e) throw new Error(`openapi: ${code} is in no error catalogue`);
+    const codes = byStatus.get(e.status) ?? [];
+    if (!codes.includes(code)) byStatus.set(e.status, [...codes, code]);
   }
   for (const [status, codes] of byStatus) {
     responses[String(status)] = {
@@ -127,6 +171,27 @@ function op(o: Op) {
   };
 }
 
+/** An operation that also answers `status` with `schema` (besides its success status and errors). */
+function alsoAnswers(o: ReturnType<typeof op>, status: number, description: string, schema: Schema) {
+  return {
+    ...o,
+    responses: {
+      ...o.responses,
+      [String(status)]: { description, content: { "application/json": { schema } } },
+    },
+  };
+}
+
+/** What any POST can be refused for before its route runs (body parser, Idempotency-Key). */
+const BODY_ERRORS = [
+  "invalid_json",
+  "payload_too_large",
+  "unsupported_media_type",
+  "invalid_idempotency_key",
+  "idempotency_key_reused",
+  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
+  "idempotency_key_in_flight",
+];
 const WRITE_ERRORS = [
   "invalid_request",
   "unknown_field",
@@ -137,9 +202,36 @@ const WRITE_ERRORS = [
   "gas_wallet_unfunded",
   "write_reverted",
   "idempotency_key_reused",
+  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
+  "idempotency_key_in_flight",
   "invalid_idempotency_key",
   "account_chain_secured",
+  "forward_request_required",
+  "insufficient_credits",
+  "spend_cap_reached",
 ];
+
+const mode = { type: "string", enum: ["api", "chain_secured"] };
+/** An ERC-2771 ForwardRequest (uint256 values as decimal strings, so no precision is lost in JSON). */
+const forwardRequestFields: Record<string, Schema> = {
+  from: address,
+  to: address,
+  value: { type: "string", pattern: "^[0-9]+$" },
+  gas: { type: "string", pattern: "^[0-9]+$" },
+  nonce: { type: "string", pattern: "^[0-9]+$" },
+  deadline: int("Unix seconds (uint48)"),
+  data: { type: "string", pattern: "^0x([0-9a-fA-F]{2})*$" },
+};
+/** update_usage_api_key(_metadata): the key as it is now (just its id if the cache has not caught up). */
+const keyAnswer = out(
+  { ...usageKeyFields, tx_hash: txHash },
+  Object.keys(usageKeyFields).filter((k) => k !== "id"),
+);
+/** groups/{id}/actions and /pkps: the group as it is now, and one transaction per non-empty list. */
+const membersAnswer = out(
+  { ...groupFields, tx_hashes: arr(txHash) },
+  Object.keys(groupFields).filter((k) => k !== "group_id"),
+);
 
 export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
   const keyCreate = obj({ name: str(), description: str(), expiration, ...permissionFields });
@@ -155,7 +247,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         "Every POST accepts an Idempotency-Key header (kept 24 h).",
     },
     servers: [{ url: "/" }],
-    security: [{ apiKey: [] }, { bearer: [] }],
+    security: [{ apiKey: [] }, { bearer: [] }, { signedRequest: [] }],
     paths: {
       "/core/v1/new_account": {
         post: op({
@@ -163,35 +255,43 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           auth: "none",
           status: 201,
           body: obj({ account_name: str(), account_description: str(), email: str() }),
-          ok: obj({
-            api_key: str(),
-            account_id: int(),
-            owner_address: address,
-            master_key_address: address,
-            mode: str(),
-            name: str(),
-            description: str(),
-            tx_hash: str(),
-          }),
+          ok: out(
+            {
+              api_key: nullable(str("The account key (shown once: null in a replayed answer)")),
+              api_key_withheld: { type: "boolean", const: true, description: "Present in a replayed answer" },
+              account_id: int(),
+              owner_address: address,
+              master_key_address: address,
+              mode: mode,
+              name: str(),
+              description: str(),
+              tx_hash: txHash,
+            },
+            ["api_key_withheld"],
+          ),
           errors: [...WRITE_ERRORS, "rate_limited"],
         }),
       },
       "/core/v1/account": {
         get: op({
           summary: "Account info, mode (api | chain_secured) and pending owner",
-          ok: obj({
-            account_id: int(),
-            name: str(),
-            description: str(),
-            email: nullable(str()),
-            mode: str(),
-            owner_address: address,
-            pending_owner: nullable(address),
-            master_key_address: nullable(address),
-            group_count: int(),
-            pkp_count: int(),
-            usage_key_count: int(),
-          }),
+          ok: out(
+            {
+              account_id: int(),
+              name: str(),
+              description: str(),
+              email: nullable(str("Only for the account key")),
+              mode,
+              owner_address: address,
+              pending_owner: nullable(address),
+              master_key_address: nullable(address),
+              group_count: int(),
+              pkp_count: int(),
+              usage_key_count: int(),
+              caller: out({ kind: { type: "string", enum: ["account", "usage"] }, id: address }),
+            },
+            ["email"],
+          ),
           errors: [],
         }),
       },
@@ -199,14 +299,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Propose a new owner (account key, API mode)",
           body: obj({ new_owner: address }, ["new_owner"]),
-          ok: obj({ pending_owner: address, tx_hash: str() }),
+          ok: out({
+            account_id: int(),
+            owner_address: address,
+            pending_owner: address,
+            tx_hash: txHash,
+            next_step: str(),
+          }),
           errors: [...WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"],
         }),
       },
       "/core/v1/account/cancel_ownership_transfer": {
         post: op({
           summary: "Withdraw a pending transfer (account key, API mode)",
-          ok: obj({ pending_owner: { type: "null" }, tx_hash: str() }),
+          ok: out({ account_id: int(), pending_owner: { type: "null" }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "owner_only", "no_pending_transfer"],
         }),
       },
@@ -215,7 +321,17 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a usage key (value returned once as usage_api_key)",
           status: 201,
           body: keyCreate,
-          ok: { allOf: [usageKeyItem, obj({ usage_api_key: str(), tx_hash: str() })] },
+          ok: out(
+            {
+              usage_api_key: {
+                oneOf: [str("The key (shown once)"), out({ sealed: str() }), { type: "null" }],
+              },
+              usage_api_key_withheld: { type: "boolean", const: true },
+              ...usageKeyFields,
+              tx_hash: txHash,
+            },
+            ["usage_api_key_withheld"],
+          ),
           errors: [
             ...WRITE_ERRORS,
             "owner_only",
@@ -239,7 +355,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Replace all permissions (fields left out reset to default)",
           body: obj({ ...keyTarget, name: str(), description: str(), expiration, ...permissionFields }),
-          ok: usageKeyItem,
+          ok: keyAnswer,
           errors: [
             ...WRITE_ERRORS,
             "owner_only",
@@ -254,7 +370,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Change name and description only",
           body: obj({ ...keyTarget, name: str(), description: str() }),
-          ok: usageKeyItem,
+          ok: keyAnswer,
           errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
         }),
       },
@@ -262,7 +378,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         post: op({
           summary: "Remove a usage key (refused from the next request on)",
           body: obj(keyTarget),
-          ok: obj({ id: address, removed: bool(), tx_hash: str() }),
+          ok: out({ id: address, removed: { type: "boolean", const: true }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
         }),
       },
@@ -271,14 +387,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a PKP (pkp:create)",
           status: 201,
           body: obj({ name: str(), description: str() }),
-          ok: obj({
-            pkp_id: pkpId,
-            address,
-            public_key: str(),
-            name: str(),
-            description: str(),
-            tx_hash: str(),
-          }),
+          ok: out({ ...pkpFields, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "missing_scope"],
         }),
       },
@@ -286,7 +395,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         get: op({
           summary: "List the account's PKPs",
           params: pagingParams,
-          ok: page(ref("Pkp")),
+          ok: page(out(pkpFields)),
           errors: ["invalid_pagination"],
         }),
       },
@@ -304,7 +413,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Create a group (group:create; initial members need the wildcard scopes)",
           status: 201,
           body: obj({ name: str(), description: str(), pkps: arr(pkpId), actions: arr(str("CID")) }),
-          ok: obj({ group_id: int(), tx_hash: str() }),
+          ok: out({ ...groupFields, tx_hash: txHash }),
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -318,7 +427,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "List groups",
           params: pagingParams,
           ok: page(
-            obj({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
+            out({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
           ),
           errors: ["invalid_pagination"],
         }),
@@ -333,7 +442,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         delete: op({
           summary: "Delete a group (group:delete)",
           params: [idParam("id", int())],
-          ok: obj({ group_id: int(), deleted: bool(), tx_hash: str() }),
+          ok: out({ group_id: int(), deleted: { type: "boolean", const: true }, tx_hash: txHash }),
           errors: [...WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"],
         }),
       },
@@ -342,7 +451,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Add and remove action CIDs (group:manageActions)",
           params: [idParam("id", int())],
           body: obj({ add: arr(str("CID")), remove: arr(str("CID")) }),
-          ok: ref("Group"),
+          ok: membersAnswer,
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -359,7 +468,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
           params: [idParam("id", int())],
           body: obj({ add: arr(pkpId), remove: arr(pkpId) }),
-          ok: ref("Group"),
+          ok: membersAnswer,
           errors: [
             ...WRITE_ERRORS,
             "missing_scope",
@@ -374,27 +483,51 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/actions": {
         post: op({
-          summary: "Pin code in the content store",
+          summary:
+            "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
           status: 201,
           body: obj({ code: str() }, ["code"]),
-          ok: obj({ cid: str() }),
-          errors: ["invalid_request", "code_too_large"],
+          ok: out({
+            cid: str(),
+            bytes: int(),
+            charged_cents: int(),
+            used_bytes: int(),
+            quota_bytes: int(),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "code_too_large",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
         }),
       },
       "/core/v1/actions/cid": {
         post: op({
           summary: "Compute the CID of code without storing it",
           body: obj({ code: str() }, ["code"]),
-          ok: obj({ cid: str() }),
-          errors: ["invalid_request", "code_too_large"],
+          ok: out({ cid: str() }),
+          errors: [...BODY_ERRORS, "invalid_request", "code_too_large"],
         }),
       },
       "/core/v1/actions/{cid}": {
         get: op({
-          summary: "The code of a CID",
+          summary: "The code of a CID (a CID fetched from IPFS is pinned for the account)",
           params: [idParam("cid", str())],
-          ok: obj({ cid: str(), code: str() }),
-          errors: ["invalid_cid", "action_not_found", "action_fetch_failed"],
+          ok: out({ cid: str(), code: str() }),
+          errors: [
+            "invalid_cid",
+            "action_not_found",
+            "action_fetch_failed",
+            "code_too_large",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
         }),
       },
       "/core/v1/svc_action": {
@@ -412,17 +545,11 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
               minimum: 1,
             },
           }),
-          ok: obj({
-            response: {},
-            logs: str(),
-            has_error: bool(),
-            error: obj({ code: str(), message: str() }),
-            cid: str(),
-            execution_ms: { type: "number" },
-            charged_cents: int(),
-          }),
+          ok: ref("ExecutionResult"),
           errors: [
+            ...BODY_ERRORS,
             "invalid_request",
+            "unknown_field",
             "invalid_cid",
             "invalid_pkp_id",
             "pkp_not_found",
@@ -432,23 +559,268 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "account_chain_secured",
             "action_not_found",
             "action_fetch_failed",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
             "too_many_concurrent_executions",
             "executor_busy",
+            "insufficient_credits",
+            "spend_cap_reached",
           ],
+        }),
+      },
+      "/core/v1/forward/prepare": {
+        post: op({
+          summary:
+            "A forward request for a registry call, ready for a usage key to sign (nonce, gas from a simulation, deadline, EIP-712 domain)",
+          body: obj({ data: str("Registry calldata (0x hex)") }, ["data"]),
+          ok: out({
+            operation: str("The registry function called"),
+            request: ref("ForwardRequestFields"),
+            domain: out({ name: str(), version: str(), chain_id: int(), verifying_contract: address }),
+            types: out({ ForwardRequest: arr(out({ name: str(), type: str() })) }),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "forward_call_not_allowed",
+            "missing_scope",
+            "group_not_found",
+            "pkp_not_found",
+            "pkp_already_in_group",
+            "pkp_not_in_group",
+            "action_already_in_group",
+            "action_not_in_group",
+            "too_many_members",
+            "too_many_groups",
+            "write_reverted",
+          ],
+        }),
+      },
+      "/core/v1/forward": {
+        post: op({
+          summary:
+            "Submit a forward request the usage key signed itself (no key sent: the signature is the credential)",
+          auth: "none",
+          body: obj(
+            {
+              ...forwardRequestFields,
+              signature: str("EIP-712 signature, 0x + 65 bytes"),
+            },
+            ["from", "to", "value", "gas", "nonce", "deadline", "data", "signature"],
+          ),
+          ok: out({
+            tx_hash: txHash,
+            block_number: int(),
+            operation: str(),
+            pkp_id: nullable(pkpId),
+            group_id: nullable(int()),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "forward_call_not_allowed",
+            "forward_request_expired",
+            "forward_signature_invalid",
+            "unknown_api_key",
+            "api_key_expired",
+            "rate_limited",
+            "forward_nonce_mismatch",
+            "missing_scope",
+            "group_not_found",
+            "pkp_not_found",
+            "pkp_already_in_group",
+            "pkp_not_in_group",
+            "action_already_in_group",
+            "action_not_in_group",
+            "too_many_members",
+            "too_many_groups",
+            "write_reverted",
+            "chain_unavailable",
+            "gas_wallet_unfunded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
+        }),
+      },
+      "/core/v1/billing/stripe_config": {
+        get: op({
+          summary: "The payment processor's publishable key (null with the simulated processor) and its kind",
+          auth: "none",
+          ok: out({
+            publishable_key: nullable(str()),
+            mode: { type: "string", enum: ["stripe", "simulated"] },
+          }),
+          errors: [],
+        }),
+      },
+      "/core/v1/billing/packages": {
+        get: op({
+          summary: "Credit packages (1 credit = 1 cent), the minimum payment and the prices",
+          auth: "none",
+          ok: out({
+            items: arr(
+              out({ id: str(), name: str(), amount_cents: int(), credits: int(), price_display: str() }),
+            ),
+            minimum_payment_cents: int(),
+            prices: out({
+              write_cents: int(),
+              execution_cents_per_second: int(),
+              pin_cents_per_100kb: int(),
+              read_cents: int(),
+            }),
+          }),
+          errors: [],
+        }),
+      },
+      "/core/v1/billing/create_payment_intent": {
+        post: op({
+          summary: "Start a payment of amount_cents (at least 500): card or crypto, confirmed on the client",
+          body: obj({ amount_cents: int() }, ["amount_cents"]),
+          ok: out({
+            client_secret: nullable(str()),
+            payment_intent_id: str(),
+            amount_cents: int(),
+            status: str("The processor's PaymentIntent status"),
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "owner_only",
+            "amount_below_minimum",
+            "amount_above_maximum",
+            "payment_processor_unavailable",
+            "payment_processor_error",
+          ],
+        }),
+      },
+      "/core/v1/billing/confirm_payment": {
+        post: alsoAnswers(
+          op({
+            summary: "Credit a settled payment exactly once (200), or say it is still processing (202)",
+            body: obj({ payment_intent_id: str() }, ["payment_intent_id"]),
+            ok: ref("ConfirmPayment"),
+            errors: [
+              ...BODY_ERRORS,
+              "invalid_request",
+              "owner_only",
+              "payment_intent_not_found",
+              "payment_failed",
+              "payment_canceled",
+              "payment_not_completed",
+              "payment_processor_unavailable",
+              "payment_processor_error",
+            ],
+          }),
+          // A crypto payment still settling on chain: nothing credited yet, confirm again later.
+          202,
+          "processing",
+          ref("ConfirmPayment"),
+        ),
+      },
+      "/core/v1/billing/cancel_payment": {
+        post: op({
+          summary: "Abandon an unpaid payment intent",
+          body: obj({ payment_intent_id: str() }, ["payment_intent_id"]),
+          ok: out({ payment_intent_id: str(), status: str() }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "owner_only",
+            "payment_intent_not_found",
+            "payment_not_cancelable",
+            "payment_processor_unavailable",
+            "payment_processor_error",
+          ],
+        }),
+      },
+      "/core/v1/billing/history": {
+        get: op({
+          summary: "The account's ledger entries, newest first",
+          params: pagingParams,
+          ok: page(
+            out({
+              id: int(),
+              type: { type: "string", enum: ["credit", "debit"] },
+              amount_cents: int(),
+              balance_after_cents: int(),
+              operation: str(),
+              reference: str(),
+              key_address: nullable(str()),
+              created_at: int("Unix seconds"),
+            }),
+          ),
+          errors: ["invalid_request", "invalid_pagination", "owner_only"],
+        }),
+      },
+      "/core/v1/billing/webhook": {
+        post: op({
+          summary: "Stripe's webhook (signed with Stripe-Signature over the raw body)",
+          auth: "none",
+          body: { type: "object" },
+          ok: out({ received: bool(), event_id: str(), outcome: str() }),
+          errors: [...BODY_ERRORS, "invalid_webhook_signature", "webhook_not_configured"],
+        }),
+      },
+      "/core/v1/billing/simulated/intents/{id}/{action}": {
+        post: op({
+          summary:
+            "Simulated processor only (dev): move a payment intent as a card or wallet would (succeed, fail, process, cancel)",
+          params: [
+            idParam("id", str()),
+            idParam("action", { type: "string", enum: ["succeed", "fail", "process", "cancel"] }),
+          ],
+          ok: out({ payment_intent_id: str(), status: str(), last_error: nullable(str()) }),
+          errors: [
+            "owner_only",
+            "invalid_simulated_action",
+            "payment_intent_not_found",
+            "invalid_simulated_transition",
+          ],
+        }),
+      },
+      "/core/v1/billing/balance": {
+        get: op({
+          summary: "The account's credit balance (billing enabled; account key)",
+          ok: out({ balance_cents: int(), balance_display: str() }),
+          errors: ["owner_only"],
         }),
       },
       "/core/v1/config": {
         get: op({
           summary: "Chain id, contract addresses, limits, prices",
           auth: "none",
-          ok: obj({
+          ok: out({
             chain_id: int(),
             registry_address: address,
             forwarder_address: address,
             deploy_block: int(),
-            limits: { type: "object" },
-            rate_limits: { type: "object" },
-            prices: nullable({ type: "object" }),
+            limits: out({
+              inline_code_bytes: int(),
+              ipfs_code_bytes: int(),
+              js_params_bytes: int(),
+              max_body_bytes: int(),
+              max_page_size: int(),
+              max_name_bytes: int(),
+              max_array_entries: int(),
+              poll_interval_ms: int(),
+            }),
+            rate_limits: out({
+              per_key_per_minute: int(),
+              per_account_per_minute: int(),
+              new_account_per_ip_per_hour: int(),
+              concurrent_executions_per_account: int(),
+              per_ip_per_minute: int(),
+            }),
+            prices: nullable(
+              out({
+                write_cents: int(),
+                execution_cents_per_second: int(),
+                pin_cents_per_100kb: int(),
+                minimum_payment_cents: int(),
+              }),
+            ),
             billing_enabled: bool(),
           }),
           errors: [],
@@ -458,18 +830,41 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }),
       },
       "/health": {
-        get: op({
-          summary: "Chain reachable, last processed block, executor pool",
-          auth: "none",
-          ok: { type: "object" },
-          errors: [],
-        }),
+        get: alsoAnswers(
+          op({
+            summary:
+              "{status}: ok or degraded (503). With X-Operator-Token: chain, cache, executor pool and gas wallets",
+            auth: "none",
+            params: [
+              {
+                name: "X-Operator-Token",
+                in: "header",
+                required: false,
+                schema: { type: "string" },
+                description: "The operator token (SIGIL_OPERATOR_TOKEN): unlocks the detailed view",
+              },
+            ],
+            ok: ref("Health"),
+            errors: ["invalid_operator_token"],
+          }),
+          // Degraded is 503 with the same document (load balancers read the status alone).
+          503,
+          "degraded",
+          ref("Health"),
+        ),
       },
       "/metrics": {
         get: {
           summary: "Prometheus metrics",
           security: [],
-          responses: { "200": { description: "text/plain exposition format" } },
+          responses: {
+            "200": { description: "text/plain exposition format" },
+            "400": {
+              description:
+                "json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route)",
+              content: { "application/json": { schema: ref("Error") } },
+            },
+          },
         },
       },
     },
@@ -477,13 +872,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       securitySchemes: {
         apiKey: { type: "apiKey", in: "header", name: "X-Api-Key" },
         bearer: { type: "http", scheme: "bearer" },
+        signedRequest: {
+          type: "apiKey",
+          in: "header",
+          name: "Sigil-Signature",
+          description:
+            "A usage key that is never sent: Sigil-Key, Sigil-Timestamp, Sigil-Nonce, Sigil-Content-Sha256 and Sigil-Signature (EIP-191 over SIGIL-REQUEST-V1, chain id, registry, method, path and query, body SHA-256, timestamp, nonce; docs/api.md, Signed requests).",
+        },
       },
       schemas: {
         Error: obj(
           {
             error: obj(
               {
-                code: { type: "string", enum: Object.keys(ERROR_CATALOGUE) },
+                code: { type: "string", enum: Object.keys(ALL_ERRORS) },
                 message: str(),
                 details: { type: "object" },
               },
@@ -493,21 +895,57 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           },
           ["error", "request_id"],
         ),
-        Pkp: obj({
-          pkp_id: pkpId,
-          address,
-          public_key: str("Uncompressed secp256k1 public key, 0x04…"),
-          name: str(),
-          description: str(),
-          account_id: int(),
+        Pkp: out({ ...pkpFields, account_id: int() }),
+        Group: out(groupFields),
+        ForwardRequestFields: out(forwardRequestFields),
+        ConfirmPayment: out({
+          payment_intent_id: str(),
+          status: { type: "string", enum: ["succeeded", "processing"] },
+          credited_cents: int(),
+          newly_credited: bool(),
+          balance_cents: int(),
+          balance_display: str(),
         }),
-        Group: obj({
-          group_id: int(),
-          name: str(),
-          description: str(),
-          pkps: arr(pkpId),
-          actions: arr(str("CID")),
-        }),
+        ExecutionResult: out(
+          {
+            response: { description: "What the action's main returned (any JSON value)" },
+            logs: str("console output of the run"),
+            has_error: bool(),
+            error: out({ code: str(), message: str() }),
+            cid: str(),
+            execution_ms: { type: "number" },
+            charged_cents: int(),
+            signatures: {
+              type: "object",
+              description: "Named signatures of the older signEcdsa API (only when an action made some)",
+            },
+          },
+          ["error", "signatures"],
+        ),
+        Health: out(
+          {
+            status: { type: "string", enum: ["ok", "degraded"] },
+            last_processed_block: int(
+              "The last block whose registry events this service has applied: a path-B change in block N is honoured once this is >= N",
+            ),
+            chain: out({
+              reachable: bool(),
+              chain_id: int(),
+              head_block: nullable(int()),
+              error: nullable(str()),
+            }),
+            cache: out({
+              last_processed_block: int(),
+              lag_blocks: nullable(int()),
+              last_poll_ok_ms_ago: nullable(int()),
+              loaded_accounts: int(),
+            }),
+            executor: out({ poolSize: int(), alive: int(), busy: int(), queued: int(), restarts: int() }),
+            gas_wallets: arr(address),
+          },
+          // Anyone sees only `status`; the rest is the operator's view (X-Operator-Token).
+          ["chain", "cache", "executor", "gas_wallets"],
+        ),
       },
     },
     "x-sigil": {

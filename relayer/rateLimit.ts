@@ -4,7 +4,9 @@
  * them, which errs on the side of availability); with PostgreSQL they are shared by every instance
  * (relayer/db/sharedLimits.ts), behind the same two interfaces.
  */
+import type { NextFunction, Request, Response } from "express";
 import { ApiError } from "./errors";
+import { clientIp } from "./http/context";
 
 /** Takes one request's token, or throws 429 rate_limited with Retry-After. */
 export interface RateLimiter {
@@ -98,4 +100,48 @@ export class ConcurrencyCap implements ExecutionCap {
       else this.running.set(accountId, left);
     };
   }
+}
+
+/**
+ * Per-IP limit before authentication: mounted ahead of every /core/v1 route, so a request with an
+ * unknown key (which costs a chain call to refuse) or for a public route (GET /pkps/:id) is counted
+ * before anything else runs. The client address is Express's `req.ip`, i.e. the socket's unless the
+ * deployment configured `trustProxy` (docs/configuration.md).
+ */
+export function perIpLimit(limiter: RateLimiter) {
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    const ip = limitedAddress(clientIp(req));
+    // `take` is synchronous in memory and asynchronous on the shared (PostgreSQL) buckets; either way
+    // a refusal reaches the error handler as a typed 429 and a database failure as database_unavailable.
+    let taken: void | Promise<void>;
+    try {
+      taken = limiter.take(`ip:${ip}`, `ip ${ip}`);
+    } catch (err) {
+      next(err);
+      return;
+    }
+    if (taken instanceof Promise) taken.then(() => next(), next);
+    else next();
+  };
+}
+
+/**
+ * The unit a per-IP limit counts: an IPv4 address, or an IPv6 address's /64 prefix (written `a:b:c:d::/64`).
+ * One IPv6 host usually holds a whole /64 and can pick a fresh address per request, so counting single
+ * IPv6 addresses would give it 2^64 budgets. IPv4-mapped addresses (::ffff:1.2.3.4) count as IPv4.
+ */
+export function limitedAddress(ip: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1];
+  if (!ip.includes(":")) return ip;
+  const [head, tail] = ip.split("::", 2);
+  const left = head ? head.split(":") : [];
+  const right = tail ? tail.split(":") : [];
+  const groups =
+    tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill("0"), ...right];
+  if (groups.length !== 8 || !groups.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return ip;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(":")}::/64`;
 }

@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { ConfigError, loadConfig, type SigilConfig } from "./start/config";
 import { banner, devRootKeyWarning } from "./start/banner";
+import { ensureDashboardBuilt } from "./start/dashboardBuild";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
     throw e;
   }
   ensureCompiled();
+  ensureDashboardBuilt((m) => process.stderr.write(`• ${m}…\n`));
   // Loaded only now: it imports the TypeChain factories that ensureCompiled may just have generated.
   const { startSigil, apiPortInUseMessage } = require("./start/service") as typeof import("./start/service");
 

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { UsageError } from "../client";
+import { UsageError } from "../api";
 import { contextOf } from "../context";
 import { fields, table, when } from "../output";
 

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { UsageError } from "../client";
+import { UsageError } from "../api";
 import { collect, contextOf, groupId } from "../context";
 import { fields, list, table } from "../output";
 
@@ -28,15 +28,15 @@ export function registerGroups(program: Command): void {
     .option("--action <cid>", "an action CID to include (repeatable)", collect)
     .action(async (o: MemberFlags & { name: string; description?: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
-      const body: Record<string, unknown> = {
-        name: o.name,
-        pkps: splitAll(o.pkp),
-        actions: splitAll(o.action),
-      };
-      if (o.description !== undefined) body.description = o.description;
       const r = await out.progress(
         "creating the group on chain",
-        client.request<Record<string, unknown>>("POST", "/core/v1/groups", { body }),
+        // Typed SDK calls: with a usage key, writes are signed forward requests (the key is never sent).
+        client.sigil().createGroup({
+          name: o.name,
+          pkps: splitAll(o.pkp),
+          actions: splitAll(o.action),
+          ...(o.description !== undefined ? { description: o.description } : {}),
+        }),
       );
       out.result(r, () => `group id  ${String(r.group_id)}`);
     });
@@ -99,14 +99,12 @@ export function registerGroups(program: Command): void {
         if (actions.length > 0)
           results.actions = await out.progress(
             `${verb === "add" ? "adding" : "removing"} ${actions.length} action(s) on chain`,
-            client.request("POST", `/core/v1/groups/${g}/actions`, {
-              body: { [verb]: actions, [other]: [] },
-            }),
+            client.sigil().updateGroupActions(Number(g), { [verb]: actions, [other]: [] }),
           );
         if (pkps.length > 0)
           results.pkps = await out.progress(
             `${verb === "add" ? "adding" : "removing"} ${pkps.length} PKP(s) on chain`,
-            client.request("POST", `/core/v1/groups/${g}/pkps`, { body: { [verb]: pkps, [other]: [] } }),
+            client.sigil().updateGroupPkps(Number(g), { [verb]: pkps, [other]: [] }),
           );
         out.result(results, () => `${verb === "add" ? "added to" : "removed from"} group ${g}`);
       });
@@ -118,7 +116,7 @@ export function registerGroups(program: Command): void {
       const { client, out } = contextOf(cmd);
       const r = await out.progress(
         "deleting the group on chain",
-        client.request("DELETE", `/core/v1/groups/${groupId(id)}`),
+        client.sigil().deleteGroup(Number(groupId(id))),
       );
       out.result(r, () => `deleted group ${id}`);
     });

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
-import { UsageError } from "../client";
+import { UsageError } from "../api";
 import { collect, contextOf, groupIds } from "../context";
-import { list, table } from "../output";
+import { groupList, table } from "../output";
 
 interface PermissionFlags {
   name?: string;
@@ -22,14 +22,18 @@ function withPermissionFlags(cmd: Command): Command {
     .option("--can-create-groups", "may create groups (group:create)")
     .option("--can-delete-groups", "may delete groups (group:delete)")
     .option("--can-create-pkps", "may create PKPs (pkp:create)")
-    .option("--execute <groups>", "groups where it may run actions, e.g. 1,2 or * for all (execute)", collect)
+    .option("--execute <groups>", "groups where it may run actions, e.g. 1,2, or all (execute)", collect)
     .option(
       "--manage-actions <groups>",
-      "groups where it may add/remove action CIDs (group:manageActions)",
+      "groups where it may add/remove action CIDs, e.g. 1,2, or all (group:manageActions)",
       collect,
     )
-    .option("--add-pkp <groups>", "groups where it may add PKPs (group:addPkp)", collect)
-    .option("--remove-pkp <groups>", "groups where it may remove PKPs (group:removePkp)", collect)
+    .option("--add-pkp <groups>", "groups where it may add PKPs, e.g. 1,2, or all (group:addPkp)", collect)
+    .option(
+      "--remove-pkp <groups>",
+      "groups where it may remove PKPs, e.g. 1,2, or all (group:removePkp)",
+      collect,
+    )
     .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)");
 }
 
@@ -57,6 +61,23 @@ function parseExpiration(v: string): number {
   if (Number.isNaN(t))
     throw new UsageError(`--expiration: ${JSON.stringify(v)} is neither an ISO date nor unix seconds.`);
   return Math.floor(t / 1000);
+}
+
+/** What the new key may do, one line per granted permission ("execute  all groups"). */
+function grants(k: Record<string, unknown>): string[] {
+  const lines: string[] = [];
+  const groups: Array<[string, unknown]> = [
+    ["execute", k.can_execute_in_groups],
+    ["manage actions", k.can_manage_ipfs_ids_in_groups],
+    ["add pkp", k.can_add_pkp_to_groups],
+    ["remove pkp", k.can_remove_pkp_from_groups],
+  ];
+  for (const [label, v] of groups)
+    if (Array.isArray(v) && v.length) lines.push(`${label.padEnd(14)}${groupList(v)}`);
+  if (k.can_create_groups) lines.push(`${"create groups".padEnd(14)}yes`);
+  if (k.can_delete_groups) lines.push(`${"delete groups".padEnd(14)}yes`);
+  if (k.can_create_pkps) lines.push(`${"create pkps".padEnd(14)}yes`);
+  return lines;
 }
 
 /** Cents spent by the key, and its cap when it has one ("3/50"). */
@@ -96,6 +117,7 @@ export function registerKeys(program: Command): void {
     out.result(r, () =>
       [
         `usage key id  ${String(r.id ?? r.address ?? "")}`.trimEnd(),
+        ...grants(r),
         "",
         "Usage key (shown this once; give it to the service that will use it):",
         "",
@@ -124,10 +146,10 @@ export function registerKeys(program: Command): void {
           (r.items ?? []).map((k) => [
             String(k.id),
             String(k.name ?? ""),
-            list(k.can_execute_in_groups),
-            list(k.can_manage_ipfs_ids_in_groups),
-            list(k.can_add_pkp_to_groups),
-            list(k.can_remove_pkp_from_groups),
+            groupList(k.can_execute_in_groups),
+            groupList(k.can_manage_ipfs_ids_in_groups),
+            groupList(k.can_add_pkp_to_groups),
+            groupList(k.can_remove_pkp_from_groups),
             [
               k.can_create_groups && "groups",
               k.can_delete_groups && "delete-groups",

@@ -14,7 +14,8 @@ export function registerPkps(program: Command): void {
       const { client, out } = contextOf(cmd);
       const r = await out.progress(
         "creating the PKP on chain",
-        client.request<Record<string, unknown>>("POST", "/core/v1/pkps/create", { body: { ...o } }),
+        // Typed SDK call: with a usage key it is a signed forward request (the key is never sent).
+        client.sigil().createPkp({ ...o }),
       );
       out.result(r, () =>
         fields([

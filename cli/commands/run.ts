@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import type { Command } from "commander";
-import { UsageError } from "../client";
+import { UsageError } from "../api";
 import { contextOf } from "../context";
 import { readCodeFile } from "./actions";
 

@@ -66,19 +66,18 @@ interface IAccountRegistry {
     }
 
     /**
-     * @notice A usage key as returned by views.
+     * @notice A usage key as returned by views. Its key hash, name and description are not stored: they
+     * are in its `KeyAdded` / `KeyUpdated` / `KeyMetadataUpdated` events.
      * @param key The key's address (its id).
      * @param accountId The account the key belongs to.
-     * @param keyHash keccak256 of the key string, or zero when registered by address only.
      * @param expiration Unix time after which the key is treated as absent; 0 = never.
      * @param createdAt Block timestamp of registration.
+     * @param scopes The key's scopes; the four id arrays list the wildcard (0) first, then live groups of the
+     * account in `listGroups` order (ids of deleted groups no longer count and are left out).
      */
     struct KeyInfo {
         address key;
         uint64 accountId;
-        bytes32 keyHash;
-        string name;
-        string description;
         uint64 expiration;
         uint64 createdAt;
         KeyScopes scopes;
@@ -92,12 +91,14 @@ interface IAccountRegistry {
         string description;
     }
 
-    /// @notice A group's header; members are read with `groupPkps` and `groupActions`.
+    /**
+     * @notice A group's header. Its name, description and the lists of its members are not stored: they are
+     * in its events (`GroupCreated`, `PkpAdded`/`PkpRemoved`, `ActionAdded`/`ActionRemoved`); membership is
+     * answered on chain by `isPkpInGroup` and `isActionInGroup`.
+     */
     struct GroupInfo {
         uint64 id;
         uint64 accountId;
-        string name;
-        string description;
         uint256 pkpCount;
         uint256 actionCount;
     }
@@ -324,14 +325,11 @@ interface IAccountRegistry {
     /// @notice A live key (reverts `UnknownKey` when absent, removed or expired).
     function getKey(address key) external view returns (KeyInfo memory);
 
-    /// @notice A page of an account's live keys, and the total number of registered keys.
-    function listKeys(
-        uint64 accountId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (KeyInfo[] memory items, uint256 total);
-
-    /// @notice Whether the live key `key` holds `scope` on `groupId` (0 asks about account-wide scopes).
+    /**
+     * @notice Whether the live key `key` holds `scope` on `groupId`. Account-wide scopes ignore `groupId`.
+     * A per-group scope counts only on a live group of the key's account (as the writes check it); id 0
+     * asks whether the key holds the scope through the wildcard.
+     */
     function hasScope(address key, Scope scope, uint64 groupId) external view returns (bool);
 
     /// @notice A PKP (reverts `PkpNotInAccount(pkpId, 0)` when unknown).
@@ -354,25 +352,11 @@ interface IAccountRegistry {
         uint256 limit
     ) external view returns (GroupInfo[] memory items, uint256 total);
 
-    /// @notice A page of a group's PKP ids, and their total.
-    function groupPkps(
-        uint64 accountId,
-        uint64 groupId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (bytes32[] memory items, uint256 total);
-
-    /// @notice A page of a group's action CIDs (as strings), and their total.
-    function groupActions(
-        uint64 accountId,
-        uint64 groupId,
-        uint256 offset,
-        uint256 limit
-    ) external view returns (string[] memory items, uint256 total);
-
-    /// @notice The CID string whose keccak256 is `cidHash`, or "" if never seen.
-    function cidOf(bytes32 cidHash) external view returns (string memory);
-
+    /// @notice Whether `pkpId` is a member of the live group `groupId` of `accountId` (reverts `UnknownGroup`).
+    function isPkpInGroup(uint64 accountId, uint64 groupId, bytes32 pkpId) external view returns (bool);
+    /// @notice Whether the CID with keccak256 `cidHash` is listed in the live group `groupId` of `accountId`
+    /// (reverts `UnknownGroup`).
+    function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool);
     /// @notice Whether the live key `key` holds execute on some group that lists both `cidHash` and `pkpId`.
     /// An account's owner is answered too: it may execute in every group of its account (SPEC 5.4).
     function canExecute(address key, bytes32 cidHash, bytes32 pkpId) external view returns (bool);
@@ -380,6 +364,13 @@ interface IAccountRegistry {
     /// @notice Whether the live key `key` holds execute on some group that lists `cidHash` (no PKP needed).
     /// An account's owner is answered too, as for `canExecute`.
     function canExecuteAction(address key, bytes32 cidHash) external view returns (bool);
+
+    /**
+     * @notice The registry's layout version: 2 for this one (names, CID strings and member lists in events
+     * only). The first registry (version 1) has no such function. A service refuses a data folder whose
+     * registry answers another version, since its views and events would be misread.
+     */
+    function registryVersion() external pure returns (uint256);
 
     /// @notice The trusted ERC-2771 forwarder (path A).
     function forwarder() external view returns (address);

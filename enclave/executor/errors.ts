@@ -20,12 +20,27 @@ export const ACTION_ERROR_CODES = [
   "sleep_limit",
   "fetch_disabled",
   "fetch_host_not_allowed",
+  "fetch_address_refused",
   "fetch_timeout",
   "fetch_failed",
   "fetch_response_too_large",
   "pkp_not_authorized",
   "invalid_argument",
   "key_op_failed",
+  "key_op_too_large",
+  "unhandled_rejection",
+  "param_shadows_global",
+  // ES module imports (modules/errors.ts)
+  "import_invalid",
+  "import_not_pinned",
+  "import_integrity_mismatch",
+  "import_fetch_failed",
+  "import_redirect_refused",
+  "import_address_refused",
+  "import_too_large",
+  "import_limit",
+  "import_timeout",
+  "imports_disabled",
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

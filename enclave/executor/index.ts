@@ -8,9 +8,14 @@ import type { KeyCapabilities } from "../capabilities";
 import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./errors";
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
+import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
+import { ModuleLoader, type ModuleOptions } from "./modules/loader";
+import { ModuleError } from "./modules/errors";
+import { mayImport, transformAction } from "./modules/transform";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
-export type { ExecutorLimits };
+export type { ExecutorLimits, FetchPolicy, ModuleOptions };
+export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
 export interface RunRequest {
@@ -32,10 +37,26 @@ export interface RunRequest {
    * operation. Refused or absent: every key operation is authorized per operation.
    */
   runPkp?: RunPkp;
-  /** undefined = fetch disabled. Hosts are names (`api.example.com`) or `host:port`. */
-  fetch?: { allowHosts: string[] };
+  /**
+   * This run's fetch policy, merged over the executor's (its fields win); false disables fetch.
+   * Undefined: the executor's policy.
+   */
+  fetch?: FetchPolicy | false;
   limits?: Partial<ExecutorLimits>;
+  /**
+   * Request headers the action may read as `Lit.Headers`: the relayer passes `x-request-id` and
+   * `x-correlation-id` only (other headers may carry credentials).
+   */
+  requestHeaders?: Record<string, string>;
+  /** Overrides the executor's unhandledRejections mode for this run. */
+  unhandledRejections?: UnhandledRejectionMode;
 }
+
+/**
+ * What a promise rejection that nobody handles does to a run (docs/actions.md, "The result"):
+ * "strict" (default) fails the run; "lenient" fails it only if the action had not yet set its response.
+ */
+export type UnhandledRejectionMode = "strict" | "lenient";
 
 export interface RunPkp {
   /** The PKP id or address the request named. */
@@ -66,6 +87,21 @@ export interface RunResult {
   execution_ms: number;
   key_ops: number;
   fetches: number;
+  /**
+   * Signatures made with the older `signEcdsa({toSign, publicKey, sigName})` API, by sigName (present
+   * only when the run made some and succeeded).
+   */
+  signatures?: Record<string, LegacySignature>;
+}
+
+/** One named signature of the older signEcdsa API (docs/actions.md, "Older API"). */
+export interface LegacySignature {
+  r: string;
+  s: string;
+  recid: number;
+  signature: string;
+  publicKey: string;
+  dataSigned: string;
 }
 
 export interface ExecutorOptions {
@@ -75,6 +111,12 @@ export interface ExecutorOptions {
   /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
   maxQueue?: number;
   limits?: Partial<ExecutorLimits>;
+  /** Default "strict": see UnhandledRejectionMode. */
+  unhandledRejections?: UnhandledRejectionMode;
+  /** Default `{}`: fetch on, any host, public addresses only. false disables fetch. */
+  fetch?: FetchPolicy | false;
+  /** ES module imports (docs/actions.md); default `{}`: jsDelivr, memory only. false disables them. */
+  modules?: ModuleOptions | false;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -92,6 +134,9 @@ export class ActionExecutor {
   private readonly pool: WorkerPool;
   private readonly limits: ExecutorLimits;
   private readonly maxQueue: number;
+  private readonly unhandledRejections: UnhandledRejectionMode;
+  private readonly fetchPolicy: FetchPolicy | false;
+  private readonly modules: ModuleLoader | null;
   private readonly queue: PoolJob[] = [];
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
@@ -105,6 +150,10 @@ export class ActionExecutor {
     if (!Number.isInteger(poolSize) || poolSize < 1)
       throw new RangeError("poolSize must be a positive integer");
     this.maxQueue = opts.maxQueue ?? poolSize * 32;
+    this.unhandledRejections = checkRejectionMode(opts.unhandledRejections ?? "strict");
+    checkFetchPolicy(opts.fetch, "ActionExecutor");
+    this.fetchPolicy = opts.fetch ?? {};
+    this.modules = opts.modules === false ? null : new ModuleLoader(opts.modules ?? {});
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
     this.pool = new WorkerPool({
@@ -137,6 +186,12 @@ export class ActionExecutor {
     if (this.full()) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
+    // No await for code without `import`: such a run is queued in this very call, as before.
+    const imports = mayImport(req.code) ? await this.prepareImports(req.code) : { prepared: null };
+    if ("refusal" in imports) return imports.refusal;
+    // Loading modules let other calls in: admit this run as of now, as after authorization below.
+    if (this.closed) throw new ExecutorClosedError();
+    if (imports.prepared !== null && this.full()) throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
@@ -165,11 +220,16 @@ export class ActionExecutor {
     }
     return new Promise<RunResult>((resolve, reject) => {
       this.queue.push({
-        code: req.code,
+        code: imports.prepared?.code ?? req.code,
+        imports: imports.prepared
+          ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
+          : undefined,
         cid: req.cid,
         paramsJson: checked,
         limits,
-        fetchAllowHosts: req.fetch ? [...req.fetch.allowHosts] : null,
+        fetchPolicy: mergeFetchPolicy(this.fetchPolicy, req.fetch),
+        lenientRejections: (req.unhandledRejections ?? this.unhandledRejections) === "lenient",
+        requestHeaders: { ...(req.requestHeaders ?? {}) },
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
@@ -198,6 +258,26 @@ export class ActionExecutor {
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
     return { ...this.pool.stats(), queued: this.queue.length + this.pool.pipelined() };
+  }
+
+  /**
+   * The run's modules, loaded and verified before it takes a worker (a run waiting for the network
+   * holds no worker). Code without `import` costs one regular-expression test.
+   */
+  private async prepareImports(
+    code: string,
+  ): Promise<{ prepared: Awaited<ReturnType<ModuleLoader["prepare"]>> } | { refusal: RunResult }> {
+    if (!mayImport(code)) return { prepared: null };
+    if (this.modules === null) {
+      if (transformAction(code) === null) return { prepared: null };
+      return { refusal: refusal("imports_disabled", "ES module imports are disabled on this service") };
+    }
+    try {
+      return { prepared: await this.modules.prepare(code) };
+    } catch (e) {
+      if (e instanceof ModuleError) return { refusal: refusal(e.code, e.message) };
+      throw e;
+    }
   }
 
   /** Kill every worker that is running an action now (their runs end with worker_crashed). */
@@ -261,12 +341,19 @@ function checkRequestShape(req: RunRequest): void {
     if (p.authorize !== undefined && typeof p.authorize !== "function")
       throw new TypeError("run(req): runPkp.authorize must be a function");
   }
-  if (req.fetch !== undefined) {
-    const hosts = req.fetch?.allowHosts;
-    if (!Array.isArray(hosts) || !hosts.every((h) => typeof h === "string" && h !== "")) {
-      throw new TypeError("run(req): fetch.allowHosts must be an array of host names");
-    }
+  if (req.unhandledRejections !== undefined) checkRejectionMode(req.unhandledRejections);
+  checkFetchPolicy(req.fetch, "run(req)");
+  if (req.requestHeaders !== undefined) {
+    const h = req.requestHeaders;
+    if (typeof h !== "object" || h === null || !Object.values(h).every((v) => typeof v === "string"))
+      throw new TypeError("run(req): requestHeaders must be an object of strings");
   }
+}
+
+function checkRejectionMode(mode: unknown): UnhandledRejectionMode {
+  if (mode !== "strict" && mode !== "lenient")
+    throw new TypeError('unhandledRejections must be "strict" or "lenient"');
+  return mode;
 }
 
 /** Size and shape checks done before a worker is involved. Returns the params as JSON when accepted. */
@@ -311,8 +398,12 @@ function toResult(o: RunOutcome): RunResult {
   if (o.error !== null) {
     // Codes the enclave raised (e.g. decryption_failed) reach the action as is; as a run result they are
     // key_op_failed, with the enclave's code kept at the start of the message.
-    const code = KNOWN_CODES.has(o.error.code) ? o.error.code : "key_op_failed";
-    return { response: null, has_error: true, error: { code, message: o.error.message }, ...base };
+    const known = KNOWN_CODES.has(o.error.code);
+    const error = known
+      ? { code: o.error.code, message: o.error.message }
+      : { code: "key_op_failed", message: `${o.error.code}: ${o.error.message}` };
+    return { response: null, has_error: true, error, ...base };
   }
-  return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base };
+  const signatures = o.signaturesJson === undefined ? {} : { signatures: JSON.parse(o.signaturesJson) };
+  return { response: JSON.parse(o.responseJson ?? "null"), has_error: false, ...base, ...signatures };
 }

@@ -5,8 +5,18 @@
  * resolves an id or address to the canonical bytes32 id and checks (caller key, this CID, pkp); a
  * refusal becomes `pkp_not_authorized` with the callback's message. The action identity key is bound
  * to the run's own CID; the public half of any CID's identity key is public information.
+ *
+ * Before anything else the argument sizes are checked (worker/arg-limits.js; the worker checked them
+ * too, but the worker runs hostile code). After authorization, the operations that cost real CPU
+ * (encrypt, decrypt, signatures) are computed by the crypto thread (crypto-thread.ts) with a key derived
+ * for that one operation, so a flood of them cannot stall the main thread; whatever that thread cannot
+ * answer exactly as the enclave would is served by the enclave here, which words any error.
  */
 import type { KeyCapabilities } from "../capabilities";
+import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
+import type { InFlightLimit } from "./in-flight-limit";
+import type { ExecutorLimits } from "./limits";
+import { keyOpArgsProblem } from "./worker/arg-limits";
 
 export interface KeyOpError {
   code: string;
@@ -51,30 +61,111 @@ function obj<T>(args: Args, field: string): T {
   return v as T;
 }
 
+/** What serves a run's key operations: the enclave, the crypto thread if any, the run's limits. */
+export interface KeyOpServer {
+  keys: KeyCapabilities;
+  crypto: CryptoThreadClient | null;
+  limits: Pick<ExecutorLimits, "maxKeyOpPayloadBytes" | "maxTypedDataBytes">;
+  /** The run's share of the crypto thread (in-flight-limit.ts); absent: no limit. */
+  cryptoSlots?: InFlightLimit;
+}
+
+type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
+
+const DIGEST = /^0x[0-9a-fA-F]{64}$/;
+
+/**
+ * Through the crypto thread with `key` (derived for this operation, zeroed by request()), else, when
+ * there is no thread or it cannot answer exactly as the enclave would, `inMain` in this thread.
+ */
+async function offMain(
+  server: KeyOpServer,
+  deriveKey: () => Uint8Array,
+  req: CryptoRequest,
+  inMain: () => unknown,
+): Promise<unknown> {
+  const crypto = server.crypto;
+  if (crypto === null) return inMain();
+  // The key is derived only once this run's turn has come (see InFlightLimit).
+  const ask = () => crypto.request(req, deriveKey());
+  const answer: CryptoAnswer | null = await (server.cryptoSlots ? server.cryptoSlots.run(ask) : ask());
+  if (answer === null) return inMain();
+  if (answer.failed !== undefined)
+    throw { code: "decryption_failed", shortMessage: "Decryption failed.", details: answer.failed };
+  return answer.value;
+}
+
 // A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
 // like "constructor" must not reach Object.prototype.
-const PKP_OPS: Record<string, (keys: KeyCapabilities, id: string, args: Args) => unknown> = {
+const PKP_OPS: Record<string, PkpOp> = {
   __proto__: null as never,
-  pkpPublicKey: (k, id) => k.pkpPublicKey(id),
-  pkpAddress: (k, id) => k.pkpAddress(id),
-  pkpSignDigest: (k, id, a) => k.pkpSignDigest(id, hexOf(strOrBytes(a, "digest"))),
-  pkpSignMessage: (k, id, a) => k.pkpSignMessage(id, strOrBytes(a, "message")),
-  pkpSignTypedData: (k, id, a) =>
-    k.pkpSignTypedData(id, obj(a, "domain"), obj(a, "types"), obj<Record<string, unknown>>(a, "value")),
-  pkpEncrypt: (k, id, a) => k.pkpEncrypt(id, strOrBytes(a, "plaintext")),
-  pkpDecrypt: (k, id, a) => k.pkpDecrypt(id, str(a, "ciphertext")),
-  pkpPrivateKey: (k, id) => k.pkpPrivateKey(id),
+  // Cached by the enclave after the first call: cheap.
+  pkpPublicKey: ({ keys }, id) => keys.pkpPublicKey(id),
+  pkpAddress: ({ keys }, id) => keys.pkpAddress(id),
+  pkpPrivateKey: ({ keys }, id) => keys.pkpPrivateKey(id),
+  pkpSignDigest: (s, id, a) => {
+    const digest = hexOf(strOrBytes(a, "digest"));
+    if (!DIGEST.test(digest)) return s.keys.pkpSignDigest(id, digest); // the enclave's invalid_digest
+    const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
+    return offMain(
+      s,
+      () => s.keys.pkpKeyForRun(id),
+      { op: "signDigest", digest: bytes },
+      () => s.keys.pkpSignDigest(id, digest),
+    );
+  },
+  pkpSignMessage: (s, id, a) => {
+    const message = strOrBytes(a, "message");
+    return offMain(
+      s,
+      () => s.keys.pkpKeyForRun(id),
+      { op: "signMessage", message },
+      () => s.keys.pkpSignMessage(id, message),
+    );
+  },
+  pkpSignTypedData: (s, id, a) => {
+    const domain = obj<Record<string, unknown>>(a, "domain");
+    const types = obj<Record<string, Array<{ name: string; type: string }>>>(a, "types");
+    const value = obj<Record<string, unknown>>(a, "value");
+    return offMain(
+      s,
+      () => s.keys.pkpKeyForRun(id),
+      { op: "signTypedData", domain, types, value },
+      () => s.keys.pkpSignTypedData(id, domain, types, value),
+    );
+  },
+  pkpEncrypt: (s, id, a) => {
+    const plaintext = strOrBytes(a, "plaintext");
+    return offMain(
+      s,
+      () => s.keys.pkpAesKeyForOp(id),
+      { op: "encrypt", plaintext },
+      () => s.keys.pkpEncrypt(id, plaintext),
+    );
+  },
+  pkpDecrypt: (s, id, a) => {
+    const ciphertext = str(a, "ciphertext");
+    return offMain(
+      s,
+      () => s.keys.pkpAesKeyForOp(id),
+      { op: "decrypt", ciphertext },
+      () => s.keys.pkpDecrypt(id, ciphertext),
+    );
+  },
 };
 
 export async function serveKeyOp(
-  keys: KeyCapabilities,
+  server: KeyOpServer,
   runCid: string,
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>,
   op: string,
   args: Args,
 ): Promise<KeyOpAnswer> {
+  const { keys } = server;
   try {
     if (typeof args !== "object" || args === null) args = {};
+    const tooLarge = keyOpArgsProblem(op, args, server.limits);
+    if (tooLarge !== null) return { ok: false, error: { code: "key_op_too_large", message: tooLarge } };
     const pkpOp = typeof op === "string" && Object.hasOwn(PKP_OPS, op) ? PKP_OPS[op] : undefined;
     if (pkpOp !== undefined) {
       const requested = str(args, "pkpId");
@@ -88,7 +179,7 @@ export async function serveKeyOp(
           error: { code: "pkp_not_authorized", message: `PKP ${requested} refused: ${why}` },
         };
       }
-      return { ok: true, value: pkpOp(keys, pkpId, args) };
+      return { ok: true, value: await pkpOp(server, pkpId, args) };
     }
     switch (op) {
       case "actionPrivateKey":

@@ -28,6 +28,13 @@ export interface ExecutorLimits {
   offHeapMb: number;
   /** Body size of one fetch answer. */
   maxFetchBodyBytes: number;
+  /**
+   * A key operation's message (signMessage) or plaintext (encrypt), in bytes (UTF-8 for strings). The
+   * ciphertext that decrypt accepts is bounded by the envelope of a plaintext of this size.
+   */
+  maxKeyOpPayloadBytes: number;
+  /** signTypedData's {domain, types, value}, as JSON (UTF-8 bytes). */
+  maxTypedDataBytes: number;
 }
 
 export const DEFAULT_LIMITS: ExecutorLimits = Object.freeze({
@@ -43,6 +50,8 @@ export const DEFAULT_LIMITS: ExecutorLimits = Object.freeze({
   maxSleepMs: 10_000,
   offHeapMb: 64,
   maxFetchBodyBytes: 5 * 1024 * 1024,
+  maxKeyOpPayloadBytes: 128 * 1024,
+  maxTypedDataBytes: 32 * 1024,
 });
 
 /** Merge overrides onto a base, keeping only known fields with positive finite values. */

@@ -7,14 +7,17 @@
  * off-heap budget, or dies is terminated and replaced; its run ends with a stable error code and the
  * logs so far, and the pool keeps serving.
  */
+import type { PreparedImports } from "./modules/loader";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
-import path from "node:path";
 import type { KeyCapabilities } from "../capabilities";
+import { cryptoThread } from "./crypto-thread";
+import { InFlightLimit } from "./in-flight-limit";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
+import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
+import type { FetchPolicy } from "./fetch-policy";
 
-export const WORKER_SCRIPT = path.join(__dirname, "worker", "sandbox-worker.js");
-export const SIGNER_SCRIPT = path.join(__dirname, "worker", "signer-thread.js");
+export { SIGNER_SCRIPT, WORKER_SCRIPT };
 
 const MB = 1024 * 1024;
 /** How often the watchdog samples memory while runs are in progress. */
@@ -25,15 +28,27 @@ const UNRESPONSIVE_MS = 100;
 const PRESSURE_SLACK_BYTES = 64 * MB;
 /** Consecutive workers that die before becoming ready, after which the pool stops respawning. */
 const MAX_STARTUP_FAILURES = 3;
+/**
+ * Requests one run may have in the crypto thread at once (key-ops.ts): enough to keep that thread busy
+ * for one run, few enough that other runs' requests are never stuck behind a flood of one run's.
+ */
+const CRYPTO_IN_FLIGHT_PER_RUN = 2;
 /** A job queued behind a run that has gone on this long is taken back when another worker is idle. */
 const PIPELINE_RELEASE_MS = 20;
 
 export interface PoolJob {
   code: string;
+  /** The run's imported modules, verified and transformed (modules/loader.ts); absent: none. */
+  imports?: { modules: PreparedImports["modules"]; actionDeps: number[] };
   cid: string;
   paramsJson: string;
   limits: ExecutorLimits;
-  fetchAllowHosts: string[] | null;
+  /** Null: fetch disabled for this run. */
+  fetchPolicy: FetchPolicy | null;
+  /** Lenient: an unhandled rejection after the action set its response does not fail the run. */
+  lenientRejections: boolean;
+  /** Request headers the action sees as Lit.Headers (x-request-id, x-correlation-id). */
+  requestHeaders: Record<string, string>;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
   /**
    * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
@@ -55,6 +70,8 @@ export interface RunKeyGrant {
 
 export interface RunOutcome {
   responseJson?: string;
+  /** Named signatures of the older signEcdsa API (worker/legacy-sign.js), as a JSON object. */
+  signaturesJson?: string;
   error: KeyOpError | null;
   logs: string;
   executionMs: number;
@@ -74,6 +91,8 @@ interface ActiveRun {
   done: boolean;
   /** A "release" was sent for this queued job (pool.releaseStuck). */
   releaseAsked: boolean;
+  /** This run's share of the crypto thread. */
+  cryptoSlots: InFlightLimit;
 }
 
 interface Slot {
@@ -103,16 +122,28 @@ export interface PoolOptions {
  * The worker's final message, checked: the worker runs hostile code, so the parent treats what it says
  * as untrusted too (a malformed message becomes worker_crashed, never an exception in the main thread).
  */
-export function readDone(m: Record<string, unknown>): { error: KeyOpError | null; responseJson?: string } {
+export function readDone(m: Record<string, unknown>): {
+  error: KeyOpError | null;
+  responseJson?: string;
+  signaturesJson?: string;
+} {
   const e = m.error as { code?: unknown; message?: unknown } | null | undefined;
   if (e === null || e === undefined) {
     if (typeof m.responseJson !== "string") return { error: MALFORMED };
     try {
       JSON.parse(m.responseJson);
+      if (m.signaturesJson !== undefined) {
+        const sigs: unknown = typeof m.signaturesJson === "string" ? JSON.parse(m.signaturesJson) : null;
+        if (typeof sigs !== "object" || sigs === null || Array.isArray(sigs)) return { error: MALFORMED };
+      }
     } catch {
       return { error: MALFORMED };
     }
-    return { error: null, responseJson: m.responseJson };
+    return {
+      error: null,
+      responseJson: m.responseJson,
+      ...(m.signaturesJson !== undefined ? { signaturesJson: m.signaturesJson as string } : {}),
+    };
   }
   if (typeof e !== "object" || typeof e.code !== "string" || typeof e.message !== "string")
     return { error: MALFORMED };
@@ -270,6 +301,7 @@ export class WorkerPool {
       timer: undefined,
       done: false,
       releaseAsked: false,
+      cryptoSlots: new InFlightLimit(CRYPTO_IN_FLIGHT_PER_RUN),
     };
   }
 
@@ -312,10 +344,13 @@ export class WorkerPool {
         type: "run",
         runId: run.runId,
         code: job.code,
+        imports: job.imports,
         cid: job.cid,
         paramsJson: job.paramsJson,
         limits: workerLimits,
-        fetchAllowHosts: job.fetchAllowHosts,
+        fetchPolicy: job.fetchPolicy,
+        lenientRejections: job.lenientRejections,
+        requestHeaders: job.requestHeaders,
         runKey,
       },
       // Moved, not copied: after this call the main thread holds no copy of the key.
@@ -566,19 +601,27 @@ export class WorkerPool {
       return;
     }
     run.keyOps++;
-    void serveKeyOp(this.keys, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+    const served = {
+      keys: this.keys,
+      crypto: cryptoThread(),
+      limits: run.job.limits,
+      cryptoSlots: run.cryptoSlots,
+    };
+    void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
   }
 
   private finishRun(
     slot: Slot,
     run: ActiveRun,
-    end: { error: KeyOpError | null; responseJson?: string },
+    end: { error: KeyOpError | null; responseJson?: string; signaturesJson?: string },
   ): void {
     if (run.done) return;
     run.done = true;
+    run.cryptoSlots.close();
     clearTimeout(run.timer);
     run.job.finish({
       responseJson: end.responseJson,
+      signaturesJson: end.signaturesJson,
       error: end.error,
       logs: run.logs.join(""),
       executionMs: Math.round((performance.now() - run.startedAt) * 1000) / 1000,

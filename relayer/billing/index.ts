@@ -28,7 +28,7 @@ export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest
 export { ProcessorError } from "./processor";
 export { SimulatedProcessor } from "./simulatedProcessor";
 export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor";
-export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents } from "./metering";
+export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents, pinPriceCents } from "./metering";
 export { CREDIT_PACKAGES, formatCents } from "./money";
 export { CRASH_POINT_ENV } from "./payments";
 export { MIGRATIONS, migrate, readVersion, type Migration } from "../db";
@@ -61,11 +61,20 @@ export interface Billing {
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
   keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }>;
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): Promise<void>;
-  prices(): { write_cents: number; execution_cents_per_second: number; minimum_payment_cents: number };
+  prices(): {
+    write_cents: number;
+    execution_cents_per_second: number;
+    minimum_payment_cents: number;
+    pin_cents_per_100kb: number;
+  };
   reconcile(): Promise<void>;
   close(): Promise<void>;
 
   // Additions beyond the agreed interface.
+  /** Before storing a pin of `bytes`: 402 insufficient_credits or 403 spend_cap_reached, like assertCanAfford. */
+  assertCanAffordPin(p: Principal, bytes: number): Promise<void>;
+  /** Charge a pin of `bytes` of `cid`, once per (account, CID) (reference `pin:<account>:<cid>`). */
+  chargePin(p: Principal, bytes: number, cid: string): Promise<ChargeResult>;
   /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
   executionPriceCents(executionMs: number, timeLimitMs?: number): number;
   balance(accountId: string): Promise<{ balance_cents: number; balance_display: string }>;
@@ -193,6 +202,8 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
     chargeExecution: (p, ms, requestId, timeLimitMs) =>
       metering.chargeExecution(p, ms, requestId, timeLimitMs),
+    assertCanAffordPin: (p, bytes) => metering.assertCanAffordPin(p, bytes),
+    chargePin: (p, bytes, cid) => metering.chargePin(p, bytes, cid),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),
     setKeySpendCap: (accountId, keyAddress, capCents) =>
       metering.setKeySpendCap(accountId, keyAddress, capCents),

@@ -3,7 +3,12 @@ import type { Logger } from "pino";
 import { type DataLayer, prepare } from "../db";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
-import { executionChargeReference, writeChargeReference, type ForwardRequestId } from "./references";
+import {
+  executionChargeReference,
+  pinChargeReference,
+  writeChargeReference,
+  type ForwardRequestId,
+} from "./references";
 
 export interface Principal {
   accountId: string /* decimal */;
@@ -18,13 +23,28 @@ export interface Prices {
   execution_cents_per_second: number;
   /** The smallest top-up create_payment_intent accepts. */
   minimum_payment_cents: number;
+  /**
+   * A pin (POST /actions, or code the relayer fetched from IPFS for the account), per started 100 KB
+   * (102,400 bytes) of content, at least one unit; once per (account, CID) (docs/billing.md, "Pins").
+   */
+  pin_cents_per_100kb: number;
 }
 
 export const DEFAULT_PRICES: Prices = Object.freeze({
   write_cents: 1,
   execution_cents_per_second: 1,
   minimum_payment_cents: 500,
+  pin_cents_per_100kb: 1,
 });
+
+/** The unit of the pin price. */
+export const PIN_PRICE_UNIT_BYTES = 100 * 1024;
+
+/** Cost of pinning `bytes`: every started 100 KB, at least one. */
+export function pinPriceCents(prices: Prices, bytes: number): number {
+  const b = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+  return Math.max(1, Math.ceil(b / PIN_PRICE_UNIT_BYTES)) * prices.pin_cents_per_100kb;
+}
 
 /** Default write-behind window for usage charges (see docs/billing.md, "Charges are written behind"). */
 export const DEFAULT_CHARGE_FLUSH_MS = 50;
@@ -142,6 +162,15 @@ export class Metering {
    */
   async assertCanAfford(p: Principal, operation: "write" | "execution"): Promise<void> {
     const price = operation === "write" ? this.prices.write_cents : executionPriceCents(this.prices, 0);
+    await this.assertCanAffordCents(p, operation, price);
+  }
+
+  /** Before a pin of `bytes` is stored: the same refusals as assertCanAfford, at the pin's price. */
+  assertCanAffordPin(p: Principal, bytes: number): Promise<void> {
+    return this.assertCanAffordCents(p, "pin", pinPriceCents(this.prices, bytes));
+  }
+
+  private async assertCanAffordCents(p: Principal, operation: string, price: number): Promise<void> {
     if (price === 0) return;
     const key = normalizeAddress(p.keyAddress);
     const row = (await this.db.first(Q.afford, [p.accountId, key]))!;
@@ -190,6 +219,11 @@ export class Metering {
       executionChargeReference(requestId),
       "execution",
     );
+  }
+
+  /** Charge a pin of `bytes` of `cid`, once per (account, CID). */
+  chargePin(p: Principal, bytes: number, cid: string): Promise<ChargeResult> {
+    return this.charge(p, pinPriceCents(this.prices, bytes), pinChargeReference(p.accountId, cid), "pin");
   }
 
   keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }> {

@@ -62,3 +62,11 @@ export function executionChargeReference(requestId: string): string {
     throw new Error("an execution reference needs the request id (1 to 190 characters)");
   return `exec:${requestId}`;
 }
+
+/** A pin is charged once per (account, CID): `pin:<account id>:<cid>`. */
+export function pinChargeReference(accountId: string, cid: string): string {
+  if (!/^[1-9][0-9]*$/.test(accountId)) throw new Error("a pin reference needs the account id");
+  if (typeof cid !== "string" || cid.length === 0 || cid.length > 120)
+    throw new Error("a pin reference needs the CID");
+  return `pin:${accountId}:${cid}`;
+}

@@ -1,3 +1,4 @@
+import { toApiError } from "../http/errorHandler";
 import express, {
   type NextFunction,
   type Request,
@@ -54,6 +55,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       prices: {
         write_cents: prices.write_cents,
         execution_cents_per_second: prices.execution_cents_per_second,
+        pin_cents_per_100kb: prices.pin_cents_per_100kb,
         read_cents: 0,
       },
     });
@@ -189,11 +191,15 @@ function intParam(v: unknown, dflt: number, min: number, max: number, name: stri
 function renderError(err: unknown, req: Request, res: Response, _next: NextFunction, logger?: Logger): void {
   let apiErr: ApiError;
   const bodyErr = err as { type?: string; status?: number };
+  // Client mistakes express or the body parser throw (bad JSON, a path with broken percent-encoding such
+  // as /simulated/intents/%zz/…) get the relayer's own typed answers; only the rest is a 500.
+  const clientMistake = isApiError(err) ? undefined : toApiError(err);
   if (isApiError(err)) apiErr = err;
   else if (bodyErr?.type === "entity.parse.failed")
     apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
   else if (bodyErr?.type === "entity.too.large")
     apiErr = new ApiError(413, "payload_too_large", "the request body is too large");
+  else if (clientMistake) apiErr = clientMistake;
   else {
     logger?.error({ err, path: req.path }, "billing: unexpected error");
     apiErr = new ApiError(500, "internal_error", "internal error");

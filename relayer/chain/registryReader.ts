@@ -25,13 +25,15 @@ export class RegistryReader {
     private readonly onTransient?: (err: unknown) => void,
   ) {}
 
-  async call(fn: string, args: unknown[], blockTag?: number): Promise<Result> {
+  /** `from`: the caller the registry sees (`_msgSender`), for simulating a write without sending it. */
+  async call(fn: string, args: unknown[], blockTag?: number, from?: string): Promise<Result> {
     const data = registryInterface.encodeFunctionData(fn, args);
     const tag = blockTag === undefined ? "latest" : "0x" + blockTag.toString(16);
+    const tx = from === undefined ? { to: this.address, data } : { from, to: this.address, data };
     const raw = await withRetry(
       async () => {
         try {
-          return (await this.provider.send("eth_call", [{ to: this.address, data }, tag])) as string;
+          return (await this.provider.send("eth_call", [tx, tag])) as string;
         } catch (err) {
           const d = revertData(err);
           if (d) throw new RegistryRevert(d, decodeRevert(d));

@@ -24,6 +24,7 @@ import { ApiError } from "../errors";
 import { KeyedMutex, Mutex } from "../mutex";
 import { forwarderInterface, parseRegistryLog } from "./abi";
 import { encodeExecute, encodeExecuteBatch, splitBatchLogs, type SignedForwardRequest } from "./batch";
+import { bumpLegacy, DEFAULT_MAX_PRIORITY_FEE_WEI, FeeOracle } from "./fees";
 import { mapRevert } from "./registryErrors";
 import { chainUnavailable, isTransient, revertData, sleep, withRetry } from "./rpc";
 
@@ -140,6 +141,8 @@ export interface SenderOptions {
   onMined?: (result: WriteResult, transactionIndex: number | null) => void;
   /** Called with the number of requests of every transaction sent (metrics, tests). */
   onBatch?: (size: number) => void;
+  /** Highest tip (wei) paid on EIP-1559 chains (default DEFAULT_MAX_PRIORITY_FEE_WEI; fees.ts). */
+  maxPriorityFeePerGas?: bigint;
 }
 
 /** A signed request waiting for (or in) a transaction. */
@@ -158,6 +161,10 @@ type Outcome =
   | { kind: "skipped"; txHash: string };
 
 const DEADLINE_SECONDS = 600;
+/** Gas a forward request carries for a call that simulated at `innerGas` (a margin for state changes). */
+export function requestGasFor(innerGas: bigint): bigint {
+  return (innerGas * 5n) / 4n + 10_000n;
+}
 /** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
 export const SYNC_SEND_SLOW_MS = 500;
 /** Looked up once: encoding by name makes ethers search the ABI (and hash signatures) on every write. */
@@ -185,7 +192,7 @@ export class Sender {
   private readonly wallets: GasWallet[] = [];
   private readonly principals = new KeyedMutex();
   private readonly forwarderNonces = new Map<string, bigint>();
-  private gasPrice: { value: bigint; atMs: number } | null = null;
+  private readonly fees: FeeOracle;
   private rr = 0;
   private syncSend: boolean;
   private readonly queue: Pending[] = [];
@@ -202,6 +209,11 @@ export class Sender {
   constructor(private readonly o: SenderOptions) {
     this.syncSend = o.syncSend !== "off";
     this.simulateV1 = o.simulation !== "estimateGas";
+    this.fees = new FeeOracle({
+      provider: o.provider,
+      maxPriorityFeePerGas: o.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
+      onTransient: o.onTransient,
+    });
   }
 
   /** Whether writes are currently sent with eth_sendRawTransactionSync (false after a fallback). */
@@ -260,6 +272,75 @@ export class Sender {
     });
   }
 
+  /**
+   * A forward request the principal signed itself (the relayer never had its key): checked against the
+   * forwarder's current nonce, simulated like any write, then queued and submitted exactly as the
+   * relayer's own signed requests are. Not retried on a stale nonce: only the signer can sign anew.
+   */
+  async writeSigned(signed: SignedForwardRequest & { nonce: bigint }, kind: "usage"): Promise<LandedWrite> {
+    const principal = signed.from;
+    const req: WriteRequest = { apiKey: "", principal, kind, data: signed.data };
+    return this.principals.run(principal.toLowerCase(), async () => {
+      this.preparing++;
+      try {
+        let current = await this.forwarderNonce(principal);
+        if (current !== signed.nonce) {
+          // The cache may be behind another relayer instance's writes: ask the chain before refusing.
+          this.forwarderNonces.delete(principal.toLowerCase());
+          current = await this.forwarderNonce(principal);
+        }
+        if (current !== signed.nonce) {
+          throw new ApiError(
+            409,
+            "forward_nonce_mismatch",
+            `The forward request's nonce is ${signed.nonce}; the forwarder expects ${current} from ${principal} (already used, or not the next one).`,
+            { details: { expected_nonce: current.toString(), nonce: signed.nonce.toString() } },
+          );
+        }
+        const innerGas = await this.simulate(req);
+        if (signed.gas < innerGas) {
+          throw new ApiError(
+            400,
+            "forward_call_not_allowed",
+            `The forward request's gas (${signed.gas}) is below what the call needs (${innerGas}).`,
+            { details: { reason: "gas_too_low", gas_needed: innerGas.toString() } },
+          );
+        }
+      } catch (err) {
+        this.preparing--;
+        this.pump();
+        throw err;
+      }
+      const nonce = signed.nonce;
+      const outcome = await new Promise<Outcome>((resolve, reject) => {
+        this.queue.push({
+          queuedAt: performance.now(),
+          signed,
+          nonce,
+          settle: (o) => ("error" in o ? reject(o.error) : resolve(o)),
+        });
+        this.preparing--;
+        this.pump();
+      });
+      try {
+        return await this.conclude(req, principal, nonce, outcome);
+      } catch (err) {
+        this.forwarderNonces.delete(principal.toLowerCase());
+        throw err;
+      }
+    });
+  }
+
+  /** The forwarder nonce the principal's next request must carry (cached; see forwarderNonce). */
+  nextForwarderNonce(principal: string): Promise<bigint> {
+    return this.principals.run(principal.toLowerCase(), () => this.forwarderNonce(principal));
+  }
+
+  /** Simulates a registry call as `principal` through the forwarder: its gas, or the typed refusal. */
+  simulateAs(principal: string, kind: "usage", data: string): Promise<bigint> {
+    return this.simulate({ apiKey: "", principal, kind, data });
+  }
+
   private async writeOnce(req: WriteRequest): Promise<LandedWrite> {
     this.preparing++;
     let prepared: { signed: SignedForwardRequest; nonce: bigint };
@@ -289,7 +370,7 @@ export class Sender {
   private async prepare(req: WriteRequest): Promise<{ signed: SignedForwardRequest; nonce: bigint }> {
     const innerGas = await this.simulate(req);
     const nonce = await this.forwarderNonce(req.principal);
-    const requestGas = (innerGas * 5n) / 4n + 10_000n;
+    const requestGas = requestGasFor(innerGas);
     const signed = await this.o.signer.signForwardRequest(
       req.apiKey,
       {
@@ -529,19 +610,6 @@ export class Sender {
     return best;
   }
 
-  private async currentGasPrice(): Promise<bigint> {
-    if (this.gasPrice && Date.now() - this.gasPrice.atMs < 3_000) return this.gasPrice.value;
-    const hex = await withRetry(
-      () => this.o.provider.send("eth_gasPrice", []) as Promise<string>,
-      3,
-      this.o.onTransient,
-    );
-    // Twice the suggestion: base fees can rise between blocks and a stuck transaction blocks the wallet.
-    const value = BigInt(hex) * 2n + 1n;
-    this.gasPrice = { value, atMs: Date.now() };
-    return value;
-  }
-
   /**
    * Signs and broadcasts in nonce order for this wallet; returns the transaction hash, and the receipt
    * when the node answered a sync send with one.
@@ -553,6 +621,7 @@ export class Sender {
   ): Promise<{ hash: string; receipt: Receipt | null }> {
     return wallet.lock.run(async () => {
       let last: unknown;
+      let underpriced = 0;
       for (let attempt = 0; attempt < 4; attempt++) {
         if (wallet.nonce === null) {
           const hex = await withRetry(
@@ -564,14 +633,14 @@ export class Sender {
           wallet.nonce = Number(BigInt(hex));
         }
         const nonce = wallet.nonce;
-        const gasPrice = await this.currentGasPrice();
+        // Fees: relayer/chain/fees.ts (type 2 where the chain has a base fee, else legacy).
+        const fees = bumpLegacy(await this.fees.current(), underpriced);
         const signedTx = await wallet.signer.signTransaction({
-          type: 0,
+          ...fees,
           chainId: this.o.chainId,
           to: this.o.forwarder,
           data,
           gasLimit,
-          gasPrice,
           nonce,
           value: 0n,
         });
@@ -602,7 +671,12 @@ export class Sender {
             );
           }
           if (/underpriced|fee cap|base fee|max fee/i.test(msg)) {
-            this.gasPrice = null;
+            // Re-read the fees (the base fee rose, or the node's minimum did); a legacy price is also
+            // raised a bounded step for this transaction only (fees.ts: never into the cached price).
+            this.fees.invalidate();
+            // Not for "replacement transaction underpriced": that is a nonce already taken by one of
+            // our pending transactions, which a higher price would replace (its writes would never land).
+            if (/underpriced/i.test(msg) && !/replacement/i.test(msg)) underpriced++;
             continue;
           }
           // Nonce trouble, or we do not know whether the node took the transaction: resynchronise.

@@ -9,6 +9,8 @@ import { ApiError } from "../errors";
 
 const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+/** With the `u` flag, paired surrogates form one code point, so only unpaired ones match. */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 export function invalid(field: string, expected: string, got: unknown, code = "invalid_request"): ApiError {
   return new ApiError(400, code, `\`${field}\` must be ${expected} (got ${show(got)}).`, {
@@ -137,6 +139,9 @@ export class BodyReader {
       return opts.def ?? "";
     }
     if (typeof v !== "string") throw invalid(name, "a string", v);
+    // JSON may carry an unpaired surrogate ("\ud800"); no UTF-8 encoder (ethers' included) can encode
+    // it, so it would fail deep inside a write instead of here.
+    if (LONE_SURROGATE.test(v)) throw invalid(name, "well-formed Unicode text (no unpaired surrogate)", v);
     if (opts.nonEmpty && v.trim() === "") throw invalid(name, "a non-empty string", v);
     if (Buffer.byteLength(v, "utf8") > opts.max) {
       throw new ApiError(400, "string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, {

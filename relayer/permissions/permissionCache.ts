@@ -1,13 +1,21 @@
 /**
- * The permission cache (DESIGN.md section 5). Per account, a projection of registry state loaded from
- * views on first use, kept current by the registry's events: a poller reads eth_getLogs from the last
+ * The permission cache. Per account, a projection of registry state loaded on first use (the account's
+ * header from the `getAccount` view, everything else by replaying the account's events, see
+ * accountHistory.ts), kept current by the registry's events: a poller reads eth_getLogs from the last
  * processed block (the cursor) and applies every event in chain order.
  *
- * Consistency: an account is loaded with views *at the cursor block*, and events of later blocks that
+ * Consistency: an account is loaded *at the cursor block* (view and replay both end there), and events of later blocks that
  * the poller processes while the load is running are buffered and applied after it, so a projection
  * always equals the chain at the cursor. Path-A writes call `syncTo(receipt block)` before answering,
  * so a key created by one call works on the next (read-your-writes); path-B writes are seen within one
  * poll interval. Revocation never waits on a TTL.
+ *
+ * Misses: a key, master key or PKP the chain does not know is remembered as unknown for a short, bounded
+ * time (`missTtlMs`, at most `missMaxEntries` of each, least recently used first out), so a flood of
+ * unknown values costs the chain one call per distinct value per TTL instead of one per request. The
+ * event that would make such a value known (KeyAdded / KeyUpdated / KeyRemoved, AccountCreated,
+ * PkpCreated) drops its entry the moment the poller or our own receipt shows it, so a new key works on
+ * its very next request; a miss is only remembered if no such event was applied while it was looked up.
  *
  * RPC hiccups: a failed poll is retried on the next tick with backoff; the cursor (checkpointed under
  * dataDir) only moves after a batch was applied. If the chain's head falls behind the cursor (a chain
@@ -20,22 +28,10 @@ import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
-import {
-  accountFromStruct,
-  applyEvent,
-  cidHash,
-  keyFromStruct,
-  type AccountProjection,
-  type KeyRecord,
-} from "./projection";
+import { replayAccount } from "./accountHistory";
+import { BoundedCache } from "./boundedCache";
+import { accountFromStruct, applyEvent, cidHash, type AccountProjection, type KeyRecord } from "./projection";
 
-const PAGE = 100;
-/**
- * listKeys returns each key's four scope arrays, and reading one scoped group id costs ~7.6k gas; a key
- * may hold MAX_SCOPE_ENTRIES_PER_KEY (128) of them. Ten such keys (~9.7M gas) stay under the smallest
- * eth_call gas cap we know of (16.7M, EIP-7825 on Hardhat); a page of 100 would not fit any node's cap.
- */
-const KEY_PAGE = 10;
 const MAX_LOG_RANGE = 5_000;
 
 interface PendingEvent {
@@ -47,6 +43,19 @@ export type KeyLookup =
   | { status: "live"; account: AccountProjection; key: KeyRecord }
   | { status: "expired"; expiration: number }
   | { status: "unknown" };
+
+/** What `GET /pkps/:id` shows: PKPs never change once created, so a found one is kept (bounded). */
+export interface PkpInfo {
+  id: string;
+  accountId: number;
+  name: string;
+  description: string;
+}
+
+/** Defaults of CacheOptions.missTtlMs / missMaxEntries. */
+export const DEFAULT_MISS_TTL_MS = 5_000;
+export const DEFAULT_MISS_MAX_ENTRIES = 10_000;
+const PKP_INFO_MAX_ENTRIES = 10_000;
 
 export interface CacheOptions {
   provider: JsonRpcProvider;
@@ -66,6 +75,10 @@ export interface CacheOptions {
   onAccountChanged?: (accountId: number) => void;
   /** Called when the chain head fell behind the cursor (reset or reorganisation). */
   onReset?: () => void;
+  /** How long an unknown key, master key or PKP is remembered (default 5 s; 0 = never). */
+  missTtlMs?: number;
+  /** Most remembered misses of each kind (default 10,000). */
+  missMaxEntries?: number;
 }
 
 export class PermissionCache {
@@ -77,6 +90,19 @@ export class PermissionCache {
   >();
   private readonly keyIndex = new Map<string, number>();
   private readonly masterIndex = new Map<string, number>();
+  /** Usage keys the chain answered "unknown" or "expired" for, by address (see "Misses" above). */
+  private readonly keyMisses: BoundedCache<string, Exclude<KeyLookup, { status: "live" }>>;
+  /** Master-key addresses of no account. */
+  private readonly masterMisses: BoundedCache<string, true>;
+  private readonly pkpMisses: BoundedCache<string, true>;
+  private readonly pkpInfos = new BoundedCache<string, PkpInfo>(PKP_INFO_MAX_ENTRIES);
+  /**
+   * Bumped by every applied event that can turn a miss into a hit: a lookup started before the bump may
+   * have read the chain before that event, so its miss is not remembered.
+   */
+  private missEpoch = 0;
+  /** Chain lookups of unknown values in flight: concurrent requests for one value share one call. */
+  private readonly inFlight = new Map<string, Promise<unknown>>();
   private polling: Promise<void> | null = null;
   /** Registry logs applied from our own receipts ahead of the poller ("block:logIndex"); it skips them. */
   private readonly preApplied = new Set<string>();
@@ -94,6 +120,11 @@ export class PermissionCache {
   lastPollError: string | null = null;
 
   constructor(private readonly o: CacheOptions) {
+    const ttl = o.missTtlMs ?? DEFAULT_MISS_TTL_MS;
+    const max = o.missMaxEntries ?? DEFAULT_MISS_MAX_ENTRIES;
+    this.keyMisses = new BoundedCache(max, ttl);
+    this.masterMisses = new BoundedCache(max, ttl);
+    this.pkpMisses = new BoundedCache(max, ttl);
     this.checkpointFile = path.join(o.dataDir, "event-cursor.json");
     this.cursor = this.readCheckpoint() ?? o.deployBlock - 1;
   }
@@ -164,6 +195,7 @@ export class PermissionCache {
       events.push({ ev, acc, key: logKey(l) });
     }
     for (const { ev, acc, key } of events) {
+      this.forgetMisses(ev);
       this.applyIndexed(acc, ev, null);
       this.preApplied.add(key);
     }
@@ -244,6 +276,8 @@ export class PermissionCache {
       let applied = 0;
       // Synchronous from here to the cursor update: no request observes a half-applied batch.
       for (const { ev, block, key } of events) {
+        // Of every account, loaded or not: a remembered miss must not outlive the event that ends it.
+        this.forgetMisses(ev);
         // Already applied from our own receipt (applyOwnTransaction).
         if (this.preApplied.delete(key)) continue;
         const accountId = Number(ev.args[0]);
@@ -277,6 +311,34 @@ export class PermissionCache {
     this.o.onAccountChanged?.(acc.id);
   }
 
+  /** Drops the remembered miss an event ends (see "Misses" above). */
+  private forgetMisses(ev: LogDescription): void {
+    switch (ev.name) {
+      case "KeyAdded":
+      case "KeyUpdated":
+      case "KeyRemoved":
+        this.keyMisses.delete(getAddress(ev.args.key as string));
+        break;
+      case "AccountCreated":
+        this.masterMisses.delete(getAddress(ev.args.masterKey as string));
+        break;
+      case "PkpCreated":
+        this.pkpMisses.delete((ev.args.pkpId as string).toLowerCase());
+        break;
+      default:
+        return;
+    }
+    this.missEpoch++;
+  }
+
+  private clearMisses(): void {
+    this.keyMisses.clear();
+    this.masterMisses.clear();
+    this.pkpMisses.clear();
+    this.pkpInfos.clear();
+    this.missEpoch++;
+  }
+
   /** Block timestamps for KeyAdded events of accounts we hold (the list shows when a key was created). */
   private async timestampsFor(events: { ev: LogDescription; block: number }[]): Promise<Map<number, number>> {
     const blocks = new Set<number>();
@@ -303,6 +365,7 @@ export class PermissionCache {
     this.accounts.clear();
     this.keyIndex.clear();
     this.masterIndex.clear();
+    this.clearMisses();
     this.cursor = head;
     this.writeCheckpoint(true);
     this.o.onReset?.();
@@ -339,30 +402,19 @@ export class PermissionCache {
     return promise;
   }
 
+  /**
+   * The account at block `at`: its header from the view, its keys, PKPs and groups (names, CID strings,
+   * members) by replaying its events from the registry's deployment block to `at`.
+   */
   private async load(id: number, at: number): Promise<AccountProjection> {
-    const r = this.o.reader;
-    const head = accountFromStruct((await r.call("getAccount", [id], at))[0]);
+    const head = accountFromStruct((await this.o.reader.call("getAccount", [id], at))[0]);
     const acc: AccountProjection = { ...head, keys: new Map(), groups: new Map(), pkps: new Map() };
-    for (const k of await pages((o) => r.call("listKeys", [id, o, KEY_PAGE], at), KEY_PAGE)) {
-      const rec = keyFromStruct(k);
-      acc.keys.set(rec.address, rec);
-    }
-    for (const p of await pages((o) => r.call("listPkps", [id, o, PAGE], at))) {
-      const pid = (p.id as string).toLowerCase();
-      acc.pkps.set(pid, { id: pid, name: p.name as string, description: p.description as string });
-    }
-    for (const g of await pages((o) => r.call("listGroups", [id, o, PAGE], at))) {
-      const gid = Number(g.id);
-      const pkps = await pages((o) => r.call("groupPkps", [id, gid, o, PAGE], at));
-      const cids = await pages((o) => r.call("groupActions", [id, gid, o, PAGE], at));
-      acc.groups.set(gid, {
-        id: gid,
-        name: g.name as string,
-        description: g.description as string,
-        pkps: new Set(pkps.map((x) => (x as unknown as string).toLowerCase())),
-        actions: new Map(cids.map((c) => [cidHash(c as unknown as string), c as unknown as string])),
-      });
-    }
+    await replayAccount(this.o.provider, this.o.registry, acc, this.o.deployBlock, at, {
+      maxRange: MAX_LOG_RANGE,
+      retry: (fn) => withRetry(fn, 1),
+    });
+    // The replay re-applies AccountCreated and ownership events: the view at `at` is the header's truth.
+    Object.assign(acc, head);
     return acc;
   }
 
@@ -370,25 +422,32 @@ export class PermissionCache {
   async accountOfMasterKey(address: string): Promise<number> {
     const hit = this.masterIndex.get(address);
     if (hit) return hit;
-    await this.ensureSynced();
-    const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
-    if (id) this.masterIndex.set(address, id);
-    return id;
+    if (this.masterMisses.get(address)) return 0;
+    return this.shared(`master:${address}`, async () => {
+      await this.ensureSynced();
+      const epoch = this.missEpoch;
+      const id = Number((await this.o.reader.call("accountOfMasterKey", [address], this.cursor))[0]);
+      if (id) this.masterIndex.set(address, id);
+      else if (epoch === this.missEpoch) this.masterMisses.set(address, true);
+      return id;
+    });
   }
 
   /** A usage key's state as of the cursor: live (with its account), expired, or unknown/removed. */
   async lookupKey(address: string, nowSeconds: number): Promise<KeyLookup> {
     let accountId = this.keyIndex.get(address);
     if (accountId === undefined) {
-      await this.ensureSynced();
-      try {
-        accountId = Number((await this.o.reader.call("getKey", [address], this.cursor))[0].accountId);
-      } catch (err) {
-        if (err instanceof RegistryRevert && err.decoded?.name === "KeyExpired")
-          return { status: "expired", expiration: Number(err.decoded.args[1]) };
-        if (err instanceof RegistryRevert) return { status: "unknown" };
-        throw err;
-      }
+      const missed = this.keyMisses.get(address);
+      if (missed) return missed;
+      const found = await this.shared(`key:${address}`, async () => {
+        await this.ensureSynced();
+        const epoch = this.missEpoch;
+        const classified = await this.classifyKey(address, this.cursor);
+        if (classified.status !== "live" && epoch === this.missEpoch) this.keyMisses.set(address, classified);
+        return classified;
+      });
+      if (found.status !== "live") return found;
+      accountId = found.accountId;
     }
     const account = await this.account(accountId);
     const key = account.keys.get(address);
@@ -397,6 +456,77 @@ export class PermissionCache {
     if (key.expiration !== 0 && nowSeconds >= key.expiration)
       return { status: "expired", expiration: key.expiration };
     return { status: "live", account, key };
+  }
+
+  /**
+   * One chain call that tells a live key (and its account) from an expired one (and its expiration) from
+   * an unknown or removed one. The registry's views cannot: they treat an expired key as absent (`getKey`
+   * reverts UnknownKey, `accountOfKey` is 0). Its write authorization can: an owner-only write simulated
+   * from the key's address (eth_call, nothing is sent) reverts KeyExpired(key, expiration) for an expired
+   * key, NoAccount for an unknown or removed one, and NotOwner(key, accountId) for a live key.
+   */
+  private async classifyKey(
+    address: string,
+    block: number,
+  ): Promise<{ status: "live"; accountId: number } | Exclude<KeyLookup, { status: "live" }>> {
+    try {
+      await this.o.reader.call("cancelOwnershipTransfer", [], block, address);
+    } catch (err) {
+      if (!(err instanceof RegistryRevert)) throw err;
+      const d = err.decoded;
+      if (d?.name === "NotOwner") return { status: "live", accountId: Number(d.args[1]) };
+      if (d?.name === "KeyExpired") return { status: "expired", expiration: Number(d.args[1]) };
+      return { status: "unknown" };
+    }
+    // Not refused: the address is an account's owner, not a usage key.
+    return { status: "unknown" };
+  }
+
+  /**
+   * A PKP by id (any account's: public data), or null. Found PKPs are kept (they never change); unknown
+   * ids are remembered like unknown keys.
+   */
+  async pkp(id: string): Promise<PkpInfo | null> {
+    const hit = this.pkpInfos.get(id);
+    if (hit) return hit;
+    if (this.pkpMisses.get(id)) return null;
+    return this.shared(`pkp:${id}`, () => this.readPkp(id));
+  }
+
+  private async readPkp(id: string): Promise<PkpInfo | null> {
+    const epoch = this.missEpoch;
+    let info;
+    try {
+      // At the head, not the cursor: our own write may be applied from its receipt ahead of the cursor
+      // (applyOwnTransaction), and a PKP never changes, so the newest answer is the right one. A miss read
+      // at the head is still ended by its PkpCreated, which the poller can only process later.
+      info = (await this.o.reader.call("getPkp", [id]))[0];
+    } catch (err) {
+      if (!(err instanceof RegistryRevert)) throw err;
+      if (epoch === this.missEpoch) this.pkpMisses.set(id, true);
+      return null;
+    }
+    const found: PkpInfo = {
+      id,
+      accountId: Number(info.accountId),
+      name: info.name as string,
+      description: info.description as string,
+    };
+    this.pkpInfos.set(id, found);
+    return found;
+  }
+
+  /**
+   * Runs `lookup` once for concurrent callers asking about the same `what`. A caller that arrives after an
+   * event that can end a miss was applied starts its own lookup rather than join one that may predate it.
+   */
+  private shared<T>(value: string, lookup: () => Promise<T>): Promise<T> {
+    const what = `${value}@${this.missEpoch}`;
+    const running = this.inFlight.get(what);
+    if (running) return running as Promise<T>;
+    const p = lookup().finally(() => this.inFlight.delete(what));
+    this.inFlight.set(what, p);
+    return p;
   }
 
   private readCheckpoint(): number | undefined {
@@ -453,22 +583,4 @@ function logKey(l: RawLog): string {
 
 function safeParse(l: RawLog): LogDescription | null {
   return parseRegistryLog(l.topics, l.data);
-}
-
-type Row = Record<string, unknown> & unknown[];
-
-/** Reads every page of a paginated `(items, total)` view. */
-async function pages(
-  fetchPage: (offset: number) => Promise<import("ethers").Result>,
-  pageSize = PAGE,
-): Promise<Row[]> {
-  const out: Row[] = [];
-  for (let offset = 0; ; offset += pageSize) {
-    const res = await fetchPage(offset);
-    const items = Array.from(res[0] as Iterable<Row>);
-    const total = Number(res[1]);
-    out.push(...items);
-    // Pages are taken over `total` entries; a page may hold fewer items (listKeys leaves expired keys out).
-    if (offset + pageSize >= total) return out;
-  }
 }

@@ -1,8 +1,9 @@
 /**
- * The per-account projection of registry state that the permission cache keeps (DESIGN.md section 5):
- * owner, keys with their scopes, groups with their members, PKPs. Built from views, then moved forward
- * by applying registry events in chain order (`applyEvent`), so it always equals the registry's state at
- * the cache's cursor block.
+ * The per-account projection of registry state that the permission cache keeps: owner, keys with their
+ * scopes, groups with their members, PKPs. Built by replaying the account's registry events in chain order
+ * (`applyEvent`, see accountHistory.ts; the registry keeps names, CID strings and member lists in its events
+ * only), then moved forward by the poller with the same function, so it always equals the registry's state
+ * at the cache's cursor block.
  */
 import { getAddress, keccak256, toUtf8Bytes, ZeroAddress, type LogDescription } from "ethers";
 
@@ -86,18 +87,6 @@ export function scopesFromStruct(s: Struct): KeyScopes {
   };
 }
 
-export function keyFromStruct(k: Struct): KeyRecord {
-  return {
-    address: getAddress(k.key as string),
-    keyHash: (k.keyHash as string).toLowerCase(),
-    name: k.name as string,
-    description: k.description as string,
-    expiration: Number(k.expiration),
-    createdAt: Number(k.createdAt),
-    scopes: scopesFromStruct(k.scopes as Struct),
-  };
-}
-
 export function accountFromStruct(a: Struct): Omit<AccountProjection, "keys" | "groups" | "pkps"> {
   return {
     id: Number(a.id),
@@ -127,6 +116,11 @@ export function applyEvent(
 ): IndexChange {
   const a = ev.args;
   switch (ev.name) {
+    case "AccountCreated":
+      acc.owner = getAddress(a.owner);
+      acc.masterKey = nonZero(a.masterKey);
+      acc.name = a.name;
+      return {};
     case "OwnershipTransferStarted":
       acc.pendingOwner = getAddress(a.newOwner);
       return {};

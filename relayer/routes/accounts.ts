@@ -1,13 +1,14 @@
 /** new_account, account info, ownership transfer (SPEC 5.1, 5.5). */
 import { Router } from "express";
 import { getAddress } from "ethers";
-import { accountMode, authOf } from "../auth";
-import { requireOwner } from "../authorize";
+import { authOf } from "../auth";
+import { accountMode, requireOwner } from "../policy";
 import { registryInterface } from "../chain/abi";
 import { firstEvent, handler, submit, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { clientIp } from "../http/context";
 import { BodyReader, parseAddress } from "../http/validate";
+import { limitedAddress } from "../rateLimit";
 
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,190}\.[^\s@]{1,60}$/;
 
@@ -20,7 +21,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
     handler(
       ctx,
       async (req) => {
-        await ctx.newAccountLimit.take(`ip:${clientIp(req)}`, "new accounts from this IP");
+        await ctx.newAccountLimit.take(`ip:${limitedAddress(clientIp(req))}`, "new accounts from this IP");
         const b = new BodyReader(req.body);
         const name = b.string("account_name", { max: limits.maxNameLength });
         const description = b.string("account_description", { max: limits.maxDescriptionLength });

@@ -11,7 +11,8 @@ import { Router } from "express";
 import { computeCid, isEnclaveError } from "../../enclave";
 import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { canExecute } from "../authorize";
+import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
+import { canPin, executionRefusal } from "../policy";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -50,16 +51,51 @@ export function actionRoutes(ctx: RelayerContext): Router {
     verifiedBytes += code.length;
   };
 
-  /** Code of a CID: memory, then the content store, then the gateways (always verified against the CID). */
-  async function loadCode(cid: string): Promise<string> {
+  /**
+   * Pin `bytes` for the caller's account: the billing gate, the quota (413 pin_quota_exceeded), the
+   * store, then the charge; nothing is stored or charged for a refused pin, and a pin the store could not
+   * write is released. A CID the account has already pinned is stored again (idempotent) but neither
+   * counted nor charged again. Returns the CIDv0 and what was charged.
+   */
+  async function pin(auth: AuthContext, bytes: Uint8Array): Promise<{ cid: string; charged_cents: number }> {
+    if (!canPin(auth)) {
+      throw new ApiError(
+        403,
+        "not_authorized_to_pin",
+        "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
+      );
+    }
+    const cid = await computeCid(bytes);
+    const accountId = auth.principal.accountId;
+    if (!ctx.pins.has(accountId, cid)) await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
+    const fresh = ctx.pins.reserve(accountId, cid, bytes.length);
+    try {
+      await ctx.contentStore.put(bytes);
+    } catch (err) {
+      if (fresh) ctx.pins.release(accountId, cid);
+      throw err;
+    }
+    const charged =
+      fresh && ctx.billing
+        ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents
+        : 0;
+    return { cid, charged_cents: charged };
+  }
+
+  /**
+   * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).
+   * Code fetched from the gateways is pinned for the caller's account (pin() above: same permission,
+   * quota and price as POST /actions), so fetching by CID cannot fill the disk for free.
+   */
+  async function loadCode(cid: string, auth: AuthContext): Promise<string> {
     const hit = verified.get(cid);
     if (hit !== undefined) return hit;
-    const code = await loadVerified(cid);
+    const code = await loadVerified(cid, auth);
     remember(cid, code);
     return code;
   }
 
-  async function loadVerified(cid: string): Promise<string> {
+  async function loadVerified(cid: string, auth: AuthContext): Promise<string> {
     let bytes: Uint8Array | null = null;
     try {
       bytes = await ctx.contentStore.get(cid);
@@ -68,6 +104,15 @@ export function actionRoutes(ctx: RelayerContext): Router {
       ctx.logger.warn({ cid, code: err.code }, "content store entry does not match its CID");
     }
     if (!bytes && ctx.gateway) {
+      // Before any gateway traffic: a caller who may not pin cannot make the relayer fetch and store.
+      if (!canPin(auth)) {
+        throw new ApiError(
+          403,
+          "not_authorized_to_pin",
+          `${cid} is not stored here; fetching it from IPFS pins it for the account, which this key may not do.`,
+          { details: { cid } },
+        );
+      }
       try {
         bytes = await ctx.gateway.fetch(cid);
       } catch (err) {
@@ -88,7 +133,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
             "code_too_large",
             `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`,
           );
-        await ctx.contentStore.put(bytes).catch(() => undefined);
+        // Refusals (permission, quota, credits) are the caller's answer. A store that cannot write is
+        // not: the verified code is still served, unstored and uncounted (pin() released it), as before
+        // pins were counted.
+        await pin(auth, bytes).catch((err: unknown) => {
+          if (err instanceof ApiError) throw err;
+          ctx.logger.warn({ cid, err: String(err) }, "could not store code fetched from the gateways");
+        });
       }
     }
     if (!bytes)
@@ -104,12 +155,14 @@ export function actionRoutes(ctx: RelayerContext): Router {
   r.post(
     "/actions",
     ctx.auth.requireKey(),
-    handler(ctx, async (req) => {
+    handler(ctx, async (req, res) => {
       const b = new BodyReader(req.body);
       const code = readCode(b, limits.inlineCodeBytes);
       b.done();
-      const cid = await ctx.contentStore.put(new TextEncoder().encode(code));
-      return { status: 201, body: { cid } };
+      const bytes = new TextEncoder().encode(code);
+      const { cid, charged_cents } = await pin(authOf(res), bytes);
+      const { used_bytes, quota_bytes } = ctx.pins.usage(authOf(res).principal.accountId);
+      return { status: 201, body: { cid, bytes: bytes.length, charged_cents, used_bytes, quota_bytes } };
     }),
   );
 
@@ -127,9 +180,9 @@ export function actionRoutes(ctx: RelayerContext): Router {
   r.get(
     "/actions/:cid",
     ctx.auth.requireKey(),
-    handler(ctx, async (req) => {
+    handler(ctx, async (req, res) => {
       const cid = parseCidField(req.params.cid, "cid");
-      return { body: { cid, code: await loadCode(cid) } };
+      return { body: { cid, code: await loadCode(cid, authOf(res)) } };
     }),
   );
 
@@ -170,26 +223,10 @@ export function actionRoutes(ctx: RelayerContext): Router {
           { details: { field: "js_params", max: limits.jsParamsBytes } },
         );
       }
-      if (auth.principal.kind === "account" && auth.mode !== "api") {
-        throw new ApiError(
-          409,
-          "account_chain_secured",
-          "This account is ChainSecured: the account key cannot execute. Use a usage key with execute on a group.",
-        );
-      }
       const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
-      const hash = cidHash(cid);
-      if (!canExecute(auth, hash, pkpId)) {
-        throw new ApiError(
-          403,
-          "not_authorized_to_execute",
-          pkpId
-            ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
-            : `No group that this key may execute in lists action ${cid}.`,
-          { details: { cid, pkp_id: pkpId ?? null } },
-        );
-      }
-      const code = inline ?? (await loadCode(cid));
+      const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
+      if (refusal) throw refusal;
+      const code = inline ?? (await loadCode(cid, auth));
       await ctx.billing?.assertCanAfford(auth.principal, "execution");
       const release = await ctx.executionCap.enter(auth.principal.accountId);
       let result;
@@ -211,7 +248,12 @@ export function actionRoutes(ctx: RelayerContext): Router {
                   scope: Number(auth.principal.accountId),
                   authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
                 },
-          fetch: ctx.cfg.fetchAllowHosts.length ? { allowHosts: ctx.cfg.fetchAllowHosts } : undefined,
+          // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
+          // What the action sees as Lit.Headers: the request's ids, never its credentials.
+          requestHeaders: {
+            "x-request-id": String(res.locals.requestId),
+            "x-correlation-id": String(res.locals.correlationId),
+          },
           // Code fetched by CID may be larger than inline code (DESIGN.md section 6: 512 KB vs 256 KB).
           limits: {
             ...(inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : {}),
@@ -249,6 +291,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
           logs: result.logs,
           has_error: result.has_error,
           ...(result.error ? { error: result.error } : {}),
+          // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API.
+          ...(result.signatures ? { signatures: result.signatures } : {}),
           cid,
           execution_ms: result.execution_ms,
           charged_cents: charged,
@@ -277,26 +321,9 @@ function readTimeoutMs(v: unknown, operatorLimitMs: number): number | undefined 
   return v;
 }
 
-/**
- * PKP address → id, learnt as addresses are computed (public data: both are shown by GET /pkps). It
- * spares address references a scan over every PKP of the account. A hit is only used if the account
- * still lists that PKP and this enclave still gives it that address; otherwise the scan decides.
- */
-const pkpByAddress = new Map<string, string>();
-
+/** The account's PKP with this address, through the address index (no scan of the account's PKPs). */
 function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], address: string): string | null {
-  const want = address.toLowerCase();
-  const known = pkpByAddress.get(want);
-  // Re-derived (a cache hit in the enclave) so that a stale or foreign entry can never resolve.
-  if (known !== undefined && account.pkps.has(known) && ctx.enclave.pkpAddress(known).toLowerCase() === want)
-    return known;
-  for (const id of account.pkps.keys()) {
-    const a = ctx.enclave.pkpAddress(id).toLowerCase();
-    if (pkpByAddress.size >= 100_000) pkpByAddress.clear();
-    pkpByAddress.set(a, id);
-    if (a === want) return id;
-  }
-  return null;
+  return pkpAddressIndexOf(ctx.enclave).lookup(account.pkps, address);
 }
 
 function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
@@ -329,14 +356,10 @@ async function authorizeRunPkp(
 ): Promise<{ pkpId: string; notAfterMs?: number }> {
   let current: AuthContext;
   try {
-    current = await ctx.auth.authenticate(auth.apiKey, { rateLimit: false });
+    current = await ctx.auth.reauthenticate(auth);
   } catch {
     throw new Error("the caller's key is no longer valid");
   }
-  // As for a new request (409 account_chain_secured): once the account is ChainSecured, its account
-  // key executes nothing, including the rest of a run it started before.
-  if (current.principal.kind === "account" && current.mode !== "api")
-    throw new Error("the account is ChainSecured now: its account key can no longer execute");
   let pkpId: string;
   if (isPkpAddress(ref)) {
     const hit = pkpOfAddress(ctx, current.account, ref);
@@ -347,8 +370,9 @@ async function authorizeRunPkp(
   } else {
     throw new Error("expected a PKP id (0x + 64 hex) or a PKP address");
   }
-  if (!canExecute(current, cidHash(cid), pkpId)) {
-    throw new Error(`PKP ${pkpId} is not in a group this key may execute ${cid} in`);
-  }
+  // The same rule as for a new request (the policy's), against the cache as it is now: a revocation or a
+  // switch to ChainSecured processed since the run started stops this key operation.
+  const refusal = executionRefusal(current, cid, cidHash(cid), pkpId);
+  if (refusal) throw new Error(refusal.message);
   return { pkpId, notAfterMs: current.key?.expiration ? current.key.expiration * 1000 : undefined };
 }

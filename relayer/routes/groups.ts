@@ -7,7 +7,7 @@ import { Router } from "express";
 import { getAddress } from "ethers";
 import { isValidCid, parseCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { requireGroup, requireWriteScope } from "../authorize";
+import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";
@@ -22,6 +22,7 @@ import {
   parsePkpId,
 } from "../http/validate";
 import { groupDetail, groupSummary } from "../present";
+import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 
 const MAX_CID_BYTES = 128;
 
@@ -41,7 +42,8 @@ export function resolvePkpRef(
 ): string {
   if (isPkpAddress(v)) {
     const want = getAddress(v.toLowerCase());
-    for (const id of account.pkps.keys()) if (ctx.enclave.pkpAddress(id) === want) return id;
+    const found = pkpAddressIndexOf(ctx.enclave).lookup(account.pkps, want);
+    if (found !== null) return found;
     throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${want}.`, {
       details: { field, address: want },
     });

@@ -6,7 +6,7 @@
 import { Router } from "express";
 import { isEnclaveError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { requireOwner } from "../authorize";
+import { requireOwner } from "../policy";
 import { registryInterface } from "../chain/abi";
 import type { KeyRecord, KeyScopes } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";

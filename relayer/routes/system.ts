@@ -1,7 +1,9 @@
 /** GET config (public chain facts, limits, prices), /health and /metrics. */
+import { createHash, timingSafeEqual } from "node:crypto";
 import { Router } from "express";
 import type { RelayerContext } from "../context";
 import { handler } from "../context";
+import { ApiError } from "../errors";
 
 export function configRoute(ctx: RelayerContext): Router {
   const r = Router();
@@ -28,6 +30,7 @@ export function configRoute(ctx: RelayerContext): Router {
           per_account_per_minute: ctx.cfg.rateLimits.perAccountPerMinute,
           new_account_per_ip_per_hour: ctx.cfg.rateLimits.newAccountPerIpPerHour,
           concurrent_executions_per_account: ctx.cfg.rateLimits.concurrentExecutionsPerAccount,
+          per_ip_per_minute: ctx.cfg.rateLimits.perIpPerMinute,
         },
         prices: ctx.billing ? ctx.billing.prices() : null,
         billing_enabled: ctx.billing !== null,
@@ -37,9 +40,28 @@ export function configRoute(ctx: RelayerContext): Router {
   return r;
 }
 
+/**
+ * GET /health. Anyone (a load balancer, a status page) sees only `{status, last_processed_block}`: "ok" or
+ * "degraded" with 200
+ * or 503. The details (chain head and RPC error text, cache lag, executor pool, gas wallet addresses)
+ * help an attacker map the deployment, so they are for the operator only: the same request with
+ * `X-Operator-Token` equal to the configured operator token (SIGIL_OPERATOR_TOKEN). Without a configured
+ * token there is no detailed view; a token header that does not match is 401 invalid_operator_token.
+ */
 export function healthRoutes(ctx: RelayerContext): Router {
   const r = Router();
-  r.get("/health", async (_req, res) => {
+  r.get("/health", async (req, res, next) => {
+    const offered = req.get("x-operator-token");
+    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
+      next(
+        new ApiError(
+          401,
+          "invalid_operator_token",
+          "X-Operator-Token does not match the operator token this relayer was configured with.",
+        ),
+      );
+      return;
+    }
     let head: number | null = null;
     let chainError: string | null = null;
     try {
@@ -53,8 +75,18 @@ export function healthRoutes(ctx: RelayerContext): Router {
     }
     const pool = ctx.executor.stats();
     const ok = head !== null && pool.alive > 0;
-    res.status(ok ? 200 : 503).json({
-      status: ok ? "ok" : "degraded",
+    const status = ok ? "ok" : "degraded";
+    res.status(ok ? 200 : 503);
+    // The processed block is public (the chain is): after a path-B transaction in block N, a client
+    // waits until last_processed_block >= N to know this service honours it (the dashboard does).
+    const lastProcessedBlock = ctx.cache.lastProcessedBlock;
+    if (offered === undefined) {
+      res.json({ status, last_processed_block: lastProcessedBlock });
+      return;
+    }
+    res.json({
+      status,
+      last_processed_block: lastProcessedBlock,
       chain: {
         reachable: head !== null,
         chain_id: ctx.chainId,
@@ -76,6 +108,13 @@ export function healthRoutes(ctx: RelayerContext): Router {
     res.send(await ctx.metrics.registry.metrics());
   });
   return r;
+}
+
+/** Constant-time comparison of SHA-256 digests (equal lengths whatever was offered). */
+function operatorTokenMatches(configured: string | null, offered: string): boolean {
+  if (!configured) return false;
+  const digest = (v: string) => createHash("sha256").update(v, "utf8").digest();
+  return timingSafeEqual(digest(configured), digest(offered));
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

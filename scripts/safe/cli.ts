@@ -8,6 +8,7 @@
  *   npm run safe -- sign p.json --key $OWNER_1     (each owner, passing the file on)
  *   npm run safe -- status p.json
  *   npm run safe -- execute p.json --key $ANY_FUNDED_KEY
+ *   npm run safe -- group 1 2              (a group's name, PKPs and CIDs, from the registry's logs)
  *
  * Private keys come from --key or the SIGIL_SAFE_KEY environment variable (keeps them out of shell history).
  */
@@ -16,6 +17,7 @@ import {
   SafeCliError,
   chainIdAt,
   createSafe,
+  deployBlockFrom,
   defaultDataDir,
   defaultDeploymentsFile,
   defaultRpcUrl,
@@ -26,6 +28,7 @@ import {
   jsonSafe,
   proposalStatus,
   propose,
+  readGroup,
   readProposal,
   requireSuite,
   resolveRegistryAddress,
@@ -356,6 +359,37 @@ program
   .action(async (file: string, opts) => {
     const r = await executeProposal(await context(), readProposal(file), keyFrom(opts), opts.safe);
     print(`executed in ${r.txHash} (block ${r.blockNumber})`, r);
+  });
+
+program
+  .command("group <accountId> <groupId>")
+  .description("a group's name, description, PKPs and action CIDs, rebuilt from the registry's logs")
+  .option("--registry <address>", "registry address (default: SIGIL_REGISTRY_ADDRESS or the data dir)")
+  .option("--from-block <n>", "first block to scan (default: the data dir's deployBlock, else 0)")
+  .action(async (accountId: string, groupId: string, opts) => {
+    const g = globals();
+    const id = (v: string, what: string) => {
+      if (!/^[1-9][0-9]{0,18}$/.test(v))
+        throw new SafeCliError("invalid_argument", `${what} is not an id: ${v}`);
+      return Number(v);
+    };
+    const fromBlock =
+      opts.fromBlock === undefined ? deployBlockFrom(g.dataDir) : id(opts.fromBlock, "--from-block");
+    const group = await readGroup(
+      rpcProvider(g.rpc),
+      resolveRegistryAddress(opts.registry, g.dataDir),
+      id(accountId, "accountId"),
+      id(groupId, "groupId"),
+      fromBlock,
+    );
+    const lines = [
+      `group ${group.groupId} of account ${group.accountId}: ${group.name}${group.description ? ` (${group.description})` : ""}`,
+      `PKPs (${group.pkps.length}):`,
+      ...group.pkps.map((p) => `  ${p.id}${p.name ? `  ${p.name}` : ""}`),
+      `actions (${group.actions.length}):`,
+      ...group.actions.map((a) => `  ${a.cid}`),
+    ];
+    print(lines.join("\n"), group);
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -17,6 +17,7 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     "",
     `Sigil is running at ${s.url}`,
     "",
+    `  dashboard    ${s.url}/  (open it in a browser)`,
     `  chain        ${s.chainId} (${chain})`,
     `  registry     ${s.deployment.registry}${s.freshDeployment ? "  (deployed now)" : ""}`,
     `  forwarder    ${s.deployment.forwarder}`,

@@ -5,6 +5,7 @@
  * the optional config file.
  */
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as path from "node:path";
 
 /** Every variable `npm start` reads. The README and docs/configuration.md document the same list. */
@@ -22,22 +23,34 @@ export const CONFIG_VARIABLES = [
   "SIGIL_FORWARDER_ADDRESS",
   "SIGIL_DEPLOY_BLOCK",
   "SIGIL_GAS_WALLETS",
+  "SIGIL_MAX_PRIORITY_FEE_GWEI",
   "SIGIL_SIGNUP_CREDIT_CENTS",
   "SIGIL_PRICE_WRITE_CENTS",
   "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
+  "SIGIL_PRICE_PIN_CENTS_PER_100KB",
+  "SIGIL_PIN_QUOTA_BYTES",
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
+  "SIGIL_FETCH",
+  "SIGIL_FETCH_ALLOW_ADDRESSES",
+  "SIGIL_UNHANDLED_REJECTIONS",
+  "SIGIL_MODULES",
+  "SIGIL_MODULE_ORIGIN",
   "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
   "SIGIL_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE",
   "SIGIL_RATE_LIMIT_NEW_ACCOUNTS_PER_IP_PER_HOUR",
   "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
+  "SIGIL_RATE_LIMIT_PER_IP_PER_MINUTE",
+  "SIGIL_TRUST_PROXY",
+  "SIGIL_UNKNOWN_KEY_TTL_MS",
   "STRIPE_SECRET_KEY",
   "STRIPE_PUBLISHABLE_KEY",
   "STRIPE_WEBHOOK_SECRET",
   "STRIPE_API_HOST",
   "SIGIL_LOG_LEVEL",
   "SIGIL_LOG_FILE",
+  "SIGIL_OPERATOR_TOKEN",
 ] as const;
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
 
@@ -47,6 +60,7 @@ export const SECRET_VARIABLES: ReadonlySet<ConfigVariable> = new Set([
   "SIGIL_DEPLOYER_KEY",
   "STRIPE_SECRET_KEY",
   "STRIPE_WEBHOOK_SECRET",
+  "SIGIL_OPERATOR_TOKEN",
 ]);
 
 /** Chain id of the embedded anvil chain unless SIGIL_CHAIN_ID says otherwise (anvil's own default). */
@@ -78,18 +92,36 @@ export interface SigilConfig {
   /** A deployment chosen by configuration instead of the one remembered in the data folder. */
   deployment?: { registry: string; forwarder: string; deployBlock: number };
   gasWallets: number;
+  /** Cap on the tip of path-A transactions on EIP-1559 chains, in wei (relayer default when absent). */
+  maxPriorityFeePerGas?: bigint;
   signupCreditCents: number;
-  prices: { write_cents?: number; execution_cents_per_second?: number };
+  prices: { write_cents?: number; execution_cents_per_second?: number; pin_cents_per_100kb?: number };
+  /** Pinned bytes per account (relayer default when absent). */
+  pinQuotaBytes?: number;
   executorPoolSize?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
+  /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
+  fetchEnabled: boolean;
+  fetchAllowAddresses?: string[];
+  unhandledRejections?: "strict" | "lenient";
+  /** ES module imports in actions (docs/actions.md); default on. */
+  modulesEnabled: boolean;
+  /** Where `pkg@x.y.z` imports resolve; default the reference's CDN (jsDelivr's npm). */
+  moduleOrigin?: string;
   rateLimits: {
     perKeyPerMinute?: number;
     perAccountPerMinute?: number;
     newAccountPerIpPerHour?: number;
     concurrentExecutionsPerAccount?: number;
+    perIpPerMinute?: number;
   };
+  /** RelayerOptions.trustProxy: false, a number of proxy hops, or a list of proxy addresses/subnets. */
+  trustProxy: false | number | string;
+  unknownTtlMs?: number;
   stripe?: StripeConfig;
+  /** Unlocks GET /health's detailed view (header X-Operator-Token); unset = status only. */
+  operatorToken?: string;
   logLevel: string;
   /** Where the structured (pino) log goes: a file path, or "-" for stdout. */
   logFile: string;
@@ -117,7 +149,7 @@ type Raw = Partial<Record<ConfigVariable, string>>;
  * Reads the optional config file: `SIGIL_CONFIG` if set (it must exist), else `sigil.config.json` in
  * `cwd` if present. Keys are the variable names above; values are strings, numbers or booleans.
  */
-function readConfigFile(
+export function readConfigFile(
   env: NodeJS.ProcessEnv,
   cwd: string,
   problems: string[],
@@ -285,6 +317,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   }
 
   const gasWallets = int("SIGIL_GAS_WALLETS", 1, 64, "how many gas wallets send transactions") ?? 4;
+  const maxPriorityFeePerGas = gweiToWei(get("SIGIL_MAX_PRIORITY_FEE_GWEI"), problems);
   const signupCreditCents =
     int("SIGIL_SIGNUP_CREDIT_CENTS", 0, 1_000_000, "credit granted to each new account") ??
     (devMode ? DEV_SIGNUP_CREDIT_CENTS : 0);
@@ -296,7 +329,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       1_000_000,
       "the price of an execution per started second in cents",
     ),
+    pin_cents_per_100kb: int(
+      "SIGIL_PRICE_PIN_CENTS_PER_100KB",
+      0,
+      1_000_000,
+      "the price of a pin per started 100 KB in cents",
+    ),
   };
+  const pinQuotaBytes = int("SIGIL_PIN_QUOTA_BYTES", 0, 2 ** 40, "the pinned bytes allowed per account");
   const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
@@ -309,6 +349,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     }
   }
   const fetchAllowHosts = list("SIGIL_FETCH_ALLOW_HOSTS");
+  const fetchEnabled = bool("SIGIL_FETCH") ?? true;
+  const fetchAllowAddresses = list("SIGIL_FETCH_ALLOW_ADDRESSES");
+  for (const a of fetchAllowAddresses ?? []) {
+    const [address, prefix, extra] = a.split("/");
+    const family = net.isIP(address);
+    const max = family === 4 ? 32 : 128;
+    const p = prefix === undefined ? max : Number(prefix);
+    if (family === 0 || extra !== undefined || !Number.isInteger(p) || p < 0 || p > max)
+      problems.push(
+        `SIGIL_FETCH_ALLOW_ADDRESSES: ${JSON.stringify(a)} is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).`,
+      );
+  }
+  const modulesEnabled = bool("SIGIL_MODULES") ?? true;
+  const moduleOrigin = get("SIGIL_MODULE_ORIGIN");
+  if (moduleOrigin !== undefined) {
+    let u: URL | undefined;
+    try {
+      u = new URL(moduleOrigin);
+    } catch {
+      u = undefined;
+    }
+    if (
+      u === undefined ||
+      (u.protocol !== "https:" && u.protocol !== "http:") ||
+      u.search ||
+      u.hash ||
+      u.username
+    )
+      problems.push(
+        `SIGIL_MODULE_ORIGIN: ${JSON.stringify(moduleOrigin)} is not an http(s) URL without credentials, query or fragment (e.g. https://cdn.jsdelivr.net/npm/).`,
+      );
+  }
+  const unhandledRejections = get("SIGIL_UNHANDLED_REJECTIONS");
+  if (
+    unhandledRejections !== undefined &&
+    unhandledRejections !== "strict" &&
+    unhandledRejections !== "lenient"
+  )
+    problems.push(
+      `SIGIL_UNHANDLED_REJECTIONS must be "strict" or "lenient", not ${JSON.stringify(unhandledRejections)}.`,
+    );
   const rateLimits = {
     perKeyPerMinute: int(
       "SIGIL_RATE_LIMIT_PER_KEY_PER_MINUTE",
@@ -328,6 +409,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       1_000_000,
       "accounts created per IP per hour",
     ),
+    perIpPerMinute: int(
+      "SIGIL_RATE_LIMIT_PER_IP_PER_MINUTE",
+      1,
+      10_000_000,
+      "requests per client IP per minute, counted before authentication",
+    ),
     concurrentExecutionsPerAccount: int(
       "SIGIL_MAX_CONCURRENT_EXECUTIONS_PER_ACCOUNT",
       1,
@@ -335,6 +422,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       "executions running at once per account",
     ),
   };
+
+  const trustProxyRaw = get("SIGIL_TRUST_PROXY")?.trim();
+  let trustProxy: false | number | string = false;
+  if (trustProxyRaw === "true") {
+    problems.push(
+      "SIGIL_TRUST_PROXY=true would let any client choose its own address (X-Forwarded-For) and dodge the per-IP limits: give the number of proxies in front of Sigil, or their addresses/subnets (e.g. loopback, 10.0.0.0/8).",
+    );
+  } else if (trustProxyRaw !== undefined && trustProxyRaw !== "" && trustProxyRaw !== "false") {
+    trustProxy = /^\d+$/.test(trustProxyRaw) ? Number(trustProxyRaw) : trustProxyRaw;
+  }
+  const unknownTtlMs = int(
+    "SIGIL_UNKNOWN_KEY_TTL_MS",
+    0,
+    3_600_000,
+    "how long an unknown API key or PKP id is remembered, in ms",
+  );
 
   const stripeSecret = get("STRIPE_SECRET_KEY");
   const stripePublishable = get("STRIPE_PUBLISHABLE_KEY");
@@ -388,16 +491,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     deployerKey,
     deployment,
     gasWallets,
+    maxPriorityFeePerGas,
     signupCreditCents,
     prices,
+    pinQuotaBytes,
     executorPoolSize,
     ipfsGateways,
     fetchAllowHosts,
+    fetchEnabled,
+    fetchAllowAddresses,
+    unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
+    modulesEnabled,
+    moduleOrigin,
     rateLimits,
+    trustProxy,
+    unknownTtlMs,
     stripe,
+    operatorToken: get("SIGIL_OPERATOR_TOKEN") || undefined,
     logLevel,
     logFile,
     sources,
     configFile: file && fs.existsSync(file) ? file : undefined,
   };
+}
+
+/** Most gwei accepted for SIGIL_MAX_PRIORITY_FEE_GWEI: far above any tip a sane operator pays. */
+const MAX_PRIORITY_FEE_GWEI_LIMIT = 100_000n;
+
+/**
+ * SIGIL_MAX_PRIORITY_FEE_GWEI: a decimal number of gwei with at most 9 decimals (1 wei = 0.000000001
+ * gwei), e.g. "2" or "0.05"; returned in wei.
+ */
+function gweiToWei(raw: string | undefined, problems: string[]): bigint | undefined {
+  if (raw === undefined) return undefined;
+  const m = /^(\d{1,12})(?:\.(\d{1,9}))?$/.exec(raw);
+  const wei = m ? BigInt(m[1]) * 10n ** 9n + BigInt((m[2] ?? "").padEnd(9, "0")) : null;
+  if (wei === null || wei > MAX_PRIORITY_FEE_GWEI_LIMIT * 10n ** 9n) {
+    problems.push(
+      `SIGIL_MAX_PRIORITY_FEE_GWEI=${JSON.stringify(raw)} is not valid: the highest tip per gas paid by path-A ` +
+        `transactions, in gwei (a number from 0 to ${MAX_PRIORITY_FEE_GWEI_LIMIT} with at most 9 decimals, e.g. 2 or 0.05).`,
+    );
+    return undefined;
+  }
+  return wei;
 }

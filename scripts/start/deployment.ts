@@ -7,7 +7,26 @@
  * stranger. So Sigil refuses to start and says exactly what happened and what to do.
  */
 import * as fs from "node:fs";
-import type { Provider } from "ethers";
+import { Interface, type Provider } from "ethers";
+
+/** The registry layout this code reads (AccountRegistry.REGISTRY_VERSION). */
+export const REGISTRY_VERSION = 2n;
+const versionCall = new Interface(["function registryVersion() view returns (uint256)"]);
+
+/**
+ * The layout version of the registry at `address`: 1 for the first registry, which stored names and CID
+ * strings and has no `registryVersion` (the call reverts), else what it answers.
+ */
+export async function registryVersionAt(provider: Provider, address: string): Promise<bigint> {
+  const data = versionCall.encodeFunctionData("registryVersion");
+  try {
+    const raw = await provider.call({ to: address, data });
+    return versionCall.decodeFunctionResult("registryVersion", raw)[0] as bigint;
+  } catch (e) {
+    if ((e as { code?: string }).code === "CALL_EXCEPTION") return 1n;
+    throw e;
+  }
+}
 
 export interface Deployment {
   registry: string;
@@ -24,7 +43,12 @@ export interface RememberedDeployment extends Deployment {
 
 export class DeploymentError extends Error {
   constructor(
-    readonly code: "chain_reset" | "chain_mismatch" | "deployment_file_unreadable" | "deployer_missing",
+    readonly code:
+      | "chain_reset"
+      | "chain_mismatch"
+      | "deployment_file_unreadable"
+      | "deployer_missing"
+      | "registry_outdated",
     message: string,
   ) {
     super(message);
@@ -101,6 +125,13 @@ export async function ensureDeployment(
           "chain_mismatch",
           `SIGIL_${name.toUpperCase()}_ADDRESS=${address} has no contract code on chain ${chainId}. Check the address and SIGIL_RPC_URL.`,
         );
+    const version = await registryVersionAt(opts.provider, opts.configured.registry);
+    if (version !== REGISTRY_VERSION)
+      throw new DeploymentError(
+        "registry_outdated",
+        `SIGIL_REGISTRY_ADDRESS=${opts.configured.registry} is a registry of layout ${version}; this version of Sigil ` +
+          `reads layout ${REGISTRY_VERSION} only. Point it at a registry deployed by this version (npm run deploy).`,
+      );
     return { deployment: { ...opts.configured, chainId }, fresh: false };
   }
 
@@ -125,6 +156,17 @@ export async function ensureDeployment(
           `The chain was reset: there is no contract code at the remembered ${missing.join(" and ")} on chain ${chainId} ` +
             `(deployed ${remembered.deployedAt} on ${remembered.chain}).`,
         ),
+      );
+    const version = await registryVersionAt(opts.provider, remembered.registry);
+    if (version !== REGISTRY_VERSION)
+      throw new DeploymentError(
+        "registry_outdated",
+        `The data folder (${opts.file.replace(/[/\\]deployment\.json$/, "")}) was made with registry layout ${version} ` +
+          `at ${remembered.registry}; this version of Sigil reads layout ${REGISTRY_VERSION} only (names, CIDs and ` +
+          `members in events), so it would misread every account. It will not redeploy either: PKP keys are derived ` +
+          `from PKP ids, which are bound to the old registry's address, so a new registry would change every PKP's key. ` +
+          `Keep serving this data with the Sigil release that made it, or move the data folder away to start a fresh, ` +
+          `empty deployment. No automatic migration exists (see docs/contracts.md, "Existing deployments").`,
       );
     const { registry, forwarder, deployBlock } = remembered;
     return { deployment: { registry, forwarder, deployBlock, chainId }, fresh: false };

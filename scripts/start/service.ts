@@ -186,6 +186,9 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         ...(config.prices.execution_cents_per_second !== undefined
           ? { execution_cents_per_second: config.prices.execution_cents_per_second }
           : {}),
+        ...(config.prices.pin_cents_per_100kb !== undefined
+          ? { pin_cents_per_100kb: config.prices.pin_cents_per_100kb }
+          : {}),
       },
       signupCreditCents: config.signupCreditCents,
       logger: logger.child({ module: "billing" }),
@@ -206,12 +209,20 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       host: config.host,
       port: config.port,
       gasWallets: config.gasWallets,
+      maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
         poolSize: config.executorPoolSize,
         fetchAllowHosts: config.fetchAllowHosts,
+        fetch: config.fetchEnabled ? { allowAddresses: config.fetchAllowAddresses ?? [] } : false,
+        unhandledRejections: config.unhandledRejections,
+        modules: config.modulesEnabled ? { origin: config.moduleOrigin } : false,
       },
       ipfsGateways: config.ipfsGateways,
+      pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
+      operatorToken: config.operatorToken,
+      trustProxy: config.trustProxy,
+      unknownTtlMs: config.unknownTtlMs,
       billing,
       logger,
     });

@@ -65,12 +65,13 @@ for (const { engine, chargeFlushMs } of modes)
       tmp.cleanup();
     });
 
-    it("default prices: write 1 cent, execution 1 cent per started second, minimum payment 500", async function () {
+    it("default prices: write 1 cent, execution 1 cent per started second, minimum payment 500, pin 1 cent per started 100 KB", async function () {
       await open();
       expect(billing.prices()).to.deep.equal({
         write_cents: 1,
         execution_cents_per_second: 1,
         minimum_payment_cents: 500,
+        pin_cents_per_100kb: 1,
       });
     });
 

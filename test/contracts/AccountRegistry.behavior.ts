@@ -142,8 +142,19 @@ export function shouldBehaveLikeScopedOperation(op: ScopedOperation): void {
         .withArgs(key.address, expiration);
     });
 
-    if (perGroup || op.scope === "DeleteGroup") {
+    if (perGroup) {
       it("never reaches another account's group, even through a wildcard", async function () {
+        const ctx = await prepared();
+        const [key] = ctx.keySigners;
+        // Account B has no group 2: its key, holding everything, addresses its own account's group 2 only,
+        // and a per-group scope (the wildcard too) counts only for a live group of the key's account.
+        await grantKey(ctx.registry, ctx.ownerB, key, ALL_SCOPES);
+        await expect(op.send(ctx.registry.connect(key), ctx, ctx.other))
+          .to.be.revertedWithCustomError(ctx.registry, "MissingScope")
+          .withArgs(key.address, ctx.accountB, Scope[op.scope], ctx.other);
+      });
+    } else if (op.scope === "DeleteGroup") {
+      it("never reaches another account's group", async function () {
         const ctx = await prepared();
         const [key] = ctx.keySigners;
         // Account B has no group 2: its key, holding everything, addresses its own account's group 2 only.

@@ -16,6 +16,12 @@ import {
 
 describe("AccountRegistry: accounts", function () {
   describe("createAccount", function () {
+    it("accepts an empty name and reads it back empty", async function () {
+      const { registry, ownerA } = await loadFixture(deployFixture);
+      await registry.connect(ownerA).createAccount("", ethers.ZeroAddress);
+      expect((await registry.getAccount(1n)).name).to.equal("");
+    });
+
     it("makes the caller the owner of a new account and emits AccountCreated", async function () {
       const { registry, ownerA } = await loadFixture(deployFixture);
       const masterKey = ethers.Wallet.createRandom().address;
@@ -143,6 +149,11 @@ describe("AccountRegistry: accounts", function () {
       const { registry, forwarder } = await loadFixture(deployFixture);
       expect(await registry.forwarder()).to.equal(await forwarder.getAddress());
       expect(await registry.isTrustedForwarder(await forwarder.getAddress())).to.equal(true);
+    });
+
+    it("registryVersion answers the layout version, 2", async function () {
+      const { registry } = await loadFixture(deployFixture);
+      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([2n, 2n]);
     });
 
     it("the constructor refuses a zero forwarder", async function () {

@@ -13,6 +13,8 @@ import {
   SigilForwarder__factory,
 } from "../../typechain-types";
 import type { IAccountRegistry } from "../../typechain-types/contracts/AccountRegistry";
+import { emptyAccount, replayAccount } from "../../relayer/permissions/accountHistory";
+import type { AccountProjection } from "../../relayer/permissions/projection";
 
 /** The `Scope` enum of IAccountRegistry, by name. */
 export const Scope = {
@@ -164,4 +166,15 @@ export async function pinnedNow(): Promise<bigint> {
   await time.setNextBlockTimestamp(now);
   await mine();
   return now;
+}
+
+/**
+ * An account as a reader sees it: the registry's events replayed from block 0 (the relayer's and the Safe
+ * tool's code path), with names, descriptions, CID strings and member lists, none of which the registry
+ * stores.
+ */
+export async function readAccount(registry: AccountRegistry, accountId: bigint): Promise<AccountProjection> {
+  const head = await ethers.provider.getBlockNumber();
+  const acc = emptyAccount(Number(accountId));
+  return replayAccount(ethers.provider, await registry.getAddress(), acc, 0, head);
 }

@@ -11,12 +11,29 @@ import {
   cidHash,
   expectedPkpId,
   grantKey,
+  readAccount,
   scopes,
   twoAccountsFixture,
 } from "./fixtures";
 
 /** Distinct, CID-shaped strings (46 characters like a CIDv0). */
 const fakeCid = (i: number): string => "Qm" + ethers.id(`cid ${i}`).slice(2, 46);
+
+/**
+ * Account A with PKPs 1..242: word 0 of a group's PKP bitmap holds the count and the bits of PKPs 1..240,
+ * so PKPs 241 and 242 are the first whose bits live in word 1 (the count then takes a second write).
+ */
+async function pastFirstBitmapWordFixture() {
+  const fixture = await twoAccountsFixture();
+  const { registry, ownerA, deployment } = fixture;
+  for (let i = 3; i <= 242; i++) await registry.connect(ownerA).createPkp("", "");
+  const pkpA = (index: number) =>
+    expectedPkpId(BigInt(deployment.chainId), deployment.registry, 1n, BigInt(index));
+  return { ...fixture, pkpA240: pkpA(240), pkpA241: pkpA(241), pkpA242: pkpA(242) };
+}
+
+const pkpCountOf = async (registry: { getGroup(a: bigint, g: bigint): Promise<{ pkpCount: bigint }> }) =>
+  (await registry.getGroup(1n, 1n)).pkpCount;
 
 describe("AccountRegistry: PKPs and groups", function () {
   describe("createPkp", function () {
@@ -162,7 +179,10 @@ describe("AccountRegistry: PKPs and groups", function () {
       await expect(registry.getGroup(1n, 2n))
         .to.be.revertedWithCustomError(registry, "UnknownGroup")
         .withArgs(1n, 2n);
-      await expect(registry.groupPkps(1n, 2n, 0n, 10n))
+      await expect(registry.isPkpInGroup(1n, 2n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 2n);
+      await expect(registry.isActionInGroup(1n, 2n, cidHash(CID_HELLO)))
         .to.be.revertedWithCustomError(registry, "UnknownGroup")
         .withArgs(1n, 2n);
       const [groups, total] = await registry.listGroups(1n, 0n, 10n);
@@ -203,15 +223,20 @@ describe("AccountRegistry: PKPs and groups", function () {
   });
 
   describe("actions", function () {
-    it("records the CID string for its hash", async function () {
+    it("records membership by the CID's hash and carries the string in ActionAdded", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
-      await registry.connect(ownerA).addAction(1n, CID_HELLO);
-      expect(await registry.cidOf(cidHash(CID_HELLO))).to.equal(CID_HELLO);
+      await expect(registry.connect(ownerA).addAction(1n, CID_HELLO))
+        .to.emit(registry, "ActionAdded")
+        .withArgs(1n, 1n, cidHash(CID_HELLO), CID_HELLO);
+      expect(await registry.isActionInGroup(1n, 1n, cidHash(CID_HELLO))).to.equal(true);
+      expect((await readAccount(registry, 1n)).groups.get(1)?.actions.get(cidHash(CID_HELLO))).to.equal(
+        CID_HELLO,
+      );
     });
 
-    it("cidOf is empty for a hash never seen", async function () {
+    it("isActionInGroup is false for a CID never listed", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
-      expect(await registry.cidOf(cidHash(CID_HELLO))).to.equal("");
+      expect(await registry.isActionInGroup(1n, 1n, cidHash(CID_HELLO))).to.equal(false);
     });
 
     it("lets the same CID be listed in groups of unrelated accounts", async function () {
@@ -297,18 +322,15 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(1n, 256n);
     });
 
-    it("groupActions pages through the CID strings", async function () {
+    it("a reader lists the CID strings from the events, in the order they were added", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addActions(1n, [CID_HELLO, CID_EMPTY, fakeCid(1)]);
-      const [items, total] = await registry.groupActions(1n, 1n, 1n, 5n);
-      expect([items, total]).to.deep.equal([[CID_EMPTY, fakeCid(1)], 3n]);
-    });
-
-    it("groupActions refuses a page larger than MAX_PAGE_SIZE", async function () {
-      const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.groupActions(1n, 1n, 0n, 101n))
-        .to.be.revertedWithCustomError(registry, "PageTooLarge")
-        .withArgs(101n, 100n);
+      await registry.connect(ownerA).removeAction(1n, CID_EMPTY);
+      const group = (await readAccount(registry, 1n)).groups.get(1)!;
+      expect([[...group.actions.values()], (await registry.getGroup(1n, 1n)).actionCount]).to.deep.equal([
+        [CID_HELLO, fakeCid(1)],
+        2n,
+      ]);
     });
   });
 
@@ -351,6 +373,118 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(1n, pkpA1);
     });
 
+    it("refuses to remove another account's PKP with PkpNotInGroup", async function () {
+      const { registry, ownerA, pkpB1 } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "PkpNotInGroup")
+        .withArgs(1n, pkpB1);
+    });
+
+    it("keeps PKPs whose indices share a bitmap word apart", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      await registry.connect(ownerA).removePkp(1n, pkpA1);
+      expect([
+        await registry.isPkpInGroup(1n, 1n, pkpA1),
+        await registry.isPkpInGroup(1n, 1n, pkpA2),
+      ]).to.deep.equal([false, true]);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpA2))
+        .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
+        .withArgs(1n, pkpA2);
+    });
+
+    it("counts PKPs added and removed, down to an empty group", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      const counts = [await pkpCountOf(registry)];
+      await registry.connect(ownerA).removePkp(1n, pkpA2);
+      counts.push(await pkpCountOf(registry));
+      await registry.connect(ownerA).removePkp(1n, pkpA1);
+      counts.push(await pkpCountOf(registry));
+      await registry.connect(ownerA).addPkp(1n, pkpA2);
+      counts.push(await pkpCountOf(registry));
+      expect(counts).to.deep.equal([2n, 1n, 0n, 1n]);
+    });
+
+    it("adds and removes PKPs on both sides of the first bitmap word, keeping one count", async function () {
+      const { registry, ownerA, pkpA1, pkpA240, pkpA241, pkpA242 } =
+        await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA240, pkpA241, pkpA242]);
+      await registry.connect(ownerA).removePkps(1n, [pkpA241, pkpA1]);
+      expect([
+        await pkpCountOf(registry),
+        await registry.isPkpInGroup(1n, 1n, pkpA1),
+        await registry.isPkpInGroup(1n, 1n, pkpA240),
+        await registry.isPkpInGroup(1n, 1n, pkpA241),
+        await registry.isPkpInGroup(1n, 1n, pkpA242),
+      ]).to.deep.equal([2n, false, true, false, true]);
+    });
+
+    it("refuses a PKP past the first bitmap word that the group already holds", async function () {
+      const { registry, ownerA, pkpA241 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA241);
+      await expect(registry.connect(ownerA).addPkp(1n, pkpA241))
+        .to.be.revertedWithCustomError(registry, "PkpAlreadyInGroup")
+        .withArgs(1n, pkpA241);
+    });
+
+    it("refuses to remove a PKP past the first bitmap word that the group does not hold", async function () {
+      const { registry, ownerA, pkpA241, pkpA242 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA242);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA241))
+        .to.be.revertedWithCustomError(registry, "PkpNotInGroup")
+        .withArgs(1n, pkpA241);
+    });
+
+    it("lets canExecute find a PKP past the first bitmap word", async function () {
+      const { registry, ownerA, pkpA241 } = await loadFixture(pastFirstBitmapWordFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA241);
+      await registry.connect(ownerA).addAction(1n, CID_HELLO);
+      expect(await registry.canExecute(await ownerA.getAddress(), cidHash(CID_HELLO), pkpA241)).to.equal(
+        true,
+      );
+    });
+
+    it("refuses to remove a PKP from a group deleted while holding it, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkps(1n, [pkpA1, pkpA2]);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group deleted empty, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to remove a PKP from a group that never existed, with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkp(9n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
+    });
+
+    it("refuses to remove another account's PKP from a deleted group with UnknownGroup", async function () {
+      const { registry, ownerA, pkpA1, pkpB1 } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addPkp(1n, pkpA1);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removePkp(1n, pkpB1))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses an empty removal batch on a group that does not exist", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await expect(registry.connect(ownerA).removePkps(9n, []))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 9n);
+    });
+
     it("refuses a batch of more than MAX_BATCH PKPs", async function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await expect(registry.connect(ownerA).addPkps(1n, new Array(65).fill(pkpA1)))
@@ -380,11 +514,21 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(1n, 256n);
     });
 
-    it("groupPkps pages through the members", async function () {
+    it("a reader lists the PKP members from the events, and isPkpInGroup agrees", async function () {
       const { registry, ownerA, pkpA1, pkpA2 } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addPkps(1n, [pkpA2, pkpA1]);
-      const [items, total] = await registry.groupPkps(1n, 1n, 0n, 1n);
-      expect([items, total]).to.deep.equal([[pkpA2], 2n]);
+      await registry.connect(ownerA).removePkp(1n, pkpA2);
+      const group = (await readAccount(registry, 1n)).groups.get(1)!;
+      expect([
+        [...group.pkps],
+        await registry.isPkpInGroup(1n, 1n, pkpA1),
+        await registry.isPkpInGroup(1n, 1n, pkpA2),
+      ]).to.deep.equal([[pkpA1.toLowerCase()], true, false]);
+    });
+
+    it("isPkpInGroup is false for another account's PKP", async function () {
+      const { registry, pkpB1 } = await loadFixture(twoAccountsFixture);
+      expect(await registry.isPkpInGroup(1n, 1n, pkpB1)).to.equal(false);
     });
   });
 
@@ -393,14 +537,13 @@ describe("AccountRegistry: PKPs and groups", function () {
       const { registry, ownerA, pkpA1 } = await loadFixture(twoAccountsFixture);
       await registry.connect(ownerA).addPkp(1n, pkpA1);
       const group = await registry.getGroup(1n, 1n);
-      expect([
-        group.id,
-        group.accountId,
-        group.name,
-        group.description,
-        group.pkpCount,
-        group.actionCount,
-      ]).to.deep.equal([1n, 1n, "target", "the group under test", 1n, 0n]);
+      expect([group.id, group.accountId, group.pkpCount, group.actionCount]).to.deep.equal([1n, 1n, 1n, 0n]);
+    });
+
+    it("a reader gets the group's name and description from GroupCreated", async function () {
+      const { registry } = await loadFixture(twoAccountsFixture);
+      const group = (await readAccount(registry, 1n)).groups.get(1)!;
+      expect([group.name, group.description]).to.deep.equal(["target", "the group under test"]);
     });
 
     it("getGroup of another account's id reverts UnknownGroup", async function () {
@@ -413,7 +556,7 @@ describe("AccountRegistry: PKPs and groups", function () {
     it("listGroups pages through live groups", async function () {
       const { registry } = await loadFixture(twoAccountsFixture);
       const [items, total] = await registry.listGroups(1n, 1n, 1n);
-      expect([items.map((group) => group.name), total]).to.deep.equal([["other"], 2n]);
+      expect([items.map((group) => group.id), total]).to.deep.equal([[2n], 2n]);
     });
 
     it("listGroups refuses a page larger than MAX_PAGE_SIZE", async function () {

@@ -11,6 +11,7 @@ import {
   Scope,
   cidHash,
   grantKey,
+  readAccount,
   scopes,
   twoAccountsFixture,
 } from "./fixtures";
@@ -46,6 +47,18 @@ describe("AccountRegistry: usage keys", function () {
         .withArgs(1n, keySigners[0].address, KEY_HASH, "server", "prod", expiration, Object.values(grant));
     });
 
+    it("a reader gets the key's hash, name and description from KeyAdded", async function () {
+      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0].address;
+      await registry.connect(ownerA).addKey(key, KEY_HASH, "server", "prod", 0, scopes());
+      const record = (await readAccount(registry, 1n)).keys.get(key)!;
+      expect([record.keyHash, record.name, record.description]).to.deep.equal([
+        KEY_HASH.toLowerCase(),
+        "server",
+        "prod",
+      ]);
+    });
+
     it("getKey returns what was registered", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       const key = keySigners[0].address;
@@ -54,20 +67,14 @@ describe("AccountRegistry: usage keys", function () {
         .addKey(key, KEY_HASH, "server", "prod", 0, scopes({ CreateGroup: true, ManageActions: [2, 1] }));
       const block = await ethers.provider.getBlock((await tx.wait())!.blockNumber);
       const info = await registry.getKey(key);
-      expect([
-        info.key,
-        info.accountId,
-        info.keyHash,
-        info.name,
-        info.description,
-        info.expiration,
-      ]).to.deep.equal([key, 1n, KEY_HASH, "server", "prod", 0n]);
+      expect([info.key, info.accountId, info.expiration]).to.deep.equal([key, 1n, 0n]);
       expect(info.createdAt).to.equal(BigInt(block!.timestamp));
+      // Ids come in live-group order (the registry keeps no per-key list), not in the order granted.
       expect(scopesOf(info)).to.deep.equal({
         canCreateGroups: true,
         canDeleteGroups: false,
         canCreatePkps: false,
-        manageIpfsIdsInGroups: [2n, 1n],
+        manageIpfsIdsInGroups: [1n, 2n],
         addPkpToGroups: [],
         removePkpFromGroups: [],
         executeInGroups: [],
@@ -88,7 +95,7 @@ describe("AccountRegistry: usage keys", function () {
         info.manageIpfsIdsInGroups,
         info.addPkpToGroups,
         info.removePkpFromGroups,
-      ]).to.deep.equal([[1n, 0n], [2n], [0n], [1n, 2n]]);
+      ]).to.deep.equal([[0n, 1n], [2n], [0n], [1n, 2n]]);
     });
 
     it("treats duplicate ids in an array as one", async function () {
@@ -346,13 +353,14 @@ describe("AccountRegistry: usage keys", function () {
         .to.emit(registry, "KeyUpdated")
         .withArgs(1n, key, "new", "new desc", expiration, Object.values(scopes({ Execute: [1] })));
       const info = await registry.getKey(key);
-      expect([info.name, info.description, info.expiration, info.keyHash, info.createdAt]).to.deep.equal([
-        "new",
-        "new desc",
-        expiration,
-        KEY_HASH,
-        createdAt,
-      ]);
+      const record = (await readAccount(registry, 1n)).keys.get(key)!;
+      expect([
+        record.name,
+        record.description,
+        info.expiration,
+        record.keyHash,
+        info.createdAt,
+      ]).to.deep.equal(["new", "new desc", expiration, KEY_HASH.toLowerCase(), createdAt]);
     });
 
     it("refuses a key that is not registered", async function () {
@@ -400,7 +408,8 @@ describe("AccountRegistry: usage keys", function () {
         .to.emit(registry, "KeyMetadataUpdated")
         .withArgs(1n, key, "renamed", "described");
       const info = await registry.getKey(key);
-      expect([info.name, info.description]).to.deep.equal(["renamed", "described"]);
+      const record = (await readAccount(registry, 1n)).keys.get(key)!;
+      expect([record.name, record.description]).to.deep.equal(["renamed", "described"]);
       expect(scopesOf(info)).to.deep.equal(
         scopes({
           CreatePkp: true,
@@ -453,7 +462,7 @@ describe("AccountRegistry: usage keys", function () {
       expect(await registry.accountOfKey(key)).to.equal(0n);
       expect(await registry.hasScope(key, Scope.Execute, 0n)).to.equal(false);
       expect(await registry.canExecute(key, cidHash(CID_HELLO), pkpA1)).to.equal(false);
-      expect((await registry.listKeys(1n, 0n, 10n)).total).to.equal(0n);
+      expect((await readAccount(registry, 1n)).keys.has(key)).to.equal(false);
       expect((await registry.getAccount(1n)).keyCount).to.equal(0n);
     });
 
@@ -555,7 +564,8 @@ describe("AccountRegistry: usage keys", function () {
       expect(await registry.hasScope(key, Scope.CreatePkp, 0n)).to.equal(false);
       expect(await registry.canExecute(key, cidHash(CID_HELLO), pkpA1)).to.equal(false);
       expect(await registry.canExecuteAction(key, cidHash(CID_HELLO))).to.equal(false);
-      expect((await registry.listKeys(1n, 0n, 10n)).items).to.have.length(0);
+      // Until removed it still counts as registered (it occupies its address).
+      expect((await registry.getAccount(1n)).keyCount).to.equal(1n);
     });
 
     it("an expired key still occupies its address until removed", async function () {
@@ -569,46 +579,78 @@ describe("AccountRegistry: usage keys", function () {
     });
   });
 
-  describe("listKeys", function () {
-    it("pages through the account's keys with their total", async function () {
+  describe("the key list (from the events)", function () {
+    it("a reader lists the account's keys in registration order, without removed ones", async function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      for (const key of keySigners.slice(0, 5)) await grantKey(registry, ownerA, key, scopes());
-      const [items, total] = await registry.listKeys(1n, 1n, 3n);
-      expect(total).to.equal(5n);
-      expect(items.map((item) => item.key)).to.deep.equal(keySigners.slice(1, 4).map((key) => key.address));
-    });
-
-    it("returns an empty page past the end", async function () {
-      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      await grantKey(registry, ownerA, keySigners[0], scopes());
-      const [items, total] = await registry.listKeys(1n, 7n, 3n);
-      expect([items.length, total]).to.deep.equal([0, 1n]);
-    });
-
-    it("leaves expired keys out of the page but counts them in total", async function () {
-      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
-      const expiration = (await pinnedNow()) + 60n;
-      await grantKey(registry, ownerA, keySigners[0], scopes(), expiration);
-      await grantKey(registry, ownerA, keySigners[1], scopes());
-      await time.increaseTo(expiration);
-      const [items, total] = await registry.listKeys(1n, 0n, 10n);
-      expect(items.map((item) => item.key)).to.deep.equal([keySigners[1].address]);
-      expect(total).to.equal(2n);
+      for (const key of keySigners.slice(0, 4)) await grantKey(registry, ownerA, key, scopes());
+      await registry.connect(ownerA).removeKey(keySigners[1].address);
+      expect([...(await readAccount(registry, 1n)).keys.keys()]).to.deep.equal(
+        [0, 2, 3].map((i) => keySigners[i].address),
+      );
+      expect((await registry.getAccount(1n)).keyCount).to.equal(3n);
     });
 
     it("lists only the account's own keys", async function () {
       const { registry, ownerA, ownerB, keySigners } = await loadFixture(twoAccountsFixture);
       await grantKey(registry, ownerA, keySigners[0], scopes());
       await grantKey(registry, ownerB, keySigners[1], scopes());
-      const [items] = await registry.listKeys(2n, 0n, 10n);
-      expect(items.map((item) => item.key)).to.deep.equal([keySigners[1].address]);
+      expect([...(await readAccount(registry, 2n)).keys.keys()]).to.deep.equal([keySigners[1].address]);
+    });
+  });
+
+  describe("scope epochs: replaced masks never count again", function () {
+    it("updateKey drops the masks of groups left out of the new scopes", async function () {
+      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0].address;
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [1, 2] }));
+      await registry.connect(ownerA).updateKey(key, "key", "", 0, scopes({ ManageActions: [2] }));
+      expect([
+        await registry.hasScope(key, Scope.ManageActions, 1n),
+        await registry.hasScope(key, Scope.ManageActions, 2n),
+      ]).to.deep.equal([false, true]);
+      await expect(registry.connect(keySigners[0]).addAction(1n, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key, 1n, Scope.ManageActions, 1n);
     });
 
-    it("refuses a page larger than MAX_PAGE_SIZE", async function () {
-      const { registry } = await loadFixture(twoAccountsFixture);
-      await expect(registry.listKeys(1n, 0n, 101n))
-        .to.be.revertedWithCustomError(registry, "PageTooLarge")
-        .withArgs(101n, 100n);
+    it("updateKey with unchanged scopes keeps them and still applies the new expiration", async function () {
+      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0].address;
+      const grant = scopes({ Execute: [1], AddPkp: [0], CreatePkp: true });
+      await grantKey(registry, ownerA, key, grant);
+      const expiration = (await pinnedNow()) + 900n;
+      await registry.connect(ownerA).updateKey(key, "key", "", expiration, grant);
+      const info = await registry.getKey(key);
+      expect([info.expiration, scopesOf(info)]).to.deep.equal([
+        expiration,
+        { ...grant, executeInGroups: [1n], addPkpToGroups: [0n] },
+      ]);
+    });
+
+    it("a removed key registered again starts with only its new scopes", async function () {
+      const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0].address;
+      await grantKey(registry, ownerA, key, ALL_SCOPES);
+      await registry.connect(ownerA).removeKey(key);
+      await grantKey(registry, ownerA, key, scopes({ Execute: [1] }));
+      expect([
+        await registry.hasScope(key, Scope.ManageActions, 1n),
+        await registry.hasScope(key, Scope.Execute, 2n),
+        await registry.hasScope(key, Scope.Execute, 1n),
+      ]).to.deep.equal([false, false, true]);
+    });
+
+    it("a key moved to another account keeps nothing of its scopes in the first", async function () {
+      const { registry, ownerA, ownerB, keySigners } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0].address;
+      // Group 1 exists in both accounts: a mask left behind in A must not count in B.
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [1] }));
+      await registry.connect(ownerA).removeKey(key);
+      await grantKey(registry, ownerB, key, scopes());
+      expect(await registry.hasScope(key, Scope.ManageActions, 1n)).to.equal(false);
+      await expect(registry.connect(keySigners[0]).addAction(1n, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key, 2n, Scope.ManageActions, 1n);
     });
   });
 
@@ -648,6 +690,46 @@ describe("AccountRegistry: usage keys", function () {
       const { registry, ownerA, keySigners } = await loadFixture(twoAccountsFixture);
       await grantKey(registry, ownerA, keySigners[0], scopes({ Execute: [0] }));
       expect(await registry.hasScope(keySigners[0].address, Scope.Execute, 9n)).to.equal(false);
+    });
+  });
+
+  // hasScope and the writes share one rule: a per-group scope counts only for a live group of the key's account.
+  describe("scope on a group that is not live: writes agree with hasScope", function () {
+    it("a key scoped on a deleted group gets MissingScope for a write on it", async function () {
+      const { registry, ownerA, keySigners, other } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [other] }));
+      await registry.connect(ownerA).deleteGroup(other);
+      expect(await registry.hasScope(key.address, Scope.ManageActions, other)).to.equal(false);
+      await expect(registry.connect(key).addAction(other, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 1n, Scope.ManageActions, other);
+    });
+
+    it("a wildcard key gets MissingScope for a write on a group id its account does not have", async function () {
+      const { registry, ownerA, keySigners, pkpA1 } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ AddPkp: [0] }));
+      expect(await registry.hasScope(key.address, Scope.AddPkp, 9n)).to.equal(false);
+      await expect(registry.connect(key).addPkp(9n, pkpA1))
+        .to.be.revertedWithCustomError(registry, "MissingScope")
+        .withArgs(key.address, 1n, Scope.AddPkp, 9n);
+    });
+
+    it("a wildcard key may still write on a live group", async function () {
+      const { registry, ownerA, keySigners, target } = await loadFixture(twoAccountsFixture);
+      const key = keySigners[0];
+      await grantKey(registry, ownerA, key, scopes({ ManageActions: [0] }));
+      expect(await registry.hasScope(key.address, Scope.ManageActions, target)).to.equal(true);
+      await expect(registry.connect(key).addAction(target, CID_HELLO)).to.emit(registry, "ActionAdded");
+    });
+
+    it("the owner still learns UnknownGroup for a deleted group", async function () {
+      const { registry, ownerA, other } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).deleteGroup(other);
+      await expect(registry.connect(ownerA).addAction(other, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, other);
     });
   });
 });

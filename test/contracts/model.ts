@@ -82,6 +82,9 @@ export class RegistryModel {
     if (scope === "CreateGroup") return key.grant.canCreateGroups;
     if (scope === "DeleteGroup") return key.grant.canDeleteGroups;
     const bit = BIT[scope as PerGroup];
+    if (groupId === 0n) return ((key.masks.get(0n) ?? 0) & bit) !== 0;
+    // A per-group scope counts only for a live group of the key's account (a deleted group's masks linger).
+    if (!this.accounts.get(key.account)!.groups.has(groupId)) return false;
     return (((key.masks.get(0n) ?? 0) | (key.masks.get(groupId) ?? 0)) & bit) !== 0;
   }
 

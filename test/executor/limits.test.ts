@@ -191,7 +191,8 @@ describe("executor: limits, queue and fetch", function () {
       await expectHealthy(executor, run);
     });
 
-    const enabled = () => ({ fetch: { allowHosts: [host] } });
+    // The test server is on loopback, which fetch refuses unless the operator allows it.
+    const enabled = () => ({ fetch: { allowHosts: [host], allowAddresses: ["127.0.0.1"] } });
 
     it("fetches from an allowed host and parses JSON", async function () {
       const r = await run(
@@ -271,6 +272,39 @@ describe("executor: limits, queue and fetch", function () {
         },
       );
       expect(r.response).to.deep.equal([302, "http://example.invalid/"]);
+    });
+
+    it("refuses a loopback address the operator did not allow with fetch_address_refused", async function () {
+      hits = [];
+      const r = await run(`await fetch("http://" + params.host + "/json");`, {
+        fetch: {},
+        jsParams: { host },
+      });
+      expectError(
+        r,
+        "fetch_address_refused",
+        `${host} resolves to 127.0.0.1, a loopback address, which this service does not connect to`,
+      );
+      expect(hits).to.deep.equal([]);
+    });
+
+    it("admits a host-only allow-list entry on the default port only", async function () {
+      const r = await run(`await fetch("http://" + params.host + "/json");`, {
+        fetch: { allowHosts: ["127.0.0.1"], allowAddresses: ["127.0.0.1"] },
+        jsParams: { host },
+      });
+      expectError(r, "fetch_host_not_allowed", `host ${host} is not in this run's fetch allow-list`);
+    });
+
+    it("reports a refused connection as fetch_failed", async function () {
+      const closed = http.createServer();
+      await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+      const port = (closed.address() as AddressInfo).port;
+      await new Promise((r) => closed.close(r));
+      const r = await run(`await fetch("http://127.0.0.1:${port}/");`, {
+        fetch: { allowAddresses: ["127.0.0.1"] },
+      });
+      expectError(r, "fetch_failed", `request to 127.0.0.1:${port} failed`);
     });
 
     it("caps the answer's body size", async function () {

@@ -39,7 +39,7 @@ describe("executor: pipelining, the run ahead ending at its wall-time limit", fu
       const ahead = run(`const t = Date.now(); while (Date.now() - t < 250) {} return "ahead";`);
       await new Promise((r) => setTimeout(r, 20));
       const queued = run(`await fetch("http://${host}/once"); return "queued";`, {
-        fetch: { allowHosts: [host] },
+        fetch: { allowHosts: [host], allowAddresses: ["127.0.0.1"] },
       });
       // The main thread is busy past the run ahead's end and its wall-time limit: when it looks again,
       // its timer and the worker's "done" are both waiting, and timers come first.

@@ -87,10 +87,10 @@ describe("executor: runtime API", function () {
       expect(r.back).to.equal("é");
     });
 
-    it("endows ethers v6 with hashing, ABI coding and wallets", async function () {
+    it("endows ethers v6 as ethers6, and its names v5 lacks on ethers, with hashing, ABI coding and wallets", async function () {
       const r = await ok(`
-        const w = new ethers.Wallet("0x" + "11".repeat(32));
-        return { v: ethers.version, id: ethers.id("x"), abi: ethers.AbiCoder.defaultAbiCoder().encode(["uint256"], [5n]), addr: w.address };`);
+        const w = new ethers6.Wallet("0x" + "11".repeat(32));
+        return { v: ethers6.version, id: ethers.id("x"), abi: ethers.AbiCoder.defaultAbiCoder().encode(["uint256"], [5n]), addr: w.address };`);
       expect(r.v).to.equal(ethers.version);
       expect(r.id).to.equal(ethers.id("x"));
       expect(r.abi).to.equal(ethers.AbiCoder.defaultAbiCoder().encode(["uint256"], [5n]));
@@ -199,6 +199,17 @@ describe("executor: runtime API", function () {
         { jsParams: { pkpId: allowed } },
       );
       expect(r.response).to.equal("decryption_failed");
+    });
+
+    it("an uncaught enclave refusal ends the run with key_op_failed and the enclave's code first", async function () {
+      const r = await run(
+        `const c = await Actions.encrypt({ pkpId: params.pkpId, message: "x" });
+        await Actions.decrypt({ pkpId: params.pkpId, ciphertext: c.slice(0, -2) + (c.endsWith("00") ? "01" : "00") });`,
+        { jsParams: { pkpId: allowed } },
+      );
+      expect(r.has_error).to.equal(true);
+      expect(r.error?.code).to.equal("key_op_failed");
+      expect(r.error?.message).to.match(/^decryption_failed: /);
     });
 
     it("getPrivateKey returns the PKP's private key", async function () {

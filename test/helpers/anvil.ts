@@ -56,7 +56,8 @@ async function waitReady(rpcUrl: string, child: ChildProcess): Promise<void> {
   throw new Error("anvil did not start within 15 s");
 }
 
-export async function startChain(opts: { stateFile?: string } = {}): Promise<TestChain> {
+/** `args`: extra anvil flags (e.g. `--hardfork berlin` for a chain without EIP-1559). */
+export async function startChain(opts: { stateFile?: string; args?: string[] } = {}): Promise<TestChain> {
   const port = await freePort();
   const rpcUrl = `http://127.0.0.1:${port}`;
   let child: ChildProcess | null = null;
@@ -65,6 +66,7 @@ export async function startChain(opts: { stateFile?: string } = {}): Promise<Tes
     // (oversized) bytecode; the tests must not depend on that timing.
     const args = ["--port", String(port), "--silent", "--chain-id", "31337", "--disable-code-size-limit"];
     if (opts.stateFile) args.push("--state", opts.stateFile);
+    if (opts.args) args.push(...opts.args);
     child = spawn(ANVIL_BIN, args, { stdio: "ignore" });
     await waitReady(rpcUrl, child);
   };

@@ -12,6 +12,7 @@ import { Enclave } from "../../enclave";
 import { startRelayer, type RelayerOptions, type RunningRelayer } from "../../relayer";
 import { deploySigil, type SigilDeployment } from "../../scripts/deploy";
 import { DEV_KEY, startChain, type TestChain } from "./anvil";
+import { sharedContract } from "./openapiContract";
 
 // Response bodies are whatever JSON the API returned; tests assert on their shape.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -41,6 +42,10 @@ export interface Stack {
   restartRelayer(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** The operator token every test stack is configured with: it unlocks GET /health's detailed view. */
+export const TEST_OPERATOR_TOKEN = "test-operator-token";
+export const OPERATOR_HEADERS = { "x-operator-token": TEST_OPERATOR_TOKEN };
 
 export function quietLogger(): Logger {
   return pino({ level: "silent" });
@@ -90,10 +95,19 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
     gasWallets,
     pollIntervalMs: 100,
     executor: { poolSize: 2 },
-    rateLimits: { perKeyPerMinute: 100_000, perAccountPerMinute: 100_000, newAccountPerIpPerHour: 100_000 },
     logger: quietLogger(),
     rpcTimeoutMs: 2_000,
+    operatorToken: TEST_OPERATOR_TOKEN,
     ...relayerOver,
+    // Merged, not replaced: a test that sets one limit keeps the others out of its way (every test
+    // client is 127.0.0.1, so the per-IP limit would otherwise count the whole test's traffic).
+    rateLimits: {
+      perKeyPerMinute: 100_000,
+      perAccountPerMinute: 100_000,
+      newAccountPerIpPerHour: 100_000,
+      perIpPerMinute: 1_000_000,
+      ...relayerOver.rateLimits,
+    },
   };
   let relayer = await startRelayer(relayerOptions);
   const stack: Stack = {
@@ -121,6 +135,16 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
         parsed = JSON.parse(text);
       } catch {
         // not JSON (e.g. /metrics)
+      }
+      // The document is the contract: an answer it does not describe fails the test that received it.
+      if ((r.headers.get("content-type") ?? "").includes("application/json")) {
+        const problem = sharedContract().violation(
+          method,
+          new URL(stack.url + route).pathname,
+          r.status,
+          parsed,
+        );
+        if (problem !== null) throw new Error(`The answer does not match the OpenAPI document: ${problem}`);
       }
       return { status: r.status, body: parsed as Json, headers: r.headers };
     },

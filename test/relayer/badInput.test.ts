@@ -6,7 +6,7 @@
 import { expect } from "chai";
 import { ERROR_CATALOGUE } from "../../relayer/errorCatalogue";
 import { ROUTES } from "../../relayer/app";
-import { setupAccount, startStack, type ApiResponse, type Stack } from "../helpers/stack";
+import { setupAccount, startStack, type ApiResponse, type Stack, OPERATOR_HEADERS } from "../helpers/stack";
 
 const UNKNOWN_PKP = "0x" + "ab".repeat(32);
 const UNKNOWN_CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o"; // "hello world\n", never pinned here
@@ -512,7 +512,7 @@ describe("relayer: bad input", function () {
       const m = await s.api("GET", "/metrics");
       expect(m.status).to.equal(200);
       expect(m.body).to.contain("sigil_http_requests_total").and.contain("sigil_cache_last_processed_block");
-      const h = await s.api("GET", "/health");
+      const h = await s.api("GET", "/health", { headers: OPERATOR_HEADERS });
       expect(h.status).to.equal(200);
       expect(h.body.chain.reachable).to.equal(true);
       expect(h.body.executor.alive).to.be.greaterThan(0);

@@ -43,9 +43,9 @@ describe("relayer: billing integration", function () {
   });
 
   it("a landed write is charged once; a refused one is not", async () => {
-    const a = await setupAccount(s); // new_account + 3 writes (pkp, group); pinning is free
+    const a = await setupAccount(s); // new_account, 2 writes (pkp, group), 1 pin (1 cent per started 100 KB)
     const before = await balance(a.accountKey);
-    expect(before).to.equal(100 - 2);
+    expect(before).to.equal(100 - 2 - 1);
     const ok = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} });
     expect(ok.status).to.equal(201);
     expect(await balance(a.accountKey)).to.equal(before - 1);

@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
-import { setupAccount, startStack, type Stack } from "../helpers/stack";
+import { setupAccount, startStack, type Stack, OPERATOR_HEADERS } from "../helpers/stack";
 
 describe("relayer: chain outage and recovery", function () {
   this.timeout(120_000);
@@ -38,10 +38,17 @@ describe("relayer: chain outage and recovery", function () {
   });
 
   it("while the chain is down, /health says so with 503", async () => {
-    const h = await s.api("GET", "/health");
+    const h = await s.api("GET", "/health", { headers: OPERATOR_HEADERS });
     expect(h.status).to.equal(503);
     expect(h.body.chain.reachable).to.equal(false);
     expect(h.body.executor.alive).to.be.greaterThan(0);
+  });
+
+  it("while the chain is down, /health without the operator token says only degraded and the processed block", async () => {
+    const h = await s.api("GET", "/health");
+    expect(h.status).to.equal(503);
+    expect(Object.keys(h.body).sort()).to.deep.equal(["last_processed_block", "status"]);
+    expect(h.body.status).to.equal("degraded");
   });
 
   it("while the chain is down, a new key that needs a chain lookup answers 503, not 401", async () => {
@@ -69,7 +76,7 @@ describe("relayer: chain outage and recovery", function () {
       await new Promise((res) => setTimeout(res, 100));
     } while (Date.now() - t0 < 15_000);
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
-    const h = await s.api("GET", "/health");
+    const h = await s.api("GET", "/health", { headers: OPERATOR_HEADERS });
     expect(h.status).to.equal(200);
     expect(h.body.cache.last_processed_block).to.be.at.least(h.body.chain.head_block - 1);
   });

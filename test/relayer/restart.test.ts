@@ -10,7 +10,7 @@ import { Wallet, ZeroAddress } from "ethers";
 import { computeCid } from "../../enclave";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEYS } from "../helpers/anvil";
-import { startStack, type Stack } from "../helpers/stack";
+import { startStack, type Stack, OPERATOR_HEADERS } from "../helpers/stack";
 
 describe("relayer: restart", function () {
   this.timeout(120_000);
@@ -55,7 +55,7 @@ describe("relayer: restart", function () {
     const r = await s.api("POST", "/core/v1/svc_action", { key: gen.apiKey, body: { code } });
     expect(r.status).to.equal(401);
     expect(r.body.error.code).to.equal("unknown_api_key");
-    const h = await s.api("GET", "/health");
+    const h = await s.api("GET", "/health", { headers: OPERATOR_HEADERS });
     expect(h.body.cache.last_processed_block).to.equal(await s.provider.getBlockNumber());
   });
 

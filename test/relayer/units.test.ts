@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import { Enclave } from "../../enclave";
 import { ROUTES } from "../../relayer/app";
 import { registryInterface } from "../../relayer/chain/abi";
 import { mapRevert } from "../../relayer/chain/registryErrors";
@@ -119,14 +120,15 @@ describe("relayer units", () => {
     it("expires records after 24 h", async () => {
       let now = 0;
       const db = openRelayerDb(dir);
-      const store = new IdempotencyStore(db, () => now);
+      const store = new IdempotencyStore(db, Enclave.fromRootKey("11".repeat(32)), () => now);
       let runs = 0;
       const fn = async () => ({ status: 200, body: { n: ++runs } });
-      await store.run("s", "k", "f", fn);
-      expect((await store.run("s", "k", "f", fn)).replayed).to.equal(true);
+      const opts = { sealContext: "c" };
+      await store.run("s", "k", "f", fn, opts);
+      expect((await store.run("s", "k", "f", fn, opts)).replayed).to.equal(true);
       now = 24 * 3600 * 1000 + 1;
       expect(await store.prune()).to.equal(1);
-      expect((await store.run("s", "k", "f", fn)).body).to.deep.equal({ n: 2 });
+      expect((await store.run("s", "k", "f", fn, opts)).body).to.deep.equal({ n: 2 });
       db.close();
     });
     it("a claim left in the relayer's own file by a request that never answered is released on restart", async () => {
@@ -135,8 +137,10 @@ describe("relayer units", () => {
       db.prepare(
         "INSERT INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES ('s', 'k', 'f', 0, '', ?)",
       ).run(Date.now());
-      const store = new IdempotencyStore(db);
-      const r = await store.run("s", "k", "f", async () => ({ status: 201, body: { ran: true } }));
+      const store = new IdempotencyStore(db, Enclave.fromRootKey("11".repeat(32)));
+      const r = await store.run("s", "k", "f", async () => ({ status: 201, body: { ran: true } }), {
+        sealContext: "c",
+      });
       expect(r).to.deep.equal({ status: 201, body: { ran: true }, replayed: false });
       db.close();
     });

@@ -24,6 +24,7 @@ import {
   type ScopeFields,
 } from "../../scripts/safe/lib";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
+import { emptyAccount, replayAccount } from "../../relayer/permissions/accountHistory";
 import { devKey, sigilWorld, type SigilWorld } from "./support";
 
 // ------------------------------------------------------------------------------------------------
@@ -317,39 +318,53 @@ describe("conformance: relayer (path A), owner EOA and Safe (path B) agree", fun
     const label = new Map([...s.keys].map(([l, k]) => [k.address, l]));
     const pos = (id: string) => s.pkps.indexOf(id.toLowerCase());
     const a = await registry.getAccount(s.accountId);
-    const [keys] = await registry.listKeys(s.accountId, 0, 50);
+    // Names, key hashes, CID strings and member lists live in the registry's events only: read them as
+    // every reader does, by replaying the account's events; scopes and counts come from the views.
+    const history = await replayAccount(
+      w.chain.provider,
+      w.registry,
+      emptyAccount(Number(s.accountId)),
+      0,
+      await w.chain.provider.getBlockNumber(),
+    );
     const [pkps] = await registry.listPkps(s.accountId, 0, 50);
     const [groups] = await registry.listGroups(s.accountId, 0, 50);
     return {
       counts: { groups: a.groupCount, pkps: a.pkpCount, keys: a.keyCount },
-      keys: keys
-        .map((k) => ({
-          label: label.get(k.key) ?? `unlabelled ${k.key}`,
-          name: k.name,
-          description: k.description,
-          expiration: k.expiration,
-          hasHash: k.keyHash !== ethers.ZeroHash,
-          scopes: {
-            canCreateGroups: k.scopes.canCreateGroups,
-            canDeleteGroups: k.scopes.canDeleteGroups,
-            canCreatePkps: k.scopes.canCreatePkps,
-            manage: [...k.scopes.manageIpfsIdsInGroups],
-            addPkp: [...k.scopes.addPkpToGroups],
-            removePkp: [...k.scopes.removePkpFromGroups],
-            execute: [...k.scopes.executeInGroups],
-          },
-        }))
-        .sort((x, y) => x.label.localeCompare(y.label)),
+      keys: (
+        await Promise.all(
+          [...history.keys.values()].map(async (k) => {
+            const v = (await registry.getKey(k.address)).scopes;
+            return {
+              label: label.get(k.address) ?? `unlabelled ${k.address}`,
+              name: k.name,
+              description: k.description,
+              expiration: BigInt(k.expiration),
+              hasHash: k.keyHash !== ethers.ZeroHash,
+              scopes: {
+                canCreateGroups: v.canCreateGroups,
+                canDeleteGroups: v.canDeleteGroups,
+                canCreatePkps: v.canCreatePkps,
+                manage: [...v.manageIpfsIdsInGroups],
+                addPkp: [...v.addPkpToGroups],
+                removePkp: [...v.removePkpFromGroups],
+                execute: [...v.executeInGroups],
+              },
+            };
+          }),
+        )
+      ).sort((x, y) => x.label.localeCompare(y.label)),
       pkps: pkps.map((p) => ({ pos: pos(p.id), name: p.name, description: p.description })),
-      groups: await Promise.all(
-        groups.map(async (g) => ({
+      groups: groups.map((g) => {
+        const h = history.groups.get(Number(g.id))!;
+        return {
           id: g.id,
-          name: g.name,
-          description: g.description,
-          pkps: (await registry.groupPkps(s.accountId, g.id, 0, 50))[0].map(pos).sort(),
-          actions: [...(await registry.groupActions(s.accountId, g.id, 0, 50))[0]].sort(),
-        })),
-      ),
+          name: h.name,
+          description: h.description,
+          pkps: [...h.pkps].map(pos).sort(),
+          actions: [...h.actions.values()].sort(),
+        };
+      }),
     };
   }
 

@@ -139,7 +139,8 @@ describe("Safe tooling (path B)", function () {
       expect((await proposalStatus(w.ctx, p)).state).to.equal("ready");
       await executeProposal(w.ctx, p, EXECUTOR_KEY);
       const info = await registry.getKey(key);
-      expect([info.name, info.scopes.canCreatePkps, info.scopes.executeInGroups]).to.deep.equal([
+      const [added] = await registry.queryFilter(registry.filters.KeyAdded(undefined, key));
+      expect([added.args.name, info.scopes.canCreatePkps, info.scopes.executeInGroups]).to.deep.equal([
         "server",
         true,
         [1n],

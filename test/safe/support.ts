@@ -8,7 +8,7 @@ import path from "node:path";
 import { ethers } from "ethers";
 import { deploySigil } from "../../scripts/deploy";
 import { startChain } from "../helpers/anvil";
-import { startStack } from "../helpers/stack";
+import { OPERATOR_HEADERS, startStack } from "../helpers/stack";
 import type { Enclave } from "../../enclave";
 import type { RunningRelayer } from "../../relayer";
 import { ensureSafeSuite, rpcProvider, type SafeContext } from "../../scripts/safe/lib";
@@ -184,7 +184,10 @@ export class Api {
   }
   /** The last block the relayer's permission cache has applied. */
   async processedBlock(): Promise<number> {
-    const r = await fetch(`${this.base}/health`, { signal: AbortSignal.timeout(30_000) });
+    const r = await fetch(`${this.base}/health`, {
+      headers: OPERATOR_HEADERS,
+      signal: AbortSignal.timeout(30_000),
+    });
     return ((await r.json()) as { cache: { last_processed_block: number } }).cache.last_processed_block;
   }
   /** Wait until the relayer has applied `block` (path-B writes reach it through its event poll). */

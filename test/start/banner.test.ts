@@ -39,6 +39,12 @@ describe("start: the banner", () => {
     expect(out).to.contain("New here? Create an account (in another terminal):");
   });
 
+  it("prints the dashboard's URL, the API's own origin", () => {
+    expect(banner(config, facts)).to.contain(
+      "\n  dashboard    http://127.0.0.1:8000/  (open it in a browser)\n",
+    );
+  });
+
   it("prefixes the CLI hint with SIGIL_URL when the API is not on the CLI's default URL", () => {
     expect(banner(config, facts)).to.contain('\n  npx sigil account create --name "my first account"\n');
     expect(banner(config, { ...facts, url: "http://127.0.0.1:8123" })).to.contain(

@@ -134,6 +134,14 @@ describe("start: CLI commands against the real service", function () {
     expect(r.stderr).to.match(/^error 403 not_authorized_to_execute: /m);
   });
 
+  it("keys add --execute all grants every group and says so: all groups", async () => {
+    const r = await sigil(["keys", "add", "--name", "everywhere", "--execute", "all"]);
+    expect(r.code).to.equal(0);
+    expect(r.stdout).to.match(/^execute {7}all groups$/m);
+    const listed = await sigil(["keys", "list"]);
+    expect(listed.stdout).to.match(/everywhere +all groups/);
+  });
+
   it("--json prints the API error object on stdout", async () => {
     const r = await sigil(["--json", "groups", "show", "999"]);
     expect(r.code).to.equal(2);

@@ -101,7 +101,17 @@ describe("start: CLI without a server", function () {
   it("exits 1 on a bad group id", () => {
     const r = sigil(["keys", "add", "--name", "x", "--execute", "one"], { SIGIL_API_KEY: usageKey });
     expect(r.code).to.equal(1);
-    expect(r.stderr).to.equal('error: --execute: "one" is not a group id (a number, or * for all groups).\n');
+    expect(r.stderr).to.equal(
+      'error: --execute: "one" is not a group id (a number, or all for every group).\n',
+    );
+  });
+
+  it("exits 1 on --execute 0: every group must be asked for by name, never by a stray 0", () => {
+    const r = sigil(["keys", "add", "--name", "x", "--execute", "0"], { SIGIL_API_KEY: usageKey });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.equal(
+      "error: --execute: 0 would mean every group; ask for that by name (--execute all, or --execute '*'), or give a group id.\n",
+    );
   });
 
   it("exits 1 when a key reference is an account key, not a usage key", () => {
@@ -140,6 +150,7 @@ describe("start: CLI without a server", function () {
     try {
       fs.cpSync(path.join(ROOT, "bin"), path.join(copy, "bin"), { recursive: true });
       fs.cpSync(path.join(ROOT, "cli"), path.join(copy, "cli"), { recursive: true });
+      fs.cpSync(path.join(ROOT, "sdk"), path.join(copy, "sdk"), { recursive: true }); // the CLI's client
       fs.copyFileSync(path.join(ROOT, "package.json"), path.join(copy, "package.json")); // --version
       fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(copy, "node_modules"), "dir");
       const help = () =>

@@ -34,6 +34,51 @@ describe("start: configuration", () => {
     expect(c.logFile).to.equal(path.join(cwd, ".sigil", "sigil.log"));
   });
 
+  it("reads the actions' fetch policy and rejection mode (fetch on, public addresses only, strict by default)", () => {
+    expect(loadConfig({}, cwd)).to.include({
+      fetchEnabled: true,
+      fetchAllowAddresses: undefined,
+      unhandledRejections: undefined,
+    });
+    const c = loadConfig(
+      {
+        SIGIL_FETCH: "false",
+        SIGIL_FETCH_ALLOW_ADDRESSES: "10.0.0.0/8,::1",
+        SIGIL_UNHANDLED_REJECTIONS: "lenient",
+      },
+      cwd,
+    );
+    expect([c.fetchEnabled, c.fetchAllowAddresses, c.unhandledRejections]).to.deep.equal([
+      false,
+      ["10.0.0.0/8", "::1"],
+      "lenient",
+    ]);
+  });
+
+  it("refuses a fetch address that is not an IP or CIDR range, and an unknown rejection mode", () => {
+    expect(
+      problemsOf(
+        { SIGIL_FETCH_ALLOW_ADDRESSES: "internal.example", SIGIL_UNHANDLED_REJECTIONS: "loose" },
+        cwd,
+      ),
+    ).to.deep.equal([
+      'SIGIL_FETCH_ALLOW_ADDRESSES: "internal.example" is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).',
+      'SIGIL_UNHANDLED_REJECTIONS must be "strict" or "lenient", not "loose".',
+    ]);
+  });
+
+  it("reads the module settings (imports on, the reference's CDN, by default)", () => {
+    expect(loadConfig({}, cwd)).to.include({ modulesEnabled: true, moduleOrigin: undefined });
+    const c = loadConfig({ SIGIL_MODULES: "false", SIGIL_MODULE_ORIGIN: "https://mirror.example/npm/" }, cwd);
+    expect([c.modulesEnabled, c.moduleOrigin]).to.deep.equal([false, "https://mirror.example/npm/"]);
+  });
+
+  it("refuses a module origin that is not an http(s) URL", () => {
+    expect(problemsOf({ SIGIL_MODULE_ORIGIN: "ftp://mirror.example/" }, cwd)).to.deep.equal([
+      'SIGIL_MODULE_ORIGIN: "ftp://mirror.example/" is not an http(s) URL without credentials, query or fragment (e.g. https://cdn.jsdelivr.net/npm/).',
+    ]);
+  });
+
   it("turns dev mode off for an external chain, and then refuses to start without a root key, saying how to provide one", () => {
     const problems = problemsOf({ SIGIL_RPC_URL: "http://127.0.0.1:9999" }, cwd);
     expect(problems).to.have.length(1);
@@ -142,5 +187,35 @@ describe("start: configuration", () => {
     expect(problemsOf({ SIGIL_CONFIG: "nope.json" }, cwd)[0]).to.equal(
       `SIGIL_CONFIG points to ${path.join(cwd, "nope.json")}, which does not exist. Create it or unset SIGIL_CONFIG.`,
     );
+  });
+
+  it("reads SIGIL_OPERATOR_TOKEN from the environment (unset by default) and refuses it in the config file", () => {
+    expect(loadConfig({}, cwd).operatorToken).to.equal(undefined);
+    expect(loadConfig({ SIGIL_OPERATOR_TOKEN: "op-secret" }, cwd).operatorToken).to.equal("op-secret");
+    fs.writeFileSync(
+      path.join(cwd, "sigil.config.json"),
+      JSON.stringify({ SIGIL_OPERATOR_TOKEN: "op-secret" }),
+    );
+    expect(problemsOf({}, cwd).join("\n")).to.contain('"SIGIL_OPERATOR_TOKEN" is a secret');
+  });
+
+  it("reads SIGIL_MAX_PRIORITY_FEE_GWEI as decimal gwei into wei (relayer default when unset)", () => {
+    expect(loadConfig({}, cwd).maxPriorityFeePerGas).to.equal(undefined);
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "2" }, cwd).maxPriorityFeePerGas).to.equal(
+      2_000_000_000n,
+    );
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0.05" }, cwd).maxPriorityFeePerGas).to.equal(
+      50_000_000n,
+    );
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0" }, cwd).maxPriorityFeePerGas).to.equal(0n);
+    expect(loadConfig({ SIGIL_MAX_PRIORITY_FEE_GWEI: "0.000000001" }, cwd).maxPriorityFeePerGas).to.equal(1n);
+  });
+
+  it("refuses a SIGIL_MAX_PRIORITY_FEE_GWEI that is not a plain gwei amount up to 100000", () => {
+    for (const bad of ["-1", "abc", "1e9", "0.0000000001", "100001", "2 gwei"]) {
+      const problems = problemsOf({ SIGIL_MAX_PRIORITY_FEE_GWEI: bad }, cwd);
+      expect(problems, bad).to.have.length(1);
+      expect(problems[0]).to.match(/^SIGIL_MAX_PRIORITY_FEE_GWEI=.* is not valid: the highest tip per gas/);
+    }
   });
 });

@@ -10,6 +10,8 @@ import {
   describeRpc,
   ensureDeployment,
   readDeployment,
+  registryVersionAt,
+  REGISTRY_VERSION,
 } from "../../scripts/start/deployment";
 import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
 
@@ -117,6 +119,48 @@ describe("start: deployment memory", function () {
       expect((e as Error).message).to.contain("move the data folder away");
     }
     expect(deploys).to.equal(1);
+  });
+
+  it("refuses a data folder made with the first registry (layout 1), naming what to do, and does not redeploy", async () => {
+    const p = await boot();
+    // A real layout-1 registry (its compiled bytecode), with an account in it, remembered by the data folder.
+    const v1 = JSON.parse(
+      fs.readFileSync(path.join(__dirname, "..", "fixtures", "accountRegistryV1.json"), "utf8"),
+    ) as { abi: string[]; bytecode: string };
+    const wallet = new ethers.NonceManager(new ethers.Wallet(DEV_ACCOUNT_KEY, p));
+    const { forwarder, deployBlock, chainId } = await deploySigil(wallet);
+    const old = await new ethers.ContractFactory(v1.abi, v1.bytecode, wallet).deploy(forwarder);
+    await old.waitForDeployment();
+    await (await (old as ethers.Contract).createAccount("kept", ethers.ZeroAddress)).wait();
+    const registry = await old.getAddress();
+    fs.writeFileSync(
+      file(),
+      JSON.stringify({ registry, forwarder, deployBlock, chainId, chain: "embedded", deployedAt: "earlier" }),
+    );
+    try {
+      await ensureDeployment({ provider: p, file: file(), chainLabel: "embedded", deploy: deploy(p) });
+      expect.fail("should have refused");
+    } catch (e) {
+      expect(e).to.be.instanceOf(DeploymentError);
+      expect((e as DeploymentError).code).to.equal("registry_outdated");
+      expect((e as Error).message).to.match(
+        new RegExp(`^The data folder \\(${dir}\\) was made with registry layout 1 at ${registry}; `),
+      );
+      expect((e as Error).message).to.contain("move the data folder away");
+    }
+    expect(deploys).to.equal(0);
+    expect(readDeployment(file())!.registry).to.equal(registry);
+  });
+
+  it("accepts the remembered registry of the current layout", async () => {
+    const p = await boot();
+    const { deployment } = await ensureDeployment({
+      provider: p,
+      file: file(),
+      chainLabel: "embedded",
+      deploy: deploy(p),
+    });
+    expect(await registryVersionAt(p, deployment.registry)).to.equal(REGISTRY_VERSION);
   });
 
   it("refuses a remembered deployment from another chain id", async () => {

@@ -14,6 +14,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ethers } from "ethers";
+import { readmeSignatureCheck } from "../sdk/support";
 
 const REPO = path.resolve(__dirname, "..", "..");
 const MESSAGE = "hello from Sigil";
@@ -219,6 +220,15 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     expect(out + sigil.stderr()).not.to.contain(rootKey);
   });
 
+  it("npm start on a fresh copy builds the dashboard, prints its URL and serves it at /", async () => {
+    expect(sigil!.stderr()).to.contain("building the dashboard");
+    expect(sigil!.stdout()).to.contain(`dashboard    http://127.0.0.1:${port}/`);
+    const page = await fetch(`http://127.0.0.1:${port}/`);
+    expect(page.status).to.equal(200);
+    expect(await page.text()).to.contain('<div id="root"></div>');
+    expect(page.headers.get("content-security-policy")).to.contain("default-src 'none'");
+  });
+
   it("README walk-through with the CLI: account, PKP, action, group, usage key, run; the signature verifies", async () => {
     const account = cliJson(["account", "create", "--name", "my first account"], undefined, { npx: true });
     expect(account.api_key).to.match(/^ak_[0-9a-f]{64}$/);
@@ -267,17 +277,23 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     cliRun.signature = response.signature;
   });
 
-  it("the README's verification one-liner prints the PKP's address", () => {
+  it("the README's verification one-liner prints OK for the PKP's address", () => {
     const sig = cliRun.signature;
     const printed = execFileSync(
       process.execPath,
-      ["-e", 'console.log(require("ethers").verifyMessage(process.argv[1], process.argv[2]))', MESSAGE, sig],
+      [
+        "-e",
+        readmeSignatureCheck(fs.readFileSync(path.join(REPO, "README.md"), "utf8")),
+        MESSAGE,
+        sig,
+        cliRun.pkpAddress,
+      ],
       {
         cwd: copy,
         encoding: "utf8",
       },
     );
-    expect(printed.trim()).to.equal(cliRun.pkpAddress);
+    expect(printed).to.equal("OK\n");
   });
 
   it("the CLI prints human output by default and never echoes a key it did not just create", () => {

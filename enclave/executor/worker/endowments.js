@@ -78,12 +78,17 @@ function makeSleep(run, harden) {
   });
 }
 
+/**
+ * Whether the operator's host allow-list admits the URL. An entry `host:port` admits exactly that
+ * host and port; an entry `host` admits that host on the scheme's default port only (80 for http,
+ * 443 for https): `api.example.com` does not open `api.example.com:8545`.
+ */
 function hostAllowed(url, allowHosts) {
   const host = url.host.toLowerCase();
   const hostname = url.hostname.toLowerCase();
   return allowHosts.some((h) => {
     const a = String(h).toLowerCase();
-    return a === host || a === hostname;
+    return a === host || (a === hostname && url.port === "");
   });
 }
 
@@ -99,7 +104,13 @@ function readInit(init) {
     }
     out.method = method.toUpperCase();
   }
-  const headers = init.headers;
+  let headers = init.headers;
+  if (headers instanceof Headers) {
+    // A Headers instance (the class actions get is the host's, hardened): read it as a plain object.
+    const plain = {};
+    headers.forEach((v, k) => (plain[k] = v));
+    headers = plain;
+  }
   if (headers !== undefined) {
     const h = copyPlain(headers, "fetch headers");
     if (typeof h !== "object" || h === null || Array.isArray(h) || h instanceof Uint8Array) {
@@ -121,38 +132,22 @@ function readInit(init) {
   return out;
 }
 
-async function readCapped(res, cap, ac) {
-  const chunks = [];
-  let total = 0;
-  if (res.body === null) return new Uint8Array(0);
-  for await (const chunk of res.body) {
-    total += chunk.byteLength;
-    if (total > cap) {
-      ac.abort();
-      throw platformError("fetch_response_too_large", `response body over ${cap} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  const out = new Uint8Array(total);
-  let o = 0;
-  for (const c of chunks) {
-    out.set(c, o);
-    o += c.byteLength;
-  }
-  return out;
-}
-
 /**
- * `fetch(url, init)`: off unless the run has an allow-list. Counts requests (fatal past maxFetches),
- * accepts http(s) URLs whose host is listed, never follows redirects (a 3xx is returned to the action,
- * which may fetch the Location itself, through the same checks), times out, caps the body, and answers
- * with a small hardened response object instead of the host's Response.
+ * `fetch(url, init)`, on by default like the reference runtime's, within the run's fetch policy
+ * (fetch-policy.js): http(s) URLs only; if the operator set a host allow-list, only those hosts; and
+ * only to addresses the address guard permits (public ones, plus the operator's exceptions), checked
+ * on the address actually connected to (enclave/net/guarded-request.js). Counts requests (fatal past
+ * maxFetches), never follows redirects (a 3xx is returned to the action, which may fetch the Location
+ * itself, through the same checks), times out, caps the body, and answers with a small hardened
+ * response object instead of the host's Response.
  */
 function makeFetch(run, harden, host) {
   return harden(async function fetch(input, init) {
+    // Leftover code of a finished run (e.g. a provider's internal timer) gets no answer, ever.
+    if (run.ended) return new Promise(() => {});
     run.assertLive();
-    if (run.fetchAllowHosts === null)
-      throw platformError("fetch_disabled", "fetch is not enabled for this run");
+    const policy = run.fetchPolicy;
+    if (policy === null) throw platformError("fetch_disabled", "fetch is not enabled for this run");
     if (typeof input !== "string")
       throw platformError("invalid_argument", "fetch(url) takes the URL as a string");
     let url;
@@ -164,7 +159,10 @@ function makeFetch(run, harden, host) {
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw platformError("invalid_argument", "fetch(url): only http and https URLs");
     }
-    if (!hostAllowed(url, run.fetchAllowHosts)) {
+    if (url.username !== "" || url.password !== "") {
+      throw platformError("invalid_argument", "fetch(url): credentials in the URL are not accepted");
+    }
+    if (policy.allowHosts !== null && !hostAllowed(url, policy.allowHosts)) {
       throw platformError("fetch_host_not_allowed", `host ${url.host} is not in this run's fetch allow-list`);
     }
     const opts = readInit(init);
@@ -176,13 +174,19 @@ function makeFetch(run, harden, host) {
     const ac = new host.AbortController();
     run.pendingFetches.add(ac);
     const timer = run.timers.setTimeout(() => ac.abort(), run.limits.fetchTimeoutMs);
-    let res, body;
+    let res;
     try {
-      res = await host.fetch(url.href, { ...opts, redirect: "manual", signal: ac.signal });
-      body = await readCapped(res, run.limits.maxFetchBodyBytes, ac);
+      res = await host.request(url, {
+        ...opts,
+        guard: policy.guard,
+        signal: ac.signal,
+        maxBodyBytes: run.limits.maxFetchBodyBytes,
+      });
     } catch (e) {
       if (run.ended) return new Promise(() => {});
-      if (e && e.code === "fetch_response_too_large") throw e;
+      const code = e && e.code;
+      if (code === "address_refused") throw platformError("fetch_address_refused", e.message);
+      if (code === "body_too_large") throw platformError("fetch_response_too_large", e.message);
       if (ac.signal.aborted)
         throw platformError("fetch_timeout", `no complete answer within ${run.limits.fetchTimeoutMs} ms`);
       throw platformError("fetch_failed", `request to ${url.host} failed`);
@@ -192,15 +196,14 @@ function makeFetch(run, harden, host) {
       run.noteSettled();
     }
     if (run.ended) return new Promise(() => {});
-    const headers = {};
-    res.headers.forEach((v, k) => (headers[k] = v));
+    const body = res.body;
     const text = () => new TextDecoder().decode(body);
     return harden({
-      ok: res.ok,
+      ok: res.status >= 200 && res.status < 300,
       status: res.status,
       statusText: res.statusText,
       url: url.href,
-      headers,
+      headers: res.headers,
       text: async () => text(),
       json: async () => JSON.parse(text()),
       bytes: async () => Uint8Array.from(body),

@@ -1,24 +1,43 @@
 "use strict";
 /**
- * The `ethers` object endowed to actions: ethers v6, loaded in the worker BEFORE lockdown (its CommonJS
- * build needs Node's crypto and must initialise its module state in a normal realm), then hardened.
+ * The `ethers` objects endowed to actions. Both packages are loaded in the worker BEFORE lockdown (their
+ * CommonJS builds need Node's crypto and initialise module state in a normal realm), then hardened once
+ * per worker.
  *
- * Why not endow ethers as is:
- * - Providers, FetchRequest, Network and plugins perform I/O (http, https, WebSocket, IPC sockets) with
- *   the worker's full host authority and keep mutable module-level registries (Network.register,
- *   FetchRequest.registerGetUrl). They would bypass the fetch allow-list and let one run influence the
- *   next one in the same worker. They are left out: actions do chain reads with `fetch`.
- * - ethers' crypto primitives are swappable (`keccak256.register`, `randomBytes.register`, ...); a run
- *   could replace them for every later run in the worker. `ethers.lock()` freezes them first.
- * - `ethers.ethers` (the whole namespace again, providers included) is left out for the same reason.
- * - Lazily created singletons (the English wordlist, the default AbiCoder) are not reachable at harden
- *   time; they are created now and hardened, so a run cannot patch the wordlist that later runs derive
- *   mnemonics with, or the coder that later runs encode calldata with.
+ * - `ethers` is **ethers v5** (the package installed as `ethers5`), the API the reference runtime's
+ *   actions are written against (`ethers.utils.*`, `BigNumber`, `Wallet` with `publicKey`, `Contract`,
+ *   `providers.JsonRpcProvider`), plus every ethers v6 top-level name that v5 does not have
+ *   (`ethers.keccak256`, `ethers.getBytes`, `ethers.Signature`, …), so actions written for Sigil's
+ *   earlier v6-only `ethers` keep working. Where both have a name (`Wallet`, `Contract`, `version`, …),
+ *   v5 wins.
+ * - `ethers6` is the v6 facade alone.
+ *
+ * Why not endow the packages as they are:
+ * - Providers, FetchRequest, Network, plugins (v6), `utils.fetchJson`/`utils.poll` (v5) perform I/O with
+ *   the worker's full host authority and keep mutable module-level registries. They would bypass the
+ *   fetch policy and let one run influence the next one in the same worker. They are left out. v5's
+ *   `providers.JsonRpcProvider` is given back (makeProviders), built on the constructing run's own
+ *   `fetch`, so its traffic obeys the fetch policy and counts as fetches.
+ * - v6 crypto primitives are swappable (`keccak256.register`, …); `ethers.lock()` freezes them first.
+ *   v5 has no such registry, but its Logger has process-wide switches (`setLogLevel`, `setCensorship`)
+ *   a run could flip for every later run: they are replaced by functions that refuse.
+ * - Lazily created singletons (v6's English wordlist and default AbiCoder, v5's global Logger) are not
+ *   reachable at harden time; they are created now and hardened.
  */
 const ethers = require("ethers");
+const ethers5 = require("ethers5");
+const { platformError } = require("./values");
 
 const EXCLUDED =
   /(Provider|Plugin|Subscriber)$|^(Fetch|Socket)|^(ethers|Network|EnsResolver|JsonRpcSigner|getDefaultProvider|showThrottleMessage|lock)$/;
+
+/** v5 exports with host I/O or that are replaced per run. */
+const EXCLUDED_V5 = new Set(["ethers", "providers", "getDefaultProvider"]);
+const EXCLUDED_V5_UTILS = new Set(["fetchJson", "poll", "_fetchData"]);
+/** The pure parts of v5's `providers` namespace, shared by every run. */
+/** How often tx.wait() asks for the receipt. */
+const RECEIPT_POLL_MS = 250;
+const V5_PROVIDER_HELPERS = ["getNetwork", "Formatter", "isCommunityResource", "isCommunityResourcable"];
 
 function makeEthersFacade(harden) {
   ethers.lock();
@@ -32,4 +51,159 @@ function makeEthersFacade(harden) {
   return harden(facade);
 }
 
-module.exports = { makeEthersFacade, EXCLUDED };
+function lockV5Logger(harden) {
+  const { Logger } = ethers5.utils;
+  const refuse = (name) =>
+    function () {
+      throw new TypeError(
+        `ethers.utils.Logger.${name} is not available in actions (it is shared by all runs)`,
+      );
+    };
+  Logger.setLogLevel = refuse("setLogLevel");
+  Logger.setCensorship = refuse("setCensorship");
+  harden(Logger.globalLogger());
+}
+
+/**
+ * The v5 `ethers` of every run, merged with the v6 names v5 lacks. Built and hardened once per worker,
+ * after lockdown. `runFetch()` answers the fetch of the run in progress (see makeProviders).
+ */
+function makeEthers5(harden, v6Facade, runFetch, runSleep) {
+  lockV5Logger(harden);
+  const base = {};
+  for (const [name, value] of Object.entries(v6Facade)) base[name] = value;
+  for (const name of Object.keys(ethers5)) {
+    if (!EXCLUDED_V5.has(name)) base[name] = ethers5[name];
+  }
+  const utils = {};
+  for (const name of Object.keys(ethers5.utils)) {
+    if (!EXCLUDED_V5_UTILS.has(name)) utils[name] = ethers5.utils[name];
+  }
+  base.utils = utils;
+  base.providers = makeProviders(harden, runFetch, runSleep);
+  harden(ethers5.utils.defaultAbiCoder);
+  harden(ethers5.wordlists);
+  return harden(base);
+}
+
+/**
+ * `ethers.providers`: the pure helpers, and JsonRpcProvider / StaticJsonRpcProvider built on the fetch
+ * of the run that constructs them. Every JSON-RPC request goes through that fetch: the fetch policy
+ * applies (no loopback or private addresses unless the operator allows them), it counts against
+ * maxFetches, and after that run has ended it never answers (so a provider's internal timers cannot
+ * call back into a finished run). The classes are shared by all runs of the worker (built once, so a
+ * warm run pays nothing for them); a provider is bound to its run when it is constructed, which only
+ * that run's code can do: code of a finished run never runs again (docs/actions.md, "Runs cannot leak
+ * into each other"). Provider events (`on`, polling) would start host timers that outlive the run:
+ * they are refused. No other v5 provider path reachable from an action schedules host timers: network
+ * detection (constructor), `send`'s cache, `_waitForTransaction` and events are all replaced here.
+ */
+function deferred() {
+  let resolve, reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+function makeProviders(harden, runFetch, runSleep) {
+  const fetchOf = new WeakMap(); // provider -> the fetch of the run that constructed it
+  const sleepOf = new WeakMap(); // provider -> the sleep of the run that constructed it
+  const helpers = {};
+  for (const name of V5_PROVIDER_HELPERS) helpers[name] = ethers5.providers[name];
+  const { getNetwork } = ethers5.providers;
+  const { BigNumber } = ethers5;
+
+  class JsonRpcProvider extends ethers5.providers.JsonRpcProvider {
+    constructor(url, network) {
+      // Without a network, v5's constructor starts detection on a host `setTimeout(…, 0)`: a timer of
+      // the worker's realm that no run tracks, so an action in the `(async () => …)()` or `go()` style
+      // (where the run lasts as long as its pending work) was reported finished before the provider's
+      // first answer. Detection starts here instead, on the constructing run's fetch, which the run
+      // waits for, counts against maxFetches and aborts when it ends: no host timer is left to fire in
+      // a later run.
+      const detection = network == null ? deferred() : null;
+      super(url, detection === null ? network : detection.promise);
+      fetchOf.set(this, runFetch());
+      sleepOf.set(this, runSleep());
+      // The base constructor attaches a handler to the promise: a failed detection is reported by the
+      // provider's calls, not as an unhandled rejection.
+      if (detection !== null) this.detectNetwork().then(detection.resolve, detection.reject);
+    }
+
+    /**
+     * `tx.wait()` and `provider.waitForTransaction()`: v5 waits with block events (host timers that
+     * would outlive the run); this polls the receipt with the run's own `sleep` instead. Each poll is a
+     * request (it counts against maxFetches).
+     */
+    async _waitForTransaction(transactionHash, confirmations, timeout) {
+      const wanted = confirmations == null ? 1 : confirmations;
+      const deadline = timeout ? Date.now() + timeout : Infinity;
+      const sleep = sleepOf.get(this) ?? runSleep();
+      for (;;) {
+        const receipt = await this.getTransactionReceipt(transactionHash);
+        if (wanted === 0 || (receipt != null && receipt.confirmations >= wanted)) return receipt;
+        if (Date.now() > deadline) throw new Error(`timeout waiting for transaction ${transactionHash}`);
+        await sleep(RECEIPT_POLL_MS);
+      }
+    }
+
+    async send(method, params) {
+      const request = { method, params, id: this._nextId++, jsonrpc: "2.0" };
+      // The base constructor may call send (network detection) before fetchOf is set: same run.
+      const fetch = fetchOf.get(this) ?? runFetch();
+      const res = await fetch(this.connection.url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(request),
+      });
+      const text = await res.text();
+      let payload;
+      try {
+        payload = JSON.parse(text);
+      } catch {
+        throw new Error(`JSON-RPC ${method}: the server answered ${res.status} with a body that is not JSON`);
+      }
+      if (payload !== null && typeof payload === "object" && payload.error) {
+        const e = new Error(String(payload.error.message ?? "JSON-RPC error"));
+        e.code = payload.error.code;
+        e.data = payload.error.data;
+        throw e;
+      }
+      if (payload === null || typeof payload !== "object" || !("result" in payload)) {
+        throw new Error(`JSON-RPC ${method}: the answer has no result (HTTP ${res.status})`);
+      }
+      return payload.result;
+    }
+
+    // v5's own detectNetwork turns every failure into "could not detect network", which would hide a
+    // fetch policy refusal (fetch_address_refused, fetch_host_not_allowed) behind a vague message. It
+    // also asks eth_chainId again before most calls; a provider lives for one run at most, so the chain
+    // id is asked once (every request counts against maxFetches).
+    detectNetwork() {
+      if (this._runNetwork === undefined) {
+        this._runNetwork = this.send("eth_chainId", []).then(
+          (chainId) => getNetwork(BigNumber.from(chainId).toNumber()),
+          (e) => {
+            this._runNetwork = undefined;
+            throw e;
+          },
+        );
+      }
+      return this._runNetwork;
+    }
+
+    _startEvent() {
+      throw platformError(
+        "invalid_argument",
+        "provider events and polling are not available in actions; await the calls instead",
+      );
+    }
+  }
+  // Same behaviour: the chain id is already asked once per provider.
+  class StaticJsonRpcProvider extends JsonRpcProvider {}
+  return harden({ ...helpers, JsonRpcProvider, StaticJsonRpcProvider });
+}
+
+module.exports = { makeEthersFacade, makeEthers5, EXCLUDED };

@@ -17,36 +17,14 @@
  * (signer-thread.js explains why not here). The key is only reachable from this module's closure (not
  * from the Compartment), and is zeroed when the run ends.
  */
-const { getAddress, keccak256, MessagePrefix, TypedDataEncoder } = require("ethers");
-const { keccak256Native } = require("./keccak");
+const { getAddress } = require("ethers");
+const { keccak, messageDigest, typedDataDigest, isPlainObject } = require("./digests");
 
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 const SERVED = new Set(["pkpPublicKey", "pkpAddress", "pkpSignDigest", "pkpSignMessage", "pkpSignTypedData"]);
 
 function toHex(bytes) {
   return "0x" + Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-}
-
-/** keccak-256 as 32 bytes: native (fast after lockdown, see keccak.js), else ethers. */
-function keccak(bytes) {
-  return keccak256Native(bytes) ?? Buffer.from(keccak256(bytes).slice(2), "hex");
-}
-
-/**
- * EIP-191 digest of a message, exactly as ethers' hashMessage (which the enclave uses): a string is its
- * UTF-8 bytes. A string that is not well-formed UTF-16 is left to the enclave (null).
- */
-function messageDigest(m) {
-  let bytes;
-  if (typeof m === "string") {
-    if (!m.isWellFormed()) return null;
-    bytes = Buffer.from(m, "utf8");
-  } else bytes = Buffer.from(m.buffer, m.byteOffset, m.byteLength);
-  return keccak(Buffer.concat([Buffer.from(MessagePrefix + String(bytes.length), "utf8"), bytes]));
-}
-
-function isPlainObject(v) {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**
@@ -138,16 +116,8 @@ function makeRunKey(grant, epochs, curve) {
         return digest === null ? undefined : sign(digest);
       }
       case "pkpSignTypedData": {
-        const { domain, types, value } = args;
-        if (!isPlainObject(domain) || !isPlainObject(types) || !isPlainObject(value)) return undefined;
-        const { EIP712Domain: _ignored, ...rest } = types;
-        let digest;
-        try {
-          digest = TypedDataEncoder.hash(domain, rest, value);
-        } catch {
-          return undefined; // the enclave words the refusal
-        }
-        return sign(Buffer.from(digest.slice(2), "hex"));
+        const digest = typedDataDigest(args.domain, args.types, args.value);
+        return digest === null ? undefined : sign(digest); // null: the enclave words the refusal
       }
       default:
         return undefined;

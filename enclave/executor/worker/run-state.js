@@ -8,13 +8,20 @@
  * promises never settle, so leftover code of a finished run cannot act during a later run.
  */
 const { platformError } = require("./values");
+const { keyOpArgsProblem } = require("./arg-limits");
+const { compileFetchPolicy } = require("./fetch-policy");
 
 class RunState {
   constructor(msg, post, hostTimers) {
     this.runId = msg.runId;
     this.cid = msg.cid;
     this.limits = msg.limits;
-    this.fetchAllowHosts = msg.fetchAllowHosts; // null = fetch disabled
+    this.fetchPolicy = compileFetchPolicy(msg.fetchPolicy); // null = fetch disabled
+    // Strict (default): any rejection nobody handled fails the run. Lenient: not if the action had
+    // already set its response when it happened.
+    this.lenientRejections = msg.lenientRejections === true;
+    this.unhandledRejection = null; // {value} of the first one
+    this.responseSetBeforeRejection = false;
     this.post = post;
     this.timers = hostTimers;
     this.ended = false;
@@ -33,11 +40,16 @@ class RunState {
     this.pendingCalls = new Map(); // callId -> {resolve, reject}
     this.pendingTimers = new Set();
     this.pendingFetches = new Set(); // AbortControllers
+    this.pendingWork = new Set(); // other host work of this run (WebCrypto calls), see track()
+    // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API, reported with the result.
+    this.signatures = null;
     this.idleWaiters = [];
   }
 
   pendingCount() {
-    return this.pendingCalls.size + this.pendingTimers.size + this.pendingFetches.size;
+    return (
+      this.pendingCalls.size + this.pendingTimers.size + this.pendingFetches.size + this.pendingWork.size
+    );
   }
 
   /** Resolves when no key operation, fetch or sleep of this run is outstanding. */
@@ -51,6 +63,33 @@ class RunState {
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const w of waiters) w();
+  }
+
+  noteUnhandledRejection(value) {
+    if (this.unhandledRejection !== null) return;
+    this.unhandledRejection = { value };
+    this.responseSetBeforeRejection = this.responseSet;
+  }
+
+  /**
+   * A host promise the run waits for (the run is not over while it is pending); its answer is dropped
+   * once the run has ended, like every other capability's.
+   */
+  track(promise) {
+    const token = {};
+    this.pendingWork.add(token);
+    return new Promise((resolve, reject) => {
+      const settle = (fn, value) => {
+        if (this.ended) return;
+        this.pendingWork.delete(token);
+        fn(value);
+        this.noteSettled();
+      };
+      promise.then(
+        (v) => settle(resolve, v),
+        (e) => settle(reject, e),
+      );
+    });
   }
 
   /** Record a limit violation: it ends the run with this code even if the action catches the error. */
@@ -71,6 +110,10 @@ class RunState {
    */
   keyOp(op, args) {
     this.assertLive();
+    // Checked here so that an oversized argument is never copied to another thread; the main thread
+    // checks again (key-ops.ts). Not counted: it reaches no key.
+    const tooLarge = keyOpArgsProblem(op, args, this.limits);
+    if (tooLarge !== null) return Promise.reject(platformError("key_op_too_large", tooLarge));
     if (this.keyOps >= this.limits.maxKeyOps) {
       return Promise.reject(
         this.fail("key_ops_limit", `more than ${this.limits.maxKeyOps} key operations in one run`),
@@ -130,6 +173,7 @@ class RunState {
     for (const ac of this.pendingFetches) ac.abort();
     this.pendingTimers.clear();
     this.pendingFetches.clear();
+    this.pendingWork.clear();
     this.pendingCalls.clear();
     this.idleWaiters = [];
   }

@@ -7,6 +7,7 @@
  * here holds key material.
  */
 const { platformError, copyPlain } = require("./values");
+const { makeLegacySignEcdsa } = require("./legacy-sign");
 
 function argsObject(args, fnName) {
   if (typeof args !== "object" || args === null) {
@@ -40,9 +41,17 @@ function makeActions(run, harden) {
 
   const getPublicKey = pkpOp("getPublicKey", "pkpPublicKey");
   const getAddress = pkpOp("getAddress", "pkpAddress");
-  const signEcdsa = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({
+  const signEcdsaById = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({
     digest: readBytesOrString(a, "digest", "signEcdsa"),
   }));
+  const legacySignEcdsa = makeLegacySignEcdsa(run);
+  /** `{pkpId, digest}`, or the older `{toSign, publicKey, sigName}` (legacy-sign.js). */
+  const signEcdsa = async (args) => {
+    const a = argsObject(args, "signEcdsa");
+    if (a.pkpId === undefined && (a.publicKey !== undefined || a.sigName !== undefined))
+      return legacySignEcdsa(a);
+    return signEcdsaById(a);
+  };
   const signMessage = pkpOp("signMessage", "pkpSignMessage", (a) => ({
     message: readBytesOrString(a, "message", "signMessage"),
   }));
@@ -82,7 +91,14 @@ function makeActions(run, harden) {
     run.responseSet = true;
   };
 
+  /** The modules this run imported: [{url, hash: "sha384-…", size}] (a fresh copy each call). */
+  const showImportDetails = () => {
+    run.assertLive();
+    return run.importDetails.map((d) => ({ ...d }));
+  };
+
   return harden({
+    showImportDetails,
     getPublicKey,
     getAddress,
     signEcdsa,

@@ -3,24 +3,30 @@
  * Entry point of one executor worker thread (plain CommonJS: workers start without ts-node).
  *
  * Start-up order matters:
- *  1. load ethers and capture the host functions the runtime needs (fetch, timers) in the normal realm;
+ *  1. load both ethers, the action parser and the guarded HTTP client, and capture the host functions
+ *     the runtime needs (timers) in the normal realm;
  *  2. lockdown(): freeze every intrinsic of this thread's realm (never done in the main process);
- *  3. harden the endowments that are shared by all runs (ethers facade, TextEncoder/TextDecoder).
+ *  3. harden the endowments that are shared by all runs (ethers v5 and v6, TextEncoder/TextDecoder,
+ *     URL, Headers, the WebCrypto classes).
  * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
- * per-run hardened capabilities (console, sleep, fetch, Actions) bound to that run only.
+ * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
-const { makeEthersFacade } = require("./ethers-facade");
+const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeActions } = require("./runtime-api");
+const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
+const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
+const { compileModules, runModules, importDetails } = require("./imports");
+const { guardedRequest } = require("../../net/guarded-request");
 require("ses");
 
 const host = {
-  fetch: globalThis.fetch,
+  request: guardedRequest,
   AbortController: globalThis.AbortController,
 };
 const timers = { setTimeout, clearTimeout };
@@ -44,8 +50,20 @@ lockdown({
   reporting: "none",
 });
 
+let current = null; // the RunState of the run in progress, if any
+
+const ethers6 = makeEthersFacade(harden);
+const neverAnswers = harden(() => new Promise(() => {}));
+// Providers are bound to the fetch and sleep of the run that constructs them (ethers-facade.js).
+const ethers5 = makeEthers5(
+  harden,
+  ethers6,
+  () => (current !== null && current.fetch) || neverAnswers,
+  () => (current !== null && current.sleep) || neverAnswers,
+);
+
 const shared = {
-  ethers: makeEthersFacade(harden),
+  ethers: ethers5,
   TextEncoder: harden(TextEncoder),
   TextDecoder: harden(TextDecoder),
   // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
@@ -58,7 +76,47 @@ const shared = {
   lockdown: undefined,
 };
 
-let current = null; // the RunState of the run in progress, if any
+/**
+ * Shared globals added after the Compartment is made, with one defineProperties call from a prepared
+ * descriptor map: cheaper per run than passing them to the Compartment constructor.
+ */
+const sharedExtras = Object.freeze(
+  Object.fromEntries(
+    Object.entries({ ...makeSharedWebGlobals(harden), ethers6 }).map(([name, value]) => [
+      name,
+      Object.freeze({ value, writable: true, enumerable: false, configurable: true }),
+    ]),
+  ),
+);
+
+/**
+ * A global whose value is built on first use (per run, so the run that does not use it does not pay
+ * for it). Reading it defines it as a plain data property.
+ */
+function defineLazy(globalObject, name, make) {
+  Object.defineProperty(globalObject, name, {
+    configurable: true,
+    enumerable: false,
+    get() {
+      const value = make();
+      Object.defineProperty(globalObject, name, {
+        value,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      });
+      return value;
+    },
+    set(value) {
+      Object.defineProperty(globalObject, name, {
+        value,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      });
+    },
+  });
+}
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -71,6 +129,8 @@ function wrap(code) {
   // A function body, so top-level `await` and `return` work. main's result goes through arguments[0]
   // (a hardened recorder), so it cannot be confused with a top-level return value, and main receives
   // arguments[1] so that a top-level `params` declaration in the action cannot shadow it.
+  // arguments[2]: the namespaces of the action's imports (modules/transform.ts rewrote its import
+  // declarations into constants read from it).
   return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
 }
 
@@ -78,8 +138,43 @@ function nextMacrotask() {
   return new Promise((resolve) => hostSetImmediate(resolve));
 }
 
+/**
+ * The js_params fields that become globals of the run (the reference runtime's behaviour), or the
+ * error refusing the run when one would hide a global of the runtime (`Lit`, `ethers`, `Object`, …):
+ * an action reading that global would silently get the caller's value instead.
+ */
+function paramGlobals(params, globalObject) {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) return { globals: {} };
+  const globals = {};
+  for (const name of Object.keys(params)) {
+    if (name in globalObject) {
+      return {
+        error: {
+          code: "param_shadows_global",
+          message: `js_params field "${name}" has the name of a runtime global; rename the field`,
+        },
+      };
+    }
+    globals[name] = params[name];
+  }
+  return { globals };
+}
+
+/** The error a run ends with for a rejection nobody handled (null: the run may still succeed). */
+function unhandledRejectionError(run) {
+  const reason = run.unhandledRejection;
+  if (reason === null) return null;
+  if (run.lenientRejections && run.responseSetBeforeRejection) return null;
+  if (isPlatformError(reason.value)) return platformErrorInfo(reason.value);
+  return {
+    code: "unhandled_rejection",
+    message: "a promise rejected and nothing handled it: " + describeThrown(reason.value),
+  };
+}
+
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
+  run.importDetails = importDetails(msg.imports);
   if (msg.runKey) run.runKey = makeRunKey(msg.runKey, epochs, curve);
   current = run;
   let error = null;
@@ -87,23 +182,75 @@ async function execute(msg) {
   try {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
+    const fetch = makeFetch(run, harden, host);
+    const sleep = makeSleep(run, harden);
+    run.fetch = fetch;
+    run.sleep = sleep;
+    let auth, requestHeaders;
+    const getAuth = () => (auth ??= makeAuth(run.cid, harden));
+    const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
     const compartment = new Compartment({
       ...shared,
       console: makeConsole(run, harden),
-      sleep: makeSleep(run, harden),
-      fetch: makeFetch(run, harden, host),
+      sleep,
+      fetch,
       Actions: actions,
       LitActions: actions,
-      Lit: harden({ Actions: actions }),
+      // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
+      Lit: Object.freeze({
+        Actions: actions,
+        get Auth() {
+          return getAuth();
+        },
+        get Headers() {
+          return getHeaders();
+        },
+      }),
       params,
       jsParams: params,
     });
+    const globalObject = compartment.globalThis;
+    Object.defineProperties(globalObject, sharedExtras);
+    defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
+    // The Lit namespace cannot be deleted or replaced, as in the reference runtime: an action (or a
+    // library it bundles) must not be able to swap the API it signs with.
+    for (const name of ["Lit", "LitActions"]) {
+      Object.defineProperty(globalObject, name, { writable: false, configurable: false });
+    }
+    Object.defineProperty(globalObject, "LitAuth", { get: getAuth, enumerable: false, configurable: false });
+    Object.defineProperty(globalObject, "LitHeaders", {
+      get: getHeaders,
+      enumerable: false,
+      configurable: false,
+    });
+    // `global`, as older runtimes had it (the reference keeps it for them).
+    globalObject.global = globalObject;
+    const fromParams = paramGlobals(params, compartment.globalThis);
+    if (fromParams.error) error = fromParams.error;
+    else Object.assign(compartment.globalThis, fromParams.globals);
+    const source = wrap(msg.code);
     let fn;
-    try {
-      fn = compartment.evaluate(wrap(msg.code));
-    } catch (e) {
-      const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
-      error = { code: "syntax_error", message: sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e) };
+    let modules = [];
+    if (error === null) {
+      try {
+        fn = compartment.evaluate(source);
+        if (msg.imports) modules = compileModules(compartment, msg.imports);
+        // `main` is read by the wrapper itself, behind a typeof check.
+        const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
+        // Only the action's own names: modules are not analysed. Packages commonly feature-test with
+        // `typeof process !== "undefined" && process.env…`, a name read both ways, which the guard
+        // would turn into a ReferenceError at the typeof (docs/actions.md, ES module imports).
+        guardUndeclared(compartment.globalThis, undeclared);
+      } catch (e) {
+        const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
+        const message = sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e);
+        error = {
+          code: "syntax_error",
+          message: /Cannot use import statement/.test(message)
+            ? "import declarations must be at the top level of the action (docs/actions.md, ES module imports)"
+            : message,
+        };
+      }
     }
     if (error === null) {
       let mainCalled = false;
@@ -112,7 +259,8 @@ async function execute(msg) {
         mainCalled = true;
         mainValue = v;
       });
-      const topLevelValue = await fn(recordMain, params);
+      const namespaces = msg.imports ? await runModules(modules, msg.imports, harden) : undefined;
+      const topLevelValue = await fn(recordMain, params, namespaces);
       value = mainCalled ? mainValue : topLevelValue;
       // Like the reference runtime, the run lasts until its event loop is empty: an action that
       // calls go() without awaiting it still gets to setResponse. A macrotask turn also proves the
@@ -126,6 +274,7 @@ async function execute(msg) {
   } catch (e) {
     error = isPlatformError(e) ? platformErrorInfo(e) : { code: "action_threw", message: describeThrown(e) };
   }
+  if (error === null) error = unhandledRejectionError(run);
   if (run.fatal !== null) error = run.fatal;
   let responseJson;
   if (error === null) {
@@ -154,6 +303,7 @@ async function execute(msg) {
     type: "done",
     runId: run.runId,
     responseJson: error === null ? responseJson : undefined,
+    signaturesJson: error === null && run.signatures !== null ? JSON.stringify(run.signatures) : undefined,
     error,
     localKeyOps: run.localKeyOps,
   });
@@ -218,14 +368,18 @@ parentPort.on("message", (msg) => {
   }
 });
 
-// A rejection nobody handled belongs to the action; it must not crash the worker. It is noted in the
-// run's logs when a run is in progress.
+// A rejection nobody handled belongs to the action; it must not crash the worker. During a run it is
+// noted in the run's logs and, unless the operator chose the lenient mode and the action had already
+// set its response, it fails the run (unhandledRejectionError): a `go()` that threw must not come back
+// as a success.
 process.on("unhandledRejection", (reason) => {
   if (current !== null && !current.ended) {
     makeConsole(current, (x) => x).log("[sigil: unhandled rejection] " + describeThrown(reason));
+    current.noteUnhandledRejection(reason);
   }
 });
 
 // Warm the compartment path once so the first real run is not the slow one.
 new Compartment({ ...shared }).evaluate(wrap("return 1;"))(() => {}, {});
+undeclaredReads(wrap("return 1;")); // loads the parser now, not during the first run
 post({ type: "ready" });

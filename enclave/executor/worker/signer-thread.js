@@ -1,17 +1,24 @@
 "use strict";
 /**
- * The executor's signer thread: libsecp256k1 for the action workers (docs/actions.md, "The run's own
- * PKP").
+ * The executor's key threads: libsecp256k1 and AES for everything a run's key operations compute,
+ * outside the main thread (docs/actions.md, "The run's own PKP" and "Key operations off the main
+ * thread"). Two instances of this script run per process: the signer thread, which the action workers
+ * ask directly for their run's own PKP (short, latency-sensitive requests), and the crypto thread, which
+ * the main thread asks, after authorizing the operation, for encryption, decryption and signatures by
+ * other PKPs (possibly large payloads: kept apart so that a flood of them cannot delay the former).
  *
- * Why a thread of its own: the `secp256k1` package's native binding keeps a process-wide static that
+ * Why threads of their own: the `secp256k1` package's native binding keeps a process-wide static that
  * every thread loading it overwrites, and once a thread that loaded it has been terminated, the next
  * thread to load it crashes the process. Action workers are terminated routinely (timeouts, memory
- * limits), so they must never load it; this thread loads it once and is never terminated before the
- * executor closes. The main thread loaded it first (enclave/secp.ts) and lives as long as the process.
+ * limits), so they must never load it; these threads load it once and are never terminated before the
+ * process ends. The main thread loaded it first (enclave/secp.ts) and lives as long as the process.
  *
- * It is stateless: each request carries the 32-byte key of the run's own PKP (which the requesting
- * worker holds for that run) and what to compute; the copy is zeroed as soon as the answer is made.
- * Requests come only from the trusted side of the action workers, over one MessagePort per worker.
+ * Stateless: each request carries the 32-byte key it needs (the run's own PKP key held by the
+ * requesting worker, or a key the main thread derived for this one operation) and what to compute;
+ * the copy is zeroed as soon as the answer is made. Requests come only from trusted code (the workers'
+ * side outside the Compartment, the main thread), over one MessagePort each. Anything this thread
+ * cannot answer exactly as the enclave would is answered {ok: false}, and the asker falls back to the
+ * enclave in the main thread, which words any error.
  */
 const { parentPort } = require("node:worker_threads");
 
@@ -19,23 +26,68 @@ let secp = null;
 try {
   secp = require("secp256k1/bindings");
 } catch {
-  secp = null; // no binary for this platform: the workers then send these operations to the main thread
+  secp = null; // no binary for this platform: these operations then go to the main thread
+}
+
+// Loaded on first use: the signer thread never needs ethers (its workers hash themselves).
+let digests = null;
+let aes = null;
+const lazyDigests = () => (digests ??= require("./digests"));
+const lazyAes = () => (aes ??= require("./aes-envelope"));
+
+function isDigest(d) {
+  return d instanceof Uint8Array && d.length === 32;
+}
+
+/** r‖s‖v hex, v = 27 + recid: the enclave's format. */
+function signatureHex(digest, key) {
+  const { signature, recid } = secp.ecdsaSign(digest, key);
+  return "0x" + Buffer.from(signature).toString("hex") + (27 + recid).toString(16);
+}
+
+/** The answer fields for one request, or null when it must fall back to the main thread. */
+function compute(req, key) {
+  switch (req.op) {
+    // The run's own PKP (run-key.js): raw curve results.
+    case "publicKey":
+      return secp === null ? null : { publicKey: secp.publicKeyCreate(key, false) };
+    case "sign": {
+      if (secp === null || !isDigest(req.digest)) return null;
+      const { signature, recid } = secp.ecdsaSign(req.digest, key);
+      return { signature, recid };
+    }
+    // Operations the main thread has authorized (key-ops.ts): the action's answer, as `value`.
+    case "signDigest":
+      return secp === null || !isDigest(req.digest) ? null : { value: signatureHex(req.digest, key) };
+    case "signMessage": {
+      if (secp === null) return null;
+      const digest = lazyDigests().messageDigest(req.message);
+      return digest === null ? null : { value: signatureHex(digest, key) };
+    }
+    case "signTypedData": {
+      if (secp === null) return null;
+      const digest = lazyDigests().typedDataDigest(req.domain, req.types, req.value);
+      return digest === null ? null : { value: signatureHex(digest, key) };
+    }
+    case "encrypt":
+      if (typeof req.plaintext !== "string" && !(req.plaintext instanceof Uint8Array)) return null;
+      return { value: lazyAes().seal(key, req.plaintext) };
+    case "decrypt": {
+      const opened = lazyAes().open(key, req.ciphertext);
+      return opened.failed !== undefined ? { failed: opened.failed } : { value: opened.plaintext };
+    }
+    default:
+      return null;
+  }
 }
 
 function answer(port, req) {
-  const key = req.key instanceof Uint8Array && req.key.length === 32 ? req.key : null;
+  const key = req && req.key instanceof Uint8Array && req.key.length === 32 ? req.key : null;
   try {
-    if (secp === null || key === null) return port.postMessage({ id: req.id, ok: false });
-    if (req.op === "publicKey") {
-      return port.postMessage({ id: req.id, ok: true, publicKey: secp.publicKeyCreate(key, false) });
-    }
-    if (req.op === "sign" && req.digest instanceof Uint8Array && req.digest.length === 32) {
-      const { signature, recid } = secp.ecdsaSign(req.digest, key);
-      return port.postMessage({ id: req.id, ok: true, signature, recid });
-    }
-    return port.postMessage({ id: req.id, ok: false });
+    const out = key === null ? null : compute(req, key);
+    port.postMessage(out === null ? { id: req && req.id, ok: false } : { id: req.id, ok: true, ...out });
   } catch {
-    return port.postMessage({ id: req.id, ok: false });
+    port.postMessage({ id: req && req.id, ok: false });
   } finally {
     if (key !== null) key.fill(0);
   }

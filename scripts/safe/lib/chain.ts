@@ -1,9 +1,10 @@
 import { ethers } from "ethers";
 import { SafeCliError } from "./errors";
+import { startSettings } from "./startSettings";
 
-/** Default RPC: the embedded dev chain unless SIGIL_RPC_URL says otherwise. */
+/** Default RPC: what `npm start` uses (SIGIL_RPC_URL, else the embedded chain on SIGIL_ANVIL_PORT). */
 export function defaultRpcUrl(): string {
-  return process.env.SIGIL_RPC_URL ?? "http://127.0.0.1:8545";
+  return startSettings().rpcUrl;
 }
 
 /**

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { ethers } from "ethers";
 import { SafeCliError } from "./errors";
+import { startSettings } from "./startSettings";
 
 /**
  * The Safe 1.4.1 contract suite as protocol-kit's `ContractNetworkConfig` wants it. On public chains the
@@ -45,8 +46,9 @@ export function safeArtifact(member: keyof SafeSuiteAddresses): {
   return { abi: json.abi, bytecode: json.bytecode };
 }
 
+/** Default data folder: the one `npm start` uses (SIGIL_DATA_DIR, in the environment or the config file). */
 export function defaultDataDir(): string {
-  return process.env.SIGIL_DATA_DIR ?? ".sigil";
+  return startSettings().dataDir;
 }
 
 export function defaultDeploymentsFile(dataDir = defaultDataDir()): string {

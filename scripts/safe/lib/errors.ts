@@ -18,6 +18,8 @@ export type SafeCliErrorCode =
   | "no_safe_deployments"
   | "no_registry"
   | "unknown_method"
+  | "unknown_group"
+  | "incomplete_logs"
   | "rpc_unreachable";
 
 export class SafeCliError extends Error {

@@ -7,3 +7,4 @@ export * from "./registryCalls";
 export * from "./registryAddress";
 export * from "./proposals";
 export * from "./keys";
+export * from "./groupHistory";

@@ -1,0 +1,164 @@
+/**
+ * The shell: signed out → the sign-in page; signed in → navigation and one page at a time, chosen by
+ * the URL's hash (#/pkps). The hash names a page, never a key.
+ */
+import { lazy, Suspense, useEffect, useMemo, useState } from "react";
+import { openSession, type Session } from "./api";
+import { forgetKey, savedKey, saveKey } from "./session";
+import { applyTheme, initialTheme, type Theme } from "./theme";
+import { SignIn } from "./pages/SignIn";
+import { Overview } from "./pages/Overview";
+import { Pkps } from "./pages/Pkps";
+import { Groups } from "./pages/Groups";
+import { UsageKeys } from "./pages/UsageKeys";
+import { Billing } from "./pages/Billing";
+import { Ownership } from "./pages/Ownership";
+import { ShownOnce, Loading } from "./components/ui";
+
+// The action editor carries CodeMirror: loaded when the page is opened, not on the first page.
+const Actions = lazy(() => import("./pages/Actions"));
+
+interface PageDef {
+  id: string;
+  title: string;
+  accountOnly: boolean;
+}
+const PAGES: PageDef[] = [
+  { id: "overview", title: "Overview", accountOnly: false },
+  { id: "pkps", title: "PKPs", accountOnly: false },
+  { id: "groups", title: "Groups", accountOnly: false },
+  { id: "keys", title: "Usage keys", accountOnly: true },
+  { id: "actions", title: "Actions", accountOnly: false },
+  { id: "billing", title: "Billing", accountOnly: true },
+  { id: "ownership", title: "Ownership", accountOnly: true },
+];
+
+function pageFromHash(): string {
+  const id = window.location.hash.replace(/^#\/?/, "");
+  return PAGES.some((p) => p.id === id) ? id : "overview";
+}
+
+export function App() {
+  const [theme, setTheme] = useState<Theme>(initialTheme);
+  useEffect(() => applyTheme(theme), [theme]);
+
+  const [key, setKey] = useState<string | null>(() => savedKey());
+  // A new account's key, shown once: component state only, so a reload can never show it again.
+  const [newKey, setNewKey] = useState<string | null>(null);
+  const session: Session | null = useMemo(() => {
+    if (key === null) return null;
+    try {
+      return openSession(key);
+    } catch {
+      forgetKey(); // not a key this page can use: never keep it around
+      return null;
+    }
+  }, [key]);
+
+  const [page, setPage] = useState(pageFromHash);
+  useEffect(() => {
+    const onHash = () => setPage(pageFromHash());
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+
+  const signIn = (k: string) => {
+    saveKey(k);
+    setKey(k);
+  };
+  const signOut = () => {
+    forgetKey();
+    setKey(null);
+    setNewKey(null);
+    window.location.hash = "";
+  };
+
+  const themeButton = (
+    <button type="button" className="small" onClick={() => setTheme(theme === "dark" ? "light" : "dark")}>
+      {theme === "dark" ? "Light theme" : "Dark theme"}
+    </button>
+  );
+
+  if (!session) {
+    return (
+      <div className="app signed-out">
+        <header className="top">
+          <span className="brand">Sigil</span>
+          {themeButton}
+        </header>
+        <main id="main">
+          <SignIn
+            onSignIn={signIn}
+            onCreated={(k) => {
+              setNewKey(k);
+              signIn(k);
+            }}
+          />
+        </main>
+      </div>
+    );
+  }
+
+  const visible = PAGES.filter((p) => session.kind === "account" || !p.accountOnly);
+  const current = visible.find((p) => p.id === page) ?? visible[0];
+
+  return (
+    <div className="app">
+      <header className="top">
+        <span className="brand">Sigil</span>
+        <span className="muted">
+          {session.kind === "account" ? "account key" : "usage key (signed requests)"}
+        </span>
+        <span className="spacer" />
+        {themeButton}
+        <button type="button" className="small" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      <nav aria-label="Pages">
+        <ul>
+          {visible.map((p) => (
+            <li key={p.id}>
+              <a href={`#/${p.id}`} aria-current={p.id === current.id ? "page" : undefined}>
+                {p.title}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main">
+        {newKey ? (
+          <ShownOnce title="Your account key" value={newKey} onDone={() => setNewKey(null)} />
+        ) : (
+          <>
+            <h1>{current.title}</h1>
+            <PageBody id={current.id} session={session} />
+          </>
+        )}
+      </main>
+    </div>
+  );
+}
+
+function PageBody({ id, session }: { id: string; session: Session }) {
+  switch (id) {
+    case "pkps":
+      return <Pkps session={session} />;
+    case "groups":
+      return <Groups session={session} />;
+    case "keys":
+      return <UsageKeys session={session} />;
+    case "actions":
+      return (
+        <Suspense fallback={<Loading what="the action editor" />}>
+          <Actions session={session} />
+        </Suspense>
+      );
+    case "billing":
+      return <Billing session={session} />;
+    case "ownership":
+      return <Ownership session={session} />;
+    default:
+      return <Overview session={session} />;
+  }
+}

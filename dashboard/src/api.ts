@@ -1,0 +1,92 @@
+/**
+ * The dashboard's one API client: the SDK (sdk/), on the page's own origin. An account key is sent as a
+ * bearer credential; a usage key signs every request and every write, so it never leaves the page.
+ */
+import { createSigil, isSigilError, keyKind, type Sigil } from "../../sdk";
+
+export type KeyKind = "account" | "usage";
+
+export interface Session {
+  sigil: Sigil;
+  kind: KeyKind;
+}
+
+export function openSession(key: string): Session {
+  const kind = keyKind(key);
+  if (kind === null) throw new Error("not a Sigil key");
+  return { sigil: createSigil({ baseUrl: window.location.origin, apiKey: key }), kind };
+}
+
+/** The SDK's check of a key's shape, for inline form errors before anything is sent. */
+export function keyKindOf(key: string): KeyKind | null {
+  return keyKind(key);
+}
+
+export interface ShownError {
+  message: string;
+  code: string;
+  status?: number;
+}
+
+/** Every failure as the user sees it: the API's message and its stable code. */
+export function describeError(err: unknown): ShownError {
+  if (isSigilError(err)) return { message: err.shortMessage, code: err.code, status: err.status };
+  return { message: err instanceof Error ? err.message : String(err), code: "client_error" };
+}
+
+export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
+/**
+ * Billing endpoints. The SDK's typed paths list only /billing/balance today, so the others go through
+ * the same SDK client (its transport: authentication, retries, idempotency keys, typed errors) with the
+ * path cast; once the SDK types them this file loses the casts and nothing else changes.
+ */
+type Untyped = (path: string, init?: { body?: unknown; params?: unknown }) => Promise<unknown>;
+
+export interface BillingHistoryItem {
+  id: number;
+  type: "credit" | "debit";
+  amount_cents: number;
+  balance_after_cents: number;
+  operation: string;
+  reference: string;
+  created_at: number;
+}
+
+export function billingApi(sigil: Sigil) {
+  const get = sigil.get as unknown as Untyped;
+  const post = sigil.post as unknown as Untyped;
+  return {
+    balance: () =>
+      get("/core/v1/billing/balance") as Promise<{ balance_cents: number; balance_display: string }>,
+    mode: () =>
+      get("/core/v1/billing/stripe_config") as Promise<{
+        publishable_key: string;
+        mode?: "stripe" | "simulated";
+      }>,
+    createIntent: (amount_cents: number) =>
+      post("/core/v1/billing/create_payment_intent", { body: { amount_cents } }) as Promise<{
+        payment_intent_id: string;
+        client_secret: string;
+        amount_cents: number;
+      }>,
+    simulateSuccess: (id: string) =>
+      post(`/core/v1/billing/simulated/intents/${encodeURIComponent(id)}/succeed`),
+    confirm: (payment_intent_id: string) =>
+      post("/core/v1/billing/confirm_payment", { body: { payment_intent_id } }) as Promise<{
+        status: string;
+        credited_cents?: number;
+        balance_cents?: number;
+      }>,
+    /** The newest 50 entries (billing pages count from 0, unlike the SDK's lists). */
+    history: () =>
+      get("/core/v1/billing/history", { params: { query: { page_number: 0, page_size: 50 } } }) as Promise<{
+        items: BillingHistoryItem[];
+        total: number;
+      }>,
+  };
+}

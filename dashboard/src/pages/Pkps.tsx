@@ -1,0 +1,95 @@
+import { useState } from "react";
+import { collect, type Session } from "../api";
+import { CopyButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
+import { useAction, useLoad } from "../useLoad";
+
+export function Pkps({ session }: { session: Session }) {
+  const { sigil } = session;
+  const list = useLoad(async () => {
+    const [pkps, groups] = await Promise.all([collect(sigil.pkps()), collect(sigil.groups())]);
+    // Which groups reference each PKP: the list answer has counts only, so read each group.
+    const details = await Promise.all(groups.map((g) => sigil.group(g.group_id)));
+    return pkps.map((p) => ({
+      ...p,
+      groups: details.filter((d) => d.pkps.some((x) => x.toLowerCase() === p.pkp_id.toLowerCase())),
+    }));
+  });
+  const [name, setName] = useState("");
+  const create = useAction();
+  const [created, setCreated] = useState<string | null>(null);
+
+  return (
+    <>
+      <form
+        className="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void create
+            .run(() => sigil.createPkp(name.trim() ? { name: name.trim() } : {}))
+            .then((r) => {
+              if (!r) return;
+              setCreated(r.pkp_id);
+              setName("");
+              list.reload();
+            });
+        }}
+      >
+        <Field label="New PKP name" hint="Optional">
+          {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
+        </Field>
+        <button type="submit" className="primary" disabled={create.pending}>
+          {create.pending ? "Creating… (waiting for the chain)" : "Create PKP"}
+        </button>
+      </form>
+      <ErrorNote error={create.error} />
+      {created ? (
+        <p role="status">
+          Created PKP <code>{short(created)}</code>.
+        </p>
+      ) : null}
+      {list.loading && !list.data ? <Loading what="PKPs" /> : null}
+      <ErrorNote error={list.error} />
+      {list.data && list.data.length === 0 ? <Empty>No PKPs yet: create one above.</Empty> : null}
+      {list.data && list.data.length > 0 ? (
+        <table>
+          <caption className="sr-only">PKPs</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">PKP id</th>
+              <th scope="col">Address</th>
+              <th scope="col">Public key</th>
+              <th scope="col">Groups</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.map((p) => (
+              <tr key={p.pkp_id} data-pkp-id={p.pkp_id} data-address={p.address}>
+                <td>{p.name || <span className="muted">unnamed</span>}</td>
+                <td>
+                  <code title={p.pkp_id}>{short(p.pkp_id)}</code>{" "}
+                  <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
+                </td>
+                <td>
+                  <code title={p.address}>{short(p.address)}</code>{" "}
+                  <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
+                </td>
+                <td>
+                  <code title={p.public_key}>{short(p.public_key)}</code>{" "}
+                  <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
+                </td>
+                <td>
+                  {p.groups.length ? (
+                    p.groups.map((g) => g.name || `#${g.group_id}`).join(", ")
+                  ) : (
+                    <span className="muted">none</span>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </>
+  );
+}

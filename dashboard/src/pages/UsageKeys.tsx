@@ -1,0 +1,276 @@
+import { useState } from "react";
+import { collect, type Session } from "../api";
+import { ConfirmButton, Empty, ErrorNote, Field, Loading, ShownOnce, short } from "../components/ui";
+import { ScopeEditor } from "../components/ScopeEditor";
+import { emptyScopes, scopeSummary, scopesOf, type Scopes } from "../scopes";
+import { useAction, useLoad } from "../useLoad";
+
+interface Limits {
+  expiration: string; // yyyy-mm-dd or ""
+  spendCap: string; // cents or ""
+}
+
+/** The form's limits as the API wants them, or the inline error of the first bad one. */
+function parseLimits(
+  l: Limits,
+):
+  | { ok: true; expiration: number | null; spend_cap_cents: number | null }
+  | { ok: false; field: keyof Limits; error: string } {
+  let expiration: number | null = null;
+  if (l.expiration) {
+    const t = Date.parse(`${l.expiration}T23:59:59Z`);
+    if (Number.isNaN(t)) return { ok: false, field: "expiration", error: "Not a date." };
+    if (t <= Date.now())
+      return { ok: false, field: "expiration", error: "The expiration must be in the future." };
+    expiration = Math.floor(t / 1000);
+  }
+  let spend_cap_cents: number | null = null;
+  if (l.spendCap.trim()) {
+    if (!/^\d{1,9}$/.test(l.spendCap.trim()))
+      return { ok: false, field: "spendCap", error: "A whole number of cents, e.g. 500." };
+    spend_cap_cents = Number(l.spendCap.trim());
+  }
+  return { ok: true, expiration, spend_cap_cents };
+}
+
+function toBody(s: Scopes) {
+  return { ...s.flags, ...s.groups };
+}
+
+function LimitsFields({
+  value,
+  onChange,
+  errors,
+}: {
+  value: Limits;
+  onChange: (l: Limits) => void;
+  errors: Partial<Record<keyof Limits, string>>;
+}) {
+  return (
+    <div className="row wrap">
+      <Field label="Expires on" hint="Empty: never" error={errors.expiration}>
+        {(p) => (
+          <input
+            {...p}
+            type="date"
+            value={value.expiration}
+            onChange={(e) => onChange({ ...value, expiration: e.target.value })}
+          />
+        )}
+      </Field>
+      <Field label="Spend cap (cents)" hint="Empty: no cap" error={errors.spendCap}>
+        {(p) => (
+          <input
+            {...p}
+            inputMode="numeric"
+            value={value.spendCap}
+            onChange={(e) => onChange({ ...value, spendCap: e.target.value })}
+          />
+        )}
+      </Field>
+    </div>
+  );
+}
+
+export function UsageKeys({ session }: { session: Session }) {
+  const { sigil } = session;
+  const data = useLoad(async () => {
+    const [keys, groups] = await Promise.all([collect(sigil.usageKeys()), collect(sigil.groups())]);
+    return { keys, groups };
+  });
+  const [shown, setShown] = useState<string | null>(null);
+  const [creating, setCreating] = useState(false);
+  const [editing, setEditing] = useState<string | null>(null);
+  const revoke = useAction();
+
+  if (shown) return <ShownOnce title="Your new usage key" value={shown} onDone={() => setShown(null)} />;
+  return (
+    <>
+      {data.loading && !data.data ? <Loading what="usage keys" /> : null}
+      <ErrorNote error={data.error} />
+      <ErrorNote error={revoke.error} />
+      {data.data ? (
+        creating ? (
+          <KeyForm
+            mode="create"
+            groups={data.data.groups}
+            onCancel={() => setCreating(false)}
+            onSubmit={async (name, scopes, limits) => {
+              const r = await sigil.addUsageKey({ name, ...toBody(scopes), ...limits });
+              setCreating(false);
+              data.reload();
+              if (typeof r.usage_api_key === "string") setShown(r.usage_api_key);
+            }}
+          />
+        ) : (
+          <button type="button" className="primary" onClick={() => setCreating(true)}>
+            New usage key
+          </button>
+        )
+      ) : null}
+      {data.data && data.data.keys.length === 0 ? (
+        <Empty>No usage keys yet. A usage key is what you give a server.</Empty>
+      ) : null}
+      {data.data && data.data.keys.length > 0 ? (
+        <table>
+          <caption className="sr-only">Usage keys</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Id</th>
+              <th scope="col">Permissions</th>
+              <th scope="col">Expires</th>
+              <th scope="col">Spent / cap</th>
+              <th scope="col">
+                <span className="sr-only">Operations</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.data.keys.map((k) => (
+              <tr key={k.id} data-key-id={k.id}>
+                <td>{k.name || <span className="muted">unnamed</span>}</td>
+                <td>
+                  <code title={k.id}>{short(k.id)}</code>
+                </td>
+                <td data-testid="scope-summary">{scopeSummary(scopesOf(k))}</td>
+                <td>{k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "never"}</td>
+                <td>
+                  {k.spent_cents ?? 0}¢ / {k.spend_cap_cents === null ? "no cap" : `${k.spend_cap_cents}¢`}
+                </td>
+                <td className="row">
+                  <button
+                    type="button"
+                    className="small"
+                    onClick={() => setEditing(editing === k.id ? null : k.id)}
+                  >
+                    {editing === k.id ? "Close" : "Edit"}
+                  </button>
+                  <ConfirmButton
+                    label="Revoke"
+                    question={`Revoke ${k.name || k.id}? Every request made with it fails from now on.`}
+                    confirmLabel="Revoke key"
+                    disabled={revoke.pending}
+                    onConfirm={() =>
+                      void revoke
+                        .run(() => sigil.removeUsageKey({ id: k.id }))
+                        .then((r) => r && data.reload())
+                    }
+                  />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {editing && data.data
+        ? (() => {
+            const k = data.data.keys.find((x) => x.id === editing);
+            if (!k) return null;
+            return (
+              <KeyForm
+                key={k.id}
+                mode="edit"
+                groups={data.data.groups}
+                initial={{
+                  name: k.name,
+                  scopes: scopesOf(k),
+                  limits: {
+                    expiration: k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "",
+                    spendCap: k.spend_cap_cents === null ? "" : String(k.spend_cap_cents),
+                  },
+                }}
+                onCancel={() => setEditing(null)}
+                onRename={async (name) => {
+                  await sigil.post("/core/v1/update_usage_api_key_metadata", { body: { id: k.id, name } });
+                  setEditing(null);
+                  data.reload();
+                }}
+                onSubmit={async (name, scopes, limits) => {
+                  await sigil.updateUsageKey({ id: k.id, name, ...toBody(scopes), ...limits });
+                  setEditing(null);
+                  data.reload();
+                }}
+              />
+            );
+          })()
+        : null}
+    </>
+  );
+}
+
+function KeyForm({
+  mode,
+  groups,
+  initial,
+  onSubmit,
+  onRename,
+  onCancel,
+}: {
+  mode: "create" | "edit";
+  groups: { group_id: number; name: string }[];
+  initial?: { name: string; scopes: Scopes; limits: Limits };
+  onSubmit: (
+    name: string,
+    s: Scopes,
+    l: { expiration: number | null; spend_cap_cents: number | null },
+  ) => Promise<void>;
+  onRename?: (name: string) => Promise<void>;
+  onCancel: () => void;
+}) {
+  const [name, setName] = useState(initial?.name ?? "");
+  const [scopes, setScopes] = useState<Scopes>(initial?.scopes ?? emptyScopes());
+  const [limits, setLimits] = useState<Limits>(initial?.limits ?? { expiration: "", spendCap: "" });
+  const [errors, setErrors] = useState<Partial<Record<keyof Limits, string>>>({});
+  const save = useAction();
+  return (
+    <section className="card" aria-label={mode === "create" ? "New usage key" : "Edit usage key"}>
+      <h2>{mode === "create" ? "New usage key" : `Edit ${initial?.name || "usage key"}`}</h2>
+      {mode === "edit" ? (
+        <p className="warning">
+          Saving permissions <strong>replaces every permission</strong> of this key with what is ticked below;
+          nothing is merged. To change only the name, use “Rename only”.
+        </p>
+      ) : null}
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          const l = parseLimits(limits);
+          if (!l.ok) {
+            setErrors({ [l.field]: l.error });
+            return;
+          }
+          setErrors({});
+          void save.run(() =>
+            onSubmit(name.trim(), scopes, { expiration: l.expiration, spend_cap_cents: l.spend_cap_cents }),
+          );
+        }}
+      >
+        <Field label="Key name">
+          {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
+        </Field>
+        <ScopeEditor value={scopes} onChange={setScopes} groups={groups} />
+        <p className="muted">Summary: {scopeSummary(scopes)}</p>
+        <LimitsFields value={limits} onChange={setLimits} errors={errors} />
+        <div className="row">
+          <button type="submit" className="primary" disabled={save.pending}>
+            {save.pending ? "Saving…" : mode === "create" ? "Create key" : "Replace permissions"}
+          </button>
+          {onRename ? (
+            <button
+              type="button"
+              disabled={save.pending}
+              onClick={() => void save.run(() => onRename(name.trim()))}
+            >
+              Rename only
+            </button>
+          ) : null}
+          <button type="button" onClick={onCancel}>
+            Cancel
+          </button>
+        </div>
+        <ErrorNote error={save.error} />
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,69 @@
+/**
+ * A usage key's permissions as the page edits them, and their one-line summary. Group lists use the
+ * API's convention: 0 is the wildcard "all groups" (present or not, never mixed with ids in the UI).
+ */
+export const ALL_GROUPS = 0;
+
+export const GROUP_SCOPES = [
+  { field: "execute_in_groups", listed: "can_execute_in_groups", label: "execute" },
+  { field: "manage_ipfs_ids_in_groups", listed: "can_manage_ipfs_ids_in_groups", label: "manage actions" },
+  { field: "add_pkp_to_groups", listed: "can_add_pkp_to_groups", label: "add PKPs" },
+  { field: "remove_pkp_from_groups", listed: "can_remove_pkp_from_groups", label: "remove PKPs" },
+] as const;
+
+export const FLAGS = [
+  { field: "can_create_groups", label: "create groups" },
+  { field: "can_delete_groups", label: "delete groups" },
+  { field: "can_create_pkps", label: "create PKPs" },
+] as const;
+
+export type GroupField = (typeof GROUP_SCOPES)[number]["field"];
+export type FlagField = (typeof FLAGS)[number]["field"];
+
+export interface Scopes {
+  flags: Record<FlagField, boolean>;
+  groups: Record<GroupField, number[]>;
+}
+
+export function emptyScopes(): Scopes {
+  return {
+    flags: { can_create_groups: false, can_delete_groups: false, can_create_pkps: false },
+    groups: {
+      execute_in_groups: [],
+      manage_ipfs_ids_in_groups: [],
+      add_pkp_to_groups: [],
+      remove_pkp_from_groups: [],
+    },
+  };
+}
+
+export function groupsText(ids: number[]): string {
+  if (ids.includes(ALL_GROUPS)) return "all groups";
+  return ids.length === 1 ? `group ${ids[0]}` : `groups ${ids.join(", ")}`;
+}
+
+/** "execute: all groups; create PKPs", or "no permissions". */
+export function scopeSummary(s: Scopes): string {
+  const parts: string[] = [];
+  for (const g of GROUP_SCOPES)
+    if (s.groups[g.field].length) parts.push(`${g.label}: ${groupsText(s.groups[g.field])}`);
+  for (const f of FLAGS) if (s.flags[f.field]) parts.push(f.label);
+  return parts.length ? parts.join("; ") : "no permissions";
+}
+
+type Listed = {
+  can_create_groups: boolean;
+  can_delete_groups: boolean;
+  can_create_pkps: boolean;
+  can_execute_in_groups: number[];
+  can_manage_ipfs_ids_in_groups: number[];
+  can_add_pkp_to_groups: number[];
+  can_remove_pkp_from_groups: number[];
+};
+
+export function scopesOf(k: Listed): Scopes {
+  const s = emptyScopes();
+  for (const f of FLAGS) s.flags[f.field] = k[f.field];
+  for (const g of GROUP_SCOPES) s.groups[g.field] = [...k[g.listed]];
+  return s;
+}

@@ -1,0 +1,127 @@
+/**
+ * An account's history, read from the registry's logs. The registry stores only what its checks and a
+ * verifier's views need; names, descriptions, key hashes, CID strings and member lists are in its events
+ * (every one indexed by accountId as its first topic). Replaying an account's events in chain order through
+ * `applyEvent` rebuilds everything a reader shows: the permission cache loads accounts this way, and the
+ * Safe tool's `group` command lists a group from an RPC endpoint alone.
+ */
+import { toBeHex, zeroPadValue, type LogDescription } from "ethers";
+import { parseRegistryLog } from "../chain/abi";
+import { applyEvent, type AccountProjection } from "./projection";
+
+/** What the replay needs from a node: raw JSON-RPC (eth_getLogs, eth_getBlockByNumber). */
+export interface RpcSender {
+  send(method: string, params: unknown[]): Promise<unknown>;
+}
+
+export interface HistoryOptions {
+  /**
+   * The range every node accepts (5,000 blocks by default). The whole span is asked for first (one request
+   * when the node takes it, as anvil and most self-hosted nodes do); a refused range is halved until it is
+   * accepted or down to this size, where an error is final.
+   */
+  maxRange?: number;
+  /** Retry wrapper for each RPC request (the relayer's withRetry); called once per request. */
+  retry?: <T>(fn: () => Promise<T>) => Promise<T>;
+}
+
+export interface HistoryEvent {
+  ev: LogDescription;
+  block: number;
+  /** Block timestamp, read only for KeyAdded (a key's createdAt); null otherwise. */
+  ts: number | null;
+}
+
+interface RawLog {
+  topics: string[];
+  data: string;
+  blockNumber: string;
+  removed?: boolean;
+}
+
+const hex = (n: number) => "0x" + n.toString(16);
+
+/** The registry events of `accountId` in blocks [fromBlock, toBlock], in chain order. */
+export async function accountEvents(
+  rpc: RpcSender,
+  registry: string,
+  accountId: number | bigint,
+  fromBlock: number,
+  toBlock: number,
+  options: HistoryOptions = {},
+): Promise<HistoryEvent[]> {
+  const maxRange = options.maxRange ?? 5_000;
+  const retry = options.retry ?? ((fn) => fn());
+  const accountTopic = zeroPadValue(toBeHex(BigInt(accountId)), 32);
+  const getLogs = (from: number, to: number) =>
+    retry(
+      () =>
+        rpc.send("eth_getLogs", [
+          { address: registry, fromBlock: hex(from), toBlock: hex(to), topics: [null, accountTopic] },
+        ]) as Promise<RawLog[]>,
+    );
+  const logs: RawLog[] = [];
+  const fetchSpan = async (from: number, to: number): Promise<void> => {
+    try {
+      logs.push(...(await getLogs(from, to)));
+    } catch (err) {
+      if (to - from + 1 <= maxRange) throw err;
+      const mid = from + Math.floor((to - from) / 2);
+      await fetchSpan(from, mid);
+      await fetchSpan(mid + 1, to);
+    }
+  };
+  if (toBlock >= fromBlock) await fetchSpan(Math.max(0, fromBlock), toBlock);
+
+  const out: HistoryEvent[] = [];
+  const timestamps = new Map<number, number>();
+  for (const l of logs) {
+    if (l.removed) continue;
+    const ev = parseRegistryLog(l.topics, l.data);
+    if (!ev) continue;
+    const block = Number(BigInt(l.blockNumber));
+    let ts: number | null = null;
+    if (ev.name === "KeyAdded") {
+      ts = timestamps.get(block) ?? null;
+      if (ts === null) {
+        const b = await retry(
+          () => rpc.send("eth_getBlockByNumber", [hex(block), false]) as Promise<{ timestamp: string }>,
+        );
+        ts = Number(BigInt(b.timestamp));
+        timestamps.set(block, ts);
+      }
+    }
+    out.push({ ev, block, ts });
+  }
+  return out;
+}
+
+/** An empty projection of `accountId`, for a replay from the registry's deployment block. */
+export function emptyAccount(accountId: number): AccountProjection {
+  return {
+    id: accountId,
+    owner: "",
+    pendingOwner: null,
+    masterKey: null,
+    name: "",
+    groupCount: 0,
+    keys: new Map(),
+    groups: new Map(),
+    pkps: new Map(),
+  };
+}
+
+/** Applies the account's events of [fromBlock, toBlock] to `acc`, in chain order. */
+export async function replayAccount(
+  rpc: RpcSender,
+  registry: string,
+  acc: AccountProjection,
+  fromBlock: number,
+  toBlock: number,
+  options: HistoryOptions = {},
+): Promise<AccountProjection> {
+  for (const { ev, ts } of await accountEvents(rpc, registry, acc.id, fromBlock, toBlock, options)) {
+    applyEvent(acc, ev, ts);
+  }
+  return acc;
+}

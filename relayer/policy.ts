@@ -1,0 +1,195 @@
+/**
+ * The relayer's one authorization policy: every rule that decides whether an authenticated caller may
+ * write, execute or manage, for the route pre-checks, the executor's in-run callbacks and the mode checks.
+ * Nothing else in the relayer decides authorization; routes and callbacks ask here.
+ *
+ * The rules are the registry's (docs/contracts.md, "Who may call what"), read from the permission cache,
+ * so a refusal costs no gas and names the missing scope precisely. The registry stays authoritative: a
+ * write allowed here is checked again on chain, and test/relayer/policy.property.test.ts checks that the
+ * two agree for generated keys, scopes, groups, PKPs and requests.
+ *
+ *  - The account key acts as the account's owner, which it can only do while the owner is still the
+ *    service-managed address derived from its master key (API mode). Once the owner is another address
+ *    (ChainSecured), the account key can neither write nor execute: 409 account_chain_secured.
+ *  - A usage key needs the scope. Account-wide scopes (pkp:create, group:create, group:delete) are flags;
+ *    a per-group scope on id 0 is the wildcard, and on any other id counts only while that id is a live
+ *    group of the key's account (a deleted group's scope entries grant nothing).
+ *  - Executing needs some live group the caller may execute in that lists the action's CID and, when the
+ *    request names one, the PKP. The owner (account key in API mode) may execute in every group.
+ *  - Key management and ownership transfer are the owner's only: 403 owner_only for a usage key.
+ */
+import type { Enclave } from "../enclave";
+import { SCOPE_NAMES, Scope } from "./chain/abi";
+import type { AccountProjection, GroupRecord, KeyRecord } from "./permissions/projection";
+import { ApiError } from "./errors";
+
+export type ScopeIndex = (typeof Scope)[keyof typeof Scope];
+
+export type AccountMode = "api" | "chain_secured";
+
+/** What the policy needs to know about an authenticated caller (a subset of the AuthContext). */
+export interface Caller {
+  principal: { kind: "account" | "usage" };
+  mode: AccountMode;
+  account: AccountProjection;
+  /** The usage key's record (kind "usage"). */
+  key?: KeyRecord;
+}
+
+/**
+ * API mode while the owner is the service-managed address of the account's master key. The enclave
+ * memoises owner addresses (public data), so this is a map lookup on every request.
+ */
+export function accountMode(enclave: Enclave, account: AccountProjection): AccountMode {
+  return account.masterKey !== null && account.owner === enclave.ownerAddress(account.masterKey)
+    ? "api"
+    : "chain_secured";
+}
+
+const PER_GROUP = new Set<ScopeIndex>([Scope.Execute, Scope.ManageActions, Scope.AddPkp, Scope.RemovePkp]);
+
+/** The registry's `hasScope` for a live key of `account`. */
+export function keyHasScope(
+  key: KeyRecord,
+  account: AccountProjection,
+  scope: ScopeIndex,
+  groupId: number,
+): boolean {
+  const s = key.scopes;
+  switch (scope) {
+    case Scope.CreatePkp:
+      return s.canCreatePkps;
+    case Scope.CreateGroup:
+      return s.canCreateGroups;
+    case Scope.DeleteGroup:
+      return s.canDeleteGroups;
+  }
+  const ids = perGroupIds(key, scope);
+  if (groupId === 0) return ids.includes(0);
+  return account.groups.has(groupId) && (ids.includes(0) || ids.includes(groupId));
+}
+
+function perGroupIds(key: KeyRecord, scope: ScopeIndex): number[] {
+  const s = key.scopes;
+  switch (scope) {
+    case Scope.Execute:
+      return s.executeInGroups;
+    case Scope.ManageActions:
+      return s.manageIpfsIdsInGroups;
+    case Scope.AddPkp:
+      return s.addPkpToGroups;
+    case Scope.RemovePkp:
+      return s.removePkpFromGroups;
+  }
+  return [];
+}
+
+/**
+ * Why the caller may not make a write needing `scope` on `groupId` (0 for account-wide scopes and for a new
+ * group's initial members, which need the wildcard), or null if it may.
+ */
+export function writeRefusal(caller: Caller, scope: ScopeIndex, groupId: number): ApiError | null {
+  if (caller.principal.kind === "account") return apiModeRefusal(caller);
+  if (caller.key && keyHasScope(caller.key, caller.account, scope, groupId)) return null;
+  const name = SCOPE_NAMES[scope];
+  const onGroup = PER_GROUP.has(scope) && groupId !== 0;
+  return new ApiError(
+    403,
+    "missing_scope",
+    onGroup ? `The key lacks the ${name} scope on group ${groupId}.` : `The key lacks the ${name} scope.`,
+    { details: { scope: name, group_id: onGroup ? groupId : 0 } },
+  );
+}
+
+export function canWrite(caller: Caller, scope: ScopeIndex, groupId: number): boolean {
+  return writeRefusal(caller, scope, groupId) === null;
+}
+
+/** Throws the refusal of `writeRefusal`. */
+export function requireWriteScope(caller: Caller, scope: ScopeIndex, groupId: number): void {
+  const refusal = writeRefusal(caller, scope, groupId);
+  if (refusal) throw refusal;
+}
+
+/** Owner-only operations (key management, ownership transfer): the account key in API mode only. */
+export function requireOwner(caller: Caller): void {
+  if (caller.principal.kind !== "account")
+    throw new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
+  const refusal = apiModeRefusal(caller);
+  if (refusal) throw refusal;
+}
+
+/** The account key acts for the account only in API mode. */
+function apiModeRefusal(caller: Caller): ApiError | null {
+  if (caller.mode === "api") return null;
+  return new ApiError(
+    409,
+    "account_chain_secured",
+    "This account is ChainSecured: its owner is no longer the service-managed address, so the account key cannot write or execute for it. Use the owner wallet (path B), or a usage key the owner registered.",
+  );
+}
+
+/** The group, or 404 group_not_found (route pre-check: a precise answer before the scope check). */
+export function requireGroup(account: AccountProjection, groupId: number): GroupRecord {
+  const g = account.groups.get(groupId);
+  if (!g)
+    throw new ApiError(404, "group_not_found", `Group ${groupId} does not exist in this account.`, {
+      details: { group_id: groupId },
+    });
+  return g;
+}
+
+/** The live groups this caller may execute in. */
+export function executableGroups(caller: Caller): GroupRecord[] {
+  const groups = [...caller.account.groups.values()];
+  if (caller.principal.kind === "account") return caller.mode === "api" ? groups : [];
+  const ids = caller.key?.scopes.executeInGroups ?? [];
+  if (ids.includes(0)) return groups;
+  return groups.filter((g) => ids.includes(g.id));
+}
+
+/** The registry's `canExecute` (with a PKP) / `canExecuteAction` (without) for this caller. */
+export function canExecute(caller: Caller, cidHash: string, pkpId?: string): boolean {
+  return executableGroups(caller).some(
+    (g) => g.actions.has(cidHash) && (pkpId === undefined || g.pkps.has(pkpId)),
+  );
+}
+
+/**
+ * Why the caller may not run action `cid` (with `pkpId`, if given), or null. Asked when a request arrives
+ * and again by every key operation of the run against the cache as it is then, so a revocation or a
+ * switch to ChainSecured processed mid-run stops the run's next key operation.
+ */
+export function executionRefusal(
+  caller: Caller,
+  cid: string,
+  cidHash: string,
+  pkpId?: string,
+): ApiError | null {
+  if (caller.principal.kind === "account") {
+    const refusal = apiModeRefusal(caller);
+    if (refusal) return refusal;
+  }
+  if (canExecute(caller, cidHash, pkpId)) return null;
+  return new ApiError(
+    403,
+    "not_authorized_to_execute",
+    pkpId
+      ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
+      : `No group that this key may execute in lists action ${cid}.`,
+    { details: { cid, pkp_id: pkpId ?? null } },
+  );
+}
+
+/**
+ * Who may pin code (POST /actions, or have the relayer fetch a CID from IPFS and store it): the account
+ * key, in any mode (pins are off chain and billed to the account), or a usage key that can use stored
+ * code, i.e. one that may manage the actions of some group or execute in some group. A key with
+ * neither scope has no use for stored code, and must not be able to fill the account's pin quota and
+ * spend its credits (docs/actions.md, "Pinning: quota and price").
+ */
+export function canPin(auth: Pick<Caller, "principal" | "key">): boolean {
+  if (auth.principal.kind === "account") return true;
+  const s = auth.key?.scopes;
+  return s !== undefined && (s.manageIpfsIdsInGroups.length > 0 || s.executeInGroups.length > 0);
+}

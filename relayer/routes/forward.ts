@@ -1,0 +1,296 @@
+/**
+ * Path-A writes signed by the client (keys that never leave the client; docs/api.md "Signed forward
+ * requests"). The usage key's holder builds the registry call, signs the EIP-712 ForwardRequest for the
+ * deployment's forwarder, and sends only the signed request. The relayer cannot alter it (the forwarder
+ * checks the signature on chain) and does what it does for its own writes: check, simulate, pay gas,
+ * submit through the forwarder, sync the cache, charge the account.
+ *
+ *   POST /core/v1/forward/prepare {data}  (a usage key, signed or bearer) → the request to sign: the
+ *        forwarder nonce, gas from a simulation, a deadline, and the EIP-712 domain.
+ *   POST /core/v1/forward {from,to,value,gas,nonce,deadline,data,signature}  (no key: the signature is
+ *        the credential) → {tx_hash, block_number, operation, pkp_id, group_id}.
+ *
+ * Checks before anything is spent, each with its own code: the call is one the API allows a usage key
+ * (forward_call_not_allowed), the deadline is in the future and not too far (forward_request_expired),
+ * the signature recovers `from` under this chain's forwarder domain (forward_signature_invalid: also
+ * what a request signed for another chain or forwarder gets), `from` is a live usage key (401 as for
+ * any key), the nonce is the forwarder's next one for `from` (forward_nonce_mismatch: a replay), and the
+ * simulation passes (the registry's own refusal, e.g. 403 missing_scope). The registry checks the scope
+ * again on chain.
+ */
+import { Router, type Request } from "express";
+import { TypedDataEncoder, getAddress, isAddress, type TypedDataField } from "ethers";
+import { FORWARD_REQUEST_TYPES } from "../../enclave";
+import { authOf } from "../auth";
+import { registryInterface } from "../chain/abi";
+import { requestGasFor } from "../chain/sender";
+import { handler, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+import { recoverAddress } from "../http/signedRequest";
+import { BodyReader } from "../http/validate";
+
+/** Registry calls a usage key may make through a forward request: the writes its scopes can allow. */
+export const FORWARDABLE_CALLS = [
+  "createPkp",
+  "createGroup",
+  "deleteGroup",
+  "addAction",
+  "removeAction",
+  "addActions",
+  "removeActions",
+  "addPkp",
+  "removePkp",
+  "addPkps",
+  "removePkps",
+] as const;
+
+/** The operation names billing records, the same as for the bearer endpoints' writes. */
+const BILLED_AS: Record<string, string> = {
+  createPkp: "create_pkp",
+  createGroup: "create_group",
+  deleteGroup: "delete_group",
+  addAction: "group_actions_add",
+  addActions: "group_actions_add",
+  removeAction: "group_actions_remove",
+  removeActions: "group_actions_remove",
+  addPkp: "group_pkps_add",
+  addPkps: "group_pkps_add",
+  removePkp: "group_pkps_remove",
+  removePkps: "group_pkps_remove",
+};
+
+/** A signed forward request may be valid for at most this long (seconds). */
+export const MAX_FORWARD_DEADLINE_SECONDS = 3_600;
+/** The deadline prepare suggests (seconds from now). */
+export const PREPARED_DEADLINE_SECONDS = 600;
+/** Most gas a forward request may ask for (the relayer pays it). */
+export const MAX_FORWARD_GAS = 5_000_000n;
+
+const FORWARDER_NAME = "SigilForwarder";
+const FORWARDER_VERSION = "1";
+
+export function forwardRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+  const domain = () => ({
+    name: FORWARDER_NAME,
+    version: FORWARDER_VERSION,
+    chainId: ctx.chainId,
+    verifyingContract: ctx.cfg.forwarderAddress,
+  });
+
+  r.post(
+    "/forward/prepare",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      if (auth.principal.kind !== "usage")
+        throw new ApiError(
+          400,
+          "invalid_request",
+          "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
+        );
+      const b = new BodyReader(req.body);
+      const data = hexField(b.raw("data"), "data");
+      b.done();
+      const operation = allowedCall(data);
+      const from = auth.principal.keyAddress;
+      const gas = requestGasFor(await ctx.sender.simulateAs(from, "usage", data));
+      const nonce = await ctx.sender.nextForwarderNonce(from);
+      const d = domain();
+      return {
+        body: {
+          operation,
+          request: {
+            from,
+            to: ctx.cfg.registryAddress,
+            value: "0",
+            gas: gas.toString(),
+            nonce: nonce.toString(),
+            deadline: Math.floor(Date.now() / 1000) + PREPARED_DEADLINE_SECONDS,
+            data,
+          },
+          domain: {
+            name: d.name,
+            version: d.version,
+            chain_id: d.chainId,
+            verifying_contract: d.verifyingContract,
+          },
+          types: FORWARD_REQUEST_TYPES,
+        },
+      };
+    }),
+  );
+
+  r.post(
+    "/forward",
+    handler(ctx, async (req: Request, res) => {
+      const signed = readForwardRequest(req.body);
+      if (getAddress(signed.to) !== getAddress(ctx.cfg.registryAddress))
+        throw notAllowed("the target is not this deployment's registry", "wrong_target");
+      if (signed.value !== 0n) throw notAllowed("a forward request may not carry value", "value");
+      if (signed.gas <= 0n || signed.gas > MAX_FORWARD_GAS)
+        throw notAllowed(`gas must be between 1 and ${MAX_FORWARD_GAS}`, "gas_out_of_range");
+      const operation = allowedCall(signed.data);
+      const now = Math.floor(Date.now() / 1000);
+      if (signed.deadline <= now)
+        throw new ApiError(
+          400,
+          "forward_request_expired",
+          `The forward request's deadline passed ${now - signed.deadline} s ago.`,
+          {
+            details: { deadline: signed.deadline, now },
+          },
+        );
+      if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
+        throw new ApiError(
+          400,
+          "forward_request_expired",
+          `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
+          { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
+        );
+      const digest = TypedDataEncoder.hash(
+        domain(),
+        FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>,
+        {
+          from: signed.from,
+          to: signed.to,
+          value: signed.value,
+          gas: signed.gas,
+          nonce: signed.nonce,
+          deadline: signed.deadline,
+          data: signed.data,
+        },
+      );
+      if (recoverAddress(digest, signed.signature) !== signed.from)
+        throw new ApiError(
+          401,
+          "forward_signature_invalid",
+          "The signature is not `from`'s over this request for this chain's forwarder (altered, or signed for another chain or forwarder).",
+          { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
+        );
+      const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
+      res.locals.auth = auth;
+      res.locals.principal = auth.principal;
+      await ctx.billing?.assertCanAfford(auth.principal, "write");
+      let result;
+      try {
+        result = await ctx.sender.writeSigned(signed, "usage");
+        ctx.metrics.chainWrites.inc({ result: "ok" });
+      } catch (err) {
+        ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
+        throw err;
+      }
+      try {
+        if (!ctx.cache.isApplied(result.txHash)) await ctx.cache.syncTo(result.blockNumber);
+      } catch (err) {
+        ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
+      }
+      // Per forward request, never per transaction: a batch carries many writes under one hash.
+      await ctx.billing?.chargeWrite(auth.principal, BILLED_AS[operation], {
+        chainId: ctx.chainId,
+        forwarder: ctx.cfg.forwarderAddress,
+        ...result.forwardRequest,
+      });
+      const { pkpId, groupId } = createdIds(ctx, result.logs);
+      return {
+        body: {
+          tx_hash: result.txHash,
+          block_number: result.blockNumber,
+          operation,
+          pkp_id: pkpId,
+          group_id: groupId,
+        },
+      };
+    }),
+  );
+  return r;
+}
+
+function notAllowed(why: string, reason: string): ApiError {
+  return new ApiError(
+    400,
+    "forward_call_not_allowed",
+    `This forward request is not one the API relays: ${why}.`,
+    {
+      details: { reason },
+    },
+  );
+}
+
+/** The registry function a calldata calls, if a usage key may forward it. */
+function allowedCall(data: string): string {
+  let name: string;
+  try {
+    const parsed = registryInterface.parseTransaction({ data });
+    if (!parsed) throw new Error("unknown selector");
+    name = parsed.name;
+  } catch {
+    throw notAllowed("the calldata is not a registry call", "unknown_call");
+  }
+  if (!(FORWARDABLE_CALLS as readonly string[]).includes(name))
+    throw notAllowed(
+      `${name} is not a call a usage key may make (allowed: ${FORWARDABLE_CALLS.join(", ")})`,
+      "call",
+    );
+  return name;
+}
+
+function hexField(v: unknown, field: string): string {
+  if (typeof v !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(v))
+    throw new ApiError(400, "invalid_request", `\`${field}\` must be 0x-prefixed hex bytes.`, {
+      details: { field },
+    });
+  return v.toLowerCase();
+}
+
+function uintField(v: unknown, field: string): bigint {
+  if (typeof v === "string" && /^[0-9]{1,78}$/.test(v)) return BigInt(v);
+  if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+  throw new ApiError(
+    400,
+    "invalid_request",
+    `\`${field}\` must be a non-negative integer (a decimal string for large values).`,
+    {
+      details: { field },
+    },
+  );
+}
+
+function readForwardRequest(body: unknown) {
+  const b = new BodyReader(body);
+  const address = (field: string) => {
+    const v = b.raw(field);
+    if (typeof v !== "string" || !isAddress(v))
+      throw new ApiError(400, "invalid_request", `\`${field}\` must be a 0x address.`, {
+        details: { field },
+      });
+    return getAddress(v.toLowerCase());
+  };
+  const from = address("from");
+  const to = address("to");
+  const value = uintField(b.raw("value"), "value");
+  const gas = uintField(b.raw("gas"), "gas");
+  const nonce = uintField(b.raw("nonce"), "nonce");
+  const deadline = Number(uintField(b.raw("deadline"), "deadline"));
+  const data = hexField(b.raw("data"), "data");
+  const signature = b.raw("signature");
+  if (typeof signature !== "string" || !/^0x[0-9a-fA-F]{130}$/.test(signature))
+    throw new ApiError(400, "invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
+      details: { field: "signature" },
+    });
+  b.done();
+  return { from, to, value, gas, nonce, deadline, data, signature };
+}
+
+/** The PKP or group a forwarded write created (from its receipt's registry events). */
+function createdIds(ctx: RelayerContext, logs: Array<{ address: string; topics: string[]; data: string }>) {
+  let pkpId: string | null = null;
+  let groupId: number | null = null;
+  for (const l of logs) {
+    if (l.address.toLowerCase() !== ctx.cfg.registryAddress.toLowerCase()) continue;
+    const ev = registryInterface.parseLog({ topics: l.topics, data: l.data });
+    if (ev?.name === "PkpCreated") pkpId = String(ev.args.pkpId).toLowerCase();
+    if (ev?.name === "GroupCreated") groupId = Number(ev.args.groupId);
+  }
+  return { pkpId, groupId };
+}

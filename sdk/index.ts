@@ -1,0 +1,30 @@
+/**
+ * The Sigil SDK: `import { createSigil } from "sigil/sdk"`. See docs/sdk.md.
+ */
+export { createSigil, type Sigil, type SigilOptions, type CallInit } from "./createSigil";
+export {
+  SigilError,
+  isSigilError,
+  type SigilErrorCode,
+  type ApiErrorCode,
+  type ClientErrorCode,
+} from "./errors";
+export { paginate, type Page } from "./paginate";
+export { waitUntilExecutable, NOT_YET_VISIBLE, type WaitOptions } from "./waitUntilExecutable";
+export { signRequest, signedRequestMessage, SIGNED_REQUEST_VERSION, type Deployment } from "./signRequest";
+export { forwardCall } from "./forward";
+export { registryWrites, REGISTRY_WRITE_ABI } from "./registryCalls";
+export { keyKind, usageKeyWallet } from "./keys";
+export type {
+  paths,
+  components,
+  Answer,
+  Body,
+  Query,
+  ExecuteParams,
+  ExecutionResult,
+  Pkp,
+  Group,
+  UsageKey,
+  SigilConfig,
+} from "./types";

@@ -1,0 +1,256 @@
+/**
+ * Disk quotas (issue 13, item 6), on the real stack with billing: pins are limited per account, billed
+ * once per (account, CID) per started 100 KB, refused for keys that have no use for stored code, and
+ * code fetched from IPFS by CID (GET /actions/:cid, executions by CID) counts against the same quota.
+ * Nothing is stored, counted or charged for a refused pin.
+ */
+import * as fs from "node:fs";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { expect } from "chai";
+import { computeCid } from "../../enclave";
+import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
+import { startStack, type ApiResponse, type Stack } from "../helpers/stack";
+
+const QUOTA = 150 * 1024;
+const UNIT = 100 * 1024;
+
+/** JavaScript of exactly `bytes` bytes (distinct per tag, so each is a new CID). */
+function codeOf(bytes: number, tag: string): string {
+  const head = `async function main() { return "${tag}"; }\n//`;
+  return head + "x".repeat(bytes - Buffer.byteLength(head));
+}
+
+describe("relayer: pin quotas and pin billing", function () {
+  this.timeout(120_000);
+  let s: Stack;
+  let billing: Billing;
+  let dir: string;
+  let gateway: http.Server;
+  const served = new Map<string, string>();
+  const asked: string[] = [];
+
+  const stored = (cid: string) => fs.existsSync(path.join(s.dataDir, "actions", cid));
+  const balance = async (key: string) =>
+    (await s.api("GET", "/core/v1/billing/balance", { key })).body.balance_cents as number;
+  const pin = (key: string, code: string) => s.api("POST", "/core/v1/actions", { key, body: { code } });
+  const expectError = (r: ApiResponse, status: number, code: string) => {
+    expect(r.status, JSON.stringify(r.body)).to.equal(status);
+    expect(r.body.error.code).to.equal(code);
+  };
+  const newAccount = async () => {
+    const r = await s.api("POST", "/core/v1/new_account", { body: { account_name: "pins" } });
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    return { key: r.body.api_key as string };
+  };
+  const usageKey = async (accountKey: string, scopes: Record<string, unknown>) => {
+    const r = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: accountKey,
+      body: { name: "k", ...scopes },
+    });
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    return r.body.usage_api_key as string;
+  };
+  /** Code the gateway serves and no one has pinned. */
+  const onIpfsOnly = async (bytes: number, tag: string) => {
+    const code = codeOf(bytes, tag);
+    const cid = await computeCid(new TextEncoder().encode(code));
+    served.set(cid, code);
+    return { code, cid };
+  };
+
+  before(async () => {
+    gateway = http.createServer((req, res) => {
+      const cid = (req.url ?? "").replace(/^\/ipfs\//, "");
+      asked.push(cid);
+      const body = served.get(cid);
+      res.statusCode = body === undefined ? 404 : 200;
+      res.end(body);
+    });
+    await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", () => r()));
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-pins-"));
+    billing = await createBilling({
+      dbPath: path.join(dir, "billing.sqlite"),
+      processor: new SimulatedProcessor(),
+      signupCreditCents: 100,
+      chargeFlushMs: 0,
+    });
+    s = await startStack({
+      billing,
+      pinQuotaBytes: QUOTA,
+      ipfsGateways: [`http://127.0.0.1:${(gateway.address() as AddressInfo).port}`],
+    });
+  });
+  after(async () => {
+    await s?.close();
+    await billing?.close();
+    gateway?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a pin answers its size, its charge and the account's usage; the balance drops by the price", async () => {
+    const a = await newAccount();
+    const code = codeOf(1000, "small");
+    const r = await pin(a.key, code);
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    expect(r.body).to.deep.equal({
+      cid: await computeCid(new TextEncoder().encode(code)),
+      bytes: 1000,
+      charged_cents: 1,
+      used_bytes: 1000,
+      quota_bytes: QUOTA,
+    });
+    expect(await balance(a.key)).to.equal(99);
+  });
+
+  it("pinning the same CID again costs nothing and uses no more quota", async () => {
+    const a = await newAccount();
+    const code = codeOf(2000, "again");
+    await pin(a.key, code);
+    const again = await pin(a.key, code);
+    expect(again.status).to.equal(201);
+    expect(again.body).to.include({ charged_cents: 0, used_bytes: 2000 });
+    expect(await balance(a.key)).to.equal(99);
+  });
+
+  it("the price is per started 100 KB", async () => {
+    const a = await newAccount();
+    expect((await pin(a.key, codeOf(UNIT, "one unit"))).body.charged_cents).to.equal(1);
+    const b = await newAccount();
+    expect((await pin(b.key, codeOf(UNIT + 1, "two units"))).body.charged_cents).to.equal(2);
+    expect(await balance(a.key)).to.equal(99);
+    expect(await balance(b.key)).to.equal(98);
+  });
+
+  it("over the quota: 413 pin_quota_exceeded with the numbers; nothing stored, counted or charged", async () => {
+    const a = await newAccount();
+    await pin(a.key, codeOf(100_000, "first"));
+    const code = codeOf(QUOTA - 100_000 + 1, "one byte too many");
+    const cid = await computeCid(new TextEncoder().encode(code));
+    const r = await pin(a.key, code);
+    expectError(r, 413, "pin_quota_exceeded");
+    expect(r.body.error.details).to.deep.equal({
+      cid,
+      bytes: QUOTA - 100_000 + 1,
+      used_bytes: 100_000,
+      quota_bytes: QUOTA,
+    });
+    expect(stored(cid)).to.equal(false);
+    expect(await balance(a.key)).to.equal(99);
+    // Exactly at the quota is accepted.
+    const fits = await pin(a.key, codeOf(QUOTA - 100_000, "fits exactly"));
+    expect(fits.status, JSON.stringify(fits.body)).to.equal(201);
+    expect(fits.body.used_bytes).to.equal(QUOTA);
+  });
+
+  it("quotas are per account: another account pins what a full one cannot", async () => {
+    const full = await newAccount();
+    await pin(full.key, codeOf(QUOTA, "fills it"));
+    const code = codeOf(500, "shared");
+    expectError(await pin(full.key, code), 413, "pin_quota_exceeded");
+    const other = await newAccount();
+    const r = await pin(other.key, code);
+    expect(r.status).to.equal(201);
+    expect(r.body.used_bytes).to.equal(500);
+  });
+
+  it("a usage key without a manage-actions or execute scope may not pin: 403, nothing stored", async () => {
+    const a = await newAccount();
+    const k = await usageKey(a.key, { can_create_pkps: true });
+    const code = codeOf(700, "unscoped");
+    const r = await pin(k, code);
+    expectError(r, 403, "not_authorized_to_pin");
+    expect(stored(await computeCid(new TextEncoder().encode(code)))).to.equal(false);
+    expect(await balance(a.key)).to.equal(100 - 1); // the add_usage_api_key write only
+  });
+
+  it("a usage key with execute (or manage-actions) on some group may pin, billed to its account", async () => {
+    const a = await newAccount();
+    const executor = await usageKey(a.key, { execute_in_groups: [0] });
+    const manager = await usageKey(a.key, { manage_ipfs_ids_in_groups: [0] });
+    expect((await pin(executor, codeOf(800, "by executor"))).status).to.equal(201);
+    const r = await pin(manager, codeOf(900, "by manager"));
+    expect(r.status).to.equal(201);
+    expect(r.body.used_bytes).to.equal(1700);
+    expect(await balance(a.key)).to.equal(100 - 2 - 2);
+  });
+
+  it("without credits: 402 insufficient_credits, nothing stored", async () => {
+    const a = await newAccount();
+    for (let i = 0; i < 100; i++) expect((await pin(a.key, codeOf(300, `spend ${i}`))).status).to.equal(201);
+    expect(await balance(a.key)).to.equal(0);
+    const code = codeOf(300, "broke");
+    expectError(await pin(a.key, code), 402, "insufficient_credits");
+    expect(stored(await computeCid(new TextEncoder().encode(code)))).to.equal(false);
+  });
+
+  describe("code fetched from IPFS by CID", () => {
+    it("GET /actions/:cid pins what the gateway returned for the caller's account, once", async () => {
+      const a = await newAccount();
+      const { code, cid } = await onIpfsOnly(1200, "fetched");
+      const r = await s.api("GET", `/core/v1/actions/${cid}`, { key: a.key });
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.code).to.equal(code);
+      expect(stored(cid)).to.equal(true);
+      expect(await balance(a.key)).to.equal(99);
+      // Now pinned for this account: pinning it explicitly costs nothing more.
+      expect((await pin(a.key, code)).body).to.include({ charged_cents: 0, used_bytes: 1200 });
+    });
+
+    it("a key that may not pin cannot make the relayer fetch: 403 before any gateway request", async () => {
+      const a = await newAccount();
+      const k = await usageKey(a.key, { can_create_groups: true });
+      const { cid } = await onIpfsOnly(1300, "not for this key");
+      asked.length = 0;
+      expectError(await s.api("GET", `/core/v1/actions/${cid}`, { key: k }), 403, "not_authorized_to_pin");
+      expect(asked).to.deep.equal([]);
+      expect(stored(cid)).to.equal(false);
+    });
+
+    it("a key that may not pin still reads code already stored", async () => {
+      const a = await newAccount();
+      const k = await usageKey(a.key, { can_create_groups: true });
+      const code = codeOf(400, "already here");
+      const { cid } = (await pin(a.key, code)).body;
+      const r = await s.api("GET", `/core/v1/actions/${cid}`, { key: k });
+      expect(r.status).to.equal(200);
+      expect(r.body.code).to.equal(code);
+    });
+
+    it("over the quota: 413 pin_quota_exceeded, and nothing stored", async () => {
+      const a = await newAccount();
+      await pin(a.key, codeOf(QUOTA - 1000, "almost full"));
+      const { cid } = await onIpfsOnly(1001, "one byte over");
+      expectError(await s.api("GET", `/core/v1/actions/${cid}`, { key: a.key }), 413, "pin_quota_exceeded");
+      expect(stored(cid)).to.equal(false);
+    });
+
+    it("an execution by CID that misses the store counts against the quota too", async () => {
+      const a = await newAccount();
+      const { cid } = await onIpfsOnly(1500, "executed");
+      const g = await s.api("POST", "/core/v1/groups", { key: a.key, body: { name: "g", actions: [cid] } });
+      expect(g.status, JSON.stringify(g.body)).to.equal(201);
+      const run = await s.api("POST", "/core/v1/svc_action", { key: a.key, body: { cid } });
+      expect(run.status, JSON.stringify(run.body)).to.equal(200);
+      expect(run.body.response).to.equal("executed");
+      expect(stored(cid)).to.equal(true);
+      const usage = await pin(a.key, codeOf(100, "probe"));
+      expect(usage.body.used_bytes).to.equal(1500 + 100);
+    });
+
+    it("an execution by CID over the quota: 413 pin_quota_exceeded, nothing run or stored", async () => {
+      const a = await newAccount();
+      await pin(a.key, codeOf(QUOTA, "full"));
+      const { cid } = await onIpfsOnly(600, "never runs");
+      await s.api("POST", "/core/v1/groups", { key: a.key, body: { name: "g", actions: [cid] } });
+      expectError(
+        await s.api("POST", "/core/v1/svc_action", { key: a.key, body: { cid } }),
+        413,
+        "pin_quota_exceeded",
+      );
+      expect(stored(cid)).to.equal(false);
+    });
+  });
+});
