@@ -206,6 +206,30 @@ describeOnPostgres("relayer: two instances on one PostgreSQL", function () {
     });
   });
 
+  describe("the per-IP limit", function () {
+    let s: Stack;
+    let second: RunningRelayer;
+
+    before(async function () {
+      s = await startStack({ databaseUrl: await freshDatabaseUrl(), rateLimits: { perIpPerMinute: 6 } });
+      second = await secondInstance(s, undefined);
+    });
+    after(async function () {
+      await second?.close();
+      await s?.close();
+    });
+
+    it("counts one client's requests on both instances against one bucket: 6 in all, then 429 scope ip", async function () {
+      const urls = [s.url, second.url];
+      const answers: Answer[] = [];
+      // No key: the per-IP limit runs before authentication, so each admitted request is a 401.
+      for (let i = 0; i < 9; i++) answers.push(await call(urls[i % 2], "GET", "/core/v1/account"));
+      expect(answers.map((r) => r.status)).to.deep.equal([401, 401, 401, 401, 401, 401, 429, 429, 429]);
+      expect(answers[6].body.error.code).to.equal("rate_limited");
+      expect(answers[6].body.error.details.scope).to.equal("ip");
+    });
+  });
+
   describe("the per-account concurrency cap", function () {
     const layers: DataLayer[] = [];
     before(async function () {
