@@ -52,7 +52,7 @@ async function measureIn(
   executor: ActionExecutor,
   chargeFlushMs: number,
 ): Promise<{ direct: number; endToEnd: number }> {
-  const billing = createBilling({
+  const billing = await createBilling({
     dbPath: join(dir, "billing.sqlite"),
     processor: new SimulatedProcessor(),
     signupCreditCents: 1_000_000_000,
@@ -63,8 +63,8 @@ async function measureIn(
     keyAddress: "0x00000000000000000000000000000000000000aa",
     kind: "usage",
   };
-  billing.onAccountCreated(p.accountId);
-  billing.setKeySpendCap(p.accountId, p.keyAddress, 1_000_000_000); // exercise the cap check too
+  await billing.onAccountCreated(p.accountId);
+  await billing.setKeySpendCap(p.accountId, p.keyAddress, 1_000_000_000); // exercise the cap check too
 
   const authorizePkp = async (id: string) => id;
 
@@ -77,10 +77,10 @@ async function measureIn(
   };
   const metered = async (n: number) => {
     const t = performance.now();
-    billing.assertCanAfford(p, "execution");
+    await billing.assertCanAfford(p, "execution");
     const r = await executor.run({ code: CODE, cid: CID, jsParams: { n }, authorizePkp });
     if (r.has_error) throw new Error("action failed: " + JSON.stringify(r.error));
-    billing.chargeExecution(p, r.execution_ms, "bench-" + ref++);
+    await billing.chargeExecution(p, r.execution_ms, "bench-" + ref++);
     return performance.now() - t;
   };
 
@@ -113,15 +113,15 @@ async function measureIn(
   const meterOnly: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     const t = performance.now();
-    billing.assertCanAfford(p, "execution");
-    billing.chargeExecution(p, 3, "bench-only-" + i);
+    await billing.assertCanAfford(p, "execution");
+    await billing.chargeExecution(p, 3, "bench-only-" + i);
     meterOnly.push(performance.now() - t);
   }
 
-  const audit = billing.audit(p.accountId);
+  const audit = await billing.audit(p.accountId);
   if (audit.balance_cents !== audit.ledger_sum_cents) throw new Error("ledger does not sum to the balance");
   const charged = WARMUP + ROUNDS * 2;
-  if (billing.keySpend(p.keyAddress).spent_cents !== charged)
+  if ((await billing.keySpend(p.keyAddress)).spent_cents !== charged)
     throw new Error(`expected ${charged} cents of spend`);
 
   const rows = [
@@ -151,7 +151,7 @@ async function measureIn(
     `overhead, metered / unmetered block time − 1 (medians of ${BLOCK}-run blocks): ${pct(endToEnd)}`,
   );
 
-  billing.close();
+  await billing.close();
   return { direct: directMedian, endToEnd };
 }
 

@@ -15,7 +15,7 @@ export type { AccountMode } from "./policy";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
 import { accountMode, type AccountMode } from "./policy";
-import type { TokenBuckets } from "./rateLimit";
+import type { RateLimiter } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 
 export interface Principal {
@@ -69,7 +69,7 @@ export class Authenticator {
   constructor(
     private readonly enclave: Enclave,
     private readonly cache: PermissionCache,
-    private readonly limits: { perKey: TokenBuckets; perAccount: TokenBuckets },
+    private readonly limits: { perKey: RateLimiter; perAccount: RateLimiter },
     private readonly signed?: SignedRequestVerifier,
   ) {}
 
@@ -96,7 +96,7 @@ export class Authenticator {
       const id = await this.cache.accountOfMasterKey(parsed.address);
       if (!id) throw new ApiError(401, "unknown_api_key", "No account has this account key.");
       const account = await this.cache.account(id);
-      if (limit) this.limits.perAccount.take(`a:${id}`, `account ${id}`);
+      if (limit) await this.limits.perAccount.take(`a:${id}`, `account ${id}`);
       const mode = accountMode(this.enclave, account);
       return {
         principal: { accountId: String(id), keyAddress: parsed.address, kind: "account" },
@@ -129,8 +129,8 @@ export class Authenticator {
       );
     }
     if (limit) {
-      this.limits.perKey.take(`k:${address}`, `key ${address}`);
-      this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
+      await this.limits.perKey.take(`k:${address}`, `key ${address}`);
+      await this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
     }
     return {
       principal: { accountId: String(found.account.id), keyAddress: address, kind: "usage" },

@@ -68,6 +68,12 @@ export interface RelayerOptions {
   };
   ipfsGateways?: string[];
   rateLimits?: RateLimitOptions;
+  /**
+   * postgres://…: idempotency records, rate-limit buckets and execution leases live in this shared
+   * PostgreSQL database, so every instance pointed at it sees the same (SIGIL_DATABASE_URL). Absent:
+   * the relayer's SQLite file and in-memory limits, as for a single instance.
+   */
+  databaseUrl?: string;
   /** From relayer/billing; when absent, nothing is metered. */
   billing?: Billing;
   logger?: Logger;
@@ -125,6 +131,7 @@ export interface RelayerConfig {
   forwarderAddress: string;
   deployBlock: number;
   dataDir: string;
+  databaseUrl?: string;
   host: string;
   port: number;
   gasWallets: number;
@@ -186,6 +193,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     forwarderAddress: opts.forwarderAddress,
     deployBlock: opts.deployBlock,
     dataDir: opts.dataDir,
+    databaseUrl: opts.databaseUrl || undefined,
     host: opts.host ?? "127.0.0.1",
     port: opts.port ?? 8000,
     gasWallets: Math.max(1, opts.gasWallets ?? 4),

@@ -17,7 +17,7 @@ import type { RelayerConfig } from "./config";
 import { ApiError } from "./errors";
 import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
 import type { RelayerMetrics } from "./metrics";
-import type { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
 import type { ProfileStore } from "./store";
 import { clientIp } from "./http/context";
@@ -37,10 +37,10 @@ export interface RelayerContext {
   profiles: ProfileStore;
   pins: PinLedger;
   auth: Authenticator;
-  newAccountLimit: TokenBuckets;
+  newAccountLimit: RateLimiter;
   /** Every /core/v1 request, per client IP, before authentication. */
-  ipLimit: TokenBuckets;
-  executionCap: ConcurrencyCap;
+  ipLimit: RateLimiter;
+  executionCap: ExecutionCap;
   metrics: RelayerMetrics;
   logger: Logger;
 }
@@ -67,14 +67,14 @@ export async function write(
       "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
     );
   }
-  ctx.billing?.assertCanAfford(auth.principal, "write");
+  await ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
   );
   // Per forward request, never per transaction: a batch carries many writes under one hash.
-  ctx.billing?.chargeWrite(auth.principal, operation, {
+  await ctx.billing?.chargeWrite(auth.principal, operation, {
     chainId: ctx.chainId,
     forwarder: ctx.cfg.forwarderAddress,
     ...result.forwardRequest,

@@ -226,6 +226,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The account's owner is no longer the service-managed address (ChainSecured mode), so the account key cannot write or execute on its behalf.",
     fix: "Send the transaction from the owner wallet (path B), or use a usage key the owner registered.",
   },
+  idempotency_key_in_flight: {
+    status: 409,
+    why: "A request with this Idempotency-Key is still running (on this or another instance) and did not answer within 30 s.",
+    fix: "Retry after Retry-After; the retry gets the first request's answer once it has one.",
+  },
   idempotency_key_reused: {
     status: 409,
     why: "This Idempotency-Key was already used with a different method, path or body within 24 h.",
@@ -332,6 +337,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   chain_unavailable: {
     status: 503,
     why: "The chain's RPC endpoint did not answer in time; nothing was written (or a sent write is not yet confirmed: `details.tx_hash`).",
+    fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
+  },
+  database_unavailable: {
+    status: 503,
+    why: "The service's database (PostgreSQL with `SIGIL_DATABASE_URL`) could not be reached; the charge or record the request needs was not made.",
     fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
   },
   executor_busy: {

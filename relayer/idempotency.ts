@@ -12,6 +12,7 @@
  */
 import { createHmac } from "node:crypto";
 import { ApiError } from "./errors";
+import { type DataLayer, IdempotencyRecords, openEngine } from "./db";
 import type { Db } from "./store";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -88,6 +89,16 @@ export function fingerprint(method: string, path: string, body: unknown, secret 
     .digest("hex");
 }
 
+/** How often a duplicate polls for the answer of a request running on another instance. */
+const POLL_MS = 50;
+/** How long a duplicate waits for that answer before giving up with 409 idempotency_key_in_flight. */
+export const IDEMPOTENCY_WAIT_MS = 30_000;
+/**
+ * A claim older than this belongs to a request whose instance died before answering (no request runs
+ * this long: the receipt timeout is 60 s); it is released so the request can be retried.
+ */
+export const IDEMPOTENCY_CLAIM_LEASE_MS = 5 * 60 * 1000;
+
 /** The enclave's record sealing (enclave/index.ts Enclave.sealRecord / openRecord). */
 export interface RecordSealer {
   sealRecord(context: string, plaintext: Uint8Array): string;
@@ -106,28 +117,30 @@ export interface RunOptions {
 
 export class IdempotencyStore {
   private readonly inFlight = new Map<string, { fingerprint: string; result: Promise<StoredResponse> }>();
-  private readonly selectStmt;
-  private readonly insertStmt;
-  private readonly pruneStmt;
+  private readonly records: IdempotencyRecords;
 
+  /**
+   * `db`: the relayer's SQLite file (the embedded default) or the shared data layer (PostgreSQL), where
+   * a duplicate arriving at another instance finds the first request's claim or answer.
+   */
   constructor(
-    db: Db,
+    db: Db | DataLayer,
     private readonly sealer: RecordSealer,
     private readonly now: () => number = Date.now,
   ) {
-    this.selectStmt = db.prepare(
-      "SELECT fingerprint, status, body, created_ms FROM idempotency WHERE scope = ? AND key = ?",
-    );
-    this.insertStmt = db.prepare(
-      "INSERT OR REPLACE INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
-    );
-    this.pruneStmt = db.prepare("DELETE FROM idempotency WHERE created_ms < ?");
-    this.prune();
+    const shared = "kind" in db;
+    this.records = new IdempotencyRecords(shared ? db : openEngine({ sqlitePath: "", sqliteHandle: db }));
+    // The relayer's own SQLite file belongs to this process alone: a claim found there is from a
+    // request that never answered before a restart, so a retry may run now. (Shared claims wait for
+    // their lease instead: another instance may still be running them.)
+    if (!shared) this.records.releaseClaims().catch(() => undefined);
+    // Records left from before a restart; a failure here is retried by the hourly prune.
+    this.prune().catch(() => undefined);
   }
 
   /** Deletes records older than 24 h; returns how many. */
-  prune(): number {
-    return this.pruneStmt.run(this.now() - IDEMPOTENCY_TTL_MS).changes;
+  prune(): Promise<number> {
+    return this.records.prune(this.now() - IDEMPOTENCY_TTL_MS);
   }
 
   /**
@@ -148,29 +161,72 @@ export class IdempotencyStore {
       // Joins the running request; its failure is this request's failure too (nothing was written twice).
       return { ...(await flying.result), replayed: true };
     }
-    const row = this.selectStmt.get(scope, key) as
-      { fingerprint: string; status: number; body: string; created_ms: number } | undefined;
-    if (row && row.created_ms >= this.now() - IDEMPOTENCY_TTL_MS) {
+    const deadline = this.now() + IDEMPOTENCY_WAIT_MS;
+    for (;;) {
+      const claimedMs = this.now();
+      if (await this.records.claim(scope, key, fp, claimedMs)) {
+        return { ...(await this.runClaimed(id, scope, key, fp, claimedMs, fn, opts)), replayed: false };
+      }
+      const row = await this.records.read(scope, key);
+      if (!row) continue; // released or pruned between the claim and the read: claim again
+      const expired = row.created_ms < this.now() - IDEMPOTENCY_TTL_MS;
+      const abandoned = row.status === 0 && row.created_ms < this.now() - IDEMPOTENCY_CLAIM_LEASE_MS;
+      if (expired || abandoned) {
+        await this.records.remove(scope, key, row);
+        continue;
+      }
       if (row.fingerprint !== fp) throw reused();
-      return { status: row.status, body: this.open(opts.sealContext, row.body), replayed: true };
+      if (row.status !== 0)
+        return { status: row.status, body: this.open(opts.sealContext, row.body), replayed: true };
+      // The first request is running on another instance (or in this one, before its in-flight entry
+      // existed): wait for its answer, as a local duplicate joins it.
+      if (this.now() >= deadline) throw inProgress();
+      await new Promise((r) => setTimeout(r, POLL_MS));
+      const local = this.inFlight.get(id);
+      if (local) {
+        if (local.fingerprint !== fp) throw reused();
+        return { ...(await local.result), replayed: true };
+      }
     }
+  }
+
+  private async runClaimed(
+    id: string,
+    scope: string,
+    key: string,
+    fp: string,
+    claimedMs: number,
+    fn: () => Promise<StoredResponse>,
+    opts: RunOptions,
+  ): Promise<StoredResponse> {
     const result = fn();
     this.inFlight.set(id, { fingerprint: fp, result });
+    let r: StoredResponse;
     try {
-      const r = await result;
+      r = await result;
+    } catch (e) {
+      // A failed request wrote nothing: release the claim so a retry with the same key can run.
+      await this.records.remove(scope, key, { created_ms: claimedMs, status: 0 }).catch(() => undefined);
+      this.inFlight.delete(id);
+      throw e;
+    }
+    try {
       if (r.status >= 200 && r.status < 300)
-        this.insertStmt.run(
+        await this.records.complete(
           scope,
           key,
-          fp,
+          claimedMs,
           r.status,
           this.seal(opts.sealContext, opts.keep ? opts.keep(r.body) : r.body),
-          this.now(),
         );
-      return { ...r, replayed: false };
+      else await this.records.remove(scope, key, { created_ms: claimedMs, status: 0 });
+    } catch {
+      // The work is done and its answer is owed to the caller: a database that cannot keep the record
+      // now leaves the claim, which duplicates wait on until its lease ends.
     } finally {
       this.inFlight.delete(id);
     }
+    return r;
   }
 
   /** The body column: the enclave's envelope of the answer's JSON, never the answer itself. */
@@ -185,6 +241,15 @@ export class IdempotencyStore {
     const json = this.sealer.openRecord(context, column.slice(SEALED_PREFIX.length));
     return JSON.parse(Buffer.from(json).toString("utf8"));
   }
+}
+
+function inProgress(): ApiError {
+  return new ApiError(
+    409,
+    "idempotency_key_in_flight",
+    "A request with this Idempotency-Key is still running; retry once it has answered.",
+    { retryAfter: 1 },
+  );
 }
 
 /** Marks a sealed body column; a row written before sealing existed holds plain JSON. */

@@ -23,6 +23,7 @@ import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer } from "./db";
 import { PinLedger } from "./pins";
 import { openRelayerDb, ProfileStore } from "./store";
 
@@ -116,6 +117,19 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     modules: cfg.executorModules,
   });
   const db = openRelayerDb(cfg.dataDir);
+  // With PostgreSQL, what a duplicate or a burst arriving at another instance must see is shared.
+  let shared: DataLayer | null = null;
+  if (cfg.databaseUrl) {
+    try {
+      shared = await openDataLayer({ databaseUrl: cfg.databaseUrl, sqlitePath: "" });
+    } catch (err) {
+      db.close();
+      await executor.close();
+      throw err;
+    }
+  }
+  const limiter = (name: string, capacity: number, windowMs: number) =>
+    shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
     cfg,
     chainId,
@@ -133,21 +147,28 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
-    idempotency: new IdempotencyStore(db, enclave),
+    idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
     pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(
       enclave,
       cache,
       {
-        perKey: new TokenBuckets(cfg.rateLimits.perKeyPerMinute, MINUTE),
-        perAccount: new TokenBuckets(cfg.rateLimits.perAccountPerMinute, MINUTE),
+        perKey: limiter("key", cfg.rateLimits.perKeyPerMinute, MINUTE),
+        perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
       },
       new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
     ),
-    newAccountLimit: new TokenBuckets(cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
-    ipLimit: new TokenBuckets(cfg.rateLimits.perIpPerMinute, MINUTE),
-    executionCap: new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
+    newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
+    ipLimit: limiter("ip", cfg.rateLimits.perIpPerMinute, MINUTE),
+    executionCap: shared
+      ? new SharedConcurrencyCap(
+          shared,
+          cfg.rateLimits.concurrentExecutionsPerAccount,
+          // A lease must outlive the longest run the operator allows, or it would stop counting mid-run.
+          Math.max(10 * MINUTE, 2 * (cfg.executorLimits?.wallTimeMs ?? 0)),
+        )
+      : new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     metrics,
     logger,
   };
@@ -166,10 +187,17 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   } catch (err) {
     await executor.close();
     db.close();
+    await shared?.close();
     throw err;
   }
   cache.start();
-  const pruneTimer = setInterval(() => ctx.idempotency.prune(), 60 * MINUTE);
+  const pruneTimer = setInterval(() => {
+    ctx.idempotency
+      .prune()
+      .catch((err: unknown) =>
+        logger.warn({ err: (err as Error).message }, "idempotency prune failed; retried in an hour"),
+      );
+  }, 60 * MINUTE);
   pruneTimer.unref();
 
   const app = buildApp(ctx);
@@ -207,6 +235,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       await executor!.close();
       rpc.close();
       db.close();
+      await shared?.close();
     },
   };
 }

@@ -139,8 +139,15 @@ function op(o: Op) {
           // Authentication reads the permission cache, which needs the chain until it has synced.
           "chain_unavailable",
         ];
-  // The HTTP guard (http/guard.ts) answers these on every operation, before any route runs.
-  const guard = ["json_too_deep", "header_too_long", "invalid_query", "invalid_idempotency_key"];
+  // The HTTP guard (http/guard.ts) answers these on every operation, before any route runs; with
+  // PostgreSQL the per-IP limit, which also runs before every route, reads the shared database.
+  const guard = [
+    "json_too_deep",
+    "header_too_long",
+    "invalid_query",
+    "invalid_idempotency_key",
+    "database_unavailable",
+  ];
   for (const code of [...new Set([...common, ...guard, ...o.errors]), "internal_error"]) {
     const e = ALL_ERRORS[code];
     if (!e) throw new Error(`openapi: ${code} is in no error catalogue`);
@@ -182,6 +189,8 @@ const BODY_ERRORS = [
   "unsupported_media_type",
   "invalid_idempotency_key",
   "idempotency_key_reused",
+  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
+  "idempotency_key_in_flight",
 ];
 const WRITE_ERRORS = [
   "invalid_request",
@@ -193,6 +202,8 @@ const WRITE_ERRORS = [
   "gas_wallet_unfunded",
   "write_reverted",
   "idempotency_key_reused",
+  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
+  "idempotency_key_in_flight",
   "invalid_idempotency_key",
   "account_chain_secured",
   "forward_request_required",

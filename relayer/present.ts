@@ -6,8 +6,8 @@ import type { Enclave } from "../enclave";
 import type { Billing } from "./billing";
 import type { GroupRecord, KeyRecord, PkpRecord } from "./permissions/projection";
 
-export function keyItem(k: KeyRecord, billing: Billing | null) {
-  const spend = billing ? billing.keySpend(k.address) : null;
+export async function keyItem(k: KeyRecord, billing: Billing | null) {
+  const spend = billing ? await billing.keySpend(k.address) : null;
   return {
     id: k.address,
     api_key_hash: BigInt(k.keyHash) === 0n ? null : k.keyHash,

@@ -1,18 +1,45 @@
 /**
  * Rate limits (reference gap 12, docs/background.md): token buckets keyed by usage key, account or client IP, and a
- * counter of executions running per account. In memory: a restart forgets them, which errs on the
- * side of availability; a multi-instance deployment would move them to the shared store.
+ * counter of executions running per account. In memory on the embedded default (a restart forgets
+ * them, which errs on the side of availability); with PostgreSQL they are shared by every instance
+ * (relayer/db/sharedLimits.ts), behind the same two interfaces.
  */
 import type { NextFunction, Request, Response } from "express";
 import { ApiError } from "./errors";
 import { clientIp } from "./http/context";
+
+/** Takes one request's token, or throws 429 rate_limited with Retry-After. */
+export interface RateLimiter {
+  take(key: string, what: string): void | Promise<void>;
+}
+
+/** Admits one more execution of the account, or throws 429; the returned function releases it (once). */
+export interface ExecutionCap {
+  enter(accountId: string): (() => void) | Promise<() => void>;
+}
+
+export function rateLimited(capacity: number, what: string, retryAfter: number): ApiError {
+  return new ApiError(429, "rate_limited", `Rate limit reached for ${what}; retry in ${retryAfter} s.`, {
+    retryAfter,
+    details: { limit: capacity, scope: what.split(" ")[0] },
+  });
+}
+
+export function tooManyConcurrent(accountId: string, running: number, cap: number): ApiError {
+  return new ApiError(
+    429,
+    "too_many_concurrent_executions",
+    `Account ${accountId} already runs ${running} executions (the maximum).`,
+    { retryAfter: 1, details: { limit: cap } },
+  );
+}
 
 interface Bucket {
   tokens: number;
   updatedMs: number;
 }
 
-export class TokenBuckets {
+export class TokenBuckets implements RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
   private readonly refillPerMs: number;
 
@@ -38,10 +65,7 @@ export class TokenBuckets {
     }
     if (b.tokens < 1) {
       const retryAfter = Math.ceil((1 - b.tokens) / this.refillPerMs / 1000);
-      throw new ApiError(429, "rate_limited", `Rate limit reached for ${what}; retry in ${retryAfter} s.`, {
-        retryAfter,
-        details: { limit: this.capacity, scope: what.split(" ")[0] },
-      });
+      throw rateLimited(this.capacity, what, retryAfter);
     }
     b.tokens -= 1;
     if (this.buckets.size > 100_000) this.sweep(now);
@@ -56,7 +80,7 @@ export class TokenBuckets {
 }
 
 /** Counts executions in flight per account; `enter` refuses beyond the cap. */
-export class ConcurrencyCap {
+export class ConcurrencyCap implements ExecutionCap {
   private readonly running = new Map<string, number>();
 
   constructor(private readonly cap: number) {}
@@ -64,15 +88,7 @@ export class ConcurrencyCap {
   enter(accountId: string): () => void {
     const n = this.running.get(accountId) ?? 0;
     if (n >= this.cap) {
-      throw new ApiError(
-        429,
-        "too_many_concurrent_executions",
-        `Account ${accountId} already runs ${n} executions (the maximum).`,
-        {
-          retryAfter: 1,
-          details: { limit: this.cap },
-        },
-      );
+      throw tooManyConcurrent(accountId, n, this.cap);
     }
     this.running.set(accountId, n + 1);
     let released = false;
@@ -92,16 +108,20 @@ export class ConcurrencyCap {
  * before anything else runs. The client address is Express's `req.ip`, i.e. the socket's unless the
  * deployment configured `trustProxy` (docs/configuration.md).
  */
-export function perIpLimit(buckets: TokenBuckets) {
+export function perIpLimit(limiter: RateLimiter) {
   return (req: Request, _res: Response, next: NextFunction): void => {
     const ip = limitedAddress(clientIp(req));
+    // `take` is synchronous in memory and asynchronous on the shared (PostgreSQL) buckets; either way
+    // a refusal reaches the error handler as a typed 429 and a database failure as database_unavailable.
+    let taken: void | Promise<void>;
     try {
-      buckets.take(`ip:${ip}`, `ip ${ip}`);
+      taken = limiter.take(`ip:${ip}`, `ip ${ip}`);
     } catch (err) {
       next(err);
       return;
     }
-    next();
+    if (taken instanceof Promise) taken.then(() => next(), next);
+    else next();
   };
 }
 

@@ -1,8 +1,6 @@
-import BetterSqlite3, { type Database } from "better-sqlite3";
 import type { RequestHandler, Router } from "express";
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import type { Logger } from "pino";
+import { type DataLayer, openDataLayer } from "../db";
 import { type HistoryItem, Ledger } from "./ledger";
 import {
   type ChargeResult,
@@ -13,7 +11,6 @@ import {
   type Principal,
   executionPriceCents,
 } from "./metering";
-import { migrate } from "./migrations";
 import { formatCents } from "./money";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
 import type { PaymentProcessor } from "./processor";
@@ -34,28 +31,36 @@ export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor"
 export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents, pinPriceCents } from "./metering";
 export { CREDIT_PACKAGES, formatCents } from "./money";
 export { CRASH_POINT_ENV } from "./payments";
-export { MIGRATIONS, migrate, readVersion } from "./migrations";
+export { MIGRATIONS, migrate, readVersion, type Migration } from "../db";
 
 export interface Billing {
   /** Mounted by the relayer at /core/v1/billing BEFORE its own JSON body parser: this router parses its own bodies (raw for /webhook). `requireAccountKey` is the relayer's middleware: it sets res.locals.principal (kind "account") or passes an ApiError to next(). */
   router(requireAccountKey: RequestHandler): Router;
   /** Called by the relayer after new_account lands (grants the configured sign-up credit, default 0). */
-  onAccountCreated(accountId: string): void;
-  /** Throws ApiError 402 insufficient_credits (details: balance_cents, price_cents) or 403 spend_cap_reached. */
-  assertCanAfford(p: Principal, operation: "write" | "execution"): void;
+  onAccountCreated(accountId: string): Promise<void>;
+  /**
+   * Throws ApiError 402 insufficient_credits (details: balance_cents, price_cents), 403
+   * spend_cap_reached, or 503 database_unavailable (the charge could not be recorded: nothing runs).
+   */
+  assertCanAfford(p: Principal, operation: "write" | "execution"): Promise<void>;
   /**
    * Charge a management write that landed: one forward request, named by what identifies it on chain
    * (chain, forwarder, signer, forwarder nonce; see references.ts). Idempotent on that reference.
    */
-  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): ChargeResult;
+  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): Promise<ChargeResult>;
   /**
    * Charge an execution for the time it used, never more than `timeLimitMs` (the run's limit) if given.
    * `requestId` is the HTTP request's own id (one run per request). Idempotent on it.
    */
-  chargeExecution(p: Principal, executionMs: number, requestId: string, timeLimitMs?: number): ChargeResult;
+  chargeExecution(
+    p: Principal,
+    executionMs: number,
+    requestId: string,
+    timeLimitMs?: number,
+  ): Promise<ChargeResult>;
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
-  keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null };
-  setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void;
+  keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }>;
+  setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): Promise<void>;
   prices(): {
     write_cents: number;
     execution_cents_per_second: number;
@@ -63,29 +68,40 @@ export interface Billing {
     pin_cents_per_100kb: number;
   };
   reconcile(): Promise<void>;
-  close(): void;
+  close(): Promise<void>;
 
   // Additions beyond the agreed interface.
   /** Before storing a pin of `bytes`: 402 insufficient_credits or 403 spend_cap_reached, like assertCanAfford. */
-  assertCanAffordPin(p: Principal, bytes: number): void;
+  assertCanAffordPin(p: Principal, bytes: number): Promise<void>;
   /** Charge a pin of `bytes` of `cid`, once per (account, CID) (reference `pin:<account>:<cid>`). */
-  chargePin(p: Principal, bytes: number, cid: string): ChargeResult;
+  chargePin(p: Principal, bytes: number, cid: string): Promise<ChargeResult>;
   /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
   executionPriceCents(executionMs: number, timeLimitMs?: number): number;
-  balance(accountId: string): { balance_cents: number; balance_display: string };
-  history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number };
+  balance(accountId: string): Promise<{ balance_cents: number; balance_display: string }>;
+  history(
+    accountId: string,
+    pageNumber: number,
+    pageSize: number,
+  ): Promise<{ items: HistoryItem[]; total: number }>;
   /** The invariant: the ledger's net sum equals the stored balance. */
-  audit(accountId: string): { balance_cents: number; ledger_sum_cents: number };
+  audit(accountId: string): Promise<{ balance_cents: number; ledger_sum_cents: number }>;
   /** Commits usage charges still in the write-behind buffer (reads through this interface do it themselves). */
-  flushCharges(): void;
+  flushCharges(): Promise<void>;
   /** Like reconcile(), with counts. */
   reconcileWithReport(): Promise<{ checked: number; credited: number; errors: number }>;
   readonly ledgerId: string;
   readonly processorKind: "stripe" | "simulated";
+  /** Which engine holds the ledger. */
+  readonly engine: "sqlite" | "postgres";
+  /** The data layer (tests, the audit tool). */
+  readonly db: DataLayer;
 }
 
 export interface CreateBillingOptions {
+  /** The SQLite ledger file (the embedded default); ignored when `databaseUrl` is set. */
   dbPath: string;
+  /** postgres://…: the ledger lives in PostgreSQL, shared by every instance (SIGIL_DATABASE_URL). */
+  databaseUrl?: string;
   processor: PaymentProcessor;
   prices?: Partial<Prices>;
   signupCreditCents?: number;
@@ -105,14 +121,15 @@ export interface CreateBillingOptions {
   logger?: Logger;
 }
 
-export function createBilling(opts: CreateBillingOptions): Billing {
+export async function createBilling(opts: CreateBillingOptions): Promise<Billing> {
   const prices = resolvePrices(opts.prices);
   const signupCredit = opts.signupCreditCents ?? 0;
   if (!Number.isSafeInteger(signupCredit) || signupCredit < 0)
     throw new Error("signupCreditCents must be a non-negative integer");
 
-  const db = openDatabase(opts.dbPath);
-  const ledgerId = (db.prepare("SELECT ledger_id FROM ledger_meta").get() as { ledger_id: string }).ledger_id;
+  const db = await openDataLayer({ databaseUrl: opts.databaseUrl, sqlitePath: opts.dbPath });
+  const ledgerId = ((await db.exec("SELECT ledger_id FROM ledger_meta")) as Array<{ ledger_id: string }>)[0]
+    .ledger_id;
   opts.processor.attach?.(db);
   const ledger = new Ledger(db);
   const metering = new Metering(
@@ -164,11 +181,13 @@ export function createBilling(opts: CreateBillingOptions): Billing {
         { ledger, metering, payments, processor: opts.processor, prices, logger: opts.logger },
         requireAccountKey,
       ),
-    onAccountCreated(accountId) {
-      db.transaction(() => {
-        ledger.ensureAccount(accountId);
+    engine: db.kind,
+    db,
+    async onAccountCreated(accountId) {
+      await db.transaction(async (tx) => {
+        await ledger.ensureAccount(accountId, tx);
         if (signupCredit > 0) {
-          ledger.apply({
+          await ledger.apply(tx, {
             accountId,
             kind: "credit",
             amountCents: signupCredit,
@@ -177,7 +196,7 @@ export function createBilling(opts: CreateBillingOptions): Billing {
             operation: "signup_credit",
           });
         }
-      }).immediate();
+      });
     },
     assertCanAfford: (p, operation) => metering.assertCanAfford(p, operation),
     chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
@@ -190,16 +209,16 @@ export function createBilling(opts: CreateBillingOptions): Billing {
       metering.setKeySpendCap(accountId, keyAddress, capCents),
     prices: () => ({ ...prices }),
     executionPriceCents: (ms, timeLimitMs) => executionPriceCents(prices, ms, timeLimitMs),
-    balance(accountId) {
-      const cents = metering.balanceWithPending(accountId);
+    async balance(accountId) {
+      const cents = await metering.balanceWithPending(accountId);
       return { balance_cents: cents, balance_display: formatCents(cents) };
     },
-    history(accountId, pageNumber, pageSize) {
-      metering.flush();
+    async history(accountId, pageNumber, pageSize) {
+      await metering.flush();
       return ledger.history(accountId, pageNumber, pageSize);
     },
-    audit(accountId) {
-      metering.flush();
+    async audit(accountId) {
+      await metering.flush();
       return ledger.audit(accountId);
     },
     flushCharges: () => metering.flush(),
@@ -207,11 +226,11 @@ export function createBilling(opts: CreateBillingOptions): Billing {
       await payments.reconcile();
     },
     reconcileWithReport: () => payments.reconcile(),
-    close() {
+    async close() {
       if (periodic) clearInterval(periodic);
       if (!db.open) return;
-      metering.flush();
-      db.close();
+      await metering.flush();
+      await db.close();
     },
   };
 }
@@ -225,25 +244,4 @@ function resolvePrices(p: Partial<Prices> | undefined): Prices {
   if (prices.minimum_payment_cents < 50)
     throw new Error("minimum_payment_cents below Stripe's 50-cent minimum");
   return prices;
-}
-
-/**
- * WAL for concurrent readers, and a busy timeout for other processes on the same file.
- * synchronous=NORMAL: every commit survives a crash of the process; the transactions that record
- * money coming in switch to FULL for themselves (Payments.observe), so they also survive power loss.
- */
-export function openDatabase(path: string): Database {
-  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-  const db = new BetterSqlite3(path);
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = NORMAL");
-  db.pragma("busy_timeout = 5000");
-  db.pragma("foreign_keys = ON");
-  try {
-    migrate(db);
-  } catch (e) {
-    db.close();
-    throw e;
-  }
-  return db;
 }

@@ -1,4 +1,4 @@
-import type { Database, Statement } from "better-sqlite3";
+import { type Sql, prepare } from "../db";
 
 export interface LedgerEntryInput {
   accountId: string;
@@ -28,120 +28,181 @@ export interface HistoryItem {
   created_at: number;
 }
 
+// The queries, written once for both engines (relayer/db/prepared.ts).
+const Q = {
+  ensure: prepare("ledger.ensure", (db, a) =>
+    db
+      .insertInto("accounts")
+      .values({ account_id: a(0), balance_cents: 0, created_at: a(1) })
+      .onConflict((oc) => oc.column("account_id").doNothing()),
+  ),
+  balance: prepare("ledger.balance", (db, a) =>
+    db.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)),
+  ),
+  /**
+   * The account's row, locked until the transaction ends on PostgreSQL (FOR UPDATE), so two
+   * instances applying entries to one account take turns; SQLite's BEGIN IMMEDIATE already did.
+   */
+  balanceForUpdate: {
+    sqlite: prepare("ledger.balanceForUpdate.sqlite", (db, a) =>
+      db.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)),
+    ),
+    postgres: prepare("ledger.balanceForUpdate.pg", (db, a) =>
+      db.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)).forUpdate(),
+    ),
+  },
+  insert: prepare("ledger.insert", (db, a) =>
+    db
+      .insertInto("ledger_entries")
+      .values({
+        account_id: a(0),
+        kind: a(1),
+        amount_cents: a(2),
+        balance_after_cents: a(3),
+        reference: a(4),
+        key_address: a(5),
+        operation: a(6),
+        created_at: a(7),
+      })
+      .onConflict((oc) => oc.column("reference").doNothing()),
+  ),
+  addBalance: prepare("ledger.addBalance", (db, a) =>
+    db
+      .updateTable("accounts")
+      .set((eb) => ({ balance_cents: eb("balance_cents", "+", a(0)) }))
+      .where("account_id", "=", a(1)),
+  ),
+  history: prepare("ledger.history", (db, a) =>
+    db
+      .selectFrom("ledger_entries")
+      .select([
+        "id",
+        "kind",
+        "amount_cents",
+        "balance_after_cents",
+        "operation",
+        "reference",
+        "key_address",
+        "created_at",
+      ])
+      .where("account_id", "=", a(0))
+      .orderBy("id", "desc")
+      .limit(a(1))
+      .offset(a(2)),
+  ),
+  count: prepare("ledger.count", (db, a) =>
+    db
+      .selectFrom("ledger_entries")
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .where("account_id", "=", a(0)),
+  ),
+  sum: prepare("ledger.sum", (db, a) =>
+    db
+      .selectFrom("ledger_entries")
+      .select((eb) =>
+        eb.fn
+          .coalesce(
+            eb.fn.sum<number>(
+              eb
+                .case("kind")
+                .when("credit")
+                .then(eb.ref("amount_cents"))
+                .else(eb.neg(eb.ref("amount_cents")))
+                .end(),
+            ),
+            eb.lit(0),
+          )
+          .as("s"),
+      )
+      .where("account_id", "=", a(0)),
+  ),
+  hasRef: prepare("ledger.hasRef", (db, a) =>
+    db.selectFrom("ledger_entries").select("id").where("reference", "=", a(0)),
+  ),
+};
+
 /**
  * Balances and their ledger. The only code that changes `accounts.balance_cents`, and it does so in
- * the same transaction as the ledger row, guarded by the row's UNIQUE reference.
+ * the same transaction as the ledger row, guarded by the row's UNIQUE reference: whichever
+ * transaction (of whichever instance) inserts a reference first applies it, every other one is a no-op.
  */
 export class Ledger {
-  private readonly s: {
-    ensure: Statement;
-    balance: Statement;
-    insert: Statement;
-    addBalance: Statement;
-    history: Statement;
-    count: Statement;
-    sum: Statement;
-    hasRef: Statement;
-  };
+  constructor(private readonly db: Sql) {}
 
-  constructor(private readonly db: Database) {
-    this.s = {
-      ensure: db.prepare(
-        "INSERT INTO accounts (account_id, balance_cents, created_at) VALUES (?, 0, ?) ON CONFLICT (account_id) DO NOTHING",
-      ),
-      balance: db.prepare("SELECT balance_cents FROM accounts WHERE account_id = ?"),
-      insert: db.prepare(
-        `INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address, operation, created_at)
-         VALUES (@accountId, @kind, @amountCents, @balanceAfter, @reference, @keyAddress, @operation, @now)
-         ON CONFLICT (reference) DO NOTHING`,
-      ),
-      addBalance: db.prepare("UPDATE accounts SET balance_cents = balance_cents + ? WHERE account_id = ?"),
-      history: db.prepare(
-        "SELECT id, kind, amount_cents, balance_after_cents, operation, reference, key_address, created_at FROM ledger_entries WHERE account_id = ? ORDER BY id DESC LIMIT ? OFFSET ?",
-      ),
-      count: db.prepare("SELECT COUNT(*) AS n FROM ledger_entries WHERE account_id = ?"),
-      sum: db.prepare(
-        "SELECT COALESCE(SUM(CASE kind WHEN 'credit' THEN amount_cents ELSE -amount_cents END), 0) AS s FROM ledger_entries WHERE account_id = ?",
-      ),
-      hasRef: db.prepare("SELECT 1 FROM ledger_entries WHERE reference = ?"),
-    };
+  async ensureAccount(accountId: string, tx: Sql = this.db): Promise<void> {
+    await tx.run(Q.ensure, [accountId, Date.now()]);
   }
 
-  ensureAccount(accountId: string): void {
-    this.s.ensure.run(accountId, Date.now());
+  async balance(accountId: string, tx: Sql = this.db): Promise<number> {
+    return (await tx.first(Q.balance, [accountId]))?.balance_cents ?? 0;
   }
 
-  balance(accountId: string): number {
-    const row = this.s.balance.get(accountId) as { balance_cents: number } | undefined;
-    return row?.balance_cents ?? 0;
-  }
-
-  hasReference(reference: string): boolean {
-    return this.s.hasRef.get(reference) !== undefined;
+  async hasReference(reference: string): Promise<boolean> {
+    return (await this.db.first(Q.hasRef, [reference])) !== undefined;
   }
 
   /**
-   * Applies one entry. Must run inside a write transaction (callers combine it with their own
+   * Applies one entry inside the caller's transaction `tx` (callers combine it with their own
    * bookkeeping: the intent's credited flag, the key's spend), so that a crash leaves all or nothing.
    */
-  apply(e: LedgerEntryInput): AppliedEntry {
-    if (!this.db.inTransaction) throw new Error("Ledger.apply must run inside a transaction");
-    if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0)
-      throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
-    this.ensureAccount(e.accountId);
-    const delta = e.kind === "credit" ? e.amountCents : -e.amountCents;
-    const balanceAfter = this.balance(e.accountId) + delta;
-    const r = this.s.insert.run({ ...e, balanceAfter, now: Date.now() });
-    if (r.changes === 0) return { applied: false, balanceCents: this.balance(e.accountId) };
-    this.s.addBalance.run(delta, e.accountId);
-    return { applied: true, balanceCents: balanceAfter };
+  async apply(tx: Sql, e: LedgerEntryInput): Promise<AppliedEntry> {
+    return (await this.applyBatch(tx, [e]))[0];
   }
 
   /**
-   * Applies many entries in one pass (the write-behind flush of usage charges): each account's
-   * balance is read once and written once, and each entry costs one INSERT. Must run inside a write
-   * transaction. Returns, per entry, whether it was applied (false: its reference was already there).
+   * Applies many entries in one pass (the write-behind flush of usage charges) inside `tx`: each
+   * account's row is locked and read once and written once, and each entry costs one INSERT. Returns,
+   * per entry, whether it was applied (false: its reference was already there) and the balance after.
    */
-  applyBatch(entries: readonly LedgerEntryInput[]): boolean[] {
-    if (!this.db.inTransaction) throw new Error("Ledger.applyBatch must run inside a transaction");
+  async applyBatch(tx: Sql, entries: readonly LedgerEntryInput[]): Promise<AppliedEntry[]> {
     const running = new Map<string, { start: number; balance: number }>();
     const now = Date.now();
-    const applied = entries.map((e) => {
+    // Accounts are locked in a fixed order, so two instances flushing overlapping batches never
+    // deadlock each other.
+    for (const accountId of [...new Set(entries.map((e) => e.accountId))].sort()) {
+      await this.ensureAccount(accountId, tx);
+      const b = (await tx.first(Q.balanceForUpdate[tx.kind], [accountId]))?.balance_cents ?? 0;
+      running.set(accountId, { start: b, balance: b });
+    }
+    const out: AppliedEntry[] = [];
+    for (const e of entries) {
       if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0)
         throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
-      let acc = running.get(e.accountId);
-      if (!acc) {
-        this.ensureAccount(e.accountId);
-        const b = this.balance(e.accountId);
-        acc = { start: b, balance: b };
-        running.set(e.accountId, acc);
-      }
+      const acc = running.get(e.accountId)!;
       const after = acc.balance + (e.kind === "credit" ? e.amountCents : -e.amountCents);
-      if (this.s.insert.run({ ...e, balanceAfter: after, now }).changes === 0) return false;
+      const inserted = await tx.run(Q.insert, [
+        e.accountId,
+        e.kind,
+        e.amountCents,
+        after,
+        e.reference,
+        e.keyAddress,
+        e.operation,
+        now,
+      ]);
+      if (inserted === 0) {
+        out.push({ applied: false, balanceCents: acc.balance });
+        continue;
+      }
       acc.balance = after;
-      return true;
-    });
+      out.push({ applied: true, balanceCents: after });
+    }
     for (const [accountId, acc] of running)
-      if (acc.balance !== acc.start) this.s.addBalance.run(acc.balance - acc.start, accountId);
-    return applied;
+      if (acc.balance !== acc.start) await tx.run(Q.addBalance, [acc.balance - acc.start, accountId]);
+    return out;
   }
 
-  history(accountId: string, pageNumber: number, pageSize: number): { items: HistoryItem[]; total: number } {
-    const rows = this.s.history.all(accountId, pageSize, pageNumber * pageSize) as Array<{
-      id: number;
-      kind: "credit" | "debit";
-      amount_cents: number;
-      balance_after_cents: number;
-      operation: string;
-      reference: string;
-      key_address: string | null;
-      created_at: number;
-    }>;
-    const total = (this.s.count.get(accountId) as { n: number }).n;
+  async history(
+    accountId: string,
+    pageNumber: number,
+    pageSize: number,
+  ): Promise<{ items: HistoryItem[]; total: number }> {
+    const rows = await this.db.all(Q.history, [accountId, pageSize, pageNumber * pageSize]);
+    const total = Number((await this.db.first(Q.count, [accountId]))?.n ?? 0);
     return {
       total,
       items: rows.map((r) => ({
-        id: r.id,
+        id: Number(r.id),
         type: r.kind,
         amount_cents: r.amount_cents,
         balance_after_cents: r.balance_after_cents,
@@ -154,10 +215,10 @@ export class Ledger {
   }
 
   /** The invariant the tests and operators check: the ledger's net sum equals the stored balance. */
-  audit(accountId: string): { balance_cents: number; ledger_sum_cents: number } {
+  async audit(accountId: string): Promise<{ balance_cents: number; ledger_sum_cents: number }> {
     return {
-      balance_cents: this.balance(accountId),
-      ledger_sum_cents: (this.s.sum.get(accountId) as { s: number }).s,
+      balance_cents: await this.balance(accountId),
+      ledger_sum_cents: Number((await this.db.first(Q.sum, [accountId]))?.s ?? 0),
     };
   }
 }

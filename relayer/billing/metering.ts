@@ -1,6 +1,7 @@
-import type { Database, Statement } from "better-sqlite3";
+import { sql } from "kysely";
 import type { Logger } from "pino";
-import { ApiError } from "../errors";
+import { type DataLayer, prepare } from "../db";
+import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import {
   executionChargeReference,
@@ -76,6 +77,57 @@ interface PendingCharge {
   operation: string;
 }
 
+const Q = {
+  spend: prepare("metering.spend", (db, a) =>
+    db.selectFrom("key_spend").select(["spent_cents", "cap_cents"]).where("key_address", "=", a(0)),
+  ),
+  // Everything assertCanAfford needs in one statement: it runs before every metered request.
+  afford: prepare("metering.afford", (db, a) =>
+    db.selectNoFrom((eb) => [
+      eb.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)).as("balance_cents"),
+      eb
+        .selectFrom("key_spend")
+        .select("spent_cents")
+        .where("key_address", "=", a(1))
+        .where("account_id", "=", a(0))
+        .as("spent_cents"),
+      eb
+        .selectFrom("key_spend")
+        .select("cap_cents")
+        .where("key_address", "=", a(1))
+        .where("account_id", "=", a(0))
+        .as("cap_cents"),
+    ]),
+  ),
+  // A key address can be removed from one account and registered under another (the registry
+  // frees removed addresses): spend and cap belong to the (account, key) pair, so a row left by
+  // another account starts over. SET expressions read the row as it was before the update.
+  addSpend: prepare("metering.addSpend", (db, a) =>
+    db
+      .insertInto("key_spend")
+      .values({ key_address: a(0), account_id: a(1), spent_cents: a(2), cap_cents: null })
+      .onConflict((oc) =>
+        oc.column("key_address").doUpdateSet({
+          spent_cents: sql`CASE WHEN key_spend.account_id = excluded.account_id THEN key_spend.spent_cents + excluded.spent_cents ELSE excluded.spent_cents END`,
+          cap_cents: sql`CASE WHEN key_spend.account_id = excluded.account_id THEN key_spend.cap_cents ELSE NULL END`,
+          account_id: sql`excluded.account_id`,
+        }),
+      ),
+  ),
+  setCap: prepare("metering.setCap", (db, a) =>
+    db
+      .insertInto("key_spend")
+      .values({ key_address: a(0), account_id: a(1), spent_cents: 0, cap_cents: a(2) })
+      .onConflict((oc) =>
+        oc.column("key_address").doUpdateSet({
+          cap_cents: sql`excluded.cap_cents`,
+          spent_cents: sql`CASE WHEN key_spend.account_id = excluded.account_id THEN key_spend.spent_cents ELSE 0 END`,
+          account_id: sql`excluded.account_id`,
+        }),
+      ),
+  ),
+};
+
 /**
  * Usage charges. Checked before work starts (assertCanAfford), charged after it finished
  * (chargeWrite only for writes that landed; chargeExecution for the time used). A charge is never
@@ -89,64 +141,39 @@ interface PendingCharge {
  * flushMs = 0 commits every charge before returning.
  */
 export class Metering {
-  private readonly s: { spend: Statement; afford: Statement; addSpend: Statement; setCap: Statement };
   private readonly pending = new Map<string, PendingCharge>();
   private readonly pendingByAccount = new Map<string, number>();
   private readonly pendingByKey = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  /** The flush in progress: flushes never overlap (a charge is committed by exactly one of them). */
+  private flushing: Promise<void> | null = null;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: DataLayer,
     private readonly ledger: Ledger,
     private readonly prices: Prices,
     private readonly flushMs: number = DEFAULT_CHARGE_FLUSH_MS,
     private readonly logger?: Logger,
-  ) {
-    this.s = {
-      spend: db.prepare("SELECT spent_cents, cap_cents FROM key_spend WHERE key_address = ?"),
-      // Everything assertCanAfford needs in one statement: it runs before every metered request.
-      afford: db.prepare(
-        `SELECT (SELECT balance_cents FROM accounts WHERE account_id = @account) AS balance_cents, s.spent_cents, s.cap_cents
-         FROM (SELECT 1) LEFT JOIN key_spend s ON s.key_address = @key AND s.account_id = @account`,
-      ),
-      // A key address can be removed from one account and registered under another (the registry
-      // frees removed addresses): spend and cap belong to the (account, key) pair, so a row left by
-      // another account starts over. SET expressions read the row as it was before the update.
-      addSpend: db.prepare(
-        `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES (?, ?, ?, NULL)
-         ON CONFLICT (key_address) DO UPDATE SET
-           spent_cents = CASE WHEN account_id = excluded.account_id THEN spent_cents + excluded.spent_cents ELSE excluded.spent_cents END,
-           cap_cents = CASE WHEN account_id = excluded.account_id THEN cap_cents ELSE NULL END,
-           account_id = excluded.account_id`,
-      ),
-      setCap: db.prepare(
-        `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES (?, ?, 0, ?)
-         ON CONFLICT (key_address) DO UPDATE SET
-           cap_cents = excluded.cap_cents,
-           spent_cents = CASE WHEN account_id = excluded.account_id THEN spent_cents ELSE 0 END,
-           account_id = excluded.account_id`,
-      ),
-    };
-  }
+  ) {}
 
-  assertCanAfford(p: Principal, operation: "write" | "execution"): void {
+  /**
+   * Reads the database (never a cache): on PostgreSQL that is what refuses work, with 503
+   * database_unavailable, when the database cannot be reached and the charge could not be recorded.
+   */
+  async assertCanAfford(p: Principal, operation: "write" | "execution"): Promise<void> {
     const price = operation === "write" ? this.prices.write_cents : executionPriceCents(this.prices, 0);
-    this.assertCanAffordCents(p, operation, price);
+    await this.assertCanAffordCents(p, operation, price);
   }
 
   /** Before a pin of `bytes` is stored: the same refusals as assertCanAfford, at the pin's price. */
-  assertCanAffordPin(p: Principal, bytes: number): void {
-    this.assertCanAffordCents(p, "pin", pinPriceCents(this.prices, bytes));
+  assertCanAffordPin(p: Principal, bytes: number): Promise<void> {
+    return this.assertCanAffordCents(p, "pin", pinPriceCents(this.prices, bytes));
   }
 
-  private assertCanAffordCents(p: Principal, operation: string, price: number): void {
+  private async assertCanAffordCents(p: Principal, operation: string, price: number): Promise<void> {
     if (price === 0) return;
     const key = normalizeAddress(p.keyAddress);
-    const row = this.s.afford.get({ account: p.accountId, key }) as {
-      balance_cents: number | null;
-      spent_cents: number | null;
-      cap_cents: number | null;
-    };
+    const row = (await this.db.first(Q.afford, [p.accountId, key]))!;
     // The cap is checked first: it is the narrower, key-specific refusal and names the key's problem.
     if (row.cap_cents !== null) {
       const spent = (row.spent_cents ?? 0) + (this.pendingByKey.get(key) ?? 0);
@@ -175,12 +202,17 @@ export class Metering {
   }
 
   /** One forward request that landed: charged once per request, whatever transaction carried it. */
-  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): ChargeResult {
+  chargeWrite(p: Principal, operation: string, request: ForwardRequestId): Promise<ChargeResult> {
     return this.charge(p, this.prices.write_cents, writeChargeReference(request), operation);
   }
 
   /** One run (`requestId`: the HTTP request's own id), for its time, capped at its time limit if given. */
-  chargeExecution(p: Principal, executionMs: number, requestId: string, timeLimitMs?: number): ChargeResult {
+  chargeExecution(
+    p: Principal,
+    executionMs: number,
+    requestId: string,
+    timeLimitMs?: number,
+  ): Promise<ChargeResult> {
     return this.charge(
       p,
       executionPriceCents(this.prices, executionMs, timeLimitMs),
@@ -190,15 +222,15 @@ export class Metering {
   }
 
   /** Charge a pin of `bytes` of `cid`, once per (account, CID). */
-  chargePin(p: Principal, bytes: number, cid: string): ChargeResult {
+  chargePin(p: Principal, bytes: number, cid: string): Promise<ChargeResult> {
     return this.charge(p, pinPriceCents(this.prices, bytes), pinChargeReference(p.accountId, cid), "pin");
   }
 
-  keySpend(keyAddress: string): { spent_cents: number; cap_cents: number | null } {
+  keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }> {
     return this.spendWithPending(normalizeAddress(keyAddress));
   }
 
-  setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): void {
+  async setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): Promise<void> {
     if (capCents !== null && (!Number.isSafeInteger(capCents) || capCents < 0)) {
       throw new ApiError(
         400,
@@ -209,45 +241,58 @@ export class Metering {
         },
       );
     }
-    this.s.setCap.run(normalizeAddress(keyAddress), accountId, capCents);
+    await this.db.run(Q.setCap, [normalizeAddress(keyAddress), accountId, capCents]);
   }
 
   /** Balance including charges not yet committed. */
-  balanceWithPending(accountId: string): number {
-    return this.ledger.balance(accountId) - (this.pendingByAccount.get(accountId) ?? 0);
+  async balanceWithPending(accountId: string): Promise<number> {
+    return (await this.ledger.balance(accountId)) - (this.pendingByAccount.get(accountId) ?? 0);
   }
 
-  /** Commits every pending charge in one transaction. Idempotent; a failure keeps them pending and retries later. */
-  flush(): void {
+  /**
+   * Commits every pending charge in one transaction. Idempotent; a failure (the database cannot be
+   * reached) keeps them pending, still counted against balances and caps, and retries later.
+   */
+  async flush(): Promise<void> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
+    while (this.flushing) await this.flushing;
     if (this.pending.size === 0) return;
-    const batch = [...this.pending.values()];
+    const run = this.commit([...this.pending.values()]);
+    this.flushing = run;
     try {
-      this.db
-        .transaction(() => {
-          const applied = this.ledger.applyBatch(
-            batch.map((c) => ({
-              accountId: c.accountId,
-              kind: "debit" as const,
-              amountCents: c.cents,
-              reference: c.reference,
-              keyAddress: c.keyAddress,
-              operation: c.operation,
-            })),
-          );
-          const spend = new Map<string, { accountId: string; cents: number }>();
-          batch.forEach((c, i) => {
-            if (!applied[i]) return;
-            const s = spend.get(c.keyAddress) ?? { accountId: c.accountId, cents: 0 };
-            s.cents += c.cents;
-            spend.set(c.keyAddress, s);
-          });
-          for (const [key, s] of spend) this.s.addSpend.run(key, s.accountId, s.cents);
-        })
-        .immediate();
+      await run;
+    } finally {
+      this.flushing = null;
+    }
+  }
+
+  private async commit(batch: PendingCharge[]): Promise<void> {
+    try {
+      await this.db.transaction(async (tx) => {
+        const applied = await this.ledger.applyBatch(
+          tx,
+          batch.map((c) => ({
+            accountId: c.accountId,
+            kind: "debit" as const,
+            amountCents: c.cents,
+            reference: c.reference,
+            keyAddress: c.keyAddress,
+            operation: c.operation,
+          })),
+        );
+        const spend = new Map<string, { accountId: string; cents: number }>();
+        batch.forEach((c, i) => {
+          if (!applied[i].applied) return;
+          const s = spend.get(c.keyAddress) ?? { accountId: c.accountId, cents: 0 };
+          s.cents += c.cents;
+          spend.set(c.keyAddress, s);
+        });
+        for (const [key, s] of [...spend].sort(([a], [b]) => (a < b ? -1 : 1)))
+          await tx.run(Q.addSpend, [key, s.accountId, s.cents]);
+      });
     } catch (e) {
       this.logger?.error(
         { err: e instanceof Error ? e.message : String(e), pending: batch.length },
@@ -256,26 +301,51 @@ export class Metering {
       this.arm();
       return;
     }
-    this.pending.clear();
-    this.pendingByAccount.clear();
-    this.pendingByKey.clear();
+    // Only what this batch committed leaves the overlay: charges made while it ran stay pending.
+    for (const c of batch) {
+      this.pending.delete(c.reference);
+      subtract(this.pendingByAccount, c.accountId, c.cents);
+      subtract(this.pendingByKey, c.keyAddress, c.cents);
+    }
   }
 
-  private charge(p: Principal, cents: number, reference: string, operation: string): ChargeResult {
+  private async charge(
+    p: Principal,
+    cents: number,
+    reference: string,
+    operation: string,
+  ): Promise<ChargeResult> {
     // Refused here, before the write-behind buffer: the ledger would refuse it at flush time, and a
     // batch that cannot commit holds every other account's charges back until the process dies.
     if (!Number.isSafeInteger(cents) || cents < 0)
       throw new Error(`a charge must be a safe integer number of cents, got ${cents} (${reference})`);
     const key = normalizeAddress(p.keyAddress);
-    if (cents === 0 || this.pending.has(reference) || this.ledger.hasReference(reference)) {
+    if (cents === 0 || this.pending.has(reference) || (await this.alreadyCharged(reference))) {
       return { charged_cents: 0, applied: false };
     }
+    // Re-checked after the read: a concurrent charge of the same reference in this process may have
+    // been buffered meanwhile. Across instances, the ledger's UNIQUE reference decides at flush time.
+    if (this.pending.has(reference)) return { charged_cents: 0, applied: false };
     this.pending.set(reference, { accountId: p.accountId, keyAddress: key, cents, reference, operation });
     this.pendingByAccount.set(p.accountId, (this.pendingByAccount.get(p.accountId) ?? 0) + cents);
     this.pendingByKey.set(key, (this.pendingByKey.get(key) ?? 0) + cents);
-    if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) this.flush();
+    if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) await this.flush();
     else this.arm();
     return { charged_cents: cents, applied: true };
+  }
+
+  /**
+   * Whether the ledger already holds this reference. A charge comes after the work, so it is never
+   * refused: if the database cannot be asked now, the charge is buffered anyway and the ledger's
+   * UNIQUE reference makes a duplicate a no-op when it is committed.
+   */
+  private async alreadyCharged(reference: string): Promise<boolean> {
+    try {
+      return await this.ledger.hasReference(reference);
+    } catch (e) {
+      if (!isApiError(e)) throw e;
+      return false;
+    }
   }
 
   private arm(): void {
@@ -283,21 +353,27 @@ export class Metering {
     this.timer = setTimeout(
       () => {
         this.timer = null;
-        this.flush();
+        void this.flush();
       },
       Math.max(1, this.flushMs),
     );
-    // A pending flush must not keep a process alive; close() flushes synchronously.
+    // A pending flush must not keep a process alive; close() flushes what is left.
     this.timer.unref();
   }
 
-  private spendWithPending(key: string): { spent_cents: number; cap_cents: number | null } {
-    const row = this.s.spend.get(key) as { spent_cents: number; cap_cents: number | null } | undefined;
+  private async spendWithPending(key: string): Promise<{ spent_cents: number; cap_cents: number | null }> {
+    const row = await this.db.first(Q.spend, [key]);
     const pending = this.pendingByKey.get(key) ?? 0;
     return row
       ? { spent_cents: row.spent_cents + pending, cap_cents: row.cap_cents }
       : { spent_cents: pending, cap_cents: null };
   }
+}
+
+function subtract(m: Map<string, number>, k: string, cents: number): void {
+  const left = (m.get(k) ?? 0) - cents;
+  if (left === 0) m.delete(k);
+  else m.set(k, left);
 }
 
 export function normalizeAddress(a: string): string {

@@ -1,6 +1,6 @@
-import type { Database, Statement } from "better-sqlite3";
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import { type DataLayer, prepare } from "../db";
 import { ApiError } from "../errors";
 import { intentNotFound, stateError, toApiError, validateAmount, validateIntentId } from "./paymentErrors";
 import type { Ledger } from "./ledger";
@@ -62,44 +62,98 @@ type Outcome =
  * transaction credits under the UNIQUE ledger reference "pi:<id>", so whichever path sees
  * "succeeded" first credits and every other path is a no-op.
  */
+const Q = {
+  row: prepare("payments.row", (db, a) =>
+    db.selectFrom("payment_intents").selectAll().where("payment_intent_id", "=", a(0)),
+  ),
+  /** The intent's row, locked until the transaction ends on PostgreSQL (observations of one intent take turns). */
+  rowForUpdate: {
+    sqlite: prepare("payments.rowForUpdate.sqlite", (db, a) =>
+      db.selectFrom("payment_intents").selectAll().where("payment_intent_id", "=", a(0)),
+    ),
+    postgres: prepare("payments.rowForUpdate.pg", (db, a) =>
+      db.selectFrom("payment_intents").selectAll().where("payment_intent_id", "=", a(0)).forUpdate(),
+    ),
+  },
+  insert: prepare("payments.insert", (db, a) =>
+    db
+      .insertInto("payment_intents")
+      .values({
+        payment_intent_id: a(0),
+        account_id: a(1),
+        amount_cents: a(2),
+        currency: a(3),
+        status: a(4),
+        last_error: a(5),
+        status_event_at: 0,
+        created_at: a(6),
+        updated_at: a(7),
+      })
+      .onConflict((oc) => oc.column("payment_intent_id").doNothing()),
+  ),
+  setStatus: prepare("payments.setStatus", (db, a) =>
+    db
+      .updateTable("payment_intents")
+      .set({ status: a(0), last_error: a(1), status_event_at: a(2), updated_at: a(3) })
+      .where("payment_intent_id", "=", a(4)),
+  ),
+  markCredited: prepare("payments.markCredited", (db, a) =>
+    db
+      .updateTable("payment_intents")
+      .set({
+        status: "succeeded",
+        last_error: null,
+        credited_cents: a(0),
+        credited_at: a(1),
+        updated_at: a(2),
+      })
+      .where("payment_intent_id", "=", a(3)),
+  ),
+  eventSeen: prepare("payments.eventSeen", (db, a) =>
+    db.selectFrom("webhook_events").select("outcome").where("event_id", "=", a(0)),
+  ),
+  /**
+   * Claims a webhook event id: the first transaction to insert it handles the event, a concurrent
+   * duplicate (another instance) waits on the unique key and then inserts nothing.
+   */
+  claimEvent: prepare("payments.claimEvent", (db, a) =>
+    db
+      .insertInto("webhook_events")
+      .values({ event_id: a(0), type: a(1), outcome: a(2), received_at: a(3) })
+      .onConflict((oc) => oc.column("event_id").doNothing()),
+  ),
+  setEventOutcome: prepare("payments.setEventOutcome", (db, a) =>
+    db
+      .updateTable("webhook_events")
+      .set({ outcome: a(0) })
+      .where("event_id", "=", a(1)),
+  ),
+  uncredited: prepare("payments.uncredited", (db, a) =>
+    db
+      .selectFrom("payment_intents")
+      .select(["payment_intent_id", "status"])
+      .where("credited_at", "is", null)
+      .where("status", "!=", "canceled")
+      .where("created_at", ">", a(0))
+      .orderBy("created_at", "desc")
+      .limit(5000),
+  ),
+};
+
 export class Payments {
-  private readonly s: Record<
-    "row" | "insert" | "setStatus" | "markCredited" | "eventSeen" | "recordEvent" | "uncredited",
-    Statement
-  >;
   private readonly crashPoint: string | undefined;
 
   constructor(
-    private readonly db: Database,
+    private readonly db: DataLayer,
     private readonly ledger: Ledger,
     private readonly processor: PaymentProcessor,
     private readonly ledgerId: string,
     private readonly limits: { minimumCents: number; maximumCents: number },
     /** The balance including usage charges not yet committed (Metering's write-behind buffer). */
-    private readonly balanceOf: (accountId: string) => number,
+    private readonly balanceOf: (accountId: string) => Promise<number>,
     private readonly logger?: Logger,
   ) {
     this.crashPoint = process.env[CRASH_POINT_ENV];
-    this.s = {
-      row: db.prepare("SELECT * FROM payment_intents WHERE payment_intent_id = ?"),
-      insert: db.prepare(
-        `INSERT INTO payment_intents (payment_intent_id, account_id, amount_cents, currency, status, last_error, status_event_at, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (payment_intent_id) DO NOTHING`,
-      ),
-      setStatus: db.prepare(
-        "UPDATE payment_intents SET status = ?, last_error = ?, status_event_at = ?, updated_at = ? WHERE payment_intent_id = ?",
-      ),
-      markCredited: db.prepare(
-        "UPDATE payment_intents SET status = 'succeeded', last_error = NULL, credited_cents = ?, credited_at = ?, updated_at = ? WHERE payment_intent_id = ?",
-      ),
-      eventSeen: db.prepare("SELECT outcome FROM webhook_events WHERE event_id = ?"),
-      recordEvent: db.prepare(
-        "INSERT INTO webhook_events (event_id, type, outcome, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
-      ),
-      uncredited: db.prepare(
-        "SELECT payment_intent_id, status FROM payment_intents WHERE credited_at IS NULL AND status != 'canceled' AND created_at > ? ORDER BY created_at DESC LIMIT 5000",
-      ),
-    };
   }
 
   async createIntent(accountId: string, amountCents: unknown, clientIdempotencyKey?: string) {
@@ -120,7 +174,7 @@ export class Payments {
       }),
     );
     const now = Date.now();
-    this.s.insert.run(
+    await this.db.run(Q.insert, [
       intent.id,
       accountId,
       intent.amountCents,
@@ -129,7 +183,7 @@ export class Payments {
       intent.lastError,
       now,
       now,
-    );
+    ]);
     this.logger?.info(
       { account_id: accountId, payment_intent_id: intent.id, amount_cents: amount },
       "payment intent created",
@@ -144,20 +198,20 @@ export class Payments {
 
   async confirm(accountId: string, paymentIntentId: unknown): Promise<ConfirmResult> {
     const id = validateIntentId(paymentIntentId);
-    const row = this.row(id);
+    const row = await this.row(id);
     if (row && row.account_id !== accountId) throw intentNotFound(id);
-    if (row?.credited_at != null) return this.succeededResult(row, false);
+    if (row?.credited_at != null) return await this.succeededResult(row, false);
 
     const intent = await this.call(() => this.processor.retrieveIntent(id));
     // Unknown to us, unknown to the processor, or tagged with another account or ledger: all look
     // the same from outside, so a caller cannot probe for other accounts' intents.
     if (!intent || !this.ownedBy(intent, accountId)) throw intentNotFound(id);
 
-    const { newlyCredited } = this.observe(intent, nowSeconds());
-    const after = this.row(id)!;
-    if (after.credited_at != null) return this.succeededResult(after, newlyCredited);
+    const { newlyCredited } = await this.observe(intent, nowSeconds());
+    const after = (await this.row(id))!;
+    if (after.credited_at != null) return await this.succeededResult(after, newlyCredited);
     if (intent.status === "processing") {
-      const balance = this.balanceOf(accountId);
+      const balance = await this.balanceOf(accountId);
       return {
         httpStatus: 202,
         body: {
@@ -175,7 +229,7 @@ export class Payments {
 
   async cancel(accountId: string, paymentIntentId: unknown) {
     const id = validateIntentId(paymentIntentId);
-    const row = this.row(id);
+    const row = await this.row(id);
     if (row && row.account_id !== accountId) throw intentNotFound(id);
     if (!row) {
       const found = await this.call(() => this.processor.retrieveIntent(id));
@@ -183,14 +237,14 @@ export class Payments {
     }
     try {
       const intent = await this.processor.cancelIntent(id, "sigil-cancel-" + id);
-      this.observe(intent, nowSeconds());
+      await this.observe(intent, nowSeconds());
       return { payment_intent_id: id, status: intent.status };
     } catch (e) {
       if (!(e instanceof ProcessorError && e.kind === "unexpected_state")) throw toApiError(e);
       // Too late to cancel (it succeeded, or was already canceled): record what it is now, which
       // credits it if it succeeded, and say so.
       const current = await this.call(() => this.processor.retrieveIntent(id));
-      if (current) this.observe(current, nowSeconds());
+      if (current) await this.observe(current, nowSeconds());
       throw new ApiError(409, "payment_not_cancelable", `payment intent ${id} can no longer be canceled`, {
         details: { payment_intent_id: id, status: current?.status ?? "unknown" },
       });
@@ -198,22 +252,18 @@ export class Payments {
   }
 
   /** A verified webhook delivery. Duplicates and stale (out-of-order) events change nothing. */
-  handleEvent(event: ProcessorEvent): Outcome {
-    if (this.s.eventSeen.get(event.id)) return "duplicate";
+  async handleEvent(event: ProcessorEvent): Promise<Outcome> {
+    if (await this.db.first(Q.eventSeen, [event.id])) return "duplicate";
     const intent = event.intent;
     if (!intent || !event.type.startsWith("payment_intent.")) {
-      this.db
-        .transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_type", Date.now()))
-        .immediate();
+      await this.db.run(Q.claimEvent, [event.id, event.type, "ignored_type", Date.now()]);
       return "ignored_type";
     }
     if (!this.ours(intent)) {
-      this.db
-        .transaction(() => this.s.recordEvent.run(event.id, event.type, "ignored_foreign", Date.now()))
-        .immediate();
+      await this.db.run(Q.claimEvent, [event.id, event.type, "ignored_foreign", Date.now()]);
       return "ignored_foreign";
     }
-    const { outcome } = this.observe(intent, event.created, event);
+    const { outcome } = await this.observe(intent, event.created, event);
     return outcome;
   }
 
@@ -228,7 +278,7 @@ export class Payments {
     opts: { onlyProcessing?: boolean; maxAgeDays?: number } = {},
   ): Promise<{ checked: number; credited: number; errors: number }> {
     const since = Date.now() - (opts.maxAgeDays ?? 30) * 86_400_000;
-    const rows = this.s.uncredited.all(since) as Array<{ payment_intent_id: string; status: string }>;
+    const rows = await this.db.all(Q.uncredited, [since]);
     const ids = rows
       .filter((r) => !opts.onlyProcessing || r.status === "processing")
       .map((r) => r.payment_intent_id);
@@ -238,7 +288,7 @@ export class Payments {
       try {
         const intent = await this.processor.retrieveIntent(id);
         if (!intent || !this.ours(intent)) continue;
-        if (this.observe(intent, nowSeconds()).newlyCredited) credited++;
+        if ((await this.observe(intent, nowSeconds())).newlyCredited) credited++;
       } catch (e) {
         const outage = e instanceof ProcessorError && e.kind === "unavailable";
         errors += outage ? ids.length - i : 1;
@@ -257,92 +307,88 @@ export class Payments {
   }
 
   /** Dev-only (simulated processor): apply a state change the way its webhook would. */
-  observeNow(intent: ProcessorIntent): void {
-    this.observe(intent, nowSeconds());
+  async observeNow(intent: ProcessorIntent): Promise<void> {
+    await this.observe(intent, nowSeconds());
   }
 
-  intentAccount(id: string): string | null {
-    return this.row(id)?.account_id ?? null;
+  async intentAccount(id: string): Promise<string | null> {
+    return (await this.row(id))?.account_id ?? null;
   }
 
   /**
    * Records what the processor says about an intent and credits it if it succeeded: one immediate
    * transaction, together with the webhook event id when there is one.
    */
-  private observe(
+  private async observe(
     intent: ProcessorIntent,
     observedAt: number,
     event?: ProcessorEvent,
-  ): { newlyCredited: boolean; outcome: Outcome } {
+  ): Promise<{ newlyCredited: boolean; outcome: Outcome }> {
     if (intent.status === "succeeded" && this.crashPoint === "before_credit")
       process.kill(process.pid, "SIGKILL");
     const accountId = intent.metadata.account_id;
-    const tx = this.db.transaction((): { newlyCredited: boolean; outcome: Outcome } => {
-      if (event) {
-        // Re-checked inside the transaction: two deliveries of one event racing (two relayer
-        // processes) must not both proceed. The INSERT at the end would fail the loser anyway.
-        const seen = this.s.eventSeen.get(event.id);
-        if (seen) return { newlyCredited: false, outcome: "duplicate" };
-      }
-      const now = Date.now();
-      // Adopt intents we have no row for (a crash between the processor's create and our insert):
-      // the processor's metadata, signed or fetched with our secret key, names the account.
-      this.s.insert.run(
-        intent.id,
-        accountId,
-        intent.amountCents,
-        intent.currency,
-        intent.status,
-        intent.lastError,
-        now,
-        now,
-      );
-      const row = this.row(intent.id)!;
-      let result: { newlyCredited: boolean; outcome: Outcome };
-      if (row.credited_at != null) {
-        result = { newlyCredited: false, outcome: "already_credited" };
-      } else if (intent.status === "succeeded") {
-        const cents = intent.amountReceivedCents > 0 ? intent.amountReceivedCents : intent.amountCents;
-        const applied = this.ledger.apply({
-          accountId: row.account_id,
-          kind: "credit",
-          amountCents: cents,
-          reference: "pi:" + intent.id,
-          keyAddress: null,
-          operation: "top_up",
-        });
-        this.s.markCredited.run(cents, now, now, intent.id);
-        result = {
-          newlyCredited: applied.applied,
-          outcome: applied.applied ? "credited" : "already_credited",
-        };
-        if (applied.applied) {
-          this.logger?.info(
-            { account_id: row.account_id, payment_intent_id: intent.id, credited_cents: cents },
-            "payment credited",
-          );
+    // Money coming in is fsynced before we answer (durable; the rest of a SQLite file runs
+    // synchronous=NORMAL). On PostgreSQL every commit is durable.
+    return this.db.transaction(
+      async (tx): Promise<{ newlyCredited: boolean; outcome: Outcome }> => {
+        const now = Date.now();
+        // Claimed first, inside the transaction: two deliveries of one event racing (two relayer
+        // instances) must not both proceed; the loser waits on the unique key, then finds it taken.
+        if (event && (await tx.run(Q.claimEvent, [event.id, event.type, "processing", now])) === 0)
+          return { newlyCredited: false, outcome: "duplicate" };
+        // Adopt intents we have no row for (a crash between the processor's create and our insert):
+        // the processor's metadata, signed or fetched with our secret key, names the account.
+        await tx.run(Q.insert, [
+          intent.id,
+          accountId,
+          intent.amountCents,
+          intent.currency,
+          intent.status,
+          intent.lastError,
+          now,
+          now,
+        ]);
+        const row = (await tx.first(Q.rowForUpdate[tx.kind], [intent.id])) as IntentRow;
+        let result: { newlyCredited: boolean; outcome: Outcome };
+        if (row.credited_at != null) {
+          result = { newlyCredited: false, outcome: "already_credited" };
+        } else if (intent.status === "succeeded") {
+          const cents = intent.amountReceivedCents > 0 ? intent.amountReceivedCents : intent.amountCents;
+          const applied = await this.ledger.apply(tx, {
+            accountId: row.account_id,
+            kind: "credit",
+            amountCents: cents,
+            reference: "pi:" + intent.id,
+            keyAddress: null,
+            operation: "top_up",
+          });
+          await tx.run(Q.markCredited, [cents, now, now, intent.id]);
+          result = {
+            newlyCredited: applied.applied,
+            outcome: applied.applied ? "credited" : "already_credited",
+          };
+          if (applied.applied) {
+            this.logger?.info(
+              { account_id: row.account_id, payment_intent_id: intent.id, credited_cents: cents },
+              "payment credited",
+            );
+          }
+        } else if (observedAt >= row.status_event_at && row.status !== "canceled") {
+          // Older events arriving late (processing after payment_failed, say) do not roll the status back.
+          await tx.run(Q.setStatus, [intent.status, intent.lastError, observedAt, now, intent.id]);
+          result = { newlyCredited: false, outcome: "status_recorded" };
+        } else {
+          result = { newlyCredited: false, outcome: "stale" };
         }
-      } else if (observedAt >= row.status_event_at && row.status !== "canceled") {
-        // Older events arriving late (processing after payment_failed, say) do not roll the status back.
-        this.s.setStatus.run(intent.status, intent.lastError, observedAt, now, intent.id);
-        result = { newlyCredited: false, outcome: "status_recorded" };
-      } else {
-        result = { newlyCredited: false, outcome: "stale" };
-      }
-      if (event) this.s.recordEvent.run(event.id, event.type, result.outcome, now);
-      return result;
-    });
-    // Money coming in is fsynced before we answer (the rest of the file runs synchronous=NORMAL).
-    this.db.pragma("synchronous = FULL");
-    try {
-      return tx.immediate();
-    } finally {
-      this.db.pragma("synchronous = NORMAL");
-    }
+        if (event) await tx.run(Q.setEventOutcome, [result.outcome, event.id]);
+        return result;
+      },
+      { durable: true },
+    );
   }
 
-  private succeededResult(row: IntentRow, newlyCredited: boolean): ConfirmResult {
-    const balance = this.balanceOf(row.account_id);
+  private async succeededResult(row: IntentRow, newlyCredited: boolean): Promise<ConfirmResult> {
+    const balance = await this.balanceOf(row.account_id);
     return {
       httpStatus: 200,
       body: {
@@ -356,8 +402,8 @@ export class Payments {
     };
   }
 
-  private row(id: string): IntentRow | undefined {
-    return this.s.row.get(id) as IntentRow | undefined;
+  private async row(id: string): Promise<IntentRow | undefined> {
+    return (await this.db.first(Q.row, [id])) as IntentRow | undefined;
   }
 
   private ours(intent: ProcessorIntent): boolean {

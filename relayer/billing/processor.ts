@@ -1,4 +1,4 @@
-import type { Database } from "better-sqlite3";
+import type { DataLayer } from "../db";
 
 /**
  * The payment processor seen by billing: Stripe's PaymentIntent model, reduced to what crediting
@@ -56,7 +56,7 @@ export interface PaymentProcessor {
   /** Verifies and decodes a webhook delivery; throws ProcessorError("invalid_signature") when it does not verify. */
   parseWebhook(rawBody: Buffer, signatureHeader: string | undefined): ProcessorEvent;
   /** Called once by createBilling with the billing database (the simulated processor keeps its intents there). */
-  attach?(db: Database): void;
+  attach?(db: DataLayer): void;
 }
 
 /** A processor failure, classified so the HTTP layer can choose a status without parsing messages. */

@@ -61,7 +61,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
     });
   });
 
-  r.post("/webhook", express.raw({ type: () => true, limit: "512kb" }), (req, res) => {
+  r.post("/webhook", express.raw({ type: () => true, limit: "512kb" }), async (req, res) => {
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     let event;
     try {
@@ -83,12 +83,12 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       }
       throw e;
     }
-    const outcome = payments.handleEvent(event);
+    const outcome = await payments.handleEvent(event);
     res.json({ received: true, event_id: event.id, outcome });
   });
 
-  r.get("/balance", ...auth, (_req, res) => {
-    const balance = metering.balanceWithPending(principal(res).accountId);
+  r.get("/balance", ...auth, async (_req, res) => {
+    const balance = await metering.balanceWithPending(principal(res).accountId);
     res.json({ balance_cents: balance, balance_display: formatCents(balance) });
   });
 
@@ -111,17 +111,17 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
     res.json(await payments.cancel(principal(res).accountId, objectBody(req).payment_intent_id));
   });
 
-  r.get("/history", ...auth, (req, res) => {
+  r.get("/history", ...auth, async (req, res) => {
     const pageNumber = intParam(req.query.page_number, 0, 0, Number.MAX_SAFE_INTEGER, "page_number");
     const pageSize = intParam(req.query.page_size, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, "page_size");
-    metering.flush();
-    const { items, total } = ledger.history(principal(res).accountId, pageNumber, pageSize);
+    await metering.flush();
+    const { items, total } = await ledger.history(principal(res).accountId, pageNumber, pageSize);
     res.json({ items, page_number: pageNumber, page_size: pageSize, total });
   });
 
   // Dev-only: exists only while the simulated processor is active, never with Stripe.
   if (processor instanceof SimulatedProcessor) {
-    r.post("/simulated/intents/:id/:action", ...auth, (req, res) => {
+    r.post("/simulated/intents/:id/:action", ...auth, async (req, res) => {
       const id = String(req.params.id);
       const action = String(req.params.action) as SimulatedAction;
       if (!SIMULATED_ACTIONS.includes(action)) {
@@ -132,10 +132,10 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
           { details: { action } },
         );
       }
-      if (payments.intentAccount(id) !== principal(res).accountId) throw intentNotFound(id);
+      if ((await payments.intentAccount(id)) !== principal(res).accountId) throw intentNotFound(id);
       let intent;
       try {
-        intent = processor.transition(id, action);
+        intent = await processor.transition(id, action);
       } catch (e) {
         if (e instanceof ProcessorError && e.kind === "unexpected_state") {
           throw new ApiError(409, "invalid_simulated_transition", e.message, {
@@ -145,7 +145,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
         throw e;
       }
       // What Stripe's webhook would do next: record the new state, crediting a success.
-      payments.observeNow(intent);
+      await payments.observeNow(intent);
       res.json({ payment_intent_id: id, status: intent.status, last_error: intent.lastError });
     });
   }

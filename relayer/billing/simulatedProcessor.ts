@@ -1,4 +1,4 @@
-import type { Database } from "better-sqlite3";
+import { type DataLayer, type Sql, prepare } from "../db";
 import { createHash, randomBytes } from "node:crypto";
 import {
   type CreateIntentRequest,
@@ -29,22 +29,57 @@ interface SimRow {
   last_error: string | null;
 }
 
+const Q = {
+  seen: prepare("sim.seen", (db, a) =>
+    db
+      .selectFrom("sim_idempotency")
+      .select(["request_hash", "intent_id"])
+      .where("idempotency_key", "=", a(0)),
+  ),
+  insertIntent: prepare("sim.insertIntent", (db, a) =>
+    db.insertInto("sim_intents").values({
+      id: a(0),
+      client_secret: a(1),
+      amount_cents: a(2),
+      currency: a(3),
+      status: "requires_payment_method",
+      metadata: a(4),
+      last_error: null,
+      created_at: a(5),
+    }),
+  ),
+  insertKey: prepare("sim.insertKey", (db, a) =>
+    db.insertInto("sim_idempotency").values({ idempotency_key: a(0), request_hash: a(1), intent_id: a(2) }),
+  ),
+  setStatus: prepare("sim.setStatus", (db, a) =>
+    db
+      .updateTable("sim_intents")
+      .set({ status: a(0), last_error: a(1) })
+      .where("id", "=", a(2)),
+  ),
+  read: prepare("sim.read", (db, a) => db.selectFrom("sim_intents").selectAll().where("id", "=", a(0))),
+  /** Locks the intent's row on PostgreSQL, so two instances moving one intent on take turns. */
+  readForUpdate: prepare("sim.readForUpdate", (db, a) =>
+    db.selectFrom("sim_intents").selectAll().where("id", "=", a(0)).forUpdate(),
+  ),
+};
+
 /**
  * A local stand-in for Stripe's test mode, for the embedded default and development: intents are
  * created with the same shape and lifecycle, and a developer moves them on (succeed, leave
  * processing, fail, cancel) through the dev-only endpoint POST /core/v1/billing/simulated/intents/:id/:action,
  * which exists only while this processor is active. No money moves. Its intents live in the billing
- * SQLite file (tables sim_intents, sim_idempotency), so they survive restarts.
+ * database (tables sim_intents, sim_idempotency), so they survive restarts and every instance sees them.
  */
 export class SimulatedProcessor implements PaymentProcessor {
   readonly kind = "simulated" as const;
-  private db: Database | null = null;
+  private db: DataLayer | null = null;
 
   publishableKey(): string {
     return "pk_sim_local_not_a_real_key";
   }
 
-  attach(db: Database): void {
+  attach(db: DataLayer): void {
     this.db = db;
   }
 
@@ -53,12 +88,10 @@ export class SimulatedProcessor implements PaymentProcessor {
     const requestHash = createHash("sha256")
       .update(JSON.stringify([req.amountCents, req.currency, req.metadata]))
       .digest("hex");
-    const create = db.transaction((): ProcessorIntent => {
+    return db.transaction(async (tx): Promise<ProcessorIntent> => {
       // Same semantics as Stripe's Idempotency-Key: a replay returns the first result, a reuse
       // with different parameters is refused.
-      const seen = db
-        .prepare("SELECT request_hash, intent_id FROM sim_idempotency WHERE idempotency_key = ?")
-        .get(req.idempotencyKey) as { request_hash: string; intent_id: string } | undefined;
+      const seen = await tx.first(Q.seen, [req.idempotencyKey]);
       if (seen) {
         if (seen.request_hash !== requestHash) {
           throw new ProcessorError(
@@ -67,23 +100,25 @@ export class SimulatedProcessor implements PaymentProcessor {
             "idempotency_key_in_use",
           );
         }
-        return this.read(seen.intent_id)!;
+        return (await this.read(tx, seen.intent_id))!;
       }
       const id = "pi_sim_" + randomBytes(12).toString("hex");
       const secret = id + "_secret_" + randomBytes(12).toString("hex");
-      db.prepare(
-        "INSERT INTO sim_intents (id, client_secret, amount_cents, currency, status, metadata, last_error, created_at) VALUES (?, ?, ?, ?, 'requires_payment_method', ?, NULL, ?)",
-      ).run(id, secret, req.amountCents, req.currency, JSON.stringify(req.metadata), Date.now());
-      db.prepare(
-        "INSERT INTO sim_idempotency (idempotency_key, request_hash, intent_id) VALUES (?, ?, ?)",
-      ).run(req.idempotencyKey, requestHash, id);
-      return this.read(id)!;
+      await tx.run(Q.insertIntent, [
+        id,
+        secret,
+        req.amountCents,
+        req.currency,
+        JSON.stringify(req.metadata),
+        Date.now(),
+      ]);
+      await tx.run(Q.insertKey, [req.idempotencyKey, requestHash, id]);
+      return (await this.read(tx, id))!;
     });
-    return create.immediate();
   }
 
   async retrieveIntent(id: string): Promise<ProcessorIntent | null> {
-    return this.read(id);
+    return this.read(this.requireDb(), id);
   }
 
   async cancelIntent(id: string): Promise<ProcessorIntent> {
@@ -97,10 +132,9 @@ export class SimulatedProcessor implements PaymentProcessor {
   }
 
   /** Moves an intent on, as the customer's bank or the blockchain would. Dev-only. */
-  transition(id: string, action: SimulatedAction): ProcessorIntent {
-    const db = this.requireDb();
-    const run = db.transaction((): ProcessorIntent => {
-      const row = this.read(id);
+  async transition(id: string, action: SimulatedAction): Promise<ProcessorIntent> {
+    return this.requireDb().transaction(async (tx): Promise<ProcessorIntent> => {
+      const row = await this.read(tx, id, true);
       if (!row) throw new ProcessorError("rejected", `no such payment intent: ${id}`, "resource_missing");
       if (!ALLOWED_FROM[action].includes(row.status)) {
         throw new ProcessorError(
@@ -117,14 +151,13 @@ export class SimulatedProcessor implements PaymentProcessor {
         cancel: ["canceled", row.lastError],
       };
       const [status, lastError] = next[action];
-      db.prepare("UPDATE sim_intents SET status = ?, last_error = ? WHERE id = ?").run(status, lastError, id);
-      return this.read(id)!;
+      await tx.run(Q.setStatus, [status, lastError, id]);
+      return (await this.read(tx, id))!;
     });
-    return run.immediate();
   }
 
-  private read(id: string): ProcessorIntent | null {
-    const r = this.requireDb().prepare("SELECT * FROM sim_intents WHERE id = ?").get(id) as
+  private async read(db: Sql, id: string, forUpdate = false): Promise<ProcessorIntent | null> {
+    const r = (await db.first(forUpdate && db.kind === "postgres" ? Q.readForUpdate : Q.read, [id])) as
       SimRow | undefined;
     if (!r) return null;
     return {
@@ -139,7 +172,7 @@ export class SimulatedProcessor implements PaymentProcessor {
     };
   }
 
-  private requireDb(): Database {
+  private requireDb(): DataLayer {
     if (!this.db) throw new Error("SimulatedProcessor used before createBilling attached its database");
     return this.db;
   }

@@ -21,7 +21,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
     handler(
       ctx,
       async (req) => {
-        ctx.newAccountLimit.take(`ip:${limitedAddress(clientIp(req))}`, "new accounts from this IP");
+        await ctx.newAccountLimit.take(`ip:${limitedAddress(clientIp(req))}`, "new accounts from this IP");
         const b = new BodyReader(req.body);
         const name = b.string("account_name", { max: limits.maxNameLength });
         const description = b.string("account_description", { max: limits.maxDescriptionLength });
@@ -41,7 +41,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
         );
         const accountId = Number(firstEvent(out, "AccountCreated").args.accountId);
         ctx.profiles.put(String(accountId), { description, email: email ?? null, createdMs: Date.now() });
-        ctx.billing?.onAccountCreated(String(accountId));
+        await ctx.billing?.onAccountCreated(String(accountId));
         return {
           status: 201,
           body: {

@@ -67,7 +67,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
     }
     const cid = await computeCid(bytes);
     const accountId = auth.principal.accountId;
-    if (!ctx.pins.has(accountId, cid)) ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
+    if (!ctx.pins.has(accountId, cid)) await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
     const fresh = ctx.pins.reserve(accountId, cid, bytes.length);
     try {
       await ctx.contentStore.put(bytes);
@@ -76,7 +76,9 @@ export function actionRoutes(ctx: RelayerContext): Router {
       throw err;
     }
     const charged =
-      fresh && ctx.billing ? ctx.billing.chargePin(auth.principal, bytes.length, cid).charged_cents : 0;
+      fresh && ctx.billing
+        ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents
+        : 0;
     return { cid, charged_cents: charged };
   }
 
@@ -225,8 +227,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
       const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
       if (refusal) throw refusal;
       const code = inline ?? (await loadCode(cid, auth));
-      ctx.billing?.assertCanAfford(auth.principal, "execution");
-      const release = ctx.executionCap.enter(auth.principal.accountId);
+      await ctx.billing?.assertCanAfford(auth.principal, "execution");
+      const release = await ctx.executionCap.enter(auth.principal.accountId);
       let result;
       try {
         result = await ctx.executor.run({
@@ -274,11 +276,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
       // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
       // measured a hair over it).
       const charged = ctx.billing
-        ? ctx.billing.chargeExecution(
-            auth.principal,
-            result.execution_ms,
-            res.locals.requestId as string,
-            timeoutMs ?? operatorTimeLimitMs,
+        ? (
+            await ctx.billing.chargeExecution(
+              auth.principal,
+              result.execution_ms,
+              res.locals.requestId as string,
+              timeoutMs ?? operatorTimeLimitMs,
+            )
           ).charged_cents
         : 0;
       return {

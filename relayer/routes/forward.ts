@@ -171,7 +171,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
       res.locals.auth = auth;
       res.locals.principal = auth.principal;
-      ctx.billing?.assertCanAfford(auth.principal, "write");
+      await ctx.billing?.assertCanAfford(auth.principal, "write");
       let result;
       try {
         result = await ctx.sender.writeSigned(signed, "usage");
@@ -186,7 +186,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
         ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
       }
       // Per forward request, never per transaction: a batch carries many writes under one hash.
-      ctx.billing?.chargeWrite(auth.principal, BILLED_AS[operation], {
+      await ctx.billing?.chargeWrite(auth.principal, BILLED_AS[operation], {
         chainId: ctx.chainId,
         forwarder: ctx.cfg.forwarderAddress,
         ...result.forwardRequest,

@@ -162,10 +162,10 @@ export function keyRoutes(ctx: RelayerContext): Router {
           ]),
         );
         firstEvent(out, "KeyAdded");
-        ctx.billing?.setKeySpendCap(auth.account.id.toString(), gen.address, spendCap);
+        await ctx.billing?.setKeySpendCap(auth.account.id.toString(), gen.address, spendCap);
         const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address);
         const item = rec
-          ? keyItem(rec, ctx.billing)
+          ? await keyItem(rec, ctx.billing)
           : keyItem(
               {
                 address: gen.address,
@@ -197,7 +197,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
         .filter((k) => k.expiration === 0 || now < k.expiration)
         .sort((x, y) => (x.createdAt ?? 0) - (y.createdAt ?? 0) || x.address.localeCompare(y.address));
       const p = paginate(keys, page);
-      return { body: { ...p, items: p.items.map((k) => keyItem(k, ctx.billing)) } };
+      return { body: { ...p, items: await Promise.all(p.items.map((k) => keyItem(k, ctx.billing))) } };
     }),
   );
 
@@ -228,9 +228,11 @@ export function keyRoutes(ctx: RelayerContext): Router {
           scopesArg(scopes),
         ]),
       );
-      ctx.billing?.setKeySpendCap(auth.account.id.toString(), key.address, spendCap);
+      await ctx.billing?.setKeySpendCap(auth.account.id.toString(), key.address, spendCap);
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-      return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+      return {
+        body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
+      };
     }),
   );
 
@@ -253,7 +255,9 @@ export function keyRoutes(ctx: RelayerContext): Router {
         registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]),
       );
       const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-      return { body: { ...(rec ? keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash } };
+      return {
+        body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
+      };
     }),
   );
 

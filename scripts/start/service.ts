@@ -177,8 +177,9 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
             : {}),
         })
       : new SimulatedProcessor();
-    const billing: Billing = createBilling({
+    const billing: Billing = await createBilling({
       dbPath: file("ledger"),
+      databaseUrl: process.env.SIGIL_DATABASE_URL || undefined,
       processor,
       prices: {
         ...(config.prices.write_cents !== undefined ? { write_cents: config.prices.write_cents } : {}),
@@ -198,6 +199,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     step("starting the API");
     const relayer: RunningRelayer = await startRelayer({
       rpcUrl,
+      databaseUrl: process.env.SIGIL_DATABASE_URL || undefined,
       chainId,
       registryAddress: deployment.registry,
       forwarderAddress: deployment.forwarder,

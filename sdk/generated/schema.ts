@@ -84,7 +84,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -129,7 +129,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description database_unavailable, chain_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -228,7 +228,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -327,7 +327,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, address_in_use */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, address_in_use */
         409: {
           headers: {
             [name: string]: unknown;
@@ -372,7 +372,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -458,7 +458,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, no_pending_transfer */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, no_pending_transfer */
         409: {
           headers: {
             [name: string]: unknown;
@@ -503,7 +503,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -645,7 +645,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -690,7 +690,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -808,7 +808,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -948,7 +948,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, usage_key_expired */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, usage_key_expired */
         409: {
           headers: {
             [name: string]: unknown;
@@ -993,7 +993,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1118,7 +1118,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1163,7 +1163,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1269,7 +1269,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1314,7 +1314,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1413,7 +1413,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1458,7 +1458,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1554,7 +1554,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1628,7 +1628,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description database_unavailable, chain_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1723,7 +1723,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1816,7 +1816,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, too_many_groups */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, too_many_groups */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1861,7 +1861,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1951,7 +1951,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2036,7 +2036,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2081,7 +2081,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2186,7 +2186,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, action_already_in_group, action_not_in_group, too_many_members */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, action_already_in_group, action_not_in_group, too_many_members */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2231,7 +2231,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2337,7 +2337,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, account_chain_secured, pkp_already_in_group, pkp_not_in_group, too_many_members */
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, pkp_already_in_group, pkp_not_in_group, too_many_members */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2382,7 +2382,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2475,7 +2475,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused */
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2520,7 +2520,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2591,7 +2591,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused */
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2636,7 +2636,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2765,7 +2765,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -2870,7 +2870,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2924,7 +2924,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, executor_busy */
+        /** @description chain_unavailable, database_unavailable, executor_busy */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3029,7 +3029,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused, pkp_already_in_group, pkp_not_in_group, action_already_in_group, action_not_in_group, too_many_members, too_many_groups, write_reverted */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, pkp_already_in_group, pkp_not_in_group, action_already_in_group, action_not_in_group, too_many_members, too_many_groups, write_reverted */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3074,7 +3074,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3188,7 +3188,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused, forward_nonce_mismatch, pkp_already_in_group, pkp_not_in_group, action_already_in_group, action_not_in_group, too_many_members, too_many_groups, write_reverted */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, forward_nonce_mismatch, pkp_already_in_group, pkp_not_in_group, action_already_in_group, action_not_in_group, too_many_members, too_many_groups, write_reverted */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3233,7 +3233,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, gas_wallet_unfunded */
+        /** @description database_unavailable, chain_unavailable, gas_wallet_unfunded */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3291,6 +3291,15 @@ export interface paths {
         };
         /** @description internal_error */
         500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -3360,6 +3369,15 @@ export interface paths {
         };
         /** @description internal_error */
         500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -3444,7 +3462,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused */
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3489,7 +3507,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        /** @description chain_unavailable, database_unavailable, payment_processor_unavailable, payment_processor_error */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3585,7 +3603,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused, payment_failed, payment_canceled, payment_not_completed */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, payment_failed, payment_canceled, payment_not_completed */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3630,7 +3648,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        /** @description chain_unavailable, database_unavailable, payment_processor_unavailable, payment_processor_error */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3720,7 +3738,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused, payment_not_cancelable */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, payment_not_cancelable */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3765,7 +3783,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable, payment_processor_unavailable, payment_processor_error */
+        /** @description chain_unavailable, database_unavailable, payment_processor_unavailable, payment_processor_error */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3872,7 +3890,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -3945,7 +3963,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description idempotency_key_reused */
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
         409: {
           headers: {
             [name: string]: unknown;
@@ -3974,6 +3992,15 @@ export interface paths {
         };
         /** @description internal_error */
         500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -4087,7 +4114,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -4178,7 +4205,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description chain_unavailable */
+        /** @description chain_unavailable, database_unavailable */
         503: {
           headers: {
             [name: string]: unknown;
@@ -4272,6 +4299,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -4319,6 +4355,15 @@ export interface paths {
         };
         /** @description internal_error */
         500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -4504,6 +4549,7 @@ export interface components {
           | "action_not_found"
           | "method_not_allowed"
           | "account_chain_secured"
+          | "idempotency_key_in_flight"
           | "idempotency_key_reused"
           | "address_in_use"
           | "no_pending_transfer"
@@ -4525,6 +4571,7 @@ export interface components {
           | "too_many_concurrent_executions"
           | "action_fetch_failed"
           | "chain_unavailable"
+          | "database_unavailable"
           | "executor_busy"
           | "gas_wallet_unfunded"
           | "internal_error"

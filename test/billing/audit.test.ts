@@ -73,7 +73,7 @@ describe("billing: batched writes are each charged, and the audit agrees with th
 
   /** A copy of the ledger to tamper with (the live one stays as the relayer wrote it). */
   async function ledgerCopy(name: string): Promise<BetterSqlite3.Database> {
-    b.billing.flushCharges();
+    await b.billing.flushCharges();
     const target = path.join(b.dir, name);
     const live = new BetterSqlite3(b.ledgerPath, { readonly: true });
     await live.backup(target);
@@ -112,7 +112,7 @@ describe("billing: batched writes are each charged, and the audit agrees with th
   });
 
   it("the audit (as a function) finds every write charged exactly once and nothing else", async () => {
-    b.billing.flushCharges();
+    await b.billing.flushCharges();
     const report = await audit();
     expect(report.differences).to.deep.equal([]);
     // 8 + 36 writes above; the 20 new_account requests are path-A writes too, and free.
@@ -121,8 +121,8 @@ describe("billing: batched writes are each charged, and the audit agrees with th
     expect(report.forwardRequests).to.equal(44 + 20);
   });
 
-  it("npm run audit:billing exits 0 and says clean", () => {
-    b.billing.flushCharges();
+  it("npm run audit:billing exits 0 and says clean", async () => {
+    await b.billing.flushCharges();
     const r = cli(b.ledgerPath);
     expect(r.stderr).to.equal("");
     expect(r.status, r.stdout).to.equal(0);

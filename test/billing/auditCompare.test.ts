@@ -59,19 +59,19 @@ describe("billing: the audit's comparison of chain writes and ledger charges", f
   const a = write({ signer: addr(1), nonce: 0n, position: 0 });
   const b = write({ signer: addr(2), nonce: 0n, position: 1, accountId: "2" });
 
-  it("one charge per billable write on the right account: no differences", () => {
+  it("one charge per billable write on the right account: no differences", async () => {
     expect(compare([a, b], [chargeFor(a), chargeFor(b)])).to.deep.equal([]);
   });
 
-  it("a billable write without a charge is uncharged", () => {
+  it("a billable write without a charge is uncharged", async () => {
     expect(compare([a, b], [chargeFor(a)])).to.deep.equal([{ kind: "uncharged", write: b }]);
   });
 
-  it("a write mined after the settled block is not yet reported uncharged", () => {
+  it("a write mined after the settled block is not yet reported uncharged", async () => {
     expect(compare([a, { ...b, blockNumber: 11 }], [chargeFor(a)], 10)).to.deep.equal([]);
   });
 
-  it("a charge on another account than the write acted on is wrong_account", () => {
+  it("a charge on another account than the write acted on is wrong_account", async () => {
     const c = chargeFor(b, "1");
     expect(compare([a, b], [chargeFor(a), c])).to.deep.equal([
       { kind: "wrong_account", write: b, charge: c },
@@ -95,7 +95,7 @@ describe("billing: the audit's comparison of chain writes and ledger charges", f
       "not sent by a relayer gas wallet",
     ],
   ] as const) {
-    it(`a charge for ${what} is a stray charge saying so`, () => {
+    it(`a charge for ${what} is a stray charge saying so`, async () => {
       const c = chargeFor(w);
       expect(compare([a, w], [chargeFor(a), c])).to.deep.equal([
         { kind: "stray_charge", charge: c, reason, write: w },
@@ -103,14 +103,14 @@ describe("billing: the audit's comparison of chain writes and ledger charges", f
     });
   }
 
-  it("a charge of another chain or forwarder is a stray charge", () => {
+  it("a charge of another chain or forwarder is a stray charge", async () => {
     const c = { ...chargeFor(a), reference: `write:1:${FORWARDER}:${a.signer}:0` };
     expect(compare([a], [chargeFor(a), c])).to.deep.equal([
       { kind: "stray_charge", charge: c, reason: "another chain or forwarder" },
     ]);
   });
 
-  it("a ledger written before per-request references: a tx-hash charge covers one write of its account in that transaction", () => {
+  it("a ledger written before per-request references: a tx-hash charge covers one write of its account in that transaction", async () => {
     const legacy = (accountId: string): LedgerWriteCharge => ({
       entryId: nextEntry++,
       accountId,
@@ -130,7 +130,7 @@ describe("billing: the audit's comparison of chain writes and ledger charges", f
     ]);
   });
 
-  it("property: correct ledgers are clean; each removed, doubled or misattributed charge is reported as such", () => {
+  it("property: correct ledgers are clean; each removed, doubled or misattributed charge is reported as such", async () => {
     const history = fc
       .array(fc.record({ account: fc.integer({ min: 1, max: 5 }), tx: fc.integer({ min: 1, max: 6 }) }), {
         minLength: 1,

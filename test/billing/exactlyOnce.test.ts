@@ -1,10 +1,12 @@
 import { expect } from "chai";
 import { join } from "node:path";
 import { type Billing, StripeProcessor, createBilling } from "../../relayer/billing";
+import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 import { StripeStub } from "../helpers/stripeStub";
 import { type Json, type TestServer, serve, tempDir } from "./harness";
 
-describe("billing: exactly-once crediting under concurrency and webhook replays", function () {
+describeOnEngines("billing: exactly-once crediting under concurrency and webhook replays", function (engine) {
+  this.timeout(60_000);
   let stub: StripeStub;
   let tmp: ReturnType<typeof tempDir>;
   const billings: Billing[] = [];
@@ -25,9 +27,15 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
   beforeEach(async function () {
     tmp = tempDir();
     stub = await new StripeStub().start();
-    // Two Billing instances on ONE database file: two relayer processes sharing the ledger.
+    // Two Billing instances on ONE database (one SQLite file, or one PostgreSQL database): two
+    // relayer instances sharing the ledger, each with its own connection(s).
+    const databaseUrl = engine === "postgres" ? await freshDatabaseUrl() : undefined;
     for (let i = 0; i < 2; i++) {
-      const b = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: processor() });
+      const b = await createBilling({
+        dbPath: join(tmp.dir, "billing.sqlite"),
+        databaseUrl,
+        processor: processor(),
+      });
       billings.push(b);
       servers.push(await serve(b));
     }
@@ -35,7 +43,7 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
 
   afterEach(async function () {
     for (const s of servers.splice(0)) await s.close();
-    for (const b of billings.splice(0)) b.close();
+    for (const b of billings.splice(0)) await b.close();
     await stub.stop();
     tmp.cleanup();
   });
@@ -88,8 +96,8 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
     expect(credits).to.equal(1);
 
     for (const b of billings) {
-      expect(b.audit(A)).to.deep.equal({ balance_cents: 5000, ledger_sum_cents: 5000 });
-      expect(b.history(A, 0, 100).total).to.equal(1);
+      expect(await b.audit(A)).to.deep.equal({ balance_cents: 5000, ledger_sum_cents: 5000 });
+      expect((await b.history(A, 0, 100)).total).to.equal(1);
     }
     // The late "processing" event did not roll the credited intent back.
     const again = await servers[1].call("POST", "/confirm_payment", {
@@ -112,7 +120,7 @@ describe("billing: exactly-once crediting under concurrency and webhook replays"
     expect(first.body.outcome).to.equal("credited");
     expect(second.status).to.equal(200);
     expect(second.body.outcome).to.equal("duplicate");
-    expect(billings[0].audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
+    expect(await billings[0].audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
   });
 
   it("a payment_failed event older than the processing status already recorded is ignored as stale", async function () {

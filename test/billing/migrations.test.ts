@@ -1,130 +1,206 @@
 import { expect } from "chai";
 import BetterSqlite3 from "better-sqlite3";
+import { copyFileSync } from "node:fs";
 import { join } from "node:path";
-import { MIGRATIONS, SimulatedProcessor, createBilling, migrate, readVersion } from "../../relayer/billing";
-import { openDatabase } from "../../relayer/billing/index";
+import { SimulatedProcessor, createBilling } from "../../relayer/billing";
+import {
+  type DataLayer,
+  MIGRATIONS,
+  type Migration,
+  migrate,
+  openEngine,
+  readVersion,
+} from "../../relayer/db";
+import { ENGINES, describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { forwardRequest, principalFor, tempDir } from "./harness";
 
-describe("billing: schema migrations", function () {
+const latest = Math.max(...MIGRATIONS.map((m) => m.version));
+
+for (const engine of ENGINES)
+  describe(`data layer: schema migrations (${engine})`, function () {
+    this.timeout(60_000);
+    let tmp: ReturnType<typeof tempDir>;
+    let url: string | undefined;
+    const opened: DataLayer[] = [];
+    beforeEach(async () => {
+      tmp = tempDir();
+      url = engine === "postgres" ? await freshDatabaseUrl() : undefined;
+    });
+    afterEach(async () => {
+      for (const d of opened.splice(0)) await d.close();
+      tmp.cleanup();
+    });
+    const open = () => {
+      const d = openEngine({ databaseUrl: url, sqlitePath: join(tmp.dir, "sub", "billing.sqlite") });
+      opened.push(d);
+      return d;
+    };
+    const billingAt = (extra: { signupCreditCents?: number } = {}) =>
+      createBilling({
+        dbPath: join(tmp.dir, "sub", "billing.sqlite"),
+        databaseUrl: url,
+        processor: new SimulatedProcessor(),
+        chargeFlushMs: 0,
+        ...extra,
+      });
+
+    it("apply on an empty database up to the latest version, every table present", async function () {
+      const d = open();
+      expect(await migrate(d)).to.equal(latest);
+      const tables = (
+        (await d.exec(
+          engine === "sqlite"
+            ? "SELECT name FROM sqlite_master WHERE type = 'table'"
+            : "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public'",
+        )) as Array<{ name: string }>
+      ).map((t) => t.name);
+      expect(tables).to.include.members([
+        "accounts",
+        "ledger_entries",
+        "payment_intents",
+        "webhook_events",
+        "key_spend",
+        "sim_intents",
+        "sim_idempotency",
+        "idempotency",
+        "rate_buckets",
+        "execution_leases",
+        "schema_version",
+      ]);
+    });
+
+    it("are idempotent on reopen: same version, same ledger id, data kept", async function () {
+      const b1 = await billingAt({ signupCreditCents: 50 });
+      await b1.onAccountCreated("9");
+      await b1.chargeWrite(principalFor("9"), "add_group", forwardRequest("0xabc"));
+      const id = b1.ledgerId;
+      await b1.close();
+      const b2 = await billingAt();
+      expect(b2.ledgerId).to.equal(id);
+      expect(await b2.audit("9")).to.deep.equal({ balance_cents: 49, ledger_sum_cents: 49 });
+      expect(await readVersion(b2.db)).to.equal(latest);
+      expect(await b2.db.exec("SELECT COUNT(*) AS n FROM schema_version")).to.deep.equal([{ n: 1 }]);
+      await b2.close();
+    });
+
+    it("a migration appended to the list is applied once, on the next open", async function () {
+      const d = open();
+      await migrate(d);
+      let runs = 0;
+      const next: Migration[] = [
+        ...MIGRATIONS,
+        {
+          version: latest + 1,
+          description: "test column",
+          async up(m) {
+            runs++;
+            await m.run(m.db.schema.alterTable("accounts").addColumn("note", "text"));
+          },
+        },
+      ];
+      expect(await migrate(d, next)).to.equal(latest + 1);
+      expect(await migrate(d, next)).to.equal(latest + 1);
+      expect(runs).to.equal(1);
+    });
+
+    it("a database written by a newer version is refused, not used with an older schema", async function () {
+      const d = open();
+      await migrate(d);
+      await d.exec(`UPDATE schema_version SET version = ${latest + 1}`);
+      let message = "";
+      await billingAt().then(
+        () => undefined,
+        (e: Error) => (message = e.message),
+      );
+      expect(message).to.equal(
+        `billing database is at schema version ${latest + 1}, newer than this code knows (${latest}); run a newer build`,
+      );
+      expect(await readVersion(d)).to.equal(latest + 1);
+    });
+
+    it("a migration that fails rolls back completely and leaves the version unchanged", async function () {
+      const d = open();
+      await migrate(d);
+      const broken: Migration[] = [
+        ...MIGRATIONS,
+        {
+          version: latest + 1,
+          description: "half-done",
+          async up(m) {
+            await m.run(m.db.schema.createTable("half_done").addColumn("x", "integer"));
+            throw new Error("boom");
+          },
+        },
+      ];
+      let message = "";
+      await migrate(d, broken).catch((e: Error) => (message = e.message));
+      expect(message).to.equal("boom");
+      expect(await readVersion(d)).to.equal(latest);
+      const left = await d.exec(
+        engine === "sqlite"
+          ? "SELECT name FROM sqlite_master WHERE name = 'half_done'"
+          : "SELECT table_name FROM information_schema.tables WHERE table_name = 'half_done'",
+      );
+      expect(left).to.deep.equal([]);
+    });
+  });
+
+describe("data layer: upgrading a SQLite ledger written by the previous build", function () {
   let tmp: ReturnType<typeof tempDir>;
   beforeEach(() => (tmp = tempDir()));
   afterEach(() => tmp.cleanup());
 
-  const latest = Math.max(...MIGRATIONS.map((m) => m.version));
-
-  it("apply on an empty file, in WAL mode, up to the latest version", function () {
-    const db = openDatabase(join(tmp.dir, "sub", "billing.sqlite"));
-    expect(readVersion(db)).to.equal(latest);
-    expect(db.pragma("journal_mode", { simple: true })).to.equal("wal");
-    const tables = (
-      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as Array<{
-        name: string;
-      }>
-    ).map((t) => t.name);
-    expect(tables).to.include.members([
-      "accounts",
-      "ledger_entries",
-      "payment_intents",
-      "webhook_events",
-      "key_spend",
-      "sim_intents",
-      "schema_version",
-    ]);
-    db.close();
-  });
-
-  it("are idempotent on reopen: same version, same ledger id, data kept", function () {
-    const path = join(tmp.dir, "billing.sqlite");
-    const b1 = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
-    b1.onAccountCreated("9");
-    b1.chargeWrite(principalFor("9"), "add_group", forwardRequest("0xabc"));
-    const id = b1.ledgerId;
-    b1.close();
-    const b2 = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
-    expect(b2.ledgerId).to.equal(id);
-    expect(b2.audit("9")).to.deep.equal({ balance_cents: 49, ledger_sum_cents: 49 });
-    b2.close();
-    const db = new BetterSqlite3(path);
-    expect(readVersion(db)).to.equal(latest);
-    expect((db.prepare("SELECT COUNT(*) AS n FROM schema_version").get() as { n: number }).n).to.equal(1);
-    expect((db.prepare("SELECT COUNT(*) AS n FROM ledger_meta").get() as { n: number }).n).to.equal(1);
-    db.close();
-  });
-
-  it("a ledger holding tx-hash write references (before per-request references) opens and keeps charging", function () {
-    const path = join(tmp.dir, "billing.sqlite");
-    const old = createBilling({ dbPath: path, processor: new SimulatedProcessor(), signupCreditCents: 50 });
-    old.onAccountCreated("9");
-    old.close();
-    // The row an older build wrote for a write: reference `write:<transaction hash>`.
-    const legacyRef = "write:0x" + "ab".repeat(32);
+  it("opens at version 1, migrates to the latest, keeps balances, spend, caps and charge references", async function () {
+    const path = join(tmp.dir, "ledger.sqlite");
+    // Written by the better-sqlite3-only code before the data layer (schema version 1).
+    copyFileSync(join(__dirname, "fixtures", "ledger-v1.sqlite"), path);
     const raw = new BetterSqlite3(path);
-    raw
-      .prepare(
-        `INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address, operation, created_at)
-         VALUES ('9', 'debit', 1, 49, ?, NULL, 'create_pkp', 0)`,
-      )
-      .run(legacyRef);
-    raw.prepare("UPDATE accounts SET balance_cents = 49 WHERE account_id = '9'").run();
+    expect(raw.prepare("SELECT MAX(version) AS v FROM schema_version").get()).to.deep.equal({ v: 1 });
     raw.close();
-    const b = createBilling({ dbPath: path, processor: new SimulatedProcessor() });
-    expect(b.chargeWrite(principalFor("9"), "create_pkp", forwardRequest("after upgrade")).applied).to.equal(
-      true,
-    );
-    expect(b.audit("9")).to.deep.equal({ balance_cents: 48, ledger_sum_cents: 48 });
-    expect(b.history("9", 0, 10).items.map((i) => i.reference)).to.include(legacyRef);
-    b.close();
-  });
-
-  it("a newer migration appended to the list is applied once, on the next open", function () {
-    const db = openDatabase(join(tmp.dir, "billing.sqlite"));
-    let runs = 0;
-    const next = [
-      ...MIGRATIONS,
-      {
-        version: latest + 1,
-        description: "test column",
-        up: (d: typeof db) => {
-          runs++;
-          d.exec("ALTER TABLE accounts ADD COLUMN note TEXT");
-        },
-      },
-    ];
-    expect(migrate(db, next)).to.equal(latest + 1);
-    expect(migrate(db, next)).to.equal(latest + 1);
-    expect(runs).to.equal(1);
-    db.close();
-  });
-
-  it("a file written by a newer version is refused, not used with an older schema", function () {
-    const path = join(tmp.dir, "billing.sqlite");
-    const db = openDatabase(path);
-    db.prepare("UPDATE schema_version SET version = ?").run(latest + 1);
-    db.close();
-    expect(() => createBilling({ dbPath: path, processor: new SimulatedProcessor() })).to.throw(
-      `billing database is at schema version ${latest + 1}, newer than this code knows (${latest})`,
-    );
-    const again = new BetterSqlite3(path);
-    expect(readVersion(again)).to.equal(latest + 1);
-    again.close();
-  });
-
-  it("a migration that fails rolls back completely and leaves the version unchanged", function () {
-    const db = openDatabase(join(tmp.dir, "billing.sqlite"));
-    const broken = [
-      ...MIGRATIONS,
-      {
-        version: latest + 1,
-        description: "half-done",
-        up: (d: typeof db) => {
-          d.exec("CREATE TABLE half_done (x INTEGER)");
-          throw new Error("boom");
-        },
-      },
-    ];
-    expect(() => migrate(db, broken)).to.throw("boom");
-    expect(readVersion(db)).to.equal(latest);
-    expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'half_done'").get()).to.equal(undefined);
-    db.close();
+    const b = await createBilling({ dbPath: path, processor: new SimulatedProcessor(), chargeFlushMs: 0 });
+    expect(await readVersion(b.db)).to.equal(latest);
+    const key = "0x00000000000000000000000000000000000000aa";
+    expect(await b.audit("7")).to.deep.equal({ balance_cents: 97, ledger_sum_cents: 97 });
+    expect(await b.keySpend(key)).to.deep.equal({ spent_cents: 3, cap_cents: 500 });
+    const p = principalFor("7", "usage", key);
+    // The execution charged before the upgrade is not charged again; a new one is.
+    expect(await b.chargeExecution(p, 1500, "req-1")).to.deep.equal({ charged_cents: 0, applied: false });
+    expect(await b.chargeExecution(p, 10, "req-2")).to.deep.equal({ charged_cents: 1, applied: true });
+    expect(await b.audit("7")).to.deep.equal({ balance_cents: 96, ledger_sum_cents: 96 });
+    await b.close();
   });
 });
+
+describeOnPostgres(
+  "data layer: migrations on PostgreSQL with several instances starting at once",
+  function () {
+    this.timeout(60_000);
+
+    it("eight concurrent migrators apply each migration exactly once (advisory lock)", async function () {
+      const url = await freshDatabaseUrl();
+      const layers = Array.from({ length: 8 }, () => openEngine({ databaseUrl: url, sqlitePath: "" }));
+      try {
+        let runs = 0;
+        const counted: Migration[] = [
+          ...MIGRATIONS,
+          {
+            version: latest + 1,
+            description: "counts its runs",
+            async up(m) {
+              runs++;
+              // Long enough that the migrators overlap: without the lock several would be in here.
+              await m.run("SELECT pg_sleep(0.2)");
+              await m.run(m.db.schema.createTable("once_only").addColumn("x", "integer"));
+            },
+          },
+        ];
+        const versions = await Promise.all(layers.map((l) => migrate(l, counted)));
+        expect(versions).to.deep.equal(Array(8).fill(latest + 1));
+        expect(runs).to.equal(1);
+        expect(await layers[0].exec("SELECT COUNT(*) AS n FROM ledger_meta")).to.deep.equal([{ n: 1 }]);
+      } finally {
+        for (const l of layers) await l.close();
+      }
+    });
+  },
+);

@@ -11,12 +11,15 @@ describe("billing: simulated processor (embedded default)", function () {
   const B = "12";
 
   async function open() {
-    billing = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: new SimulatedProcessor() });
+    billing = await createBilling({
+      dbPath: join(tmp.dir, "billing.sqlite"),
+      processor: new SimulatedProcessor(),
+    });
     srv = await serve(billing);
   }
   async function reopen() {
     await srv.close();
-    billing.close();
+    await billing.close();
     await open();
   }
   async function create(account: string, amount = 500): Promise<string> {
@@ -35,7 +38,7 @@ describe("billing: simulated processor (embedded default)", function () {
   });
   afterEach(async function () {
     await srv.close();
-    billing.close();
+    await billing.close();
     tmp.cleanup();
   });
 
@@ -74,7 +77,7 @@ describe("billing: simulated processor (embedded default)", function () {
     expect(c.body.error.code).to.equal("payment_failed");
     const retry = await create(A);
     await act(A, retry, "succeed");
-    expect(billing.balance(A).balance_cents).to.equal(500);
+    expect((await billing.balance(A)).balance_cents).to.equal(500);
   });
 
   it("cancel makes confirm answer 409 payment_canceled", async function () {
@@ -125,7 +128,7 @@ describe("billing: simulated processor (embedded default)", function () {
     expect((await act(B, id, "succeed")).body.error.code).to.equal("payment_intent_not_found");
     await act(A, id, "succeed");
     expect((await confirm(B, id)).status).to.equal(404);
-    expect(billing.balance(B).balance_cents).to.equal(0);
+    expect((await billing.balance(B)).balance_cents).to.equal(0);
   });
 
   it("the dev endpoint takes the account key", async function () {
@@ -148,14 +151,14 @@ describe("billing: simulated processor (embedded default)", function () {
     // Complete it behind billing's back (as if the process died right after the processor's change).
     const proc = new SimulatedProcessor();
     await srv.close();
-    billing.close();
-    const raw = createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: proc });
+    await billing.close();
+    const raw = await createBilling({ dbPath: join(tmp.dir, "billing.sqlite"), processor: proc });
     proc.transition(id, "succeed");
-    raw.close();
+    await raw.close();
     await open();
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
     expect(await billing.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 1, errors: 0 });
-    expect(billing.balance(A).balance_cents).to.equal(700);
+    expect((await billing.balance(A)).balance_cents).to.equal(700);
   });
 
   it("the webhook endpoint answers 404 webhook_not_configured", async function () {

@@ -16,7 +16,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   beforeEach(async function () {
     tmp = tempDir();
     stub = await new StripeStub().start();
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -33,7 +33,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
 
   afterEach(async function () {
     await srv.close();
-    billing.close();
+    await billing.close();
     await stub.stop();
     tmp.cleanup();
   });
@@ -186,8 +186,8 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
       status: "requires_payment_method",
       reason: "The crypto transaction reverted.",
     });
-    expect(billing.balance(A).balance_cents).to.equal(0);
-    expect(billing.history(A, 0, 10).total).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
+    expect((await billing.history(A, 0, 10)).total).to.equal(0);
   });
 
   it("after a failed payment a new intent can be paid and credits", async function () {
@@ -218,7 +218,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(c.status).to.equal(409);
     expect(c.body.error.code).to.equal("payment_not_cancelable");
     expect(c.body.error.details.status).to.equal("succeeded");
-    expect(billing.balance(A).balance_cents).to.equal(700);
+    expect((await billing.balance(A)).balance_cents).to.equal(700);
   });
 
   it("an intent not yet paid answers 409 payment_not_completed", async function () {
@@ -235,8 +235,8 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const r = await srv.call("POST", "/confirm_payment", { account: B, body: { payment_intent_id: id } });
     expect(r.status).to.equal(404);
     expect(r.body.error.code).to.equal("payment_intent_not_found");
-    expect(billing.balance(B).balance_cents).to.equal(0);
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(B)).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 
   it("one account cannot cancel another account's intent: 404 payment_intent_not_found", async function () {
@@ -254,7 +254,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const w = await deliver("payment_intent.succeeded", id);
     expect(w.status).to.equal(200);
     expect(w.body.outcome).to.equal("ignored_foreign");
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 
   it("an intent in another currency is never credited, by webhook or by confirm", async function () {
@@ -265,7 +265,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     expect(w.body.outcome).to.equal("ignored_foreign");
     const c = await srv.call("POST", "/confirm_payment", { account: A, body: { payment_intent_id: id } });
     expect(c.status).to.equal(404);
-    expect(billing.audit(A)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+    expect(await billing.audit(A)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
   });
 
   it("metadata edited to name another account does not move a stored intent's credit", async function () {
@@ -275,8 +275,8 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const c = await srv.call("POST", "/confirm_payment", { account: B, body: { payment_intent_id: id } });
     expect(c.status).to.equal(404);
     expect((await deliver("payment_intent.succeeded", id)).body.outcome).to.equal("credited");
-    expect(billing.audit(A)).to.deep.equal({ balance_cents: 700, ledger_sum_cents: 700 });
-    expect(billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
+    expect(await billing.audit(A)).to.deep.equal({ balance_cents: 700, ledger_sum_cents: 700 });
+    expect(await billing.audit(B)).to.deep.equal({ balance_cents: 0, ledger_sum_cents: 0 });
   });
 
   it("an unknown intent id answers the same 404 as another account's", async function () {
@@ -368,7 +368,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const w = await deliver("payment_intent.succeeded", id);
     expect(w.status).to.equal(200);
     expect(w.body.outcome).to.equal("credited");
-    expect(billing.balance(A).balance_cents).to.equal(1000);
+    expect((await billing.balance(A)).balance_cents).to.equal(1000);
   });
 
   it("webhook with a bad signature answers 400 invalid_webhook_signature and changes nothing", async function () {
@@ -381,7 +381,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     });
     expect(w.status).to.equal(400);
     expect(w.body.error.code).to.equal("invalid_webhook_signature");
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 
   it("webhook signature is checked on the raw bytes: re-serialised JSON does not verify", async function () {
@@ -403,7 +403,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const w = await deliver("payment_intent.payment_failed", id);
     expect(w.status).to.equal(200);
     expect(w.body.outcome).to.equal("status_recorded");
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 
   it("webhook for an intent we never stored (crash after Stripe's create) adopts it from its metadata and credits", async function () {
@@ -415,7 +415,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     stub.intents.set(orphan.id, orphan);
     const w = await deliver("payment_intent.succeeded", orphan.id);
     expect(w.body.outcome).to.equal("credited");
-    expect(billing.balance(A).balance_cents).to.equal(600);
+    expect((await billing.balance(A)).balance_cents).to.equal(600);
     const mine = await srv.call("POST", "/confirm_payment", {
       account: A,
       body: { payment_intent_id: orphan.id },
@@ -438,7 +438,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     });
     expect(w.status).to.equal(400);
     expect(w.body.error.code).to.equal("invalid_webhook_signature");
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 
   it("webhook events that are not about payment intents are acknowledged and ignored", async function () {
@@ -462,9 +462,9 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     stub.succeed(id);
     await stub.stop();
     expect(await billing.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 0, errors: 1 });
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
     await stub.start(); // a new port: point a fresh Billing on the same file at it
-    const again = createBilling({
+    const again = await createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -476,15 +476,15 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     });
     try {
       expect(await again.reconcileWithReport()).to.deep.equal({ checked: 1, credited: 1, errors: 0 });
-      expect(again.balance(A).balance_cents).to.equal(900);
+      expect((await again.balance(A)).balance_cents).to.equal(900);
       expect(await again.reconcileWithReport()).to.deep.equal({ checked: 0, credited: 0, errors: 0 });
     } finally {
-      again.close();
+      await again.close();
     }
   });
 
   it("the periodic pass credits a processing intent that settled after its page was closed (no webhook)", async function () {
-    const fast = createBilling({
+    const fast = await createBilling({
       dbPath: join(tmp.dir, "periodic.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -509,12 +509,12 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
       ).to.equal(202);
       stub.succeed(id);
       const deadline = Date.now() + 5000;
-      while (fast.balance(A).balance_cents === 0 && Date.now() < deadline)
+      while ((await fast.balance(A)).balance_cents === 0 && Date.now() < deadline)
         await new Promise((r) => setTimeout(r, 20));
-      expect(fast.audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
+      expect(await fast.audit(A)).to.deep.equal({ balance_cents: 800, ledger_sum_cents: 800 });
     } finally {
       await fastSrv.close();
-      fast.close();
+      await fast.close();
     }
   });
 
@@ -525,7 +525,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
   });
 
   it("a wrong Stripe secret key answers 503 payment_processor_unavailable, never the key", async function () {
-    const bad = createBilling({
+    const bad = await createBilling({
       dbPath: join(tmp.dir, "other.sqlite"),
       processor: new StripeProcessor({
         secretKey: "sk_test_wrong_secret_value",
@@ -594,6 +594,6 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
     const id = await createIntent(A, 500);
     const r = await srv.call("POST", `/simulated/intents/${id}/succeed`, { account: A });
     expect(r.status).to.equal(404);
-    expect(billing.balance(A).balance_cents).to.equal(0);
+    expect((await billing.balance(A)).balance_cents).to.equal(0);
   });
 });

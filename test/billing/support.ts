@@ -27,7 +27,7 @@ export async function startBilledStack(
 ): Promise<BilledStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billed-"));
   const ledgerPath = path.join(dir, "ledger.sqlite");
-  const billing = createBilling({
+  const billing = await createBilling({
     dbPath: ledgerPath,
     processor: new SimulatedProcessor(),
     signupCreditCents: opts.signupCreditCents ?? 100,
@@ -37,7 +37,7 @@ export async function startBilledStack(
   try {
     s = await startStack({ billing, ...opts.relayer });
   } catch (err) {
-    billing.close();
+    await billing.close();
     fs.rmSync(dir, { recursive: true, force: true });
     throw err;
   }
@@ -79,7 +79,7 @@ export async function startBilledStack(
     },
     async close() {
       await s.close();
-      billing.close();
+      await billing.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };

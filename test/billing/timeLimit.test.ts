@@ -63,7 +63,7 @@ describe("billing: an execution's time limit (timeout_ms) and what a stopped run
     const runs = await Promise.all([1, 2, 3, 4].map(() => run({ timeout_ms: 1 })));
     expect(runs.map((r) => r.body.charged_cents)).to.deep.equal([1, 1, 1, 1]);
     expect(await balanceOf(b, account.accountKey)).to.equal(before - 4);
-    const refs = b.billing.history(account.accountId.toString(), 0, 4).items.map((i) => i.reference);
+    const refs = (await b.billing.history(account.accountId.toString(), 0, 4)).items.map((i) => i.reference);
     expect(new Set(refs).size).to.equal(4);
     for (const ref of refs) expect(ref).to.match(/^exec:[0-9a-f-]{36}$/);
   });

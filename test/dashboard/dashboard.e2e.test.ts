@@ -73,7 +73,7 @@ describe("dashboard: end to end in Chromium", function () {
     if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`)))
       throw new Error("dashboard build failed");
     ledgerDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-dashboard-ledger-"));
-    const billing = createBilling({
+    const billing = await createBilling({
       dbPath: path.join(ledgerDir, "ledger.sqlite"),
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,

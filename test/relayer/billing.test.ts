@@ -23,7 +23,7 @@ describe("relayer: billing integration", function () {
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-billing-"));
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,
@@ -33,7 +33,7 @@ describe("relayer: billing integration", function () {
   });
   after(async () => {
     await s?.close();
-    billing?.close();
+    await billing?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -123,7 +123,7 @@ describe("relayer: billing integration", function () {
       body: { id: k.body.id, name: "c", execute_in_groups: [0] },
     });
     expect(reset.body.spend_cap_cents).to.equal(null);
-    expect(billing.keySpend(k.body.id).cap_cents).to.equal(null);
+    expect((await billing.keySpend(k.body.id)).cap_cents).to.equal(null);
   });
 
   for (const bad of [-1, 1.5, "10", true]) {

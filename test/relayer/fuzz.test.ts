@@ -127,7 +127,7 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
 
   before(async () => {
     billingDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-fuzz-billing-"));
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: path.join(billingDir, "billing.sqlite"),
       processor: new SimulatedProcessor(),
       // Enough credit that charges never run out during a run: refusals are the point, not 402s.
@@ -162,7 +162,7 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     ledger?.close();
     relayerDb?.close();
     await s?.close();
-    billing?.close();
+    await billing?.close();
     fs.rmSync(billingDir, { recursive: true, force: true });
   });
 

@@ -22,7 +22,7 @@ describe("relayer: HTTP guard in front of billing", function () {
   before(async () => {
     stub = await new StripeStub().start();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-guard-billing-"));
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
       processor: new StripeProcessor({
         secretKey: stub.secretKey,
@@ -40,7 +40,7 @@ describe("relayer: HTTP guard in front of billing", function () {
   });
   after(async () => {
     await s?.close();
-    billing?.close();
+    await billing?.close();
     await stub?.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   });

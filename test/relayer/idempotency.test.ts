@@ -3,13 +3,35 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { expect } from "chai";
 import { AccountRegistry__factory } from "../../typechain-types";
+import { Client } from "pg";
+import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 import { startStack, type Stack } from "../helpers/stack";
 
-describe("relayer: Idempotency-Key", function () {
+describeOnEngines("relayer: Idempotency-Key", function (engine) {
   this.timeout(120_000);
   let s: Stack;
   let accountKey: string;
   let accountId: number;
+  let databaseUrl: string | undefined;
+
+  /** Everything the idempotency records hold, as stored (the SQLite files, or the PostgreSQL rows). */
+  const storedRecords = async (): Promise<Buffer> => {
+    if (!databaseUrl) {
+      const files = fs.readdirSync(s.dataDir).filter((f) => f.startsWith("relayer.sqlite"));
+      return Buffer.concat(files.map((f) => fs.readFileSync(path.join(s.dataDir, f))));
+    }
+    const c = new Client({ connectionString: databaseUrl });
+    await c.connect();
+    try {
+      const rows = (await c.query("SELECT scope, key, body FROM idempotency")).rows as Array<
+        Record<string, string>
+      >;
+      if (rows.length === 0) throw new Error("no idempotency records in PostgreSQL");
+      return Buffer.from(JSON.stringify(rows));
+    } finally {
+      await c.end();
+    }
+  };
 
   const pkpCount = async () => {
     const registry = AccountRegistry__factory.connect(s.deployment.registry, s.provider);
@@ -17,7 +39,8 @@ describe("relayer: Idempotency-Key", function () {
   };
 
   before(async () => {
-    s = await startStack();
+    databaseUrl = engine === "postgres" ? await freshDatabaseUrl() : undefined;
+    s = await startStack({ databaseUrl });
     const a = await s.api("POST", "/core/v1/new_account", { body: { account_name: "idem" } });
     accountKey = a.body.api_key;
     accountId = a.body.account_id;
@@ -99,11 +122,7 @@ describe("relayer: Idempotency-Key", function () {
     });
     expect(r2.body.usage_api_key).to.equal(r1.body.usage_api_key);
     expect(r2.body.id).to.equal(r1.body.id);
-    const files = fs.readdirSync(s.dataDir).filter((f) => f.startsWith("relayer.sqlite"));
-    for (const f of files)
-      expect(fs.readFileSync(path.join(s.dataDir, f)).includes(Buffer.from(r1.body.usage_api_key))).to.equal(
-        false,
-      );
+    expect((await storedRecords()).includes(Buffer.from(r1.body.usage_api_key))).to.equal(false);
   });
 
   it("a new_account replay creates nothing and withholds the account key it never stored", async () => {

@@ -71,7 +71,7 @@ describe("relayer: pin quotas and pin billing", function () {
     });
     await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", () => r()));
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-pins-"));
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,
@@ -85,7 +85,7 @@ describe("relayer: pin quotas and pin billing", function () {
   });
   after(async () => {
     await s?.close();
-    billing?.close();
+    await billing?.close();
     gateway?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });

@@ -127,8 +127,21 @@ describe("relayer units", () => {
       await store.run("s", "k", "f", fn, opts);
       expect((await store.run("s", "k", "f", fn, opts)).replayed).to.equal(true);
       now = 24 * 3600 * 1000 + 1;
-      expect(store.prune()).to.equal(1);
+      expect(await store.prune()).to.equal(1);
       expect((await store.run("s", "k", "f", fn, opts)).body).to.deep.equal({ n: 2 });
+      db.close();
+    });
+    it("a claim left in the relayer's own file by a request that never answered is released on restart", async () => {
+      const db = openRelayerDb(dir);
+      // What a crash in the middle of a request leaves: the claim, no answer.
+      db.prepare(
+        "INSERT INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES ('s', 'k', 'f', 0, '', ?)",
+      ).run(Date.now());
+      const store = new IdempotencyStore(db, Enclave.fromRootKey("11".repeat(32)));
+      const r = await store.run("s", "k", "f", async () => ({ status: 201, body: { ran: true } }), {
+        sealContext: "c",
+      });
+      expect(r).to.deep.equal({ status: 201, body: { ran: true }, replayed: false });
       db.close();
     });
     it("fingerprints ignore key order but not values", () => {

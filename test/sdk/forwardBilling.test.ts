@@ -19,7 +19,7 @@ describe("signed forward requests: billing", function () {
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-forward-billing-"));
-    billing = createBilling({
+    billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,
@@ -29,7 +29,7 @@ describe("signed forward requests: billing", function () {
   });
   after(async () => {
     await s?.close();
-    billing?.close();
+    await billing?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -49,7 +49,7 @@ describe("signed forward requests: billing", function () {
     const before = await balance(a.accountKey);
     const pkp = await createSigil({ baseUrl: s.url, apiKey: key }).createPkp({ name: "billed" });
     expect(await balance(a.accountKey)).to.equal(before - 1);
-    const last = billing.history(String(a.accountId), 0, 1).items[0];
+    const last = (await billing.history(String(a.accountId), 0, 1)).items[0];
     const signer = createSigil({ baseUrl: s.url, apiKey: key }).keyAddress!.toLowerCase();
     // One charge per forward request (the key's first forwarder nonce), never per transaction.
     const forwarder = s.deployment.forwarder.toLowerCase();

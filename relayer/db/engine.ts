@@ -1,0 +1,274 @@
+/**
+ * The data layer's two engines behind one small interface: SQLite (the embedded default, one file,
+ * better-sqlite3, synchronous under the hood) and PostgreSQL (`SIGIL_DATABASE_URL`, shared by every
+ * relayer instance, through a `pg` pool). Callers run prepared queries (prepared.ts) and transactions;
+ * they never see which engine they talk to, except through `kind` where SQL must differ.
+ */
+import BetterSqlite3, { type Database as SqliteHandle, type Statement } from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Pool, PoolClient } from "pg";
+import { Mutex } from "../mutex";
+import { databaseUnavailable, isConnectionError } from "./errors";
+import { type Compiled, type EngineKind, type Prepared, bind } from "./prepared";
+
+export type { EngineKind };
+
+/** What a query runs on: the whole database, or one open transaction. */
+export interface Sql {
+  readonly kind: EngineKind;
+  all<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R[]>;
+  first<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R | undefined>;
+  /** Runs a statement; returns how many rows it changed. */
+  run(q: Prepared<unknown>, args?: readonly unknown[]): Promise<number>;
+  /** Raw SQL (migrations, locks, pragmas). */
+  exec(sqlText: string, params?: readonly unknown[]): Promise<unknown[]>;
+}
+
+export interface DataLayer extends Sql {
+  /**
+   * Runs `fn` in one transaction: all of it commits or none. SQLite: BEGIN IMMEDIATE (the write
+   * lock up front, so two processes on one file never deadlock upgrading a read lock), serialised
+   * within the process. PostgreSQL: READ COMMITTED on one pooled connection; callers make
+   * concurrent transactions safe with row locks and unique constraints, never process-local locks.
+   * `durable`: on SQLite, fsync this commit (synchronous=FULL) even though the file runs NORMAL.
+   */
+  transaction<T>(fn: (tx: Sql) => Promise<T>, opts?: { durable?: boolean }): Promise<T>;
+  /** The SQLite handle (tests and the migration of existing files); null on PostgreSQL. */
+  readonly sqlite: SqliteHandle | null;
+  readonly open: boolean;
+  close(): Promise<void>;
+}
+
+export interface DataLayerOptions {
+  /** postgres://… selects PostgreSQL; absent or empty selects SQLite at `sqlitePath`. */
+  databaseUrl?: string;
+  sqlitePath: string;
+  /** Wrap this already open SQLite handle instead of opening `sqlitePath` (closing the layer closes it). */
+  sqliteHandle?: SqliteHandle;
+  /** PostgreSQL pool size per instance (default 10). */
+  poolSize?: number;
+}
+
+export function isPostgresUrl(url: string | undefined): url is string {
+  return !!url && /^postgres(ql)?:\/\//i.test(url);
+}
+
+export function openEngine(opts: DataLayerOptions): DataLayer {
+  if (opts.databaseUrl) {
+    if (!isPostgresUrl(opts.databaseUrl))
+      throw new Error("SIGIL_DATABASE_URL must start with postgres:// or postgresql://");
+    return new PostgresLayer(opts.databaseUrl, opts.poolSize ?? 10);
+  }
+  return new SqliteLayer(opts.sqliteHandle ?? opts.sqlitePath);
+}
+
+// ---------------------------------------------------------------------------------------------- SQLite
+
+class SqliteExecutor implements Sql {
+  readonly kind = "sqlite" as const;
+  private readonly statements = new WeakMap<Compiled, Statement>();
+  constructor(protected readonly handle: SqliteHandle) {}
+
+  private stmt(q: Prepared<unknown>): { s: Statement; c: Compiled } {
+    const c = q.compile("sqlite");
+    let s = this.statements.get(c);
+    if (!s) {
+      s = this.handle.prepare(c.sql);
+      this.statements.set(c, s);
+    }
+    return { s, c };
+  }
+
+  // The methods are async only to share the interface with PostgreSQL: the work is done synchronously.
+  async all<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R[]> {
+    const { s, c } = this.stmt(q);
+    return (s.reader ? s.all(...bind(c, args)) : (s.run(...bind(c, args)), [])) as R[];
+  }
+  async first<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R | undefined> {
+    const { s, c } = this.stmt(q);
+    return (s.reader ? s.get(...bind(c, args)) : (s.run(...bind(c, args)), undefined)) as R | undefined;
+  }
+  async run(q: Prepared<unknown>, args: readonly unknown[] = []): Promise<number> {
+    const { s, c } = this.stmt(q);
+    if (s.reader) return s.all(...bind(c, args)).length;
+    return s.run(...bind(c, args)).changes;
+  }
+  async exec(sqlText: string, params: readonly unknown[] = []): Promise<unknown[]> {
+    const s = this.handle.prepare(sqlText);
+    if (s.reader) return s.all(...params);
+    s.run(...params);
+    return [];
+  }
+}
+
+/**
+ * WAL for concurrent readers, and a busy timeout for other processes on the same file.
+ * synchronous=NORMAL: every commit survives a crash of the process; durable transactions (money
+ * coming in) switch to FULL for themselves, so they also survive power loss.
+ */
+class SqliteLayer extends SqliteExecutor implements DataLayer {
+  private readonly txLock = new Mutex();
+  readonly sqlite: SqliteHandle;
+
+  constructor(pathOrHandle: string | SqliteHandle) {
+    if (typeof pathOrHandle === "string" && pathOrHandle !== ":memory:")
+      mkdirSync(dirname(pathOrHandle), { recursive: true });
+    const handle = typeof pathOrHandle === "string" ? new BetterSqlite3(pathOrHandle) : pathOrHandle;
+    super(handle);
+    this.sqlite = handle;
+    handle.pragma("journal_mode = WAL");
+    handle.pragma("synchronous = NORMAL");
+    handle.pragma("busy_timeout = 5000");
+    handle.pragma("foreign_keys = ON");
+  }
+
+  get open(): boolean {
+    return this.handle.open;
+  }
+
+  transaction<T>(fn: (tx: Sql) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
+    // One connection per process: transactions of this process queue here (a second BEGIN on the
+    // same connection would fail), other processes wait on the file lock (busy_timeout).
+    return this.txLock.run(async () => {
+      if (opts.durable) this.handle.pragma("synchronous = FULL");
+      this.handle.exec("BEGIN IMMEDIATE");
+      try {
+        const result = await fn(this);
+        this.handle.exec("COMMIT");
+        return result;
+      } catch (e) {
+        if (this.handle.inTransaction) this.handle.exec("ROLLBACK");
+        throw e;
+      } finally {
+        if (opts.durable) this.handle.pragma("synchronous = NORMAL");
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.txLock.run(async () => {
+      if (this.handle.open) this.handle.close();
+    });
+  }
+}
+
+// ------------------------------------------------------------------------------------------ PostgreSQL
+
+const INT8 = 20;
+const NUMERIC = 1700;
+/**
+ * BIGINT columns (times in ms, cents) and SUM()s come back as numbers, like SQLite's: every value
+ * the schema stores is a safe integer (amounts are checked before they are written).
+ */
+function typeParsers(pg: typeof import("pg")) {
+  return {
+    getTypeParser(oid: number, format?: "text" | "binary") {
+      if (oid === INT8 || oid === NUMERIC) return (v: string) => Number(v);
+      return pg.types.getTypeParser(oid, format as "text");
+    },
+  };
+}
+
+/**
+ * `pg` is loaded only when PostgreSQL is configured: the embedded default (SQLite) does not pay for
+ * loading it at start.
+ */
+function newPool(url: string, max: number): Pool {
+  const pg = require("pg") as typeof import("pg");
+  return new pg.Pool({
+    connectionString: url,
+    max,
+    // A database that does not answer is refused quickly (typed 503), not waited on for ever.
+    connectionTimeoutMillis: 5_000,
+    types: typeParsers(pg),
+  });
+}
+
+class PostgresExecutor implements Sql {
+  readonly kind = "postgres" as const;
+  constructor(private readonly target: Pool | PoolClient) {}
+
+  private async query(q: Prepared<unknown>, args: readonly unknown[]) {
+    const c = q.compile("postgres");
+    return this.guard(() => this.target.query(c.sql, bind(c, args)));
+  }
+  async all<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R[]> {
+    return (await this.query(q, args)).rows as R[];
+  }
+  async first<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R | undefined> {
+    return (await this.query(q, args)).rows[0] as R | undefined;
+  }
+  async run(q: Prepared<unknown>, args: readonly unknown[] = []): Promise<number> {
+    return (await this.query(q, args)).rowCount ?? 0;
+  }
+  async exec(sqlText: string, params: readonly unknown[] = []): Promise<unknown[]> {
+    return (await this.guard(() => this.target.query(sqlText, params as unknown[]))).rows;
+  }
+  protected async guard<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw isConnectionError(e) ? databaseUnavailable(e) : e;
+    }
+  }
+}
+
+class PostgresLayer extends PostgresExecutor implements DataLayer {
+  readonly sqlite = null;
+  private closed = false;
+
+  constructor(
+    url: string,
+    poolSize: number,
+    private readonly pool = newPool(url, poolSize),
+  ) {
+    super(pool);
+    // An idle client losing its connection emits here; without a listener it would crash the process.
+    pool.on("error", () => undefined);
+  }
+
+  get open(): boolean {
+    return !this.closed;
+  }
+
+  async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    const client = await this.guard(() => this.pool.connect());
+    let broken = false;
+    try {
+      await this.guard(() => client.query("BEGIN"));
+      const result = await fn(new PostgresExecutor(client));
+      await this.guard(() => client.query("COMMIT"));
+      return result;
+    } catch (e) {
+      try {
+        await client.query("ROLLBACK");
+      } catch {
+        broken = true; // the connection is gone: do not hand it to the next caller
+      }
+      throw e;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** Runs `fn` on one dedicated connection (session-level advisory locks need that). */
+  async session<T>(fn: (s: Sql) => Promise<T>): Promise<T> {
+    const client = await this.guard(() => this.pool.connect());
+    try {
+      return await fn(new PostgresExecutor(client));
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}
+
+export function isPostgresLayer(d: DataLayer): d is DataLayer & { session: PostgresLayer["session"] } {
+  return d instanceof PostgresLayer;
+}

@@ -1,0 +1,253 @@
+/**
+ * One versioned schema for both engines, written with kysely's schema builder (compiled per engine)
+ * and applied by one runner. Each migration runs once, in order, in one transaction together with the
+ * bump of `schema_version`, so a crash mid-migration leaves the database at the previous version.
+ * Append new migrations; never edit one that has shipped: SQLite files written by earlier builds
+ * are at version 1 and move on from there.
+ *
+ * Several instances starting at the same moment: on PostgreSQL the runner holds a session-level
+ * advisory lock for the whole run, so one instance migrates and the others wait, then find nothing
+ * to do. On SQLite each migration's BEGIN IMMEDIATE takes the file's write lock, and the version is
+ * re-read under it.
+ */
+import { randomBytes } from "node:crypto";
+import { type Compilable, type Kysely, sql } from "kysely";
+import { type DataLayer, type Sql, isPostgresLayer } from "./engine";
+import { type EngineKind, compilerFor } from "./prepared";
+import type { Schema } from "./schema";
+
+export interface MigrationContext {
+  kind: EngineKind;
+  /** Builds statements (never runs them): pass what it builds to `run`. */
+  db: Kysely<Schema>;
+  run(statement: Compilable<unknown> | string): Promise<void>;
+}
+
+export interface Migration {
+  version: number;
+  description: string;
+  up(m: MigrationContext): Promise<void>;
+}
+
+/** pg_advisory_lock key: the first 8 bytes of sha256("sigil:migrations"), fixed so every build agrees. */
+export const MIGRATION_LOCK_KEY = "7265386312408375157";
+
+const ms = (kind: EngineKind) => (kind === "postgres" ? "bigint" : "integer");
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: "accounts, ledger, payment intents, webhook events, per-key spend, simulated processor",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // One row per database: ties Stripe intents to this ledger (metadata.ledger_id), so two
+      // deployments sharing a Stripe account never credit each other's payments.
+      await run(db.schema.createTable("ledger_meta").addColumn("ledger_id", "text", (c) => c.notNull()));
+      await run(
+        db.schema
+          .createTable("accounts")
+          .addColumn("account_id", "text", (c) => c.primaryKey())
+          .addColumn("balance_cents", big, (c) => c.notNull().defaultTo(0))
+          .addColumn("created_at", big, (c) => c.notNull()),
+      );
+      // Every balance change is one row here, written in the same transaction as the balance.
+      // The UNIQUE reference is what makes crediting and charging idempotent, across instances too.
+      await run(
+        db.schema
+          .createTable("ledger_entries")
+          .addColumn("id", kind === "postgres" ? "bigserial" : "integer", (c) =>
+            kind === "postgres" ? c.primaryKey() : c.primaryKey().autoIncrement(),
+          )
+          .addColumn("account_id", "text", (c) => c.notNull().references("accounts.account_id"))
+          .addColumn("kind", "text", (c) => c.notNull().check(sql`kind IN ('credit', 'debit')`))
+          .addColumn("amount_cents", big, (c) => c.notNull().check(sql`amount_cents > 0`))
+          .addColumn("balance_after_cents", big, (c) => c.notNull())
+          .addColumn("reference", "text", (c) => c.notNull().unique())
+          .addColumn("key_address", "text")
+          .addColumn("operation", "text", (c) => c.notNull())
+          .addColumn("created_at", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema.createIndex("ledger_entries_by_account").on("ledger_entries").columns(["account_id", "id"]),
+      );
+      await run(
+        db.schema
+          .createTable("payment_intents")
+          .addColumn("payment_intent_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("amount_cents", big, (c) => c.notNull())
+          .addColumn("currency", "text", (c) => c.notNull())
+          .addColumn("status", "text", (c) => c.notNull())
+          .addColumn("last_error", "text")
+          .addColumn("status_event_at", big, (c) => c.notNull().defaultTo(0))
+          .addColumn("credited_cents", big)
+          .addColumn("credited_at", big)
+          .addColumn("created_at", big, (c) => c.notNull())
+          .addColumn("updated_at", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createIndex("payment_intents_uncredited")
+          .on("payment_intents")
+          .columns(["credited_at", "status"]),
+      );
+      await run(
+        db.schema
+          .createTable("webhook_events")
+          .addColumn("event_id", "text", (c) => c.primaryKey())
+          .addColumn("type", "text", (c) => c.notNull())
+          .addColumn("outcome", "text", (c) => c.notNull())
+          .addColumn("received_at", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createTable("key_spend")
+          .addColumn("key_address", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("spent_cents", big, (c) => c.notNull().defaultTo(0))
+          .addColumn("cap_cents", big),
+      );
+      // The simulated processor's own state ("its Stripe"), kept in the same database so intents
+      // survive restarts of the embedded default.
+      await run(
+        db.schema
+          .createTable("sim_intents")
+          .addColumn("id", "text", (c) => c.primaryKey())
+          .addColumn("client_secret", "text", (c) => c.notNull())
+          .addColumn("amount_cents", big, (c) => c.notNull())
+          .addColumn("currency", "text", (c) => c.notNull())
+          .addColumn("status", "text", (c) => c.notNull())
+          .addColumn("metadata", "text", (c) => c.notNull())
+          .addColumn("last_error", "text")
+          .addColumn("created_at", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createTable("sim_idempotency")
+          .addColumn("idempotency_key", "text", (c) => c.primaryKey())
+          .addColumn("request_hash", "text", (c) => c.notNull())
+          .addColumn("intent_id", "text", (c) => c.notNull()),
+      );
+      await run(db.insertInto("ledger_meta").values({ ledger_id: "ldg_" + randomBytes(12).toString("hex") }));
+    },
+  },
+  {
+    version: 2,
+    description: "idempotency records, shared rate-limit buckets, execution leases (used on PostgreSQL)",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // The same shape as the SQLite relayer.sqlite table the embedded default keeps its records in.
+      await run(
+        db.schema
+          .createTable("idempotency")
+          .ifNotExists()
+          .addColumn("scope", "text", (c) => c.notNull())
+          .addColumn("key", "text", (c) => c.notNull())
+          .addColumn("fingerprint", "text", (c) => c.notNull())
+          .addColumn("status", "integer", (c) => c.notNull())
+          .addColumn("body", "text", (c) => c.notNull())
+          .addColumn("created_ms", big, (c) => c.notNull())
+          .addPrimaryKeyConstraint("idempotency_pk", ["scope", "key"]),
+      );
+      await run(
+        db.schema.createIndex("idempotency_created").ifNotExists().on("idempotency").column("created_ms"),
+      );
+      await run(
+        db.schema
+          .createTable("rate_buckets")
+          .addColumn("bucket", "text", (c) => c.primaryKey())
+          .addColumn("tokens", kind === "postgres" ? "double precision" : "real", (c) => c.notNull())
+          .addColumn("updated_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createTable("execution_leases")
+          .addColumn("lease_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("expires_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema.createIndex("execution_leases_by_account").on("execution_leases").column("account_id"),
+      );
+    },
+  },
+];
+
+/**
+ * Applies every migration newer than the database's version; returns the version reached. Safe to
+ * call on every start, from any number of instances at once.
+ */
+export async function migrate(
+  layer: DataLayer,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number> {
+  if (isPostgresLayer(layer)) {
+    return layer.session(async (s) => {
+      await s.exec("SELECT pg_advisory_lock($1::bigint)", [MIGRATION_LOCK_KEY]);
+      try {
+        return await migrateLocked(layer, s, migrations);
+      } finally {
+        await s.exec("SELECT pg_advisory_unlock($1::bigint)", [MIGRATION_LOCK_KEY]);
+      }
+    });
+  }
+  return migrateLocked(layer, layer, migrations);
+}
+
+async function migrateLocked(layer: DataLayer, s: Sql, migrations: readonly Migration[]): Promise<number> {
+  await s.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+  // An older build opening a database migrated by a newer one would read and write a schema it does
+  // not know (a rollback of the code must not silently corrupt balances): refuse instead.
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  const found = await readVersion(s);
+  if (found > known)
+    throw new Error(
+      `billing database is at schema version ${found}, newer than this code knows (${known}); run a newer build`,
+    );
+  const db = compilerFor(layer.kind);
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if ((await readVersion(s)) >= m.version) continue;
+    const apply = async (tx: Sql) => {
+      // Re-read inside the transaction: two processes opening one SQLite file at once must not
+      // both apply the same migration.
+      if ((await readVersion(tx)) >= m.version) return;
+      await m.up({
+        kind: layer.kind,
+        db,
+        run: async (st) => {
+          if (typeof st === "string") await tx.exec(st);
+          else {
+            const c = st.compile();
+            await tx.exec(c.sql, c.parameters);
+          }
+        },
+      });
+      await tx.exec("DELETE FROM schema_version");
+      await tx.exec(
+        layer.kind === "postgres"
+          ? "INSERT INTO schema_version (version) VALUES ($1)"
+          : "INSERT INTO schema_version (version) VALUES (?)",
+        [m.version],
+      );
+    };
+    if (isPostgresLayer(layer)) {
+      // The session holding the advisory lock runs the transaction itself.
+      await s.exec("BEGIN");
+      try {
+        await apply(s);
+        await s.exec("COMMIT");
+      } catch (e) {
+        await s.exec("ROLLBACK");
+        throw e;
+      }
+    } else {
+      await layer.transaction(apply);
+    }
+  }
+  return readVersion(s);
+}
+
+export async function readVersion(s: Sql): Promise<number> {
+  const rows = (await s.exec("SELECT MAX(version) AS v FROM schema_version")) as Array<{ v: number | null }>;
+  return Number(rows[0]?.v ?? 0);
+}
