@@ -30,7 +30,7 @@ import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
 import { replayAccount } from "./accountHistory";
 import { BoundedCache } from "./boundedCache";
-import { accountFromStruct, applyEvent, cidHash, type AccountProjection, type KeyRecord } from "./projection";
+import { accountFromStruct, applyEvent, type AccountProjection, type KeyRecord } from "./projection";
 
 const MAX_LOG_RANGE = 5_000;
 

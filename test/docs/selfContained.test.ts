@@ -8,7 +8,16 @@ import path from "node:path";
  * reference write-up, or a folder beside the repository). What a reader needs is written in docs/.
  */
 const REPO = path.resolve(__dirname, "../..");
-const SKIP_DIRS = new Set(["node_modules", "typechain-types", "artifacts", "cache", "dist", "coverage", ".git", ".sigil"]);
+const SKIP_DIRS = new Set([
+  "node_modules",
+  "typechain-types",
+  "artifacts",
+  "cache",
+  "dist",
+  "coverage",
+  ".git",
+  ".sigil",
+]);
 const TEXT = /\.(ts|tsx|js|mjs|cjs|sol|md|json|html|css)$/;
 // Built from parts so that this file does not match itself.
 const OUTSIDE_DOCS = new RegExp(
