@@ -73,13 +73,25 @@ export async function write(
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
   );
-  // Per forward request, never per transaction: a batch carries many writes under one hash.
-  await ctx.billing?.chargeWrite(auth.principal, operation, {
+  await chargeLandedWrite(ctx, auth.principal, operation, result);
+  return result;
+}
+
+/**
+ * Charge one landed path-A write, relayer-signed or client-signed alike: per forward request (chain,
+ * forwarder, signer, nonce), never per transaction, since a batch carries many writes under one hash.
+ */
+export async function chargeLandedWrite(
+  ctx: RelayerContext,
+  principal: AuthContext["principal"],
+  operation: Parameters<NonNullable<RelayerContext["billing"]>["chargeWrite"]>[1],
+  landed: LandedWrite,
+): Promise<void> {
+  await ctx.billing?.chargeWrite(principal, operation, {
     chainId: ctx.chainId,
     forwarder: ctx.cfg.forwarderAddress,
-    ...result.forwardRequest,
+    ...landed.forwardRequest,
   });
-  return result;
 }
 
 /** Submit and sync the cache; used directly by new_account (no principal yet). */

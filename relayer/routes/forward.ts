@@ -24,7 +24,7 @@ import { FORWARD_REQUEST_TYPES } from "../../enclave";
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { requestGasFor } from "../chain/sender";
-import { handler, type RelayerContext } from "../context";
+import { chargeLandedWrite, handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { recoverAddress } from "../http/signedRequest";
 import { BodyReader } from "../http/validate";
@@ -185,12 +185,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       } catch (err) {
         ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
       }
-      // Per forward request, never per transaction: a batch carries many writes under one hash.
-      await ctx.billing?.chargeWrite(auth.principal, BILLED_AS[operation], {
-        chainId: ctx.chainId,
-        forwarder: ctx.cfg.forwarderAddress,
-        ...result.forwardRequest,
-      });
+      await chargeLandedWrite(ctx, auth.principal, BILLED_AS[operation], result);
       const { pkpId, groupId } = createdIds(ctx, result.logs);
       return {
         body: {

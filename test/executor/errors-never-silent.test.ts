@@ -5,17 +5,12 @@
  */
 import { expect } from "chai";
 import { ActionExecutor, type RunResult } from "../../enclave/executor";
-import { makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { makeKeys, makeRunner, pkpIds, type Runner, expectOk } from "./helpers";
 
 function expectError(r: RunResult, code: string, message: string): void {
   expect(r.has_error, JSON.stringify(r)).to.equal(true);
   expect(r.response).to.equal(null);
   expect(r.error).to.deep.equal({ code, message });
-}
-
-function expectOk(r: RunResult): unknown {
-  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
-  return r.response;
 }
 
 describe("executor: errors are never silent", function () {

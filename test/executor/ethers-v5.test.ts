@@ -4,14 +4,9 @@
  */
 import { expect } from "chai";
 import { ethers as hostEthers } from "ethers";
-import { ActionExecutor, type RunResult } from "../../enclave/executor";
+import { ActionExecutor } from "../../enclave/executor";
 import { startChain, DEV_KEY, type TestChain } from "../helpers/anvil";
-import { makeKeys, makeRunner, type Runner } from "./helpers";
-
-function ok(r: RunResult): unknown {
-  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
-  return r.response;
-}
+import { makeKeys, makeRunner, type Runner, expectOk as ok } from "./helpers";
 
 describe("executor: ethers v5 in actions", function () {
   this.timeout(60_000);

@@ -66,3 +66,9 @@ export async function expectHealthy(executor: ActionExecutor, run: Runner): Prom
   await waitFor(() => executor.stats().alive === poolSize);
   expect(executor.stats().busy).to.equal(0);
 }
+
+/** The run succeeded (its error and logs in the failure message); its response. */
+export function expectOk(r: RunResult): unknown {
+  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
+  return r.response;
+}

@@ -9,8 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { ActionExecutor, type ModuleOptions, type RunResult } from "../../enclave/executor";
-import { makeKeys, makeRunner, type Runner } from "./helpers";
+import { ActionExecutor, type ModuleOptions } from "../../enclave/executor";
+import { makeKeys, makeRunner, type Runner, expectOk as ok } from "./helpers";
 
 const HELPER = `export const double = (x) => x * 2;
 export let counter = 0;
@@ -76,11 +76,6 @@ class ModuleServer {
     this.server.closeAllConnections();
     await new Promise((r) => this.server.close(r));
   }
-}
-
-function ok(r: RunResult): unknown {
-  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
-  return r.response;
 }
 
 describe("executor: ES module imports", function () {

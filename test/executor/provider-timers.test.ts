@@ -9,14 +9,9 @@ import { expect } from "chai";
 import http from "node:http";
 import { ethers as hostEthers } from "ethers";
 import type { AddressInfo } from "node:net";
-import { ActionExecutor, type RunResult } from "../../enclave/executor";
+import { ActionExecutor } from "../../enclave/executor";
 import { startChain, type TestChain } from "../helpers/anvil";
-import { expectHealthy, makeKeys, makeRunner, waitFor, type Runner } from "./helpers";
-
-function ok(r: RunResult): unknown {
-  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
-  return r.response;
-}
+import { expectHealthy, makeKeys, makeRunner, waitFor, type Runner, expectOk as ok } from "./helpers";
 
 /** A JSON-RPC endpoint that never answers: it records each request and whether its client went away. */
 async function startSilentNode(): Promise<{

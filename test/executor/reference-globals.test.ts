@@ -5,13 +5,8 @@
 import { expect } from "chai";
 import { createHash, createHmac } from "node:crypto";
 import { ethers } from "ethers";
-import { ActionExecutor, type RunResult } from "../../enclave/executor";
-import { TEST_CID, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
-
-function ok(r: RunResult): unknown {
-  expect(r.has_error, JSON.stringify(r.error) + r.logs).to.equal(false);
-  return r.response;
-}
+import { ActionExecutor } from "../../enclave/executor";
+import { TEST_CID, makeKeys, makeRunner, pkpIds, type Runner, expectOk as ok } from "./helpers";
 
 describe("executor: reference runtime globals", function () {
   const keys = makeKeys();
