@@ -50,6 +50,10 @@ export interface RelayerOptions {
   port?: number;
   /** Default 4. */
   gasWallets?: number;
+  /** This instance's name among several sharing one database and chain; absent = the single-instance default. */
+  instanceId?: string;
+  /** Blocks a registry log must be buried under before it counts as final (reorg safety); default 0. */
+  confirmations?: number;
   /** Registry event polling interval, default 250 ms. */
   pollIntervalMs?: number;
   executor?: {
@@ -135,6 +139,8 @@ export interface RelayerConfig {
   host: string;
   port: number;
   gasWallets: number;
+  instanceId: string | undefined;
+  confirmations: number;
   pollIntervalMs: number;
   executorPoolSize?: number;
   executorLimits?: Partial<ExecutorLimits>;
@@ -197,6 +203,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     host: opts.host ?? "127.0.0.1",
     port: opts.port ?? 8000,
     gasWallets: Math.max(1, opts.gasWallets ?? 4),
+    instanceId: opts.instanceId || undefined,
+    confirmations: Math.max(0, Math.floor(opts.confirmations ?? 0)),
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,
     executorLimits: opts.executor?.limits,

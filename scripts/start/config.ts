@@ -23,6 +23,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_FORWARDER_ADDRESS",
   "SIGIL_DEPLOY_BLOCK",
   "SIGIL_GAS_WALLETS",
+  "SIGIL_INSTANCE_ID",
+  "SIGIL_CONFIRMATIONS",
   "SIGIL_MAX_PRIORITY_FEE_GWEI",
   "SIGIL_SIGNUP_CREDIT_CENTS",
   "SIGIL_PRICE_WRITE_CENTS",
@@ -92,6 +94,10 @@ export interface SigilConfig {
   /** A deployment chosen by configuration instead of the one remembered in the data folder. */
   deployment?: { registry: string; forwarder: string; deployBlock: number };
   gasWallets: number;
+  /** This instance's name among several sharing one database and chain (absent = the single-instance default). */
+  instanceId?: string;
+  /** Blocks a registry log must be buried under before it counts as final (reorg safety). */
+  confirmations: number;
   /** Cap on the tip of path-A transactions on EIP-1559 chains, in wei (relayer default when absent). */
   maxPriorityFeePerGas?: bigint;
   signupCreditCents: number;
@@ -317,6 +323,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   }
 
   const gasWallets = int("SIGIL_GAS_WALLETS", 1, 64, "how many gas wallets send transactions") ?? 4;
+  const instanceId = get("SIGIL_INSTANCE_ID");
+  if (instanceId !== undefined && !/^[a-z0-9][a-z0-9-]{0,31}$/.test(instanceId))
+    problems.push(
+      `SIGIL_INSTANCE_ID must be 1 to 32 lowercase letters, digits or dashes (got ${JSON.stringify(instanceId)}): it names this instance among several sharing one database`,
+    );
+  const confirmations =
+    int(
+      "SIGIL_CONFIRMATIONS",
+      0,
+      1_000,
+      "how many blocks a registry log must be buried under before it counts as final",
+    ) ?? 0;
   const maxPriorityFeePerGas = gweiToWei(get("SIGIL_MAX_PRIORITY_FEE_GWEI"), problems);
   const signupCreditCents =
     int("SIGIL_SIGNUP_CREDIT_CENTS", 0, 1_000_000, "credit granted to each new account") ??
@@ -491,6 +509,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     deployerKey,
     deployment,
     gasWallets,
+    instanceId,
+    confirmations,
     maxPriorityFeePerGas,
     signupCreditCents,
     prices,

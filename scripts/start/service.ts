@@ -209,6 +209,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       host: config.host,
       port: config.port,
       gasWallets: config.gasWallets,
+      instanceId: config.instanceId,
+      confirmations: config.confirmations,
       maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
         poolSize: config.executorPoolSize,
