@@ -44,6 +44,9 @@ class RunState {
     // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API, reported with the result.
     this.signatures = null;
     this.idleWaiters = [];
+    // Resolves when something ends the run at once (an uncaught error in a timer callback), even
+    // while the action is still awaiting something that will now never settle.
+    this.stopped = new Promise((resolve) => (this.resolveStopped = resolve));
   }
 
   pendingCount() {
@@ -96,6 +99,12 @@ class RunState {
   fail(code, message) {
     if (this.fatal === null) this.fatal = { code, message };
     return platformError(code, message);
+  }
+
+  /** An error nothing can catch any more: the run ends with it now, whatever it was waiting for. */
+  stop(code, message) {
+    this.fail(code, message);
+    this.resolveStopped();
   }
 
   assertLive() {

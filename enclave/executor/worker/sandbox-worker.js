@@ -15,6 +15,7 @@ const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
+const { makeTimers } = require("./timers");
 const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { makeRunKey } = require("./run-key");
@@ -193,6 +194,7 @@ async function execute(msg) {
       ...shared,
       console: makeConsole(run, harden),
       sleep,
+      ...makeTimers(run, harden, describeThrown),
       fetch,
       Actions: actions,
       LitActions: actions,
@@ -260,15 +262,19 @@ async function execute(msg) {
         mainValue = v;
       });
       const namespaces = msg.imports ? await runModules(modules, msg.imports, harden) : undefined;
-      const topLevelValue = await fn(recordMain, params, namespaces);
+      const main = fn(recordMain, params, namespaces);
+      // If the run is stopped (run.stop) the action's own promise is abandoned: mark it handled so a
+      // late rejection is never blamed on a later run.
+      main.catch(() => {});
+      const topLevelValue = await Promise.race([main, run.stopped]);
       value = mainCalled ? mainValue : topLevelValue;
       // Like the reference runtime, the run lasts until its event loop is empty: an action that
       // calls go() without awaiting it still gets to setResponse. A macrotask turn also proves the
       // microtask queue drained, so a runaway microtask loop counts against this run's wall time.
       for (;;) {
         await nextMacrotask();
-        if (run.pendingCount() === 0) break;
-        await run.whenIdle();
+        if (run.pendingCount() === 0 || run.fatal !== null) break;
+        await Promise.race([run.whenIdle(), run.stopped]);
       }
     }
   } catch (e) {
