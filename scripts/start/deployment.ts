@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import { Interface, type Provider } from "ethers";
 
 /** The registry layout this code reads (AccountRegistry.REGISTRY_VERSION). */
-export const REGISTRY_VERSION = 2n;
+export const REGISTRY_VERSION = 3n;
 const versionCall = new Interface(["function registryVersion() view returns (uint256)"]);
 
 /**

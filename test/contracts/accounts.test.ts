@@ -151,9 +151,9 @@ describe("AccountRegistry: accounts", function () {
       expect(await registry.isTrustedForwarder(await forwarder.getAddress())).to.equal(true);
     });
 
-    it("registryVersion answers the layout version, 2", async function () {
+    it("registryVersion answers the layout version, 3", async function () {
       const { registry } = await loadFixture(deployFixture);
-      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([2n, 2n]);
+      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([3n, 3n]);
     });
 
     it("the constructor refuses a zero forwarder", async function () {
