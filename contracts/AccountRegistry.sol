@@ -158,9 +158,19 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
      */
     mapping(uint64 accountId => mapping(uint64 groupId => Word)) private _actionWords;
 
+    /**
+     * @dev The address PKP ids are bound to (see createPkp): this registry's own, or, for a registry that
+     * takes over an older registry's accounts (scripts/migrate), the older one's, so that every PKP keeps its
+     * id, and with it its key (the enclave derives a PKP's key from its id).
+     */
+    address private immutable _pkpIdDomain;
+
     /// @param trustedForwarder_ The only ERC-2771 forwarder whose appended sender is believed (path A).
-    constructor(address trustedForwarder_) ERC2771Context(trustedForwarder_) {
+    /// @param pkpIdDomain_ Zero for a fresh registry (its PKP ids are bound to its own address), or the
+    /// address of the registry whose PKP ids this one continues (a migration).
+    constructor(address trustedForwarder_, address pkpIdDomain_) ERC2771Context(trustedForwarder_) {
         if (trustedForwarder_ == address(0)) revert ZeroAddress();
+        _pkpIdDomain = pkpIdDomain_ == address(0) ? address(this) : pkpIdDomain_;
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -315,8 +325,9 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     /**
      * @inheritdoc IAccountRegistry
-     * @dev pkpId = keccak256(abi.encode(chainid, this, accountId, counter)) with a per-account counter from 1:
-     * unique across accounts, registries and chains, and never zero (a zero hash is computationally infeasible).
+     * @dev pkpId = keccak256(abi.encode(chainid, pkpIdDomain, accountId, counter)) with a per-account counter
+     * from 1: unique across accounts, registries (each its own domain, unless it continues another's) and
+     * chains, and never zero (a zero hash is computationally infeasible).
      */
     function createPkp(string calldata name, string calldata description) external returns (bytes32 pkpId) {
         uint64 accountId = _authorize(Scope.CreatePkp, 0);
@@ -617,6 +628,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function registryVersion() external pure returns (uint256) {
         return REGISTRY_VERSION;
+    }
+
+    /// @inheritdoc IAccountRegistry
+    function pkpIdDomain() external view returns (address) {
+        return _pkpIdDomain;
     }
 
     /// @inheritdoc IAccountRegistry
@@ -938,7 +954,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // ------------------------------------------------------------------------------------------------
 
     function _pkpIdOf(uint64 accountId, uint256 index) private view returns (bytes32) {
-        return keccak256(abi.encode(block.chainid, address(this), accountId, index));
+        return keccak256(abi.encode(block.chainid, _pkpIdDomain, accountId, index));
     }
 
     function _hasPkp(uint64 accountId, uint64 groupId, uint256 index) private view returns (bool) {

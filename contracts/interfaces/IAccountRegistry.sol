@@ -374,6 +374,12 @@ interface IAccountRegistry {
      */
     function registryVersion() external pure returns (uint256);
 
+    /// @notice The address PKP ids are bound to: pkpId = keccak256(abi.encode(chainid, pkpIdDomain(),
+    /// accountId, counter)). The registry's own address, unless it was deployed to continue an older
+    /// registry's accounts (a migration), whose PKPs then keep their ids and keys.
+    function pkpIdDomain() external view returns (address);
+
+
     /// @notice The trusted ERC-2771 forwarder (path A).
     function forwarder() external view returns (address);
 }
