@@ -96,10 +96,32 @@ async function oldRegistryFixture() {
 
 type Fixture = Awaited<ReturnType<typeof oldRegistryFixture>>;
 
-async function migrate(f: Fixture, state: MigrationState = emptyState(), stopAfter?: bigint) {
+/** A payer that sends `batches` transactions, then fails: an interruption in the middle of an account. */
+class InterruptingPayer extends ethers.NonceManager {
+  constructor(
+    signer: ethers.Signer,
+    private batches: number,
+  ) {
+    super(signer);
+  }
+
+  override async sendTransaction(tx: ethers.TransactionRequest): Promise<ethers.TransactionResponse> {
+    if (this.batches-- <= 0) throw new Error("interrupted");
+    return super.sendTransaction(tx);
+  }
+}
+
+async function migrate(
+  f: Fixture,
+  state: MigrationState = emptyState(),
+  stopAfter?: bigint,
+  payer: ethers.Signer = f.deployer,
+  batchSize?: number,
+) {
   return migrateRegistry({
     provider: ethers.provider,
-    payer: f.deployer,
+    payer,
+    batchSize,
     old: { address: await f.old.getAddress(), iface: v2Interface, fromBlock: f.deployBlock },
     newRegistry: await f.registry.getAddress(),
     forwarder: await f.forwarder.getAddress(),
@@ -212,6 +234,20 @@ describe("Registry migration (scripts/migrate)", function () {
       outcomes.map((o) => o.accountId),
       (await f.registry.getAccount(2n)).name,
     ]).to.deep.equal([["1", "2"], [2n], "wallet account"]);
+  });
+
+  it("resumes an account interrupted between two batches at the write its owner's nonce reached", async function () {
+    const f = await loadFixture(oldRegistryFixture);
+    const state = emptyState();
+    const payer = new InterruptingPayer(f.deployer, 1);
+    await expect(migrate(f, state, undefined, payer, 2)).to.be.rejectedWith("interrupted");
+    const written = (await f.registry.getAccount(1n)).pkpCount;
+    await migrate(f, state, undefined, f.deployer, 2);
+    expect([written, (await f.registry.getAccount(1n)).pkpCount, state.done]).to.deep.equal([
+      1n,
+      3n,
+      ["1", "2"],
+    ]);
   });
 
   it("refuses to go on when an account does not read the same (a registry that does not continue the PKP ids)", async function () {
