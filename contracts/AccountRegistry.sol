@@ -20,7 +20,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // ------------------------------------------------------------------------------------------------
 
     /// @notice The layout version `registryVersion` answers.
-    uint256 public constant REGISTRY_VERSION = 2;
+    uint256 public constant REGISTRY_VERSION = 3;
 
     /// @notice Maximum number of ids in one `KeyScopes` array.
     uint256 public constant MAX_SCOPE_ENTRIES = 64;
@@ -59,6 +59,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @dev Set by deleteGroup in word 0 of a group that still holds PKPs (see `_removePkp`).
     uint256 private constant GROUP_DELETED = 1 << 15;
 
+    /// @dev A group's action word (`_actionWords`): its CID count in the low 16 bits, and NO_CID_YET.
+    uint256 private constant ACTION_COUNT_MASK = (1 << 16) - 1;
+    /// @dev Set at creation in the action word of a group created without CIDs, cleared by its first
+    /// addAction: the word is paid for (a fresh slot) when the group is created, so the first addAction
+    /// writes a non-zero slot, while removing a group's last CID clears the word to zero (a refund).
+    uint256 private constant NO_CID_YET = 1 << 16;
+
     uint8 private constant FLAG_CREATE_GROUPS = 1;
     uint8 private constant FLAG_DELETE_GROUPS = 2;
     uint8 private constant FLAG_CREATE_PKPS = 4;
@@ -82,7 +89,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         address owner;
         uint32 groupCount;
         uint32 pkpCount;
-        uint16 liveGroupCount;
         // slot 1
         address masterKey;
         uint64 keyCount;
@@ -92,11 +98,16 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     /// @dev A group in one slot; `position` is its index in the account's live-group list. Its PKP count lives
-    /// in word 0 of its PKP bitmap (see `_pkpBits`).
+    /// in word 0 of its PKP bitmap (see `_pkpBits`), its CID count in its action word (see `_actionWords`).
     struct GroupRecord {
         bool live;
         uint16 position;
-        uint16 actionCount;
+    }
+
+    /// @dev One storage word behind a struct, so a write that reads and rewrites it computes its slot once
+    /// (and a whole-word write needs no read, as a packed bool would).
+    struct Word {
+        uint256 bits;
     }
 
     /// @dev `index` is the PKP's per-account counter (from 1): its bit in a group's PKP bitmap.
@@ -121,8 +132,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     mapping(bytes32 pkpId => PkpRecord) private _pkps;
 
     mapping(uint64 accountId => mapping(uint64 groupId => GroupRecord)) private _groups;
-    /// @dev The live group ids of an account, packed four to a slot; the first `liveGroupCount` count.
-    mapping(uint64 accountId => uint64[MAX_GROUPS_PER_ACCOUNT]) private _liveGroupIds;
+    /**
+     * @dev The live groups of an account, packed four to a slot: element 0 is their number, elements 1..n
+     * their ids (the group at position p is element p + 1). Keeping the number beside the first three ids
+     * lets deleteGroup and canExecute in an account with few groups touch one slot for both.
+     */
+    mapping(uint64 accountId => uint64[MAX_GROUPS_PER_ACCOUNT + 1]) private _liveGroupIds;
     /**
      * @dev PKP membership and count of a group. The low PKP_HEADER_BITS bits of word 0 are a header (the
      * number of PKPs in the group, and the GROUP_DELETED mark); the PKP with per-account index i (from 1) is
@@ -133,12 +148,29 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
      * skips that read when it finds its bit, looks at the mark deleteGroup leaves in word 0 instead.
      */
     mapping(uint64 accountId => mapping(uint64 groupId => mapping(uint256 word => uint256 bits))) private _pkpBits;
-    /// @dev Action membership by CID hash; same reasoning for deleted groups.
-    mapping(uint64 accountId => mapping(uint64 groupId => mapping(bytes32 cidHash => bool))) private _actions;
+    /// @dev Action membership by CID hash (1 = listed); same reasoning for deleted groups.
+    mapping(uint64 accountId => mapping(uint64 groupId => mapping(bytes32 cidHash => Word))) private _actions;
+    /**
+     * @dev A group's action word: its CID count (ACTION_COUNT_MASK), plus NO_CID_YET until its first CID.
+     * Non-zero for a live group until it loses its last CID; deleteGroup clears it. So a non-zero word tells a
+     * CID write that the group is live without reading the group record (a cold slot saved), and a removal
+     * that finds its CID and a non-zero word needs no other slot. A zero word sends the write to the record.
+     */
+    mapping(uint64 accountId => mapping(uint64 groupId => Word)) private _actionWords;
+
+    /**
+     * @dev The address PKP ids are bound to (see createPkp): this registry's own, or, for a registry that
+     * takes over an older registry's accounts (scripts/migrate), the older one's, so that every PKP keeps its
+     * id, and with it its key (the enclave derives a PKP's key from its id).
+     */
+    address private immutable _pkpIdDomain;
 
     /// @param trustedForwarder_ The only ERC-2771 forwarder whose appended sender is believed (path A).
-    constructor(address trustedForwarder_) ERC2771Context(trustedForwarder_) {
+    /// @param pkpIdDomain_ Zero for a fresh registry (its PKP ids are bound to its own address), or the
+    /// address of the registry whose PKP ids this one continues (a migration).
+    constructor(address trustedForwarder_, address pkpIdDomain_) ERC2771Context(trustedForwarder_) {
         if (trustedForwarder_ == address(0)) revert ZeroAddress();
+        _pkpIdDomain = pkpIdDomain_ == address(0) ? address(this) : pkpIdDomain_;
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -293,8 +325,9 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     /**
      * @inheritdoc IAccountRegistry
-     * @dev pkpId = keccak256(abi.encode(chainid, this, accountId, counter)) with a per-account counter from 1:
-     * unique across accounts, registries and chains, and never zero (a zero hash is computationally infeasible).
+     * @dev pkpId = keccak256(abi.encode(chainid, pkpIdDomain, accountId, counter)) with a per-account counter
+     * from 1: unique across accounts, registries (each its own domain, unless it continues another's) and
+     * chains, and never zero (a zero hash is computationally infeasible).
      */
     function createPkp(string calldata name, string calldata description) external returns (bytes32 pkpId) {
         uint64 accountId = _authorize(Scope.CreatePkp, 0);
@@ -325,8 +358,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         _requireScope(caller, accountId, role, Scope.CreateGroup, 0);
         _checkBatch(pkpIds.length);
         _checkBatch(cids.length);
-        GroupRecord storage group;
-        (groupId, group) = _newGroup(accountId, name, description);
+        groupId = _newGroup(accountId, name, description);
 
         // Initial members only where the caller could add them afterwards: for a key, that is the wildcard,
         // since a scope array can only name groups that already existed.
@@ -335,9 +367,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         for (uint256 i = 0; i < pkpIds.length; ++i) {
             _addPkp(accountId, groupId, pkpIds[i]);
         }
+        uint256 actionWord = NO_CID_YET;
         for (uint256 i = 0; i < cids.length; ++i) {
-            _addAction(accountId, groupId, group, cids[i]);
+            actionWord = _addAction(accountId, groupId, actionWord, cids[i]);
         }
+        _actionWords[accountId][groupId].bits = actionWord;
     }
 
     /**
@@ -349,17 +383,18 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint64 accountId = _authorize(Scope.DeleteGroup, 0);
         GroupRecord storage group = _requireGroup(accountId, groupId);
 
-        AccountRecord storage account = _accounts[accountId];
+        uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage live = _liveGroupIds[accountId];
         uint16 position = group.position;
-        uint16 last = account.liveGroupCount - 1;
+        uint64 last = live[0] - 1;
         if (position != last) {
-            uint64[MAX_GROUPS_PER_ACCOUNT] storage live = _liveGroupIds[accountId];
-            uint64 moved = live[last];
-            live[position] = moved;
+            uint64 moved = live[last + 1];
+            live[position + 1] = moved;
             _groups[accountId][moved].position = position;
         }
-        account.liveGroupCount = last;
+        live[0] = last;
         delete _groups[accountId][groupId];
+        // A CID write trusts a non-zero action word to mean a live group (see `_actionWords`).
+        delete _actionWords[accountId][groupId];
         // Removing a PKP does not read the group record when it finds its bit, so a group that still holds
         // PKPs is marked where that removal looks (word 0 of its bitmap). An empty one has no bit to find.
         mapping(uint256 => uint256) storage pkpWords = _pkpBits[accountId][groupId];
@@ -371,33 +406,41 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function addAction(uint64 groupId, string calldata cid) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        _addAction(accountId, groupId, _requireGroup(accountId, groupId), cid);
+        Word storage word = _actionWords[accountId][groupId];
+        word.bits = _addAction(accountId, groupId, _liveActionWord(accountId, groupId, word), cid);
     }
 
     /// @inheritdoc IAccountRegistry
     function removeAction(uint64 groupId, string calldata cid) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        _removeAction(accountId, groupId, _requireGroup(accountId, groupId), cid);
+        // Liveness is checked inside, where the CID or the action word is missing (see _removeAction).
+        Word storage word = _actionWords[accountId][groupId];
+        word.bits = _removeAction(accountId, groupId, word.bits, cid);
     }
 
     /// @inheritdoc IAccountRegistry
     function addActions(uint64 groupId, string[] calldata cids) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        Word storage word = _actionWords[accountId][groupId];
+        uint256 bits = _liveActionWord(accountId, groupId, word);
         _checkBatch(cids.length);
         for (uint256 i = 0; i < cids.length; ++i) {
-            _addAction(accountId, groupId, group, cids[i]);
+            bits = _addAction(accountId, groupId, bits, cids[i]);
         }
+        word.bits = bits;
     }
 
     /// @inheritdoc IAccountRegistry
     function removeActions(uint64 groupId, string[] calldata cids) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        GroupRecord storage group = _requireGroup(accountId, groupId);
+        _requireGroup(accountId, groupId);
         _checkBatch(cids.length);
+        Word storage word = _actionWords[accountId][groupId];
+        uint256 bits = word.bits;
         for (uint256 i = 0; i < cids.length; ++i) {
-            _removeAction(accountId, groupId, group, cids[i]);
+            bits = _removeAction(accountId, groupId, bits, cids[i]);
         }
+        word.bits = bits;
     }
 
     /// @inheritdoc IAccountRegistry
@@ -531,7 +574,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
     /// @inheritdoc IAccountRegistry
     function getGroup(uint64 accountId, uint64 groupId) external view returns (GroupInfo memory) {
-        return _groupInfo(accountId, groupId, _requireGroup(accountId, groupId));
+        _requireGroup(accountId, groupId);
+        return _groupInfo(accountId, groupId);
     }
 
     /**
@@ -543,13 +587,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 offset,
         uint256 limit
     ) external view returns (GroupInfo[] memory items, uint256 total) {
-        total = _accounts[accountId].liveGroupCount;
+        uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage live = _liveGroupIds[accountId];
+        total = live[0];
         (uint256 start, uint256 end) = _page(total, offset, limit);
         items = new GroupInfo[](end - start);
-        uint64[MAX_GROUPS_PER_ACCOUNT] storage live = _liveGroupIds[accountId];
         for (uint256 i = start; i < end; ++i) {
-            uint64 groupId = live[i];
-            items[i - start] = _groupInfo(accountId, groupId, _groups[accountId][groupId]);
+            items[i - start] = _groupInfo(accountId, live[i + 1]);
         }
     }
 
@@ -563,7 +606,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool) {
         _requireGroup(accountId, groupId);
-        return _actions[accountId][groupId][cidHash];
+        return _actions[accountId][groupId][cidHash].bits != 0;
     }
 
     /**
@@ -585,6 +628,11 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @inheritdoc IAccountRegistry
     function registryVersion() external pure returns (uint256) {
         return REGISTRY_VERSION;
+    }
+
+    /// @inheritdoc IAccountRegistry
+    function pkpIdDomain() external view returns (address) {
+        return _pkpIdDomain;
     }
 
     /// @inheritdoc IAccountRegistry
@@ -719,45 +767,74 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint64 accountId,
         string calldata name,
         string calldata description
-    ) private returns (uint64 groupId, GroupRecord storage group) {
+    ) private returns (uint64 groupId) {
         _checkString(name);
         _checkString(description);
-        AccountRecord storage account = _accounts[accountId];
-        uint16 position = account.liveGroupCount;
+        uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage live = _liveGroupIds[accountId];
+        uint64 position = live[0];
         if (position >= MAX_GROUPS_PER_ACCOUNT) revert TooManyGroups(accountId, MAX_GROUPS_PER_ACCOUNT);
-        groupId = ++account.groupCount;
-        account.liveGroupCount = position + 1;
-        _liveGroupIds[accountId][position] = groupId;
-        group = _groups[accountId][groupId];
-        group.live = true;
-        group.position = position;
+        groupId = ++_accounts[accountId].groupCount;
+        live[0] = position + 1;
+        live[position + 1] = groupId;
+        _groups[accountId][groupId] = GroupRecord(true, uint16(position));
         emit GroupCreated(accountId, groupId, name, description);
     }
 
-    function _addAction(uint64 accountId, uint64 groupId, GroupRecord storage group, string calldata cid) private {
+    /// @dev The action word of a live group: a non-zero word is one (see `_actionWords`); a zero word is
+    /// checked against the group record.
+    function _liveActionWord(
+        uint64 accountId,
+        uint64 groupId,
+        Word storage word
+    ) private view returns (uint256 bits) {
+        bits = word.bits;
+        if (bits == 0) _requireGroup(accountId, groupId);
+    }
+
+    /// @dev Adds `cid` to a live group whose action word is `word`; returns the new word (NO_CID_YET cleared).
+    function _addAction(
+        uint64 accountId,
+        uint64 groupId,
+        uint256 word,
+        string calldata cid
+    ) private returns (uint256) {
         uint256 length = bytes(cid).length;
         if (length == 0) revert EmptyCid();
         if (length > MAX_CID_BYTES) revert CidTooLong(length, MAX_CID_BYTES);
-        uint16 count = group.actionCount;
+        uint256 count = word & ACTION_COUNT_MASK;
         if (count >= MAX_ACTIONS_PER_GROUP) revert TooManyMembers(groupId, MAX_ACTIONS_PER_GROUP);
-        bytes32 cidHash = keccak256(bytes(cid));
-        mapping(bytes32 => bool) storage actions = _actions[accountId][groupId];
-        if (actions[cidHash]) revert ActionAlreadyInGroup(groupId, cid);
-        actions[cidHash] = true;
-        group.actionCount = count + 1;
+        bytes32 cidHash = _hashOf(cid);
+        Word storage listed = _actions[accountId][groupId][cidHash];
+        if (listed.bits != 0) revert ActionAlreadyInGroup(groupId, cid);
+        listed.bits = 1;
         emit ActionAdded(accountId, groupId, cidHash, cid);
+        return count + 1;
     }
 
-    function _removeAction(uint64 accountId, uint64 groupId, GroupRecord storage group, string calldata cid) private {
-        bytes32 cidHash = keccak256(bytes(cid));
-        mapping(bytes32 => bool) storage actions = _actions[accountId][groupId];
-        if (!actions[cidHash]) revert ActionNotInGroup(groupId, cid);
-        delete actions[cidHash];
-        // A member was found, so the count is at least one.
-        unchecked {
-            --group.actionCount;
+    /**
+     * @dev Removes `cid` from a group whose action word is `word`; returns the new word. The group record is
+     * not read when the CID is found with a non-zero word: a CID can only have been added while the group
+     * was live, and deleteGroup clears the word. A live group holding a CID has a word of at least one.
+     */
+    function _removeAction(
+        uint64 accountId,
+        uint64 groupId,
+        uint256 word,
+        string calldata cid
+    ) private returns (uint256) {
+        bytes32 cidHash = _hashOf(cid);
+        Word storage listed = _actions[accountId][groupId][cidHash];
+        if (word == 0 || listed.bits == 0) {
+            // UnknownGroup when the group is not live (checked first, as everywhere), else ActionNotInGroup.
+            _requireGroup(accountId, groupId);
+            revert ActionNotInGroup(groupId, cid);
         }
+        listed.bits = 0;
         emit ActionRemoved(accountId, groupId, cidHash);
+        // The word holds a count of at least one and no NO_CID_YET (cleared by the add of this CID).
+        unchecked {
+            return word - 1;
+        }
     }
 
     function _addPkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
@@ -808,6 +885,16 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     function _refuseRemoval(uint64 accountId, uint64 groupId, bytes32 pkpId) private view {
         _requireGroup(accountId, groupId);
         revert PkpNotInGroup(groupId, pkpId);
+    }
+
+    /// @dev keccak256 of a calldata string, hashed in scratch memory past the free pointer (which it leaves
+    /// as is): the same value as keccak256(bytes(cid)), without the copy's allocation.
+    function _hashOf(string calldata cid) private pure returns (bytes32 hash) {
+        assembly ("memory-safe") {
+            let buffer := mload(0x40)
+            calldatacopy(buffer, cid.offset, cid.length)
+            hash := keccak256(buffer, cid.length)
+        }
     }
 
     /// @dev Where a PKP's membership bit sits in a group's bitmap (after the count, see `_pkpBits`).
@@ -867,7 +954,7 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     // ------------------------------------------------------------------------------------------------
 
     function _pkpIdOf(uint64 accountId, uint256 index) private view returns (bytes32) {
-        return keccak256(abi.encode(block.chainid, address(this), accountId, index));
+        return keccak256(abi.encode(block.chainid, _pkpIdDomain, accountId, index));
     }
 
     function _hasPkp(uint64 accountId, uint64 groupId, uint256 index) private view returns (bool) {
@@ -885,15 +972,15 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     /// @dev The ids holding `bit`: the wildcard first, then live groups in list order (at most 1 + 1024).
     function _groupsWith(address key, Role memory role, uint8 bit) private view returns (uint64[] memory ids) {
         uint64 accountId = role.accountId;
-        uint256 live = _accounts[accountId].liveGroupCount;
-        uint64[MAX_GROUPS_PER_ACCOUNT] storage liveIds = _liveGroupIds[accountId];
+        uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage liveIds = _liveGroupIds[accountId];
+        uint256 live = liveIds[0];
         uint64[] memory buffer = new uint64[](live + 1);
         uint256 count = 0;
         if (_maskBits(key, role, ScopeMasks.WILDCARD) & bit != 0) {
             buffer[0] = ScopeMasks.WILDCARD;
             count = 1;
         }
-        for (uint256 i = 0; i < live; ++i) {
+        for (uint256 i = 1; i <= live; ++i) {
             uint64 groupId = liveIds[i];
             if (_maskBits(key, role, groupId) & bit != 0) {
                 buffer[count] = groupId;
@@ -906,17 +993,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         }
     }
 
-    function _groupInfo(
-        uint64 accountId,
-        uint64 groupId,
-        GroupRecord storage group
-    ) private view returns (GroupInfo memory) {
+    function _groupInfo(uint64 accountId, uint64 groupId) private view returns (GroupInfo memory) {
         return
             GroupInfo({
                 id: groupId,
                 accountId: accountId,
                 pkpCount: _pkpBits[accountId][groupId][0] & PKP_COUNT_MASK,
-                actionCount: group.actionCount
+                actionCount: _actionWords[accountId][groupId].bits & ACTION_COUNT_MASK
             });
     }
 
@@ -953,11 +1036,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint256 pkpIndex
     ) private view returns (bool) {
         uint64 accountId = role.accountId;
-        uint256 live = _accounts[accountId].liveGroupCount;
-        for (uint256 i = 0; i < live; ++i) {
-            uint64 groupId = _liveGroupIds[accountId][i];
+        uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage liveIds = _liveGroupIds[accountId];
+        uint256 live = liveIds[0];
+        for (uint256 i = 1; i <= live; ++i) {
+            uint64 groupId = liveIds[i];
             if (!wildcard && _maskBits(key, role, groupId) & ScopeMasks.EXECUTE == 0) continue;
-            if (!_actions[accountId][groupId][cidHash]) continue;
+            if (_actions[accountId][groupId][cidHash].bits == 0) continue;
             if (pkpIndex == 0 || _hasPkp(accountId, groupId, pkpIndex)) return true;
         }
         return false;

@@ -19,23 +19,47 @@ export interface SigilDeployment {
   chainId: number;
 }
 
-export async function deploySigil(deployer: Signer): Promise<SigilDeployment> {
+export interface DeploySigilOptions {
+  /**
+   * A migration (scripts/migrate): the registry whose PKP ids the new one continues (its `pkpIdDomain()`),
+   * and its forwarder, which the new registry trusts so that signers keep their EIP-712 domain and nonces.
+   */
+  continues?: { pkpIdDomain: string; forwarder: string };
+}
+
+export async function deploySigil(
+  deployer: Signer,
+  options: DeploySigilOptions = {},
+): Promise<SigilDeployment> {
   const provider = deployer.provider;
   if (!provider) throw new Error("deploySigil: the deployer signer has no provider");
 
-  const forwarder = await new SigilForwarder__factory(deployer).deploy();
-  const forwarderReceipt = await forwarder.deploymentTransaction()?.wait();
-  if (!forwarderReceipt) throw new Error("deploySigil: forwarder deployment has no receipt");
-  const forwarderAddress = await forwarder.getAddress();
+  let forwarderAddress: string;
+  let deployBlock: number | undefined;
+  if (options.continues) {
+    forwarderAddress = options.continues.forwarder;
+  } else {
+    const forwarder = await new SigilForwarder__factory(deployer).deploy();
+    const forwarderReceipt = await forwarder.deploymentTransaction()?.wait();
+    if (!forwarderReceipt) throw new Error("deploySigil: forwarder deployment has no receipt");
+    forwarderAddress = await forwarder.getAddress();
+    deployBlock = forwarderReceipt.blockNumber;
+  }
 
-  const registry = await new AccountRegistry__factory(deployer).deploy(forwarderAddress);
-  await registry.deploymentTransaction()?.wait();
+  const registry = await new AccountRegistry__factory(deployer).deploy(
+    forwarderAddress,
+    options.continues?.pkpIdDomain ?? "0x0000000000000000000000000000000000000000",
+  );
+  const registryReceipt = await registry.deploymentTransaction()?.wait();
+  if (!registryReceipt) throw new Error("deploySigil: registry deployment has no receipt");
+  // A continuing registry's events start at its own deployment.
+  deployBlock ??= registryReceipt.blockNumber;
 
   const { chainId } = await provider.getNetwork();
   return {
     registry: await registry.getAddress(),
     forwarder: forwarderAddress,
-    deployBlock: forwarderReceipt.blockNumber,
+    deployBlock,
     chainId: Number(chainId),
   };
 }

@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import { Interface, type Provider } from "ethers";
 
 /** The registry layout this code reads (AccountRegistry.REGISTRY_VERSION). */
-export const REGISTRY_VERSION = 2n;
+export const REGISTRY_VERSION = 3n;
 const versionCall = new Interface(["function registryVersion() view returns (uint256)"]);
 
 /**
@@ -163,10 +163,11 @@ export async function ensureDeployment(
         "registry_outdated",
         `The data folder (${opts.file.replace(/[/\\]deployment\.json$/, "")}) was made with registry layout ${version} ` +
           `at ${remembered.registry}; this version of Sigil reads layout ${REGISTRY_VERSION} only (names, CIDs and ` +
-          `members in events), so it would misread every account. It will not redeploy either: PKP keys are derived ` +
-          `from PKP ids, which are bound to the old registry's address, so a new registry would change every PKP's key. ` +
-          `Keep serving this data with the Sigil release that made it, or move the data folder away to start a fresh, ` +
-          `empty deployment. No automatic migration exists (see docs/contracts.md, "Existing deployments").`,
+          `members in events), so it would misread every account. It will not redeploy either: a fresh registry binds ` +
+          `PKP ids, and so PKP keys, to its own address, and would change every PKP's key. Keep serving this data with ` +
+          `the Sigil release that made it, or move the data folder away to start a fresh, empty deployment. A migration ` +
+          `that keeps the keys exists as a library (scripts/migrate), but no command runs it on a data folder yet ` +
+          `(see docs/contracts.md, "Existing deployments").`,
       );
     const { registry, forwarder, deployBlock } = remembered;
     return { deployment: { registry, forwarder, deployBlock, chainId }, fresh: false };

@@ -151,15 +151,38 @@ describe("AccountRegistry: accounts", function () {
       expect(await registry.isTrustedForwarder(await forwarder.getAddress())).to.equal(true);
     });
 
-    it("registryVersion answers the layout version, 2", async function () {
+    it("registryVersion answers the layout version, 3", async function () {
       const { registry } = await loadFixture(deployFixture);
-      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([2n, 2n]);
+      expect([await registry.registryVersion(), await registry.REGISTRY_VERSION()]).to.deep.equal([3n, 3n]);
     });
 
     it("the constructor refuses a zero forwarder", async function () {
       const { registry } = await loadFixture(deployFixture);
       const factory = await ethers.getContractFactory("AccountRegistry");
-      await expect(factory.deploy(ethers.ZeroAddress)).to.be.revertedWithCustomError(registry, "ZeroAddress");
+      await expect(factory.deploy(ethers.ZeroAddress, ethers.ZeroAddress)).to.be.revertedWithCustomError(
+        registry,
+        "ZeroAddress",
+      );
+    });
+
+    it("binds PKP ids to its own address when deployed without a PKP id domain", async function () {
+      const { registry } = await loadFixture(deployFixture);
+      expect(await registry.pkpIdDomain()).to.equal(await registry.getAddress());
+    });
+
+    it("a registry continuing another's PKP id domain gives each account's PKPs the same ids", async function () {
+      const { registry, forwarder } = await loadFixture(deployFixture);
+      const [, , , , , owner] = await ethers.getSigners();
+      const factory = await ethers.getContractFactory("AccountRegistry");
+      const successor = await factory.deploy(await forwarder.getAddress(), await registry.getAddress());
+      const ids = [];
+      for (const r of [registry, successor]) {
+        await r.connect(owner).createAccount("same", ethers.ZeroAddress);
+        await r.connect(owner).createPkp("first", "");
+        await r.connect(owner).createPkp("second", "");
+        ids.push((await r.listPkps(1n, 0n, 10n))[0].map((p) => p.id));
+      }
+      expect([await successor.pkpIdDomain(), ids[1]]).to.deep.equal([await registry.getAddress(), ids[0]]);
     });
   });
 

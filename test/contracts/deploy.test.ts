@@ -80,6 +80,9 @@ describe("scripts/deploy.ts on anvil", function () {
   });
 
   it("as a script, writes {chainId, registry, forwarder, deployBlock} for the network", async function () {
+    // The script's own Hardhat process signs the deployment locally, which enforces EIP-3860's 48 KiB
+    // initcode limit whatever anvil allows; the instrumented registry's initcode exceeds it.
+    if (UNDER_COVERAGE) this.skip();
     const outDir = mkdtempSync(path.join(tmpdir(), "sigil-deploy-"));
     try {
       await promisify(execFile)(

@@ -285,6 +285,51 @@ describe("AccountRegistry: PKPs and groups", function () {
         .withArgs(1n, CID_HELLO);
     });
 
+    it("reports no CID in a group created without any (the action word's NO_CID_YET mark is not counted)", async function () {
+      const { registry } = await loadFixture(twoAccountsFixture);
+      expect((await registry.getGroup(1n, 1n)).actionCount).to.equal(0n);
+    });
+
+    it("lists a CID again in a group whose last CID was removed", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addAction(1n, CID_HELLO);
+      await registry.connect(ownerA).removeAction(1n, CID_HELLO);
+      await registry.connect(ownerA).addAction(1n, CID_EMPTY);
+      expect([
+        (await registry.getGroup(1n, 1n)).actionCount,
+        await registry.isActionInGroup(1n, 1n, cidHash(CID_HELLO)),
+        await registry.isActionInGroup(1n, 1n, cidHash(CID_EMPTY)),
+      ]).to.deep.equal([1n, false, true]);
+    });
+
+    it("refuses to remove a CID from a group deleted while listing it, with UnknownGroup", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addAction(1n, CID_HELLO);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).removeAction(1n, CID_HELLO))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("refuses to add a CID to a group deleted while listing CIDs, with UnknownGroup", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addAction(1n, CID_HELLO);
+      await registry.connect(ownerA).deleteGroup(1n);
+      await expect(registry.connect(ownerA).addActions(1n, [CID_EMPTY]))
+        .to.be.revertedWithCustomError(registry, "UnknownGroup")
+        .withArgs(1n, 1n);
+    });
+
+    it("removes a batch down to an empty group and refuses a CID after the last, atomically", async function () {
+      const { registry, ownerA } = await loadFixture(twoAccountsFixture);
+      await registry.connect(ownerA).addActions(1n, [CID_HELLO, CID_EMPTY]);
+      await expect(registry.connect(ownerA).removeActions(1n, [CID_HELLO, CID_EMPTY, CID_HELLO]))
+        .to.be.revertedWithCustomError(registry, "ActionNotInGroup")
+        .withArgs(1n, CID_HELLO);
+      await registry.connect(ownerA).removeActions(1n, [CID_HELLO, CID_EMPTY]);
+      expect((await registry.getGroup(1n, 1n)).actionCount).to.equal(0n);
+    });
+
     it("refuses an action on a group that does not exist", async function () {
       const { registry, ownerA } = await loadFixture(twoAccountsFixture);
       await expect(registry.connect(ownerA).addAction(3n, CID_HELLO))
