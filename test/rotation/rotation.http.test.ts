@@ -177,6 +177,25 @@ describe("rotation: POST /core/v1/rotate_usage_api_key", function () {
     expect(Number((await registry.getKey(old.id)).expiration)).to.equal(soon);
   });
 
+  it("expiration sets the new key's own expiration (not copied from the old key)", async () => {
+    const old = await addKey({ expiration: Math.floor(Date.now() / 1000) + 7200 });
+    const at = Math.floor(Date.now() / 1000) + 86_400;
+    const r = await rotate({ id: old.id, overlap_seconds: 60, expiration: at });
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    expect(r.body.expiration).to.equal(at);
+    expect(Number((await registry.getKey(r.body.id)).expiration)).to.equal(at);
+  });
+
+  it("an expiration in the past: 400 expiration_in_past, nothing written", async () => {
+    const old = await addKey();
+    const before = await chainState();
+    const r = await rotate({ id: old.id, overlap_seconds: 60, expiration: 1_000 });
+    expect(r.status).to.equal(400);
+    expect(r.body.error.code).to.equal("expiration_in_past");
+    expect(r.body.error.details).to.deep.equal({ field: "expiration" });
+    expect(await chainState()).to.deep.equal(before);
+  });
+
   it("an unknown key: 404 usage_key_not_found, nothing written", async () => {
     const before = await chainState();
     const unknown = Wallet.createRandom().address;
