@@ -288,7 +288,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   rotation_scopes_changed: {
     status: 409,
-    why: "The key's scopes changed (an update, possibly through another instance or path B) between reading them and the rotation landing; the registry refused the rotation and nothing was written.",
+    why: "The key's scopes changed (an update through another instance or path B) after they were read; the registry refused the rotation, nothing was written.",
     fix: "Retry: the rotation copies the scopes as they are now.",
   },
   write_reverted: {
