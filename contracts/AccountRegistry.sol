@@ -41,6 +41,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     uint256 public constant MAX_CID_BYTES = 128;
     /// @notice Maximum length of a name or description, in bytes.
     uint256 public constant MAX_STRING_BYTES = 256;
+    /// @notice Longest overlap of a rotation (`rotateKey`): 30 days, in seconds.
+    uint64 public constant MAX_ROTATION_OVERLAP = 30 days;
 
     // ------------------------------------------------------------------------------------------------
     // Storage. What a check or a verifier's view needs lives here, packed; what only a reader needs (names
@@ -317,6 +319,46 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         delete _roles[key];
         --_accounts[accountId].keyCount;
         emit KeyRemoved(accountId, key);
+    }
+
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev One transaction, so the new key never exists without the old one's end being set. The scopes are
+     * checked against the hash the old key's masks were written from, not against the live groups: they are
+     * a copy of scopes the registry accepted, and an entry naming a group deleted since grants nothing
+     * (group ids are never reused), so the new key holds exactly what the old one holds.
+     */
+    function rotateKey(
+        address oldKey,
+        uint64 overlap,
+        address newKey,
+        bytes32 newKeyHash,
+        string calldata name,
+        string calldata description,
+        uint64 newExpiration,
+        KeyScopes calldata scopes
+    ) external {
+        (, uint64 accountId) = _requireOwner();
+        Role storage old = _requireLiveKeyOf(accountId, oldKey);
+        if (overlap > MAX_ROTATION_OVERLAP) revert OverlapTooLong(overlap, MAX_ROTATION_OVERLAP);
+        bytes32 scopesHash = keccak256(abi.encode(scopes));
+        if (scopesHash != _scopesHashes[oldKey]) revert ScopesMismatch(oldKey);
+        if (newKey == address(0)) revert ZeroAddress();
+        _requireUnused(newKey);
+        _checkString(name);
+        _checkString(description);
+        if (newExpiration != 0 && newExpiration <= block.timestamp) revert ExpirationInPast(newExpiration);
+
+        uint64 epoch = ++_scopeEpochs;
+        _roles[newKey] = Role(ROLE_KEY, accountId, newExpiration, uint40(block.timestamp), old.flags, epoch);
+        _writeMasks(newKey, epoch, scopes);
+        _scopesHashes[newKey] = scopesHash;
+        ++_accounts[accountId].keyCount;
+        emit KeyAdded(accountId, newKey, newKeyHash, name, description, newExpiration, scopes);
+
+        uint64 until = uint64(block.timestamp) + overlap;
+        if (old.expiration == 0 || until < old.expiration) old.expiration = until;
+        emit KeyUpdated(accountId, oldKey, name, description, old.expiration, scopes);
     }
 
     // ------------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ export const LABELS = {
   owner: "sigil/owner/v1/",
   gas: "sigil/gas/v1/",
   record: "sigil/record/v1/aes-256-gcm/",
+  /** The root key's public identity, which signs attestation documents (attestation.ts). */
+  identity: "sigil/identity/v1/",
 } as const;
 export type Label = (typeof LABELS)[keyof typeof LABELS];
 

@@ -26,6 +26,7 @@ import { parseCid } from "./cid";
 import { Lru } from "./lru";
 import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
 import { GasSigner } from "./gasSigner";
+import { identityOf, signAttestationFields } from "./attestation";
 import type { KeyCapabilities } from "./capabilities";
 
 // ethers hashes addresses (checksums), typed data and messages for the enclave: natively from here on.
@@ -132,6 +133,7 @@ export class Enclave implements KeyCapabilities {
    * private key is still derived per signature and zeroed after use; only the address is kept.
    */
   readonly #ownerAddresses = new Lru<string, string>(10_000);
+  #identity: { address: string; publicKey: string } | null = null;
 
   private constructor(root: Uint8Array) {
     this.#root = root;
@@ -212,6 +214,19 @@ export class Enclave implements KeyCapabilities {
       });
     }
     return deriveSecp256k1(this.#root, LABELS.owner, ids.owner(hexToBytes(getAddress(masterKeyAddress))));
+  }
+
+  // ---- Attestation (attestation.ts) -------------------------------------------------------------
+
+  /** The root key's public identity (its identity key's address and public key); memoised, public data. */
+  attestationIdentity(): { address: string; publicKey: string } {
+    this.#identity ??= identityOf(this.#root);
+    return { ...this.#identity };
+  }
+
+  /** The identity key's EIP-191 signature over the canonical JSON of an attestation document's fields. */
+  signAttestation(fields: Record<string, unknown>): string {
+    return signAttestationFields(this.#root, fields);
   }
 
   // ---- Gas wallets ------------------------------------------------------------------------------

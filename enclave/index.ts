@@ -8,6 +8,9 @@ export type { EnclaveErrorCode } from "./errors";
 export { Enclave, FORWARD_REQUEST_TYPES } from "./enclave";
 export type { ForwardRequestInput, ForwarderDomain, SignedForwardRequest } from "./enclave";
 export { keyHash } from "./apiKeys";
+// Attestation: the document format, its canonical serialisation, and the measurement of enclave/.
+export { ATTESTATION_FORMAT, canonicalJson, measureEnclave } from "./attestation";
+export type { Measurement } from "./attestation";
 export type { ApiKeyKind, ParsedApiKey, GeneratedApiKey } from "./apiKeys";
 export { computeCid, parseCid, isValidCid } from "./cid";
 export { ContentStore } from "./contentStore";

@@ -19,6 +19,8 @@ import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
+import { rotationRoutes } from "./routes/rotation";
+import { attestationRoutes } from "./routes/attestation";
 import { configRoute, healthRoutes } from "./routes/system";
 
 /** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
@@ -32,6 +34,8 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/update_usage_api_key"],
   ["POST", "/core/v1/update_usage_api_key_metadata"],
   ["POST", "/core/v1/remove_usage_api_key"],
+  ["POST", "/core/v1/rotate_usage_api_key"],
+  ["GET", "/core/v1/attestation"],
   ["POST", "/core/v1/pkps/create"],
   ["GET", "/core/v1/pkps"],
   ["GET", "/core/v1/pkps/:id"],
@@ -120,6 +124,8 @@ export function buildApp(ctx: RelayerContext): Express {
     actionRoutes(ctx),
     accountRoutes(ctx),
     keyRoutes(ctx),
+    rotationRoutes(ctx),
+    attestationRoutes(ctx),
     pkpRoutes(ctx),
     groupRoutes(ctx),
     forwardRoutes(ctx),

@@ -61,6 +61,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The Idempotency-Key header is empty, longer than 255 characters or holds non-printable characters.",
     fix: "Use a UUID or another printable string of at most 255 characters.",
   },
+  overlap_too_long: {
+    status: 400,
+    why: "`overlap_seconds` of a key rotation is longer than the maximum (2592000 seconds, 30 days).",
+    fix: "Send an overlap between 0 and 2592000 seconds.",
+  },
   expiration_in_past: {
     status: 400,
     why: "`expiration` is not in the future.",
@@ -280,6 +285,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 409,
     why: "The usage key being changed has expired; expired keys cannot be updated.",
     fix: "Remove it and create a new one.",
+  },
+  rotation_scopes_changed: {
+    status: 409,
+    why: "The key's scopes changed (an update through another instance or path B) after they were read; the registry refused the rotation, nothing was written.",
+    fix: "Retry: the rotation copies the scopes as they are now.",
   },
   write_reverted: {
     status: 409,

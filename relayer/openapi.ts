@@ -382,6 +382,53 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           errors: [...WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
         }),
       },
+      "/core/v1/rotate_usage_api_key": {
+        post: op({
+          summary:
+            "Replace a usage key: a new key with the same scopes, name, description and spend cap (value returned once); the old one expires after overlap_seconds",
+          status: 201,
+          body: obj(
+            {
+              ...keyTarget,
+              overlap_seconds: {
+                type: "integer",
+                minimum: 0,
+                maximum: 2592000,
+                description: "Seconds the old key keeps working after the rotation lands (0 = stops at once)",
+              },
+              expiration,
+            },
+            ["overlap_seconds"],
+          ),
+          ok: out(
+            {
+              usage_api_key: {
+                oneOf: [str("The new key (shown once)"), out({ sealed: str() }), { type: "null" }],
+              },
+              usage_api_key_withheld: { type: "boolean", const: true },
+              ...usageKeyFields,
+              previous_key: out({
+                id: address,
+                expiration: int("Unix seconds (chain time) from which the old key is refused"),
+              }),
+              tx_hash: txHash,
+            },
+            ["usage_api_key_withheld"],
+          ),
+          errors: [
+            ...WRITE_ERRORS,
+            "owner_only",
+            "usage_key_not_found",
+            "usage_key_expired",
+            "invalid_usage_api_key",
+            "invalid_address",
+            "expiration_in_past",
+            "overlap_too_long",
+            "rotation_scopes_changed",
+            "address_in_use",
+          ],
+        }),
+      },
       "/core/v1/pkps/create": {
         post: op({
           summary: "Create a PKP (pkp:create)",
@@ -824,6 +871,37 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             billing_enabled: bool(),
           }),
           errors: [],
+        }),
+      },
+      "/core/v1/attestation": {
+        get: op({
+          summary:
+            "What this deployment runs and which key speaks for it, signed by that key (docs/enclave.md, Attestation)",
+          auth: "none",
+          params: [
+            {
+              name: "nonce",
+              in: "query",
+              required: false,
+              schema: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,128}$" },
+              description: "Echoed in the signed document (freshness)",
+            },
+          ],
+          ok: out({
+            format: { type: "string", const: "sigil-attestation/v1" },
+            tee: { type: "string", enum: ["none", "tdx", "nitro"] },
+            measurement: { type: "string", pattern: "^0x[0-9a-f]{64}$" },
+            identity: out({ address, public_key: { type: "string", pattern: "^0x04[0-9a-f]{128}$" } }),
+            chain_id: int(),
+            registry_address: address,
+            forwarder_address: address,
+            service_version: str(),
+            timestamp: int("Unix seconds"),
+            nonce: nullable(str()),
+            quote: { type: "null" },
+            signature: { type: "string", pattern: "^0x[0-9a-f]{130}$" },
+          }),
+          errors: ["invalid_request"],
         }),
       },
       "/core/v1/openapi.json": {

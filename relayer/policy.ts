@@ -119,6 +119,22 @@ export function requireOwner(caller: Caller): void {
   if (refusal) throw refusal;
 }
 
+/**
+ * Who may rotate a usage key (POST /rotate_usage_api_key): the owner only, like every key-management
+ * write. A usage key may not rotate even itself. The registry has no manage-keys scope and `rotateKey`
+ * is owner-only on chain, and the relayer never holds the account key to sign as the owner on a usage
+ * key's behalf; a leaked usage key therefore cannot mint a successor that outlives its revocation.
+ */
+export function requireRotator(caller: Caller): void {
+  if (caller.principal.kind !== "account")
+    throw new ApiError(
+      403,
+      "owner_only",
+      "Only the account owner may rotate usage keys; a usage key cannot rotate itself, whatever its scopes.",
+    );
+  requireOwner(caller);
+}
+
 /** The account key acts for the account only in API mode. */
 function apiModeRefusal(caller: Caller): ApiError | null {
   if (caller.mode === "api") return null;

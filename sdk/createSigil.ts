@@ -137,6 +137,12 @@ export function createSigil(options: SigilOptions) {
       post("/core/v1/update_usage_api_key", { body }),
     removeUsageKey: (body: Body<"/core/v1/remove_usage_api_key", "post">) =>
       post("/core/v1/remove_usage_api_key", { body }),
+    /** A successor with the same scopes (value returned once); the old key ends after `overlap_seconds`. */
+    rotateUsageApiKey: (body: Body<"/core/v1/rotate_usage_api_key", "post">) =>
+      post("/core/v1/rotate_usage_api_key", { body }),
+    /** The signed attestation document (check it with verifyAttestation); `nonce` is echoed in it. */
+    attestation: (nonce?: string) =>
+      get("/core/v1/attestation", { params: { query: nonce === undefined ? {} : { nonce } } }),
 
     createPkp: (body: Body<"/core/v1/pkps/create", "post"> = {}) =>
       writes ? writes.createPkp(body) : post("/core/v1/pkps/create", { body }),

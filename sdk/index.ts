@@ -15,6 +15,16 @@ export { signRequest, signedRequestMessage, SIGNED_REQUEST_VERSION, type Deploym
 export { forwardCall } from "./forward";
 export { registryWrites, REGISTRY_WRITE_ABI } from "./registryCalls";
 export { keyKind, usageKeyWallet } from "./keys";
+export {
+  verifyAttestation,
+  canonicalJson,
+  AttestationError,
+  ATTESTATION_FORMAT,
+  type AttestationDocument,
+  type AttestationFailure,
+  type VerifyAttestationOptions,
+  type VerifiedAttestation,
+} from "./attestation";
 export type {
   paths,
   components,

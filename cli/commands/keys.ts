@@ -98,6 +98,16 @@ export function keyReference(ref: string): Record<string, string> {
   );
 }
 
+/** `--overlap`: seconds, or a number with a unit s/m/h/d ("90s", "15m", "12h", "7d"). */
+export function parseOverlap(v: string): number {
+  const m = /^(\d+)([smhd]?)$/.exec(v.trim());
+  if (!m)
+    throw new UsageError(
+      `--overlap: ${JSON.stringify(v)} is not a duration; give seconds or a number with s, m, h or d (e.g. 15m, 7d).`,
+    );
+  return Number(m[1]) * { "": 1, s: 1, m: 60, h: 3600, d: 86400 }[m[2] as "" | "s" | "m" | "h" | "d"];
+}
+
 export function registerKeys(program: Command): void {
   const keys = program.command("keys").description("usage keys: scoped, rotatable keys (account key only)");
 
@@ -187,6 +197,37 @@ export function registerKeys(program: Command): void {
         ),
       );
       out.result(r, () => "updated");
+    });
+
+  keys
+    .command("rotate <key>")
+    .description(
+      "replace a usage key (its value or id) by a new one with the same permissions, name and spend cap; prints the new value ONCE; the old key keeps working for --overlap, then is refused",
+    )
+    .requiredOption(
+      "--overlap <duration>",
+      "how long the old key keeps working: seconds, or 15m, 12h, 7d (max 30d; 0 = stop now)",
+    )
+    .option("--expiration <time>", "the new key's expiry: ISO date/time or unix seconds (default: never)")
+    .action(async (ref: string, o: { overlap: string; expiration?: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const body = {
+        ...keyReference(ref),
+        overlap_seconds: parseOverlap(o.overlap),
+        ...(o.expiration !== undefined ? { expiration: parseExpiration(o.expiration) } : {}),
+      };
+      const r = await out.progress("rotating the usage key on chain", client.sigil().rotateUsageApiKey(body));
+      out.result(r, () =>
+        [
+          `usage key id  ${r.id}`,
+          `replaces      ${r.previous_key.id}, refused from ${new Date(r.previous_key.expiration * 1000).toISOString()}`,
+          ...grants(r),
+          "",
+          "New usage key (shown this once; deploy it before the old one stops working):",
+          "",
+          `  ${String(r.usage_api_key)}`,
+        ].join("\n"),
+      );
     });
 
   keys

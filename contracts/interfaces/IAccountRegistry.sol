@@ -206,6 +206,10 @@ interface IAccountRegistry {
     error NotPendingOwner(address caller, uint64 accountId);
     /// @notice Account `accountId` has no pending ownership transfer.
     error NoPendingTransfer(uint64 accountId);
+    /// @notice The scopes given to `rotateKey` are not the ones `key` holds (stale copy: read them again).
+    error ScopesMismatch(address key);
+    /// @notice A rotation overlap longer than the maximum was given.
+    error OverlapTooLong(uint64 overlap, uint64 max);
 
     // ------------------------------------------------------------------------------------------------
     // Accounts
@@ -261,6 +265,24 @@ interface IAccountRegistry {
 
     /// @notice Remove `key`; it is refused from this block on.
     function removeKey(address key) external;
+
+    /**
+     * @notice Rotate `oldKey` in one step: register `newKey` with exactly the scopes `oldKey` holds (the
+     * registry checks `scopes` against them) and make `oldKey` expire `overlap` seconds from this block, or
+     * keep its own expiration if that is sooner. Overlap 0 makes it refused from this block on. Emits
+     * KeyAdded for `newKey`, then KeyUpdated for `oldKey` with its new expiration.
+     * @param newExpiration The new key's expiration (unix seconds, 0 = never).
+     */
+    function rotateKey(
+        address oldKey,
+        uint64 overlap,
+        address newKey,
+        bytes32 newKeyHash,
+        string calldata name,
+        string calldata description,
+        uint64 newExpiration,
+        KeyScopes calldata scopes
+    ) external;
 
     // ------------------------------------------------------------------------------------------------
     // PKPs and groups

@@ -135,6 +135,20 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
       return new ApiError(400, "too_many_entries", `A list has ${a[0]} entries; the maximum is ${a[1]}.`, {
         details: { max: Number(a[1]) },
       });
+    case "ScopesMismatch":
+      return new ApiError(
+        409,
+        "rotation_scopes_changed",
+        `The scopes of usage key ${a[0]} changed while it was being rotated; nothing was written.`,
+        { details: { id: a[0] } },
+      );
+    case "OverlapTooLong":
+      return new ApiError(
+        400,
+        "overlap_too_long",
+        `An overlap of ${a[0]} seconds is longer than the maximum of ${a[1]}.`,
+        { details: { field: "overlap_seconds", max: Number(a[1]) } },
+      );
     case "NotPendingOwner":
     case "NoPendingTransfer":
       return new ApiError(409, "no_pending_transfer", "The account has no pending ownership transfer.");

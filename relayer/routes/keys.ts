@@ -51,55 +51,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
     return scopes;
   }
 
-  /** The key an update/remove is about: by value (`usage_api_key`) or by `id`; exactly one. */
-  function targetKey(b: BodyReader, auth: AuthContext): KeyRecord {
-    const value = b.raw("usage_api_key");
-    const id = b.raw("id");
-    if ((value === undefined || value === null) === (id === undefined || id === null)) {
-      throw new ApiError(
-        400,
-        "invalid_request",
-        "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
-        {
-          details: { field: "usage_api_key" },
-        },
-      );
-    }
-    let address: string;
-    if (value !== undefined && value !== null) {
-      if (typeof value !== "string")
-        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", {
-          details: { field: "usage_api_key" },
-        });
-      let parsed;
-      try {
-        parsed = ctx.enclave.parseApiKey(value);
-      } catch (err) {
-        if (isEnclaveError(err))
-          throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
-            details: { field: "usage_api_key" },
-          });
-        throw err;
-      }
-      if (parsed.kind !== "usage") {
-        throw new ApiError(
-          400,
-          "invalid_usage_api_key",
-          "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
-          { details: { field: "usage_api_key" } },
-        );
-      }
-      address = parsed.address;
-    } else {
-      address = parseAddress(id, "id");
-    }
-    const key = auth.account.keys.get(address);
-    if (!key)
-      throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, {
-        details: { id: address },
-      });
-    return key;
-  }
+  const targetKey = (b: BodyReader, auth: AuthContext) => resolveTargetKey(ctx, b, auth);
 
   /**
    * The optional per-key spend cap (off chain, in the billing ledger). It is applied only after the
@@ -118,18 +70,6 @@ export function keyRoutes(ctx: RelayerContext): Router {
       );
     }
     return cap;
-  }
-
-  function scopesArg(s: KeyScopes) {
-    return [
-      s.canCreateGroups,
-      s.canDeleteGroups,
-      s.canCreatePkps,
-      s.manageIpfsIdsInGroups,
-      s.addPkpToGroups,
-      s.removePkpFromGroups,
-      s.executeInGroups,
-    ];
   }
 
   r.post(
@@ -281,4 +221,67 @@ export function keyRoutes(ctx: RelayerContext): Router {
   );
 
   return r;
+}
+
+/** The key an update/remove/rotation is about: by value (`usage_api_key`) or by `id`; exactly one. */
+export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthContext): KeyRecord {
+  const value = b.raw("usage_api_key");
+  const id = b.raw("id");
+  if ((value === undefined || value === null) === (id === undefined || id === null)) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
+      {
+        details: { field: "usage_api_key" },
+      },
+    );
+  }
+  let address: string;
+  if (value !== undefined && value !== null) {
+    if (typeof value !== "string")
+      throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", {
+        details: { field: "usage_api_key" },
+      });
+    let parsed;
+    try {
+      parsed = ctx.enclave.parseApiKey(value);
+    } catch (err) {
+      if (isEnclaveError(err))
+        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
+          details: { field: "usage_api_key" },
+        });
+      throw err;
+    }
+    if (parsed.kind !== "usage") {
+      throw new ApiError(
+        400,
+        "invalid_usage_api_key",
+        "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
+        { details: { field: "usage_api_key" } },
+      );
+    }
+    address = parsed.address;
+  } else {
+    address = parseAddress(id, "id");
+  }
+  const key = auth.account.keys.get(address);
+  if (!key)
+    throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, {
+      details: { id: address },
+    });
+  return key;
+}
+
+/** KeyScopes as the registry's struct argument (addKey, updateKey, rotateKey). */
+export function scopesArg(s: KeyScopes) {
+  return [
+    s.canCreateGroups,
+    s.canDeleteGroups,
+    s.canCreatePkps,
+    s.manageIpfsIdsInGroups,
+    s.addPkpToGroups,
+    s.removePkpFromGroups,
+    s.executeInGroups,
+  ];
 }

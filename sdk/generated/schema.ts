@@ -1331,6 +1331,191 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/rotate_usage_api_key": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Replace a usage key: a new key with the same scopes, name, description and spend cap (value returned once); the old one expires after overlap_seconds */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description The usage key value (not the account key) */
+            usage_api_key?: string;
+            /** @description EIP-55 checksummed address */
+            id?: string;
+            /** @description Seconds the old key keeps working after the rotation lands (0 = stops at once) */
+            overlap_seconds: number;
+            expiration?: number | null;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              usage_api_key:
+                | string
+                | {
+                    sealed: string;
+                  }
+                | null;
+              /** @constant */
+              usage_api_key_withheld?: true;
+              /** @description EIP-55 checksummed address */
+              id: string;
+              api_key_hash: string | null;
+              name: string;
+              description: string;
+              expiration: number | null;
+              balance: number | null;
+              spent_cents: number | null;
+              spend_cap_cents: number | null;
+              can_create_groups: boolean;
+              can_delete_groups: boolean;
+              can_create_pkps: boolean;
+              /** @description Group ids; 0 is the wildcard for every group of the account. */
+              can_manage_ipfs_ids_in_groups: number[];
+              /** @description Group ids; 0 is the wildcard for every group of the account. */
+              can_add_pkp_to_groups: number[];
+              /** @description Group ids; 0 is the wildcard for every group of the account. */
+              can_remove_pkp_from_groups: number[];
+              /** @description Group ids; 0 is the wildcard for every group of the account. */
+              can_execute_in_groups: number[];
+              created_at: number | null;
+              previous_key: {
+                /** @description EIP-55 checksummed address */
+                id: string;
+                /** @description Unix seconds (chain time) from which the old key is refused */
+                expiration: number;
+              };
+              /** @description The path-A transaction */
+              tx_hash: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key, invalid_address, expiration_in_past, overlap_too_long */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description spend_cap_reached, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description usage_key_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, usage_key_expired, rotation_scopes_changed, address_in_use */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/pkps/create": {
     parameters: {
       query?: never;
@@ -4318,6 +4503,94 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/attestation": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** What this deployment runs and which key speaks for it, signed by that key (docs/enclave.md, Attestation) */
+    get: {
+      parameters: {
+        query?: {
+          /** @description Echoed in the signed document (freshness) */
+          nonce?: string;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              /** @constant */
+              format: "sigil-attestation/v1";
+              /** @enum {string} */
+              tee: "none" | "tdx" | "nitro";
+              measurement: string;
+              identity: {
+                /** @description EIP-55 checksummed address */
+                address: string;
+                public_key: string;
+              };
+              chain_id: number;
+              /** @description EIP-55 checksummed address */
+              registry_address: string;
+              /** @description EIP-55 checksummed address */
+              forwarder_address: string;
+              service_version: string;
+              /** @description Unix seconds */
+              timestamp: number;
+              nonce: string | null;
+              quote: null;
+              signature: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/openapi.json": {
     parameters: {
       query?: never;
@@ -4517,6 +4790,7 @@ export interface components {
           | "invalid_usage_api_key"
           | "invalid_pagination"
           | "invalid_idempotency_key"
+          | "overlap_too_long"
           | "expiration_in_past"
           | "too_many_entries"
           | "json_too_deep"
@@ -4560,6 +4834,7 @@ export interface components {
           | "too_many_members"
           | "too_many_groups"
           | "usage_key_expired"
+          | "rotation_scopes_changed"
           | "write_reverted"
           | "payload_too_large"
           | "code_too_large"

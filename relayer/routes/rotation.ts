@@ -1,0 +1,121 @@
+/**
+ * POST /core/v1/rotate_usage_api_key: replace a usage key by a new one in one call (docs/api.md, "Rotating
+ * a key"). The new key gets exactly the old key's scopes, name, description and spend cap; the old key
+ * expires `overlap_seconds` after the block that carries the rotation (or keeps its own expiration if that
+ * is sooner), so clients have that long to switch over.
+ *
+ * Both changes are one registry call, `rotateKey`, in one forward request: the chain applies both or
+ * neither, and checks the scopes it copies against the ones the old key holds (a stale copy is refused:
+ * 409 rotation_scopes_changed). Owner only (policy.ts, requireRotator); charged as one write.
+ */
+import { Router } from "express";
+import { authOf } from "../auth";
+import { registryInterface } from "../chain/abi";
+import { firstEvent, handler, write, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+import { BodyReader } from "../http/validate";
+import { requireRotator } from "../policy";
+import { keyItem } from "../present";
+import { resolveTargetKey, scopesArg } from "./keys";
+
+/** The registry's MAX_ROTATION_OVERLAP: 30 days (a test checks that the two agree). */
+export const MAX_ROTATION_OVERLAP_SECONDS = 30 * 24 * 60 * 60;
+
+/** `overlap_seconds`: required, an integer from 0 to MAX_ROTATION_OVERLAP_SECONDS. */
+function readOverlap(b: BodyReader): number {
+  const v = b.raw("overlap_seconds");
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      `\`overlap_seconds\` must be an integer from 0 to ${MAX_ROTATION_OVERLAP_SECONDS} (seconds the old key keeps working).`,
+      { details: { field: "overlap_seconds" } },
+    );
+  }
+  if (v > MAX_ROTATION_OVERLAP_SECONDS) {
+    throw new ApiError(
+      400,
+      "overlap_too_long",
+      `An overlap of ${v} seconds is longer than the maximum of ${MAX_ROTATION_OVERLAP_SECONDS}.`,
+      { details: { field: "overlap_seconds", max: MAX_ROTATION_OVERLAP_SECONDS } },
+    );
+  }
+  return v;
+}
+
+export function rotationRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+
+  r.post(
+    "/rotate_usage_api_key",
+    ctx.auth.requireKey(),
+    handler(
+      ctx,
+      async (req, res) => {
+        const auth = authOf(res);
+        requireRotator(auth);
+        const b = new BodyReader(req.body);
+        const old = resolveTargetKey(ctx, b, auth);
+        const overlap = readOverlap(b);
+        const now = Math.floor(Date.now() / 1000);
+        const expiration = b.expiration("expiration", now);
+        b.done();
+        // Same rule as the registry (which would refuse the write too): an expired key has nothing left
+        // to hand over.
+        if (old.expiration !== 0 && now >= old.expiration) {
+          throw new ApiError(
+            409,
+            "usage_key_expired",
+            `Usage key ${old.address} expired at ${old.expiration}.`,
+            { details: { id: old.address, expiration: old.expiration } },
+          );
+        }
+        const accountId = auth.account.id.toString();
+        const gen = ctx.enclave.generateUsageKey();
+        // The cap goes in before the key exists on chain, so the new key is never usable uncapped. If the
+        // write then fails, the row names an address nobody holds: harmless.
+        const cap = ctx.billing ? (await ctx.billing.keySpend(old.address)).cap_cents : null;
+        if (cap !== null) await ctx.billing!.setKeySpendCap(accountId, gen.address, cap);
+        const out = await write(
+          ctx,
+          auth,
+          "rotate_usage_api_key",
+          registryInterface.encodeFunctionData("rotateKey", [
+            old.address,
+            overlap,
+            gen.address,
+            gen.keyHash,
+            old.name,
+            old.description,
+            expiration,
+            scopesArg(old.scopes),
+          ]),
+        );
+        firstEvent(out, "KeyAdded");
+        const oldUntil = Number(firstEvent(out, "KeyUpdated").args.expiration);
+        const account = await ctx.cache.account(auth.account.id);
+        const rec = account.keys.get(gen.address) ?? {
+          address: gen.address,
+          keyHash: gen.keyHash,
+          name: old.name,
+          description: old.description,
+          expiration,
+          createdAt: null,
+          scopes: old.scopes,
+        };
+        return {
+          status: 201,
+          body: {
+            usage_api_key: gen.apiKey,
+            ...(await keyItem(rec, ctx.billing)),
+            previous_key: { id: old.address, expiration: oldUntil },
+            tx_hash: out.txHash,
+          },
+        };
+      },
+      { secretFields: { names: ["usage_api_key"], mode: "encrypt" } },
+    ),
+  );
+
+  return r;
+}
