@@ -20,6 +20,7 @@ import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
 import { configRoute, healthRoutes } from "./routes/system";
+import { webhookRoutes } from "./routes/webhooks";
 
 /** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
 export const ROUTES: Array<[string, string]> = [
@@ -47,6 +48,14 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/svc_action"],
   ["POST", "/core/v1/forward/prepare"],
   ["POST", "/core/v1/forward"],
+  ["POST", "/core/v1/webhooks"],
+  ["GET", "/core/v1/webhooks"],
+  ["GET", "/core/v1/webhooks/:id"],
+  ["POST", "/core/v1/webhooks/:id"],
+  ["DELETE", "/core/v1/webhooks/:id"],
+  ["POST", "/core/v1/webhooks/:id/rotate_secret"],
+  ["GET", "/core/v1/webhooks/:id/deliveries"],
+  ["POST", "/core/v1/webhooks/:id/deliveries/:delivery/resend"],
   ["GET", "/core/v1/config"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
@@ -123,6 +132,7 @@ export function buildApp(ctx: RelayerContext): Express {
     pkpRoutes(ctx),
     groupRoutes(ctx),
     forwardRoutes(ctx),
+    webhookRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);

@@ -15,6 +15,16 @@ export { signRequest, signedRequestMessage, SIGNED_REQUEST_VERSION, type Deploym
 export { forwardCall } from "./forward";
 export { registryWrites, REGISTRY_WRITE_ABI } from "./registryCalls";
 export { keyKind, usageKeyWallet } from "./keys";
+export {
+  verifyWebhookSignature,
+  parseWebhookEvent,
+  type VerifyOptions,
+  type WebhookEvent,
+  type WebhookEventType,
+  type WebhookEndpoint,
+  type NewWebhookEndpoint,
+  type WebhookDelivery,
+} from "./webhooks";
 export type {
   paths,
   components,
