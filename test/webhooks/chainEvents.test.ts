@@ -46,7 +46,8 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
    * range in one transaction, so by then every earlier one is stored too), then for the deliveries to settle.
    */
   async function eventsThrough(from: number, through: number): Promise<Ev[]> {
-    const inRange = () => receiver.events().filter((e) => e.block_number! > from && e.block_number! <= through);
+    const inRange = () =>
+      receiver.events().filter((e) => e.block_number! > from && e.block_number! <= through);
     await receiver.until(() => inRange().some((e) => e.block_number === through), 30_000);
     let count = -1;
     while (inRange().length !== count) {
@@ -74,7 +75,8 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
     const start = await s.provider.getBlockNumber();
     cidA = (await api("POST", "/core/v1/actions", { code: "async function main() { return 'a'; }" })).cid;
     const pkp = (await api("POST", "/core/v1/pkps/create", { name: "pa" })).pkp_id;
-    const group = (await api("POST", "/core/v1/groups", { name: "ga", pkps: [pkp], actions: [cidA] })).group_id;
+    const group = (await api("POST", "/core/v1/groups", { name: "ga", pkps: [pkp], actions: [cidA] }))
+      .group_id;
     const k = await api("POST", "/core/v1/add_usage_api_key", { name: "ka", execute_in_groups: [group] });
     await api("POST", "/core/v1/update_usage_api_key", { id: k.id, name: "ka2", execute_in_groups: [0] });
     await api("POST", "/core/v1/groups/" + group + "/actions", { remove: [cidA] });
@@ -185,7 +187,9 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
 
   it("the event id is derived from chain id, transaction hash and log index", () => {
     for (const e of receiver.events()) {
-      const h = createHash("sha256").update(`sigil/webhook-event/v1:${chainId}:${e.transaction_hash}:${e.log_index}`);
+      const h = createHash("sha256").update(
+        `sigil/webhook-event/v1:${chainId}:${e.transaction_hash}:${e.log_index}`,
+      );
       expect(e.id).to.equal("evt_" + h.digest("hex").slice(0, 32));
     }
   });
@@ -205,7 +209,9 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
 
   it("a removed action names its CID, on both paths (the log carries only its hash)", () => {
     const removed = (evs: Ev[]) =>
-      evs.filter((e) => e.type === "group.actions_changed" && e.data.change === "removed").map((e) => e.data.cid);
+      evs
+        .filter((e) => e.type === "group.actions_changed" && e.data.change === "removed")
+        .map((e) => e.data.cid);
     expect([removed(phases.a), removed(phases.b)]).to.deep.equal([[cidA], [cidB]]);
   });
 

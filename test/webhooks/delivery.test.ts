@@ -26,7 +26,12 @@ describe("webhooks: delivery", function () {
   async function deliveries(endpointId: string) {
     const r = await s.api("GET", `/core/v1/webhooks/${endpointId}/deliveries`, { key });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
-    return r.body.items as Array<{ status: string; attempts: number; last_status: number | null; last_error: string | null }>;
+    return r.body.items as Array<{
+      status: string;
+      attempts: number;
+      last_status: number | null;
+      last_error: string | null;
+    }>;
   }
 
   async function createPkp(): Promise<void> {

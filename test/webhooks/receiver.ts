@@ -27,7 +27,11 @@ export class Receiver {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
-        const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString("utf8"), at: Date.now() };
+        const r: Received = {
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString("utf8"),
+          at: Date.now(),
+        };
         this.received.push(r);
         const b = this.behaviour(this.received.length, r);
         if (b === "hang") {
@@ -47,7 +51,14 @@ export class Receiver {
     return this;
   }
 
-  events(): Array<{ id: string; type: string; block_number?: number; transaction_hash?: string; log_index?: number; data: Record<string, unknown> }> {
+  events(): Array<{
+    id: string;
+    type: string;
+    block_number?: number;
+    transaction_hash?: string;
+    log_index?: number;
+    data: Record<string, unknown>;
+  }> {
     return this.received.map((r) => JSON.parse(r.body));
   }
 
