@@ -27,6 +27,11 @@ export interface ChainScannerOptions {
   logger: Logger;
 }
 
+/** The account of a registry log: every registry event's first indexed argument (topic 1). */
+function accountOf(log: Log): string {
+  return log.topics.length > 1 ? BigInt(log.topics[1]).toString() : "";
+}
+
 export function newDeliveryId(): string {
   return "whd_" + randomBytes(12).toString("hex");
 }
@@ -43,7 +48,10 @@ export class ChainScanner {
     if (confirmed <= cursor) return 0;
     const to = Math.min(confirmed, cursor + MAX_RANGE);
     const logs = await provider.getLogs({ address: this.o.registry, fromBlock: cursor + 1, toBlock: to });
-    const times = await this.blockTimes(logs);
+    // Only accounts that have an endpoint now: a deployment without webhooks pays one query per scan,
+    // not a block read per log. An endpoint registered during this scan hears from the next one on.
+    const watched = await store.accountsWithEndpoints();
+    const times = await this.blockTimes(logs.filter((l) => watched.has(accountOf(l))));
     let stored = 0;
     await store.db.transaction(async (tx) => {
       const cids = new Map<string, string>();
@@ -65,6 +73,7 @@ export class ChainScanner {
         const described = describeLog(ev, () => removedCid);
         if (described === null) continue;
         const accountId = String(ev.args[0]);
+        if (!watched.has(accountId)) continue;
         const subs = await this.subscribers(tx, accountId, subscriptions);
         const targets = subs.filter((s) => subscribes(s.sub, described.type)).map((s) => s.endpoint_id);
         if (targets.length === 0) continue;

@@ -140,6 +140,9 @@ const Q = {
       .where("account_id", "=", a(0))
       .where("enabled", "=", 1),
   ),
+  accountsWithEndpoints: prepare("wh.accountsWithEndpoints", (db) =>
+    db.selectFrom("webhook_endpoints").select("account_id").distinct().where("enabled", "=", 1),
+  ),
   insertEvent: prepare("wh.insertEvent", (db, a) =>
     db
       .insertInto("webhook_outbox_events")
@@ -425,6 +428,11 @@ export class WebhookStore {
     on: Sql = this.db,
   ): Promise<Array<{ endpoint_id: string; event_types: string }>> {
     return on.all(Q.subscribers, [accountId]);
+  }
+
+  /** Accounts with at least one enabled endpoint: only their logs become events. */
+  async accountsWithEndpoints(): Promise<Set<string>> {
+    return new Set((await this.db.all(Q.accountsWithEndpoints)).map((r) => r.account_id));
   }
 
   async eventPayload(eventId: string): Promise<string | undefined> {
