@@ -2,7 +2,10 @@
  * Webhooks in the SDK: typed helpers for the /core/v1/webhooks operations (account key), and
  * `verifyWebhookSignature` for the receiving side (docs/webhooks.md, "Verifying a delivery").
  */
-import { createHmac, timingSafeEqual } from "node:crypto";
+// @noble/hashes rather than node:crypto: the SDK also runs in the browser (the dashboard), where
+// node:crypto is a two-function shim.
+import { hmac } from "@noble/hashes/hmac";
+import { sha256 } from "@noble/hashes/sha256";
 import { paginate, type Page } from "./paginate";
 import type { Answer, Body } from "./types";
 
@@ -48,14 +51,31 @@ export function verifyWebhookSignature(
   if (t === undefined || !/^[0-9]{1,12}$/.test(t)) return false;
   const now = opts.nowSeconds ?? Math.floor(Date.now() / 1000);
   if (Math.abs(now - Number(t)) > (opts.toleranceSeconds ?? 300)) return false;
-  const body = typeof rawBody === "string" ? Buffer.from(rawBody, "utf8") : Buffer.from(rawBody);
-  const expected = createHmac("sha256", secret)
-    .update(Buffer.concat([Buffer.from(`${t}.`, "utf8"), body]))
-    .digest();
-  return parts.some(([k, v]) => {
-    if (k !== "v1" || v === undefined || !/^[0-9a-f]{64}$/.test(v)) return false;
-    return timingSafeEqual(Buffer.from(v, "hex"), expected);
-  });
+  const encoder = new TextEncoder();
+  const body = typeof rawBody === "string" ? encoder.encode(rawBody) : rawBody;
+  const prefix = encoder.encode(`${t}.`);
+  const signed = new Uint8Array(prefix.length + body.length);
+  signed.set(prefix);
+  signed.set(body, prefix.length);
+  const expected = hmac(sha256, encoder.encode(secret), signed);
+  return parts.some(
+    ([k, v]) =>
+      k === "v1" && v !== undefined && /^[0-9a-f]{64}$/.test(v) && equalBytes(hexBytes(v), expected),
+  );
+}
+
+function hexBytes(hex: string): Uint8Array {
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/** Constant time for equal lengths: how many bytes match must not show in how long it takes. */
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+  return diff === 0;
 }
 
 /** Verifies, then parses: the event, or an Error saying the signature did not verify. */
