@@ -888,7 +888,14 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           auth: "account",
           params: [webhookId],
           ok: out({ id: str(), deleted: { type: "boolean", const: true } }),
-          errors: ["owner_only", "webhook_not_found"],
+          // A DELETE may carry a body too: the guard and the body parser judge it like any other.
+          errors: [
+            "owner_only",
+            "webhook_not_found",
+            "invalid_json",
+            "payload_too_large",
+            "unsupported_media_type",
+          ],
         }),
       },
       "/core/v1/webhooks/{id}/rotate_secret": {

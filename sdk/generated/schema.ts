@@ -4736,7 +4736,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json */
         400: {
           headers: {
             [name: string]: unknown;
@@ -4765,6 +4765,24 @@ export interface paths {
         };
         /** @description webhook_not_found */
         404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
           headers: {
             [name: string]: unknown;
           };
