@@ -25,7 +25,6 @@ import type { Stack } from "../helpers/stack";
 import { devKey, freshDeployer } from "../safe/support";
 import { Receiver } from "./receiver";
 import { newAccount, register, startWebhookStack } from "./support";
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { verifySigilSignature } = require("./verifySnippet.js");
 
 type Ev = ReturnType<Receiver["events"]>[number];

@@ -19,7 +19,9 @@ describe("webhooks: docs/webhooks.md", () => {
   });
 
   it("names every webhook error code, each of which is catalogued", () => {
-    const codes = Object.keys(ERROR_CATALOGUE).filter((c) => c.includes("webhook") || c === "invalid_event_type");
+    const codes = Object.keys(ERROR_CATALOGUE).filter(
+      (c) => c.includes("webhook") || c === "invalid_event_type",
+    );
     expect(codes).to.have.length(8);
     for (const c of codes) expect(doc, c).to.contain("`" + c + "`");
   });

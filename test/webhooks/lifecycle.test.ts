@@ -13,7 +13,6 @@ import { verifyWebhookSignature } from "../../sdk/webhooks";
 import type { Stack } from "../helpers/stack";
 import { Receiver } from "./receiver";
 import { newAccount, register, startWebhookStack, testWebhookOptions } from "./support";
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { verifySigilSignature } = require("./verifySnippet.js");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -49,7 +49,12 @@ describeOnEngines("webhooks: storage", function (engine) {
 
   async function offer(eventId: string, endpoints: string[]): Promise<boolean> {
     return db.transaction((tx) =>
-      store.addEvent(tx, { eventId, accountId: "1", type: "pkp.created", payload: "{}", nowMs: Date.now() }, endpoints, () => id("whd")),
+      store.addEvent(
+        tx,
+        { eventId, accountId: "1", type: "pkp.created", payload: "{}", nowMs: Date.now() },
+        endpoints,
+        () => id("whd"),
+      ),
     );
   }
 
@@ -88,8 +93,12 @@ describeOnEngines("webhooks: storage", function (engine) {
     await offer("evt_lease", [e]);
     const now = Date.now() + 1;
     const first = (await store.claimDue("x", now, now + 1_000, 100)).filter((d) => d.endpoint_id === e);
-    const second = (await store.claimDue("y", now + 500, now + 60_000, 100)).filter((d) => d.endpoint_id === e);
-    const third = (await store.claimDue("z", now + 1_001, now + 60_000, 100)).filter((d) => d.endpoint_id === e);
+    const second = (await store.claimDue("y", now + 500, now + 60_000, 100)).filter(
+      (d) => d.endpoint_id === e,
+    );
+    const third = (await store.claimDue("z", now + 1_001, now + 60_000, 100)).filter(
+      (d) => d.endpoint_id === e,
+    );
     expect([first.length, second.length, third.length]).to.deep.equal([1, 0, 1]);
   });
 });
