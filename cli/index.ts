@@ -17,6 +17,7 @@ import { registerGroups } from "./commands/groups";
 import { registerKeys } from "./commands/keys";
 import { registerPkps } from "./commands/pkps";
 import { registerRun } from "./commands/run";
+import { registerWebhooks } from "./commands/webhooks";
 import { DEFAULT_URL } from "./context";
 
 const VERSION: string = (require("../package.json") as { version: string }).version;
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
   registerActions(program);
   registerRun(program);
   registerBilling(program);
+  registerWebhooks(program);
   registerConfig(program);
   // Subcommands inherit exitOverride only if set on each; do it once for the whole tree.
   const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];

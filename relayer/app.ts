@@ -22,6 +22,7 @@ import { pkpRoutes } from "./routes/pkps";
 import { rotationRoutes } from "./routes/rotation";
 import { attestationRoutes } from "./routes/attestation";
 import { configRoute, healthRoutes } from "./routes/system";
+import { webhookRoutes } from "./routes/webhooks";
 
 /** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
 export const ROUTES: Array<[string, string]> = [
@@ -51,6 +52,14 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/svc_action"],
   ["POST", "/core/v1/forward/prepare"],
   ["POST", "/core/v1/forward"],
+  ["POST", "/core/v1/webhooks"],
+  ["GET", "/core/v1/webhooks"],
+  ["GET", "/core/v1/webhooks/:id"],
+  ["POST", "/core/v1/webhooks/:id"],
+  ["DELETE", "/core/v1/webhooks/:id"],
+  ["POST", "/core/v1/webhooks/:id/rotate_secret"],
+  ["GET", "/core/v1/webhooks/:id/deliveries"],
+  ["POST", "/core/v1/webhooks/:id/deliveries/:delivery/resend"],
   ["GET", "/core/v1/config"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
@@ -129,6 +138,7 @@ export function buildApp(ctx: RelayerContext): Express {
     pkpRoutes(ctx),
     groupRoutes(ctx),
     forwardRoutes(ctx),
+    webhookRoutes(ctx),
     configRoute(ctx),
   ]) {
     app.use("/core/v1", router);

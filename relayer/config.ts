@@ -8,6 +8,7 @@ import type { Enclave } from "../enclave";
 import type { ExecutorLimits, FetchPolicy, ModuleOptions, UnhandledRejectionMode } from "../enclave";
 import type { Billing } from "./billing";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
+import type { WebhookOptions } from "./webhooks";
 
 export interface RateLimitOptions {
   /** Requests per minute per usage key (docs/background.md: 60). */
@@ -107,6 +108,8 @@ export interface RelayerOptions {
   maxPriorityFeePerGas?: bigint;
   /** Largest JSON body accepted (default 1 MiB). */
   maxBodyBytes?: number;
+  /** Outgoing webhooks (docs/webhooks.md): allowed private addresses, retry schedule, timeouts. */
+  webhooks?: WebhookOptions;
   /**
    * Bytes of pinned code per account (POST /actions and code fetched from IPFS for it), default
    * 10 MiB; 0 refuses every pin (docs/actions.md, "Pinning: quota and price").
@@ -157,6 +160,7 @@ export interface RelayerConfig {
   sendConcurrency?: number;
   maxPriorityFeePerGas: bigint;
   maxBodyBytes: number;
+  webhooks: WebhookOptions;
   operatorToken: string | null;
   trustProxy: TrustProxy;
   unknownTtlMs: number;
@@ -224,6 +228,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     sendConcurrency: opts.sendConcurrency,
     maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
+    webhooks: opts.webhooks ?? {},
     operatorToken: opts.operatorToken || null,
     trustProxy: checkTrustProxy(opts.trustProxy ?? false),
     unknownTtlMs: Math.max(0, opts.unknownTtlMs ?? 5_000),

@@ -20,6 +20,7 @@ import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
 import type { ProfileStore } from "./store";
+import type { Webhooks } from "./webhooks";
 import { clientIp } from "./http/context";
 
 export interface RelayerContext {
@@ -41,6 +42,8 @@ export interface RelayerContext {
   /** Every /core/v1 request, per client IP, before authentication. */
   ipLimit: RateLimiter;
   executionCap: ExecutionCap;
+  /** Outgoing webhooks: endpoints, event scanners, deliveries (relayer/webhooks/). */
+  webhooks: Webhooks;
   metrics: RelayerMetrics;
   logger: Logger;
 }

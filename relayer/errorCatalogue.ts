@@ -76,6 +76,21 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A list in the request has more entries than allowed.",
     fix: "Split the change into several requests.",
   },
+  webhook_url_invalid: {
+    status: 400,
+    why: "A webhook `url` is not an absolute https:// URL (http:// only where the operator allows private addresses), holds a user name, password or #fragment, is over 2048 characters, or its host does not resolve.",
+    fix: "Send the public https URL of your receiver, e.g. https://example.com/sigil-webhooks; authenticate deliveries by their Sigil-Signature.",
+  },
+  webhook_url_refused: {
+    status: 400,
+    why: "A webhook `url`'s host is, or resolves to, an address deliveries never go to: loopback, private, link-local, cloud metadata, carrier-grade NAT, IPv4-mapped IPv6 and the like (`details.address`, `details.category`).",
+    fix: "Use a host with public addresses only; an operator on a private network can allow ranges with SIGIL_WEBHOOK_ALLOW_ADDRESSES.",
+  },
+  invalid_event_type: {
+    status: 400,
+    why: "`event_types` is empty, mixes `*` with types, or names a type that does not exist (`details.known` lists them).",
+    fix: 'Send a list of the types in docs/webhooks.md, or ["*"] for all of them.',
+  },
   json_too_deep: {
     status: 400,
     why: "The JSON body is nested deeper than 32 levels (objects and arrays, `js_params` included), counted before anything parses it.",
@@ -214,6 +229,16 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The account has no live usage key with this value or id.",
     fix: "List keys with GET /list_api_keys.",
   },
+  webhook_not_found: {
+    status: 404,
+    why: "The account has no webhook endpoint with this id.",
+    fix: "List endpoints with GET /core/v1/webhooks.",
+  },
+  webhook_delivery_not_found: {
+    status: 404,
+    why: "The endpoint has no delivery with this id.",
+    fix: "List deliveries with GET /core/v1/webhooks/{id}/deliveries.",
+  },
   action_not_found: {
     status: 404,
     why: "The CID's code is neither in the content store nor on a configured IPFS gateway.",
@@ -280,6 +305,21 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     status: 409,
     why: "The account already has the maximum number of live groups (the registry bounds a wildcard execute check's gas).",
     fix: "Delete groups that are no longer used, or put more PKPs and actions into existing groups.",
+  },
+  too_many_webhooks: {
+    status: 409,
+    why: "The account already has the most webhook endpoints allowed (16 by default; `details.max`).",
+    fix: "Delete an endpoint, or subscribe one endpoint to more event types.",
+  },
+  webhook_disabled: {
+    status: 409,
+    why: "A resend was asked for on a disabled endpoint (disabled by hand, or by three days of failed deliveries: its `notice` says which).",
+    fix: 'Enable it with POST /core/v1/webhooks/{id} {"enabled": true}; pending deliveries start again.',
+  },
+  webhook_delivery_in_progress: {
+    status: 409,
+    why: "The delivery is being attempted at this moment (by this or another instance).",
+    fix: "Wait for the attempt's outcome in the delivery log, then resend if it failed.",
   },
   usage_key_expired: {
     status: 409,

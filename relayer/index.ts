@@ -26,6 +26,7 @@ import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
 import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer } from "./db";
 import { PinLedger } from "./pins";
 import { openRelayerDb, ProfileStore } from "./store";
+import { Webhooks } from "./webhooks";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
 export type { Principal } from "./auth";
@@ -128,6 +129,32 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       throw err;
     }
   }
+  // Webhooks live in the ledger's database when billing is on (so ledger events and deliveries share
+  // it), else in the shared PostgreSQL, else in a SQLite file of their own.
+  let ownWebhookDb: DataLayer | null = null;
+  try {
+    if (!opts.billing && !shared)
+      ownWebhookDb = await openDataLayer({ sqlitePath: path.join(cfg.dataDir, "webhooks.sqlite") });
+  } catch (err) {
+    db.close();
+    await shared?.close();
+    await executor.close();
+    throw err;
+  }
+  const webhooks = new Webhooks({
+    db: opts.billing?.db ?? shared ?? ownWebhookDb!,
+    sealer: enclave,
+    provider,
+    registry: cfg.registryAddress,
+    chainId,
+    deployBlock: cfg.deployBlock,
+    confirmations: cfg.confirmations,
+    pollIntervalMs: cfg.pollIntervalMs,
+    ledgerId: opts.billing?.ledgerId ?? null,
+    instanceId: cfg.instanceId,
+    logger,
+    options: cfg.webhooks,
+  });
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
@@ -169,6 +196,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           Math.max(10 * MINUTE, 2 * (cfg.executorLimits?.wallTimeMs ?? 0)),
         )
       : new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
+    webhooks,
     metrics,
     logger,
   };
@@ -188,9 +216,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     await executor.close();
     db.close();
     await shared?.close();
+    await ownWebhookDb?.close();
     throw err;
   }
   cache.start();
+  webhooks.start();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
       .prune()
@@ -231,11 +261,13 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      await webhooks.stop();
       await cache!.stop();
       await executor!.close();
       rpc.close();
       db.close();
       await shared?.close();
+      await ownWebhookDb?.close();
     },
   };
 }

@@ -5,6 +5,7 @@
 import type { RelayerContext } from "./context";
 import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
+import { EVENT_TYPES } from "./webhooks/eventTypes";
 
 /** Every code an answer can carry: the relayer's and billing's (billing gates writes and executions). */
 const ALL_ERRORS: Record<string, { status: number }> = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
@@ -232,6 +233,45 @@ const membersAnswer = out(
   { ...groupFields, tx_hashes: arr(txHash) },
   Object.keys(groupFields).filter((k) => k !== "group_id"),
 );
+
+/** Webhook endpoints (docs/webhooks.md). */
+const eventTypes = arr(
+  { type: "string", enum: [...EVENT_TYPES, "*"] },
+  'Event types, or ["*"] alone for every type',
+);
+const webhookFields: Record<string, Schema> = {
+  id: { type: "string", pattern: "^we_[0-9a-f]{24}$" },
+  url: str(),
+  event_types: eventTypes,
+  description: str(),
+  enabled: bool(),
+  notice: nullable(str("`webhook.disabled: …` when failed deliveries disabled the endpoint")),
+  disabled_at: nullable(int("Unix seconds")),
+  previous_secret_expires_at: nullable(
+    int("Unix seconds: until then the previous secret signs too (a second v1), after a rotation"),
+  ),
+  created: int("Unix seconds"),
+  updated: int("Unix seconds"),
+};
+const webhookSecret = {
+  type: "string",
+  pattern: "^whsec_[A-Za-z0-9_-]{43}$",
+  description:
+    "The signing secret, shown once (an Idempotency-Key replay shows it again to the same caller only)",
+};
+const deliveryItem = out({
+  id: { type: "string", pattern: "^whd_[0-9a-f]{24}$" },
+  event_id: str(),
+  event_type: str(),
+  status: { type: "string", enum: ["pending", "succeeded", "failed"] },
+  attempts: int(),
+  next_attempt_at: nullable(int("Unix seconds (pending deliveries)")),
+  last_attempt_at: nullable(int("Unix seconds")),
+  last_status: nullable(int("HTTP status of the last attempt")),
+  last_error: nullable(str()),
+  created: int("Unix seconds"),
+});
+const webhookId = idParam("id", { type: "string" });
 
 export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
   const keyCreate = obj({ name: str(), description: str(), expiration, ...permissionFields });
@@ -834,6 +874,120 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           errors: ["owner_only"],
         }),
       },
+      "/core/v1/webhooks": {
+        post: op({
+          summary: "Register a webhook endpoint (account key); the answer holds its signing secret, once",
+          auth: "account",
+          status: 201,
+          body: obj({ url: str("https:// URL"), event_types: eventTypes, description: str() }, [
+            "url",
+            "event_types",
+          ]),
+          ok: out({ ...webhookFields, secret: webhookSecret }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "string_too_long",
+            "owner_only",
+            "webhook_url_invalid",
+            "webhook_url_refused",
+            "invalid_event_type",
+            "too_many_webhooks",
+          ],
+        }),
+        get: op({
+          summary: "List the account's webhook endpoints",
+          auth: "account",
+          params: pagingParams,
+          ok: page(ref("WebhookEndpoint")),
+          errors: ["owner_only", "invalid_pagination"],
+        }),
+      },
+      "/core/v1/webhooks/{id}": {
+        get: op({
+          summary: "A webhook endpoint",
+          auth: "account",
+          params: [webhookId],
+          ok: ref("WebhookEndpoint"),
+          errors: ["owner_only", "webhook_not_found"],
+        }),
+        post: op({
+          summary: "Update a webhook endpoint (url, event_types, description, enabled)",
+          auth: "account",
+          params: [webhookId],
+          body: obj({ url: str(), event_types: eventTypes, description: str(), enabled: bool() }),
+          ok: ref("WebhookEndpoint"),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "string_too_long",
+            "owner_only",
+            "webhook_not_found",
+            "webhook_url_invalid",
+            "webhook_url_refused",
+            "invalid_event_type",
+          ],
+        }),
+        delete: op({
+          summary: "Delete a webhook endpoint and its delivery log",
+          auth: "account",
+          params: [webhookId],
+          ok: out({ id: str(), deleted: { type: "boolean", const: true } }),
+          // A DELETE may carry a body too: the guard and the body parser judge it like any other.
+          errors: [
+            "owner_only",
+            "webhook_not_found",
+            "invalid_json",
+            "payload_too_large",
+            "unsupported_media_type",
+          ],
+        }),
+      },
+      "/core/v1/webhooks/{id}/rotate_secret": {
+        post: op({
+          summary:
+            "A new signing secret, returned once; the previous one keeps signing for expire_previous_in_seconds (default 86400, 0 = stop now)",
+          auth: "account",
+          params: [webhookId],
+          body: obj({ expire_previous_in_seconds: { type: "integer", minimum: 0, maximum: 604800 } }),
+          ok: out({
+            id: str(),
+            secret: webhookSecret,
+            previous_secret_expires_at: nullable(int("Unix seconds")),
+          }),
+          errors: [...BODY_ERRORS, "invalid_request", "unknown_field", "owner_only", "webhook_not_found"],
+        }),
+      },
+      "/core/v1/webhooks/{id}/deliveries": {
+        get: op({
+          summary: "The endpoint's deliveries, newest first",
+          auth: "account",
+          params: [webhookId, ...pagingParams],
+          ok: page(deliveryItem),
+          errors: ["owner_only", "invalid_pagination", "webhook_not_found"],
+        }),
+      },
+      "/core/v1/webhooks/{id}/deliveries/{delivery}/resend": {
+        post: op({
+          summary: "Send a delivery again as soon as possible (same event id, same body)",
+          auth: "account",
+          status: 202,
+          params: [webhookId, idParam("delivery", { type: "string" })],
+          ok: deliveryItem,
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "owner_only",
+            "webhook_not_found",
+            "webhook_delivery_not_found",
+            "webhook_disabled",
+            "webhook_delivery_in_progress",
+          ],
+        }),
+      },
       "/core/v1/config": {
         get: op({
           summary: "Chain id, contract addresses, limits, prices",
@@ -975,6 +1129,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         ),
         Pkp: out({ ...pkpFields, account_id: int() }),
         Group: out(groupFields),
+        WebhookEndpoint: out(webhookFields),
         ForwardRequestFields: out(forwardRequestFields),
         ConfirmPayment: out({
           payment_intent_id: str(),

@@ -22,6 +22,7 @@ import type {
 } from "./types";
 import { waitUntilExecutable, type WaitOptions } from "./waitUntilExecutable";
 import { forwardWrites, type ForwardWrites } from "./forward";
+import { webhookOperations } from "./webhooks";
 
 export interface SigilOptions extends RetryOptions {
   /** Where the relayer listens, e.g. http://127.0.0.1:8080 */
@@ -167,6 +168,13 @@ export function createSigil(options: SigilOptions) {
     pinAction: (code: string) => post("/core/v1/actions", { body: { code } }),
     actionCid: (code: string) => post("/core/v1/actions/cid", { body: { code } }),
     action: (cid: string) => get("/core/v1/actions/{cid}", { params: { path: { cid } } }),
+
+    /** Webhook endpoints and their delivery logs (account key; docs/webhooks.md). */
+    webhooks: webhookOperations({
+      get: get as (path: string, init?: unknown) => Promise<unknown>,
+      post: post as (path: string, init?: unknown) => Promise<unknown>,
+      delete: del as (path: string, init?: unknown) => Promise<unknown>,
+    }),
 
     /** Runs an action: its `response`, `logs`, `has_error` (and `error`), `execution_ms`, `charged_cents`. */
     execute,

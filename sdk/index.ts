@@ -25,6 +25,16 @@ export {
   type VerifyAttestationOptions,
   type VerifiedAttestation,
 } from "./attestation";
+export {
+  verifyWebhookSignature,
+  parseWebhookEvent,
+  type VerifyOptions,
+  type WebhookEvent,
+  type WebhookEventType,
+  type WebhookEndpoint,
+  type NewWebhookEndpoint,
+  type WebhookDelivery,
+} from "./webhooks";
 export type {
   paths,
   components,

@@ -171,6 +171,94 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 3,
+    description: "outgoing webhooks: endpoints, events, deliveries, scanner cursors, action CIDs",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // The secret is sealed by the enclave (relayer/webhooks/secrets.ts): the database alone reveals none.
+      await run(
+        db.schema
+          .createTable("webhook_endpoints")
+          .addColumn("endpoint_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("url", "text", (c) => c.notNull())
+          .addColumn("event_types", "text", (c) => c.notNull())
+          .addColumn("description", "text", (c) => c.notNull())
+          .addColumn("enabled", "integer", (c) => c.notNull())
+          .addColumn("secret_sealed", "text", (c) => c.notNull())
+          .addColumn("previous_secret_sealed", "text")
+          .addColumn("previous_secret_expires_ms", big)
+          .addColumn("disabled_reason", "text")
+          .addColumn("disabled_ms", big)
+          .addColumn("created_ms", big, (c) => c.notNull())
+          .addColumn("updated_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema.createIndex("webhook_endpoints_by_account").on("webhook_endpoints").column("account_id"),
+      );
+      // One row per event, whichever instance saw it first: the UNIQUE id is what makes the chain
+      // scanners of several instances (and of one instance after a restart) emit each event once.
+      await run(
+        db.schema
+          .createTable("webhook_outbox_events")
+          .addColumn("event_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("type", "text", (c) => c.notNull())
+          .addColumn("payload", "text", (c) => c.notNull())
+          .addColumn("created_ms", big, (c) => c.notNull()),
+      );
+      // One row per (endpoint, event). A delivery is due when `status` is pending and
+      // `next_attempt_ms` has passed; an instance owns it while `lease_expires_ms` is in the future.
+      await run(
+        db.schema
+          .createTable("webhook_deliveries")
+          .addColumn("delivery_id", "text", (c) => c.primaryKey())
+          .addColumn("endpoint_id", "text", (c) => c.notNull())
+          .addColumn("event_id", "text", (c) => c.notNull())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("status", "text", (c) =>
+            c.notNull().check(sql`status IN ('pending', 'succeeded', 'failed')`),
+          )
+          .addColumn("attempts", "integer", (c) => c.notNull())
+          .addColumn("next_attempt_ms", big, (c) => c.notNull())
+          .addColumn("first_failure_ms", big)
+          .addColumn("lease_owner", "text")
+          .addColumn("lease_expires_ms", big, (c) => c.notNull())
+          .addColumn("last_status", "integer")
+          .addColumn("last_error", "text")
+          .addColumn("last_attempt_ms", big)
+          .addColumn("created_ms", big, (c) => c.notNull())
+          .addUniqueConstraint("webhook_deliveries_once", ["endpoint_id", "event_id"]),
+      );
+      await run(
+        db.schema
+          .createIndex("webhook_deliveries_due")
+          .on("webhook_deliveries")
+          .columns(["status", "next_attempt_ms"]),
+      );
+      await run(
+        db.schema
+          .createIndex("webhook_deliveries_by_endpoint")
+          .on("webhook_deliveries")
+          .columns(["endpoint_id", "created_ms"]),
+      );
+      // Where each scanner stopped (the chain's block, the ledger's entry id), shared by every instance.
+      await run(
+        db.schema
+          .createTable("webhook_cursors")
+          .addColumn("name", "text", (c) => c.primaryKey())
+          .addColumn("position", big, (c) => c.notNull()),
+      );
+      // The registry's ActionRemoved carries only the CID's hash; the CID string comes from its ActionAdded.
+      await run(
+        db.schema
+          .createTable("webhook_cids")
+          .addColumn("cid_hash", "text", (c) => c.primaryKey())
+          .addColumn("cid", "text", (c) => c.notNull()),
+      );
+    },
+  },
 ];
 
 /**

@@ -63,4 +63,48 @@ export interface Schema {
   rate_buckets: { bucket: string; tokens: number; updated_ms: number };
   /** Shared per-account concurrency cap (PostgreSQL only): one row per running execution, with a lease. */
   execution_leases: { lease_id: string; account_id: string; expires_ms: number };
+  /** Outgoing webhooks (relayer/webhooks/): one row per registered endpoint; the secret sealed. */
+  webhook_endpoints: {
+    endpoint_id: string;
+    account_id: string;
+    url: string;
+    /** JSON array of event types, or ["*"]. */
+    event_types: string;
+    description: string;
+    /** 1 or 0. */
+    enabled: number;
+    secret_sealed: string;
+    previous_secret_sealed: string | null;
+    previous_secret_expires_ms: number | null;
+    disabled_reason: string | null;
+    disabled_ms: number | null;
+    created_ms: number;
+    updated_ms: number;
+  };
+  /** Events to deliver, each once (the id is derived from where it came from). `payload` is the exact body sent. */
+  webhook_outbox_events: {
+    event_id: string;
+    account_id: string;
+    type: string;
+    payload: string;
+    created_ms: number;
+  };
+  webhook_deliveries: {
+    delivery_id: string;
+    endpoint_id: string;
+    event_id: string;
+    account_id: string;
+    status: "pending" | "succeeded" | "failed";
+    attempts: number;
+    next_attempt_ms: number;
+    first_failure_ms: number | null;
+    lease_owner: string | null;
+    lease_expires_ms: number;
+    last_status: number | null;
+    last_error: string | null;
+    last_attempt_ms: number | null;
+    created_ms: number;
+  };
+  webhook_cursors: { name: string; position: number };
+  webhook_cids: { cid_hash: string; cid: string };
 }

@@ -36,6 +36,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_FETCH_ALLOW_HOSTS",
   "SIGIL_FETCH",
   "SIGIL_FETCH_ALLOW_ADDRESSES",
+  "SIGIL_WEBHOOK_ALLOW_ADDRESSES",
   "SIGIL_UNHANDLED_REJECTIONS",
   "SIGIL_MODULES",
   "SIGIL_MODULE_ORIGIN",
@@ -110,6 +111,8 @@ export interface SigilConfig {
   /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
   fetchEnabled: boolean;
   fetchAllowAddresses?: string[];
+  /** Non-public addresses webhook endpoints may resolve to (any entry also allows http://). */
+  webhookAllowAddresses?: string[];
   unhandledRejections?: "strict" | "lenient";
   /** ES module imports in actions (docs/actions.md); default on. */
   modulesEnabled: boolean;
@@ -369,16 +372,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const fetchAllowHosts = list("SIGIL_FETCH_ALLOW_HOSTS");
   const fetchEnabled = bool("SIGIL_FETCH") ?? true;
   const fetchAllowAddresses = list("SIGIL_FETCH_ALLOW_ADDRESSES");
-  for (const a of fetchAllowAddresses ?? []) {
-    const [address, prefix, extra] = a.split("/");
-    const family = net.isIP(address);
-    const max = family === 4 ? 32 : 128;
-    const p = prefix === undefined ? max : Number(prefix);
-    if (family === 0 || extra !== undefined || !Number.isInteger(p) || p < 0 || p > max)
-      problems.push(
-        `SIGIL_FETCH_ALLOW_ADDRESSES: ${JSON.stringify(a)} is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).`,
-      );
-  }
+  const webhookAllowAddresses = list("SIGIL_WEBHOOK_ALLOW_ADDRESSES");
+  for (const [name, entries] of [
+    ["SIGIL_FETCH_ALLOW_ADDRESSES", fetchAllowAddresses],
+    ["SIGIL_WEBHOOK_ALLOW_ADDRESSES", webhookAllowAddresses],
+  ] as const)
+    for (const a of entries ?? []) {
+      const [address, prefix, extra] = a.split("/");
+      const family = net.isIP(address);
+      const max = family === 4 ? 32 : 128;
+      const p = prefix === undefined ? max : Number(prefix);
+      if (family === 0 || extra !== undefined || !Number.isInteger(p) || p < 0 || p > max)
+        problems.push(
+          `${name}: ${JSON.stringify(a)} is not an IP address or CIDR range (e.g. 10.0.0.0/8, ::1).`,
+        );
+    }
   const modulesEnabled = bool("SIGIL_MODULES") ?? true;
   const moduleOrigin = get("SIGIL_MODULE_ORIGIN");
   if (moduleOrigin !== undefined) {
@@ -520,6 +528,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     fetchAllowHosts,
     fetchEnabled,
     fetchAllowAddresses,
+    webhookAllowAddresses,
     unhandledRejections: unhandledRejections as SigilConfig["unhandledRejections"],
     modulesEnabled,
     moduleOrigin,

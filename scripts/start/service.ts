@@ -220,6 +220,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         modules: config.modulesEnabled ? { origin: config.moduleOrigin } : false,
       },
       ipfsGateways: config.ipfsGateways,
+      webhooks: { allowAddresses: config.webhookAllowAddresses ?? [] },
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
       operatorToken: config.operatorToken,

@@ -4409,6 +4409,1009 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/webhooks": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List the account's webhook endpoints */
+    get: {
+      parameters: {
+        query?: {
+          page_number?: number;
+          page_size?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: components["schemas"]["WebhookEndpoint"][];
+              page_number: number;
+              page_size: number;
+              total: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    /** Register a webhook endpoint (account key); the answer holds its signing secret, once */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description https:// URL */
+            url: string;
+            /** @description Event types, or ["*"] alone for every type */
+            event_types: (
+              | "key.added"
+              | "key.updated"
+              | "key.removed"
+              | "group.created"
+              | "group.deleted"
+              | "group.actions_changed"
+              | "group.pkps_changed"
+              | "pkp.created"
+              | "ownership.transfer_started"
+              | "ownership.transfer_canceled"
+              | "ownership.transferred"
+              | "payment.credited"
+              | "balance.low"
+              | "*"
+            )[];
+            description?: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              url: string;
+              /** @description Event types, or ["*"] alone for every type */
+              event_types: (
+                | "key.added"
+                | "key.updated"
+                | "key.removed"
+                | "group.created"
+                | "group.deleted"
+                | "group.actions_changed"
+                | "group.pkps_changed"
+                | "pkp.created"
+                | "ownership.transfer_started"
+                | "ownership.transfer_canceled"
+                | "ownership.transferred"
+                | "payment.credited"
+                | "balance.low"
+                | "*"
+              )[];
+              description: string;
+              enabled: boolean;
+              notice: string | null;
+              disabled_at: number | null;
+              previous_secret_expires_at: number | null;
+              /** @description Unix seconds */
+              created: number;
+              /** @description Unix seconds */
+              updated: number;
+              /** @description The signing secret, shown once (an Idempotency-Key replay shows it again to the same caller only) */
+              secret: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, webhook_url_invalid, webhook_url_refused, invalid_event_type */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight, too_many_webhooks */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/webhooks/{id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A webhook endpoint */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["WebhookEndpoint"];
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    /** Update a webhook endpoint (url, event_types, description, enabled) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            url?: string;
+            /** @description Event types, or ["*"] alone for every type */
+            event_types?: (
+              | "key.added"
+              | "key.updated"
+              | "key.removed"
+              | "group.created"
+              | "group.deleted"
+              | "group.actions_changed"
+              | "group.pkps_changed"
+              | "pkp.created"
+              | "ownership.transfer_started"
+              | "ownership.transfer_canceled"
+              | "ownership.transferred"
+              | "payment.credited"
+              | "balance.low"
+              | "*"
+            )[];
+            description?: string;
+            enabled?: boolean;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["WebhookEndpoint"];
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, webhook_url_invalid, webhook_url_refused, invalid_event_type */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    /** Delete a webhook endpoint and its delivery log */
+    delete: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              /** @constant */
+              deleted: true;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/webhooks/{id}/rotate_secret": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A new signing secret, returned once; the previous one keeps signing for expire_previous_in_seconds (default 86400, 0 = stop now) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            expire_previous_in_seconds?: number;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              /** @description The signing secret, shown once (an Idempotency-Key replay shows it again to the same caller only) */
+              secret: string;
+              previous_secret_expires_at: number | null;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/webhooks/{id}/deliveries": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The endpoint's deliveries, newest first */
+    get: {
+      parameters: {
+        query?: {
+          page_number?: number;
+          page_size?: number;
+        };
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                id: string;
+                event_id: string;
+                event_type: string;
+                /** @enum {string} */
+                status: "pending" | "succeeded" | "failed";
+                attempts: number;
+                next_attempt_at: number | null;
+                last_attempt_at: number | null;
+                last_status: number | null;
+                last_error: string | null;
+                /** @description Unix seconds */
+                created: number;
+              }[];
+              page_number: number;
+              page_size: number;
+              total: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/webhooks/{id}/deliveries/{delivery}/resend": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Send a delivery again as soon as possible (same event id, same body) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+          delivery: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        202: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              event_id: string;
+              event_type: string;
+              /** @enum {string} */
+              status: "pending" | "succeeded" | "failed";
+              attempts: number;
+              next_attempt_at: number | null;
+              last_attempt_at: number | null;
+              last_status: number | null;
+              last_error: string | null;
+              /** @description Unix seconds */
+              created: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_not_found, webhook_delivery_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight, webhook_disabled, webhook_delivery_in_progress */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/config": {
     parameters: {
       query?: never;
@@ -4793,6 +5796,9 @@ export interface components {
           | "overlap_too_long"
           | "expiration_in_past"
           | "too_many_entries"
+          | "webhook_url_invalid"
+          | "webhook_url_refused"
+          | "invalid_event_type"
           | "json_too_deep"
           | "header_too_long"
           | "invalid_query"
@@ -4820,6 +5826,8 @@ export interface components {
           | "group_not_found"
           | "pkp_not_found"
           | "usage_key_not_found"
+          | "webhook_not_found"
+          | "webhook_delivery_not_found"
           | "action_not_found"
           | "method_not_allowed"
           | "account_chain_secured"
@@ -4833,6 +5841,9 @@ export interface components {
           | "action_not_in_group"
           | "too_many_members"
           | "too_many_groups"
+          | "too_many_webhooks"
+          | "webhook_disabled"
+          | "webhook_delivery_in_progress"
           | "usage_key_expired"
           | "rotation_scopes_changed"
           | "write_reverted"
@@ -4887,6 +5898,36 @@ export interface components {
       description: string;
       pkps: string[];
       actions: string[];
+    };
+    WebhookEndpoint: {
+      id: string;
+      url: string;
+      /** @description Event types, or ["*"] alone for every type */
+      event_types: (
+        | "key.added"
+        | "key.updated"
+        | "key.removed"
+        | "group.created"
+        | "group.deleted"
+        | "group.actions_changed"
+        | "group.pkps_changed"
+        | "pkp.created"
+        | "ownership.transfer_started"
+        | "ownership.transfer_canceled"
+        | "ownership.transferred"
+        | "payment.credited"
+        | "balance.low"
+        | "*"
+      )[];
+      description: string;
+      enabled: boolean;
+      notice: string | null;
+      disabled_at: number | null;
+      previous_secret_expires_at: number | null;
+      /** @description Unix seconds */
+      created: number;
+      /** @description Unix seconds */
+      updated: number;
     };
     ForwardRequestFields: {
       /** @description EIP-55 checksummed address */

@@ -1,0 +1,137 @@
+/**
+ * The chain side of the outbox: reads the registry's logs from its own cursor (kept in the database,
+ * shared by every instance, independent of the permission cache's), only up to `confirmations` blocks
+ * below the head, and turns each log into an event plus one delivery per subscribed endpoint, all in
+ * one transaction with the cursor's move. A crash mid-batch leaves the cursor where it was, and the
+ * batch is scanned again: events already stored are recognised by their id and skipped.
+ */
+import { randomBytes } from "node:crypto";
+import type { JsonRpcProvider, Log } from "ethers";
+import type { Logger } from "pino";
+import { parseRegistryLog } from "../chain/abi";
+import type { Sql } from "../db";
+import { chainEventPayload, describeLog } from "./chainEvents";
+import { subscribes, type Subscription } from "./eventTypes";
+import type { WebhookStore } from "./store";
+
+export const CHAIN_CURSOR = "chain";
+const MAX_RANGE = 2_000;
+
+export interface ChainScannerOptions {
+  provider: JsonRpcProvider;
+  registry: string;
+  chainId: number;
+  deployBlock: number;
+  confirmations: number;
+  store: WebhookStore;
+  logger: Logger;
+}
+
+/** The account of a registry log: every registry event's first indexed argument (topic 1). */
+function accountOf(log: Log): string {
+  return log.topics.length > 1 ? BigInt(log.topics[1]).toString() : "";
+}
+
+export function newDeliveryId(): string {
+  return "whd_" + randomBytes(12).toString("hex");
+}
+
+export class ChainScanner {
+  constructor(private readonly o: ChainScannerOptions) {}
+
+  /** One step: scans at most MAX_RANGE confirmed blocks; returns how many events it stored. */
+  async scanOnce(): Promise<number> {
+    const { provider, store } = this.o;
+    const head = await provider.getBlockNumber();
+    const confirmed = head - this.o.confirmations;
+    const cursor = await store.cursor(CHAIN_CURSOR, this.o.deployBlock - 1);
+    if (confirmed <= cursor) return 0;
+    const to = Math.min(confirmed, cursor + MAX_RANGE);
+    const logs = await provider.getLogs({ address: this.o.registry, fromBlock: cursor + 1, toBlock: to });
+    // Only accounts that have an endpoint now: a deployment without webhooks pays one query per scan,
+    // not a block read per log. An endpoint registered during this scan hears from the next one on.
+    const watched = await store.accountsWithEndpoints();
+    const times = await this.blockTimes(logs.filter((l) => watched.has(accountOf(l))));
+    let stored = 0;
+    await store.db.transaction(async (tx) => {
+      const cids = new Map<string, string>();
+      const subscriptions = new Map<string, Array<{ endpoint_id: string; sub: Subscription }>>();
+      for (const log of logs) {
+        if (log.removed) continue;
+        const ev = parseRegistryLog(log.topics, log.data);
+        if (ev === null) continue;
+        if (ev.name === "ActionAdded") {
+          const hash = String(ev.args.cidHash).toLowerCase();
+          cids.set(hash, ev.args.cid);
+          await store.putCid(tx, hash, ev.args.cid);
+        }
+        let removedCid: string | null = null;
+        if (ev.name === "ActionRemoved") {
+          const hash = String(ev.args.cidHash).toLowerCase();
+          removedCid = cids.get(hash) ?? (await store.cid(hash, tx));
+        }
+        const described = describeLog(ev, () => removedCid);
+        if (described === null) continue;
+        const accountId = String(ev.args[0]);
+        if (!watched.has(accountId)) continue;
+        const subs = await this.subscribers(tx, accountId, subscriptions);
+        const targets = subs.filter((s) => subscribes(s.sub, described.type)).map((s) => s.endpoint_id);
+        if (targets.length === 0) continue;
+        const payload = chainEventPayload(
+          ev,
+          {
+            chainId: this.o.chainId,
+            blockNumber: log.blockNumber,
+            blockHash: log.blockHash,
+            transactionHash: log.transactionHash,
+            logIndex: log.index,
+            blockTimestamp: times.get(log.blockNumber)!,
+          },
+          described,
+        );
+        const added = await store.addEvent(
+          tx,
+          {
+            eventId: payload.id,
+            accountId,
+            type: payload.type,
+            payload: JSON.stringify(payload),
+            nowMs: Date.now(),
+          },
+          targets,
+          newDeliveryId,
+        );
+        if (added) stored++;
+      }
+      await store.advanceCursor(tx, CHAIN_CURSOR, to);
+    });
+    return stored;
+  }
+
+  private async subscribers(
+    tx: Sql,
+    accountId: string,
+    memo: Map<string, Array<{ endpoint_id: string; sub: Subscription }>>,
+  ): Promise<Array<{ endpoint_id: string; sub: Subscription }>> {
+    let subs = memo.get(accountId);
+    if (!subs) {
+      subs = (await this.o.store.subscribers(accountId, tx)).map((r) => ({
+        endpoint_id: r.endpoint_id,
+        sub: JSON.parse(r.event_types) as Subscription,
+      }));
+      memo.set(accountId, subs);
+    }
+    return subs;
+  }
+
+  /** The time of each block that has a log (the event's `created`: the same on every instance). */
+  private async blockTimes(logs: readonly Log[]): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    for (const n of new Set(logs.map((l) => l.blockNumber))) {
+      const block = await this.o.provider.getBlock(n);
+      if (!block) throw new Error(`block ${n} is not available from the RPC endpoint`);
+      out.set(n, block.timestamp);
+    }
+    return out;
+  }
+}
