@@ -9,7 +9,7 @@
 import { lazy, Suspense, useCallback, useState } from "react";
 import { billingApi, type Session } from "../api";
 import { PaymentReturn } from "../components/PaymentReturn";
-import { Empty, ErrorNote, Field, Loading } from "../components/ui";
+import { Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { readPaymentReturn } from "../paymentReturn";
 import { useAction, useLoad } from "../useLoad";
 
@@ -202,7 +202,15 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
             {history.data.items.map((h) => (
               <tr key={h.id}>
                 <td>{new Date(h.created_at * 1000).toLocaleString()}</td>
-                <td>{h.operation}</td>
+                <td>
+                  {h.operation}
+                  {h.action_cid ? (
+                    <>
+                      {" "}
+                      <code title={h.action_cid}>{short(h.action_cid, 8)}</code>
+                    </>
+                  ) : null}
+                </td>
                 <td>
                   {h.type === "debit" ? "−" : "+"}
                   {dollars(Math.abs(h.amount_cents))}
