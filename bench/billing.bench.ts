@@ -80,7 +80,7 @@ async function measureIn(
     await billing.assertCanAfford(p, "execution");
     const r = await executor.run({ code: CODE, cid: CID, jsParams: { n }, authorizePkp });
     if (r.has_error) throw new Error("action failed: " + JSON.stringify(r.error));
-    await billing.chargeExecution(p, r.execution_ms, "bench-" + ref++);
+    await billing.chargeExecution(p, r.execution_ms, "bench-" + ref++, undefined, CID);
     return performance.now() - t;
   };
 
@@ -114,7 +114,7 @@ async function measureIn(
   for (let i = 0; i < ROUNDS; i++) {
     const t = performance.now();
     await billing.assertCanAfford(p, "execution");
-    await billing.chargeExecution(p, 3, "bench-only-" + i);
+    await billing.chargeExecution(p, 3, "bench-only-" + i, undefined, CID);
     meterOnly.push(performance.now() - t);
   }
 

@@ -835,6 +835,11 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
               operation: str(),
               reference: str(),
               key_address: nullable(str()),
+              action_cid: nullable(
+                str(
+                  "The action an execution charge paid for (inline code: the CID computed for it); null for other entries",
+                ),
+              ),
               created_at: int("Unix seconds"),
             }),
           ),

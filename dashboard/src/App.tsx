@@ -33,8 +33,9 @@ const PAGES: PageDef[] = [
   { id: "ownership", title: "Ownership", accountOnly: true },
 ];
 
+/** The page a hash names: its first segment (`#/billing/return?…` is the Billing page). */
 function pageFromHash(): string {
-  const id = window.location.hash.replace(/^#\/?/, "");
+  const id = window.location.hash.replace(/^#\/?/, "").split(/[/?]/)[0];
   return PAGES.some((p) => p.id === id) ? id : "overview";
 }
 
@@ -56,8 +57,13 @@ export function App() {
   }, [key]);
 
   const [page, setPage] = useState(pageFromHash);
+  // The whole hash too: a page with views of its own (Billing's return page) reads the rest of it.
+  const [hash, setHash] = useState(() => window.location.hash);
   useEffect(() => {
-    const onHash = () => setPage(pageFromHash());
+    const onHash = () => {
+      setPage(pageFromHash());
+      setHash(window.location.hash);
+    };
     window.addEventListener("hashchange", onHash);
     return () => window.removeEventListener("hashchange", onHash);
   }, []);
@@ -132,7 +138,7 @@ export function App() {
         ) : (
           <>
             <h1>{current.title}</h1>
-            <PageBody id={current.id} session={session} />
+            <PageBody id={current.id} session={session} hash={hash} />
           </>
         )}
       </main>
@@ -140,7 +146,7 @@ export function App() {
   );
 }
 
-function PageBody({ id, session }: { id: string; session: Session }) {
+function PageBody({ id, session, hash }: { id: string; session: Session; hash: string }) {
   switch (id) {
     case "pkps":
       return <Pkps session={session} />;
@@ -155,7 +161,7 @@ function PageBody({ id, session }: { id: string; session: Session }) {
         </Suspense>
       );
     case "billing":
-      return <Billing session={session} />;
+      return <Billing session={session} hash={hash} />;
     case "ownership":
       return <Ownership session={session} />;
     default:

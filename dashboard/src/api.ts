@@ -26,11 +26,14 @@ export interface ShownError {
   message: string;
   code: string;
   status?: number;
+  /** The service's `error.details` (which field, which limit, a payment's failure reason). */
+  details?: Record<string, unknown>;
 }
 
 /** Every failure as the user sees it: the API's message and its stable code. */
 export function describeError(err: unknown): ShownError {
-  if (isSigilError(err)) return { message: err.shortMessage, code: err.code, status: err.status };
+  if (isSigilError(err))
+    return { message: err.shortMessage, code: err.code, status: err.status, details: err.details };
   return { message: err instanceof Error ? err.message : String(err), code: "client_error" };
 }
 
@@ -54,6 +57,8 @@ export interface BillingHistoryItem {
   balance_after_cents: number;
   operation: string;
   reference: string;
+  /** The action an execution charge paid for (its CID); null for credits, writes and pins. */
+  action_cid: string | null;
   created_at: number;
 }
 
@@ -76,11 +81,18 @@ export function billingApi(sigil: Sigil) {
       }>,
     simulateSuccess: (id: string) =>
       post(`/core/v1/billing/simulated/intents/${encodeURIComponent(id)}/succeed`),
+    cancel: (payment_intent_id: string) =>
+      post("/core/v1/billing/cancel_payment", { body: { payment_intent_id } }) as Promise<{
+        payment_intent_id: string;
+        status: string;
+      }>,
     confirm: (payment_intent_id: string) =>
       post("/core/v1/billing/confirm_payment", { body: { payment_intent_id } }) as Promise<{
-        status: string;
-        credited_cents?: number;
-        balance_cents?: number;
+        status: "succeeded" | "processing";
+        credited_cents: number;
+        newly_credited: boolean;
+        balance_cents: number;
+        balance_display: string;
       }>,
     /** The newest 50 entries (billing pages count from 0, unlike the SDK's lists). */
     history: () =>
@@ -89,4 +101,33 @@ export function billingApi(sigil: Sigil) {
         total: number;
       }>,
   };
+}
+
+export interface PinnedAction {
+  cid: string;
+  bytes: number;
+  /** Unix seconds. */
+  pinned_at: number;
+}
+
+/**
+ * The account's pinned actions, newest first (`GET /core/v1/actions/pinned`). Untyped like billing
+ * until the SDK has `listPinnedActions`. `null` when this service has no such endpoint: a 404, or,
+ * from a service that predates it, `GET /actions/:cid` refusing "pinned" as a CID (400 invalid_cid).
+ */
+export async function listPinnedActions(
+  sigil: Sigil,
+  page_number = 0,
+  page_size = 50,
+): Promise<{ items: PinnedAction[]; total: number } | null> {
+  const get = sigil.get as unknown as Untyped;
+  try {
+    return (await get("/core/v1/actions/pinned", { params: { query: { page_number, page_size } } })) as {
+      items: PinnedAction[];
+      total: number;
+    };
+  } catch (e) {
+    if (isSigilError(e) && (e.status === 404 || e.code === "invalid_cid")) return null;
+    throw e;
+  }
 }

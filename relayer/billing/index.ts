@@ -50,13 +50,16 @@ export interface Billing {
   chargeWrite(p: Principal, operation: string, request: ForwardRequestId): Promise<ChargeResult>;
   /**
    * Charge an execution for the time it used, never more than `timeLimitMs` (the run's limit) if given.
-   * `requestId` is the HTTP request's own id (one run per request). Idempotent on it.
+   * `requestId` is the HTTP request's own id (one run per request). Idempotent on it. `actionCid`, the
+   * CID of the code that ran (inline code: the CID the service computed for it), is recorded with the
+   * charge and shown as `action_cid` in the history.
    */
   chargeExecution(
     p: Principal,
     executionMs: number,
     requestId: string,
     timeLimitMs?: number,
+    actionCid?: string,
   ): Promise<ChargeResult>;
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
   keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }>;
@@ -200,8 +203,8 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     },
     assertCanAfford: (p, operation) => metering.assertCanAfford(p, operation),
     chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
-    chargeExecution: (p, ms, requestId, timeLimitMs) =>
-      metering.chargeExecution(p, ms, requestId, timeLimitMs),
+    chargeExecution: (p, ms, requestId, timeLimitMs, actionCid) =>
+      metering.chargeExecution(p, ms, requestId, timeLimitMs, actionCid),
     assertCanAffordPin: (p, bytes) => metering.assertCanAffordPin(p, bytes),
     chargePin: (p, bytes, cid) => metering.chargePin(p, bytes, cid),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),

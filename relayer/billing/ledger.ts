@@ -8,6 +8,8 @@ export interface LedgerEntryInput {
   reference: string;
   keyAddress: string | null;
   operation: string;
+  /** The action an execution charge paid for (its CID); absent for credits, writes and pins. */
+  actionCid?: string | null;
 }
 
 export interface AppliedEntry {
@@ -24,6 +26,12 @@ export interface HistoryItem {
   operation: string;
   reference: string;
   key_address: string | null;
+  /**
+   * The action an execution charge paid for: its CID (inline code counts under the CID the service
+   * computed for it, the same one it would have pinned). null for every other entry, and for
+   * executions charged before the ledger recorded it.
+   */
+  action_cid: string | null;
   /** Unix seconds, like every time in the API. */
   created_at: number;
 }
@@ -63,6 +71,7 @@ const Q = {
         key_address: a(5),
         operation: a(6),
         created_at: a(7),
+        action_cid: a(8),
       })
       .onConflict((oc) => oc.column("reference").doNothing()),
   ),
@@ -83,6 +92,7 @@ const Q = {
         "operation",
         "reference",
         "key_address",
+        "action_cid",
         "created_at",
       ])
       .where("account_id", "=", a(0))
@@ -179,6 +189,7 @@ export class Ledger {
         e.keyAddress,
         e.operation,
         now,
+        e.actionCid ?? null,
       ]);
       if (inserted === 0) {
         out.push({ applied: false, balanceCents: acc.balance });
@@ -209,6 +220,7 @@ export class Ledger {
         operation: r.operation,
         reference: r.reference,
         key_address: r.key_address,
+        action_cid: r.action_cid,
         created_at: Math.floor(r.created_at / 1000),
       })),
     };

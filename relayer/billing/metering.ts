@@ -75,6 +75,7 @@ interface PendingCharge {
   cents: number;
   reference: string;
   operation: string;
+  actionCid: string | null;
 }
 
 const Q = {
@@ -206,18 +207,23 @@ export class Metering {
     return this.charge(p, this.prices.write_cents, writeChargeReference(request), operation);
   }
 
-  /** One run (`requestId`: the HTTP request's own id), for its time, capped at its time limit if given. */
+  /**
+   * One run (`requestId`: the HTTP request's own id), for its time, capped at its time limit if given.
+   * `actionCid` is recorded with the charge, so spend can be told apart per action.
+   */
   chargeExecution(
     p: Principal,
     executionMs: number,
     requestId: string,
     timeLimitMs?: number,
+    actionCid?: string,
   ): Promise<ChargeResult> {
     return this.charge(
       p,
       executionPriceCents(this.prices, executionMs, timeLimitMs),
       executionChargeReference(requestId),
       "execution",
+      actionCid ?? null,
     );
   }
 
@@ -281,6 +287,7 @@ export class Metering {
             reference: c.reference,
             keyAddress: c.keyAddress,
             operation: c.operation,
+            actionCid: c.actionCid,
           })),
         );
         const spend = new Map<string, { accountId: string; cents: number }>();
@@ -314,6 +321,7 @@ export class Metering {
     cents: number,
     reference: string,
     operation: string,
+    actionCid: string | null = null,
   ): Promise<ChargeResult> {
     // Refused here, before the write-behind buffer: the ledger would refuse it at flush time, and a
     // batch that cannot commit holds every other account's charges back until the process dies.
@@ -326,7 +334,14 @@ export class Metering {
     // Re-checked after the read: a concurrent charge of the same reference in this process may have
     // been buffered meanwhile. Across instances, the ledger's UNIQUE reference decides at flush time.
     if (this.pending.has(reference)) return { charged_cents: 0, applied: false };
-    this.pending.set(reference, { accountId: p.accountId, keyAddress: key, cents, reference, operation });
+    this.pending.set(reference, {
+      accountId: p.accountId,
+      keyAddress: key,
+      cents,
+      reference,
+      operation,
+      actionCid,
+    });
     this.pendingByAccount.set(p.accountId, (this.pendingByAccount.get(p.accountId) ?? 0) + cents);
     this.pendingByKey.set(key, (this.pendingByKey.get(key) ?? 0) + cents);
     if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) await this.flush();

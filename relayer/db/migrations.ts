@@ -259,6 +259,15 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 4,
+    description: "ledger_entries.action_cid: the action an execution charge paid for (spend per action)",
+    async up({ db, run }) {
+      // Nullable: credits, writes and pins name no action, and rows written before this version
+      // never recorded one (they stay NULL rather than being guessed).
+      await run(db.schema.alterTable("ledger_entries").addColumn("action_cid", "text"));
+    },
+  },
 ];
 
 /**

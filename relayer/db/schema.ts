@@ -19,6 +19,8 @@ export interface Schema {
     key_address: string | null;
     operation: string;
     created_at: number;
+    /** The action (its CID) an execution charge paid for; NULL for every other entry (migration 6). */
+    action_cid: string | null;
   };
   payment_intents: {
     payment_intent_id: string;

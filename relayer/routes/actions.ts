@@ -282,6 +282,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
               result.execution_ms,
               res.locals.requestId as string,
               timeoutMs ?? operatorTimeLimitMs,
+              cid,
             )
           ).charged_cents
         : 0;

@@ -4021,6 +4021,7 @@ export interface paths {
                 operation: string;
                 reference: string;
                 key_address: string | null;
+                action_cid: string | null;
                 /** @description Unix seconds */
                 created_at: number;
               }[];

@@ -309,6 +309,25 @@ for (const { engine, chargeFlushMs } of modes)
       expect((await billing.history(B, 0, 10)).total).to.equal(0);
     });
 
+    it("an execution charge records its action's CID (action_cid in the history); other entries record none", async function () {
+      await open();
+      await topUp(A, 500);
+      const cid = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+      await billing.chargeExecution(usage1, 1500, "with-cid", undefined, cid);
+      await billing.chargeWrite(owner, "add_group", forwardRequest("0xa"));
+      const h = await srv.call("GET", "/history", { account: A });
+      expect(
+        h.body.items.map((i: { operation: string; action_cid: string | null }) => [
+          i.operation,
+          i.action_cid,
+        ]),
+      ).to.deep.equal([
+        ["add_group", null],
+        ["execution", cid],
+        ["top_up", null],
+      ]);
+    });
+
     it("a retried reference is charged once even when the first charge was already committed", async function () {
       await open();
       await topUp(A, 500);

@@ -5,16 +5,13 @@
  * the steps before it. Every page visited is checked with axe-core and photographed to docs/dashboard/.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { expect } from "chai";
 import { verifyMessage, Wallet } from "ethers";
-import type { Browser, Page } from "playwright-core";
-import { createBilling, SimulatedProcessor } from "../../relayer/billing";
+import type { Browser } from "playwright-core";
 import { registryInterface } from "../../scripts/safe/lib/registryCalls";
-import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
-import { startStack, type Stack } from "../helpers/stack";
-import { launchBrowser, openPage, screenshot, seriousViolations, type WatchedPage } from "./browser";
+import type { Stack } from "../helpers/stack";
+import { openPage, type WatchedPage } from "./browser";
+import { check, guardSteps, startDashboardRig, visit, type DashboardRig } from "./support";
 
 const ANVIL_ACCOUNT_1 = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 // anvil's well-known second dev account (public test key): the wallet that becomes the owner.
@@ -44,11 +41,11 @@ async function injectWallet(w: WatchedPage, stack: Stack): Promise<void> {
 
 describe("dashboard: end to end in Chromium", function () {
   this.timeout(240_000);
+  let rig: DashboardRig;
   let stack: Stack;
   let browser: Browser;
   let owner: WatchedPage; // the tab signed in with the account key
   let server: WatchedPage; // a second tab signed in with the usage key
-  let ledgerDir: string;
   const s: {
     accountKey?: string;
     pkpId?: string;
@@ -58,59 +55,17 @@ describe("dashboard: end to end in Chromium", function () {
     usageKey?: string;
   } = {};
 
-  const visit = async (w: WatchedPage, hash: string, heading: string) => {
-    await w.page.goto(`/#/${hash}`);
-    await w.page.getByRole("heading", { level: 1, name: heading }).waitFor();
-  };
-  /** axe + screenshot once the page has settled (no "Loading" status left). */
-  const check = async (page: Page, name: string) => {
-    await page.getByText(/^Loading /).waitFor({ state: "detached", timeout: 20_000 });
-    expect(await seriousViolations(page), `axe on ${name}`).to.deep.equal([]);
-    await screenshot(page, name);
-  };
-
   before(async function () {
-    if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`)))
-      throw new Error("dashboard build failed");
-    ledgerDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-dashboard-ledger-"));
-    const billing = await createBilling({
-      dbPath: path.join(ledgerDir, "ledger.sqlite"),
-      processor: new SimulatedProcessor(),
-      signupCreditCents: 100,
-      chargeFlushMs: 0,
-    });
-    stack = await startStack({ billing });
-    browser = await launchBrowser();
+    rig = await startDashboardRig();
+    ({ stack, browser } = rig);
     owner = await openPage(browser, stack.url);
   });
 
   after(async () => {
-    await browser?.close();
-    await stack?.close();
-    if (ledgerDir) fs.rmSync(ledgerDir, { recursive: true, force: true });
+    await rig?.close();
   });
 
-  afterEach(async function () {
-    // A failed step leaves a picture of both tabs in the temp folder, for whoever reads the failure.
-    if (this.currentTest?.state === "failed") {
-      const name = this.currentTest.title.replace(/[^a-z0-9]+/gi, "-").slice(0, 60);
-      for (const [tab, w] of [
-        ["owner", owner],
-        ["server", server],
-      ] as const)
-        await w?.page
-          .screenshot({ path: path.join(os.tmpdir(), `sigil-dashboard-${name}-${tab}.png`), timeout: 10_000 })
-          .catch(() => undefined);
-    }
-  });
-
-  afterEach(function () {
-    // No console errors and no uncaught exceptions, in either tab, at any step.
-    const problems = [...(owner?.problems ?? []), ...(server?.problems ?? [])];
-    if (owner) owner.problems.length = 0;
-    if (server) server.problems.length = 0;
-    expect(problems).to.deep.equal([]);
-  });
+  guardSteps(() => ({ owner, server }));
 
   it("serves the page with a Content-Security-Policy without Stripe, and hashed assets cached for a year", async () => {
     const index = await fetch(stack.url + "/");
@@ -362,7 +317,7 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByRole("cell", { name: "+$5.00" }).waitFor();
     expect(await page.getByRole("cell", { name: "+$5.00" }).count()).to.equal(1);
     // The spend chart (its own chunk) plots the writes and the execution spent so far.
-    await page.getByRole("img", { name: /^Spend per day\. \d{4}-\d\d-\d\d: \d+ cents/ }).waitFor();
+    await page.getByRole("img", { name: /^Spend per day and action\. \d{4}-\d\d-\d\d: \d+ cents/ }).waitFor();
     await check(page, "billing");
   });
 

@@ -1,10 +1,12 @@
 /**
- * Write, pin and run actions. The CID is asked of the API as you type (debounced): the service's
- * answer is the one that counts, and computing it here would put an IPFS importer on the page.
+ * Write, pin and run actions; the account's pinned actions, any of which loads into the runner. The
+ * CID is asked of the API as you type (debounced): the service's answer is the one that counts, and
+ * computing it here would put an IPFS importer on the page.
  */
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { collect, describeError, type Session, type ShownError } from "../api";
 import { CodeEditor } from "../components/CodeEditor";
+import { PinnedActions } from "../components/PinnedActions";
 import { CopyButton, ErrorNote, Field } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 import { isCid, parseJson } from "../validate";
@@ -23,6 +25,8 @@ export default function Actions({ session }: { session: Session }) {
   const [cid, setCid] = useState<string | null>(null);
   const [cidError, setCidError] = useState<ShownError | null>(null);
   const [pinned, setPinned] = useState<string | null>(null);
+  // A CID chosen in the pinned list, for the runner (the counter makes choosing the same one again count).
+  const [toRun, setToRun] = useState<{ cid: string; n: number } | null>(null);
   const pin = useAction();
 
   useEffect(() => {
@@ -70,12 +74,27 @@ export default function Actions({ session }: { session: Session }) {
         ) : null}
         <ErrorNote error={pin.error} />
       </section>
-      <Runner session={session} editorCode={code} />
+      {session.kind === "account" ? (
+        <PinnedActions
+          session={session}
+          reloadKey={pinned}
+          onRun={(c) => setToRun((prev) => ({ cid: c, n: (prev?.n ?? 0) + 1 }))}
+        />
+      ) : null}
+      <Runner session={session} editorCode={code} toRun={toRun} />
     </>
   );
 }
 
-function Runner({ session, editorCode }: { session: Session; editorCode: string }) {
+function Runner({
+  session,
+  editorCode,
+  toRun,
+}: {
+  session: Session;
+  editorCode: string;
+  toRun: { cid: string; n: number } | null;
+}) {
   const { sigil } = session;
   const pkps = useLoad(() => collect(sigil.pkps()));
   const [source, setSource] = useState<"editor" | "cid">("editor");
@@ -85,9 +104,19 @@ function Runner({ session, editorCode }: { session: Session; editorCode: string 
   const [errors, setErrors] = useState<{ cid?: string; pkp?: string; params?: string }>({});
   const [result, setResult] = useState<RunResult | null>(null);
   const run = useAction();
+  const runnerSection = useRef<HTMLElement | null>(null);
+
+  useEffect(() => {
+    if (!toRun) return;
+    setSource("cid");
+    setCidInput(toRun.cid);
+    setErrors({});
+    // Where the user's eyes should go next: the runner, with the CID filled in.
+    requestAnimationFrame(() => runnerSection.current?.scrollIntoView({ block: "start" }));
+  }, [toRun]);
 
   return (
-    <section className="card" aria-labelledby="run-title">
+    <section className="card" aria-labelledby="run-title" ref={runnerSection}>
       <h2 id="run-title">Run</h2>
       <form
         onSubmit={(e) => {

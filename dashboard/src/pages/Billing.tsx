@@ -1,33 +1,63 @@
 /**
- * Credits. With the simulated processor (the default of `npm start`) the payment form is marked
- * "simulated": Pay moves the intent on through the dev-only endpoint and then calls confirm_payment,
- * exactly as a real payment's return page does. Confirming runs once per click burst (useAction), and
- * the service credits an intent once however often it is confirmed.
+ * Credits. With the Stripe processor, "Continue to payment" creates a payment intent and shows
+ * Stripe's Payment Element (its own chunk, loaded then); Stripe sends the browser back to the return
+ * view (#/billing/return), which confirms the intent. With the simulated processor (the default of
+ * `npm start`) the payment form is marked "simulated": Pay moves the intent on through the dev-only
+ * endpoint and then calls confirm_payment, exactly as the return view does. Confirming runs once per
+ * click burst (useAction), and the service credits an intent once however often it is confirmed.
  */
-import { lazy, Suspense, useState } from "react";
+import { lazy, Suspense, useCallback, useState } from "react";
 import { billingApi, type Session } from "../api";
-import { Empty, ErrorNote, Field, Loading } from "../components/ui";
+import { PaymentReturn } from "../components/PaymentReturn";
+import { Empty, ErrorNote, Field, Loading, short } from "../components/ui";
+import { readPaymentReturn } from "../paymentReturn";
 import { useAction, useLoad } from "../useLoad";
 
 // The chart is its own chunk: loaded when the history has arrived, not with the first page.
 const SpendChart = lazy(() => import("../components/SpendChart"));
+// Stripe's React bindings and loader: loaded when a Stripe payment starts.
+const StripePayment = lazy(() => import("../components/StripePayment"));
 
+/** The service's limits for one payment (create_payment_intent, docs/billing.md). */
 const MINIMUM_CENTS = 500;
+const MAXIMUM_CENTS = 1_000_000;
 const dollars = (cents: number) => `$${(cents / 100).toFixed(2)}`;
 
-export function Billing({ session }: { session: Session }) {
+/** The inline error for a custom amount, or null when the service would accept it. */
+function amountError(text: string): string | null {
+  const t = text.trim();
+  if (!/^\d{1,9}$/.test(t)) return "A whole number of cents, e.g. 500.";
+  if (Number(t) < MINIMUM_CENTS) return `At least ${MINIMUM_CENTS} cents (${dollars(MINIMUM_CENTS)}).`;
+  if (Number(t) > MAXIMUM_CENTS)
+    return `At most ${MAXIMUM_CENTS.toLocaleString("en-US")} cents (${dollars(MAXIMUM_CENTS)}) in one payment.`;
+  return null;
+}
+
+export function Billing({ session, hash }: { session: Session; hash: string }) {
   const billing = billingApi(session.sigil);
   const balance = useLoad(() => billing.balance());
   const mode = useLoad(() => billing.mode());
   const history = useLoad(() => billing.history());
   const [amount, setAmount] = useState(String(MINIMUM_CENTS));
-  const [amountError, setAmountError] = useState<string | null>(null);
-  const [intent, setIntent] = useState<{ payment_intent_id: string; amount_cents: number } | null>(null);
+  const [amountErrorText, setAmountError] = useState<string | null>(null);
+  const [intent, setIntent] = useState<{
+    payment_intent_id: string;
+    client_secret: string;
+    amount_cents: number;
+  } | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const start = useAction();
   const pay = useAction();
+  const cancel = useAction();
   const simulated =
     mode.data?.mode === "simulated" || (mode.data?.publishable_key ?? "").startsWith("pk_sim_");
+  const returned = readPaymentReturn(hash);
+  const { reload: reloadBalance } = balance;
+  const { reload: reloadHistory } = history;
+  const refresh = useCallback(() => {
+    reloadBalance();
+    reloadHistory();
+  }, [reloadBalance, reloadHistory]);
 
   return (
     <>
@@ -42,26 +72,17 @@ export function Billing({ session }: { session: Session }) {
         </div>
       </dl>
       <ErrorNote error={balance.error ?? mode.error} />
-      {mode.data && !simulated ? (
-        <p className="warning">
-          Card payments through Stripe are not in the dashboard yet: use <code>npx sigil billing top-up</code>
-          .
-        </p>
-      ) : null}
-      {mode.data && simulated && !intent ? (
+      {returned ? <PaymentReturn session={session} params={returned} onSettled={refresh} /> : null}
+      {mode.data && !returned && !intent ? (
         <section className="card" aria-labelledby="topup-title">
           <h2 id="topup-title">Add credits</h2>
           <form
             onSubmit={(e) => {
               e.preventDefault();
               const t = amount.trim();
-              if (!/^\d{1,7}$/.test(t) || Number(t) < MINIMUM_CENTS) {
-                setAmountError(
-                  `At least ${MINIMUM_CENTS} cents (${dollars(MINIMUM_CENTS)}), in whole cents.`,
-                );
-                return;
-              }
-              setAmountError(null);
+              const bad = amountError(t);
+              setAmountError(bad);
+              if (bad) return;
               setDone(null);
               void start.run(() => billing.createIntent(Number(t))).then((r) => r && setIntent(r));
             }}
@@ -71,7 +92,11 @@ export function Billing({ session }: { session: Session }) {
                 Starter: {dollars(MINIMUM_CENTS)}
               </button>
             </div>
-            <Field label="Amount in cents" error={amountError} hint={`Minimum ${MINIMUM_CENTS}`}>
+            <Field
+              label="Amount in cents"
+              error={amountErrorText}
+              hint={`${MINIMUM_CENTS} to ${MAXIMUM_CENTS.toLocaleString("en-US")}`}
+            >
               {(p) => (
                 <input
                   {...p}
@@ -88,7 +113,35 @@ export function Billing({ session }: { session: Session }) {
           </form>
         </section>
       ) : null}
-      {intent ? (
+      {intent && !simulated && mode.data ? (
+        <section className="card" aria-labelledby="pay-title">
+          <h2 id="pay-title">Pay {dollars(intent.amount_cents)}</h2>
+          <p className="muted">Card or crypto, through Stripe. You come back here when it is done.</p>
+          <Suspense fallback={<Loading what="Stripe's payment form" />}>
+            <StripePayment
+              publishableKey={mode.data.publishable_key}
+              clientSecret={intent.client_secret}
+              amountDisplay={dollars(intent.amount_cents)}
+              theme={document.documentElement.dataset.theme === "dark" ? "dark" : "light"}
+            />
+          </Suspense>
+          <div className="row">
+            <button
+              type="button"
+              disabled={cancel.pending}
+              onClick={() =>
+                void cancel
+                  .run(() => billing.cancel(intent.payment_intent_id))
+                  .then((r) => r && setIntent(null))
+              }
+            >
+              Cancel this payment
+            </button>
+          </div>
+          <ErrorNote error={cancel.error} />
+        </section>
+      ) : null}
+      {intent && simulated ? (
         <section className="card simulated" aria-labelledby="pay-title">
           <h2 id="pay-title">Simulated payment</h2>
           <p>
@@ -110,8 +163,7 @@ export function Billing({ session }: { session: Session }) {
                     if (!r) return;
                     setIntent(null);
                     setDone(`Credited ${dollars(r.credited_cents ?? intent.amount_cents)}.`);
-                    balance.reload();
-                    history.reload();
+                    refresh();
                   })
               }
             >
@@ -150,7 +202,15 @@ export function Billing({ session }: { session: Session }) {
             {history.data.items.map((h) => (
               <tr key={h.id}>
                 <td>{new Date(h.created_at * 1000).toLocaleString()}</td>
-                <td>{h.operation}</td>
+                <td>
+                  {h.operation}
+                  {h.action_cid ? (
+                    <>
+                      {" "}
+                      <code title={h.action_cid}>{short(h.action_cid, 8)}</code>
+                    </>
+                  ) : null}
+                </td>
                 <td>
                   {h.type === "debit" ? "−" : "+"}
                   {dollars(Math.abs(h.amount_cents))}
