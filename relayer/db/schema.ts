@@ -19,7 +19,7 @@ export interface Schema {
     key_address: string | null;
     operation: string;
     created_at: number;
-    /** The action (its CID) an execution charge paid for; NULL for every other entry (migration 6). */
+    /** The action (its CID) an execution charge paid for; NULL for every other entry (migration 4). */
     action_cid: string | null;
   };
   payment_intents: {
