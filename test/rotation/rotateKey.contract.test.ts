@@ -4,10 +4,17 @@
  */
 import { expect } from "chai";
 import fc from "fast-check";
-import { loadFixture, time } from "@nomicfoundation/hardhat-network-helpers";
+import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { ethers } from "hardhat";
 import { MAX_ROTATION_OVERLAP_SECONDS } from "../../relayer/routes/rotation";
-import { Scope, scopes, twoAccountsFixture, type KeyScopes, type TwoAccounts } from "../contracts/fixtures";
+import {
+  pinnedNow,
+  Scope,
+  scopes,
+  twoAccountsFixture,
+  type KeyScopes,
+  type TwoAccounts,
+} from "../contracts/fixtures";
 
 const KEY_HASH = ethers.id("uk_" + "cd".repeat(32));
 const NEW_KEY_HASH = ethers.id("uk_" + "ef".repeat(32));
@@ -69,7 +76,8 @@ describe("AccountRegistry: rotateKey", function () {
 
   it("keeps the old key's own expiration when it is sooner than the overlap's end", async function () {
     const ctx = await loadFixture(twoAccountsFixture);
-    const soon = BigInt(await time.latest()) + 100n;
+    // Pinned: the fixture's snapshot may be minutes old, and the next block would take the wall clock.
+    const soon = (await pinnedNow()) + 100n;
     const old = await addOldKey(ctx, EXECUTE_TARGET, soon);
     await (await rotate(ctx, old, 3600, EXECUTE_TARGET).tx).wait();
     expect((await ctx.registry.getKey(old)).expiration).to.equal(soon);
