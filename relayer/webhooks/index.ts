@@ -36,6 +36,8 @@ export interface WebhookOptions {
   lowBalanceCents?: number;
   /** How old a ledger entry must be before it is turned into an event (ledgerScanner.ts), default 2 s. */
   ledgerSettleMs?: number;
+  /** How long finished deliveries (and their events) stay in the delivery log, default 30 days. */
+  retentionMs?: number;
   /** Endpoints per account, default 16. */
   maxEndpointsPerAccount?: number;
 }
@@ -68,6 +70,7 @@ export class Webhooks {
   private stopped = false;
   private failures = 0;
   private lastLedgerScan = 0;
+  private lastPrune = 0;
 
   constructor(private readonly d: WebhooksDeps) {
     const o = d.options ?? {};
@@ -161,5 +164,9 @@ export class Webhooks {
       stored += await this.ledger.scanOnce();
     }
     if (stored > 0) this.deliverer.wake();
+    if (Date.now() - this.lastPrune >= 3_600_000) {
+      this.lastPrune = Date.now();
+      await this.store.prune(Date.now() - (this.d.options?.retentionMs ?? 30 * 24 * 3_600_000));
+    }
   }
 }

@@ -258,6 +258,25 @@ const Q = {
       .where("delivery_id", "=", a(0))
       .where("lease_owner", "=", a(1)),
   ),
+  pruneDeliveries: prepare("wh.pruneDeliveries", (db, a) =>
+    db.deleteFrom("webhook_deliveries").where("status", "!=", "pending").where("created_ms", "<", a(0)),
+  ),
+  /** Events no delivery refers to any more (every one pruned or its endpoint deleted). */
+  pruneEvents: prepare("wh.pruneEvents", (db, a) =>
+    db
+      .deleteFrom("webhook_outbox_events")
+      .where("created_ms", "<", a(0))
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom("webhook_deliveries")
+              .select("webhook_deliveries.delivery_id")
+              .whereRef("webhook_deliveries.event_id", "=", "webhook_outbox_events.event_id"),
+          ),
+        ),
+      ),
+  ),
   successesSince: prepare("wh.successesSince", (db, a) =>
     db
       .selectFrom("webhook_deliveries")
@@ -470,6 +489,17 @@ export class WebhookStore {
 
   async recordSuccess(owner: string, deliveryId: string, status: number, nowMs: number): Promise<void> {
     await this.db.transaction((tx) => tx.run(Q.succeeded, [status, nowMs, deliveryId, owner]));
+  }
+
+  /**
+   * Forgets finished deliveries created before `beforeMs`, then events nothing refers to any more.
+   * Pending deliveries are kept whatever their age (a disabled endpoint's backlog waits for it).
+   */
+  async prune(beforeMs: number): Promise<{ deliveries: number; events: number }> {
+    return this.db.transaction(async (tx) => ({
+      deliveries: await tx.run(Q.pruneDeliveries, [beforeMs]),
+      events: await tx.run(Q.pruneEvents, [beforeMs]),
+    }));
   }
 
   /** Gives a claimed delivery back untried (the instance is stopping): due again at once, for anyone. */

@@ -101,4 +101,21 @@ describeOnEngines("webhooks: storage", function (engine) {
     );
     expect([first.length, second.length, third.length]).to.deep.equal([1, 0, 1]);
   });
+
+  it("prune forgets finished deliveries and their events, and keeps pending ones", async () => {
+    const e = await endpoint("prune");
+    await offer("evt_prune_done", [e]);
+    await offer("evt_prune_waiting", [e]);
+    const now = Date.now() + 1;
+    const [done] = (await store.claimDue("p", now, now + 60_000, 100)).filter(
+      (d) => d.event_id === "evt_prune_done",
+    );
+    await store.recordSuccess("p", done.delivery_id, 200, now);
+    await store.prune(Date.now() + 10_000);
+    expect([
+      await store.eventPayload("evt_prune_done"),
+      await store.eventPayload("evt_prune_waiting"),
+      await store.countDeliveries(e),
+    ]).to.deep.equal([undefined, "{}", 1]);
+  });
 });
