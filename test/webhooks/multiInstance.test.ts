@@ -36,8 +36,15 @@ describeOnPostgres("webhooks: two instances on one PostgreSQL", function () {
   it("each event is delivered once", async () => {
     const { key } = await newAccount(s);
     await register(s, key, receiver.url, ["pkp.created"]);
-    // Writes through both instances, so each has its own receipts to read too.
+    // Writes through both instances, so each has its own receipts to read too. The second instance
+    // learns of the new account from the chain, within a poll (and its 5 s memory of unknown keys).
     const urls = [s.url, second.url];
+    for (let i = 0; ; i++) {
+      const r = await fetch(second.url + "/core/v1/pkps", { headers: { "x-api-key": key } });
+      if (r.status === 200) break;
+      if (i > 100) throw new Error(`the second instance does not know the account: ${r.status}`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
     for (let i = 0; i < 12; i++) {
       const r = await fetch(urls[i % 2] + "/core/v1/pkps/create", {
         method: "POST",
