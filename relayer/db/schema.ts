@@ -63,4 +63,6 @@ export interface Schema {
   rate_buckets: { bucket: string; tokens: number; updated_ms: number };
   /** Shared per-account concurrency cap (PostgreSQL only): one row per running execution, with a lease. */
   execution_leases: { lease_id: string; account_id: string; expires_ms: number };
+  /** Pinned code per account (relayer/pins.ts): one row per (account, CID), its bytes counted once. */
+  pins: { account_id: string; cid: string; bytes: number; created_ms: number };
 }
