@@ -16,6 +16,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { ethers } from "ethers";
 import { Enclave } from "../../enclave";
+import { openDataLayer } from "../../relayer/db";
 import { deploySigil } from "../deploy";
 import { startAnvil, type RunningAnvil } from "../start/anvil";
 import { describeRpc, ensureDeployment, type Deployment } from "../start/deployment";
@@ -148,9 +149,16 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     cleanups.push(async () => {
       await Promise.all(instances.map((x) => x.stop()));
     });
-    // Sequentially: the first migrates the database; the others then find nothing to do (and the
-    // machine is not asked to compile the service N times at once).
-    for (let i = 0; i < count; i++) instances.push(await startInstance(specOf(i)));
+    // The schema first, once (instances would serialise on the migration lock anyway), then every
+    // instance at once: each finds the database ready.
+    step("migrating the database");
+    await (await openDataLayer({ databaseUrl: pg.url, sqlitePath: "" })).close();
+    const started = await Promise.allSettled(
+      Array.from({ length: count }, (_, i) => startInstance(specOf(i))),
+    );
+    for (const r of started) if (r.status === "fulfilled") instances.push(r.value);
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
 
     step("starting the round-robin front");
     const balancer = await startBalancer({
