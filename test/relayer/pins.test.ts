@@ -6,12 +6,14 @@
  * live in the shared database, so a quota holds across instances (last block), and the account's
  * pinned actions are listed newest first (GET /actions/pinned).
  */
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import { createSigil } from "sigil/sdk";
 import { computeCid } from "../../enclave";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
@@ -301,6 +303,39 @@ describeOnEngines("relayer: pin quotas and pin billing", function (engine) {
       const unscoped = await usageKey(a.key, { can_create_pkps: true });
       expect((await listPinned(executor)).body.total).to.equal(1);
       expectError(await listPinned(unscoped), 403, "not_authorized_to_pin");
+    });
+
+    it("the SDK iterates every pin (listPinnedActions), newest first", async () => {
+      const a = await newAccount();
+      const cids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        cids.unshift((await pin(a.key, codeOf(390 + i, `sdk ${i}`))).body.cid);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const sigil = createSigil({ baseUrl: s.url, apiKey: a.key });
+      const seen: string[] = [];
+      for await (const p of sigil.listPinnedActions()) seen.push(p.cid);
+      expect(seen).to.deep.equal(cids);
+    });
+
+    it("`sigil actions pinned --json` prints the page", async () => {
+      const a = await newAccount();
+      const { cid } = (await pin(a.key, codeOf(395, "cli"))).body;
+      const out = await new Promise<string>((resolve, reject) => {
+        const child = spawn(
+          process.execPath,
+          [path.join(__dirname, "..", "..", "bin", "sigil.js"), "--json", "actions", "pinned"],
+          {
+            env: { ...process.env, SIGIL_URL: s.url, SIGIL_API_KEY: a.key },
+          },
+        );
+        let stdout = "";
+        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+        child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`exit ${code}`))));
+      });
+      const page = JSON.parse(out);
+      expect(page).to.include({ page_number: 0, total: 1 });
+      expect(page.items.map((p: { cid: string }) => p.cid)).to.deep.equal([cid]);
     });
 
     it("a bad page is 400 invalid_pagination", async () => {
