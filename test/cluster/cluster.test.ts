@@ -18,6 +18,7 @@ import { JsonRpcProvider } from "ethers";
 import { Client } from "pg";
 import { startCluster, type Cluster } from "../../scripts/cluster/cluster";
 import { auditWriteCharges } from "../../relayer/billing/audit";
+import { main as auditMain } from "../../scripts/audit-billing";
 import { AccountRegistry__factory } from "../../typechain-types";
 
 const OPERATOR_TOKEN = "cluster-test-operator-token";
@@ -127,6 +128,23 @@ describe("cluster: three instance processes, one killed with SIGKILL mid-burst",
   after(async function () {
     await cluster?.close();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("`npm run audit:billing` reads the shared PostgreSQL ledger: clean before the burst", async () => {
+    const printed: string[] = [];
+    const code = await auditMain(
+      ["--all-senders", "--settle-ms", "0"],
+      {
+        SIGIL_DATA_DIR: cluster.dataDir,
+        SIGIL_DEV_MODE: "true",
+        SIGIL_RPC_URL: cluster.rpcUrl,
+        SIGIL_DATABASE_URL: cluster.databaseUrl,
+      },
+      cluster.dataDir,
+      (line) => printed.push(line),
+    );
+    expect(printed.join("\n")).to.match(/1 billable writes, 1 write charges in the ledger\nclean:/);
+    expect(code).to.equal(0);
   });
 
   it("runs a burst of writes and executions over three instances while one is killed", async () => {
