@@ -376,6 +376,31 @@ describeOnEngines("relayer: pin quotas and pin billing", function (engine) {
         expect(answer.error.details).to.include({ used_bytes: QUOTA - 1000, quota_bytes: QUOTA });
       });
 
+      it("concurrent pins of one account on both instances never pass the quota together", async () => {
+        const a = await newAccount();
+        await pin(a.key, codeOf(300, "seen by both")); // so that the second instance knows the account
+        const deadline = Date.now() + 10_000;
+        while (
+          (await fetch(`${second.url}/core/v1/account`, { headers: { "x-api-key": a.key } })).status === 401
+        ) {
+          if (Date.now() > deadline) throw new Error("the second instance never saw the account");
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        // 10 pins of 30,000 bytes against 153,600 - 300 bytes left: exactly 5 fit.
+        const answers = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            fetch(`${i % 2 ? second.url : s.url}/core/v1/actions`, {
+              method: "POST",
+              headers: { "x-api-key": a.key, "content-type": "application/json" },
+              body: JSON.stringify({ code: codeOf(30_000, `race ${i}`) }),
+            }).then((r) => r.status),
+          ),
+        );
+        expect(answers.filter((st) => st === 201)).to.have.length(5);
+        expect(answers.filter((st) => st === 413)).to.have.length(5);
+        expect((await pin(a.key, codeOf(300, "seen by both"))).body.used_bytes).to.equal(300 + 5 * 30_000);
+      });
+
       it("both instances list the same pins", async () => {
         const a = await newAccount();
         const { cid } = (await pin(a.key, codeOf(380, "listed everywhere"))).body;
