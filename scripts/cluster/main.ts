@@ -58,8 +58,8 @@ export function parseClusterFlags(
       );
     return Number(value);
   };
-  const instances = int("instances", raw.instances, 3, 1, 16);
-  const basePort = int("base-port", raw["base-port"], 8000, 1, 65535 - instances);
+  const instances = int("--instances", raw.instances, 3, 1, 16);
+  const basePort = int("--base-port", raw["base-port"], 8000, 1, 65535 - instances);
   const anvilPort = int("SIGIL_ANVIL_PORT", env.SIGIL_ANVIL_PORT, 8545, 0, 65535);
   return { instances, basePort, anvilPort, dataDir: path.resolve(cwd, raw["data-dir"] || ".sigil-cluster") };
 }
