@@ -127,8 +127,11 @@ export async function startBalancer(opts: BalancerOptions): Promise<RunningBalan
       else sent = true;
     });
     upstream.once("error", (err: NodeJS.ErrnoException) => {
-      // A kept-alive connection to an instance that has just died fails on first use, before the
-      // instance could read anything: as safe to send elsewhere as a refused connection.
+      // A kept-alive connection to an instance that has just died fails on first use with a reset:
+      // the dead process read nothing, so this is as safe to send elsewhere as a refused connection.
+      // (An instance that crashes while reading a request on a reused connection looks the same; a
+      // write sent with an Idempotency-Key still runs at most once, as the key is claimed in the
+      // shared database before anything is sent to the chain.)
       const staleSocket = upstream.reusedSocket && err.code === "ECONNRESET";
       if ((!sent && (err.code === "ECONNREFUSED" || err.code === "ECONNRESET")) || staleSocket) {
         backend.downUntil = Date.now() + downForMs;
