@@ -4675,6 +4675,8 @@ export interface components {
           | "action_fetch_failed"
           | "chain_unavailable"
           | "database_unavailable"
+          | "no_instance_available"
+          | "instance_connection_lost"
           | "executor_busy"
           | "gas_wallet_unfunded"
           | "internal_error"
