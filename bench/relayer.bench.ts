@@ -17,8 +17,6 @@
  * forked once and driven over IPC: real clients are other processes, and clients in the server's process
  * would compete with its main thread. Baselines and measured rows go through that same generator.
  */
-import { fork, type ChildProcess } from "node:child_process";
-import * as path from "node:path";
 import * as http from "node:http";
 import * as os from "node:os";
 import type { AddressInfo } from "node:net";
@@ -29,96 +27,12 @@ import { DEV_KEY } from "../test/helpers/anvil";
 import { startStack } from "../test/helpers/stack";
 import { signRequest } from "sigil/sdk";
 import { keepAliveAgent, postBytes } from "./httpPost";
-import type { HttpRequestSpec, LoadCommand, LoadReply } from "./loadgen";
-
-interface Stats {
-  n: number;
-  rps: number;
-  p50: number;
-  p95: number;
-  p99: number;
-}
+import type { HttpRequestSpec } from "./loadgen";
+import { LoadGenerator, type Stats } from "./loadgenClient";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
-
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-function stats(lat: number[], wallMs: number): Stats {
-  lat.sort((a, b) => a - b);
-  return {
-    n: lat.length,
-    rps: lat.length / (wallMs / 1000),
-    p50: pct(lat, 50),
-    p95: pct(lat, 95),
-    p99: pct(lat, 99),
-  };
-}
-
-/** The forked load generator: one child, one command at a time. */
-class LoadGenerator {
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve: (r: LoadReply) => void; reject: (e: Error) => void }
-  >();
-  private constructor(private readonly child: ChildProcess) {
-    child.on("message", (r: LoadReply) => {
-      const p = this.pending.get(r.id);
-      this.pending.delete(r.id);
-      p?.resolve(r);
-    });
-    child.on("exit", (code) => {
-      for (const p of this.pending.values()) p.reject(new Error(`load generator exited (${code})`));
-      this.pending.clear();
-    });
-  }
-
-  static start(): LoadGenerator {
-    // ts-node in the child too (transpile only, as `npm run bench:relayer` does).
-    const child = fork(path.join(__dirname, "loadgen.ts"), [], {
-      execArgv: ["-r", "ts-node/register/transpile-only"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    return new LoadGenerator(child);
-  }
-
-  private async run(cmd: Record<string, unknown>): Promise<Stats> {
-    const id = this.nextId++;
-    const reply = await new Promise<LoadReply>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.child.send({ ...cmd, id } as LoadCommand);
-    });
-    if (!reply.ok) throw new Error(`load generator: ${reply.error}`);
-    return stats(reply.latenciesMs, reply.wallMs);
-  }
-
-  /** `clients` loops POSTing back to back until `total` requests are done. */
-  http(clients: number, total: number, request: HttpRequestSpec): Promise<Stats> {
-    return this.run({ kind: "http", clients, total, requests: [request] });
-  }
-
-  /** One loop per request spec, `perClient` requests each. */
-  httpPerClient(requests: HttpRequestSpec[], perClient: number): Promise<Stats> {
-    return this.run({ kind: "http", clients: requests.length, perClient, requests });
-  }
-
-  /** One loop per list: send each pre-signed transaction and wait for its receipt. */
-  rawTx(rpcUrl: string, txsPerClient: string[][]): Promise<Stats> {
-    return this.run({ kind: "rawTx", rpcUrl, txsPerClient });
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || !this.child.connected) return;
-    const exited = new Promise<void>((r) => this.child.once("exit", () => r()));
-    this.child.send({ id: 0, kind: "exit" } as LoadCommand);
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
-    if (this.child.exitCode === null) this.child.kill();
-  }
-}
 
 const f = (x: number) => x.toFixed(1);
 const row = (name: string, s: Stats, base?: Stats) =>

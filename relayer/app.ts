@@ -48,6 +48,7 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/groups/:id/pkps"],
   ["POST", "/core/v1/actions"],
   ["POST", "/core/v1/actions/cid"],
+  ["GET", "/core/v1/actions/pinned"],
   ["GET", "/core/v1/actions/:cid"],
   ["POST", "/core/v1/svc_action"],
   ["POST", "/core/v1/forward/prepare"],

@@ -394,6 +394,16 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The service's database (PostgreSQL with `SIGIL_DATABASE_URL`) could not be reached; the charge or record the request needs was not made.",
     fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
   },
+  no_instance_available: {
+    status: 503,
+    why: "The cluster's round-robin front (`npm run start:cluster`) found no instance accepting connections; the request reached none.",
+    fix: "Retry after Retry-After; restart the stopped instances (docs/deployment.md).",
+  },
+  instance_connection_lost: {
+    status: 502,
+    why: "The instance handling the request closed the connection before answering (it stopped or crashed); the request may have run.",
+    fix: "Retry with the same Idempotency-Key (a write is then never made twice); an execution may have run once already.",
+  },
   executor_busy: {
     status: 503,
     why: "Every sandbox worker is busy and the queue is full.",

@@ -23,8 +23,8 @@ import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
-import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer } from "./db";
-import { PinLedger } from "./pins";
+import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer, openEngine } from "./db";
+import { PinLedger, ensureSqlitePinsTable } from "./pins";
 import { openRelayerDb, ProfileStore } from "./store";
 import { Webhooks } from "./webhooks";
 
@@ -176,7 +176,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     billing: opts.billing ?? null,
     idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
-    pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
+    // Shared: a quota holds across every instance. Alone: the relayer's own file (its handle, wrapped).
+    pins: new PinLedger(
+      shared ?? (ensureSqlitePinsTable(db), openEngine({ sqlitePath: "", sqliteHandle: db })),
+      cfg.limits.pinQuotaBytes,
+    ),
     auth: new Authenticator(
       enclave,
       cache,

@@ -600,6 +600,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           errors: [...BODY_ERRORS, "invalid_request", "code_too_large"],
         }),
       },
+      "/core/v1/actions/pinned": {
+        get: op({
+          summary: "The account's pinned actions, newest first (account key, or a usage key that may pin)",
+          params: pagingParams,
+          ok: page(
+            out({
+              cid: str(),
+              bytes: int(),
+              pinned_at: str("When the account first pinned this CID (ISO 8601, UTC)"),
+            }),
+          ),
+          errors: ["invalid_pagination", "not_authorized_to_pin"],
+        }),
+      },
       "/core/v1/actions/{cid}": {
         get: op({
           summary: "The code of a CID (a CID fetched from IPFS is pinned for the account)",

@@ -1,16 +1,25 @@
 /**
- * Pinned bytes per account (docs/actions.md, "Pinning: quota and price"). The content store is shared
- * and content-addressed (one file per CID whoever stored it), but every account that pins a CID, with
+ * Pinned bytes per account (docs/actions.md, "Pinning: quota and price"). The content store is
+ * content-addressed (one file per CID whoever stored it), but every account that pins a CID, with
  * POST /actions or by having the relayer fetch it from the IPFS gateways for it, owns a pin of its own:
  * the CID's bytes count against that account's quota once, and are charged once, however often it pins
  * the same CID again. Two accounts pinning the same code both pay for it: neither can make the other's
  * quota or bill depend on what it does.
  *
- * Pins live in the relayer's SQLite database. A pin is reserved (quota checked and row written in one
- * IMMEDIATE transaction, so concurrent pins cannot overshoot the quota together) before the bytes are
- * written to the store, and the reservation is released if that write fails: nothing is stored for a
- * refused pin, and no quota is used by a pin that was not stored.
+ * Pins live in the data layer: the shared PostgreSQL database when `SIGIL_DATABASE_URL` is set (so a
+ * quota holds across every instance, whichever one a pin reaches), else the relayer's own SQLite file.
+ * A pin is reserved (quota checked and row written atomically, so concurrent pins cannot overshoot the
+ * quota together) before the bytes are written to the store, and the reservation is released if that
+ * write fails: nothing is stored for a refused pin, and no quota is used by a pin that was not stored.
+ *
+ * Atomicity: the check and the insert are one conditional INSERT … SELECT. SQLite runs one writer at a
+ * time, so that statement alone is enough there (no transaction: the relayer's SQLite handle is shared
+ * with other stores, whose statements must never be caught up in a rollback of ours). PostgreSQL at
+ * READ COMMITTED would let two such inserts see the same old sum, so there the statement runs in a
+ * transaction holding a per-account advisory lock: one account's pins take turns, others do not wait.
  */
+import { sql } from "kysely";
+import { type DataLayer, type Sql, prepare } from "./db";
 import type { Db } from "./store";
 import { ApiError } from "./errors";
 
@@ -20,42 +29,91 @@ export interface PinUsage {
   pins: number;
 }
 
-export class PinLedger {
-  private readonly s;
+export interface PinRecord {
+  cid: string;
+  bytes: number;
+  /** When the account first pinned this CID. */
+  pinned_at: string;
+}
 
+const Q = {
+  has: prepare("pins.has", (db, a) =>
+    db.selectFrom("pins").select("cid").where("account_id", "=", a(0)).where("cid", "=", a(1)),
+  ),
+  usage: prepare("pins.usage", (db, a) =>
+    db
+      .selectFrom("pins")
+      .select([sql<number>`COALESCE(SUM(bytes), 0)`.as("used"), sql<number>`COUNT(*)`.as("pins")])
+      .where("account_id", "=", a(0)),
+  ),
+  /** Inserts (account, cid, bytes, now) only if the account's pins plus `bytes` stay within the quota. */
+  reserve: prepare("pins.reserve", (db, a) =>
+    db
+      .insertInto("pins")
+      .columns(["account_id", "cid", "bytes", "created_ms"])
+      .expression(
+        db
+          .selectNoFrom([
+            // Typed: PostgreSQL would read a bare parameter in a select list as text.
+            sql<string>`CAST(${a(0)} AS TEXT)`.as("account_id"),
+            sql<string>`CAST(${a(1)} AS TEXT)`.as("cid"),
+            sql<number>`CAST(${a(2)} AS BIGINT)`.as("bytes"),
+            sql<number>`CAST(${a(3)} AS BIGINT)`.as("created_ms"),
+          ])
+          .where(
+            sql<number>`(SELECT COALESCE(SUM(p.bytes), 0) FROM pins p WHERE p.account_id = ${a(0)}) + CAST(${a(2)} AS BIGINT)`,
+            "<=",
+            sql<number>`CAST(${a(4)} AS BIGINT)`,
+          ),
+      )
+      .onConflict((oc) => oc.columns(["account_id", "cid"]).doNothing()),
+  ),
+  release: prepare("pins.release", (db, a) =>
+    db.deleteFrom("pins").where("account_id", "=", a(0)).where("cid", "=", a(1)),
+  ),
+  /** Newest first; the CID breaks ties between pins of the same millisecond, so pages never overlap. */
+  page: prepare("pins.page", (db, a) =>
+    db
+      .selectFrom("pins")
+      .select(["cid", "bytes", "created_ms"])
+      .where("account_id", "=", a(0))
+      .orderBy("created_ms", "desc")
+      .orderBy("cid", "asc")
+      .limit(a(1))
+      .offset(a(2)),
+  ),
+};
+
+/** The relayer's own SQLite file keeps the same table the shared database gets from migration 5. */
+export function ensureSqlitePinsTable(db: Db): void {
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS pins (
+      account_id TEXT NOT NULL,
+      cid TEXT NOT NULL,
+      bytes INTEGER NOT NULL,
+      created_ms INTEGER NOT NULL,
+      PRIMARY KEY (account_id, cid)
+    );
+  `);
+}
+
+export class PinLedger {
   constructor(
-    private readonly db: Db,
+    private readonly db: DataLayer,
     readonly quotaBytes: number,
   ) {
     if (!Number.isSafeInteger(quotaBytes) || quotaBytes < 0)
       throw new RangeError("the pin quota is a non-negative integer number of bytes");
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS pins (
-        account_id TEXT NOT NULL,
-        cid TEXT NOT NULL,
-        bytes INTEGER NOT NULL,
-        created_ms INTEGER NOT NULL,
-        PRIMARY KEY (account_id, cid)
-      );
-    `);
-    this.s = {
-      has: db.prepare("SELECT 1 FROM pins WHERE account_id = ? AND cid = ?"),
-      usage: db.prepare(
-        "SELECT COALESCE(SUM(bytes), 0) AS used, COUNT(*) AS pins FROM pins WHERE account_id = ?",
-      ),
-      insert: db.prepare("INSERT INTO pins (account_id, cid, bytes, created_ms) VALUES (?, ?, ?, ?)"),
-      remove: db.prepare("DELETE FROM pins WHERE account_id = ? AND cid = ?"),
-    };
   }
 
   /** Whether the account has pinned this CID. */
-  has(accountId: string, cid: string): boolean {
-    return this.s.has.get(accountId, cid) !== undefined;
+  async has(accountId: string, cid: string): Promise<boolean> {
+    return (await this.db.first(Q.has, [accountId, cid])) !== undefined;
   }
 
-  usage(accountId: string): PinUsage {
-    const row = this.s.usage.get(accountId) as { used: number; pins: number };
-    return { used_bytes: row.used, quota_bytes: this.quotaBytes, pins: row.pins };
+  async usage(accountId: string): Promise<PinUsage> {
+    const row = (await this.db.first(Q.usage, [accountId]))!;
+    return { used_bytes: Number(row.used), quota_bytes: this.quotaBytes, pins: Number(row.pins) };
   }
 
   /**
@@ -63,27 +121,46 @@ export class PinLedger {
    * to charge); true if reserved now; throws 413 pin_quota_exceeded (nothing written) when the account's
    * pins would pass the quota.
    */
-  reserve(accountId: string, cid: string, bytes: number): boolean {
-    return this.db
-      .transaction(() => {
-        if (this.s.has.get(accountId, cid) !== undefined) return false;
-        const used = (this.s.usage.get(accountId) as { used: number }).used;
-        if (used + bytes > this.quotaBytes) {
-          throw new ApiError(
-            413,
-            "pin_quota_exceeded",
-            `Pinning ${cid} (${bytes} bytes) would take this account's pins to ${used + bytes} bytes; the quota is ${this.quotaBytes}.`,
-            { details: { cid, bytes, used_bytes: used, quota_bytes: this.quotaBytes } },
-          );
-        }
-        this.s.insert.run(accountId, cid, bytes, Date.now());
-        return true;
-      })
-      .immediate();
+  async reserve(accountId: string, cid: string, bytes: number): Promise<boolean> {
+    const insert = (s: Sql) => s.run(Q.reserve, [accountId, cid, bytes, Date.now(), this.quotaBytes]);
+    const inserted =
+      this.db.kind === "postgres"
+        ? await this.db.transaction(async (tx) => {
+            await tx.exec("SELECT pg_advisory_xact_lock(hashtext('sigil:pins:' || $1))", [accountId]);
+            return insert(tx);
+          })
+        : await insert(this.db);
+    if (inserted === 1) return true;
+    if (await this.has(accountId, cid)) return false;
+    const used = (await this.usage(accountId)).used_bytes;
+    throw new ApiError(
+      413,
+      "pin_quota_exceeded",
+      `Pinning ${cid} (${bytes} bytes) would take this account's pins to ${used + bytes} bytes; the quota is ${this.quotaBytes}.`,
+      { details: { cid, bytes, used_bytes: used, quota_bytes: this.quotaBytes } },
+    );
   }
 
   /** Undo a reservation whose bytes could not be stored. */
-  release(accountId: string, cid: string): void {
-    this.s.remove.run(accountId, cid);
+  async release(accountId: string, cid: string): Promise<void> {
+    await this.db.run(Q.release, [accountId, cid]);
+  }
+
+  /** One page of the account's pins, newest first, and how many it has in all. */
+  async list(
+    accountId: string,
+    pageNumber: number,
+    pageSize: number,
+  ): Promise<{ items: PinRecord[]; total: number }> {
+    const rows = await this.db.all(Q.page, [accountId, pageSize, pageNumber * pageSize]);
+    const { pins } = await this.usage(accountId);
+    return {
+      items: rows.map((r) => ({
+        cid: r.cid,
+        bytes: Number(r.bytes),
+        pinned_at: new Date(Number(r.created_ms)).toISOString(),
+      })),
+      total: pins,
+    };
   }
 }

@@ -4,6 +4,8 @@
  * sigil.config.json: the data folder, the chain, the deployment), plus flags:
  *
  *   --ledger <file>          the ledger (default <data dir>/ledger.sqlite)
+ *   --database-url <url>     the shared PostgreSQL ledger of several instances (default SIGIL_DATABASE_URL;
+ *                            when set, --ledger is not read)
  *   --rpc-url <url>          the chain (default SIGIL_RPC_URL, else the embedded chain of a running npm start)
  *   --from-block <n>         first block (default the deployment block)
  *   --to-block <n>           last block (default the chain's head)
@@ -19,6 +21,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { JsonRpcProvider } from "ethers";
 import { Enclave } from "../enclave";
+import { isPostgresUrl } from "../relayer/db";
 import { auditWriteCharges, formatDifferences, type AuditReport } from "../relayer/billing/audit";
 import { ConfigError, loadConfig } from "./start/config";
 import { readDeployment } from "./start/deployment";
@@ -28,6 +31,7 @@ export class UsageError extends Error {}
 
 export interface AuditFlags {
   ledger?: string;
+  databaseUrl?: string;
   rpcUrl?: string;
   fromBlock?: number;
   toBlock?: number;
@@ -51,7 +55,11 @@ export function parseFlags(argv: readonly string[]): AuditFlags {
     const a = argv[i];
     if (a === "--all-senders") flags.allSenders = true;
     else if (a === "--ledger") flags.ledger = value(i++, a);
-    else if (a === "--rpc-url") flags.rpcUrl = value(i++, a);
+    else if (a === "--database-url") {
+      flags.databaseUrl = value(i++, a);
+      if (!isPostgresUrl(flags.databaseUrl))
+        throw new UsageError("--database-url must start with postgres:// or postgresql://");
+    } else if (a === "--rpc-url") flags.rpcUrl = value(i++, a);
     else if (a === "--from-block") flags.fromBlock = block(value(i++, a), a);
     else if (a === "--to-block") flags.toBlock = block(value(i++, a), a);
     else if (a === "--settle-ms") flags.settleMs = block(value(i++, a), a);
@@ -82,8 +90,12 @@ export async function main(
       throw new UsageError(
         `no deployment: ${path.join(config.dataDir, DATA_FILES.deployment)} does not exist and SIGIL_REGISTRY_ADDRESS is not set`,
       );
+    const databaseUrl = flags.databaseUrl ?? (env.SIGIL_DATABASE_URL?.trim() || undefined);
+    if (databaseUrl !== undefined && !isPostgresUrl(databaseUrl))
+      throw new UsageError("SIGIL_DATABASE_URL must start with postgres:// or postgresql://");
     const ledgerPath = flags.ledger ?? path.join(config.dataDir, DATA_FILES.ledger);
-    if (!fs.existsSync(ledgerPath)) throw new UsageError(`no ledger at ${ledgerPath} (see --ledger)`);
+    if (databaseUrl === undefined && !fs.existsSync(ledgerPath))
+      throw new UsageError(`no ledger at ${ledgerPath} (see --ledger, --database-url)`);
     const rpcUrl = flags.rpcUrl ?? config.rpcUrl ?? `http://127.0.0.1:${config.anvilPort}`;
     let gasWallets: string[] | null = null;
     if (flags.gasWallets) gasWallets = flags.gasWallets;
@@ -100,6 +112,7 @@ export async function main(
       report = await auditWriteCharges({
         rpc: provider,
         ledgerPath,
+        databaseUrl,
         registry: remembered.registry,
         forwarder: remembered.forwarder,
         chainId: config.chainId,

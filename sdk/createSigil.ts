@@ -102,7 +102,9 @@ export function createSigil(options: SigilOptions) {
     call("delete", path, init);
 
   /** Lists as async iterators over every item. */
-  function list<P extends "/core/v1/pkps" | "/core/v1/groups" | "/core/v1/list_api_keys">(path: P) {
+  function list<
+    P extends "/core/v1/pkps" | "/core/v1/groups" | "/core/v1/list_api_keys" | "/core/v1/actions/pinned",
+  >(path: P) {
     return paginate(async (page_number, page_size) => {
       const query = { page_number, page_size } as Query<P, "get">;
       const page = await get(path, { params: { query } as Params<P, "get"> });
@@ -149,6 +151,9 @@ export function createSigil(options: SigilOptions) {
       writes ? writes.createPkp(body) : post("/core/v1/pkps/create", { body }),
     pkps: () => list("/core/v1/pkps"),
     pkp: (id: string) => get("/core/v1/pkps/{id}", { params: { path: { id } } }),
+
+    /** The account's pinned actions ({cid, bytes, pinned_at}), newest first. */
+    listPinnedActions: () => list("/core/v1/actions/pinned"),
 
     createGroup: (body: Body<"/core/v1/groups", "post">) =>
       writes ? writes.createGroup(body) : post("/core/v1/groups", { body }),

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import type { Command } from "commander";
 import { UsageError } from "../api";
 import { contextOf } from "../context";
+import { table } from "../output";
 
 export function readCodeFile(file: string): string {
   try {
@@ -48,5 +49,25 @@ export function registerActions(program: Command): void {
         `/core/v1/actions/${encodeURIComponent(cid)}`,
       );
       out.result(r, () => String(r.code ?? ""));
+    });
+
+  actions
+    .command("pinned")
+    .description("list the account's pinned actions, newest first")
+    .option("--page <n>", "page number, from 0", "0")
+    .option("--page-size <n>", "items per page (1..100)", "100")
+    .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
+      const { client, out } = contextOf(cmd);
+      const r = await client.request<{ items: Record<string, unknown>[]; total: number }>(
+        "GET",
+        "/core/v1/actions/pinned",
+        { query: { page_number: o.page, page_size: o.pageSize } },
+      );
+      out.result(r, () =>
+        table(
+          ["cid", "bytes", "pinned at"],
+          (r.items ?? []).map((p) => [String(p.cid), String(p.bytes), String(p.pinned_at)]),
+        ),
+      );
     });
 }

@@ -6,6 +6,7 @@
  * (chainWrites.ts), the ledger from its rows, so a bug in the relayer's charging cannot hide itself.
  */
 import BetterSqlite3, { type Database } from "better-sqlite3";
+import { openEngine, type Sql } from "../db";
 import { replayForwardedWrites, type ChainWrite, type RpcClient } from "./chainWrites";
 import { parseWriteReference } from "./references";
 
@@ -38,20 +39,27 @@ export interface AuditReport {
   differences: Difference[];
 }
 
-/** Every write charge of the ledger (debits whose reference starts with `write:`), oldest first. */
+const WRITE_CHARGES_SQL = `SELECT id, account_id, reference, amount_cents, operation FROM ledger_entries
+       WHERE kind = 'debit' AND reference LIKE 'write:%' ORDER BY id`;
+type WriteChargeRow = {
+  id: number;
+  account_id: string;
+  reference: string;
+  amount_cents: number;
+  operation: string;
+};
+
+/** Every write charge of a SQLite ledger (debits whose reference starts with `write:`), oldest first. */
 export function readWriteCharges(db: Database): LedgerWriteCharge[] {
-  const rows = db
-    .prepare(
-      `SELECT id, account_id, reference, amount_cents, operation FROM ledger_entries
-       WHERE kind = 'debit' AND reference LIKE 'write:%' ORDER BY id`,
-    )
-    .all() as Array<{
-    id: number;
-    account_id: string;
-    reference: string;
-    amount_cents: number;
-    operation: string;
-  }>;
+  return toCharges(db.prepare(WRITE_CHARGES_SQL).all() as WriteChargeRow[]);
+}
+
+/** The same from any engine of the data layer (the shared PostgreSQL ledger of several instances). */
+export async function readWriteChargesFrom(db: Sql): Promise<LedgerWriteCharge[]> {
+  return toCharges((await db.exec(WRITE_CHARGES_SQL)) as WriteChargeRow[]);
+}
+
+function toCharges(rows: WriteChargeRow[]): LedgerWriteCharge[] {
   return rows.map((r) => ({
     entryId: r.id,
     accountId: r.account_id,
@@ -162,7 +170,10 @@ export function compareWriteCharges(input: CompareInput): Difference[] {
 
 export interface AuditOptions {
   rpc: RpcClient;
+  /** The SQLite ledger file; ignored when `databaseUrl` is set. */
   ledgerPath: string;
+  /** postgres://…: the shared ledger of several instances (SIGIL_DATABASE_URL), read instead of the file. */
+  databaseUrl?: string;
   registry: string;
   forwarder: string;
   /** Checked against the node's (a ledger of another chain would otherwise look all stray). */
@@ -190,13 +201,7 @@ export async function auditWriteCharges(o: AuditOptions): Promise<AuditReport> {
   const settledBlock = Number(BigInt((await o.rpc.send("eth_blockNumber", [])) as string));
   const settleMs = o.settleMs ?? 2_000;
   if (settleMs > 0) await new Promise((r) => setTimeout(r, settleMs));
-  const db = new BetterSqlite3(o.ledgerPath, { readonly: true, fileMustExist: true });
-  let charges: LedgerWriteCharge[];
-  try {
-    charges = readWriteCharges(db);
-  } finally {
-    db.close();
-  }
+  const charges = await readLedgerCharges(o);
   const toBlock = o.toBlock ?? Number(BigInt((await o.rpc.send("eth_blockNumber", [])) as string));
   const writes = await replayForwardedWrites(o.rpc, {
     registry: o.registry,
@@ -225,6 +230,24 @@ export async function auditWriteCharges(o: AuditOptions): Promise<AuditReport> {
       settledBlock: Math.min(settledBlock, toBlock),
     }),
   };
+}
+
+async function readLedgerCharges(o: AuditOptions): Promise<LedgerWriteCharge[]> {
+  if (o.databaseUrl) {
+    // Read only: no migration, and a pool of one (the audit makes one query).
+    const layer = openEngine({ databaseUrl: o.databaseUrl, sqlitePath: "", poolSize: 1 });
+    try {
+      return await readWriteChargesFrom(layer);
+    } finally {
+      await layer.close();
+    }
+  }
+  const db = new BetterSqlite3(o.ledgerPath, { readonly: true, fileMustExist: true });
+  try {
+    return readWriteCharges(db);
+  } finally {
+    db.close();
+  }
 }
 
 /** The differences as a fixed-width table (one row each), for people. */

@@ -268,6 +268,23 @@ export const MIGRATIONS: readonly Migration[] = [
       await run(db.schema.alterTable("ledger_entries").addColumn("action_cid", "text"));
     },
   },
+  {
+    version: 5,
+    description: "pins: each account's pinned CIDs and their bytes, so pin quotas hold across instances",
+    async up({ kind, db, run }) {
+      // The same shape as the table the embedded default keeps in its relayer.sqlite (relayer/pins.ts).
+      await run(
+        db.schema
+          .createTable("pins")
+          .ifNotExists()
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("cid", "text", (c) => c.notNull())
+          .addColumn("bytes", ms(kind), (c) => c.notNull())
+          .addColumn("created_ms", ms(kind), (c) => c.notNull())
+          .addPrimaryKeyConstraint("pins_pk", ["account_id", "cid"]),
+      );
+    },
+  },
 ];
 
 /**

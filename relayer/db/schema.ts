@@ -109,4 +109,6 @@ export interface Schema {
   };
   webhook_cursors: { name: string; position: number };
   webhook_cids: { cid_hash: string; cid: string };
+  /** Pinned code per account (relayer/pins.ts): one row per (account, CID), its bytes counted once. */
+  pins: { account_id: string; cid: string; bytes: number; created_ms: number };
 }

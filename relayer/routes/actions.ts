@@ -16,7 +16,7 @@ import { canPin, executionRefusal } from "../policy";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, isPkpAddress, parsePkpId } from "../http/validate";
+import { BodyReader, isPkpAddress, parsePage, parsePkpId } from "../http/validate";
 import { parseCidField } from "./groups";
 
 function readCode(b: BodyReader, maxBytes: number): string {
@@ -67,12 +67,13 @@ export function actionRoutes(ctx: RelayerContext): Router {
     }
     const cid = await computeCid(bytes);
     const accountId = auth.principal.accountId;
-    if (!ctx.pins.has(accountId, cid)) await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
-    const fresh = ctx.pins.reserve(accountId, cid, bytes.length);
+    if (!(await ctx.pins.has(accountId, cid)))
+      await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
+    const fresh = await ctx.pins.reserve(accountId, cid, bytes.length);
     try {
       await ctx.contentStore.put(bytes);
     } catch (err) {
-      if (fresh) ctx.pins.release(accountId, cid);
+      if (fresh) await ctx.pins.release(accountId, cid);
       throw err;
     }
     const charged =
@@ -161,7 +162,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
       b.done();
       const bytes = new TextEncoder().encode(code);
       const { cid, charged_cents } = await pin(authOf(res), bytes);
-      const { used_bytes, quota_bytes } = ctx.pins.usage(authOf(res).principal.accountId);
+      const { used_bytes, quota_bytes } = await ctx.pins.usage(authOf(res).principal.accountId);
       return { status: 201, body: { cid, bytes: bytes.length, charged_cents, used_bytes, quota_bytes } };
     }),
   );
@@ -174,6 +175,25 @@ export function actionRoutes(ctx: RelayerContext): Router {
       const code = readCode(b, limits.inlineCodeBytes);
       b.done();
       return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
+    }),
+  );
+
+  // Registered before /actions/:cid, which would otherwise read "pinned" as a CID.
+  r.get(
+    "/actions/pinned",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      // The same rule as pinning: a key that may not pin has no use for the account's stored code.
+      if (!canPin(auth))
+        throw new ApiError(
+          403,
+          "not_authorized_to_pin",
+          "Only the account key, or a usage key that may manage actions or execute in some group, can list the account's pinned actions.",
+        );
+      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
+      const { items, total } = await ctx.pins.list(auth.principal.accountId, page.pageNumber, page.pageSize);
+      return { body: { items, page_number: page.pageNumber, page_size: page.pageSize, total } };
     }),
   );
 

@@ -31,6 +31,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_PRICE_EXECUTION_CENTS_PER_SECOND",
   "SIGIL_PRICE_PIN_CENTS_PER_100KB",
   "SIGIL_PIN_QUOTA_BYTES",
+  "SIGIL_CHARGE_FLUSH_MS",
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
@@ -105,6 +106,8 @@ export interface SigilConfig {
   prices: { write_cents?: number; execution_cents_per_second?: number; pin_cents_per_100kb?: number };
   /** Pinned bytes per account (relayer default when absent). */
   pinQuotaBytes?: number;
+  /** Write-behind window of usage charges (createBilling's chargeFlushMs); 0 = commit before answering. */
+  chargeFlushMs?: number;
   executorPoolSize?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
@@ -358,6 +361,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     ),
   };
   const pinQuotaBytes = int("SIGIL_PIN_QUOTA_BYTES", 0, 2 ** 40, "the pinned bytes allowed per account");
+  const chargeFlushMs = int(
+    "SIGIL_CHARGE_FLUSH_MS",
+    0,
+    60_000,
+    "how long usage charges may wait in memory before they are committed; 0 commits each before answering",
+  );
   const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
@@ -523,6 +532,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     signupCreditCents,
     prices,
     pinQuotaBytes,
+    chargeFlushMs,
     executorPoolSize,
     ipfsGateways,
     fetchAllowHosts,

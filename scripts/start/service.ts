@@ -191,6 +191,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
           : {}),
       },
       signupCreditCents: config.signupCreditCents,
+      ...(config.chargeFlushMs !== undefined ? { chargeFlushMs: config.chargeFlushMs } : {}),
       logger: logger.child({ module: "billing" }),
     });
     cleanups.push(() => billing.close());

@@ -2,16 +2,22 @@
  * Disk quotas (issue 13, item 6), on the real stack with billing: pins are limited per account, billed
  * once per (account, CID) per started 100 KB, refused for keys that have no use for stored code, and
  * code fetched from IPFS by CID (GET /actions/:cid, executions by CID) counts against the same quota.
- * Nothing is stored, counted or charged for a refused pin.
+ * Nothing is stored, counted or charged for a refused pin. On both engines: with PostgreSQL the pins
+ * live in the shared database, so a quota holds across instances (last block), and the account's
+ * pinned actions are listed newest first (GET /actions/pinned).
  */
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import { createSigil } from "sigil/sdk";
 import { computeCid } from "../../enclave";
+import { startRelayer, type RunningRelayer } from "../../relayer";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
+import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 import { startStack, type ApiResponse, type Stack } from "../helpers/stack";
 
 const QUOTA = 150 * 1024;
@@ -23,7 +29,7 @@ function codeOf(bytes: number, tag: string): string {
   return head + "x".repeat(bytes - Buffer.byteLength(head));
 }
 
-describe("relayer: pin quotas and pin billing", function () {
+describeOnEngines("relayer: pin quotas and pin billing", function (engine) {
   this.timeout(120_000);
   let s: Stack;
   let billing: Billing;
@@ -31,6 +37,7 @@ describe("relayer: pin quotas and pin billing", function () {
   let gateway: http.Server;
   const served = new Map<string, string>();
   const asked: string[] = [];
+  let databaseUrl: string | undefined;
 
   const stored = (cid: string) => fs.existsSync(path.join(s.dataDir, "actions", cid));
   const balance = async (key: string) =>
@@ -71,13 +78,16 @@ describe("relayer: pin quotas and pin billing", function () {
     });
     await new Promise<void>((r) => gateway.listen(0, "127.0.0.1", () => r()));
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-pins-"));
+    databaseUrl = engine === "postgres" ? await freshDatabaseUrl() : undefined;
     billing = await createBilling({
       dbPath: path.join(dir, "billing.sqlite"),
+      databaseUrl,
       processor: new SimulatedProcessor(),
       signupCreditCents: 100,
       chargeFlushMs: 0,
     });
     s = await startStack({
+      databaseUrl,
       billing,
       pinQuotaBytes: QUOTA,
       ipfsGateways: [`http://127.0.0.1:${(gateway.address() as AddressInfo).port}`],
@@ -253,4 +263,157 @@ describe("relayer: pin quotas and pin billing", function () {
       expect(stored(cid)).to.equal(false);
     });
   });
+  describe("GET /actions/pinned", () => {
+    const listPinned = (key: string, query = "") => s.api("GET", `/core/v1/actions/pinned${query}`, { key });
+
+    it("lists the account's pins newest first as {cid, bytes, pinned_at}, paged like the other lists", async () => {
+      const a = await newAccount();
+      const cids: string[] = [];
+      for (const [i, size] of [300, 400, 500].entries()) {
+        cids.push((await pin(a.key, codeOf(size, `listed ${i}`))).body.cid);
+        await new Promise((r) => setTimeout(r, 5)); // distinct milliseconds: the order is by time
+      }
+      const r = await listPinned(a.key, "?page_number=0&page_size=2");
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body).to.include({ page_number: 0, page_size: 2, total: 3 });
+      expect(r.body.items.map((p: { cid: string }) => p.cid)).to.deep.equal([cids[2], cids[1]]);
+      expect(r.body.items[0].bytes).to.equal(500);
+      expect(r.body.items[0].pinned_at).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(Date.parse(r.body.items[0].pinned_at)).to.be.closeTo(Date.now(), 60_000);
+      const second = await listPinned(a.key, "?page_number=1&page_size=2");
+      expect(second.body.items.map((p: { cid: string }) => p.cid)).to.deep.equal([cids[0]]);
+    });
+
+    it("shows only the caller's account's pins; pinning again does not add a row", async () => {
+      const a = await newAccount();
+      const b = await newAccount();
+      const code = codeOf(350, "both pin it");
+      await pin(a.key, code);
+      await pin(a.key, code);
+      await pin(b.key, codeOf(360, "only b"));
+      const r = await listPinned(a.key);
+      expect(r.body.total).to.equal(1);
+      expect(r.body.items.map((p: { bytes: number }) => p.bytes)).to.deep.equal([350]);
+    });
+
+    it("a usage key that may pin may list; one that may not gets 403 not_authorized_to_pin", async () => {
+      const a = await newAccount();
+      await pin(a.key, codeOf(370, "visible"));
+      const executor = await usageKey(a.key, { execute_in_groups: [0] });
+      const unscoped = await usageKey(a.key, { can_create_pkps: true });
+      expect((await listPinned(executor)).body.total).to.equal(1);
+      expectError(await listPinned(unscoped), 403, "not_authorized_to_pin");
+    });
+
+    it("the SDK iterates every pin (listPinnedActions), newest first", async () => {
+      const a = await newAccount();
+      const cids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        cids.unshift((await pin(a.key, codeOf(390 + i, `sdk ${i}`))).body.cid);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const sigil = createSigil({ baseUrl: s.url, apiKey: a.key });
+      const seen: string[] = [];
+      for await (const p of sigil.listPinnedActions()) seen.push(p.cid);
+      expect(seen).to.deep.equal(cids);
+    });
+
+    it("`sigil actions pinned --json` prints the page", async () => {
+      const a = await newAccount();
+      const { cid } = (await pin(a.key, codeOf(395, "cli"))).body;
+      const out = await new Promise<string>((resolve, reject) => {
+        const child = spawn(
+          process.execPath,
+          [path.join(__dirname, "..", "..", "bin", "sigil.js"), "--json", "actions", "pinned"],
+          {
+            env: { ...process.env, SIGIL_URL: s.url, SIGIL_API_KEY: a.key },
+          },
+        );
+        let stdout = "";
+        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+        child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`exit ${code}`))));
+      });
+      const page = JSON.parse(out);
+      expect(page).to.include({ page_number: 0, total: 1 });
+      expect(page.items.map((p: { cid: string }) => p.cid)).to.deep.equal([cid]);
+    });
+
+    it("a bad page is 400 invalid_pagination", async () => {
+      const a = await newAccount();
+      expectError(await listPinned(a.key, "?page_size=0"), 400, "invalid_pagination");
+    });
+  });
+
+  if (engine === "postgres")
+    describe("two instances on one PostgreSQL", () => {
+      let second: RunningRelayer;
+      before(async () => {
+        const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-pins-2-"));
+        second = await startRelayer({ ...s.relayerOptions, dataDir, port: 0, billing });
+      });
+      after(async () => {
+        await second?.close();
+      });
+
+      it("the quota holds across instances: what one instance counted, the other refuses past", async () => {
+        const a = await newAccount();
+        expect((await pin(a.key, codeOf(QUOTA - 1000, "on the first"))).status).to.equal(201);
+        // The second instance learns of the new account from the chain within a poll interval.
+        const deadline = Date.now() + 10_000;
+        let r: Response;
+        const body = JSON.stringify({ code: codeOf(1001, "on the second") });
+        for (;;) {
+          r = await fetch(`${second.url}/core/v1/actions`, {
+            method: "POST",
+            headers: { "x-api-key": a.key, "content-type": "application/json" },
+            body,
+          });
+          if (r.status !== 401 || Date.now() > deadline) break;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        const answer = (await r.json()) as { error: { details: Record<string, unknown> } };
+        expect(r.status, JSON.stringify(answer)).to.equal(413);
+        expect(answer.error.details).to.include({ used_bytes: QUOTA - 1000, quota_bytes: QUOTA });
+      });
+
+      it("concurrent pins of one account on both instances never pass the quota together", async () => {
+        const a = await newAccount();
+        await pin(a.key, codeOf(300, "seen by both")); // so that the second instance knows the account
+        const deadline = Date.now() + 10_000;
+        while (
+          (await fetch(`${second.url}/core/v1/account`, { headers: { "x-api-key": a.key } })).status === 401
+        ) {
+          if (Date.now() > deadline) throw new Error("the second instance never saw the account");
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        // 10 pins of 30,000 bytes against 153,600 - 300 bytes left: exactly 5 fit.
+        const answers = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            fetch(`${i % 2 ? second.url : s.url}/core/v1/actions`, {
+              method: "POST",
+              headers: { "x-api-key": a.key, "content-type": "application/json" },
+              body: JSON.stringify({ code: codeOf(30_000, `race ${i}`) }),
+            }).then((r) => r.status),
+          ),
+        );
+        expect(answers.filter((st) => st === 201)).to.have.length(5);
+        expect(answers.filter((st) => st === 413)).to.have.length(5);
+        expect((await pin(a.key, codeOf(300, "seen by both"))).body.used_bytes).to.equal(300 + 5 * 30_000);
+      });
+
+      it("both instances list the same pins", async () => {
+        const a = await newAccount();
+        const { cid } = (await pin(a.key, codeOf(380, "listed everywhere"))).body;
+        const deadline = Date.now() + 10_000;
+        let r: Response;
+        for (;;) {
+          r = await fetch(`${second.url}/core/v1/actions/pinned`, { headers: { "x-api-key": a.key } });
+          if (r.status !== 401 || Date.now() > deadline) break;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        const answer = (await r.json()) as { items: Array<{ cid: string }> };
+        expect(r.status, JSON.stringify(answer)).to.equal(200);
+        expect(answer.items.map((p) => p.cid)).to.deep.equal([cid]);
+      });
+    });
 });
