@@ -58,6 +58,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   const metrics = createMetrics({
     cacheBlock: () => cache?.lastProcessedBlock ?? 0,
     executor: () => executor?.stats() ?? null,
+    gasWallets: () => ({
+      wallets: sender.gasWalletStatuses(),
+      thresholdWei: sender.lowBalanceThresholdWei(),
+    }),
   });
   const onTransient = () => metrics.rpcFailures.inc();
   const reader = new RegistryReader(provider, cfg.registryAddress, onTransient);
@@ -84,7 +88,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   const sender = new Sender({
     provider,
     signer: enclave,
-    gasSigners: Array.from({ length: cfg.gasWallets }, (_, i) => enclave.gasSigner(i, provider)),
+    // This instance's own wallets: instances sharing a chain never race for one wallet's nonces.
+    gasSigners: Array.from({ length: cfg.gasWallets }, (_, i) =>
+      enclave.gasSigner(i, provider, cfg.instanceId),
+    ),
     chainId,
     registry: cfg.registryAddress,
     forwarder: cfg.forwarderAddress,
@@ -94,6 +101,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     maxBatchSize: cfg.maxBatchSize,
     sendConcurrency: cfg.sendConcurrency,
     maxPriorityFeePerGas: cfg.maxPriorityFeePerGas,
+    lowBalanceWei: cfg.gasLowBalanceWei,
+    balancePollMs: cfg.gasBalancePollMs,
+    logger,
+    instanceId: cfg.instanceId,
     onTransient,
     // Read-your-writes without a log query where that is exactly right (PermissionCache).
     onMined: (result, transactionIndex) => cache?.applyOwnTransaction(result, transactionIndex),
@@ -191,6 +202,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     throw err;
   }
   cache.start();
+  sender.startBalanceMonitor();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
       .prune()
@@ -232,6 +244,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.closeAllConnections();
       });
       await cache!.stop();
+      await sender.stop();
       await executor!.close();
       rpc.close();
       db.close();
