@@ -212,6 +212,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       port: config.port,
       gasWallets: config.gasWallets,
       instanceId: config.instanceId,
+      gasLowBalanceWei: config.gasLowBalanceWei,
       confirmations: config.confirmations,
       maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
