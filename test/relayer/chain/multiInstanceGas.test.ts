@@ -197,8 +197,12 @@ describeOnPostgres("gas wallets: three instances on one chain and one database",
       }
       const write = call(urls[2], "POST", "/core/v1/pkps/create", a.body.api_key, { name: "after restart" });
       // Mine once the write's transaction has joined the pending one in the pool.
-      while ((await s.provider.getTransactionCount(address, "pending")) < mined + 2)
+      const joined = Date.now() + 15_000;
+      while ((await s.provider.getTransactionCount(address, "pending")) < mined + 2) {
+        // A write sent with the pending transaction's nonce replaced it instead of joining it.
+        if (Date.now() > joined) throw new Error("the write's transaction never joined the pending one");
         await new Promise((r) => setTimeout(r, 20));
+      }
       await s.provider.send("evm_mine", []);
       const answer = await write;
       expect(answer.status).to.equal(201);
