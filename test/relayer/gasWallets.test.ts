@@ -13,6 +13,8 @@ import { registryInterface } from "../../relayer/chain/abi";
 import { makeProvider } from "../../relayer/chain/rpc";
 import { Sender } from "../../relayer/chain/sender";
 import { ApiError } from "../../relayer/errors";
+import { banner } from "../../scripts/start/banner";
+import { ConfigError, loadConfig } from "../../scripts/start/config";
 import { instanceGasAddresses } from "../../scripts/start/funding";
 import { OPERATOR_HEADERS, startStack, type Stack } from "../helpers/stack";
 
@@ -89,6 +91,44 @@ describe("gas wallets: derivation per instance", () => {
       expect(isEnclaveError(caught) && caught.code).to.equal("invalid_instance_id");
     });
   }
+});
+
+describe("gas wallets: configuration and the start banner", () => {
+  const env = { SIGIL_DATA_DIR: "/tmp/sigil-gas-wallets-test" };
+
+  it("SIGIL_GAS_LOW_BALANCE_WEI is read as wei", () => {
+    const c = loadConfig({ ...env, SIGIL_GAS_LOW_BALANCE_WEI: "500000000000000000" }, "/tmp");
+    expect(c.gasLowBalanceWei).to.equal(parseEther("0.5"));
+    expect(loadConfig(env, "/tmp").gasLowBalanceWei).to.equal(undefined);
+  });
+
+  it("a SIGIL_GAS_LOW_BALANCE_WEI that is not a whole number is a configuration problem saying what it is", () => {
+    let caught: unknown;
+    try {
+      loadConfig({ ...env, SIGIL_GAS_LOW_BALANCE_WEI: "0.5" }, "/tmp");
+    } catch (err) {
+      caught = err;
+    }
+    expect((caught as ConfigError).problems).to.deep.equal([
+      'SIGIL_GAS_LOW_BALANCE_WEI="0.5" is not valid: the gas wallet balance below which a warning is logged, in wei (a whole number, e.g. 500000000000000000 for 0.5 ETH).',
+    ]);
+  });
+
+  it("the banner lists the instance's gas wallets, naming the instance", () => {
+    const config = loadConfig({ ...env, SIGIL_INSTANCE_ID: "blue" }, "/tmp");
+    const wallets = ["0x" + "1".repeat(40), "0x" + "2".repeat(40)];
+    const out = banner(config, {
+      url: "http://127.0.0.1:8000",
+      chainId: 31337,
+      rpcUrl: "http://127.0.0.1:8545",
+      embeddedChain: true,
+      deployment: { registry: wallets[0], forwarder: wallets[1], deployBlock: 1 },
+      freshDeployment: true,
+      paymentProcessor: "simulated",
+      gasWallets: wallets,
+    });
+    expect(out).to.contain(`  gas wallets  ${wallets[0]} (instance blue)\n               ${wallets[1]}\n`);
+  });
 });
 
 describe("gas wallets: a relayer instance with an id", function () {
