@@ -22,6 +22,8 @@ export const LABELS = {
   action: "sigil/action/v1/",
   owner: "sigil/owner/v1/",
   gas: "sigil/gas/v1/",
+  /** Gas wallets of a named relayer instance (enclave/gasSigner.ts gasWalletDerivation). */
+  gasInstance: "sigil/gas/v1/instance/",
   record: "sigil/record/v1/aes-256-gcm/",
   /** The root key's public identity, which signs attestation documents (attestation.ts). */
   identity: "sigil/identity/v1/",
@@ -81,9 +83,9 @@ export const ids = {
   action: (canonicalCid: string): Uint8Array => utf8.encode(canonicalCid),
   /** 20 raw bytes of the master key's address. */
   owner: (addressBytes: Uint8Array): Uint8Array => addressBytes,
-  /** u32 big-endian wallet index. */
   /** SHA-256 of the record's context string (it may hold an API key, which must not be kept). */
   record: (contextDigest: Uint8Array): Uint8Array => contextDigest,
+  /** u32 big-endian wallet index. */
   gas: (index: number): Uint8Array =>
     Uint8Array.of(index >>> 24, (index >>> 16) & 0xff, (index >>> 8) & 0xff, index & 0xff),
 };

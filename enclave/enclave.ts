@@ -25,7 +25,7 @@ import { createHash } from "node:crypto";
 import { parseCid } from "./cid";
 import { Lru } from "./lru";
 import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
-import { GasSigner } from "./gasSigner";
+import { GasSigner, gasWalletDerivation } from "./gasSigner";
 import { identityOf, signAttestationFields } from "./attestation";
 import type { KeyCapabilities } from "./capabilities";
 
@@ -231,12 +231,18 @@ export class Enclave implements KeyCapabilities {
 
   // ---- Gas wallets ------------------------------------------------------------------------------
 
-  gasSigner(index: number, provider: Provider | null): AbstractSigner {
-    return new GasSigner(deriveSecp256k1(this.#root, LABELS.gas, ids.gas(checkIndex(index))), provider);
+  /**
+   * Gas wallet `index` of the relayer instance `instanceId` (undefined: the unnamed instance, whose
+   * wallets predate instance ids). Derivation: gasSigner.ts gasWalletDerivation.
+   */
+  gasSigner(index: number, provider: Provider | null, instanceId?: string): AbstractSigner {
+    const { label, id } = gasWalletDerivation(index, instanceId);
+    return new GasSigner(deriveSecp256k1(this.#root, label, id), provider);
   }
 
-  gasAddress(index: number): string {
-    const k = deriveSecp256k1(this.#root, LABELS.gas, ids.gas(checkIndex(index)));
+  gasAddress(index: number, instanceId?: string): string {
+    const { label, id } = gasWalletDerivation(index, instanceId);
+    const k = deriveSecp256k1(this.#root, label, id);
     try {
       return addressOf(k);
     } finally {
@@ -418,15 +424,6 @@ export function pkpIdBytes(pkpId: unknown): Uint8Array {
     throw new EnclaveError("invalid_pkp_id", "Invalid PKP id.", { details: "the zero id is never derived" });
   }
   return bytes;
-}
-
-function checkIndex(index: unknown): number {
-  if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 0xffffffff) {
-    throw new EnclaveError("invalid_index", "Invalid gas wallet index.", {
-      details: "expected an integer in [0, 2^32)",
-    });
-  }
-  return index;
 }
 
 function hexToBytes(h: string): Uint8Array {

@@ -9,6 +9,7 @@ export type EnclaveErrorCode =
   | "invalid_cid"
   | "invalid_address"
   | "invalid_index"
+  | "invalid_instance_id"
   | "invalid_digest"
   | "invalid_message"
   | "invalid_typed_data"

@@ -19,11 +19,50 @@ import {
   TypedDataEncoder,
 } from "ethers";
 import type { Provider, TransactionRequest, TypedDataDomain, TypedDataField } from "ethers";
+import { ids, LABELS, type Label } from "./derive";
+import { EnclaveError } from "./errors";
 import { hex, signDigestParts } from "./secp";
 import { keccak256Bytes } from "./keccak";
 import { rlpList, rlpListBytes } from "./rlp";
 
 const TYPE_2 = Buffer.of(2);
+
+/** What names a relayer instance (SIGIL_INSTANCE_ID): short, lowercase, safe in logs and metric labels. */
+export const INSTANCE_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
+
+/**
+ * Where gas wallet `index` of a relayer instance is derived from the root key.
+ *
+ * No instance id: the original path (LABELS.gas, u32be(index)), so a single instance, and every data
+ * folder created before instances had ids, keeps the wallets it funded. With an id: a separate label
+ * (LABELS.gasInstance), id = utf8(instanceId) ‖ u32be(index). The index has a fixed width at the end, so
+ * (instanceId, index) pairs never share an encoding, and the label differs from the unnamed path, so no
+ * named instance can land on an unnamed instance's wallet: two instances with different ids never race
+ * for one wallet's nonces.
+ */
+export function gasWalletDerivation(index: number, instanceId?: string): { label: Label; id: Uint8Array } {
+  const indexBytes = ids.gas(checkGasIndex(index));
+  if (instanceId === undefined) return { label: LABELS.gas, id: indexBytes };
+  if (typeof instanceId !== "string" || !INSTANCE_ID_PATTERN.test(instanceId)) {
+    throw new EnclaveError("invalid_instance_id", "Invalid instance id.", {
+      details: "expected 1 to 32 lowercase letters, digits or dashes, starting with a letter or digit",
+    });
+  }
+  const name = Buffer.from(instanceId, "utf8");
+  const id = new Uint8Array(name.length + indexBytes.length);
+  id.set(name, 0);
+  id.set(indexBytes, name.length);
+  return { label: LABELS.gasInstance, id };
+}
+
+function checkGasIndex(index: unknown): number {
+  if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index > 0xffffffff) {
+    throw new EnclaveError("invalid_index", "Invalid gas wallet index.", {
+      details: "expected an integer in [0, 2^32)",
+    });
+  }
+  return index;
+}
 
 export class GasSigner extends AbstractSigner {
   readonly address: string;

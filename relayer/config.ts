@@ -51,8 +51,15 @@ export interface RelayerOptions {
   port?: number;
   /** Default 4. */
   gasWallets?: number;
-  /** This instance's name among several sharing one database and chain; absent = the single-instance default. */
+  /**
+   * This instance's name among several sharing one database and chain; absent = the single-instance
+   * default. It selects the instance's own gas wallets (enclave gasSigner), so instances never share one.
+   */
   instanceId?: string;
+  /** Gas wallet balance below which a warning is logged (wei); default: ~1000 writes at the current fee. */
+  gasLowBalanceWei?: bigint;
+  /** Time between two readings of the gas wallets' balances (default 30 s). */
+  gasBalancePollMs?: number;
   /** Blocks a registry log must be buried under before it counts as final (reorg safety); default 0. */
   confirmations?: number;
   /** Registry event polling interval, default 250 ms. */
@@ -143,6 +150,8 @@ export interface RelayerConfig {
   port: number;
   gasWallets: number;
   instanceId: string | undefined;
+  gasLowBalanceWei: bigint | undefined;
+  gasBalancePollMs: number;
   confirmations: number;
   pollIntervalMs: number;
   executorPoolSize?: number;
@@ -208,6 +217,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     port: opts.port ?? 8000,
     gasWallets: Math.max(1, opts.gasWallets ?? 4),
     instanceId: opts.instanceId || undefined,
+    gasLowBalanceWei: opts.gasLowBalanceWei,
+    gasBalancePollMs: Math.max(100, opts.gasBalancePollMs ?? 30_000),
     confirmations: Math.max(0, Math.floor(opts.confirmations ?? 0)),
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,

@@ -59,6 +59,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   const metrics = createMetrics({
     cacheBlock: () => cache?.lastProcessedBlock ?? 0,
     executor: () => executor?.stats() ?? null,
+    gasWallets: () => ({
+      wallets: sender.gasWalletStatuses(),
+      thresholdWei: sender.lowBalanceThresholdWei(),
+    }),
   });
   const onTransient = () => metrics.rpcFailures.inc();
   const reader = new RegistryReader(provider, cfg.registryAddress, onTransient);
@@ -85,7 +89,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   const sender = new Sender({
     provider,
     signer: enclave,
-    gasSigners: Array.from({ length: cfg.gasWallets }, (_, i) => enclave.gasSigner(i, provider)),
+    // This instance's own wallets: instances sharing a chain never race for one wallet's nonces.
+    gasSigners: Array.from({ length: cfg.gasWallets }, (_, i) =>
+      enclave.gasSigner(i, provider, cfg.instanceId),
+    ),
     chainId,
     registry: cfg.registryAddress,
     forwarder: cfg.forwarderAddress,
@@ -95,6 +102,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     maxBatchSize: cfg.maxBatchSize,
     sendConcurrency: cfg.sendConcurrency,
     maxPriorityFeePerGas: cfg.maxPriorityFeePerGas,
+    lowBalanceWei: cfg.gasLowBalanceWei,
+    balancePollMs: cfg.gasBalancePollMs,
+    logger,
+    instanceId: cfg.instanceId,
     onTransient,
     // Read-your-writes without a log query where that is exactly right (PermissionCache).
     onMined: (result, transactionIndex) => cache?.applyOwnTransaction(result, transactionIndex),
@@ -225,6 +236,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   }
   cache.start();
   webhooks.start();
+  sender.startBalanceMonitor();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
       .prune()
@@ -267,6 +279,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       });
       await webhooks.stop();
       await cache!.stop();
+      await sender.stop();
       await executor!.close();
       rpc.close();
       db.close();

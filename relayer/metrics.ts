@@ -15,6 +15,14 @@ export interface RelayerMetrics {
 export function createMetrics(collect: {
   cacheBlock: () => number;
   executor: () => { alive: number; busy: number; queued: number; restarts: number } | null;
+  /**
+   * The gas wallets' last balance readings (relayer/chain/send/balanceMonitor.ts reads them on its own
+   * schedule: a scrape costs no RPC).
+   */
+  gasWallets?: () => {
+    wallets: { address: string; balanceWei: bigint | null; low: boolean; dry: boolean }[];
+    thresholdWei: bigint | null;
+  };
 }): RelayerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "sigil_relayer_" });
@@ -40,6 +48,7 @@ export function createMetrics(collect: {
       this.set({ state: "restarts" }, s.restarts);
     },
   });
+  if (collect.gasWallets) addGasWalletGauges(registry, collect.gasWallets);
   return {
     registry,
     cacheBlock,
@@ -79,4 +88,55 @@ export function createMetrics(collect: {
       registers: [registry],
     }),
   };
+}
+
+/**
+ * Per gas wallet: its balance, and flags for "below the low-balance threshold" and "its last send was
+ * refused for insufficient funds". Balances are in wei as a float (exact to ~15 digits, plenty for an
+ * alert); a wallet not read yet has no sample rather than a misleading zero.
+ */
+function addGasWalletGauges(
+  registry: Registry,
+  read: NonNullable<Parameters<typeof createMetrics>[0]["gasWallets"]>,
+): void {
+  new Gauge({
+    name: "sigil_gas_wallet_balance_wei",
+    help: "Gas wallet balance at the last reading (wei)",
+    labelNames: ["address"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of read().wallets)
+        if (w.balanceWei !== null) this.set({ address: w.address }, Number(w.balanceWei));
+    },
+  });
+  new Gauge({
+    name: "sigil_gas_wallet_low",
+    help: "1 when the gas wallet's balance is below the low-balance threshold",
+    labelNames: ["address"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of read().wallets) this.set({ address: w.address }, w.low ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "sigil_gas_wallet_unfunded",
+    help: "1 when the gas wallet's last send was refused for insufficient funds (skipped for new sends)",
+    labelNames: ["address"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of read().wallets) this.set({ address: w.address }, w.dry ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "sigil_gas_wallet_low_balance_threshold_wei",
+    help: "Balance below which a gas wallet counts as low (wei)",
+    registers: [registry],
+    collect() {
+      const t = read().thresholdWei;
+      if (t !== null) this.set(Number(t));
+    },
+  });
 }

@@ -1194,9 +1194,26 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             }),
             executor: out({ poolSize: int(), alive: int(), busy: int(), queued: int(), restarts: int() }),
             gas_wallets: arr(address),
+            gas_wallet_balances: out({
+              low_balance_threshold_wei: nullable(str("Wei, decimal; null before the first reading")),
+              wallets: arr(
+                out({
+                  address,
+                  balance_wei: nullable(
+                    str("Wei, decimal, at the last periodic reading; null before the first"),
+                  ),
+                  low: bool(),
+                  unfunded: bool(),
+                }),
+              ),
+            }),
+            degraded_reasons: arr({
+              type: "string",
+              enum: ["chain_unreachable", "executor_down", "gas_wallets_low"],
+            }),
           },
           // Anyone sees only `status`; the rest is the operator's view (X-Operator-Token).
-          ["chain", "cache", "executor", "gas_wallets"],
+          ["chain", "cache", "executor", "gas_wallets", "gas_wallet_balances", "degraded_reasons"],
         ),
       },
     },

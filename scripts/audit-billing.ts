@@ -10,7 +10,8 @@
  *   --from-block <n>         first block (default the deployment block)
  *   --to-block <n>           last block (default the chain's head)
  *   --gas-wallets <a,b,...>  the relayer's gas wallet addresses (default: derived from the root key, as npm
- *                            start does, for SIGIL_GAS_WALLETS wallets)
+ *                            start does, for SIGIL_GAS_WALLETS wallets of SIGIL_INSTANCE_ID; with several
+ *                            instances on one ledger, list every instance's wallets here)
  *   --all-senders            count forward requests whoever sent them (no gas wallet filter)
  *   --settle-ms <n>          grace for charges of just-mined writes (default 2000; 0 for a stopped service)
  *
@@ -20,6 +21,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { JsonRpcProvider } from "ethers";
+import { instanceGasAddresses } from "./start/funding";
 import { Enclave } from "../enclave";
 import { isPostgresUrl } from "../relayer/db";
 import { auditWriteCharges, formatDifferences, type AuditReport } from "../relayer/billing/audit";
@@ -105,7 +107,7 @@ export async function main(
       if (config.rootKeyHex === undefined && !fs.existsSync(rootKeyFile))
         throw new UsageError("cannot tell the relayer's gas wallets: give --gas-wallets, or --all-senders");
       const enclave = await Enclave.open({ rootKeyHex: config.rootKeyHex, rootKeyFile, devMode: false });
-      gasWallets = Array.from({ length: config.gasWallets }, (_, i) => enclave.gasAddress(i));
+      gasWallets = instanceGasAddresses(enclave, config.gasWallets, config.instanceId);
     }
     const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, batchMaxCount: 1 });
     try {

@@ -75,7 +75,16 @@ export function healthRoutes(ctx: RelayerContext): Router {
     }
     const pool = ctx.executor.stats();
     const ok = head !== null && pool.alive > 0;
-    const status = ok ? "ok" : "degraded";
+    // Every gas wallet low (or refused for insufficient funds): degraded, but still 200: reads and
+    // executions work, and writes do until the balance runs out; a load balancer that pulled every
+    // instance at once because all ran low would turn a funding warning into an outage.
+    const gasLow = ctx.sender.gasWalletsAllLow();
+    const reasons = [
+      ...(head === null ? ["chain_unreachable"] : []),
+      ...(pool.alive > 0 ? [] : ["executor_down"]),
+      ...(gasLow ? ["gas_wallets_low"] : []),
+    ];
+    const status = reasons.length === 0 ? "ok" : "degraded";
     res.status(ok ? 200 : 503);
     // The processed block is public (the chain is): after a path-B transaction in block N, a client
     // waits until last_processed_block >= N to know this service honours it (the dashboard does).
@@ -101,6 +110,16 @@ export function healthRoutes(ctx: RelayerContext): Router {
       },
       executor: pool,
       gas_wallets: ctx.sender.gasWalletAddresses(),
+      gas_wallet_balances: {
+        low_balance_threshold_wei: ctx.sender.lowBalanceThresholdWei()?.toString() ?? null,
+        wallets: ctx.sender.gasWalletStatuses().map((w) => ({
+          address: w.address,
+          balance_wei: w.balanceWei?.toString() ?? null,
+          low: w.low,
+          unfunded: w.dry,
+        })),
+      },
+      degraded_reasons: reasons,
     });
   });
   r.get("/metrics", async (_req, res) => {

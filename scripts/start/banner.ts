@@ -9,6 +9,8 @@ interface BannerFacts {
   deployment: { registry: string; forwarder: string; deployBlock: number };
   freshDeployment: boolean;
   paymentProcessor: "simulated" | "stripe";
+  /** The instance's gas wallets: an operator outside dev mode must fund them. */
+  gasWallets?: string[];
 }
 
 export function banner(config: SigilConfig, s: BannerFacts): string {
@@ -22,6 +24,7 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     `  registry     ${s.deployment.registry}${s.freshDeployment ? "  (deployed now)" : ""}`,
     `  forwarder    ${s.deployment.forwarder}`,
     `  data folder  ${config.dataDir}`,
+    ...gasWalletLines(config, s.gasWallets ?? []),
     `  payments     ${s.paymentProcessor === "stripe" ? "Stripe" : "simulated (no money moves)"}`,
     `  mode         ${config.devMode ? `dev (sign-up credit ${config.signupCreditCents} cents)` : "production"}`,
     `  logs         ${config.logFile === "-" ? "stdout" : config.logFile}`,
@@ -41,6 +44,12 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     "",
   ];
   return lines.join("\n") + "\n";
+}
+
+/** One line per gas wallet (they are few: SIGIL_GAS_WALLETS, default 4), the instance named on the first. */
+function gasWalletLines(config: SigilConfig, wallets: string[]): string[] {
+  const label = config.instanceId ? ` (instance ${config.instanceId})` : "";
+  return wallets.map((w, i) => (i === 0 ? `  gas wallets  ${w}${label}` : `               ${w}`));
 }
 
 /**

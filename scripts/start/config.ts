@@ -24,6 +24,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_DEPLOY_BLOCK",
   "SIGIL_GAS_WALLETS",
   "SIGIL_INSTANCE_ID",
+  "SIGIL_GAS_LOW_BALANCE_WEI",
   "SIGIL_CONFIRMATIONS",
   "SIGIL_MAX_PRIORITY_FEE_GWEI",
   "SIGIL_SIGNUP_CREDIT_CENTS",
@@ -98,6 +99,8 @@ export interface SigilConfig {
   gasWallets: number;
   /** This instance's name among several sharing one database and chain (absent = the single-instance default). */
   instanceId?: string;
+  /** Gas wallet balance below which a warning is logged, in wei (relayer default when absent). */
+  gasLowBalanceWei?: bigint;
   /** Blocks a registry log must be buried under before it counts as final (reorg safety). */
   confirmations: number;
   /** Cap on the tip of path-A transactions on EIP-1559 chains, in wei (relayer default when absent). */
@@ -334,6 +337,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     problems.push(
       `SIGIL_INSTANCE_ID must be 1 to 32 lowercase letters, digits or dashes (got ${JSON.stringify(instanceId)}): it names this instance among several sharing one database`,
     );
+  const rawLowBalance = get("SIGIL_GAS_LOW_BALANCE_WEI");
+  let gasLowBalanceWei: bigint | undefined;
+  if (rawLowBalance !== undefined) {
+    if (/^\d{1,40}$/.test(rawLowBalance)) gasLowBalanceWei = BigInt(rawLowBalance);
+    else
+      problems.push(
+        `SIGIL_GAS_LOW_BALANCE_WEI=${JSON.stringify(rawLowBalance)} is not valid: the gas wallet balance below which a warning is logged, in wei (a whole number, e.g. 500000000000000000 for 0.5 ETH).`,
+      );
+  }
   const confirmations =
     int(
       "SIGIL_CONFIRMATIONS",
@@ -527,6 +539,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     deployment,
     gasWallets,
     instanceId,
+    gasLowBalanceWei,
     confirmations,
     maxPriorityFeePerGas,
     signupCreditCents,

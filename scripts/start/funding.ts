@@ -1,5 +1,6 @@
 /**
- * Gas for the relayer's wallets. On a dev chain the wallets are topped up for free with
+ * Gas for the relayer instance's own wallets (each instance has its own: SIGIL_INSTANCE_ID selects
+ * them, see `instanceGasAddresses`). On a dev chain the wallets are topped up for free with
  * `anvil_setBalance` (or `hardhat_setBalance`), or, on a dev node without those methods, by a transfer
  * from its well-known dev account. Outside dev mode Sigil never moves funds on its own: it reports the
  * wallets that are low so that an operator can fund them.
@@ -13,6 +14,19 @@ export const DEV_ACCOUNT_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5e
 export const LOW_GAS_WEI = ethers.parseEther("1");
 /** What a dev wallet is topped up to. */
 export const DEV_GAS_TARGET_WEI = ethers.parseEther("1000");
+
+/**
+ * The addresses of the gas wallets this instance sends from: derived in the enclave from the root key,
+ * the instance id (none: the wallets of a single instance, unchanged since before instance ids) and the
+ * wallet index. Funding these, and only these, is what keeps instances from sharing a wallet.
+ */
+export function instanceGasAddresses(
+  enclave: { gasAddress(index: number, instanceId?: string): string },
+  count: number,
+  instanceId: string | undefined,
+): string[] {
+  return Array.from({ length: count }, (_, i) => enclave.gasAddress(i, instanceId));
+}
 
 export interface FundingReport {
   funded: string[];

@@ -15,7 +15,7 @@ import { deploySigil } from "../deploy";
 import { portInUse, startAnvil, type RunningAnvil } from "./anvil";
 import type { SigilConfig } from "./config";
 import { describeRpc, ensureDeployment, type Deployment } from "./deployment";
-import { DEV_ACCOUNT_KEY, fundGasWallets, type FundingReport } from "./funding";
+import { DEV_ACCOUNT_KEY, fundGasWallets, instanceGasAddresses, type FundingReport } from "./funding";
 
 export interface RunningSigil {
   url: string;
@@ -25,6 +25,8 @@ export interface RunningSigil {
   deployment: Deployment;
   freshDeployment: boolean;
   funding: FundingReport;
+  /** This instance's gas wallets (the banner lists them: the operator funds these). */
+  gasWallets: string[];
   paymentProcessor: "simulated" | "stripe";
   /** Resolves if the embedded chain exits on its own (a crash), so the caller can shut down. */
   chainExited: Promise<void>;
@@ -155,7 +157,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     });
 
     step("funding the gas wallets");
-    const gasAddresses = Array.from({ length: config.gasWallets }, (_, i) => enclave.gasAddress(i));
+    const gasAddresses = instanceGasAddresses(enclave, config.gasWallets, config.instanceId);
     const funding = await fundGasWallets({ provider, addresses: gasAddresses, devMode: config.devMode });
     for (const low of funding.low)
       warn(
@@ -211,6 +213,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       port: config.port,
       gasWallets: config.gasWallets,
       instanceId: config.instanceId,
+      gasLowBalanceWei: config.gasLowBalanceWei,
       confirmations: config.confirmations,
       maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
@@ -241,6 +244,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       deployment,
       freshDeployment: fresh,
       funding,
+      gasWallets: gasAddresses,
       paymentProcessor: config.stripe ? "stripe" : "simulated",
       chainExited: anvil ? anvil.exited.then(() => undefined) : new Promise<void>(() => {}),
       close: () => (closing ??= closeAll()),

@@ -6097,6 +6097,17 @@ export interface components {
         restarts: number;
       };
       gas_wallets?: string[];
+      gas_wallet_balances?: {
+        low_balance_threshold_wei: string | null;
+        wallets: {
+          /** @description EIP-55 checksummed address */
+          address: string;
+          balance_wei: string | null;
+          low: boolean;
+          unfunded: boolean;
+        }[];
+      };
+      degraded_reasons?: ("chain_unreachable" | "executor_down" | "gas_wallets_low")[];
     };
   };
   responses: never;

@@ -79,7 +79,9 @@ async function startOn(chain: TestChain, relayerOver: Partial<RelayerOptions>): 
   const enclave = Enclave.fromRootKey(crypto.randomBytes(32).toString("hex"));
   const gasWallets = relayerOver.gasWallets ?? 4;
   for (let i = 0; i < gasWallets; i++) {
-    const tx = await deployer.sendTransaction({ to: enclave.gasAddress(i), value: parseEther("100") });
+    // The relayer's own wallets: an instance id selects other wallets than the unnamed instance's.
+    const to = enclave.gasAddress(i, relayerOver.instanceId);
+    const tx = await deployer.sendTransaction({ to, value: parseEther("100") });
     await tx.wait();
   }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-"));
