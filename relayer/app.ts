@@ -19,6 +19,7 @@ import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
+import { siweRoutes } from "./routes/siwe";
 import { configRoute, healthRoutes } from "./routes/system";
 
 /** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
@@ -48,6 +49,7 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/forward/prepare"],
   ["POST", "/core/v1/forward"],
   ["GET", "/core/v1/config"],
+  ["POST", "/core/v1/auth/siwe"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
   ["GET", "/metrics"],
@@ -124,6 +126,7 @@ export function buildApp(ctx: RelayerContext): Express {
     groupRoutes(ctx),
     forwardRoutes(ctx),
     configRoute(ctx),
+    siweRoutes(ctx),
   ]) {
     app.use("/core/v1", router);
   }

@@ -34,6 +34,8 @@ export interface Caller {
   account: AccountProjection;
   /** The usage key's record (kind "usage"). */
   key?: KeyRecord;
+  /** Set for the on-chain owner signed in with a wallet (read-only; relayer/http/siwe.ts). */
+  ownerSession?: unknown;
 }
 
 /**
@@ -117,6 +119,15 @@ export function requireOwner(caller: Caller): void {
     throw new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
   const refusal = apiModeRefusal(caller);
   if (refusal) throw refusal;
+}
+
+/**
+ * Owner-only reads (the usage-key list): the account key in API mode, or the on-chain owner itself
+ * signed in with a wallet in any mode (it can only read; its changes are its own transactions).
+ */
+export function requireOwnerRead(caller: Caller): void {
+  if (caller.principal.kind === "account" && caller.ownerSession) return;
+  requireOwner(caller);
 }
 
 /** The account key acts for the account only in API mode. */

@@ -15,6 +15,16 @@ export { signRequest, signedRequestMessage, SIGNED_REQUEST_VERSION, type Deploym
 export { forwardCall } from "./forward";
 export { registryWrites, REGISTRY_WRITE_ABI } from "./registryCalls";
 export { keyKind, usageKeyWallet } from "./keys";
+export {
+  signInWithEthereum,
+  siweMessage,
+  SESSION_KEY_RESOURCE,
+  SIWE_MAX_LIFETIME_SECONDS,
+  type Eip1193Provider,
+  type SiweFields,
+  type SignInOptions,
+} from "./siwe";
+export { ownerSessionAuth, type OwnerSession } from "./ownerSession";
 export type {
   paths,
   components,

@@ -201,8 +201,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -300,7 +309,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -318,7 +327,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -431,7 +440,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -449,7 +458,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -609,7 +618,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -627,7 +636,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -772,7 +781,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -781,7 +790,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -912,7 +921,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -930,7 +939,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1082,7 +1091,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1100,7 +1109,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1233,7 +1242,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1251,7 +1260,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1386,7 +1395,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1404,7 +1413,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1527,8 +1536,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -1696,8 +1714,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -1780,7 +1807,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1798,7 +1825,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1915,8 +1942,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -2000,7 +2036,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2018,7 +2054,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2150,7 +2186,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2168,7 +2204,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2301,7 +2337,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2319,7 +2355,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2448,7 +2484,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2466,7 +2502,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2582,8 +2618,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -2693,7 +2738,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2711,7 +2756,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2834,7 +2879,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2852,7 +2897,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_execute, not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_execute, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3002,7 +3047,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3011,7 +3056,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_scope */
+        /** @description siwe_read_only, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3444,7 +3489,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3453,7 +3498,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3576,7 +3621,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3585,7 +3630,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3711,7 +3756,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3720,7 +3765,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3854,7 +3899,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3863,7 +3908,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4060,7 +4105,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4069,7 +4114,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4169,7 +4214,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4178,7 +4223,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4312,6 +4357,106 @@ export interface paths {
     };
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/auth/siwe": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = this host, chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read. */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description The EIP-4361 message the owner's wallet signed (personal_sign) */
+            message: string;
+            /** @description The wallet's 65-byte signature, 0x hex */
+            signature: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              account_id: number;
+              /** @description EIP-55 checksummed address */
+              owner_address: string;
+              mode: string;
+              /** @description EIP-55 checksummed address */
+              session_key: string;
+              expires_at: number;
+              /** @enum {string} */
+              access: "read";
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, string_too_long */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_nonce_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable, chain_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
     delete?: never;
     options?: never;
     head?: never;
@@ -4537,6 +4682,14 @@ export interface components {
           | "signature_invalid"
           | "signature_replayed"
           | "forward_signature_invalid"
+          | "siwe_invalid"
+          | "siwe_wrong_domain"
+          | "siwe_wrong_chain"
+          | "siwe_expired"
+          | "siwe_not_owner"
+          | "siwe_owner_is_contract"
+          | "siwe_nonce_replayed"
+          | "siwe_read_only"
           | "owner_only"
           | "missing_scope"
           | "not_authorized_to_execute"
