@@ -22,7 +22,7 @@ export interface OwnerSession {
 export function ownerSessionAuth(session: OwnerSession, deployment: () => Promise<Deployment>): RequestAuth {
   const key = new Wallet(session.sessionKey);
   const siwe = {
-    "sigil-siwe": Buffer.from(session.message, "utf8").toString("base64"),
+    "sigil-siwe": base64Utf8(session.message),
     "sigil-siwe-signature": session.signature,
   };
   return {
@@ -30,4 +30,11 @@ export function ownerSessionAuth(session: OwnerSession, deployment: () => Promis
       return { ...signRequest(key, await deployment(), method, pathAndQuery, body), ...siwe };
     },
   };
+}
+
+/** Base64 of a string's UTF-8 bytes, in Node and in browsers alike (no Buffer in a page). */
+function base64Utf8(text: string): string {
+  let binary = "";
+  for (const byte of new TextEncoder().encode(text)) binary += String.fromCharCode(byte);
+  return btoa(binary);
 }

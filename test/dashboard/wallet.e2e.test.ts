@@ -139,7 +139,10 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     expect(usageKey).to.match(/^uk_[0-9a-f]{64}$/);
     await page.getByLabel("I have saved it").check();
     await page.getByRole("button", { name: "Continue" }).click();
-    await page.getByTestId("scope-summary").filter({ hasText: `execute: group ${account.groupId}` }).waitFor();
+    await page
+      .getByTestId("scope-summary")
+      .filter({ hasText: `execute: group ${account.groupId}` })
+      .waitFor();
     await check(page, "wallet-usage-keys");
   });
 

@@ -243,7 +243,11 @@ export function UsageKeys({ session }: { session: Session }) {
                   if (owner) {
                     setEditing(null);
                     ownerTxs.propose([
-                      ownerTxs.tx(`Rename ${k.name || k.id}`, "updateKeyMetadata", [k.id, name, k.description ?? ""]),
+                      ownerTxs.tx(`Rename ${k.name || k.id}`, "updateKeyMetadata", [
+                        k.id,
+                        name,
+                        k.description ?? "",
+                      ]),
                     ]);
                     return;
                   }
@@ -335,8 +339,10 @@ function KeyForm({
         {owner ? (
           <p className="muted">
             This account is ChainSecured: saving prepares a transaction for the owner&apos;s wallet or Safe
-            {mode === "create" ? "; the key is made in this page and shown once the transaction is mined" : ""}.
-            A spend cap is the service&apos;s setting, not the registry&apos;s: set it with the account key.
+            {mode === "create"
+              ? "; the key is made in this page and shown once the transaction is mined"
+              : ""}
+            . A spend cap is the service&apos;s setting, not the registry&apos;s: set it with the account key.
           </p>
         ) : null}
         <LimitsFields value={limits} onChange={setLimits} errors={errors} />
