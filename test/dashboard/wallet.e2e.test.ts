@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
-import { getBytes, Wallet } from "ethers";
+import { Wallet } from "ethers";
 import type { Browser, Page } from "playwright-core";
 import { createSigil, isSigilError } from "sigil/sdk";
 import { createBilling, SimulatedProcessor } from "../../relayer/billing";
@@ -16,28 +16,7 @@ import { encodeRegistryCall } from "../../scripts/safe/lib";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, openPage, screenshot, seriousViolations, type WatchedPage } from "./browser";
-
-// anvil's well-known second dev account (public test key): the account's owner.
-const OWNER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
-
-/** window.ethereum backed by the owner's key in the test process: accounts, chain, personal_sign, sends. */
-async function injectWallet(w: WatchedPage, stack: Stack): Promise<void> {
-  const wallet = new Wallet(OWNER_KEY, stack.provider);
-  const chainId = (await stack.provider.getNetwork()).chainId;
-  await w.context.exposeFunction("__sigilTestWallet", async (method: string, params: unknown[]) => {
-    if (method === "eth_requestAccounts" || method === "eth_accounts") return [wallet.address];
-    if (method === "eth_chainId") return "0x" + chainId.toString(16);
-    if (method === "personal_sign") return wallet.signMessage(getBytes(params[0] as string));
-    if (method === "eth_sendTransaction") {
-      const tx = params[0] as { to: string; data: string };
-      return (await wallet.sendTransaction({ to: tx.to, data: tx.data })).hash;
-    }
-    return stack.provider.send(method, params);
-  });
-  await w.context.addInitScript(
-    "window.ethereum = { request: ({ method, params }) => window.__sigilTestWallet(method, params || []) };",
-  );
-}
+import { ANVIL_KEY_1 as OWNER_KEY, injectWallet } from "./support";
 
 describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
   this.timeout(240_000);
@@ -119,6 +98,20 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     const session = JSON.parse(slots["sigil.session.owner"]) as { sessionKey: string; owner: string };
     expect(session.owner).to.equal(owner);
     expect(new Wallet(session.sessionKey).address).to.not.equal(owner);
+  });
+
+  it("creates a PKP as an owner transaction (the registry lets the owner call createPkp)", async () => {
+    const { page } = tab;
+    await visit("pkps", "PKPs");
+    await page.getByLabel("New PKP name").fill("owner-made");
+    await page.getByRole("button", { name: "Prepare owner transaction" }).click();
+    const preview = page.getByTestId("tx-preview");
+    expect(await preview.getByTestId("tx-function").textContent()).to.equal("createPkp");
+    await check(page, "wallet-pkp-preview");
+    await preview.getByRole("button", { name: "Send with wallet" }).click();
+    await page.getByRole("cell", { name: "owner-made", exact: true }).waitFor();
+    const pkps = await stack.api("GET", "/core/v1/pkps", { key: account.accountKey });
+    expect(pkps.body.items.map((p: { name: string }) => p.name)).to.deep.equal(["p1", "owner-made"]);
   });
 
   it("creates a usage key as an owner transaction the wallet sends; the key is shown once", async () => {
