@@ -121,7 +121,9 @@ export function parseSiweMessage(text: string): SiweMessage {
   }
   for (const name of REQUIRED)
     if (fields[name] === undefined) throw invalid(`The sign-in message has no ${name} field.`);
-  if (!/^[0-9]{1,12}$/.test(fields.chainId)) throw invalid("The sign-in message's Chain ID is not a number.");
+  // EIP-155 chain ids go up to 2^53 - 1 in practice (wallets keep them as JavaScript numbers).
+  if (!/^[0-9]{1,16}$/.test(fields.chainId) || !Number.isSafeInteger(Number(fields.chainId)))
+    throw invalid("The sign-in message's Chain ID is not a number.");
   return {
     domain,
     address,

@@ -6,6 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { expect } from "chai";
 import { ethers } from "ethers";
+import fc from "fast-check";
+import { parseSiweMessage } from "../../relayer/http/siwe";
 import {
   isSigilError,
   signInWithEthereum,
@@ -244,5 +246,73 @@ describe("sign in with Ethereum (EIP-4361) as a ChainSecured account's owner", f
       },
     });
     expectError({ status: res.status, body: await res.json() }, 401, "siwe_invalid");
+  });
+});
+
+describe("SIWE messages: the SDK's and the relayer's reading agree", function () {
+  this.timeout(60_000);
+  it("every message the SDK builds parses back to its fields (property)", () => {
+    const host = fc.constantFrom("127.0.0.1:8000", "sigil.example", "[::1]:8080", "a-b.c.example:443");
+    fc.assert(
+      fc.property(
+        host,
+        fc.uint8Array({ minLength: 20, maxLength: 20 }),
+        fc.option(fc.string({ minLength: 1, maxLength: 80 }).filter((t) => !t.includes("\n")), {
+          nil: undefined,
+        }),
+        fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+        fc.stringMatching(/^[A-Za-z0-9]{16,40}$/),
+        fc.integer({ min: 0, max: 4_000_000_000 }),
+        fc.integer({ min: 1, max: 3600 }),
+        fc.array(fc.webUrl(), { maxLength: 3 }),
+        (domain, addressBytes, statement, chainId, nonce, issued, lifetime, extra) => {
+          const address = ethers.getAddress(ethers.hexlify(addressBytes));
+          const issuedAt = new Date(issued * 1000);
+          const expirationTime = new Date((issued + lifetime) * 1000);
+          const resources = [SESSION_KEY_RESOURCE + address, ...extra];
+          const text = siweMessage({
+            domain,
+            address,
+            statement,
+            uri: `https://${domain}/`,
+            chainId,
+            nonce,
+            issuedAt,
+            expirationTime,
+            resources,
+          });
+          const m = parseSiweMessage(text);
+          expect(m).to.deep.equal({
+            domain,
+            address,
+            statement: statement ?? null,
+            uri: `https://${domain}/`,
+            version: "1",
+            chainId,
+            nonce,
+            issuedAt: issuedAt.toISOString(),
+            expirationTime: expirationTime.toISOString(),
+            notBefore: null,
+            requestId: null,
+            resources,
+          });
+        },
+      ),
+    );
+  });
+
+  it("a message with its fields out of the standard's order is refused: 401 siwe_invalid", () => {
+    const text = siweMessage({
+      domain: "sigil.example",
+      address: ethers.ZeroAddress,
+      uri: "https://sigil.example/",
+      chainId: 1,
+      nonce: "abcdefghijklmnop",
+      issuedAt: new Date(0),
+      expirationTime: new Date(1000),
+    }).replace("Version: 1\nChain ID: 1", "Chain ID: 1\nVersion: 1");
+    expect(() => parseSiweMessage(text))
+      .to.throw()
+      .that.deep.includes({ status: 401, code: "siwe_invalid" });
   });
 });

@@ -60,7 +60,7 @@ export function SignIn({
         </form>
       </section>
       <section className="card" aria-labelledby="wallet-title">
-        <h2 id="wallet-title">Sign in with a wallet</h2>
+        <h2 id="wallet-title">Owner of a ChainSecured account?</h2>
         <p className="muted">
           For a ChainSecured account owned by your wallet: it signs one sign-in message (EIP-4361) for this
           site, valid for an hour. You can then see the account and prepare changes, which your wallet sends
