@@ -247,6 +247,25 @@ describe("sign in with Ethereum (EIP-4361) as a ChainSecured account's owner", f
     });
     expectError({ status: res.status, body: await res.json() }, 401, "siwe_invalid");
   });
+
+  // Last: it moves the account to another owner.
+  it("a session ends on the request after its owner transferred the account: 401 siwe_not_owner", async () => {
+    const sessionKey = new ethers.Wallet(ethers.Wallet.createRandom().privateKey);
+    const text = message({}, sessionKey);
+    const signature = await sign(text);
+    expect((await sessionGet("/account", text, signature, sessionKey)).status).to.equal(200);
+    const next = devKey(8);
+    const owner = new ethers.Wallet(OWNER, w.chain.provider);
+    await (
+      await owner.sendTransaction({
+        to: registry,
+        data: encodeRegistryCall({ op: "transfer-ownership", newOwner: new ethers.Wallet(next).address })
+          .data,
+      })
+    ).wait();
+    await accept(next, ownerAccountId);
+    expectError(await sessionGet("/account", text, signature, sessionKey), 401, "siwe_not_owner");
+  });
 });
 
 describe("SIWE messages: the SDK's and the relayer's reading agree", function () {
@@ -257,9 +276,12 @@ describe("SIWE messages: the SDK's and the relayer's reading agree", function ()
       fc.property(
         host,
         fc.uint8Array({ minLength: 20, maxLength: 20 }),
-        fc.option(fc.string({ minLength: 1, maxLength: 80 }).filter((t) => !t.includes("\n")), {
-          nil: undefined,
-        }),
+        fc.option(
+          fc.string({ minLength: 1, maxLength: 80 }).filter((t) => !t.includes("\n")),
+          {
+            nil: undefined,
+          },
+        ),
         fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
         fc.stringMatching(/^[A-Za-z0-9]{16,40}$/),
         fc.integer({ min: 0, max: 4_000_000_000 }),
