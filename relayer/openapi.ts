@@ -857,6 +857,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             access: { type: "string", enum: ["read"] },
           }),
           errors: [
+            ...BODY_ERRORS,
             "invalid_request",
             "unknown_field",
             "string_too_long",

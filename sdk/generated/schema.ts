@@ -4410,7 +4410,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, string_too_long */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long */
         400: {
           headers: {
             [name: string]: unknown;
@@ -4421,6 +4421,33 @@ export interface paths {
         };
         /** @description siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_nonce_replayed */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
           headers: {
             [name: string]: unknown;
           };
