@@ -13,6 +13,7 @@ import type { Browser, Page } from "playwright-core";
 import { createSigil, isSigilError } from "sigil/sdk";
 import { createBilling, SimulatedProcessor } from "../../relayer/billing";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
+import { registryInterface } from "../../scripts/safe/lib/registryCalls";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, openPage, screenshot, seriousViolations, type WatchedPage } from "./browser";
@@ -26,6 +27,7 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
   let ledgerDir: string;
   let account: Awaited<ReturnType<typeof setupAccount>>;
   let usageKey: string;
+  let addedKey: string;
   const owner = new Wallet(OWNER_KEY).address;
 
   const check = async (page: Page, name: string) => {
@@ -124,12 +126,27 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     const preview = page.getByTestId("tx-preview");
     await preview.waitFor();
     expect(await preview.getByTestId("tx-function").textContent()).to.equal("addKey");
+    // The same calldata the Safe tool (npm run safe) encodes for this key and these scopes.
+    const data = (await preview.locator(".calldata").textContent())!;
+    const [key, keyHash] = registryInterface.decodeFunctionData("addKey", data);
+    addedKey = key;
+    expect(data).to.equal(
+      encodeRegistryCall({
+        op: "add-key",
+        key,
+        keyHash,
+        name: "from-the-wallet",
+        scopes: { execute_in_groups: [account.groupId] },
+      }).data,
+    );
     await check(page, "wallet-usage-key-preview");
     await preview.getByRole("button", { name: "Send with wallet" }).click();
     const value = page.getByTestId("shown-once-value");
     await value.waitFor();
     usageKey = (await value.textContent())!;
     expect(usageKey).to.match(/^uk_[0-9a-f]{64}$/);
+    // The key shown is the one the transaction registered.
+    expect(new Wallet("0x" + usageKey.slice(3)).address).to.equal(addedKey);
     await page.getByLabel("I have saved it").check();
     await page.getByRole("button", { name: "Continue" }).click();
     await page
