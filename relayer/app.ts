@@ -21,6 +21,7 @@ import { keyRoutes } from "./routes/keys";
 import { pkpRoutes } from "./routes/pkps";
 import { rotationRoutes } from "./routes/rotation";
 import { attestationRoutes } from "./routes/attestation";
+import { siweRoutes } from "./routes/siwe";
 import { configRoute, healthRoutes } from "./routes/system";
 import { webhookRoutes } from "./routes/webhooks";
 
@@ -62,6 +63,7 @@ export const ROUTES: Array<[string, string]> = [
   ["GET", "/core/v1/webhooks/:id/deliveries"],
   ["POST", "/core/v1/webhooks/:id/deliveries/:delivery/resend"],
   ["GET", "/core/v1/config"],
+  ["POST", "/core/v1/auth/siwe"],
   ["GET", "/core/v1/openapi.json"],
   ["GET", "/health"],
   ["GET", "/metrics"],
@@ -141,6 +143,7 @@ export function buildApp(ctx: RelayerContext): Express {
     forwardRoutes(ctx),
     webhookRoutes(ctx),
     configRoute(ctx),
+    siweRoutes(ctx),
   ]) {
     app.use("/core/v1", router);
   }

@@ -17,6 +17,7 @@ import { ApiError } from "./errors";
 import { accountMode, type AccountMode } from "./policy";
 import type { RateLimiter } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
+import { siweHeaders, type SiweVerifier } from "./http/siwe";
 
 export interface Principal {
   accountId: string;
@@ -37,7 +38,15 @@ export interface AuthContext {
   mode: AccountMode;
   /** Address path-A requests are signed as: the usage key, or the service-managed owner. */
   signer: string;
+  /**
+   * Set when the owner signed in with a wallet (relayer/http/siwe.ts): the requests come from a session
+   * key the owner's SIWE message names, and may only read (the service never acts as the owner).
+   */
+  ownerSession?: { sessionKey: string; expiresAt: number };
 }
+
+/** Methods an owner's wallet session may use: reading only. */
+const OWNER_SESSION_METHODS = new Set(["GET", "HEAD"]);
 
 export function extractApiKey(req: Request): string {
   const header = req.get("x-api-key");
@@ -71,6 +80,7 @@ export class Authenticator {
     private readonly cache: PermissionCache,
     private readonly limits: { perKey: RateLimiter; perAccount: RateLimiter },
     private readonly signed?: SignedRequestVerifier,
+    private readonly siwe?: SiweVerifier,
   ) {}
 
   /** `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization). */
@@ -142,6 +152,58 @@ export class Authenticator {
     };
   }
 
+  /**
+   * The owner of a ChainSecured account, signed in with a wallet: `sessionKey` signed this request and
+   * the owner's SIWE message names it. Read access as the account key has it; nothing else.
+   */
+  async authenticateOwnerSession(
+    siwe: { message: string; signature: string },
+    sessionKey: string,
+    method: string,
+    host: string,
+  ): Promise<AuthContext> {
+    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    const session = await this.siwe.verify(siwe.message, siwe.signature, host);
+    if (session.sessionKey !== sessionKey)
+      throw new ApiError(
+        401,
+        "siwe_invalid",
+        `The request was signed by ${sessionKey}, not by the session key the sign-in message names (${session.sessionKey}).`,
+      );
+    if (!OWNER_SESSION_METHODS.has(method.toUpperCase()))
+      throw new ApiError(
+        403,
+        "siwe_read_only",
+        "A wallet sign-in may only read: the owner's changes are transactions the owner's wallet or Safe sends to the registry.",
+      );
+    const account = await this.cache.account(session.accountId);
+    // Ownership may have moved since the message was signed: the chain's owner now decides.
+    if (account.owner !== session.owner)
+      throw new ApiError(
+        401,
+        "siwe_not_owner",
+        `${session.owner} no longer owns account ${session.accountId}.`,
+        { details: { address: session.owner } },
+      );
+    await this.limits.perAccount.take(`a:${account.id}`, `account ${account.id}`);
+    return {
+      principal: { accountId: String(account.id), keyAddress: session.owner, kind: "account" },
+      apiKey: null,
+      account,
+      mode: accountMode(this.enclave, account),
+      signer: session.owner,
+      ownerSession: { sessionKey: session.sessionKey, expiresAt: session.expiresAt },
+    };
+  }
+
+  /** POST /core/v1/auth/siwe: checks an owner's sign-in message once and spends its nonce. */
+  async signInWithEthereum(message: string, signature: string, host: string) {
+    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    const session = await this.siwe.signIn(message, signature, host);
+    const account = await this.cache.account(session.accountId);
+    return { session, account, mode: accountMode(this.enclave, account) };
+  }
+
   /** Middleware: any live key. */
   requireKey(): RequestHandler {
     return (req: Request, res: Response, next: NextFunction) => {
@@ -166,9 +228,18 @@ export class Authenticator {
   private run(req: Request, res: Response, next: NextFunction, accountOnly: boolean): void {
     let pending: Promise<AuthContext>;
     try {
+      const siwe = siweHeaders((name) => req.get(name));
+      if (siwe && !(this.signed && isSignedRequest(req)))
+        throw new ApiError(
+          401,
+          "siwe_invalid",
+          "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
+        );
       if (this.signed && isSignedRequest(req)) {
         const address = this.signed.verify(req, rawBodyOf(req));
-        pending = this.authenticateUsageKey(address, null);
+        pending = siwe
+          ? this.authenticateOwnerSession(siwe, address, req.method, req.get("host") ?? "")
+          : this.authenticateUsageKey(address, null);
       } else {
         pending = this.authenticate(extractApiKey(req));
       }

@@ -182,7 +182,47 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A forward request's EIP-712 signature is not `from`'s for this chain's forwarder: it was altered, or signed for another chain or forwarder (`details` names this one).",
     fix: "Sign the request POST /forward/prepare returned, with its domain, and send it unchanged.",
   },
+  siwe_invalid: {
+    status: 401,
+    why: "A wallet sign-in (EIP-4361) message or its signature is malformed, lacks the session-key resource or an Expiration Time, is valid for more than an hour, was not signed by its address, or the request was not signed by the session key the message names.",
+    fix: "Build the message with the SDK's siweMessage (sdk/siwe.ts), sign it with the owner's wallet, and sign each request with the session key it names.",
+  },
+  siwe_wrong_domain: {
+    status: 401,
+    why: "The sign-in message was made for another site: its domain or URI is not the host the request was sent to (`details.domain`, `details.expected`).",
+    fix: "Sign in on this service's own page (or build the message with this service's host).",
+  },
+  siwe_wrong_chain: {
+    status: 401,
+    why: "The sign-in message's Chain ID is not the chain of this service's registry (`details.expected`).",
+    fix: "Sign with the wallet on the service's chain (GET /core/v1/config, chain_id).",
+  },
+  siwe_expired: {
+    status: 401,
+    why: "The sign-in message's Expiration Time has passed, or its Issued At / Not Before is in the future.",
+    fix: "Sign in again (a session lasts at most an hour).",
+  },
+  siwe_not_owner: {
+    status: 401,
+    why: "The message's address owns no Sigil account, or no longer owns it (ownership moved since the sign-in).",
+    fix: "Sign with the wallet that is the account's on-chain owner (GET /core/v1/account, owner_address).",
+  },
+  siwe_owner_is_contract: {
+    status: 401,
+    why: "The message names a contract (a Safe) and an EOA signed it: a Safe cannot sign in with a wallet signature.",
+    fix: "A Safe's owners make changes with the Safe tool (npm run safe) or a Transaction Builder file from the dashboard; read with the account key.",
+  },
+  siwe_nonce_replayed: {
+    status: 401,
+    why: "This sign-in message's nonce was already used to sign in.",
+    fix: "Sign a new message with a fresh random nonce.",
+  },
   // 403: you may not
+  siwe_read_only: {
+    status: 403,
+    why: "An owner signed in with a wallet may only read (GET): the service never makes a change as a ChainSecured account's owner.",
+    fix: "Make the change as a transaction from the owner's wallet or Safe (the dashboard prepares it).",
+  },
   owner_only: {
     status: 403,
     why: "Usage-key management and ownership transfer are owner-only; a usage key can never do them.",

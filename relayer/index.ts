@@ -13,6 +13,7 @@ import { ActionExecutor } from "../enclave";
 import { buildApp } from "./app";
 import { Authenticator } from "./auth";
 import { SignedRequestVerifier } from "./http/signedRequest";
+import { SiweVerifier } from "./http/siwe";
 import { PermissionCache } from "./permissions/permissionCache";
 import { RegistryReader } from "./chain/registryReader";
 import { fetchChainId, makeProvider } from "./chain/rpc";
@@ -200,6 +201,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
       },
       new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
+      new SiweVerifier({
+        chainId,
+        accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
+        isContract: async (address) => (await provider.getCode(address)) !== "0x",
+      }),
     ),
     newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
     ipLimit: limiter("ip", cfg.rateLimits.perIpPerMinute, MINUTE),

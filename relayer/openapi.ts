@@ -137,6 +137,14 @@ function op(o: Op) {
           "signature_expired",
           "signature_invalid",
           "signature_replayed",
+          // A wallet sign-in's session (relayer/http/siwe.ts) is checked on every request it signs.
+          "siwe_invalid",
+          "siwe_wrong_domain",
+          "siwe_wrong_chain",
+          "siwe_expired",
+          "siwe_not_owner",
+          "siwe_owner_is_contract",
+          "siwe_read_only",
           // Authentication reads the permission cache, which needs the chain until it has synced.
           "chain_unavailable",
         ];
@@ -1077,6 +1085,45 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           errors: ["invalid_request"],
         }),
       },
+      "/core/v1/auth/siwe": {
+        post: op({
+          summary:
+            "Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = this host, chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read.",
+          auth: "none",
+          body: {
+            type: "object",
+            additionalProperties: false,
+            required: ["message", "signature"],
+            properties: {
+              message: str("The EIP-4361 message the owner's wallet signed (personal_sign)"),
+              signature: str("The wallet's 65-byte signature, 0x hex"),
+            },
+          },
+          ok: out({
+            account_id: int(),
+            owner_address: address,
+            mode: str(),
+            session_key: address,
+            expires_at: int(),
+            access: { type: "string", enum: ["read"] },
+          }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "string_too_long",
+            "siwe_invalid",
+            "siwe_wrong_domain",
+            "siwe_wrong_chain",
+            "siwe_expired",
+            "siwe_not_owner",
+            "siwe_owner_is_contract",
+            "siwe_nonce_replayed",
+            "rate_limited",
+            "chain_unavailable",
+          ],
+        }),
+      },
       "/core/v1/openapi.json": {
         get: op({ summary: "This document", auth: "none", ok: { type: "object" }, errors: [] }),
       },
@@ -1128,7 +1175,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           in: "header",
           name: "Sigil-Signature",
           description:
-            "A usage key that is never sent: Sigil-Key, Sigil-Timestamp, Sigil-Nonce, Sigil-Content-Sha256 and Sigil-Signature (EIP-191 over SIGIL-REQUEST-V1, chain id, registry, method, path and query, body SHA-256, timestamp, nonce; docs/api.md, Signed requests).",
+            "A usage key that is never sent: Sigil-Key, Sigil-Timestamp, Sigil-Nonce, Sigil-Content-Sha256 and Sigil-Signature (EIP-191 over SIGIL-REQUEST-V1, chain id, registry, method, path and query, body SHA-256, timestamp, nonce; docs/api.md, Signed requests). The owner of a ChainSecured account signed in with a wallet signs the same way with a session key, adding Sigil-Siwe and Sigil-Siwe-Signature (POST /core/v1/auth/siwe); such requests may only read.",
         },
       },
       schemas: {

@@ -34,6 +34,8 @@ export interface Caller {
   account: AccountProjection;
   /** The usage key's record (kind "usage"). */
   key?: KeyRecord;
+  /** Set for the on-chain owner signed in with a wallet (read-only; relayer/http/siwe.ts). */
+  ownerSession?: unknown;
 }
 
 /**
@@ -132,6 +134,15 @@ export function requireRotator(caller: Caller): void {
       "owner_only",
       "Only the account owner may rotate usage keys; a usage key cannot rotate itself, whatever its scopes.",
     );
+  requireOwner(caller);
+}
+
+/**
+ * Owner-only reads (the usage-key list): the account key in API mode, or the on-chain owner itself
+ * signed in with a wallet in any mode (it can only read; its changes are its own transactions).
+ */
+export function requireOwnerRead(caller: Caller): void {
+  if (caller.principal.kind === "account" && caller.ownerSession) return;
   requireOwner(caller);
 }
 

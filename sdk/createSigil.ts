@@ -9,6 +9,7 @@ import type { Wallet } from "ethers";
 import { keyKind, usageKeyWallet } from "./keys";
 import { paginate } from "./paginate";
 import { bearerAuth, signedAuth, type Deployment } from "./signRequest";
+import { ownerSessionAuth, type OwnerSession } from "./ownerSession";
 import { createTransport, type RetryOptions } from "./transport";
 import type {
   Answer,
@@ -34,6 +35,11 @@ export interface SigilOptions extends RetryOptions {
    * is never sent) or "bearer" (the key itself in X-Api-Key, as curl does).
    */
   usageKeyAuth?: "signed" | "bearer";
+  /**
+   * Instead of a key: an owner's wallet session (signInWithEthereum in siwe.ts). Requests are signed by
+   * its session key and may only read.
+   */
+  ownerSession?: OwnerSession;
   /** Whole-call deadline in ms, retries included (default 60 000). */
   timeoutMs?: number;
   /** A fetch to use instead of the global one (a proxy, tests). */
@@ -74,8 +80,9 @@ export function createSigil(options: SigilOptions) {
     return { chainId: c.chain_id, registryAddress: c.registry_address };
   };
 
-  const auth =
-    options.apiKey === undefined
+  const auth = options.ownerSession
+    ? ownerSessionAuth(options.ownerSession, deployment)
+    : options.apiKey === undefined
       ? undefined
       : signing
         ? signedAuth(wallet!, deployment)

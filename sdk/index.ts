@@ -35,6 +35,16 @@ export {
   type NewWebhookEndpoint,
   type WebhookDelivery,
 } from "./webhooks";
+export {
+  signInWithEthereum,
+  siweMessage,
+  SESSION_KEY_RESOURCE,
+  SIWE_MAX_LIFETIME_SECONDS,
+  type Eip1193Provider,
+  type SiweFields,
+  type SignInOptions,
+} from "./siwe";
+export { ownerSessionAuth, type OwnerSession } from "./ownerSession";
 export type {
   paths,
   components,

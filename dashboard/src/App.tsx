@@ -3,8 +3,9 @@
  * the URL's hash (#/pkps). The hash names a page, never a key.
  */
 import { lazy, Suspense, useEffect, useMemo, useState } from "react";
-import { openSession, type Session } from "./api";
-import { forgetKey, savedKey, saveKey } from "./session";
+import { openOwnerSession, openSession, type Session } from "./api";
+import { forgetKey, savedKey, saveKey, savedOwnerSession, saveOwnerSession } from "./session";
+import type { OwnerSession } from "../../sdk";
 import { applyTheme, initialTheme, type Theme } from "./theme";
 import { SignIn } from "./pages/SignIn";
 import { Overview } from "./pages/Overview";
@@ -22,15 +23,17 @@ interface PageDef {
   id: string;
   title: string;
   accountOnly: boolean;
+  /** Shown to the owner signed in with a wallet (who reads, and changes things by transactions). */
+  owner: boolean;
 }
 const PAGES: PageDef[] = [
-  { id: "overview", title: "Overview", accountOnly: false },
-  { id: "pkps", title: "PKPs", accountOnly: false },
-  { id: "groups", title: "Groups", accountOnly: false },
-  { id: "keys", title: "Usage keys", accountOnly: true },
-  { id: "actions", title: "Actions", accountOnly: false },
-  { id: "billing", title: "Billing", accountOnly: true },
-  { id: "ownership", title: "Ownership", accountOnly: true },
+  { id: "overview", title: "Overview", accountOnly: false, owner: true },
+  { id: "pkps", title: "PKPs", accountOnly: false, owner: true },
+  { id: "groups", title: "Groups", accountOnly: false, owner: true },
+  { id: "keys", title: "Usage keys", accountOnly: true, owner: true },
+  { id: "actions", title: "Actions", accountOnly: false, owner: false },
+  { id: "billing", title: "Billing", accountOnly: true, owner: true },
+  { id: "ownership", title: "Ownership", accountOnly: true, owner: false },
 ];
 
 /** The page a hash names: its first segment (`#/billing/return?…` is the Billing page). */
@@ -44,9 +47,11 @@ export function App() {
   useEffect(() => applyTheme(theme), [theme]);
 
   const [key, setKey] = useState<string | null>(() => savedKey());
+  const [ownerSession, setOwnerSession] = useState<OwnerSession | null>(() => savedOwnerSession());
   // A new account's key, shown once: component state only, so a reload can never show it again.
   const [newKey, setNewKey] = useState<string | null>(null);
   const session: Session | null = useMemo(() => {
+    if (ownerSession) return openOwnerSession(ownerSession);
     if (key === null) return null;
     try {
       return openSession(key);
@@ -54,7 +59,7 @@ export function App() {
       forgetKey(); // not a key this page can use: never keep it around
       return null;
     }
-  }, [key]);
+  }, [key, ownerSession]);
 
   const [page, setPage] = useState(pageFromHash);
   // The whole hash too: a page with views of its own (Billing's return page) reads the rest of it.
@@ -75,6 +80,7 @@ export function App() {
   const signOut = () => {
     forgetKey();
     setKey(null);
+    setOwnerSession(null);
     setNewKey(null);
     window.location.hash = "";
   };
@@ -99,13 +105,19 @@ export function App() {
               setNewKey(k);
               signIn(k);
             }}
+            onWalletSignIn={(s) => {
+              saveOwnerSession(s);
+              setOwnerSession(s);
+            }}
           />
         </main>
       </div>
     );
   }
 
-  const visible = PAGES.filter((p) => session.kind === "account" || !p.accountOnly);
+  const visible = PAGES.filter((p) =>
+    session.kind === "owner" ? p.owner : session.kind === "account" || !p.accountOnly,
+  );
   const current = visible.find((p) => p.id === page) ?? visible[0];
 
   return (
@@ -113,7 +125,11 @@ export function App() {
       <header className="top">
         <span className="brand">Sigil</span>
         <span className="muted">
-          {session.kind === "account" ? "account key" : "usage key (signed requests)"}
+          {session.kind === "owner"
+            ? `owner wallet ${ownerSession?.owner ?? ""} (read; changes are your transactions)`
+            : session.kind === "account"
+              ? "account key"
+              : "usage key (signed requests)"}
         </span>
         <span className="spacer" />
         {themeButton}

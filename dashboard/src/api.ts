@@ -2,13 +2,19 @@
  * The dashboard's one API client: the SDK (sdk/), on the page's own origin. An account key is sent as a
  * bearer credential; a usage key signs every request and every write, so it never leaves the page.
  */
-import { createSigil, isSigilError, keyKind, type Sigil } from "../../sdk";
+import { createSigil, isSigilError, keyKind, type OwnerSession, type Sigil } from "../../sdk";
 
 export type KeyKind = "account" | "usage";
 
 export interface Session {
   sigil: Sigil;
-  kind: KeyKind;
+  /** "owner": the on-chain owner signed in with a wallet (reads; changes are owner transactions). */
+  kind: KeyKind | "owner";
+}
+
+/** The owner's wallet session: every request signed by its session key (sdk/siwe.ts). */
+export function openOwnerSession(owner: OwnerSession): Session {
+  return { sigil: createSigil({ baseUrl: window.location.origin, ownerSession: owner }), kind: "owner" };
 }
 
 export function openSession(key: string): Session {

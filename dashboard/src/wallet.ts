@@ -4,12 +4,41 @@
  * never holds the owner's key.
  */
 import { Interface } from "ethers";
-import { REGISTRY_WRITE_ABI, type Sigil } from "../../sdk";
+import {
+  REGISTRY_WRITE_ABI,
+  signInWithEthereum,
+  type Eip1193Provider,
+  type OwnerSession,
+  type Sigil,
+} from "../../sdk";
+
+/**
+ * Signs in as the owner through the injected wallet: one personal_sign of an EIP-4361 message for this
+ * page's host, naming a session key made here (sdk/siwe.ts). The wallet's key never reaches the page.
+ */
+export async function signInWithWallet(): Promise<OwnerSession> {
+  const wallet = injectedWallet();
+  if (!wallet) throw new Error("No browser wallet found (window.ethereum).");
+  const { session } = await signInWithEthereum({
+    baseUrl: window.location.origin,
+    provider: wallet,
+    domain: window.location.host,
+    uri: window.location.origin,
+  });
+  return session;
+}
 
 /** The registry calls an owner makes directly (path B): the SDK's writes plus accepting ownership. */
+const KEY_SCOPES =
+  "(bool canCreateGroups, bool canDeleteGroups, bool canCreatePkps, uint64[] manageIpfsIdsInGroups, uint64[] addPkpToGroups, uint64[] removePkpFromGroups, uint64[] executeInGroups) scopes";
 export const ownerCalls = new Interface([
   ...REGISTRY_WRITE_ABI,
   "function acceptOwnership(uint64 accountId)",
+  // Usage-key management: the owner's alone (contracts/interfaces/IAccountRegistry.sol).
+  `function addKey(address key, bytes32 keyHash, string name, string description, uint64 expiration, ${KEY_SCOPES})`,
+  `function updateKey(address key, string name, string description, uint64 expiration, ${KEY_SCOPES})`,
+  "function updateKeyMetadata(address key, string name, string description)",
+  "function removeKey(address key)",
 ]);
 
 export interface OwnerTx {
@@ -40,9 +69,7 @@ export function decoded(tx: OwnerTx): Array<{ name: string; type: string; value:
   return fn.inputs.map((input, i) => ({ name: input.name, type: input.type, value: show(values[i]) }));
 }
 
-interface Eip1193 {
-  request(args: { method: string; params?: unknown[] }): Promise<unknown>;
-}
+type Eip1193 = Eip1193Provider;
 
 export function injectedWallet(): Eip1193 | null {
   const w = (window as unknown as { ethereum?: Eip1193 }).ethereum;

@@ -6,7 +6,7 @@
 import { Router } from "express";
 import { isEnclaveError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { requireOwner } from "../policy";
+import { requireOwner, requireOwnerRead } from "../policy";
 import { registryInterface } from "../chain/abi";
 import type { KeyRecord, KeyScopes } from "../permissions/projection";
 import { firstEvent, handler, write, type RelayerContext } from "../context";
@@ -129,7 +129,7 @@ export function keyRoutes(ctx: RelayerContext): Router {
     ctx.auth.requireKey(),
     handler(ctx, async (req, res) => {
       const auth = authOf(res);
-      requireOwner(auth);
+      requireOwnerRead(auth);
       const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
       const now = nowSeconds();
       // The registry's listKeys leaves expired keys out; so does this list.

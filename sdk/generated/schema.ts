@@ -201,8 +201,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -300,7 +309,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -318,7 +327,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -431,7 +440,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -449,7 +458,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -609,7 +618,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -627,7 +636,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -772,7 +781,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -781,7 +790,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -912,7 +921,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -930,7 +939,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1082,7 +1091,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1100,7 +1109,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1233,7 +1242,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1251,7 +1260,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1418,7 +1427,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1436,7 +1445,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, owner_only */
+        /** @description siwe_read_only, spend_cap_reached, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1571,7 +1580,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1589,7 +1598,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -1712,8 +1721,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -1881,8 +1899,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -1965,7 +1992,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -1983,7 +2010,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2100,8 +2127,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -2185,7 +2221,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2203,7 +2239,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2335,7 +2371,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2353,7 +2389,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2486,7 +2522,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2504,7 +2540,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description spend_cap_reached, missing_scope */
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2633,7 +2669,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2651,7 +2687,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2767,8 +2803,17 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
           headers: {
             [name: string]: unknown;
           };
@@ -2886,7 +2931,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2895,7 +2940,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_pin */
+        /** @description siwe_read_only, not_authorized_to_pin */
         403: {
           headers: {
             [name: string]: unknown;
@@ -2981,7 +3026,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -2999,7 +3044,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3122,7 +3167,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3140,7 +3185,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description not_authorized_to_execute, not_authorized_to_pin, spend_cap_reached */
+        /** @description siwe_read_only, not_authorized_to_execute, not_authorized_to_pin, spend_cap_reached */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3290,7 +3335,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3299,7 +3344,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_scope */
+        /** @description siwe_read_only, missing_scope */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3732,7 +3777,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3741,7 +3786,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3864,7 +3909,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -3873,7 +3918,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -3999,7 +4044,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4008,7 +4053,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4143,7 +4188,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4152,7 +4197,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4349,7 +4394,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4358,7 +4403,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4458,7 +4503,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4467,7 +4512,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4556,7 +4601,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4565,7 +4610,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4688,7 +4733,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4697,7 +4742,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4805,7 +4850,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4814,7 +4859,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -4917,7 +4962,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -4926,7 +4971,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -5034,7 +5079,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -5043,7 +5088,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -5163,7 +5208,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -5172,7 +5217,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -5310,7 +5355,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -5319,7 +5364,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -5427,7 +5472,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed */
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract */
         401: {
           headers: {
             [name: string]: unknown;
@@ -5436,7 +5481,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description owner_only */
+        /** @description siwe_read_only, owner_only */
         403: {
           headers: {
             [name: string]: unknown;
@@ -5698,6 +5743,133 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/auth/siwe": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = this host, chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read. */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            /** @description The EIP-4361 message the owner's wallet signed (personal_sign) */
+            message: string;
+            /** @description The wallet's 65-byte signature, 0x hex */
+            signature: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              account_id: number;
+              /** @description EIP-55 checksummed address */
+              owner_address: string;
+              mode: string;
+              /** @description EIP-55 checksummed address */
+              session_key: string;
+              expires_at: number;
+              /** @enum {string} */
+              access: "read";
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_nonce_replayed */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable, chain_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/openapi.json": {
     parameters: {
       query?: never;
@@ -5921,6 +6093,14 @@ export interface components {
           | "signature_invalid"
           | "signature_replayed"
           | "forward_signature_invalid"
+          | "siwe_invalid"
+          | "siwe_wrong_domain"
+          | "siwe_wrong_chain"
+          | "siwe_expired"
+          | "siwe_not_owner"
+          | "siwe_owner_is_contract"
+          | "siwe_nonce_replayed"
+          | "siwe_read_only"
           | "owner_only"
           | "missing_scope"
           | "not_authorized_to_execute"

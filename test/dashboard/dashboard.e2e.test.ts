@@ -6,38 +6,13 @@
  */
 import * as fs from "node:fs";
 import { expect } from "chai";
-import { verifyMessage, Wallet } from "ethers";
+import { verifyMessage } from "ethers";
 import type { Browser } from "playwright-core";
 import { registryInterface } from "../../scripts/safe/lib/registryCalls";
-import type { Stack } from "../helpers/stack";
 import { openPage, type WatchedPage } from "./browser";
+import type { Stack } from "../helpers/stack";
+import { ANVIL_ACCOUNT_1, injectWallet } from "./injectedWallet";
 import { check, guardSteps, startDashboardRig, visit, type DashboardRig } from "./support";
-
-const ANVIL_ACCOUNT_1 = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-// anvil's well-known second dev account (public test key): the wallet that becomes the owner.
-const ANVIL_KEY_1 = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
-
-/**
- * An injected EIP-1193 provider (window.ethereum) in the page, backed in the test process by anvil
- * account 1: it answers the account and chain questions, signs and sends eth_sendTransaction with the
- * real key on the real chain, and passes every other call to the chain.
- */
-async function injectWallet(w: WatchedPage, stack: Stack): Promise<void> {
-  const wallet = new Wallet(ANVIL_KEY_1, stack.provider);
-  const chainId = (await stack.provider.getNetwork()).chainId;
-  await w.context.exposeFunction("__sigilTestWallet", async (method: string, params: unknown[]) => {
-    if (method === "eth_requestAccounts" || method === "eth_accounts") return [wallet.address];
-    if (method === "eth_chainId") return "0x" + chainId.toString(16);
-    if (method === "eth_sendTransaction") {
-      const tx = params[0] as { to: string; data: string };
-      return (await wallet.sendTransaction({ to: tx.to, data: tx.data })).hash;
-    }
-    return stack.provider.send(method, params);
-  });
-  await w.context.addInitScript(
-    "window.ethereum = { request: ({ method, params }) => window.__sigilTestWallet(method, params || []) };",
-  );
-}
 
 describe("dashboard: end to end in Chromium", function () {
   this.timeout(240_000);

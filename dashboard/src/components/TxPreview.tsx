@@ -58,7 +58,10 @@ export function TxPreview({
         </dd>
         <dt>Calldata</dt>
         <dd>
-          <code className="calldata">{tx.data}</code>
+          {/* Focusable: long calldata scrolls, and a keyboard user must be able to scroll it too. */}
+          <code className="calldata" tabIndex={0} aria-label="Calldata">
+            {tx.data}
+          </code>
         </dd>
       </dl>
       <div className="row">

@@ -3,48 +3,8 @@ import { collect, type Session } from "../api";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 import { isCid } from "../validate";
-import { TxPreview } from "../components/TxPreview";
-import { ownerTx, waitForService, type OwnerTx } from "../wallet";
-
-/** For a ChainSecured account signed in with its account key: where owner transactions go. */
-interface ChainOwner {
-  chainId: number;
-  registry: string;
-  address: string;
-}
-
-/**
- * Owner transactions waiting for the owner's wallet or Safe, shown as previews. A sent one goes away
- * once the service has read its block, so the reloaded list shows the change.
- */
-function Previews({
-  sigil,
-  txs,
-  owner,
-  onDone,
-}: {
-  sigil: Session["sigil"];
-  txs: OwnerTx[];
-  owner: ChainOwner;
-  onDone: (tx: OwnerTx) => void;
-}) {
-  return (
-    <>
-      {txs.map((tx) => (
-        <TxPreview
-          key={tx.data}
-          tx={tx}
-          owner={owner.address}
-          onSent={async (_hash, blockNumber) => {
-            await waitForService(sigil, blockNumber);
-            onDone(tx);
-          }}
-          onCancel={() => onDone(tx)}
-        />
-      ))}
-    </>
-  );
-}
+import { ownerTx, type OwnerTx } from "../wallet";
+import { chainOwnerOf, useOwnerTransactions, type ChainOwner } from "../useOwnerTransactions";
 
 type Pkp = { pkp_id: string; name: string; address: string };
 
@@ -89,17 +49,12 @@ function PkpPicker({
 export function Groups({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
-    const [groups, pkps, account, config] = await Promise.all([
+    const [groups, pkps, owner] = await Promise.all([
       collect(sigil.groups()),
       collect(sigil.pkps()),
-      sigil.account(),
-      sigil.config(),
+      // ChainSecured: the account key may read, but only the owner's own transactions change the account.
+      chainOwnerOf(session),
     ]);
-    // ChainSecured: the account key may read, but only the owner's own transactions change the account.
-    const owner: ChainOwner | null =
-      account.mode === "chain_secured" && session.kind === "account"
-        ? { chainId: config.chain_id, registry: config.registry_address, address: account.owner_address }
-        : null;
     return { groups, pkps, owner };
   });
   const [name, setName] = useState("");
@@ -109,9 +64,8 @@ export function Groups({ session }: { session: Session }) {
   const create = useAction();
   const remove = useAction();
   const [editing, setEditing] = useState<number | null>(null);
-  const [previews, setPreviews] = useState<OwnerTx[]>([]);
   const owner = data.data?.owner ?? null;
-  const propose = (txs: OwnerTx[]) => setPreviews(txs);
+  const { propose, view: previews } = useOwnerTransactions(session, owner, data.reload);
 
   return (
     <>
@@ -238,17 +192,7 @@ export function Groups({ session }: { session: Session }) {
           propose={propose}
         />
       ) : null}
-      {owner && previews.length ? (
-        <Previews
-          sigil={sigil}
-          txs={previews}
-          owner={owner}
-          onDone={(tx) => {
-            setPreviews((p) => p.filter((x) => x !== tx));
-            data.reload();
-          }}
-        />
-      ) : null}
+      {previews}
     </>
   );
 }

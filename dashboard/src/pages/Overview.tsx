@@ -6,7 +6,7 @@ export function Overview({ session }: { session: Session }) {
   const account = useLoad(() => session.sigil.account());
   // Billing belongs to the account key; a usage key never asks for it.
   const balance = useLoad(() =>
-    session.kind === "account" ? billingApi(session.sigil).balance() : Promise.resolve(null),
+    session.kind !== "usage" ? billingApi(session.sigil).balance() : Promise.resolve(null),
   );
   if (account.loading && !account.data) return <Loading what="the account" />;
   if (account.error) return <ErrorNote error={account.error} />;
@@ -26,7 +26,7 @@ export function Overview({ session }: { session: Session }) {
           <dt>Mode</dt>
           <dd data-testid="mode">{mode}</dd>
         </div>
-        {session.kind === "account" ? (
+        {session.kind !== "usage" ? (
           <div>
             <dt>Balance</dt>
             <dd data-testid="balance">{balance.data ? balance.data.balance_display : "…"}</dd>

@@ -2,9 +2,12 @@ import { useState } from "react";
 import { collect, type Session } from "../api";
 import { CopyButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
+import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 
 export function Pkps({ session }: { session: Session }) {
   const { sigil } = session;
+  // ChainSecured: the registry lets the owner create PKPs itself (createPkp), as an owner transaction.
+  const owner = useLoad(() => chainOwnerOf(session));
   const list = useLoad(async () => {
     const [pkps, groups] = await Promise.all([collect(sigil.pkps()), collect(sigil.groups())]);
     // Which groups reference each PKP: the list answer has counts only, so read each group.
@@ -17,6 +20,7 @@ export function Pkps({ session }: { session: Session }) {
   const [name, setName] = useState("");
   const create = useAction();
   const [created, setCreated] = useState<string | null>(null);
+  const ownerTxs = useOwnerTransactions(session, owner.data ?? null, list.reload);
 
   return (
     <>
@@ -24,6 +28,11 @@ export function Pkps({ session }: { session: Session }) {
         className="inline-form"
         onSubmit={(e) => {
           e.preventDefault();
+          if (owner.data) {
+            ownerTxs.propose([ownerTxs.tx(`Create PKP ${name.trim()}`, "createPkp", [name.trim(), ""])]);
+            setName("");
+            return;
+          }
           void create
             .run(() => sigil.createPkp(name.trim() ? { name: name.trim() } : {}))
             .then((r) => {
@@ -37,10 +46,15 @@ export function Pkps({ session }: { session: Session }) {
         <Field label="New PKP name" hint="Optional">
           {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
         </Field>
-        <button type="submit" className="primary" disabled={create.pending}>
-          {create.pending ? "Creating… (waiting for the chain)" : "Create PKP"}
+        <button type="submit" className="primary" disabled={create.pending || owner.loading}>
+          {create.pending
+            ? "Creating… (waiting for the chain)"
+            : owner.data
+              ? "Prepare owner transaction"
+              : "Create PKP"}
         </button>
       </form>
+      {ownerTxs.view}
       <ErrorNote error={create.error} />
       {created ? (
         <p role="status">

@@ -3,14 +3,19 @@ import { createSigil } from "../../../sdk";
 import { keyKindOf } from "../api";
 import { ErrorNote, Field } from "../components/ui";
 import { useAction } from "../useLoad";
+import { injectedWallet, signInWithWallet } from "../wallet";
+import type { OwnerSession } from "../../../sdk";
 
 export function SignIn({
   onSignIn,
   onCreated,
+  onWalletSignIn,
 }: {
   onSignIn: (key: string) => void;
   onCreated: (key: string) => void;
+  onWalletSignIn: (session: OwnerSession) => void;
 }) {
+  const walletSignIn = useAction();
   const [key, setKey] = useState("");
   const [keyError, setKeyError] = useState<string | null>(null);
   const [name, setName] = useState("");
@@ -53,6 +58,30 @@ export function SignIn({
             Sign in
           </button>
         </form>
+      </section>
+      <section className="card" aria-labelledby="wallet-title">
+        <h2 id="wallet-title">Owner of a ChainSecured account?</h2>
+        <p className="muted">
+          For a ChainSecured account owned by your wallet: it signs one sign-in message (EIP-4361) for this
+          site, valid for an hour. You can then see the account and prepare changes, which your wallet sends
+          as transactions. An account owned by a Safe uses the account key to read and Safe transactions to
+          change.
+        </p>
+        {injectedWallet() ? (
+          <button
+            type="button"
+            className="primary"
+            disabled={walletSignIn.pending}
+            onClick={() =>
+              void walletSignIn.run(signInWithWallet).then((session) => session && onWalletSignIn(session))
+            }
+          >
+            {walletSignIn.pending ? "Waiting for the wallet…" : "Sign in with wallet"}
+          </button>
+        ) : (
+          <p className="muted">No browser wallet found.</p>
+        )}
+        <ErrorNote error={walletSignIn.error} />
       </section>
       <section className="card" aria-labelledby="create-title">
         <h2 id="create-title">New here? Create an account</h2>

@@ -1,4 +1,6 @@
-import { useState } from "react";
+import { useRef, useState } from "react";
+import { Wallet, keccak256, toUtf8Bytes } from "ethers";
+import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 import { collect, type Session } from "../api";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, ShownOnce, short } from "../components/ui";
 import { ScopeEditor } from "../components/ScopeEditor";
@@ -35,6 +37,29 @@ function parseLimits(
 
 function toBody(s: Scopes) {
   return { ...s.flags, ...s.groups };
+}
+
+/** The registry's KeyScopes tuple, in its field order. */
+function scopesTuple(s: Scopes) {
+  return [
+    s.flags.can_create_groups,
+    s.flags.can_delete_groups,
+    s.flags.can_create_pkps,
+    s.groups.manage_ipfs_ids_in_groups,
+    s.groups.add_pkp_to_groups,
+    s.groups.remove_pkp_from_groups,
+    s.groups.execute_in_groups,
+  ];
+}
+
+/**
+ * A new usage key made in this page (a usage key is a secp256k1 key pair): the owner's transaction
+ * registers its address and the keccak256 of its string, as the service does for keys it makes.
+ */
+function newLocalUsageKey(): { apiKey: string; address: string; keyHash: string } {
+  const wallet = Wallet.createRandom();
+  const apiKey = "uk_" + wallet.privateKey.slice(2);
+  return { apiKey, address: wallet.address, keyHash: keccak256(toUtf8Bytes(apiKey)) };
 }
 
 function LimitsFields({
@@ -75,8 +100,20 @@ function LimitsFields({
 export function UsageKeys({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
-    const [keys, groups] = await Promise.all([collect(sigil.usageKeys()), collect(sigil.groups())]);
-    return { keys, groups };
+    const [keys, groups, owner] = await Promise.all([
+      collect(sigil.usageKeys()),
+      collect(sigil.groups()),
+      chainOwnerOf(session),
+    ]);
+    return { keys, groups, owner };
+  });
+  const owner = data.data?.owner ?? null;
+  // A key made here waits for its owner transaction; it is shown once that transaction is mined.
+  const awaitingKey = useRef<string | null>(null);
+  const ownerTxs = useOwnerTransactions(session, owner, () => {
+    data.reload();
+    if (awaitingKey.current) setShown(awaitingKey.current);
+    awaitingKey.current = null;
   });
   const [shown, setShown] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
@@ -95,7 +132,24 @@ export function UsageKeys({ session }: { session: Session }) {
             mode="create"
             groups={data.data.groups}
             onCancel={() => setCreating(false)}
+            owner={owner !== null}
             onSubmit={async (name, scopes, limits) => {
+              if (owner) {
+                const k = newLocalUsageKey();
+                awaitingKey.current = k.apiKey;
+                setCreating(false);
+                ownerTxs.propose([
+                  ownerTxs.tx(`Add usage key ${name}`, "addKey", [
+                    k.address,
+                    k.keyHash,
+                    name,
+                    "",
+                    limits.expiration ?? 0,
+                    scopesTuple(scopes),
+                  ]),
+                ]);
+                return;
+              }
               const r = await sigil.addUsageKey({ name, ...toBody(scopes), ...limits });
               setCreating(false);
               data.reload();
@@ -152,9 +206,11 @@ export function UsageKeys({ session }: { session: Session }) {
                     confirmLabel="Revoke key"
                     disabled={revoke.pending}
                     onConfirm={() =>
-                      void revoke
-                        .run(() => sigil.removeUsageKey({ id: k.id }))
-                        .then((r) => r && data.reload())
+                      owner
+                        ? ownerTxs.propose([ownerTxs.tx(`Revoke ${k.name || k.id}`, "removeKey", [k.id])])
+                        : void revoke
+                            .run(() => sigil.removeUsageKey({ id: k.id }))
+                            .then((r) => r && data.reload())
                     }
                   />
                 </td>
@@ -163,6 +219,7 @@ export function UsageKeys({ session }: { session: Session }) {
           </tbody>
         </table>
       ) : null}
+      {ownerTxs.view}
       {editing && data.data
         ? (() => {
             const k = data.data.keys.find((x) => x.id === editing);
@@ -181,12 +238,37 @@ export function UsageKeys({ session }: { session: Session }) {
                   },
                 }}
                 onCancel={() => setEditing(null)}
+                owner={owner !== null}
                 onRename={async (name) => {
+                  if (owner) {
+                    setEditing(null);
+                    ownerTxs.propose([
+                      ownerTxs.tx(`Rename ${k.name || k.id}`, "updateKeyMetadata", [
+                        k.id,
+                        name,
+                        k.description ?? "",
+                      ]),
+                    ]);
+                    return;
+                  }
                   await sigil.post("/core/v1/update_usage_api_key_metadata", { body: { id: k.id, name } });
                   setEditing(null);
                   data.reload();
                 }}
                 onSubmit={async (name, scopes, limits) => {
+                  if (owner) {
+                    setEditing(null);
+                    ownerTxs.propose([
+                      ownerTxs.tx(`Update ${k.name || k.id}`, "updateKey", [
+                        k.id,
+                        name,
+                        k.description ?? "",
+                        limits.expiration ?? 0,
+                        scopesTuple(scopes),
+                      ]),
+                    ]);
+                    return;
+                  }
                   await sigil.updateUsageKey({ id: k.id, name, ...toBody(scopes), ...limits });
                   setEditing(null);
                   data.reload();
@@ -206,7 +288,10 @@ function KeyForm({
   onSubmit,
   onRename,
   onCancel,
+  owner = false,
 }: {
+  /** ChainSecured: the change becomes an owner transaction (previewed first). */
+  owner?: boolean;
   mode: "create" | "edit";
   groups: { group_id: number; name: string }[];
   initial?: { name: string; scopes: Scopes; limits: Limits };
@@ -251,10 +336,25 @@ function KeyForm({
         </Field>
         <ScopeEditor value={scopes} onChange={setScopes} groups={groups} />
         <p className="muted">Summary: {scopeSummary(scopes)}</p>
+        {owner ? (
+          <p className="muted">
+            This account is ChainSecured: saving prepares a transaction for the owner&apos;s wallet or Safe
+            {mode === "create"
+              ? "; the key is made in this page and shown once the transaction is mined"
+              : ""}
+            . A spend cap is the service&apos;s setting, not the registry&apos;s: set it with the account key.
+          </p>
+        ) : null}
         <LimitsFields value={limits} onChange={setLimits} errors={errors} />
         <div className="row">
           <button type="submit" className="primary" disabled={save.pending}>
-            {save.pending ? "Saving…" : mode === "create" ? "Create key" : "Replace permissions"}
+            {save.pending
+              ? "Saving…"
+              : owner
+                ? "Prepare owner transaction"
+                : mode === "create"
+                  ? "Create key"
+                  : "Replace permissions"}
           </button>
           {onRename ? (
             <button

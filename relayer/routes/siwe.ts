@@ -1,0 +1,37 @@
+/**
+ * POST /core/v1/auth/siwe: the owner of a ChainSecured account signs in with a wallet (EIP-4361). The
+ * answer says which account the message opens and until when; the page then signs each request with the
+ * session key the message names (relayer/http/siwe.ts has the checks and the reasons).
+ */
+import { Router } from "express";
+import { handler, type RelayerContext } from "../context";
+import { BodyReader } from "../http/validate";
+
+export function siweRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+  r.post(
+    "/auth/siwe",
+    handler(ctx, async (req) => {
+      const b = new BodyReader(req.body);
+      const message = b.string("message", { required: true, nonEmpty: true, max: 4096 });
+      const signature = b.string("signature", { required: true, nonEmpty: true, max: 200 });
+      b.done();
+      const { session, account, mode } = await ctx.auth.signInWithEthereum(
+        message,
+        signature,
+        req.get("host") ?? "",
+      );
+      return {
+        body: {
+          account_id: account.id,
+          owner_address: session.owner,
+          mode,
+          session_key: session.sessionKey,
+          expires_at: session.expiresAt,
+          access: "read" as const,
+        },
+      };
+    }),
+  );
+  return r;
+}
