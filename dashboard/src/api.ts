@@ -112,28 +112,19 @@ export function billingApi(sigil: Sigil) {
 export interface PinnedAction {
   cid: string;
   bytes: number;
-  /** Unix seconds. */
-  pinned_at: number;
+  /** ISO 8601, UTC: when the account first pinned this CID. */
+  pinned_at: string;
 }
 
-/**
- * The account's pinned actions, newest first (`GET /core/v1/actions/pinned`). Untyped like billing
- * until the SDK has `listPinnedActions`. `null` when this service has no such endpoint: a 404, or,
- * from a service that predates it, `GET /actions/:cid` refusing "pinned" as a CID (400 invalid_cid).
- */
+/** The account's newest pinned actions (`GET /core/v1/actions/pinned`, newest first). */
 export async function listPinnedActions(
   sigil: Sigil,
   page_number = 0,
   page_size = 50,
-): Promise<{ items: PinnedAction[]; total: number } | null> {
+): Promise<{ items: PinnedAction[]; total: number }> {
   const get = sigil.get as unknown as Untyped;
-  try {
-    return (await get("/core/v1/actions/pinned", { params: { query: { page_number, page_size } } })) as {
-      items: PinnedAction[];
-      total: number;
-    };
-  } catch (e) {
-    if (isSigilError(e) && (e.status === 404 || e.code === "invalid_cid")) return null;
-    throw e;
-  }
+  return (await get("/core/v1/actions/pinned", { params: { query: { page_number, page_size } } })) as {
+    items: PinnedAction[];
+    total: number;
+  };
 }

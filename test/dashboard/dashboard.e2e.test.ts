@@ -209,7 +209,7 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByLabel("Action CID").fill(s.cid!);
     await page.getByLabel("PKP", { exact: true }).selectOption(s.pkpId!);
     await page.getByLabel("Params (JSON object)").fill('{ "message": "hello from the dashboard" }');
-    await page.getByRole("button", { name: "Run" }).click();
+    await page.getByRole("button", { name: "Run", exact: true }).click();
     await page.getByTestId("run-result").waitFor();
     expect(await page.getByTestId("has-error").textContent()).to.equal("false");
     const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
@@ -227,8 +227,8 @@ describe("dashboard: end to end in Chromium", function () {
     const { page } = server;
     const error = page.getByTestId("run-error").getByRole("alert");
     for (let i = 0; i < 20 && (await error.count()) === 0; i++) {
-      await page.getByRole("button", { name: "Run" }).click();
-      await page.getByRole("button", { name: "Run" }).and(page.locator(":enabled")).waitFor();
+      await page.getByRole("button", { name: "Run", exact: true }).click();
+      await page.getByRole("button", { name: "Run", exact: true }).and(page.locator(":enabled")).waitFor();
       if ((await error.count()) === 0) await page.waitForTimeout(250);
     }
     const text = (await error.textContent()) ?? "";

@@ -1,5 +1,5 @@
 /**
- * The account's pinned actions (newest first): CID with a copy button, size and date; "Run" loads the
+ * The account's pinned actions (newest first): CID with a copy button, size and date; "Load" puts the
  * CID into the runner. A service without the list endpoint gets a note, not an error.
  */
 import { useEffect, useRef } from "react";
@@ -29,12 +29,6 @@ export function PinnedActions({
       <h2 id="pinned-title">Pinned actions</h2>
       {list.loading && !list.data ? <Loading what="pinned actions" /> : null}
       <ErrorNote error={list.error} />
-      {list.data === null ? (
-        <p className="muted" data-testid="pinned-unavailable">
-          This service does not list pinned actions yet (no <code>GET /core/v1/actions/pinned</code>); run one
-          by its CID below.
-        </p>
-      ) : null}
       {list.data && list.data.items.length === 0 ? <Empty>Nothing pinned yet.</Empty> : null}
       {list.data && list.data.items.length > 0 ? (
         <table data-testid="pinned-actions">
@@ -56,10 +50,10 @@ export function PinnedActions({
                   <code>{a.cid}</code> <CopyButton value={a.cid} label="CID" />
                 </td>
                 <td>{size(a.bytes)}</td>
-                <td>{new Date(a.pinned_at * 1000).toLocaleString()}</td>
+                <td>{new Date(a.pinned_at).toLocaleString()}</td>
                 <td>
                   <button type="button" className="small" onClick={() => onRun(a.cid)}>
-                    Run <span className="sr-only">{a.cid}</span>
+                    Load <span className="sr-only">into the runner: {a.cid}</span>
                   </button>
                 </td>
               </tr>
