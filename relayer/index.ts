@@ -80,6 +80,9 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       sender.resetNonces();
       executor?.invalidateRunKeys();
     },
+    // Transactions of ours in replaced blocks are gone: the gas wallets' nonces must be re-read.
+    onRollback: () => sender.resetNonces(),
+    confirmations: cfg.confirmations,
   });
   const sender = new Sender({
     provider,
