@@ -25,6 +25,8 @@ import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
 import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer } from "./db";
 import { PinLedger } from "./pins";
+import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
+import { SharedNonceStore } from "./cluster/sharedNonces";
 import { openRelayerDb, ProfileStore } from "./store";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
@@ -61,6 +63,9 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   });
   const onTransient = () => metrics.rpcFailures.inc();
   const reader = new RegistryReader(provider, cfg.registryAddress, onTransient);
+  // With PostgreSQL: the block of the newest write through any instance (opened below, read only
+  // once serving starts).
+  let writeMark: SharedWriteMark | null = null;
   cache = new PermissionCache({
     provider,
     reader,
@@ -83,6 +88,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     // Transactions of ours in replaced blocks are gone: the gas wallets' nonces must be re-read.
     onRollback: () => sender.resetNonces(),
     confirmations: cfg.confirmations,
+    sharedMark: cfg.databaseUrl ? { read: () => writeMark!.read() } : undefined,
   });
   const sender = new Sender({
     provider,
@@ -131,6 +137,20 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       throw err;
     }
   }
+  let stopListening: (() => Promise<void>) | null = null;
+  if (shared && cfg.databaseUrl) {
+    writeMark = new SharedWriteMark(shared, SharedWriteMark.scopeOf(chainId, cfg.registryAddress));
+    // Catch up ahead of the next request when another instance announces a write (best effort; the
+    // per-request read of the mark is what guarantees it).
+    stopListening = listenForWriteMarks(
+      cfg.databaseUrl,
+      writeMark.scope,
+      (block) => {
+        if (block > cache!.lastProcessedBlock) cache!.catchUpTo(block).catch(() => undefined);
+      },
+      (err) => logger.warn({ err: err.message }, "write-mark listener lost its connection; reconnecting"),
+    );
+  }
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
@@ -150,6 +170,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
+    writeMark,
     idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
     pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
@@ -160,7 +181,16 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         perKey: limiter("key", cfg.rateLimits.perKeyPerMinute, MINUTE),
         perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
       },
-      new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
+      new SignedRequestVerifier({
+        chainId,
+        registryAddress: cfg.registryAddress,
+        // Several instances: a request replayed to another one is refused there too.
+        sharedNonces: shared
+          ? new SharedNonceStore(shared, (err) =>
+              logger.warn({ err: err.message }, "sweeping expired signed-request nonces failed"),
+            )
+          : undefined,
+      }),
     ),
     newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),
     ipLimit: limiter("ip", cfg.rateLimits.perIpPerMinute, MINUTE),
@@ -190,6 +220,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   } catch (err) {
     await executor.close();
     db.close();
+    await stopListening?.();
     await shared?.close();
     throw err;
   }
@@ -238,6 +269,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       await executor!.close();
       rpc.close();
       db.close();
+      await stopListening?.();
       await shared?.close();
     },
   };

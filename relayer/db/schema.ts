@@ -63,4 +63,8 @@ export interface Schema {
   rate_buckets: { bucket: string; tokens: number; updated_ms: number };
   /** Shared per-account concurrency cap (PostgreSQL only): one row per running execution, with a lease. */
   execution_leases: { lease_id: string; account_id: string; expires_ms: number };
+  /** Cross-instance write mark (PostgreSQL only): per chain and registry, the newest block a write landed in. */
+  write_marks: { scope: string; block: number };
+  /** Shared signed-request nonces (PostgreSQL only), until `expires_s` (unix seconds). */
+  signed_nonces: { key_address: string; nonce: string; expires_s: number };
 }

@@ -46,6 +46,7 @@ import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { chainUnavailable, withRetry } from "../chain/rpc";
+import { ApiError } from "../errors";
 import { replayAccount } from "./accountHistory";
 import { BlockWindow } from "./blockWindow";
 import { BoundedCache } from "./boundedCache";
@@ -173,7 +174,20 @@ export class PermissionCache {
   freshen(): Promise<void> | null {
     const mark = this.o.sharedMark;
     if (!mark) return null;
-    return mark.read().then((block) => (block > this.cursor ? this.syncTo(block) : undefined));
+    return mark.read().then((block) => (block > this.cursor ? this.catchUpTo(block) : undefined));
+  }
+
+  /**
+   * syncTo(block), unless the RPC endpoint does not have that block (another instance's node is ahead,
+   * or a reorganisation made the chain shorter since the write): then as far as the endpoint has.
+   */
+  async catchUpTo(block: number): Promise<void> {
+    try {
+      await this.syncTo(block);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.details?.unknownBlock === block)) throw err;
+      await this.poll();
+    }
   }
 
   get lastProcessedBlock(): number {
@@ -300,7 +314,7 @@ export class PermissionCache {
     const head = await this.header(target ?? "latest");
     if (head === null)
       throw chainUnavailable(new Error(`block ${target} is not known to the RPC endpoint yet`), {
-        block: target,
+        unknownBlock: target,
       });
     await this.detectReorganisation(head);
     const latest = head.number;
