@@ -9,8 +9,7 @@
  *  2. A signed request's replay check: the nonce claimed in the shared table (one INSERT … ON CONFLICT),
  *     against the in-process map (what one process does). Signature recovery is in both.
  *  3. End to end over HTTP: a hello-world execution through a second relayer instance on the same
- *     database and chain (it reads the mark on every request), against the same request to an
- *     instance without PostgreSQL (SQLite, no mark) on the same chain.
+ *     database and chain, with the mark read on and off (everything else the same).
  *
  *   BENCH_ROUNDS=… changes the sample size (default 2,000 per side for 1 and 2, 400 for 3).
  */
@@ -158,22 +157,18 @@ async function main(): Promise<void> {
     );
     report("2. a signed request's checks", r2, "shared nonce (PostgreSQL)", "in-memory nonce");
 
-    // 3. HTTP: an instance reading the mark (PostgreSQL) vs an instance without PostgreSQL.
-    const withMark = await startRelayer({
+    // 3. HTTP: the same PostgreSQL instance with the mark read on and off (PermissionCache.freshen
+    // switched between blocks: nothing else differs, rate limits on PostgreSQL included).
+    const second = await startRelayer({
       ...s.relayerOptions,
       dataDir: mkdtempSync(join(tmpdir(), "sigil-bench-2-")),
       port: 0,
     });
-    cleanups.push(() => withMark.close());
-    const alone = await startRelayer({
-      ...s.relayerOptions,
-      databaseUrl: undefined,
-      dataDir: mkdtempSync(join(tmpdir(), "sigil-bench-3-")),
-      port: 0,
-    });
-    cleanups.push(() => alone.close());
-    const exec = (url: string) => async () => {
-      const r = await fetch(url + "/core/v1/svc_action", {
+    cleanups.push(() => second.close());
+    const realFreshen = PermissionCache.prototype.freshen;
+    cleanups.push(() => (PermissionCache.prototype.freshen = realFreshen));
+    const exec = async () => {
+      const r = await fetch(second.url + "/core/v1/svc_action", {
         method: "POST",
         headers: { "x-api-key": usageKey, "content-type": "application/json" },
         body: JSON.stringify({ code: a.code, pkp_id: a.pkpId }),
@@ -181,12 +176,22 @@ async function main(): Promise<void> {
       if (r.status !== 200) throw new Error(`execution: ${r.status} ${await r.text()}`);
       await r.arrayBuffer();
     };
-    const r3 = await alternate(HTTP_ROUNDS, exec(withMark.url), exec(alone.url));
+    const r3 = await alternate(
+      HTTP_ROUNDS,
+      async () => {
+        PermissionCache.prototype.freshen = realFreshen;
+        await exec();
+      },
+      async () => {
+        PermissionCache.prototype.freshen = () => null;
+        await exec();
+      },
+    );
     report(
-      "3. a hello-world execution over HTTP, one client (note: the PostgreSQL instance also takes its rate-limit tokens there)",
+      "3. a hello-world execution over HTTP through a second instance on PostgreSQL, one client",
       r3,
-      "instance on PostgreSQL (mark read)",
-      "instance on SQLite (no mark)",
+      "mark read on",
+      "mark read off",
     );
   } finally {
     for (const c of cleanups.reverse()) await c();
