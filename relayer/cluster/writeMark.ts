@@ -21,6 +21,13 @@ import type { DataLayer } from "../db";
 export const WRITE_MARK_CHANNEL = "sigil_write_mark";
 
 export class SharedWriteMark {
+  /** The read on the wire (sent at some moment, possibly before a caller arrived). */
+  private sending: Promise<number> | null = null;
+  /** The next read, not sent yet: every caller that arrives before it is sent may share it. */
+  private queued: Promise<number> | null = null;
+  /** Reads sent to the database (tests, benchmarks). */
+  queries = 0;
+
   /** @param scope which chain and registry the mark is about: instances of other deployments may share the database. */
   constructor(
     private readonly db: DataLayer,
@@ -44,9 +51,42 @@ export class SharedWriteMark {
     );
   }
 
-  /** The newest block any instance's write landed in (0 before the first). */
-  async read(): Promise<number> {
-    const rows = (await this.db.exec("SELECT block FROM write_marks WHERE scope = $1", [this.scope])) as Array<{
+  /**
+   * The newest block any instance's write landed in (0 before the first), as of a moment after this
+   * call. Concurrent callers share reads, but only reads sent after they arrived: one that is already
+   * on the wire may predate a write whose answer the caller has seen, so latecomers queue for the next
+   * one. Under load that is one read in flight at a time instead of one per request.
+   */
+  read(): Promise<number> {
+    if (this.queued) return this.queued;
+    if (!this.sending) return (this.sending = this.send());
+    const onWire = this.sending;
+    this.queued = onWire.then(
+      () => this.sendQueued(),
+      () => this.sendQueued(),
+    );
+    return this.queued;
+  }
+
+  private sendQueued(): Promise<number> {
+    this.queued = null;
+    return (this.sending = this.send());
+  }
+
+  private send(): Promise<number> {
+    const p = this.query();
+    const done = () => {
+      if (this.sending === p) this.sending = null;
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  private async query(): Promise<number> {
+    this.queries++;
+    const rows = (await this.db.exec("SELECT block FROM write_marks WHERE scope = $1", [
+      this.scope,
+    ])) as Array<{
       block: number | string;
     }>;
     return rows.length ? Number(rows[0].block) : 0;

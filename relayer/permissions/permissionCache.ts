@@ -434,7 +434,8 @@ export class PermissionCache {
     for (const id of accounts) this.forgetAccount(id);
     // Loads in flight read views and logs at a block that may have been replaced: never installed.
     this.loading.clear();
-    for (const key of [...this.preApplied]) if (Number(key.split(":")[0]) >= fork) this.preApplied.delete(key);
+    for (const key of [...this.preApplied])
+      if (Number(key.split(":")[0]) >= fork) this.preApplied.delete(key);
     for (const [tx, block] of this.ownApplied) if (block >= fork) this.ownApplied.delete(tx);
     this.clearMisses();
     this.cursor = Math.min(this.cursor, fork - 1);

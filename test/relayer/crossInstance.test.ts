@@ -101,7 +101,10 @@ describeOnPostgres("relayer: every instance sees a change made through another a
     const a = await account();
     const k = await usageKey(a.accountKey, a.groupId);
     expect((await run(two, k.key, a)).status).to.equal(200); // instance 2 holds the account now
-    const rm = await call(one, "POST", "/core/v1/remove_usage_api_key", { key: a.accountKey, body: { id: k.id } });
+    const rm = await call(one, "POST", "/core/v1/remove_usage_api_key", {
+      key: a.accountKey,
+      body: { id: k.id },
+    });
     expect(rm.status).to.equal(200);
     const r = await run(two, k.key, a);
     expect(r.status).to.equal(401);
@@ -206,6 +209,16 @@ describeOnPostgres("relayer: every instance sees a change made through another a
       await mark.record(12);
       await mark.record(7);
       expect(await mark.read()).to.equal(12);
+    });
+
+    // Two, not one: callers arriving while the first read is on the wire may have seen a write that read
+    // predates, so they share the next read instead (SharedWriteMark.read).
+    it("concurrent reads of the mark share reads: 20 callers at once cost 2 queries", async () => {
+      const mark = new SharedWriteMark(layer, `31337:share-${Date.now()}`);
+      await mark.record(5);
+      const reads = await Promise.all(Array.from({ length: 20 }, () => mark.read()));
+      expect(reads).to.deep.equal(Array(20).fill(5));
+      expect(mark.queries).to.equal(2);
     });
 
     it("a nonce is claimed once while live, and again once expired", async () => {

@@ -66,7 +66,10 @@ describe("relayer: reorganisation-safe permission cache", function () {
       const a = await setupAccount(s);
       const k = await usageKey(a.accountKey, a.groupId);
       expect(await runStatus(k.key, a)()).to.equal(200);
-      const rm = await s.api("POST", "/core/v1/remove_usage_api_key", { key: a.accountKey, body: { id: k.id } });
+      const rm = await s.api("POST", "/core/v1/remove_usage_api_key", {
+        key: a.accountKey,
+        body: { id: k.id },
+      });
       expect(rm.status).to.equal(200);
       expect(await runStatus(k.key, a)()).to.equal(401);
       await rpc(s, "anvil_reorg", [1, []]); // the revocation's block is replaced by an empty one
@@ -76,7 +79,10 @@ describe("relayer: reorganisation-safe permission cache", function () {
     it("a revocation the reorganisation re-mines is applied once, and a dropped group change is undone", async () => {
       const a = await setupAccount(s);
       const k = await usageKey(a.accountKey, a.groupId);
-      const rm = await s.api("POST", "/core/v1/remove_usage_api_key", { key: a.accountKey, body: { id: k.id } });
+      const rm = await s.api("POST", "/core/v1/remove_usage_api_key", {
+        key: a.accountKey,
+        body: { id: k.id },
+      });
       expect(rm.status).to.equal(200);
       const revokedIn = await headNumber(s);
       const second = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "p2" } });
@@ -126,7 +132,10 @@ describe("relayer: reorganisation-safe permission cache", function () {
       await eventually(runStatus(k.key, a), 401, "a key whose KeyAdded was dropped");
       const file = path.join(s.dataDir, "event-cursor.json");
       const checkpoint = async () => {
-        const c = JSON.parse(fs.readFileSync(file, "utf8")) as { block: number; hashes: Record<string, string> };
+        const c = JSON.parse(fs.readFileSync(file, "utf8")) as {
+          block: number;
+          hashes: Record<string, string>;
+        };
         const mismatched: number[] = [];
         for (const [h, hash] of Object.entries(c.hashes ?? {})) {
           const b = await rpc(s, "eth_getBlockByNumber", ["0x" + Number(h).toString(16), false]);
@@ -145,7 +154,11 @@ describe("relayer: reorganisation-safe permission cache", function () {
       const again = await usageKey(a.accountKey, a.groupId);
       expect(await runStatus(again.key, a)()).to.equal(200);
       expect(await runStatus(k.key, a)()).to.equal(401);
-      await eventually(checkpoint, { hasCursorHash: true, mismatched: [] }, "the checkpoint after the restart");
+      await eventually(
+        checkpoint,
+        { hasCursorHash: true, mismatched: [] },
+        "the checkpoint after the restart",
+      );
     });
   });
 
