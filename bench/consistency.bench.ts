@@ -9,7 +9,8 @@
  *  2. A signed request's replay check: the nonce claimed in the shared table (one INSERT … ON CONFLICT),
  *     against the in-process map (what one process does). Signature recovery is in both.
  *  3. End to end over HTTP: a hello-world execution through a second relayer instance on the same
- *     database and chain, with the mark read on and off (everything else the same).
+ *     database and chain, with the mark read on and off (everything else the same); 4. the same
+ *     with 10 concurrent clients.
  *
  *   BENCH_ROUNDS=… changes the sample size (default 2,000 per side for 1 and 2, 400 for 3).
  */
@@ -193,6 +194,22 @@ async function main(): Promise<void> {
       "mark read on",
       "mark read off",
     );
+    // 4. The same with 10 clients at once (concurrent requests share mark reads: SharedWriteMark.read).
+    const ten = async () => {
+      await Promise.all(Array.from({ length: 10 }, () => exec()));
+    };
+    const r4 = await alternate(
+      Math.max(BLOCK, Math.floor(HTTP_ROUNDS / 10)),
+      async () => {
+        PermissionCache.prototype.freshen = realFreshen;
+        await ten();
+      },
+      async () => {
+        PermissionCache.prototype.freshen = () => null;
+        await ten();
+      },
+    );
+    report("4. the same, 10 clients at once (per round of 10 requests)", r4, "mark read on", "mark read off");
   } finally {
     for (const c of cleanups.reverse()) await c();
     await layer.close();

@@ -114,6 +114,27 @@ describe("relayer: reorganisation-safe permission cache", function () {
       await eventually(runStatus(k.key, a), 401, "a key whose KeyAdded was dropped");
     });
 
+    it("an action running with a key whose KeyAdded is dropped cannot sign afterwards", async () => {
+      const a = await setupAccount(
+        s,
+        `async function main(p) {
+          await sleep(p.wait);
+          return await Actions.signMessage({ pkpId: p.pkp, message: "after the reorganisation" });
+        }`,
+      );
+      const k = await usageKey(a.accountKey, a.groupId);
+      const run = s.api("POST", "/core/v1/svc_action", {
+        key: k.key,
+        body: { cid: a.cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId, wait: 1_500 } },
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      await rpc(s, "anvil_reorg", [1, []]);
+      const r = await run;
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.has_error).to.equal(true);
+      expect(r.body.response ?? null).to.equal(null);
+    });
+
     it("a PKP created in a dropped block is no longer found", async () => {
       const a = await setupAccount(s);
       const p = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "gone" } });
