@@ -265,11 +265,12 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      // No catch-up started by a notification after the cache stopped.
+      await stopListening?.();
       await cache!.stop();
       await executor!.close();
       rpc.close();
       db.close();
-      await stopListening?.();
       await shared?.close();
     },
   };
