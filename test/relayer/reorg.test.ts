@@ -6,6 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { expect } from "chai";
+import fc from "fast-check";
 import { BlockWindow } from "../../relayer/permissions/blockWindow";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
@@ -135,6 +136,17 @@ describe("relayer: reorganisation-safe permission cache", function () {
       expect(r.body.response ?? null).to.equal(null);
     });
 
+    it("a key added in a block the chain rolled back (anvil_rollback: a shorter chain) stops working", async () => {
+      const a = await setupAccount(s);
+      const k = await usageKey(a.accountKey, a.groupId);
+      expect(await runStatus(k.key, a)()).to.equal(200);
+      await rpc(s, "anvil_rollback", [1]);
+      await eventually(runStatus(k.key, a), 401, "a key whose block was rolled back");
+      // The gas wallets re-read their nonces: the next write lands.
+      const again = await usageKey(a.accountKey, a.groupId);
+      expect(await runStatus(again.key, a)()).to.equal(200);
+    });
+
     it("a PKP created in a dropped block is no longer found", async () => {
       const a = await setupAccount(s);
       const p = await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: { name: "gone" } });
@@ -237,6 +249,33 @@ describe("permissions: BlockWindow.forkPoint", function () {
   it('is "deep" when even the oldest remembered block was replaced', () => {
     expect(windowOf(10, 13).forkPoint(chain(10, 13, 10))).to.equal("deep");
   });
+  it("finds exactly the first replaced height for any window, fork and shortening (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1_000 }), // lowest remembered height
+        fc.integer({ min: 1, max: 12 }), // remembered heights
+        fc.option(fc.integer({ min: 0, max: 14 }), { nil: null }), // fork offset (null: no fork)
+        fc.integer({ min: 0, max: 14 }), // how many top heights the chain no longer has
+        (low, size, forkOffset, shortened) => {
+          const high = low + size - 1;
+          const w = windowOf(low, high);
+          const forkAt = forkOffset === null ? null : low + forkOffset;
+          const headAt = high - shortened;
+          const got = w.forkPoint(chain(low, high, forkAt, headAt));
+          // The first height whose remembered block is no longer the chain's, if any.
+          let first: number | null = null;
+          for (let h = low; h <= high; h++)
+            if (h > headAt || (forkAt !== null && h >= forkAt)) {
+              first = h;
+              break;
+            }
+          const expected = first === null ? null : first === low ? "deep" : first;
+          expect(got).to.equal(expected);
+        },
+      ),
+    );
+  });
+
   it("forgets heights below the window and returns the accounts of dropped heights", () => {
     const w = windowOf(10, 13);
     w.touch(12, 7);
