@@ -103,6 +103,9 @@ export class Authenticator {
       throw err;
     }
     if (parsed.kind === "account") {
+      // Changes made through other instances first (cross-instance read-your-writes; null in one process).
+      const behind = limit ? this.cache.freshen() : null;
+      if (behind) await behind;
       const id = await this.cache.accountOfMasterKey(parsed.address);
       if (!id) throw new ApiError(401, "unknown_api_key", "No account has this account key.");
       const account = await this.cache.account(id);
@@ -125,6 +128,12 @@ export class Authenticator {
    * forward request (apiKey null). Same checks either way: registered, not removed, not expired.
    */
   async authenticateUsageKey(address: string, apiKey: string | null, limit = true): Promise<AuthContext> {
+    // Changes made through other instances first (cross-instance read-your-writes; null in one process).
+    // Internal re-checks (limit false) skip it: they follow the request's own authorization.
+    if (limit) {
+      const behind = this.cache.freshen();
+      if (behind) await behind;
+    }
     const found = await this.cache.lookupKey(address, Math.floor(Date.now() / 1000));
     if (found.status === "unknown")
       throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
@@ -236,10 +245,13 @@ export class Authenticator {
           "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
         );
       if (this.signed && isSignedRequest(req)) {
-        const address = this.signed.verify(req, rawBodyOf(req));
-        pending = siwe
-          ? this.authenticateOwnerSession(siwe, address, req.method, req.get("host") ?? "")
-          : this.authenticateUsageKey(address, null);
+        const verified = this.signed.verifyRequest(req, rawBodyOf(req));
+        const authenticateSigner = (address: string) =>
+          siwe
+            ? this.authenticateOwnerSession(siwe, address, req.method, req.get("host") ?? "")
+            : this.authenticateUsageKey(address, null);
+        pending =
+          typeof verified === "string" ? authenticateSigner(verified) : verified.then(authenticateSigner);
       } else {
         pending = this.authenticate(extractApiKey(req));
       }

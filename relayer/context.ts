@@ -19,6 +19,7 @@ import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./id
 import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
+import type { SharedWriteMark } from "./cluster/writeMark";
 import type { ProfileStore } from "./store";
 import type { Webhooks } from "./webhooks";
 import { clientIp } from "./http/context";
@@ -34,6 +35,8 @@ export interface RelayerContext {
   contentStore: ContentStore;
   gateway: GatewayClient | null;
   billing: Billing | null;
+  /** The cross-instance write mark (PostgreSQL), raised by every landed path-A write; null in one process. */
+  writeMark: SharedWriteMark | null;
   idempotency: IdempotencyStore;
   profiles: ProfileStore;
   pins: PinLedger;
@@ -121,6 +124,8 @@ export async function submit(
       "cache sync after a write failed",
     );
   }
+  // Other instances honour this write from their next request on: durable before the answer leaves.
+  await ctx.writeMark?.record(result.blockNumber);
   return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
 }
 

@@ -26,6 +26,8 @@ import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
 import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer, openEngine } from "./db";
 import { PinLedger, ensureSqlitePinsTable } from "./pins";
+import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
+import { SharedNonceStore } from "./cluster/sharedNonces";
 import { openRelayerDb, ProfileStore } from "./store";
 import { Webhooks } from "./webhooks";
 
@@ -67,6 +69,9 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   });
   const onTransient = () => metrics.rpcFailures.inc();
   const reader = new RegistryReader(provider, cfg.registryAddress, onTransient);
+  // With PostgreSQL: the block of the newest write through any instance (opened below, read only
+  // once serving starts).
+  let writeMark: SharedWriteMark | null = null;
   cache = new PermissionCache({
     provider,
     reader,
@@ -86,6 +91,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       sender.resetNonces();
       executor?.invalidateRunKeys();
     },
+    // Transactions of ours in replaced blocks are gone: the gas wallets' nonces must be re-read.
+    onRollback: () => sender.resetNonces(),
+    confirmations: cfg.confirmations,
+    sharedMark: cfg.databaseUrl ? { read: () => writeMark!.read() } : undefined,
   });
   const sender = new Sender({
     provider,
@@ -167,6 +176,20 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     logger,
     options: cfg.webhooks,
   });
+  let stopListening: (() => Promise<void>) | null = null;
+  if (shared && cfg.databaseUrl) {
+    writeMark = new SharedWriteMark(shared, SharedWriteMark.scopeOf(chainId, cfg.registryAddress));
+    // Catch up ahead of the next request when another instance announces a write (best effort; the
+    // per-request read of the mark is what guarantees it).
+    stopListening = listenForWriteMarks(
+      cfg.databaseUrl,
+      writeMark.scope,
+      (block) => {
+        if (block > cache!.lastProcessedBlock) cache!.catchUpTo(block).catch(() => undefined);
+      },
+      (err) => logger.warn({ err: err.message }, "write-mark listener lost its connection; reconnecting"),
+    );
+  }
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
@@ -186,6 +209,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         })
       : null,
     billing: opts.billing ?? null,
+    writeMark,
     idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
     // Shared: a quota holds across every instance. Alone: the relayer's own file (its handle, wrapped).
@@ -200,7 +224,16 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         perKey: limiter("key", cfg.rateLimits.perKeyPerMinute, MINUTE),
         perAccount: limiter("account", cfg.rateLimits.perAccountPerMinute, MINUTE),
       },
-      new SignedRequestVerifier({ chainId, registryAddress: cfg.registryAddress }),
+      new SignedRequestVerifier({
+        chainId,
+        registryAddress: cfg.registryAddress,
+        // Several instances: a request replayed to another one is refused there too.
+        sharedNonces: shared
+          ? new SharedNonceStore(shared, (err) =>
+              logger.warn({ err: err.message }, "sweeping expired signed-request nonces failed"),
+            )
+          : undefined,
+      }),
       new SiweVerifier({
         chainId,
         accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
@@ -236,6 +269,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   } catch (err) {
     await executor.close();
     db.close();
+    await stopListening?.();
     await shared?.close();
     await ownWebhookDb?.close();
     throw err;
@@ -284,6 +318,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.closeAllConnections();
       });
       await webhooks.stop();
+      // No catch-up started by a notification after the cache stopped.
+      await stopListening?.();
       await cache!.stop();
       await sender.stop();
       await executor!.close();

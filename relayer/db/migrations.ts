@@ -285,6 +285,33 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 6,
+    description: "cross-instance write mark, shared signed-request nonces (used on PostgreSQL)",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // One row per chain and registry: the newest block a path-A write landed in (relayer/cluster).
+      await run(
+        db.schema
+          .createTable("write_marks")
+          .addColumn("scope", "text", (c) => c.primaryKey())
+          .addColumn("block", big, (c) => c.notNull()),
+      );
+      // Nonces of signed requests, until their timestamp leaves the window (unix seconds). UNLOGGED on
+      // PostgreSQL: a claim is on every signed request's path, and a WAL flush per claim cost ~4 ms
+      // here (docs/consistency.md); what a crash of the database loses is at most 120 s of replay memory.
+      const nonces = db.schema
+        .createTable("signed_nonces")
+        .addColumn("key_address", "text", (c) => c.notNull())
+        .addColumn("nonce", "text", (c) => c.notNull())
+        .addColumn("expires_s", big, (c) => c.notNull())
+        .addPrimaryKeyConstraint("signed_nonces_pk", ["key_address", "nonce"]);
+      if (kind === "postgres")
+        await run(nonces.compile().sql.replace(/^create table/i, "create unlogged table"));
+      else await run(nonces);
+      await run(db.schema.createIndex("signed_nonces_expiry").on("signed_nonces").column("expires_s"));
+    },
+  },
 ];
 
 /**

@@ -111,4 +111,8 @@ export interface Schema {
   webhook_cids: { cid_hash: string; cid: string };
   /** Pinned code per account (relayer/pins.ts): one row per (account, CID), its bytes counted once. */
   pins: { account_id: string; cid: string; bytes: number; created_ms: number };
+  /** Cross-instance write mark (PostgreSQL only): per chain and registry, the newest block a write landed in. */
+  write_marks: { scope: string; block: number };
+  /** Shared signed-request nonces (PostgreSQL only), until `expires_s` (unix seconds). */
+  signed_nonces: { key_address: string; nonce: string; expires_s: number };
 }

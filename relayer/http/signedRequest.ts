@@ -15,9 +15,13 @@
  * recorded only after the signature holds, so nobody can burn another key's nonces. What it returns is
  * the key's address; authorization is then exactly as for a bearer key.
  *
- * Replay memory is per relayer process and bounded: a nonce is kept until its timestamp leaves the
- * window (a request outside the window is refused anyway), and at most MAX_REMEMBERED_NONCES at once;
- * when full, new signed requests get 429 until entries expire, never a forgotten nonce.
+ * Replay memory, one process (the embedded default, SQLite): in memory and bounded: a nonce is kept
+ * until its timestamp leaves the window (a request outside the window is refused anyway), and at most
+ * MAX_REMEMBERED_NONCES at once; when full, new signed requests get 429 until entries expire, never a
+ * forgotten nonce. Several instances (PostgreSQL): `sharedNonces` records each nonce in the shared
+ * database instead (relayer/cluster/sharedNonces.ts), so a request replayed to another instance within
+ * the window is refused there too; that costs one round trip per signed request, which the one-process
+ * path never pays (`verifyRequest` answers it synchronously).
  */
 import { createHash } from "node:crypto";
 import type { Request } from "express";
@@ -59,6 +63,8 @@ export interface SignedRequestVerifierOptions {
   now?: () => number;
   windowSeconds?: number;
   maxNonces?: number;
+  /** Nonces shared by every instance (PostgreSQL); absent: remembered in this process. */
+  sharedNonces?: { claim(address: string, nonce: string, expiresAt: number, now: number): Promise<boolean> };
 }
 
 export class SignedRequestVerifier {
@@ -74,8 +80,47 @@ export class SignedRequestVerifier {
     this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
   }
 
-  /** The checksummed address that signed `req`, or a 401 saying what is wrong. */
+  /**
+   * What authentication calls: `verify` in one process (synchronous, nonces in memory), or the same
+   * checks with the nonce claimed in the shared database.
+   */
+  verifyRequest(req: Request, rawBody: Buffer | undefined): string | Promise<string> {
+    const shared = this.o.sharedNonces;
+    if (!shared) return this.verify(req, rawBody);
+    const { claimed, nonce, ts } = this.checkSignature(req, rawBody);
+    const now = this.now();
+    return shared.claim(claimed, nonce, Math.max(now, ts) + this.window, now).then((fresh) => {
+      if (!fresh) throw replayed();
+      return checksummed(claimed);
+    });
+  }
+
+  /** The checksummed address that signed `req`, or a 401 saying what is wrong (nonces in memory). */
   verify(req: Request, rawBody: Buffer | undefined): string {
+    const { claimed, nonce, ts } = this.checkSignature(req, rawBody);
+    const entry = `${claimed}:${nonce}`;
+    const address = checksummed(claimed);
+    const now = this.now();
+    this.forgetExpired(now);
+    if (this.seen.has(entry)) throw replayed();
+    if (this.seen.size >= this.maxNonces)
+      throw new ApiError(
+        429,
+        "rate_limited",
+        "Too many signed requests in the replay window; retry shortly.",
+        {
+          retryAfter: 5,
+        },
+      );
+    this.seen.set(entry, Math.max(now, ts) + this.window);
+    return address;
+  }
+
+  /** Every check but the nonce's: the signer (lower case), the nonce and the timestamp. */
+  private checkSignature(
+    req: Request,
+    rawBody: Buffer | undefined,
+  ): { claimed: string; nonce: string; ts: number } {
     const h = (name: string) => req.get(name);
     const key = h("sigil-key");
     const timestamp = h("sigil-timestamp");
@@ -140,24 +185,7 @@ export class SignedRequestVerifier {
         "signature_invalid",
         "The signature was not made by Sigil-Key over this request (method, path, body hash, timestamp, nonce) for this service.",
       );
-
-    const entry = `${claimed}:${nonce}`;
-    const address = checksummed(claimed);
-    const now = this.now();
-    this.forgetExpired(now);
-    if (this.seen.has(entry))
-      throw refuse("signature_replayed", "This nonce was already used by this key; sign each request anew.");
-    if (this.seen.size >= this.maxNonces)
-      throw new ApiError(
-        429,
-        "rate_limited",
-        "Too many signed requests in the replay window; retry shortly.",
-        {
-          retryAfter: 5,
-        },
-      );
-    this.seen.set(entry, Math.max(now, ts) + this.window);
-    return address;
+    return { claimed, nonce: nonce!, ts };
   }
 
   /** Nonces remembered now (tests, metrics). */
@@ -173,6 +201,10 @@ export class SignedRequestVerifier {
       this.seen.delete(k);
     }
   }
+}
+
+function replayed(): ApiError {
+  return refuse("signature_replayed", "This nonce was already used by this key; sign each request anew.");
 }
 
 function refuse(code: string, message: string, details?: Record<string, unknown>): ApiError {

@@ -18,8 +18,26 @@
  * its very next request; a miss is only remembered if no such event was applied while it was looked up.
  *
  * RPC hiccups: a failed poll is retried on the next tick with backoff; the cursor (checkpointed under
- * dataDir) only moves after a batch was applied. If the chain's head falls behind the cursor (a chain
- * reset), every projection is dropped and reloaded on demand.
+ * dataDir) only moves after a batch was applied.
+ *
+ * Reorganisations (`confirmations`, SIGIL_CONFIRMATIONS, default 0): the cache always applies blocks as
+ * soon as they are the chain's head (read-your-writes needs that); the confirmation depth says how deep a
+ * reorganisation it undoes exactly. It remembers the hash of each of the last `depth + 1` processed
+ * blocks (at least 2: depth 0 means "only the latest block can be replaced") and the accounts each one
+ * touched (blockWindow.ts). Every poll reads the head block (one eth_getBlockByNumber, instead of
+ * eth_blockNumber) and checks it links to what was processed (same hash, or its parent's, or the hash at
+ * the newest processed height); only when that fails does it read the hash at each remembered height
+ * (concurrently) to find the fork point. Then: the cursor returns to the block before the fork point; the
+ * projections of the accounts the replaced blocks touched are dropped (and reloaded on demand at the new
+ * cursor), with their index entries; in-flight loads are not installed; runs of those accounts stop
+ * trusting what they were authorized for (`onAccountChanged`); remembered misses and found PKPs are
+ * forgotten (a replaced block may have created what they say is unknown, or removed what they say
+ * exists); our own receipts applied from dropped blocks are forgotten; the checkpoint is rewritten at once
+ * with the new cursor and hashes. Then the poll goes on from there, so events the new blocks carry (the
+ * same revocation re-mined, or none) are applied exactly once. A fork below the remembered window, or a
+ * head below the cursor with no remembered hash to compare, drops every projection (logged as an error)
+ * and they reload on demand at the head. Logs of remembered heights must come from the block whose hash
+ * was read for that height, or the poll stops and the next one starts over.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -27,8 +45,10 @@ import { getAddress, type JsonRpcProvider, type LogDescription } from "ethers";
 import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
-import { withRetry } from "../chain/rpc";
+import { chainUnavailable, withRetry } from "../chain/rpc";
+import { ApiError } from "../errors";
 import { replayAccount } from "./accountHistory";
+import { BlockWindow } from "./blockWindow";
 import { BoundedCache } from "./boundedCache";
 import { accountFromStruct, applyEvent, type AccountProjection, type KeyRecord } from "./projection";
 
@@ -73,8 +93,20 @@ export interface CacheOptions {
    * started (ActionExecutor.invalidateRunKeys).
    */
   onAccountChanged?: (accountId: number) => void;
-  /** Called when the chain head fell behind the cursor (reset or reorganisation). */
+  /** Called when every projection was dropped (the chain was reset, or reorganised below the window). */
   onReset?: () => void;
+  /**
+   * Called after a reorganisation within the window was rolled back to `fork` (the first replaced
+   * height): transactions of ours in dropped blocks are gone, so cached gas-wallet nonces are wrong.
+   */
+  onRollback?: (fork: number) => void;
+  /** Reorganisation depth handled exactly (see "Reorganisations" above); default 0. */
+  confirmations?: number;
+  /**
+   * The newest block a write through any instance landed in (the cross-instance high-water mark,
+   * relayer/cluster): `freshen` catches up to it before a request is authorized. Absent: no such check.
+   */
+  sharedMark?: { read(): Promise<number> };
   /** How long an unknown key, master key or PKP is remembered (default 5 s; 0 = never). */
   missTtlMs?: number;
   /** Most remembered misses of each kind (default 10,000). */
@@ -115,6 +147,8 @@ export class PermissionCache {
   private synced = false;
   private lastCheckpointMs = 0;
   private readonly checkpointFile: string;
+  /** Hashes and touched accounts of the last processed heights (reorganisation detection). */
+  private readonly window: BlockWindow;
   /** For /health. */
   lastPollOkMs: number | null = null;
   lastPollError: string | null = null;
@@ -126,7 +160,34 @@ export class PermissionCache {
     this.masterMisses = new BoundedCache(max, ttl);
     this.pkpMisses = new BoundedCache(max, ttl);
     this.checkpointFile = path.join(o.dataDir, "event-cursor.json");
-    this.cursor = this.readCheckpoint() ?? o.deployBlock - 1;
+    this.window = new BlockWindow(Math.max(1, Math.floor(o.confirmations ?? 0)) + 1);
+    const saved = this.readCheckpoint();
+    this.cursor = saved?.block ?? o.deployBlock - 1;
+    if (saved) this.window.restore(saved.hashes);
+  }
+
+  /**
+   * Cross-instance read-your-writes: if a write through another instance landed in a block this cache
+   * has not processed yet, catch up to it first. Null (nothing to wait for) without a shared mark, so
+   * the single-instance path costs no promise.
+   */
+  freshen(): Promise<void> | null {
+    const mark = this.o.sharedMark;
+    if (!mark) return null;
+    return mark.read().then((block) => (block > this.cursor ? this.catchUpTo(block) : undefined));
+  }
+
+  /**
+   * syncTo(block), unless the RPC endpoint does not have that block (another instance's node is ahead,
+   * or a reorganisation made the chain shorter since the write): then as far as the endpoint has.
+   */
+  async catchUpTo(block: number): Promise<void> {
+    try {
+      await this.syncTo(block);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.details?.unknownBlock === block)) throw err;
+      await this.poll();
+    }
   }
 
   get lastProcessedBlock(): number {
@@ -184,9 +245,13 @@ export class PermissionCache {
   ): boolean {
     if (transactionIndex !== 0 || this.cursor !== result.blockNumber - 1) return false;
     const events: { ev: LogDescription; acc: AccountProjection; key: string }[] = [];
+    let blockHash: string | undefined;
     for (const l of result.logs) {
       if (l.address.toLowerCase() !== this.o.registry.toLowerCase()) continue;
       if (l.removed || Number(BigInt(l.blockNumber)) !== result.blockNumber) return false;
+      // The block's hash is what tells the poller whether this block is still the chain's.
+      if (!l.blockHash || (blockHash !== undefined && l.blockHash !== blockHash)) return false;
+      blockHash = l.blockHash;
       const ev = safeParse(l);
       if (ev === null) return false;
       if (ev.name === "KeyAdded" || ev.name === "AccountCreated") return false;
@@ -194,9 +259,12 @@ export class PermissionCache {
       if (acc === undefined) return false;
       events.push({ ev, acc, key: logKey(l) });
     }
+    if (blockHash === undefined) return false;
+    this.window.record(result.blockNumber, blockHash);
     for (const { ev, acc, key } of events) {
       this.forgetMisses(ev);
       this.applyIndexed(acc, ev, null);
+      this.window.touch(result.blockNumber, acc.id);
       this.preApplied.add(key);
     }
     this.ownApplied.set(result.txHash.toLowerCase(), result.blockNumber);
@@ -243,22 +311,37 @@ export class PermissionCache {
   }
 
   private async pollOnce(target?: number): Promise<void> {
-    const latest =
-      target ??
-      Number(
-        BigInt(await withRetry(() => this.o.provider.send("eth_blockNumber", []) as Promise<string>, 1)),
-      );
+    const head = await this.header(target ?? "latest");
+    if (head === null)
+      throw chainUnavailable(new Error(`block ${target} is not known to the RPC endpoint yet`), {
+        unknownBlock: target,
+      });
+    await this.detectReorganisation(head);
+    const latest = head.number;
     if (latest < this.cursor) {
-      this.o.logger.warn(
+      this.o.logger.error(
         { cursor: this.cursor, head: latest },
         "chain head is behind the event cursor (chain reset?): dropping the permission cache",
       );
-      this.reset(latest);
+      this.reset(head);
       return;
     }
     while (this.cursor < latest) {
       const from = this.cursor + 1;
       const to = Math.min(latest, from + MAX_LOG_RANGE - 1);
+      // The heights of this range that the window remembers once processed (and any block of ours
+      // applied from its receipt ahead of the poller): their hashes are read first, and every log of
+      // them must come from exactly that block.
+      const lowest = Math.max(from, latest - this.window.size + 1);
+      const heights = new Set<number>();
+      for (let h = lowest; h <= to; h++) heights.add(h);
+      for (const h of this.window.heights) if (h >= from && h <= to) heights.add(h);
+      const headers = await this.headers([...heights], head);
+      for (const [h, hdr] of headers) {
+        const ours = this.window.hashAt(h);
+        // A block of ours, applied from its receipt, that the chain replaced before the poller got here.
+        if (ours !== undefined && ours !== hdr.hash) this.rollback(h);
+      }
       const logs = (await withRetry(
         () =>
           this.o.provider.send("eth_getLogs", [
@@ -269,8 +352,12 @@ export class PermissionCache {
       const events: { ev: LogDescription; block: number; key: string }[] = [];
       for (const l of logs) {
         if (l.removed) continue;
+        const block = Number(BigInt(l.blockNumber));
+        const expected = headers.get(block)?.hash;
+        // The chain reorganised between reading the hashes and the logs: start over on the next poll.
+        if (expected !== undefined && l.blockHash?.toLowerCase() !== expected) return;
         const ev = safeParse(l);
-        if (ev) events.push({ ev, block: Number(BigInt(l.blockNumber)), key: logKey(l) });
+        if (ev) events.push({ ev, block, key: logKey(l) });
       }
       const timestamps = await this.timestampsFor(events);
       let applied = 0;
@@ -278,9 +365,11 @@ export class PermissionCache {
       for (const { ev, block, key } of events) {
         // Of every account, loaded or not: a remembered miss must not outlive the event that ends it.
         this.forgetMisses(ev);
+        const accountId = Number(ev.args[0]);
+        // Loaded, loading or not: a replaced block must drop whatever it indexed (master keys, too).
+        if (block >= lowest) this.window.touch(block, accountId);
         // Already applied from our own receipt (applyOwnTransaction).
         if (this.preApplied.delete(key)) continue;
-        const accountId = Number(ev.args[0]);
         const ts = timestamps.get(block) ?? null;
         if (ev.name === "AccountCreated") {
           const master = ev.args.masterKey as string;
@@ -294,7 +383,9 @@ export class PermissionCache {
         }
         this.loading.get(accountId)?.buffer.push({ ev, ts });
       }
+      for (const [h, hdr] of headers) this.window.record(h, hdr.hash);
       this.cursor = to;
+      this.window.prune(to);
       for (const [tx, block] of this.ownApplied) if (block <= to) this.ownApplied.delete(tx);
       if (applied) this.o.onApplied?.(applied);
     }
@@ -302,6 +393,94 @@ export class PermissionCache {
     this.lastPollOkMs = Date.now();
     this.lastPollError = null;
     this.writeCheckpoint(false);
+  }
+
+  /**
+   * Whether blocks the cache processed were replaced, and if so, undo them (rollback) or everything
+   * (reset). The cheap check first: the head links to the newest remembered block.
+   */
+  private async detectReorganisation(head: BlockHeader): Promise<void> {
+    const top = this.window.top;
+    if (top === null) return;
+    let linked: string | undefined;
+    if (head.number === top) linked = head.hash;
+    else if (head.number === top + 1) linked = head.parentHash;
+    else if (head.number > top + 1) linked = (await this.header(top))?.hash;
+    if (linked !== undefined && linked === this.window.hashAt(top)) return;
+    const remembered = this.window.heights.filter((h) => h <= head.number);
+    const found = await this.headers(remembered, head);
+    const canonical = new Map<number, string | undefined>();
+    for (const h of this.window.heights) canonical.set(h, found.get(h)?.hash);
+    const fork = this.window.forkPoint(canonical);
+    if (fork === null) return;
+    if (fork === "deep") {
+      this.o.logger.error(
+        { cursor: this.cursor, head: head.number, window: this.window.size },
+        "chain reorganisation deeper than the confirmation depth: dropping the permission cache",
+      );
+      this.reset(head);
+      return;
+    }
+    this.rollback(fork);
+  }
+
+  /**
+   * Undoes every processed block from `fork` on (see "Reorganisations" above). Synchronous: no request
+   * sees a half-rolled-back cache.
+   */
+  private rollback(fork: number): void {
+    const before = this.cursor;
+    const accounts = this.window.dropFrom(fork);
+    for (const id of accounts) this.forgetAccount(id);
+    // Loads in flight read views and logs at a block that may have been replaced: never installed.
+    this.loading.clear();
+    for (const key of [...this.preApplied])
+      if (Number(key.split(":")[0]) >= fork) this.preApplied.delete(key);
+    for (const [tx, block] of this.ownApplied) if (block >= fork) this.ownApplied.delete(tx);
+    this.clearMisses();
+    this.cursor = Math.min(this.cursor, fork - 1);
+    this.writeCheckpoint(true);
+    this.o.logger.warn(
+      { fork, cursor: before, rolledBackTo: this.cursor, accounts: accounts.size },
+      "chain reorganisation: permission cache rolled back to the fork point",
+    );
+    this.o.onRollback?.(fork);
+  }
+
+  /** Drops an account's projection and every index entry pointing at it; its runs stop trusting it. */
+  private forgetAccount(id: number): void {
+    this.accounts.delete(id);
+    for (const [k, a] of this.keyIndex) if (a === id) this.keyIndex.delete(k);
+    for (const [k, a] of this.masterIndex) if (a === id) this.masterIndex.delete(k);
+    this.o.onAccountChanged?.(id);
+  }
+
+  private async header(tag: number | "latest"): Promise<BlockHeader | null> {
+    const b = (await withRetry(
+      () =>
+        this.o.provider.send("eth_getBlockByNumber", [
+          typeof tag === "number" ? hex(tag) : tag,
+          false,
+        ]) as Promise<RawHeader | null>,
+      1,
+    )) as RawHeader | null;
+    if (!b) return null;
+    return {
+      number: Number(BigInt(b.number)),
+      hash: b.hash.toLowerCase(),
+      parentHash: b.parentHash.toLowerCase(),
+    };
+  }
+
+  /** Headers at several heights, read concurrently (`known` is reused); a missing one is a 503. */
+  private async headers(heights: number[], known: BlockHeader): Promise<Map<number, BlockHeader>> {
+    const got = await Promise.all(heights.map((h) => (h === known.number ? known : this.header(h))));
+    const out = new Map<number, BlockHeader>();
+    heights.forEach((h, i) => {
+      const hdr = got[i];
+      if (hdr) out.set(h, hdr);
+    });
+    return out;
   }
 
   private applyIndexed(acc: AccountProjection, ev: LogDescription, ts: number | null): void {
@@ -359,14 +538,17 @@ export class PermissionCache {
     return out;
   }
 
-  private reset(head: number): void {
+  private reset(head: BlockHeader): void {
     this.preApplied.clear();
     this.ownApplied.clear();
     this.accounts.clear();
+    this.loading.clear();
     this.keyIndex.clear();
     this.masterIndex.clear();
     this.clearMisses();
-    this.cursor = head;
+    this.window.clear();
+    this.window.record(head.number, head.hash);
+    this.cursor = head.number;
     this.writeCheckpoint(true);
     this.o.onReset?.();
   }
@@ -384,9 +566,12 @@ export class PermissionCache {
     if (already) return already.promise;
     const buffer: PendingEvent[] = [];
     const at = this.cursor; // read in the same tick as registering the buffer: every later event is buffered
-    const promise = this.load(id, at).then(
+    const entry = { promise: null as unknown as Promise<AccountProjection>, buffer };
+    entry.promise = this.load(id, at).then(
       (acc) => {
         for (const { ev, ts } of buffer) applyEvent(acc, ev, ts);
+        // A reorganisation or reset while loading dropped this load: answer this caller, keep nothing.
+        if (this.loading.get(id) !== entry) return acc;
         this.accounts.set(id, acc);
         for (const k of acc.keys.keys()) this.keyIndex.set(k, id);
         if (acc.masterKey) this.masterIndex.set(acc.masterKey, id);
@@ -394,12 +579,12 @@ export class PermissionCache {
         return acc;
       },
       (err) => {
-        this.loading.delete(id);
+        if (this.loading.get(id) === entry) this.loading.delete(id);
         throw err;
       },
     );
-    this.loading.set(id, { promise, buffer });
-    return promise;
+    this.loading.set(id, entry);
+    return entry.promise;
   }
 
   /**
@@ -529,17 +714,18 @@ export class PermissionCache {
     return p;
   }
 
-  private readCheckpoint(): number | undefined {
+  private readCheckpoint(): { block: number; hashes: unknown } | undefined {
     try {
       const c = JSON.parse(fs.readFileSync(this.checkpointFile, "utf8")) as {
         chainId: number;
         registry: string;
         block: number;
+        hashes?: unknown;
       };
       if (c.chainId !== this.o.chainId || c.registry.toLowerCase() !== this.o.registry.toLowerCase())
         return undefined;
       if (!Number.isSafeInteger(c.block) || c.block < this.o.deployBlock - 1) return undefined;
-      return c.block;
+      return { block: c.block, hashes: c.hashes ?? null };
     } catch {
       return undefined;
     }
@@ -554,7 +740,13 @@ export class PermissionCache {
     try {
       fs.writeFileSync(
         tmp,
-        JSON.stringify({ chainId: this.o.chainId, registry: this.o.registry, block: this.cursor }),
+        JSON.stringify({
+          chainId: this.o.chainId,
+          registry: this.o.registry,
+          block: this.cursor,
+          // The processed blocks' hashes: a restart after a reorganisation (or during one) still detects it.
+          hashes: this.window.snapshot(this.cursor),
+        }),
       );
       fs.renameSync(tmp, this.checkpointFile);
     } catch (err) {
@@ -568,17 +760,33 @@ interface RawLog {
   topics: string[];
   data: string;
   blockNumber: string;
+  blockHash?: string;
   logIndex: string;
   removed?: boolean;
+}
+
+interface RawHeader {
+  number: string;
+  hash: string;
+  parentHash: string;
+}
+
+interface BlockHeader {
+  number: number;
+  hash: string;
+  parentHash: string;
 }
 
 function hex(n: number): string {
   return "0x" + n.toString(16);
 }
 
-/** A log's identity within the chain: its block and its index in the block. */
+/**
+ * A log's identity within the chain: its block, its index in the block, and the block's hash (the same
+ * transaction re-mined in a replacing block is another log).
+ */
 function logKey(l: RawLog): string {
-  return `${Number(BigInt(l.blockNumber))}:${Number(BigInt(l.logIndex))}`;
+  return `${Number(BigInt(l.blockNumber))}:${Number(BigInt(l.logIndex))}:${(l.blockHash ?? "").toLowerCase()}`;
 }
 
 function safeParse(l: RawLog): LogDescription | null {

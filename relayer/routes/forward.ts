@@ -185,6 +185,8 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       } catch (err) {
         ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
       }
+      // Other instances honour this write from their next request on: durable before the answer leaves.
+      await ctx.writeMark?.record(result.blockNumber);
       await chargeLandedWrite(ctx, auth.principal, BILLED_AS[operation], result);
       const { pkpId, groupId } = createdIds(ctx, result.logs);
       return {
