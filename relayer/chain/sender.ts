@@ -98,6 +98,9 @@ export const DEFAULT_SYNC_SEND_CONCURRENCY = 1;
 const DEADLINE_SECONDS = 600;
 const SILENT = { warn: () => undefined, info: () => undefined };
 
+/** Attempts after a stale forwarder nonce before write() gives up with 409 write_reverted. */
+const STALE_NONCE_RETRIES = 4;
+
 export class Sender {
   private readonly pool = new WalletPool();
   private readonly principals = new KeyedMutex();
@@ -205,15 +208,20 @@ export class Sender {
           return await this.writeOnce(req);
         } catch (err) {
           // A stale forwarder nonce (e.g. the principal also wrote through another relayer instance)
-          // shows up as a failed receipt or an invalid-signer refusal: resync and retry once.
+          // shows up as a failed receipt or an invalid-signer refusal: resync and retry. Several
+          // instances writing for one principal at once can collide again, so a few attempts, each
+          // after a random pause that grows, desynchronise them (nothing was done or charged for a
+          // skipped request).
           this.forwarderNonces.forget(req.principal);
           if (
-            attempt === 0 &&
+            attempt < STALE_NONCE_RETRIES &&
             err instanceof ApiError &&
             err.code === "write_reverted" &&
             err.details?.reason === "stale_nonce"
-          )
+          ) {
+            await new Promise((r) => setTimeout(r, Math.random() * 50 * (attempt + 1)));
             continue;
+          }
           throw err;
         }
       }
@@ -346,7 +354,7 @@ export class Sender {
     throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", {
       details: {
         tx_hash: outcome.txHash,
-        // Not run by the forwarder at all: most likely a stale forwarder nonce (write() retries once).
+        // Not run by the forwarder at all: most likely a stale forwarder nonce (write() retries).
         reason: outcome.kind === "skipped" ? "stale_nonce" : "reverted",
       },
     });
