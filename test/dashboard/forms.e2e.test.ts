@@ -141,7 +141,11 @@ describe("dashboard: bad input in every form, and the pinned actions, in Chromiu
       const table = page.getByTestId("pinned-actions");
       await table.getByText(account.cid, { exact: true }).waitFor();
       await table.getByRole("button", { name: `Load into the runner: ${account.cid}` }).click();
-      expect(await page.getByRole("radio", { name: "a pinned action by CID" }).isChecked()).to.equal(true);
+      // React applies the choice on its next render: wait for it rather than read it at once.
+      await page
+        .getByRole("radio", { name: "a pinned action by CID" })
+        .and(page.locator(":checked"))
+        .waitFor();
       expect(await page.getByLabel("Action CID").inputValue()).to.equal(account.cid);
       await check(page, "actions-pinned");
     });

@@ -6,7 +6,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { FetchRequest, JsonRpcProvider, Network, NonceManager, Wallet, parseEther } from "ethers";
+import { FetchRequest, JsonRpcProvider, Network, NonceManager, Wallet, parseEther, toQuantity } from "ethers";
 import pino, { type Logger } from "pino";
 import { Enclave } from "../../enclave";
 import { startRelayer, type RelayerOptions, type RunningRelayer } from "../../relayer";
@@ -191,4 +191,13 @@ export async function setupAccount(
     groupId: group.body.group_id as number,
     code,
   };
+}
+
+/** Gives the gas wallets of another relayer instance (its own, selected by its id) 100 ETH each. */
+export async function fundInstanceGasWallets(s: Stack, instanceId: string, count = 4): Promise<void> {
+  for (let w = 0; w < count; w++)
+    await s.provider.send("anvil_setBalance", [
+      s.enclave.gasAddress(w, instanceId),
+      toQuantity(parseEther("100")),
+    ]);
 }

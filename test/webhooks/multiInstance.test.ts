@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
-import type { Stack } from "../helpers/stack";
+import { fundInstanceGasWallets, type Stack } from "../helpers/stack";
 import { Receiver } from "./receiver";
 import { newAccount, register, startWebhookStack, testWebhookOptions } from "./support";
 
@@ -23,6 +23,7 @@ describeOnPostgres("webhooks: two instances on one PostgreSQL", function () {
     const databaseUrl = await freshDatabaseUrl();
     s = await startWebhookStack(testWebhookOptions(), { databaseUrl, instanceId: "one" });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-2-"));
+    await fundInstanceGasWallets(s, "two", s.relayerOptions.gasWallets);
     second = await startRelayer({ ...s.relayerOptions, dataDir: dir, port: 0, instanceId: "two" });
     receiver = await new Receiver().start();
   });
@@ -51,7 +52,7 @@ describeOnPostgres("webhooks: two instances on one PostgreSQL", function () {
         headers: { "x-api-key": key, "content-type": "application/json" },
         body: JSON.stringify({ name: `p${i}` }),
       });
-      expect(r.status).to.equal(201);
+      expect(r.status, await r.clone().text()).to.equal(201);
     }
     await receiver.until(() => receiver.received.length >= 12);
     await new Promise((r) => setTimeout(r, 1_500));
