@@ -11,18 +11,7 @@ import { ethers } from "hardhat";
 import { Wallet, type TransactionReceipt } from "ethers";
 import { NoopTarget__factory, SigilForwarder__factory } from "../../typechain-types";
 import { BATCH_SIZE } from "./scenarios";
-
-const FORWARD_REQUEST_TYPES = {
-  ForwardRequest: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "gas", type: "uint256" },
-    { name: "nonce", type: "uint256" },
-    { name: "deadline", type: "uint48" },
-    { name: "data", type: "bytes" },
-  ],
-};
+import { FORWARD_REQUEST_TYPES } from "../../enclave";
 
 /** Calldata gas of a transaction's input (EIP-2028: 4 per zero byte, 16 per other byte). */
 export function calldataGas(data: string): number {

@@ -17,6 +17,7 @@
 import { ethers, Wallet, type Signer } from "ethers";
 import { deploySigil, type SigilDeployment } from "../deploy";
 import { AccountRegistry__factory, SigilForwarder__factory } from "../../typechain-types";
+import { FORWARD_REQUEST_TYPES } from "../../enclave";
 
 export type Mode = "direct" | "single" | "batch";
 export const MODES: Mode[] = ["direct", "single", "batch"];
@@ -194,18 +195,6 @@ export const STEPS: Step[] = [
   { call: (a) => ["addAction", [3n, a.cid("Z")]] },
   { scenario: "group.delete.last", call: () => ["deleteGroup", [3n]] },
 ];
-
-const FORWARD_REQUEST_TYPES = {
-  ForwardRequest: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "gas", type: "uint256" },
-    { name: "nonce", type: "uint256" },
-    { name: "deadline", type: "uint48" },
-    { name: "data", type: "bytes" },
-  ],
-};
 
 /** What the harness needs from the chain: funded signers and snapshots (Hardhat's network or anvil). */
 export interface GasChain {
