@@ -13,6 +13,9 @@ new registry that keeps every account, group, usage key and PKP key. Stop npm st
 run it again after an interruption. --dry-run prints what it would do and writes nothing.
 `;
 
+/** Set on SIGINT/SIGTERM: the signal handler stops the chain and exits; main's outcome no longer counts. */
+let interrupting = false;
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   if (args.includes("--help") || args.includes("-h")) {
@@ -26,6 +29,8 @@ async function main(): Promise<number> {
   }
   let cleanup: (() => Promise<void>) | undefined;
   const interrupted = (signal: string) => {
+    if (interrupting) return;
+    interrupting = true;
     process.stderr.write(`\n${signal}: stopping (run npm run migrate:registry again to resume)…\n`);
     void (cleanup?.() ?? Promise.resolve()).finally(() => process.exit(130));
   };
@@ -40,6 +45,8 @@ async function main(): Promise<number> {
     });
     return 0;
   } catch (e) {
+    // Stopping the chain makes the migration's pending calls fail: that is the interruption, not an error.
+    if (interrupting) return new Promise<number>(() => {});
     if (e instanceof ConfigError || e instanceof MigrationRefused) {
       process.stderr.write(`${e.message}\n`);
       return 1;
@@ -56,4 +63,6 @@ async function main(): Promise<number> {
   }
 }
 
-void main().then((code) => process.exit(code));
+void main().then((code) => {
+  if (!interrupting) process.exit(code);
+});

@@ -87,7 +87,15 @@ export async function runMigration(config: SigilConfig, dryRun: boolean, io: Com
       });
     const rpcUrl = anvil?.rpcUrl ?? config.rpcUrl!;
     provider = new ethers.JsonRpcProvider(rpcUrl, undefined, { cacheTimeout: -1, staticNetwork: false });
-    await migrateFolder({ config, dryRun, io, enclave, provider, deploymentFile, recordFile: file(MIGRATION_FILE) });
+    await migrateFolder({
+      config,
+      dryRun,
+      io,
+      enclave,
+      provider,
+      deploymentFile,
+      recordFile: file(MIGRATION_FILE),
+    });
   } finally {
     await cleanup();
   }
@@ -301,8 +309,11 @@ function summary(
         `  account ${o.accountId}: its owner ${o.awaitingAcceptance} must call acceptOwnership(${o.accountId}) on ${record.to_registry}`,
       );
     if (o.droppedPendingOwner)
-      lines.push(`  account ${o.accountId}: the pending transfer to ${o.droppedPendingOwner} was not carried over`);
-    for (const k of o.skippedKeys) lines.push(`  account ${o.accountId}: key ${k.key} not copied (${k.reason})`);
+      lines.push(
+        `  account ${o.accountId}: the pending transfer to ${o.droppedPendingOwner} was not carried over`,
+      );
+    for (const k of o.skippedKeys)
+      lines.push(`  account ${o.accountId}: key ${k.key} not copied (${k.reason})`);
   }
   lines.push("Start the service with npm start.");
   return lines.join("\n") + "\n";
