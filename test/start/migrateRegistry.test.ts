@@ -40,6 +40,16 @@ const EXECUTE_ONLY = (groups: number[]) => ({
   executeInGroups: groups,
 });
 
+/** A PKP's id as the registry derives it (contracts/AccountRegistry.sol `_pkpId`). */
+function pkpIdAfter(domain: string, accountId: bigint, index: bigint): string {
+  return ethers.keccak256(
+    ethers.AbiCoder.defaultAbiCoder().encode(
+      ["uint256", "address", "uint64", "uint256"],
+      [31337n, domain, accountId, index],
+    ),
+  );
+}
+
 interface Run {
   code: number | null;
   stdout: string;
@@ -58,6 +68,8 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
   const usageKey = { api: "", wallet: "" };
   let pkps: { id: string; address: string; publicKey: string; name: string }[] = [];
   let expectedSignature: string;
+  /** The address the first account's next PKP must get: its id is bound to the old registry's domain. */
+  let nextPkpAddress: string;
   const deploymentFile = () => path.join(dataDir, "deployment.json");
   const migrationFile = () => path.join(dataDir, "migration.json");
 
@@ -180,6 +192,7 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
             publicKey: enclave.pkpPublicKey(p.id),
           });
       expectedSignature = enclave.pkpSignMessage(signer, MESSAGE);
+      nextPkpAddress = enclave.pkpAddress(pkpIdAfter(oldRegistry, 1n, 3n));
       fs.writeFileSync(
         deploymentFile(),
         JSON.stringify({
@@ -309,6 +322,18 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
         }
       }
       expect(listed).to.deep.equal(pkps);
+    });
+
+    it("keeps the API-mode accounts in API mode: the account key still writes, with the next PKP id", async () => {
+      const modes = [];
+      for (const key of [accountKey.api, accountKey.second])
+        modes.push((await http("GET", "account", key)).json.mode);
+      const created = await http("POST", "pkps/create", accountKey.api, { name: "after the migration" });
+      expect([
+        modes,
+        created.status,
+        created.json.address === undefined ? created.json : ethers.getAddress(String(created.json.address)),
+      ]).to.deep.equal([["api", "api"], 201, nextPkpAddress]);
     });
 
     it("reads the group with the same name, description, PKPs and action", async () => {
