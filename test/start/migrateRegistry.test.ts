@@ -14,6 +14,7 @@ import { computeCid, Enclave } from "../../enclave";
 import { freePort, startAnvil } from "../../scripts/start/anvil";
 import { loadConfig } from "../../scripts/start/config";
 import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
+import { MigrationProgress } from "../../scripts/migrate/progress";
 import { startSigil, type RunningSigil } from "../../scripts/start/service";
 import { AccountRegistry__factory, SigilForwarder__factory } from "../../typechain-types";
 
@@ -66,7 +67,7 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
   let cid: string;
   const accountKey = { api: "", second: "" };
   const usageKey = { api: "", wallet: "" };
-  let pkps: { id: string; address: string; publicKey: string; name: string }[] = [];
+  const pkps: { id: string; address: string; publicKey: string; name: string }[] = [];
   let expectedSignature: string;
   /** The address the first account's next PKP must get: its id is bound to the old registry's domain. */
   let nextPkpAddress: string;
@@ -210,6 +211,20 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
     }
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("npm start refuses the folder with registry_outdated, naming the command", async () => {
+    const refusal = await startSigil(loadConfig(env(), dir)).then(
+      async (s) => {
+        await s.close();
+        return { code: "started" };
+      },
+      (e: Error & { code?: string }) => ({
+        code: e.code,
+        names: e.message.includes("`npm run migrate:registry`"),
+      }),
+    );
+    expect(refusal).to.deep.equal({ code: "registry_outdated", names: true });
+  });
 
   it("--dry-run lists each account's plan and writes nothing", async () => {
     const before = fs.readFileSync(deploymentFile(), "utf8");
@@ -384,5 +399,34 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
         accepted.pending_owner,
       ]).to.deep.equal(["chain_secured", walletAddress, false, "chain_secured", walletAddress, null]);
     });
+  });
+});
+
+describe("migrate:registry progress on stderr (scripts/migrate/progress.ts)", function () {
+  const record = (isTTY: boolean) => {
+    const written: string[] = [];
+    const progress = new MigrationProgress({ isTTY, columns: 60, write: (t) => written.push(t) }, 2);
+    progress.skipped(1n);
+    progress.starting(2n);
+    progress.finished(2n, 5);
+    progress.end();
+    return written;
+  };
+
+  it("draws a bar in place on a terminal, cut to the width: done / total and the current account", () => {
+    expect(record(true).map((w) => w.trimEnd())).to.deep.equal([
+      "\r[###############...............] 1/2 accounts · account 1 a",
+      "\r[###############...............] 1/2 accounts · account 2",
+      "\r[##############################] 2/2 accounts · account 2 d",
+      "",
+    ]);
+  });
+
+  it("writes plain lines when stderr is not a terminal", () => {
+    expect(record(false)).to.deep.equal([
+      "account 1 already migrated (earlier run), 1/2\n",
+      "migrating account 2 (1/2 done)\n",
+      "account 2 done: 5 writes, 2/2\n",
+    ]);
   });
 });
