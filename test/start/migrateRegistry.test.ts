@@ -71,6 +71,8 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
   let expectedSignature: string;
   /** The address the first account's next PKP must get: its id is bound to the old registry's domain. */
   let nextPkpAddress: string;
+  /** The resumed run, whose summary a later test reads. */
+  let lastRun: Run;
   const deploymentFile = () => path.join(dataDir, "deployment.json");
   const migrationFile = () => path.join(dataDir, "migration.json");
 
@@ -267,6 +269,7 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
   it("run again, resumes where it stopped and points deployment.json at the new registry", async () => {
     const recorded = JSON.parse(fs.readFileSync(migrationFile(), "utf8")) as { to_registry: string };
     const run = await migrate();
+    lastRun = run;
     const deployment = JSON.parse(fs.readFileSync(deploymentFile(), "utf8")) as Record<string, unknown>;
     expect([
       run.code,
@@ -276,6 +279,15 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
       deployment.previous_registry,
       deployment.forwarder,
     ]).to.deep.equal([0, true, true, recorded.to_registry, oldRegistry, forwarderAddress]);
+  });
+
+  it("tells which owner must accept which account on the new registry", async () => {
+    const recorded = JSON.parse(fs.readFileSync(migrationFile(), "utf8")) as { to_registry: string };
+    expect(lastRun.stdout.split("\n").slice(1)).to.deep.equal([
+      `  account 3: its owner ${new Wallet(WALLET_KEY).address} must call acceptOwnership(3) on ${recorded.to_registry}`,
+      "Start the service with npm start.",
+      "",
+    ]);
   });
 
   it("a second run on the migrated folder says it is already current and changes nothing", async () => {
