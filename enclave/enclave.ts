@@ -207,6 +207,31 @@ export class Enclave implements KeyCapabilities {
     }
   }
 
+  /**
+   * OPERATOR ONLY (the registry migration command, scripts/migrate/cli.ts): signs a forward request as the
+   * service-managed owner of the API-mode account whose master key is `masterKeyAddress`, without that
+   * account's key. Whoever can call this can act as every API-mode owner, so it is never reachable from the
+   * relayer's HTTP paths (a test greps relayer/ for its name); in a TEE deployment it belongs behind an
+   * operator-authenticated channel. The owner's private key is derived, used once and zeroed, as above.
+   */
+  async signForwardRequestAsOwnerOf(
+    masterKeyAddress: string,
+    req: ForwardRequestInput,
+    domain: ForwarderDomain,
+  ): Promise<SignedForwardRequest> {
+    const fields = validateForwardRequest(req);
+    const dom = validateDomain(domain);
+    const scalar = this.#ownerKey(masterKeyAddress);
+    try {
+      const from = this.ownerAddress(masterKeyAddress);
+      const signature = signDigest(scalar, forwardRequestDigest(dom, { from, ...fields }));
+      const { to, value, gas, deadline, data } = fields;
+      return { from, to, value, gas, deadline, data, signature };
+    } finally {
+      scalar.fill(0);
+    }
+  }
+
   #ownerKey(masterKeyAddress: string): Uint8Array {
     if (typeof masterKeyAddress !== "string" || !isAddress(masterKeyAddress)) {
       throw new EnclaveError("invalid_address", "Invalid address.", {

@@ -82,10 +82,15 @@ export interface MigrationOptions {
   old: OldRegistry;
   newRegistry: string;
   forwarder: string;
-  /** The signer of an owner address the service controls (API mode), or undefined. */
-  ownerSigner(owner: string): RequestSigner | undefined;
+  /**
+   * The signer of an owner address the service controls (API mode: derived from the account's master-key
+   * address), or undefined.
+   */
+  ownerSigner(owner: string, masterKey: string): RequestSigner | undefined;
   state: MigrationState;
   save(state: MigrationState): void;
+  /** Called before an account not yet done is rebuilt (a progress display names the current account). */
+  starting?(accountId: bigint): void;
   /** Called after each account (done of total known so far is not known in advance: total = undefined). */
   progress?(accountId: bigint, outcome: AccountOutcome | "skipped"): void;
   /** Forward requests per executeBatch (default 32). */
@@ -117,7 +122,8 @@ export async function migrateRegistry(options: MigrationOptions): Promise<Accoun
       continue;
     }
 
-    let actor = options.ownerSigner(plan.owner);
+    options.starting?.(accountId);
+    let actor = options.ownerSigner(plan.owner, plan.masterKey);
     const temporary = actor === undefined;
     if (!actor) {
       state.temporaryOwners[key] ??= Wallet.createRandom().privateKey;

@@ -39,6 +39,9 @@ export interface RememberedDeployment extends Deployment {
   /** "embedded" or the RPC URL (without credentials) the deployment was made on; informative only. */
   chain: string;
   deployedAt: string;
+  /** Set by `npm run migrate:registry`: the registry this one took the accounts over from. */
+  previous_registry?: string;
+  previous_deploy_block?: number;
 }
 
 export class DeploymentError extends Error {
@@ -71,7 +74,7 @@ export function readDeployment(file: string): RememberedDeployment | undefined {
   }
 }
 
-function writeDeployment(file: string, d: RememberedDeployment): void {
+export function writeDeployment(file: string, d: RememberedDeployment): void {
   // Write-then-rename so a crash never leaves a half-written file.
   fs.writeFileSync(`${file}.tmp`, JSON.stringify(d, null, 2) + "\n");
   fs.renameSync(`${file}.tmp`, file);
@@ -164,10 +167,13 @@ export async function ensureDeployment(
         `The data folder (${opts.file.replace(/[/\\]deployment\.json$/, "")}) was made with registry layout ${version} ` +
           `at ${remembered.registry}; this version of Sigil reads layout ${REGISTRY_VERSION} only (names, CIDs and ` +
           `members in events), so it would misread every account. It will not redeploy either: a fresh registry binds ` +
-          `PKP ids, and so PKP keys, to its own address, and would change every PKP's key. Keep serving this data with ` +
-          `the Sigil release that made it, or move the data folder away to start a fresh, empty deployment. A migration ` +
-          `that keeps the keys exists as a library (scripts/migrate), but no command runs it on a data folder yet ` +
-          `(see docs/contracts.md, "Existing deployments").`,
+          `PKP ids, and so PKP keys, to its own address, and would change every PKP's key. ` +
+          (version === 2n
+            ? `Run \`npm run migrate:registry\` (same configuration as npm start) to move every account onto a new ` +
+              `registry that keeps every PKP's key, or keep serving this data with the Sigil release that made it`
+            : `Keep serving this data with the Sigil release that made it (npm run migrate:registry moves layout 2 ` +
+              `only), or move the data folder away to start a fresh, empty deployment`) +
+          ` (see docs/contracts.md, "Existing deployments").`,
       );
     const { registry, forwarder, deployBlock } = remembered;
     return { deployment: { registry, forwarder, deployBlock, chainId }, fresh: false };
