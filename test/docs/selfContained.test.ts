@@ -31,6 +31,18 @@ const OUTSIDE_DOCS = new RegExp(
   ].join("|"),
 );
 
+// A merge conflict left in a file, as git writes it or after a formatter has rewritten its markers
+// (a Markdown table turns "=======" into a table row, "> > >" is a reformatted ">>>>>>>").
+const CONFLICT_MARKER = new RegExp(
+  [
+    String.raw`^<{7}( |$)`,
+    String.raw`^>{7} `,
+    String.raw`^(> ){7}`,
+    String.raw`^\| ={7} +\|`,
+    String.raw`^={7}$`,
+  ].join("|"),
+);
+
 function* files(dir: string): Generator<string> {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.isDirectory()) {
@@ -49,6 +61,18 @@ describe("the repository is self-contained", function () {
         .split("\n")
         .forEach((line, i) => {
           if (OUTSIDE_DOCS.test(line)) hits.push(`${path.relative(REPO, file)}:${i + 1}: ${line.trim()}`);
+        });
+    }
+    expect(hits, hits.join("\n")).to.deep.equal([]);
+  });
+
+  it("no file holds a merge conflict's markers", function () {
+    const hits: string[] = [];
+    for (const file of files(REPO)) {
+      readFileSync(file, "utf8")
+        .split("\n")
+        .forEach((line, i) => {
+          if (CONFLICT_MARKER.test(line)) hits.push(`${path.relative(REPO, file)}:${i + 1}: ${line.trim()}`);
         });
     }
     expect(hits, hits.join("\n")).to.deep.equal([]);
