@@ -264,7 +264,9 @@ function recoverLower(digestHex: string, signatureHex: string): string | null {
   } catch {
     return null;
   }
-  return "0x" + keccak256(pub.subarray(1)).slice(26);
+  // Native keccak where built: half the cost of ethers' keccak256 (hex conversions), on every request.
+  const hash = nativeKeccak ? nativeKeccak(Buffer.from(pub.buffer, pub.byteOffset + 1, 64)) : null;
+  return hash ? "0x" + hash.subarray(12).toString("hex") : "0x" + keccak256(pub.subarray(1)).slice(26);
 }
 
 /** express.json's `verify` hook: keeps the exact body bytes, which the signature covers. */
