@@ -5,28 +5,10 @@
  *
  * Exit codes: 0 clean shutdown, 1 invalid configuration or failed start, 2 the embedded chain died.
  */
-import { spawnSync } from "node:child_process";
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { ConfigError, loadConfig, type SigilConfig } from "./start/config";
 import { banner, devRootKeyWarning } from "./start/banner";
 import { ensureDashboardBuilt } from "./start/dashboardBuild";
-
-const ROOT = path.resolve(__dirname, "..");
-
-/** A fresh clone has no TypeChain factories yet; deploySigil needs them. */
-function ensureCompiled(): void {
-  if (fs.existsSync(path.join(ROOT, "typechain-types", "index.ts"))) return;
-  process.stderr.write("• compiling the contracts (first start of this checkout, about a minute)…\n");
-  const r = spawnSync(process.execPath, [require.resolve("hardhat/internal/cli/cli"), "compile", "--quiet"], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (r.status !== 0) {
-    process.stderr.write("Compiling the contracts failed (see above). Run `npm run build` to retry.\n");
-    process.exit(1);
-  }
-}
+import { ensureCompiled } from "./start/contractsBuild";
 
 async function main(): Promise<void> {
   let config: SigilConfig;

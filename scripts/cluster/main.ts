@@ -12,14 +12,12 @@
  *
  * Exit codes: 0 clean shutdown, 1 invalid flags or failed start, 2 the chain or the database died.
  */
-import { spawnSync } from "node:child_process";
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { ensureDashboardBuilt } from "../start/dashboardBuild";
 import { devRootKeyWarning } from "../start/banner";
 import { clusterBanner } from "./banner";
+import { ensureCompiled } from "../start/contractsBuild";
 
-const ROOT = path.resolve(__dirname, "..", "..");
 
 export class UsageError extends Error {}
 
@@ -62,20 +60,6 @@ export function parseClusterFlags(
   const basePort = int("--base-port", raw["base-port"], 8000, 1, 65535 - instances);
   const anvilPort = int("SIGIL_ANVIL_PORT", env.SIGIL_ANVIL_PORT, 8545, 0, 65535);
   return { instances, basePort, anvilPort, dataDir: path.resolve(cwd, raw["data-dir"] || ".sigil-cluster") };
-}
-
-/** A fresh clone has no TypeChain factories yet; the deployment needs them. */
-function ensureCompiled(): void {
-  if (fs.existsSync(path.join(ROOT, "typechain-types", "index.ts"))) return;
-  process.stderr.write("• compiling the contracts (first start of this checkout, about a minute)…\n");
-  const r = spawnSync(process.execPath, [require.resolve("hardhat/internal/cli/cli"), "compile", "--quiet"], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (r.status !== 0) {
-    process.stderr.write("Compiling the contracts failed (see above). Run `npm run build` to retry.\n");
-    process.exit(1);
-  }
 }
 
 async function main(): Promise<void> {

@@ -46,6 +46,23 @@ function PkpPicker({
   );
 }
 
+/** The group's action CIDs, one per line (checked by the form before anything is sent). */
+function CidListField(props: { value: string; onChange: (text: string) => void; error: string | null }) {
+  return (
+    <Field label="Action CIDs" hint="One per line" error={props.error}>
+      {(p) => (
+        <textarea
+          {...p}
+          rows={3}
+          spellCheck={false}
+          value={props.value}
+          onChange={(e) => props.onChange(e.target.value)}
+        />
+      )}
+    </Field>
+  );
+}
+
 export function Groups({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
@@ -107,17 +124,7 @@ export function Groups({ session }: { session: Session }) {
               chosen={pkpIds}
               onChange={setPkpIds}
             />
-            <Field label="Action CIDs" hint="One per line" error={cidError}>
-              {(p) => (
-                <textarea
-                  {...p}
-                  rows={3}
-                  spellCheck={false}
-                  value={cidText}
-                  onChange={(e) => setCidText(e.target.value)}
-                />
-              )}
-            </Field>
+            <CidListField value={cidText} onChange={setCidText} error={cidError} />
             <button type="submit" className="primary" disabled={create.pending}>
               {create.pending ? "Creating… (waiting for the chain)" : "Create group"}
             </button>
@@ -281,17 +288,7 @@ function GroupEditor({
           chosen={currentPkps}
           onChange={setPkpIds}
         />
-        <Field label="Action CIDs" hint="One per line" error={cidError}>
-          {(p) => (
-            <textarea
-              {...p}
-              rows={3}
-              spellCheck={false}
-              value={currentCids}
-              onChange={(e) => setCidText(e.target.value)}
-            />
-          )}
-        </Field>
+        <CidListField value={currentCids} onChange={setCidText} error={cidError} />
         <button type="submit" className="primary" disabled={save.pending}>
           {save.pending ? "Saving…" : "Save changes"}
         </button>
