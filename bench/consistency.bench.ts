@@ -140,10 +140,12 @@ async function main(): Promise<void> {
     const requests = (n: number) =>
       Array.from({ length: n }, () => {
         const headers = signRequest(wallet, deployment, "POST", route, body);
+        const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
         return {
           method: "POST",
           originalUrl: route,
-          get: (h: string) => headers[h.toLowerCase() as keyof typeof headers],
+          headers: lower,
+          get: (h: string) => lower[h.toLowerCase()],
         } as unknown as Request;
       });
     const warm = BLOCK * 2;

@@ -48,10 +48,12 @@ const post = (url: string, data: Buffer, headers?: Record<string, string>) =>
 
 async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<number[]> {
   // Bodies are serialised once, up front, so the loop measures only the request.
+  // Per-request header sets are merged with the common headers here too, not in the loop.
   const prepared = cmd.requests.map((r) => ({
     ...r,
     data: Buffer.from(JSON.stringify(r.body)),
     headers: r.headers ?? {},
+    merged: r.headerSets?.map((set) => ({ ...r.headers, ...set })),
   }));
   const lat: number[] = [];
   let started = 0;
@@ -61,7 +63,7 @@ async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<num
       for (let mine = 0; ; mine++) {
         if (cmd.perClient !== undefined ? mine >= cmd.perClient : started >= (cmd.total ?? 0)) return;
         const n = started++;
-        const headers = r.headerSets ? { ...r.headers, ...r.headerSets[n % r.headerSets.length] } : r.headers;
+        const headers = r.merged ? r.merged[n % r.merged.length] : r.headers;
         const t = performance.now();
         const res = await post(r.url, r.data, headers);
         const ms = performance.now() - t;

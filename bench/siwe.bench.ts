@@ -25,6 +25,7 @@ function fakeRequest(headers: Record<string, string>): Request {
   return {
     method: "GET",
     originalUrl: "/core/v1/account",
+    headers: lower,
     get: (n: string) => lower[n.toLowerCase()],
   } as never;
 }

@@ -8,6 +8,8 @@ export type { EnclaveErrorCode } from "./errors";
 export { Enclave, FORWARD_REQUEST_TYPES } from "./enclave";
 export type { ForwardRequestInput, ForwarderDomain, SignedForwardRequest } from "./enclave";
 export { keyHash } from "./apiKeys";
+// keccak-256 over bytes, native where built: public data only (the relayer's signature checks).
+export { keccak256Bytes } from "./keccak";
 // Attestation: the document format, its canonical serialisation, and the measurement of enclave/.
 export { ATTESTATION_FORMAT, canonicalJson, measureEnclave } from "./attestation";
 export type { Measurement } from "./attestation";

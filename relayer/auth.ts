@@ -238,14 +238,15 @@ export class Authenticator {
     let pending: Promise<AuthContext>;
     try {
       const siwe = siweHeaders((name) => req.get(name));
-      if (siwe && !(this.signed && isSignedRequest(req)))
+      const signed = this.signed !== undefined && isSignedRequest(req);
+      if (siwe && !signed)
         throw new ApiError(
           401,
           "siwe_invalid",
           "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
         );
-      if (this.signed && isSignedRequest(req)) {
-        const verified = this.signed.verifyRequest(req, rawBodyOf(req));
+      if (signed) {
+        const verified = this.signed!.verifyRequest(req, rawBodyOf(req));
         const authenticateSigner = (address: string) =>
           siwe
             ? this.authenticateOwnerSession(siwe, address, req.method, req.get("host") ?? "")

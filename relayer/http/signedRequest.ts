@@ -23,11 +23,12 @@
  * the window is refused there too; that costs one round trip per signed request, which the one-process
  * path never pays (`verifyRequest` answers it synchronously).
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Request } from "express";
-import { getAddress, keccak256 } from "ethers";
-import { secp256k1 as noble } from "@noble/curves/secp256k1";
 import { ApiError } from "../errors";
+import { checksummed, isSignatureOf, personalMessageDigestBytes } from "./ethSignatures";
+
+const EMPTY = Buffer.alloc(0);
 
 export const SIGNED_REQUEST_VERSION = "SIGIL-REQUEST-V1";
 /** How far a signed request's timestamp may be from the relayer's clock, either way (seconds). */
@@ -42,19 +43,11 @@ export const SIGNED_HEADERS = [
   "sigil-signature",
 ] as const;
 
-type LibSecp = typeof import("secp256k1");
-/** libsecp256k1's native binding where built (recovery in ~0.05 ms); noble otherwise. Public data only. */
-const nativeSecp: LibSecp | null = (() => {
-  try {
-    return require("secp256k1/bindings") as LibSecp;
-  } catch {
-    return null;
-  }
-})();
-
 /** Whether the request carries a signature (any of the headers: a partial set is refused, not ignored). */
 export function isSignedRequest(req: Request): boolean {
-  return SIGNED_HEADERS.some((h) => req.get(h) !== undefined);
+  // Node lower-cases incoming header names; `req.get` would lower-case again on every call.
+  const headers = req.headers;
+  return SIGNED_HEADERS.some((h) => headers[h] !== undefined);
 }
 
 export interface SignedRequestVerifierOptions {
@@ -73,31 +66,61 @@ export class SignedRequestVerifier {
   private readonly window: number;
   private readonly maxNonces: number;
   private readonly now: () => number;
+  /** The lines every request of this deployment starts with (version, chain id, registry). */
+  private readonly messagePrefix: string;
 
   constructor(private readonly o: SignedRequestVerifierOptions) {
     this.window = o.windowSeconds ?? SIGNATURE_WINDOW_SECONDS;
     this.maxNonces = o.maxNonces ?? MAX_REMEMBERED_NONCES;
     this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
+    this.messagePrefix = [SIGNED_REQUEST_VERSION, String(o.chainId), o.registryAddress.toLowerCase()].join(
+      "\n",
+    );
   }
 
   /**
-   * What authentication calls: `verify` in one process (synchronous, nonces in memory), or the same
-   * checks with the nonce claimed in the shared database.
+   * What authentication calls: the signature checked in this thread, then the nonce remembered in this
+   * process (synchronous: `verify`) or claimed in the shared database (a promise).
    */
   verifyRequest(req: Request, rawBody: Buffer | undefined): string | Promise<string> {
-    const shared = this.o.sharedNonces;
-    if (!shared) return this.verify(req, rawBody);
-    const { claimed, nonce, ts } = this.checkSignature(req, rawBody);
-    const now = this.now();
-    return shared.claim(claimed, nonce, Math.max(now, ts) + this.window, now).then((fresh) => {
-      if (!fresh) throw replayed();
-      return checksummed(claimed);
-    });
+    const signed = this.readRequest(req, rawBody);
+    if (!this.isSigned(signed)) throw invalidSignature();
+    return this.claimNonce(signed);
   }
 
-  /** The checksummed address that signed `req`, or a 401 saying what is wrong (nonces in memory). */
+  /**
+   * The checksummed address that signed `req`, or a 401 saying what is wrong: signature checked in this
+   * thread, nonce remembered in this process.
+   */
   verify(req: Request, rawBody: Buffer | undefined): string {
-    const { claimed, nonce, ts } = this.checkSignature(req, rawBody);
+    const signed = this.readRequest(req, rawBody);
+    if (!this.isSigned(signed)) throw invalidSignature();
+    return this.claimNonceHere(signed);
+  }
+
+  private isSigned(signed: SignedParts): boolean {
+    return isSignatureOf(signed.claimed, personalMessageDigestBytes(signed.message), signed.signature);
+  }
+
+  /**
+   * Records the nonce of a request whose signature holds (never before: nobody can burn another key's
+   * nonces) and answers the signer's checksummed address; a nonce already used is signature_replayed.
+   */
+  private claimNonce(signed: SignedParts): string | Promise<string> {
+    const { claimed, nonce, ts } = signed;
+    const shared = this.o.sharedNonces;
+    if (shared) {
+      const now = this.now();
+      return shared.claim(claimed, nonce, Math.max(now, ts) + this.window, now).then((fresh) => {
+        if (!fresh) throw replayed();
+        return checksummed(claimed);
+      });
+    }
+    return this.claimNonceHere(signed);
+  }
+
+  /** claimNonce with the nonces remembered in this process. */
+  private claimNonceHere({ claimed, nonce, ts }: SignedParts): string {
     const entry = `${claimed}:${nonce}`;
     const address = checksummed(claimed);
     const now = this.now();
@@ -116,20 +139,27 @@ export class SignedRequestVerifier {
     return address;
   }
 
-  /** Every check but the nonce's: the signer (lower case), the nonce and the timestamp. */
-  private checkSignature(
-    req: Request,
-    rawBody: Buffer | undefined,
-  ): { claimed: string; nonce: string; ts: number } {
-    const h = (name: string) => req.get(name);
-    const key = h("sigil-key");
-    const timestamp = h("sigil-timestamp");
-    const nonce = h("sigil-nonce");
-    const contentSha = h("sigil-content-sha256");
-    const signature = h("sigil-signature");
-    if (req.get("x-api-key") !== undefined || req.get("authorization") !== undefined)
+  /**
+   * Every check but the signature's and the nonce's (shape, body hash, timestamp), and the text that
+   * was signed.
+   */
+  private readRequest(req: Request, rawBody: Buffer | undefined): SignedParts {
+    const headers = req.headers as Record<string, string | undefined>;
+    const key = headers["sigil-key"];
+    const timestamp = headers["sigil-timestamp"];
+    const nonce = headers["sigil-nonce"];
+    const contentSha = headers["sigil-content-sha256"];
+    const signature = headers["sigil-signature"];
+    if (headers["x-api-key"] !== undefined || headers.authorization !== undefined)
       throw refuse("signature_malformed", "Send either a signature or a key (X-Api-Key / Bearer), not both.");
-    const missing = SIGNED_HEADERS.filter((n) => h(n) === undefined);
+    const missing =
+      key === undefined ||
+      timestamp === undefined ||
+      nonce === undefined ||
+      contentSha === undefined ||
+      signature === undefined
+        ? SIGNED_HEADERS.filter((n) => headers[n] === undefined)
+        : [];
     if (missing.length)
       throw refuse(
         "signature_malformed",
@@ -149,9 +179,7 @@ export class SignedRequestVerifier {
     if (!/^0x[0-9a-fA-F]{130}$/.test(signature!))
       throw refuse("signature_malformed", "Sigil-Signature must be 0x + 65 bytes (r ‖ s ‖ v) in hex.");
 
-    const bodySha = createHash("sha256")
-      .update(rawBody ?? Buffer.alloc(0))
-      .digest("hex");
+    const bodySha = hash("sha256", rawBody ?? EMPTY, "hex");
     if (bodySha !== contentSha)
       throw refuse(
         "signature_body_mismatch",
@@ -168,24 +196,15 @@ export class SignedRequestVerifier {
       );
 
     const message = [
-      SIGNED_REQUEST_VERSION,
-      String(this.o.chainId),
-      this.o.registryAddress.toLowerCase(),
+      this.messagePrefix,
       req.method.toUpperCase(),
       req.originalUrl,
       contentSha,
       timestamp,
       nonce,
     ].join("\n");
-    // Compared in lower case: checksumming costs a keccak, done once below for the address that passed.
-    const claimed = key!.toLowerCase();
-    const recovered = recoverLower(personalMessageDigest(message), signature!);
-    if (recovered !== claimed)
-      throw refuse(
-        "signature_invalid",
-        "The signature was not made by Sigil-Key over this request (method, path, body hash, timestamp, nonce) for this service.",
-      );
-    return { claimed, nonce: nonce!, ts };
+    // Compared in lower case: checksumming costs a keccak, done once for the address that passed.
+    return { claimed: key!.toLowerCase(), nonce: nonce!, ts, message, signature: signature! };
   }
 
   /** Nonces remembered now (tests, metrics). */
@@ -203,70 +222,29 @@ export class SignedRequestVerifier {
   }
 }
 
+/** What a signed request claims, and the text its signature must cover. */
+interface SignedParts {
+  /** Sigil-Key, lower case. */
+  claimed: string;
+  nonce: string;
+  ts: number;
+  message: string;
+  signature: string;
+}
+
+function invalidSignature(): ApiError {
+  return refuse(
+    "signature_invalid",
+    "The signature was not made by Sigil-Key over this request (method, path, body hash, timestamp, nonce) for this service.",
+  );
+}
+
 function replayed(): ApiError {
   return refuse("signature_replayed", "This nonce was already used by this key; sign each request anew.");
 }
 
 function refuse(code: string, message: string, details?: Record<string, unknown>): ApiError {
   return new ApiError(401, code, message, details ? { details } : {});
-}
-
-type Keccak = (data: Buffer) => Buffer;
-/** libkeccak's native binding where built: ethers' hashMessage costs ~5× more per request. */
-const nativeKeccak: Keccak | null = (() => {
-  try {
-    const create = require("keccak/bindings") as (alg: string) => { update(d: Buffer): { digest(): Buffer } };
-    return (data: Buffer) => create("keccak256").update(data).digest();
-  } catch {
-    return null;
-  }
-})();
-
-/** EIP-191 personal-message digest (what ethers' hashMessage computes), as 0x hex. */
-export function personalMessageDigest(message: string): string {
-  const body = Buffer.from(message, "utf8");
-  const bytes = Buffer.concat([Buffer.from(`\x19Ethereum Signed Message:\n${body.length}`, "utf8"), body]);
-  return nativeKeccak ? "0x" + nativeKeccak(bytes).toString("hex") : keccak256(bytes);
-}
-
-/** Checksummed forms of addresses seen (bounded): a key signs many requests. */
-const checksums = new Map<string, string>();
-function checksummed(lower: string): string {
-  let c = checksums.get(lower);
-  if (c === undefined) {
-    if (checksums.size >= 100_000) checksums.clear();
-    checksums.set(lower, (c = getAddress(lower)));
-  }
-  return c;
-}
-
-/** Address (checksummed) of the key that made a 65-byte Ethereum signature (v = 27/28 or 0/1) over a digest. */
-export function recoverAddress(digestHex: string, signatureHex: string): string | null {
-  const lower = recoverLower(digestHex, signatureHex);
-  return lower === null ? null : checksummed(lower);
-}
-
-/** recoverAddress in lower case, without the checksum's keccak. */
-function recoverLower(digestHex: string, signatureHex: string): string | null {
-  const sig = Buffer.from(signatureHex.slice(2), "hex");
-  const v = sig[64];
-  const recovery = v >= 27 ? v - 27 : v;
-  if (recovery !== 0 && recovery !== 1) return null;
-  const digest = Buffer.from(digestHex.slice(2), "hex");
-  let pub: Uint8Array;
-  try {
-    pub = nativeSecp
-      ? nativeSecp.ecdsaRecover(sig.subarray(0, 64), recovery, digest, false)
-      : noble.Signature.fromCompact(sig.subarray(0, 64))
-          .addRecoveryBit(recovery)
-          .recoverPublicKey(digest)
-          .toRawBytes(false);
-  } catch {
-    return null;
-  }
-  // Native keccak where built: half the cost of ethers' keccak256 (hex conversions), on every request.
-  const hash = nativeKeccak ? nativeKeccak(Buffer.from(pub.buffer, pub.byteOffset + 1, 64)) : null;
-  return hash ? "0x" + hash.subarray(12).toString("hex") : "0x" + keccak256(pub.subarray(1)).slice(26);
 }
 
 /** express.json's `verify` hook: keeps the exact body bytes, which the signature covers. */

@@ -28,7 +28,7 @@
 import { createHash } from "node:crypto";
 import { getAddress } from "ethers";
 import { ApiError } from "../errors";
-import { personalMessageDigest, recoverAddress } from "./signedRequest";
+import { personalMessageDigest, recoverAddress } from "./ethSignatures";
 
 export const SIWE_HEADER = "sigil-siwe";
 export const SIWE_SIGNATURE_HEADER = "sigil-siwe-signature";

@@ -26,7 +26,7 @@ import { registryInterface } from "../chain/abi";
 import { requestGasFor } from "../chain/sender";
 import { chargeLandedWrite, handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { recoverAddress } from "../http/signedRequest";
+import { recoverAddress } from "../http/ethSignatures";
 import { BodyReader } from "../http/validate";
 
 /** Registry calls a usage key may make through a forward request: the writes its scopes can allow. */

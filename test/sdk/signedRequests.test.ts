@@ -240,16 +240,21 @@ describe("signed requests: a usage key that is never sent", function () {
   });
 });
 
+/** What the verifier reads of an Express request: Node lower-cases header names, `get` looks them up. */
+function expressLikeRequest(method: string, path: string, headers: Record<string, string>): never {
+  const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+  return {
+    method,
+    originalUrl: path,
+    headers: lower,
+    get: (name: string) => lower[name.toLowerCase()],
+  } as never;
+}
+
 describe("SignedRequestVerifier: replay memory", () => {
   const key = Wallet.createRandom();
   const registry = "0x" + "11".repeat(20);
-  const request = (headers: Record<string, string>) =>
-    ({
-      method: "GET",
-      originalUrl: "/core/v1/account",
-      get: (name: string) =>
-        Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1],
-    }) as never;
+  const request = (headers: Record<string, string>) => expressLikeRequest("GET", "/core/v1/account", headers);
   const headersAt = (timestamp: number) =>
     independentHeaders(key.privateKey, {
       chainId: 1,
@@ -312,12 +317,7 @@ describe("SignedRequestVerifier: properties", () => {
     body: string,
     headers: Record<string, string>,
   ) => {
-    const req = {
-      method,
-      originalUrl: path,
-      get: (name: string) =>
-        Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1],
-    } as never;
+    const req = expressLikeRequest(method, path, headers);
     try {
       return v.verify(req, Buffer.from(body, "utf8"));
     } catch (err) {

@@ -19,10 +19,17 @@ const KeccakState = (() => {
   }
 })();
 
+/**
+ * One state per thread, reset by `initialize` before every hash (as the package itself reuses a state
+ * after `digest`): a fresh native object per hash costs more than the hash of a short message. Safe to
+ * share because a hash runs start to finish synchronously.
+ */
+let shared = null;
+
 /** keccak-256 of a byte array as a 32-byte Buffer, or null when the native binding is unavailable. */
 function keccak256Native(bytes) {
   if (KeccakState === null) return null;
-  const state = new KeccakState();
+  const state = shared ?? (shared = new KeccakState());
   state.initialize(1088, 512); // rate and capacity of keccak-256 (Ethereum's padding, not SHA3's)
   state.absorb(
     Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
