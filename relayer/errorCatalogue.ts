@@ -169,7 +169,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   signature_invalid: {
     status: 401,
-    why: "The signature does not recover to Sigil-Key over this request for this service (wrong key, or method, path, timestamp, nonce or deployment differ from what was signed).",
+    why: "The signature is not Sigil-Key's over this request for this service (wrong key, or method, path, timestamp, nonce or deployment differ from what was signed).",
     fix: "Sign the exact bytes of docs/api.md (Signed requests) with the key whose address is Sigil-Key.",
   },
   signature_replayed: {

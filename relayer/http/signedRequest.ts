@@ -10,7 +10,7 @@
  * This module checks them, cheapest first, each failure with its own 401 code so a client can tell
  * which: malformed headers (signature_malformed), a body that is not the one hashed
  * (signature_body_mismatch), a timestamp outside ±SIGNATURE_WINDOW_SECONDS (signature_expired), a
- * signature that does not recover to Sigil-Key (signature_invalid: wrong key, other deployment, altered
+ * signature that is not Sigil-Key's (signature_invalid: wrong key, other deployment, altered
  * method or path), a nonce this key already used within the window (signature_replayed). The nonce is
  * recorded only after the signature holds, so nobody can burn another key's nonces. What it returns is
  * the key's address; authorization is then exactly as for a bearer key.
