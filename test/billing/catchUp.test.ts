@@ -18,12 +18,14 @@ import {
   SimulatedProcessor,
   createBilling,
   writeChargeReference,
+  type Billing,
   type WriteCatchUp,
 } from "../../relayer/billing";
 import { auditWriteCharges, type AuditReport } from "../../relayer/billing/audit";
 import { readCursor } from "../../relayer/billing/catchUp";
 import { encodeExecuteBatch, type SignedForwardRequest } from "../../relayer/chain/batch";
 import { forwarderInterface, registryInterface } from "../../relayer/chain/abi";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { balanceOf, newAccount, startBilledStack, type BilledStack } from "./support";
 
 const DOMAIN_NAME = "SigilForwarder";
@@ -440,5 +442,74 @@ describe("billing: a write mined just before a SIGKILL is charged at the next st
     expect(lines).to.have.length(1);
     expect(JSON.parse(lines[0])).to.deep.include({ account_id: accountId, reference, cents: 1 });
     expect(second.stdout()).to.not.include(key);
+  });
+});
+
+describeOnPostgres("billing: two instances' catch-ups at once on one PostgreSQL ledger", function () {
+  this.timeout(180_000);
+  let b: BilledStack;
+  const ledgers: Billing[] = [];
+
+  before(async () => {
+    b = await startBilledStack();
+    const url = await freshDatabaseUrl();
+    for (let i = 0; i < 2; i++)
+      ledgers.push(
+        await createBilling({ databaseUrl: url, dbPath: "", processor: new SimulatedProcessor() }),
+      );
+  });
+  after(async () => {
+    for (const l of ledgers) await l.close();
+    await b?.close();
+  });
+
+  it("twelve writes the shared ledger never charged are charged once each, by whichever instance gets there first", async () => {
+    // Written through the stack's relayer, whose charges went to its own SQLite file: for the shared
+    // ledger these are mined writes whose charges were lost.
+    const accounts = [];
+    for (let i = 0; i < 4; i++) accounts.push(await newAccount(b));
+    for (const a of accounts)
+      for (let j = 0; j < 3; j++)
+        expect((await b.s.api("POST", "/core/v1/pkps/create", { key: a.key, body: {} })).status).to.equal(
+          201,
+        );
+    const gasWallets = Array.from({ length: b.s.relayerOptions.gasWallets ?? 4 }, (_, i) =>
+      b.s.enclave.gasAddress(i),
+    );
+    const catchUp = (l: Billing, instanceId: string) =>
+      l.writeCatchUp({
+        rpc: b.s.provider,
+        chainId: 31337,
+        registry: b.s.deployment.registry,
+        forwarder: b.s.deployment.forwarder,
+        deployBlock: b.s.deployment.deployBlock,
+        confirmations: 0,
+        // The first instance registers the wallets; the second knows none of its own.
+        gasWallets: instanceId === "a" ? gasWallets : [],
+        instanceId,
+        settleMs: 0,
+        everyMs: 0,
+      });
+    await catchUp(ledgers[0], "a").runOnce(); // registers and charges
+    // Taken back out (balances restored), so that the two passes below race for the same twelve.
+    await ledgers[0].db.exec("DELETE FROM ledger_entries WHERE reference LIKE 'write:%'");
+    await ledgers[0].db.exec("UPDATE accounts SET balance_cents = 0");
+    await ledgers[0].db.exec("UPDATE key_spend SET spent_cents = 0");
+    await ledgers[0].db.exec("DELETE FROM write_catch_up_cursors");
+    const reports = await Promise.all([
+      catchUp(ledgers[0], "a").runOnce(),
+      catchUp(ledgers[1], "b").runOnce(),
+      catchUp(ledgers[1], "b").runOnce(),
+    ]);
+    expect(reports.reduce((n, r) => n + r.charged, 0)).to.equal(12);
+    expect((await catchUp(ledgers[1], "b").runOnce()).charged).to.equal(0);
+    const rows = (await ledgers[1].db.exec(
+      "SELECT account_id, COUNT(*) AS n FROM ledger_entries WHERE reference LIKE 'write:%' GROUP BY account_id ORDER BY account_id",
+    )) as Array<{ account_id: string; n: string }>;
+    expect(rows.map((r) => [r.account_id, Number(r.n)])).to.deep.equal(
+      accounts.map((a) => [a.accountId, 3]).sort(),
+    );
+    for (const a of accounts)
+      expect(await ledgers[1].audit(a.accountId)).to.deep.equal({ balance_cents: -3, ledger_sum_cents: -3 });
   });
 });
