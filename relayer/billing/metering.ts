@@ -392,7 +392,12 @@ function subtract(m: Map<string, number>, k: string, cents: number): void {
 }
 
 /** Adds a committed charge to its key's spend, inside the charging transaction (also the write catch-up's). */
-export async function addKeySpend(tx: Sql, keyAddress: string, accountId: string, cents: number): Promise<void> {
+export async function addKeySpend(
+  tx: Sql,
+  keyAddress: string,
+  accountId: string,
+  cents: number,
+): Promise<void> {
   await tx.run(Q.addSpend, [normalizeAddress(keyAddress), accountId, cents]);
 }
 
