@@ -442,6 +442,8 @@ describe("billing: a write mined just before a SIGKILL is charged at the next st
     expect(lines).to.have.length(1);
     expect(JSON.parse(lines[0])).to.deep.include({ account_id: accountId, reference, cents: 1 });
     expect(second.stdout()).to.not.include(key);
+    const metrics = await (await fetch(second.url + "/metrics")).text();
+    expect(metrics).to.match(/^sigil_billing_writes_caught_up_total 1$/m);
   });
 });
 
