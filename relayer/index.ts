@@ -303,6 +303,22 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       ? "127.0.0.1"
       : cfg.host;
   logger.info({ port, chainId, registry: cfg.registryAddress }, "relayer listening");
+  // Charges lost to a crash (mined writes whose charge never committed), in the background: it never
+  // delays serving (relayer/billing/catchUp.ts).
+  const writeCatchUp =
+    opts.billing?.writeCatchUp({
+      rpc: provider,
+      chainId,
+      registry: cfg.registryAddress,
+      forwarder: cfg.forwarderAddress,
+      deployBlock: cfg.deployBlock,
+      confirmations: cfg.confirmations,
+      gasWallets: Array.from({ length: cfg.gasWallets }, (_, i) => enclave.gasAddress(i, cfg.instanceId)),
+      instanceId: cfg.instanceId,
+      logger,
+      onCharged: (n) => metrics.writesCaughtUp.inc(n),
+    }) ?? null;
+  writeCatchUp?.start();
 
   let closed = false;
   return {
@@ -313,6 +329,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       if (closed) return;
       closed = true;
       clearInterval(pruneTimer);
+      await writeCatchUp?.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -9,6 +9,7 @@ export interface RelayerMetrics {
   executions: Counter<"has_error">;
   rpcFailures: Counter;
   eventsApplied: Counter;
+  writesCaughtUp: Counter;
   cacheBlock: Gauge;
 }
 
@@ -85,6 +86,11 @@ export function createMetrics(collect: {
     eventsApplied: new Counter({
       name: "sigil_cache_events_applied_total",
       help: "Registry events applied to loaded projections",
+      registers: [registry],
+    }),
+    writesCaughtUp: new Counter({
+      name: "sigil_billing_writes_caught_up_total",
+      help: "Path-A writes charged by the billing catch-up (their charge had been lost, e.g. to a crash)",
       registers: [registry],
     }),
   };

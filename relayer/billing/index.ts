@@ -16,8 +16,11 @@ import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
 import type { PaymentProcessor } from "./processor";
 import type { ForwardRequestId } from "./references";
 import { buildRouter } from "./router";
+import { createWriteCatchUp, type WriteCatchUp, type WriteCatchUpOptions } from "./catchUp";
 
 export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor, ForwardRequestId };
+export type { WriteCatchUp, WriteCatchUpOptions, CatchUpReport } from "./catchUp";
+export { CAUGHT_UP_OPERATION } from "./catchUp";
 export {
   writeChargeReference,
   parseWriteReference,
@@ -90,6 +93,11 @@ export interface Billing {
   audit(accountId: string): Promise<{ balance_cents: number; ledger_sum_cents: number }>;
   /** Commits usage charges still in the write-behind buffer (reads through this interface do it themselves). */
   flushCharges(): Promise<void>;
+  /**
+   * The write catch-up (catchUp.ts): charges path-A writes the chain has and the ledger lacks (a
+   * charge lost to a crash). The relayer starts one after it starts serving and stops it on close.
+   */
+  writeCatchUp(opts: WriteCatchUpOptions): WriteCatchUp;
   /** Like reconcile(), with counts. */
   reconcileWithReport(): Promise<{ checked: number; credited: number; errors: number }>;
   readonly ledgerId: string;
@@ -119,6 +127,11 @@ export interface CreateBillingOptions {
    * Never runs with the simulated processor, whose dev endpoint applies changes directly.
    */
   reconcileProcessingEveryMs?: number;
+  /**
+   * Pause between passes of the write catch-up after its start pass (ms); default 300,000 (5 min), 0:
+   * only the pass at start. SIGIL_BILLING_CATCH_UP_MS with npm start.
+   */
+  writeCatchUpEveryMs?: number;
   /** Largest accepted top-up; default 1,000,000 cents ($10,000). */
   maximumPaymentCents?: number;
   logger?: Logger;
@@ -225,6 +238,11 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
       return ledger.audit(accountId);
     },
     flushCharges: () => metering.flush(),
+    writeCatchUp: (o) =>
+      createWriteCatchUp(
+        { db, ledger, writeCents: () => prices.write_cents },
+        { ...o, everyMs: o.everyMs ?? opts.writeCatchUpEveryMs },
+      ),
     async reconcile() {
       await payments.reconcile();
     },

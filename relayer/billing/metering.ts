@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Logger } from "pino";
-import { type DataLayer, prepare } from "../db";
+import { type DataLayer, type Sql, prepare } from "../db";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import {
@@ -389,6 +389,16 @@ function subtract(m: Map<string, number>, k: string, cents: number): void {
   const left = (m.get(k) ?? 0) - cents;
   if (left === 0) m.delete(k);
   else m.set(k, left);
+}
+
+/** Adds a committed charge to its key's spend, inside the charging transaction (also the write catch-up's). */
+export async function addKeySpend(
+  tx: Sql,
+  keyAddress: string,
+  accountId: string,
+  cents: number,
+): Promise<void> {
+  await tx.run(Q.addSpend, [normalizeAddress(keyAddress), accountId, cents]);
 }
 
 export function normalizeAddress(a: string): string {

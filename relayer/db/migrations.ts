@@ -312,6 +312,33 @@ export const MIGRATIONS: readonly Migration[] = [
       await run(db.schema.createIndex("signed_nonces_expiry").on("signed_nonces").column("expires_s"));
     },
   },
+  {
+    version: 7,
+    description: "billing catch-up of path-A writes: scan cursor per chain and forwarder, gas wallets",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // The first block the write catch-up (relayer/billing/catchUp.ts) has not scanned yet, one row
+      // per `<chain id>:<forwarder>`. It only moves forward, in the transaction that charges what it
+      // found, so a crash mid-pass rescans (the UNIQUE reference makes that harmless).
+      await run(
+        db.schema
+          .createTable("write_catch_up_cursors")
+          .addColumn("scope", "text", (c) => c.primaryKey())
+          .addColumn("next_block", big, (c) => c.notNull())
+          .addColumn("updated_at", big, (c) => c.notNull()),
+      );
+      // Every gas wallet an instance on this ledger has sent path-A writes from (each instance
+      // registers its own at start): what makes a forward request billable, for every instance's
+      // catch-up, also for writes of an instance that is gone.
+      await run(
+        db.schema
+          .createTable("billing_gas_wallets")
+          .addColumn("address", "text", (c) => c.primaryKey())
+          .addColumn("instance_id", "text", (c) => c.notNull())
+          .addColumn("registered_at", big, (c) => c.notNull()),
+      );
+    },
+  },
 ];
 
 /**

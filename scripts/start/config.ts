@@ -33,6 +33,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_PRICE_PIN_CENTS_PER_100KB",
   "SIGIL_PIN_QUOTA_BYTES",
   "SIGIL_CHARGE_FLUSH_MS",
+  "SIGIL_BILLING_CATCH_UP_MS",
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
@@ -111,6 +112,8 @@ export interface SigilConfig {
   pinQuotaBytes?: number;
   /** Write-behind window of usage charges (createBilling's chargeFlushMs); 0 = commit before answering. */
   chargeFlushMs?: number;
+  /** Pause between passes of the billing write catch-up (createBilling's writeCatchUpEveryMs); 0 = at start only. */
+  writeCatchUpEveryMs?: number;
   executorPoolSize?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
@@ -379,6 +382,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     60_000,
     "how long usage charges may wait in memory before they are committed; 0 commits each before answering",
   );
+  const writeCatchUpEveryMs = int(
+    "SIGIL_BILLING_CATCH_UP_MS",
+    0,
+    86_400_000,
+    "the pause between two passes of the billing catch-up of writes whose charge was lost; 0 runs it at start only",
+  );
   const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
@@ -546,6 +555,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     prices,
     pinQuotaBytes,
     chargeFlushMs,
+    writeCatchUpEveryMs,
     executorPoolSize,
     ipfsGateways,
     fetchAllowHosts,

@@ -194,6 +194,9 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       signupCreditCents: config.signupCreditCents,
       ...(config.chargeFlushMs !== undefined ? { chargeFlushMs: config.chargeFlushMs } : {}),
+      ...(config.writeCatchUpEveryMs !== undefined
+        ? { writeCatchUpEveryMs: config.writeCatchUpEveryMs }
+        : {}),
       logger: logger.child({ module: "billing" }),
     });
     cleanups.push(() => billing.close());
