@@ -185,13 +185,28 @@ function newPool(url: string, max: number): Pool {
   });
 }
 
+/**
+ * Statements sent to PostgreSQL by every data layer of this process (BEGIN and COMMIT included: each
+ * is a round trip). Read by the tests and `npm run bench:postgres` to count round trips per request
+ * (docs/performance.md, "PostgreSQL per request"); a number, so counting costs nothing measurable.
+ */
+let statementsSent = 0;
+
+/** How many statements this process has sent to PostgreSQL so far (all pools together). */
+export function postgresStatementCount(): number {
+  return statementsSent;
+}
+
 class PostgresExecutor implements Sql {
   readonly kind = "postgres" as const;
   constructor(private readonly target: Pool | PoolClient) {}
 
   private async query(q: Prepared<unknown>, args: readonly unknown[]) {
     const c = q.compile("postgres");
-    return this.guard(() => this.target.query(c.sql, bind(c, args)));
+    return this.guard(() => {
+      statementsSent++;
+      return this.target.query(c.sql, bind(c, args));
+    });
   }
   async all<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R[]> {
     return (await this.query(q, args)).rows as R[];
@@ -203,7 +218,12 @@ class PostgresExecutor implements Sql {
     return (await this.query(q, args)).rowCount ?? 0;
   }
   async exec(sqlText: string, params: readonly unknown[] = []): Promise<unknown[]> {
-    return (await this.guard(() => this.target.query(sqlText, params as unknown[]))).rows;
+    return (
+      await this.guard(() => {
+        statementsSent++;
+        return this.target.query(sqlText, params as unknown[]);
+      })
+    ).rows;
   }
   protected async guard<T>(fn: () => Promise<T>): Promise<T> {
     try {
@@ -236,12 +256,15 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     const client = await this.guard(() => this.pool.connect());
     let broken = false;
     try {
+      statementsSent++;
       await this.guard(() => client.query("BEGIN"));
       const result = await fn(new PostgresExecutor(client));
+      statementsSent++;
       await this.guard(() => client.query("COMMIT"));
       return result;
     } catch (e) {
       try {
+        statementsSent++;
         await client.query("ROLLBACK");
       } catch {
         broken = true; // the connection is gone: do not hand it to the next caller
@@ -250,6 +273,21 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     } finally {
       client.release(broken);
     }
+  }
+
+  /**
+   * Several statements in one round trip (the simple-query protocol): PostgreSQL runs them as one
+   * implicit transaction, each statement with its own snapshot (READ COMMITTED), so a lock taken by the
+   * first is held while the later ones read. No parameters: every value in `sqlText` must be one the
+   * caller validated or generated itself (digits, a UUID). Returns each statement's rows, in order.
+   */
+  async script(sqlText: string): Promise<unknown[][]> {
+    const result = await this.guard(() => {
+      statementsSent++;
+      return this.pool.query(sqlText);
+    });
+    const results = (Array.isArray(result) ? result : [result]) as Array<{ rows: unknown[] }>;
+    return results.map((r) => r.rows);
   }
 
   /** Runs `fn` on one dedicated connection (session-level advisory locks need that). */
@@ -269,6 +307,8 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
   }
 }
 
-export function isPostgresLayer(d: DataLayer): d is DataLayer & { session: PostgresLayer["session"] } {
+export function isPostgresLayer(
+  d: DataLayer,
+): d is DataLayer & { session: PostgresLayer["session"]; script: PostgresLayer["script"] } {
   return d instanceof PostgresLayer;
 }
