@@ -115,7 +115,8 @@ async function target(engine: Target["engine"], databaseUrl: string | undefined)
     await post(`${stack.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)
   ).usage_api_key as string;
   const writers: string[] = [];
-  for (let i = 0; i < 8; i++) writers.push((await post(`${stack.url}/core/v1/new_account`, {})).api_key as string);
+  for (let i = 0; i < 8; i++)
+    writers.push((await post(`${stack.url}/core/v1/new_account`, {})).api_key as string);
   return {
     engine,
     stack,
@@ -192,7 +193,9 @@ async function main(): Promise<void> {
         .map((x) => x.toFixed(2))
         .join(" ")} (${os.availableParallelism()} CPUs); PostgreSQL ${pg.url.replace(/:[^:@/]+@/, ":***@")}`,
     );
-    console.log("clients: a separate Node process (bench/loadgen.ts); 2 alternated runs per engine and row\n");
+    console.log(
+      "clients: a separate Node process (bench/loadgen.ts); 2 alternated runs per engine and row\n",
+    );
     console.log(header);
     const rounds = 2;
     const rowsOf: Array<[string, (t: Target) => Promise<Stats>]> = [
@@ -203,7 +206,8 @@ async function main(): Promise<void> {
     ];
     for (const [name, run] of rowsOf) {
       const runs = new Map<string, Measured[]>(targets.map((t) => [t.engine, []]));
-      for (let r = 0; r < rounds; r++) for (const t of targets) runs.get(t.engine)!.push(await measure(() => run(t)));
+      for (let r = 0; r < rounds; r++)
+        for (const t of targets) runs.get(t.engine)!.push(await measure(() => run(t)));
       const base = mean(runs.get("sqlite")!);
       console.log(row(name, "sqlite", base));
       console.log(row(name, "postgres", mean(runs.get("postgres")!), base));

@@ -151,7 +151,11 @@ export class Authenticator {
       // Both limits in one database round trip on PostgreSQL (relayer/db/sharedLimits.ts).
       await takeInOrder([
         { limiter: this.limits.perKey, key: `k:${address}`, what: `key ${address}` },
-        { limiter: this.limits.perAccount, key: `a:${found.account.id}`, what: `account ${found.account.id}` },
+        {
+          limiter: this.limits.perAccount,
+          key: `a:${found.account.id}`,
+          what: `account ${found.account.id}`,
+        },
       ]);
     }
     return {
