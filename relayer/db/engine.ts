@@ -5,6 +5,7 @@
  * they never see which engine they talk to, except through `kind` where SQL must differ.
  */
 import BetterSqlite3, { type Database as SqliteHandle, type Statement } from "better-sqlite3";
+import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Pool, PoolClient } from "pg";
@@ -21,8 +22,11 @@ export interface Sql {
   first<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R | undefined>;
   /** Runs a statement; returns how many rows it changed. */
   run(q: Prepared<unknown>, args?: readonly unknown[]): Promise<number>;
-  /** Raw SQL (migrations, locks, pragmas). */
-  exec(sqlText: string, params?: readonly unknown[]): Promise<unknown[]>;
+  /**
+   * Raw SQL (migrations, locks, pragmas). `prepared`: on PostgreSQL, keep it parsed and planned on
+   * each pooled connection (statements on every request's path); SQLite ignores it.
+   */
+  exec(sqlText: string, params?: readonly unknown[], opts?: { prepared?: boolean }): Promise<unknown[]>;
 }
 
 export interface DataLayer extends Sql {
@@ -197,6 +201,21 @@ export function postgresStatementCount(): number {
   return statementsSent;
 }
 
+/**
+ * The name a statement is prepared under on each connection: derived from its text, so two texts
+ * never share a name (pg refuses that) and the same text always finds its earlier preparation. Named
+ * statements are parsed and planned once per connection instead of on every execution.
+ */
+const statementNames = new Map<string, string>();
+function statementName(sqlText: string): string {
+  let name = statementNames.get(sqlText);
+  if (!name) {
+    name = "sigil_" + createHash("sha256").update(sqlText).digest("hex").slice(0, 24);
+    statementNames.set(sqlText, name);
+  }
+  return name;
+}
+
 class PostgresExecutor implements Sql {
   readonly kind = "postgres" as const;
   constructor(private readonly target: Pool | PoolClient) {}
@@ -205,7 +224,7 @@ class PostgresExecutor implements Sql {
     const c = q.compile("postgres");
     return this.guard(() => {
       statementsSent++;
-      return this.target.query(c.sql, bind(c, args));
+      return this.target.query({ name: statementName(c.sql), text: c.sql, values: bind(c, args) });
     });
   }
   async all<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R[]> {
@@ -217,11 +236,17 @@ class PostgresExecutor implements Sql {
   async run(q: Prepared<unknown>, args: readonly unknown[] = []): Promise<number> {
     return (await this.query(q, args)).rowCount ?? 0;
   }
-  async exec(sqlText: string, params: readonly unknown[] = []): Promise<unknown[]> {
+  async exec(
+    sqlText: string,
+    params: readonly unknown[] = [],
+    opts: { prepared?: boolean } = {},
+  ): Promise<unknown[]> {
     return (
       await this.guard(() => {
         statementsSent++;
-        return this.target.query(sqlText, params as unknown[]);
+        return opts.prepared
+          ? this.target.query({ name: statementName(sqlText), text: sqlText, values: params as unknown[] })
+          : this.target.query(sqlText, params as unknown[]);
       })
     ).rows;
   }

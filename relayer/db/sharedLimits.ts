@@ -88,7 +88,7 @@ export class SharedTokenBuckets implements RateLimiter {
       const l = t.limiter as SharedTokenBuckets;
       params.push(l.bucketOf(t.key), l.capacity, l.refillPerMs);
     }
-    const [row] = (await this.db.exec(takeStatementFor(takes.length), params)) as Array<
+    const [row] = (await this.db.exec(takeStatementFor(takes.length), params, { prepared: true })) as Array<
       Record<string, number>
     >;
     const refused = takes.findIndex((_, i) => row[`t${i}`] !== 1);
@@ -203,7 +203,7 @@ export class SharedConcurrencyCap implements ExecutionCap {
     this.released = [];
     if (!ids.length) return;
     this.db
-      .exec("DELETE FROM execution_leases WHERE lease_id = ANY($1::text[])", [ids])
+      .exec("DELETE FROM execution_leases WHERE lease_id = ANY($1::text[])", [ids], { prepared: true })
       .catch(() => undefined);
   }
 }
