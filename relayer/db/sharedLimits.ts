@@ -55,8 +55,13 @@ function takeStatementFor(n: number): string {
   return s;
 }
 
+/** Rows one sweep deletes at most, and how often (per limit and instance) a sweep may run. */
+const SWEEP_BATCH = 1_000;
+const SWEEP_EVERY_MS = 60_000;
+
 export class SharedTokenBuckets implements RateLimiter {
   private readonly refillPerMs: number;
+  private lastSweepMs = Date.now();
 
   /** `capacity` requests per `windowMs`, refilled continuously; `name` separates this limit's rows. */
   constructor(
@@ -91,6 +96,7 @@ export class SharedTokenBuckets implements RateLimiter {
     const [row] = (await this.db.exec(takeStatementFor(takes.length), params, { prepared: true })) as Array<
       Record<string, number>
     >;
+    for (const t of takes) (t.limiter as SharedTokenBuckets).maybeSweep();
     const refused = takes.findIndex((_, i) => row[`t${i}`] !== 1);
     if (refused >= 0) {
       const t = takes[refused];
@@ -112,13 +118,29 @@ export class SharedTokenBuckets implements RateLimiter {
     throw rateLimited(this.capacity, what, Math.max(1, Math.ceil((1 - tokens) / this.refillPerMs / 1000)));
   }
 
-  /** Drops buckets that have refilled completely (they are equivalent to no row). */
+  /**
+   * Drops up to SWEEP_BATCH buckets that have refilled completely (equivalent to no row: a take
+   * recreates a full bucket), so the table holds the recently active clients, not every IP ever seen.
+   * A take racing the DELETE holds the row lock; the DELETE then re-checks the updated row and keeps it.
+   */
   async sweep(): Promise<number> {
     const rows = await this.db.exec(
-      `DELETE FROM rate_buckets WHERE bucket LIKE $1 AND tokens + (${DB_NOW_MS} - updated_ms) * $2::float8 >= $3::float8 RETURNING bucket`,
+      `DELETE FROM rate_buckets WHERE ctid IN (
+         SELECT ctid FROM rate_buckets WHERE bucket LIKE $1
+            AND tokens + (${DB_NOW_MS} - updated_ms) * $2::float8 >= $3::float8 LIMIT ${SWEEP_BATCH})
+         AND tokens + (${DB_NOW_MS} - updated_ms) * $2::float8 >= $3::float8
+       RETURNING bucket`,
       [`${this.name}:%`, this.refillPerMs, this.capacity],
     );
     return rows.length;
+  }
+
+  /** At most once per SWEEP_EVERY_MS per limit and instance, off the request's path. */
+  private maybeSweep(): void {
+    const now = Date.now();
+    if (now - this.lastSweepMs < SWEEP_EVERY_MS) return;
+    this.lastSweepMs = now;
+    this.sweep().catch(() => undefined); // best effort: the next sweep tries again
   }
 }
 

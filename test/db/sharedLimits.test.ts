@@ -122,6 +122,20 @@ describeOnPostgres("data layer: shared limits across two instances (postgres)", 
     );
   });
 
+  it("a sweep drops the buckets that have refilled completely and keeps the others", async function () {
+    const fast = new SharedTokenBuckets(layers[0], "sweep-fast", 2, 50); // refills within 50 ms
+    const slow = new SharedTokenBuckets(layers[0], "sweep-slow", 2, HOUR);
+    await fast.take("x", "x");
+    await slow.take("y", "y");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await fast.sweep()).to.equal(1);
+    expect(await slow.sweep()).to.equal(0);
+    const rows = (await layers[0].exec(
+      "SELECT bucket FROM rate_buckets WHERE bucket LIKE 'sweep-%' ORDER BY bucket",
+    )) as Array<{ bucket: string }>;
+    expect(rows.map((r) => r.bucket)).to.deep.equal(["sweep-slow:y"]);
+  });
+
   it("300 concurrent admissions to one account over both instances admit exactly the cap of 7", async function () {
     const caps = layers.map((l) => new SharedConcurrencyCap(l, 7));
     // Every pooled connection open first, so that the admissions really run side by side.
