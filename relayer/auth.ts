@@ -15,7 +15,7 @@ export type { AccountMode } from "./policy";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
 import { accountMode, type AccountMode } from "./policy";
-import type { RateLimiter } from "./rateLimit";
+import { type RateLimiter, takeInOrder } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 import { siweHeaders, type SiweVerifier } from "./http/siwe";
 
@@ -148,8 +148,15 @@ export class Authenticator {
       );
     }
     if (limit) {
-      await this.limits.perKey.take(`k:${address}`, `key ${address}`);
-      await this.limits.perAccount.take(`a:${found.account.id}`, `account ${found.account.id}`);
+      // Both limits in one database round trip on PostgreSQL (relayer/db/sharedLimits.ts).
+      await takeInOrder([
+        { limiter: this.limits.perKey, key: `k:${address}`, what: `key ${address}` },
+        {
+          limiter: this.limits.perAccount,
+          key: `a:${found.account.id}`,
+          what: `account ${found.account.id}`,
+        },
+      ]);
     }
     return {
       principal: { accountId: String(found.account.id), keyAddress: address, kind: "usage" },

