@@ -48,9 +48,11 @@ export class ChainScanner {
     const { provider, store } = this.o;
     const head = await provider.getBlockNumber();
     const confirmed = head - this.o.confirmations;
-    const cursorName = this.cursorName ?? (await this.openCursor());
-    // Other instances move it too: read on every scan, never remembered.
-    const cursor = (await store.cursorIfAny(cursorName))!;
+    // Other instances move it too: read on every scan, never remembered. Opened on the first scan, and
+    // again if the row went away (an operator resetting it), by the same rules.
+    let cursor = this.cursorName === null ? undefined : await store.cursorIfAny(this.cursorName);
+    if (cursor === undefined) cursor = await this.openCursor();
+    const cursorName = this.cursorName!;
     if (confirmed <= cursor) return 0;
     const to = Math.min(confirmed, cursor + MAX_RANGE);
     const logs = await provider.getLogs({ address: this.o.registry, fromBlock: cursor + 1, toBlock: to });
@@ -114,20 +116,27 @@ export class ChainScanner {
     return stored;
   }
 
-  private async openCursor(): Promise<string> {
+  /** Opens (creates on first use) this registry's cursor; returns its position. */
+  private async openCursor(): Promise<number> {
     const opened = await openChainCursor(this.o.store, this.o);
     this.announce(opened);
     this.cursorName = opened.name;
-    return opened.name;
+    return opened.position;
   }
 
   /** One line for the operator when this instance created the registry's cursor (once per registry and database). */
   private announce(c: OpenedCursor): void {
     const where = { registry: this.o.registry, chainId: this.o.chainId, afterBlock: c.position };
     if (c.origin === "unkeyed_cursor")
-      this.o.logger.info(where, "webhook events: continuing the previous (unkeyed) event cursor for this registry");
+      this.o.logger.info(
+        where,
+        "webhook events: continuing the previous (unkeyed) event cursor for this registry",
+      );
     if (c.origin === "deployment_block" && c.ignoredUnkeyed === undefined)
-      this.o.logger.info(where, "webhook events: new registry, announcing its events from its deployment block");
+      this.o.logger.info(
+        where,
+        "webhook events: new registry, announcing its events from its deployment block",
+      );
     // The database served another registry before, and nothing (a migration) said where this one's news
     // starts: its history is announced, which is right for a new registry and wrong for a hand-made replay.
     if (c.ignoredUnkeyed !== undefined)

@@ -77,10 +77,17 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
       const fwd = await new SigilForwarder__factory(payer).deploy();
       const deployBlock = (await fwd.deploymentTransaction()!.wait())!.blockNumber;
       const forwarderAddress = await fwd.getAddress();
-      const old = (await new ContractFactory(V2.abi, V2.bytecode, payer).deploy(forwarderAddress)) as Contract;
+      const old = (await new ContractFactory(V2.abi, V2.bytecode, payer).deploy(
+        forwarderAddress,
+      )) as Contract;
       await old.waitForDeployment();
       const oldRegistry = await old.getAddress();
-      const domain = { name: "SigilForwarder", version: "1", chainId: 31337n, verifyingContract: forwarderAddress };
+      const domain = {
+        name: "SigilForwarder",
+        version: "1",
+        chainId: 31337n,
+        verifyingContract: forwarderAddress,
+      };
       // A write as the old relayer made it: signed in the enclave with the account key, relayed.
       const asAccount = async (key: string, fn: string, args: unknown[]) => {
         const signed = await enclave.signForwardRequest(
@@ -197,7 +204,10 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
         await http("POST", `billing/simulated/intents/${String(intent.payment_intent_id)}/succeed`),
         await http("POST", "billing/confirm_payment", { payment_intent_id: intent.payment_intent_id }),
       ];
-      expect(steps.map((r) => r.status), JSON.stringify([intent, ...steps])).to.deep.equal([200, 200]);
+      expect(
+        steps.map((r) => r.status),
+        JSON.stringify([intent, ...steps]),
+      ).to.deep.equal([200, 200]);
     });
     after(async () => {
       await sigil?.close();
