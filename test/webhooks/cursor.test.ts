@@ -9,6 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import pino from "pino";
 import { NonceManager, Wallet, ZeroAddress, type JsonRpcProvider } from "ethers";
 import { type DataLayer, openDataLayer } from "../../relayer/db";
 import {
@@ -84,7 +85,7 @@ describeOnEngines("webhooks: the event cursor of each registry", function (engin
     return (await (await registry.createPkp(name, "")).wait())!.blockNumber;
   }
 
-  function scanner(store: WebhookStore, d: SigilDeployment): ChainScanner {
+  function scanner(store: WebhookStore, d: SigilDeployment, logger = quietLogger()): ChainScanner {
     return new ChainScanner({
       provider,
       registry: d.registry,
@@ -92,7 +93,7 @@ describeOnEngines("webhooks: the event cursor of each registry", function (engin
       deployBlock: d.deployBlock,
       confirmations: 0,
       store,
-      logger: quietLogger(),
+      logger,
     });
   }
 
@@ -150,6 +151,26 @@ describeOnEngines("webhooks: the event cursor of each registry", function (engin
     const news = await createPkp(registry, "after the migration");
     await scanner(store, d).scanOnce();
     expect(await announced(store)).to.deep.equal([`pkp.created@${news}`]);
+  });
+
+  it("warns the operator when an earlier registry's unkeyed cursor is left alone and the new one starts at its deployment", async () => {
+    const store = await freshStore();
+    await store.cursor(LEGACY_CHAIN_CURSOR, 1);
+    const { d } = await newRegistry();
+    const lines: Array<{ level: number; msg: string; earlierRegistryCursor?: number; afterBlock?: number }> =
+      [];
+    const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    await scanner(store, d, logger).scanOnce();
+    expect(
+      lines.map((l) => [l.level, l.msg.split(";")[0], l.earlierRegistryCursor, l.afterBlock]),
+    ).to.deep.equal([
+      [
+        40,
+        "webhook events: new registry, announcing its events from its deployment block (the event cursor of an earlier registry is left alone)",
+        1,
+        d.deployBlock - 1,
+      ],
+    ]);
   });
 
   it("marking the replay again never moves a cursor the service has advanced back", async () => {
