@@ -23,6 +23,8 @@ import { loadConfig } from "../../scripts/start/config";
 import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
 import { startSigil, type RunningSigil } from "../../scripts/start/service";
 import { SigilForwarder__factory } from "../../typechain-types";
+import { startWebhookEventsAfterReplay } from "../../scripts/migrate/webhookCursor";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { Receiver } from "./receiver";
 
 const ROOT = path.resolve(__dirname, "..", "..");
@@ -227,3 +229,36 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
     });
   });
 });
+
+describeOnPostgres(
+  "migrate:registry's webhook cursor with SIGIL_DATABASE_URL (scripts/migrate/webhookCursor.ts)",
+  function () {
+    this.timeout(60_000);
+
+    it("is written into the PostgreSQL database the service uses, not a SQLite file of the data folder", async () => {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-migrate-pg-"));
+      const databaseUrl = await freshDatabaseUrl();
+      const registry = "0x" + "5e".repeat(20);
+      try {
+        await startWebhookEventsAfterReplay({
+          dataDir,
+          databaseUrl,
+          chainId: 31337,
+          registry,
+          throughBlock: 77,
+        });
+        const db = await openDataLayer({ databaseUrl, sqlitePath: "" });
+        try {
+          expect([
+            await new WebhookStore(db).cursorIfAny(chainCursorName(31337, registry)),
+            fs.readdirSync(dataDir),
+          ]).to.deep.equal([77, []]);
+        } finally {
+          await db.close();
+        }
+      } finally {
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
+    });
+  },
+);
