@@ -1,6 +1,7 @@
 /**
  * The chain side of the outbox: reads the registry's logs from its own cursor (kept in the database,
- * shared by every instance, independent of the permission cache's), only up to `confirmations` blocks
+ * shared by every instance, independent of the permission cache's, keyed by chain and registry:
+ * chainCursor.ts says where a new one starts), only up to `confirmations` blocks
  * below the head, and turns each log into an event plus one delivery per subscribed endpoint, all in
  * one transaction with the cursor's move. A crash mid-batch leaves the cursor where it was, and the
  * batch is scanned again: events already stored are recognised by their id and skipped.
@@ -10,11 +11,11 @@ import type { JsonRpcProvider, Log } from "ethers";
 import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import type { Sql } from "../db";
+import { openChainCursor, type OpenedCursor } from "./chainCursor";
 import { chainEventPayload, describeLog } from "./chainEvents";
 import { subscribes, type Subscription } from "./eventTypes";
 import type { WebhookStore } from "./store";
 
-export const CHAIN_CURSOR = "chain";
 const MAX_RANGE = 2_000;
 
 export interface ChainScannerOptions {
@@ -37,6 +38,9 @@ export function newDeliveryId(): string {
 }
 
 export class ChainScanner {
+  /** The cursor's name once it is open (first scan); its position is read again on every scan. */
+  private cursorName: string | null = null;
+
   constructor(private readonly o: ChainScannerOptions) {}
 
   /** One step: scans at most MAX_RANGE confirmed blocks; returns how many events it stored. */
@@ -44,7 +48,11 @@ export class ChainScanner {
     const { provider, store } = this.o;
     const head = await provider.getBlockNumber();
     const confirmed = head - this.o.confirmations;
-    const cursor = await store.cursor(CHAIN_CURSOR, this.o.deployBlock - 1);
+    // Other instances move it too: read on every scan, never remembered. Opened on the first scan, and
+    // again if the row went away (an operator resetting it), by the same rules.
+    let cursor = this.cursorName === null ? undefined : await store.cursorIfAny(this.cursorName);
+    if (cursor === undefined) cursor = await this.openCursor();
+    const cursorName = this.cursorName!;
     if (confirmed <= cursor) return 0;
     const to = Math.min(confirmed, cursor + MAX_RANGE);
     const logs = await provider.getLogs({ address: this.o.registry, fromBlock: cursor + 1, toBlock: to });
@@ -103,9 +111,40 @@ export class ChainScanner {
         );
         if (added) stored++;
       }
-      await store.advanceCursor(tx, CHAIN_CURSOR, to);
+      await store.advanceCursor(tx, cursorName, to);
     });
     return stored;
+  }
+
+  /** Opens (creates on first use) this registry's cursor; returns its position. */
+  private async openCursor(): Promise<number> {
+    const opened = await openChainCursor(this.o.store, this.o);
+    this.announce(opened);
+    this.cursorName = opened.name;
+    return opened.position;
+  }
+
+  /** One line for the operator when this instance created the registry's cursor (once per registry and database). */
+  private announce(c: OpenedCursor): void {
+    const where = { registry: this.o.registry, chainId: this.o.chainId, afterBlock: c.position };
+    if (c.origin === "unkeyed_cursor")
+      this.o.logger.info(
+        where,
+        "webhook events: continuing the previous (unkeyed) event cursor for this registry",
+      );
+    if (c.origin === "deployment_block" && c.ignoredUnkeyed === undefined)
+      this.o.logger.info(
+        where,
+        "webhook events: new registry, announcing its events from its deployment block",
+      );
+    // The database served another registry before, and nothing (a migration) said where this one's news
+    // starts: its history is announced, which is right for a new registry and wrong for a hand-made replay.
+    if (c.ignoredUnkeyed !== undefined)
+      this.o.logger.warn(
+        { ...where, earlierRegistryCursor: c.ignoredUnkeyed },
+        "webhook events: new registry, announcing its events from its deployment block (the event cursor of " +
+          "an earlier registry is left alone); if its accounts were copied onto it by hand, see docs/webhooks.md",
+      );
   }
 
   private async subscribers(

@@ -176,6 +176,7 @@ const Q = {
   readCursor: prepare("wh.readCursor", (db, a) =>
     db.selectFrom("webhook_cursors").select(["position"]).where("name", "=", a(0)),
   ),
+  /** Insert-or-nothing: of several instances creating one cursor at once, the first one's position stands. */
   initCursor: prepare("wh.initCursor", (db, a) =>
     db
       .insertInto("webhook_cursors")
@@ -462,6 +463,17 @@ export class WebhookStore {
   async cursor(name: string, initial: number): Promise<number> {
     await this.db.transaction((tx) => tx.run(Q.initCursor, [name, initial]));
     return Number((await this.db.first(Q.readCursor, [name]))!.position);
+  }
+
+  /** The cursor's position, or undefined when nobody created it yet. */
+  async cursorIfAny(name: string, on: Sql = this.db): Promise<number | undefined> {
+    const row = await on.first(Q.readCursor, [name]);
+    return row === undefined ? undefined : Number(row.position);
+  }
+
+  /** Creates the cursor at `position` unless it exists (then it is left as it is); true when this call created it. */
+  async createCursor(tx: Sql, name: string, position: number): Promise<boolean> {
+    return (await tx.run(Q.initCursor, [name, position])) === 1;
   }
 
   async advanceCursor(tx: Sql, name: string, position: number): Promise<void> {

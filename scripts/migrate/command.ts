@@ -7,7 +7,9 @@
  * change every key) → chain → read deployment.json → find or deploy the new registry continuing the old
  * one's PKP id domain behind the same forwarder, recorded in migration.json before any replay (so a re-run
  * resumes) → the library (scripts/migrate/migrate.ts), with a progress display → check every account again
- * → rewrite deployment.json to the new registry, keeping the old one as `previous_registry`.
+ * → start the new registry's webhook event cursor after the replay (webhookCursor.ts: subscribers are not
+ * told about the copies) → rewrite deployment.json to the new registry, keeping the old one as
+ * `previous_registry`.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -31,6 +33,7 @@ import { planAccount, type OldRegistry } from "./plan";
 import { MigrationProgress, type ProgressOutput } from "./progress";
 import { MIGRATION_FILE, readRecord, writeRecord, type MigrationRecord } from "./record";
 import { verifyAccount } from "./verify";
+import { startWebhookEventsAfterReplay } from "./webhookCursor";
 
 /** The layout this command migrates from (the library reads its events with the layout-2 ABI). */
 const FROM_VERSION = 2n;
@@ -235,6 +238,16 @@ async function migrateFolder(m: FolderMigration): Promise<void> {
   }
 
   await verifyAll(provider, old, rec.to_registry);
+  // Every replay write has its receipt by now and nothing else writes to the new registry during the
+  // migration (docs/contracts.md), so every log of it up to the head is the replay's.
+  rec.replay_end_block = await provider.getBlockNumber();
+  await startWebhookEventsAfterReplay({
+    dataDir: m.config.dataDir,
+    databaseUrl: process.env.SIGIL_DATABASE_URL || undefined,
+    chainId,
+    registry: rec.to_registry,
+    throughBlock: rec.replay_end_block,
+  });
   rec.finished_at = new Date().toISOString();
   writeRecord(m.recordFile, rec);
   writeDeployment(m.deploymentFile, {
@@ -302,6 +315,7 @@ function summary(
 ): string {
   const lines = [
     `Migrated ${total} account(s) from registry ${from} to ${record.to_registry}; ${deploymentFile} now names the new one.`,
+    `Webhooks: the copies are not announced; events of the new registry are sent from block ${record.replay_end_block! + 1} on.`,
   ];
   for (const o of outcomes) {
     if (o.awaitingAcceptance)

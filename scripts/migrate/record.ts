@@ -20,6 +20,8 @@ export interface MigrationRecord {
   forwarder: string;
   chain_id: number;
   started_at: string;
+  /** The head once every account was copied and checked: the new registry's webhook events start after it. */
+  replay_end_block?: number;
   finished_at?: string;
   state: MigrationState;
 }

@@ -282,8 +282,12 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
   });
 
   it("tells which owner must accept which account on the new registry", async () => {
-    const recorded = JSON.parse(fs.readFileSync(migrationFile(), "utf8")) as { to_registry: string };
+    const recorded = JSON.parse(fs.readFileSync(migrationFile(), "utf8")) as {
+      to_registry: string;
+      replay_end_block: number;
+    };
     expect(lastRun.stdout.split("\n").slice(1)).to.deep.equal([
+      `Webhooks: the copies are not announced; events of the new registry are sent from block ${recorded.replay_end_block + 1} on.`,
       `  account 3: its owner ${new Wallet(WALLET_KEY).address} must call acceptOwnership(3) on ${recorded.to_registry}`,
       "Start the service with npm start.",
       "",
