@@ -197,7 +197,9 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   // once): pins, spent sign-in nonces, signed-out wallet sessions.
   const ownFile = shared
     ? null
-    : (ensureSqlitePinsTable(db), ensureSqliteSiweTables(db), openEngine({ sqlitePath: "", sqliteHandle: db }));
+    : (ensureSqlitePinsTable(db),
+      ensureSqliteSiweTables(db),
+      openEngine({ sqlitePath: "", sqliteHandle: db }));
   const sessionLayer = shared ?? ownFile!;
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);

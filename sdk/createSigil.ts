@@ -193,7 +193,8 @@ export function createSigil(options: SigilOptions) {
      * ownerSession.ts). Forget the session afterwards as well.
      */
     signOut: () => {
-      if (!options.ownerSession) throw new TypeError("signOut ends an owner's wallet session; this client has none");
+      if (!options.ownerSession)
+        throw new TypeError("signOut ends an owner's wallet session; this client has none");
       return signOutOwnerSession((path, init) => post(path, init));
     },
 

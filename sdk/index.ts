@@ -44,12 +44,7 @@ export {
   type SiweFields,
   type SignInOptions,
 } from "./siwe";
-export {
-  ownerSessionAuth,
-  signOutOwnerSession,
-  type OwnerSession,
-  type SignOutResult,
-} from "./ownerSession";
+export { ownerSessionAuth, signOutOwnerSession, type OwnerSession, type SignOutResult } from "./ownerSession";
 export type {
   paths,
   components,

@@ -47,7 +47,10 @@ export interface SignOutResult {
  * another tab or on a shared machine) stops working too. The caller still forgets its own copy.
  */
 export function signOutOwnerSession(
-  post: (path: "/core/v1/auth/siwe/sign_out", init: { body: Record<string, never> }) => Promise<SignOutResult>,
+  post: (
+    path: "/core/v1/auth/siwe/sign_out",
+    init: { body: Record<string, never> },
+  ) => Promise<SignOutResult>,
 ): Promise<SignOutResult> {
   return post("/core/v1/auth/siwe/sign_out", { body: {} });
 }

@@ -70,7 +70,8 @@ abstract class RevocationTable {
   ) {}
 
   protected async insert(sessionKey: string, expiresAt: number): Promise<boolean> {
-    const params = this.db.kind === "postgres" ? [sessionKey, expiresAt] : [sessionKey, expiresAt, Date.now()];
+    const params =
+      this.db.kind === "postgres" ? [sessionKey, expiresAt] : [sessionKey, expiresAt, Date.now()];
     const rows = await this.db.exec(REVOKE[this.db.kind], params);
     return rows.length === 1;
   }
@@ -142,7 +143,8 @@ class CachedRevocations extends RevocationTable implements SessionRevocations {
       db_now_ms: number | string;
       changed: Array<[string, number | string]>;
     }>;
-    for (const [key, until] of row.changed) this.known.set(key, Math.max(Number(until), this.known.get(key) ?? 0));
+    for (const [key, until] of row.changed)
+      this.known.set(key, Math.max(Number(until), this.known.get(key) ?? 0));
     for (const [key, until] of this.known) if (until <= now) this.known.delete(key);
     this.dbNowMs = Number(row.db_now_ms);
     this.readAtMs = sentAtMs;

@@ -340,7 +340,9 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("revoked_ms", big, (c) => c.notNull()),
       );
       await run(db.schema.createIndex("siwe_revocations_expiry").on("siwe_revocations").column("expires_s"));
-      await run(db.schema.createIndex("siwe_revocations_changed").on("siwe_revocations").column("revoked_ms"));
+      await run(
+        db.schema.createIndex("siwe_revocations_changed").on("siwe_revocations").column("revoked_ms"),
+      );
     },
   },
 ];
