@@ -16,7 +16,7 @@
  *    The re-read asks for rows revoked since the previous one, by the database's own clock, with an
  *    overlap of OVERLAP_MS for an INSERT that took its timestamp before one re-read and committed after.
  */
-import type { DataLayer } from "../db";
+import { type DataLayer, prepare } from "../db";
 
 /** How old the in-memory copy may be before a request re-reads it (PostgreSQL). */
 export const REVOCATION_STALENESS_MS = 1_000;
@@ -47,7 +47,14 @@ const SWEEP = {
   postgres: "DELETE FROM siwe_revocations WHERE expires_s <= $1::bigint RETURNING 1",
   sqlite: "DELETE FROM siwe_revocations WHERE expires_s <= ? RETURNING 1",
 } as const;
-const IS_REVOKED_SQLITE = "SELECT 1 AS revoked FROM siwe_revocations WHERE session_key = ? AND expires_s > ?";
+/** Compiled once and kept as a prepared statement: this runs on every request of a session (SQLite). */
+const IS_REVOKED = prepare("siwe.isRevoked", (db, a) =>
+  db
+    .selectFrom("siwe_revocations")
+    .select("session_key")
+    .where("session_key", "=", a(0))
+    .where("expires_s", ">", a(1)),
+);
 /** One row always: the database's clock, and the live rows revoked since $1 (its clock, ms). */
 const CHANGED_SINCE_POSTGRES = `SELECT ${DB_NOW_MS} AS db_now_ms,
   COALESCE((SELECT json_agg(json_build_array(session_key, expires_s)) FROM siwe_revocations
@@ -98,7 +105,7 @@ class SqliteRevocations extends RevocationTable implements SessionRevocations {
   }
 
   async isRevoked(sessionKey: string, now: number): Promise<boolean> {
-    return (await this.db.exec(IS_REVOKED_SQLITE, [sessionKey, now])).length > 0;
+    return (await this.db.first(IS_REVOKED, [sessionKey, now])) !== undefined;
   }
 }
 
