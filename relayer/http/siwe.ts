@@ -6,9 +6,10 @@
  * page generated for this sign-in. Every API request is then an ordinary signed request
  * (relayer/http/signedRequest.ts) made by that session key, plus two headers carrying the SIWE message
  * (`Sigil-Siwe`, base64 of its UTF-8 bytes) and the owner's signature of it (`Sigil-Siwe-Signature`).
- * So the relayer keeps no session state: any instance checks any request, and what authorizes the
+ * So the relayer keeps no session table: any instance checks any request, and what authorizes the
  * request is (owner signed "this session key may read for me until T") + (the session key signed this
- * request). A captured SIWE message is useless without the session key.
+ * request). A captured SIWE message is useless without the session key. The one shared state is the
+ * list of signed-out session keys (relayer/cluster/siweRevocations.ts), which every request consults.
  *
  * Checks, cheapest first, each with its own 401 code:
  *  - the message parses as EIP-4361, version 1, with exactly one `urn:sigil:session-key:<address>`
