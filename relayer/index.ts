@@ -200,7 +200,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     : (ensureSqlitePinsTable(db),
       ensureSqliteSiweTables(db),
       openEngine({ sqlitePath: "", sqliteHandle: db }));
-  const sessionLayer = shared ?? ownFile!;
+  const stateLayer = shared ?? ownFile!;
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
@@ -224,7 +224,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
     // Shared: a quota holds across every instance. Alone: the relayer's own file (its handle, wrapped).
-    pins: new PinLedger(sessionLayer, cfg.limits.pinQuotaBytes),
+    pins: new PinLedger(stateLayer, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(
       enclave,
       cache,
@@ -247,10 +247,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
         isContract: async (address) => (await provider.getCode(address)) !== "0x",
         // A sign-in message opens one session in all; a signed-out session is refused by every instance.
-        nonces: new SharedSignInNonces(sessionLayer, (err) =>
+        nonces: new SharedSignInNonces(stateLayer, (err) =>
           logger.warn({ err: err.message }, "sweeping expired sign-in nonces failed"),
         ),
-        revocations: sessionRevocationsFor(sessionLayer, {
+        revocations: sessionRevocationsFor(stateLayer, {
           onSweepError: (err) => logger.warn({ err: err.message }, "sweeping expired sign-outs failed"),
         }),
       }),
