@@ -17,7 +17,7 @@ import { ApiError } from "./errors";
 import { accountMode, type AccountMode } from "./policy";
 import { type RateLimiter, takeInOrder } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
-import { siweHeaders, type SiweVerifier } from "./http/siwe";
+import { siweHeaders, type SignOutOutcome, type SiweSession, type SiweVerifier } from "./http/siwe";
 
 export interface Principal {
   accountId: string;
@@ -186,6 +186,8 @@ export class Authenticator {
         "siwe_invalid",
         `The request was signed by ${sessionKey}, not by the session key the sign-in message names (${session.sessionKey}).`,
       );
+    // Signed out (on any instance): refused before anything else is looked at.
+    await this.siwe.assertNotRevoked(session);
     if (!OWNER_SESSION_METHODS.has(method.toUpperCase()))
       throw new ApiError(
         403,
@@ -218,6 +220,33 @@ export class Authenticator {
     const session = await this.siwe.signIn(message, signature, host);
     const account = await this.cache.account(session.accountId);
     return { session, account, mode: accountMode(this.enclave, account) };
+  }
+
+  /**
+   * POST /core/v1/auth/siwe/sign_out: the session signs its own sign-out (a request signed by its session
+   * key, with the SIWE headers), so only whoever holds the session can end it. A session that already
+   * expired or was signed out is answered as such, not refused: the page forgets it either way.
+   */
+  async signOutOwnerSession(req: Request): Promise<{ session: SiweSession; outcome: SignOutOutcome }> {
+    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    const siwe = siweHeaders((name) => req.get(name));
+    if (!siwe || !this.signed || !isSignedRequest(req))
+      throw new ApiError(
+        401,
+        "siwe_invalid",
+        "Sign out as the session: a request signed by its session key (the Sigil-* signature headers) with Sigil-Siwe and Sigil-Siwe-Signature.",
+      );
+    const sessionKey = await this.signed.verifyRequest(req, rawBodyOf(req));
+    const host = req.get("host") ?? "";
+    const session = await this.siwe.verify(siwe.message, siwe.signature, host, { allowExpired: true });
+    if (session.sessionKey !== sessionKey)
+      throw new ApiError(
+        401,
+        "siwe_invalid",
+        `The request was signed by ${sessionKey}, not by the session key the sign-in message names (${session.sessionKey}).`,
+      );
+    await this.limits.perAccount.take(`a:${session.accountId}`, `account ${session.accountId}`);
+    return { session, outcome: await this.siwe.signOut(session) };
   }
 
   /** Middleware: any live key. */

@@ -217,6 +217,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "This sign-in message's nonce was already used to sign in.",
     fix: "Sign a new message with a fresh random nonce.",
   },
+  siwe_session_revoked: {
+    status: 401,
+    why: "This wallet session was signed out (POST /core/v1/auth/siwe/sign_out, on any instance): its session key is refused until the session would have expired (`details.session_key`).",
+    fix: "Sign in again with the wallet (a new message and a new session key).",
+  },
   // 403: you may not
   siwe_read_only: {
     status: 403,

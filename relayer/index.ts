@@ -28,6 +28,9 @@ import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer
 import { PinLedger, ensureSqlitePinsTable } from "./pins";
 import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
 import { SharedNonceStore } from "./cluster/sharedNonces";
+import { SharedSignInNonces } from "./cluster/siweNonces";
+import { sessionRevocationsFor } from "./cluster/siweRevocations";
+import { ensureSqliteSiweTables } from "./cluster/siweTables";
 import { openRelayerDb, ProfileStore } from "./store";
 import { Webhooks } from "./webhooks";
 
@@ -190,6 +193,14 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       (err) => logger.warn({ err: err.message }, "write-mark listener lost its connection; reconnecting"),
     );
   }
+  // Without PostgreSQL, what must survive a restart lives in the relayer's own file (its handle, wrapped
+  // once): pins, spent sign-in nonces, signed-out wallet sessions.
+  const ownFile = shared
+    ? null
+    : (ensureSqlitePinsTable(db),
+      ensureSqliteSiweTables(db),
+      openEngine({ sqlitePath: "", sqliteHandle: db }));
+  const stateLayer = shared ?? ownFile!;
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   const ctx: RelayerContext = {
@@ -213,10 +224,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     idempotency: new IdempotencyStore(shared ?? db, enclave),
     profiles: new ProfileStore(db),
     // Shared: a quota holds across every instance. Alone: the relayer's own file (its handle, wrapped).
-    pins: new PinLedger(
-      shared ?? (ensureSqlitePinsTable(db), openEngine({ sqlitePath: "", sqliteHandle: db })),
-      cfg.limits.pinQuotaBytes,
-    ),
+    pins: new PinLedger(stateLayer, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(
       enclave,
       cache,
@@ -238,6 +246,13 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         chainId,
         accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
         isContract: async (address) => (await provider.getCode(address)) !== "0x",
+        // A sign-in message opens one session in all; a signed-out session is refused by every instance.
+        nonces: new SharedSignInNonces(stateLayer, (err) =>
+          logger.warn({ err: err.message }, "sweeping expired sign-in nonces failed"),
+        ),
+        revocations: sessionRevocationsFor(stateLayer, {
+          onSweepError: (err) => logger.warn({ err: err.message }, "sweeping expired sign-outs failed"),
+        }),
       }),
     ),
     newAccountLimit: limiter("new_account_ip", cfg.rateLimits.newAccountPerIpPerHour, 60 * MINUTE),

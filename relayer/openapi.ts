@@ -145,6 +145,7 @@ function op(o: Op) {
           "siwe_not_owner",
           "siwe_owner_is_contract",
           "siwe_read_only",
+          "siwe_session_revoked",
           // Authentication reads the permission cache, which needs the chain until it has synced.
           "chain_unavailable",
         ];
@@ -1122,6 +1123,20 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "rate_limited",
             "chain_unavailable",
           ],
+        }),
+      },
+      "/core/v1/auth/siwe/sign_out": {
+        post: op({
+          summary:
+            "Ends the wallet session that signs this request (signed by its session key, with Sigil-Siwe and Sigil-Siwe-Signature): every instance refuses it from then on (siwe_session_revoked), until it would have expired. status: signed_out, already_signed_out (a second sign-out) or expired (nothing left to end). The body is empty or {}.",
+          body: { type: "object", additionalProperties: false, properties: {} },
+          ok: out({
+            status: { type: "string", enum: ["signed_out", "already_signed_out", "expired"] },
+            account_id: int(),
+            session_key: address,
+            expires_at: int("Unix seconds: when the session would have expired"),
+          }),
+          errors: [...BODY_ERRORS, "invalid_request", "unknown_field", "database_unavailable"],
         }),
       },
       "/core/v1/openapi.json": {

@@ -9,7 +9,7 @@ import type { Wallet } from "ethers";
 import { keyKind, usageKeyWallet } from "./keys";
 import { paginate } from "./paginate";
 import { bearerAuth, signedAuth, type Deployment } from "./signRequest";
-import { ownerSessionAuth, type OwnerSession } from "./ownerSession";
+import { ownerSessionAuth, signOutOwnerSession, type OwnerSession } from "./ownerSession";
 import { createTransport, type RetryOptions } from "./transport";
 import type {
   Answer,
@@ -187,6 +187,16 @@ export function createSigil(options: SigilOptions) {
       post: post as (path: string, init?: unknown) => Promise<unknown>,
       delete: del as (path: string, init?: unknown) => Promise<unknown>,
     }),
+
+    /**
+     * An owner's wallet session only: ends it on the service (every instance refuses it afterwards;
+     * ownerSession.ts). Forget the session afterwards as well.
+     */
+    signOut: () => {
+      if (!options.ownerSession)
+        throw new TypeError("signOut ends an owner's wallet session; this client has none");
+      return signOutOwnerSession((path, init) => post(path, init));
+    },
 
     /** Runs an action: its `response`, `logs`, `has_error` (and `error`), `execution_ms`, `charged_cents`. */
     execute,

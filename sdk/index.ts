@@ -44,7 +44,7 @@ export {
   type SiweFields,
   type SignInOptions,
 } from "./siwe";
-export { ownerSessionAuth, type OwnerSession } from "./ownerSession";
+export { ownerSessionAuth, signOutOwnerSession, type OwnerSession, type SignOutResult } from "./ownerSession";
 export type {
   paths,
   components,

@@ -1,6 +1,6 @@
 /**
- * An owner's wallet session (sdk/siwe.ts): what it holds and how it authenticates a request. The
- * usage-key signing in signRequest.ts is reused unchanged; the session adds two headers.
+ * An owner's wallet session (sdk/siwe.ts): what it holds, how it authenticates a request, and how it
+ * ends. The usage-key signing in signRequest.ts is reused unchanged; the session adds two headers.
  */
 import { Wallet } from "ethers";
 import { signRequest, type Deployment } from "./signRequest";
@@ -30,6 +30,29 @@ export function ownerSessionAuth(session: OwnerSession, deployment: () => Promis
       return { ...signRequest(key, await deployment(), method, pathAndQuery, body), ...siwe };
     },
   };
+}
+
+/** What the service answers to a sign-out: `status` says whether it ended the session now. */
+export interface SignOutResult {
+  /** signed_out: ended now; already_signed_out: ended before; expired: nothing was left to end. */
+  status: "signed_out" | "already_signed_out" | "expired";
+  account_id: number;
+  session_key: string;
+  expires_at: number;
+}
+
+/**
+ * Ends the session on the service (POST /core/v1/auth/siwe/sign_out, signed by the session itself): from
+ * then on every instance refuses the session, so a copy of it (the message and the session key left in
+ * another tab or on a shared machine) stops working too. The caller still forgets its own copy.
+ */
+export function signOutOwnerSession(
+  post: (
+    path: "/core/v1/auth/siwe/sign_out",
+    init: { body: Record<string, never> },
+  ) => Promise<SignOutResult>,
+): Promise<SignOutResult> {
+  return post("/core/v1/auth/siwe/sign_out", { body: {} });
 }
 
 /** Base64 of a string's UTF-8 bytes, in Node and in browsers alike (no Buffer in a page). */

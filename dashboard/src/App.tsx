@@ -77,7 +77,10 @@ export function App() {
     saveKey(k);
     setKey(k);
   };
-  const signOut = () => {
+  const signOut = async () => {
+    // A wallet session is ended on the service first, so a copy of it (another tab, a shared machine)
+    // stops working too; the tab forgets it whatever the answer (an expired session has nothing to end).
+    if (session?.kind === "owner") await session.sigil.signOut().catch(() => undefined);
     forgetKey();
     setKey(null);
     setOwnerSession(null);
@@ -133,7 +136,7 @@ export function App() {
         </span>
         <span className="spacer" />
         {themeButton}
-        <button type="button" className="small" onClick={signOut}>
+        <button type="button" className="small" onClick={() => void signOut()}>
           Sign out
         </button>
       </header>

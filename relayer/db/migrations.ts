@@ -353,6 +353,39 @@ export const MIGRATIONS: readonly Migration[] = [
       await run("ALTER TABLE execution_leases SET UNLOGGED");
     },
   },
+  {
+    version: 9,
+    description: "wallet sign-in: spent sign-in nonces and signed-out sessions, shared by every instance",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // Nonces of sign-in messages (POST /core/v1/auth/siwe), until the message expires (unix seconds):
+      // a sign-in message is accepted once across every instance (relayer/cluster/siweNonces.ts).
+      await run(
+        db.schema
+          .createTable("siwe_nonces")
+          .addColumn("owner", "text", (c) => c.notNull())
+          .addColumn("nonce", "text", (c) => c.notNull())
+          .addColumn("expires_s", big, (c) => c.notNull())
+          .addPrimaryKeyConstraint("siwe_nonces_pk", ["owner", "nonce"]),
+      );
+      await run(db.schema.createIndex("siwe_nonces_expiry").on("siwe_nonces").column("expires_s"));
+      // Signed-out sessions by session key, until the session would have expired (unix seconds).
+      // revoked_ms (the database's clock on PostgreSQL) is what other instances re-read since
+      // (relayer/cluster/siweRevocations.ts). Logged, unlike signed_nonces: a sign-out must survive a
+      // crash of the database, and sign-outs are rare.
+      await run(
+        db.schema
+          .createTable("siwe_revocations")
+          .addColumn("session_key", "text", (c) => c.primaryKey())
+          .addColumn("expires_s", big, (c) => c.notNull())
+          .addColumn("revoked_ms", big, (c) => c.notNull()),
+      );
+      await run(db.schema.createIndex("siwe_revocations_expiry").on("siwe_revocations").column("expires_s"));
+      await run(
+        db.schema.createIndex("siwe_revocations_changed").on("siwe_revocations").column("revoked_ms"),
+      );
+    },
+  },
 ];
 
 /**

@@ -115,4 +115,8 @@ export interface Schema {
   write_marks: { scope: string; block: number };
   /** Shared signed-request nonces (PostgreSQL only), until `expires_s` (unix seconds). */
   signed_nonces: { key_address: string; nonce: string; expires_s: number };
+  /** Spent wallet sign-in nonces (migration 9), until the message's expiry `expires_s` (unix seconds). */
+  siwe_nonces: { owner: string; nonce: string; expires_s: number };
+  /** Signed-out wallet sessions by session key (migration 9), until the session's expiry (unix seconds). */
+  siwe_revocations: { session_key: string; expires_s: number; revoked_ms: number };
 }

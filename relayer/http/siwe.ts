@@ -6,9 +6,10 @@
  * page generated for this sign-in. Every API request is then an ordinary signed request
  * (relayer/http/signedRequest.ts) made by that session key, plus two headers carrying the SIWE message
  * (`Sigil-Siwe`, base64 of its UTF-8 bytes) and the owner's signature of it (`Sigil-Siwe-Signature`).
- * So the relayer keeps no session state: any instance checks any request, and what authorizes the
+ * So the relayer keeps no session table: any instance checks any request, and what authorizes the
  * request is (owner signed "this session key may read for me until T") + (the session key signed this
- * request). A captured SIWE message is useless without the session key.
+ * request). A captured SIWE message is useless without the session key. The one shared state is the
+ * list of signed-out session keys (relayer/cluster/siweRevocations.ts), which every request consults.
  *
  * Checks, cheapest first, each with its own 401 code:
  *  - the message parses as EIP-4361, version 1, with exactly one `urn:sigil:session-key:<address>`
@@ -23,10 +24,14 @@
  *    (a Safe cannot sign this way), siwe_owner_is_contract, else siwe_invalid;
  *  - that address is the on-chain owner of an account (siwe_not_owner).
  * The sign-in call (POST /core/v1/auth/siwe) also refuses a nonce already used to sign in
- * (siwe_nonce_replayed). Per request, the request's own Sigil-Nonce is the replay guard.
+ * (siwe_nonce_replayed), on any instance: nonces are spent in the data layer (relayer/cluster/siweNonces.ts).
+ * Per request, the request's own Sigil-Nonce is the replay guard, and a session whose key was signed out
+ * (POST /core/v1/auth/siwe/sign_out) is refused (siwe_session_revoked; relayer/cluster/siweRevocations.ts).
  */
 import { createHash } from "node:crypto";
 import { getAddress } from "ethers";
+import type { SessionRevocations } from "../cluster/siweRevocations";
+import type { SignInNonces } from "../cluster/siweNonces";
 import { ApiError } from "../errors";
 import { personalMessageDigest, recoverAddress } from "./ethSignatures";
 
@@ -158,36 +163,49 @@ export interface SiweVerifierOptions {
   now?: () => number;
   /** Verified messages kept (bounded); a session signs many requests with the same message. */
   maxRemembered?: number;
+  /** Where sign-in nonces are spent (the data layer); absent: in this process only. */
+  nonces?: SignInNonces;
+  /** Signed-out sessions (the data layer); absent: nothing is revoked and sign-out fails (benches only). */
+  revocations?: SessionRevocations;
 }
+
+/** What POST /core/v1/auth/siwe/sign_out did: ended the session now, or found it already ended. */
+export type SignOutOutcome = "signed_out" | "already_signed_out" | "expired";
 
 export class SiweVerifier {
   private readonly now: () => number;
   private readonly maxRemembered: number;
   /** sha256(message ‖ signature) → its verified session: per request, only the expiry is re-checked. */
   private readonly verified = new Map<string, SiweSession>();
-  /** `owner:nonce` → expiry of nonces used to sign in (this process). */
-  private readonly usedNonces = new Map<string, number>();
+  private readonly nonces: SignInNonces;
 
   constructor(private readonly o: SiweVerifierOptions) {
     this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
     this.maxRemembered = o.maxRemembered ?? 100_000;
+    this.nonces = o.nonces ?? new InProcessNonces(this.maxRemembered);
   }
 
   /**
    * Checks a SIWE message and its signature for a request sent to `host`. Used by every request of a
-   * session; the expensive part (recovery, the owner lookup) runs once per message.
+   * session; the expensive part (recovery, the owner lookup) runs once per message. `allowExpired`
+   * (sign-out only): a message past its Expiration Time is still checked in full, and answered.
    */
-  async verify(messageText: string, signature: string, host: string): Promise<SiweSession> {
+  async verify(
+    messageText: string,
+    signature: string,
+    host: string,
+    opts: { allowExpired?: boolean } = {},
+  ): Promise<SiweSession> {
     const memo = createHash("sha256").update(messageText).update("\0").update(signature).digest("hex");
     const known = this.verified.get(memo);
     if (known) {
       // Domain and time are re-checked: they depend on the request, not on the message alone.
       const m = parseSiweMessage(messageText);
-      this.checkRequestBound(m, host);
+      this.checkRequestBound(m, host, opts.allowExpired === true);
       return known;
     }
     const m = parseSiweMessage(messageText);
-    const session = this.checkMessage(m, host);
+    const session = this.checkMessage(m, host, opts.allowExpired === true);
     if (!/^0x[0-9a-fA-F]{130}$/.test(signature))
       throw invalid("The sign-in signature must be 0x + 65 bytes (r ‖ s ‖ v) in hex.");
     const signer = recoverAddress(personalMessageDigest(messageText), signature);
@@ -214,27 +232,48 @@ export class SiweVerifier {
     return out;
   }
 
-  /** Sign-in: verify, and refuse a nonce that already opened a session here. */
+  /** Sign-in: verify, and refuse a nonce that already opened a session (on any instance). */
   async signIn(messageText: string, signature: string, host: string): Promise<SiweSession> {
     const session = await this.verify(messageText, signature, host);
-    const entry = `${session.owner}:${session.nonce}`;
-    const now = this.now();
-    for (const [k, until] of this.usedNonces) if (until < now) this.usedNonces.delete(k);
-    if (this.usedNonces.has(entry))
+    if (!(await this.nonces.claim(session.owner, session.nonce, session.expiresAt, this.now())))
       throw new ApiError(
         401,
         "siwe_nonce_replayed",
         "This sign-in message's nonce was already used to sign in; sign a new message.",
       );
-    if (this.usedNonces.size >= this.maxRemembered)
-      throw new ApiError(429, "rate_limited", "Too many sign-ins right now; retry shortly.", {
-        retryAfter: 5,
-      });
-    this.usedNonces.set(entry, session.expiresAt);
     return session;
   }
 
-  private checkMessage(m: SiweMessage, host: string): Omit<SiweSession, "owner" | "accountId"> {
+  /** Refuses a session whose key was signed out (every request of a session runs this). */
+  async assertNotRevoked(session: SiweSession): Promise<void> {
+    if (this.o.revocations && (await this.o.revocations.isRevoked(session.sessionKey, this.now())))
+      throw new ApiError(
+        401,
+        "siwe_session_revoked",
+        "This wallet session was signed out; sign in again with the wallet.",
+        { details: { session_key: session.sessionKey } },
+      );
+  }
+
+  /**
+   * Ends a verified session: its key is refused from now on, on every instance, until the session would
+   * have expired. Signing out twice, or after the session expired, is not an error (there is nothing
+   * left to end), so a page can always sign out and forget its session.
+   */
+  async signOut(session: SiweSession): Promise<SignOutOutcome> {
+    const now = this.now();
+    if (now >= session.expiresAt) return "expired";
+    // Every relayer is built with a store (relayer/index.ts); only a bare verifier (benches) lacks one.
+    if (!this.o.revocations) throw new Error("this SiweVerifier was built without a revocation store");
+    const fresh = await this.o.revocations.revoke(session.sessionKey, session.expiresAt, now);
+    return fresh ? "signed_out" : "already_signed_out";
+  }
+
+  private checkMessage(
+    m: SiweMessage,
+    host: string,
+    allowExpired: boolean,
+  ): Omit<SiweSession, "owner" | "accountId"> {
     if (m.version !== "1") throw invalid(`The sign-in message's Version is ${m.version}; only 1 exists.`);
     if (!/^[A-Za-z0-9]{16,}$/.test(m.nonce))
       throw invalid("The sign-in message's Nonce must be at least 16 letters and digits.");
@@ -251,12 +290,12 @@ export class SiweVerifier {
       throw invalid(
         `The sign-in message is valid for ${expiresAt - issuedAt} s; at most ${SIWE_MAX_LIFETIME_SECONDS} s.`,
       );
-    this.checkRequestBound(m, host);
+    this.checkRequestBound(m, host, allowExpired);
     return { sessionKey: getAddress(sessionKey), expiresAt, nonce: m.nonce };
   }
 
   /** The checks that depend on where and when the message is used. */
-  private checkRequestBound(m: SiweMessage, host: string): void {
+  private checkRequestBound(m: SiweMessage, host: string, allowExpired = false): void {
     let uriHost: string | null = null;
     try {
       uriHost = new URL(m.uri).host;
@@ -287,7 +326,7 @@ export class SiweVerifier {
         "siwe_expired",
         "The sign-in message is not valid yet (Issued At / Not Before).",
       );
-    if (now >= expiresAt)
+    if (now >= expiresAt && !allowExpired)
       throw new ApiError(
         401,
         "siwe_expired",
@@ -303,6 +342,25 @@ export class SiweVerifier {
       if (this.verified.size >= this.maxRemembered) this.verified.clear();
     }
     this.verified.set(memo, session);
+  }
+}
+
+/** Sign-in nonces remembered in this process (a verifier built without the data layer: tests, benches). */
+class InProcessNonces implements SignInNonces {
+  /** `owner:nonce` → expiry. */
+  private readonly used = new Map<string, number>();
+  constructor(private readonly max: number) {}
+
+  async claim(owner: string, nonce: string, expiresAt: number, now: number): Promise<boolean> {
+    for (const [k, until] of this.used) if (until <= now) this.used.delete(k);
+    const entry = `${owner}:${nonce}`;
+    if (this.used.has(entry)) return false;
+    if (this.used.size >= this.max)
+      throw new ApiError(429, "rate_limited", "Too many sign-ins right now; retry shortly.", {
+        retryAfter: 5,
+      });
+    this.used.set(entry, expiresAt);
+    return true;
   }
 }
 

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { Wallet } from "ethers";
 import type { Browser, Page } from "playwright-core";
-import { createSigil, isSigilError } from "sigil/sdk";
+import { createSigil, isSigilError, type OwnerSession } from "sigil/sdk";
 import { createBilling, SimulatedProcessor } from "../../relayer/billing";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
 import { registryInterface } from "../../scripts/safe/lib/registryCalls";
@@ -177,5 +177,21 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
       (e: unknown) => e,
     );
     expect(isSigilError(err) && [err.status, err.code]).to.deep.equal([401, "unknown_api_key"]);
+  });
+
+  it("signs out: the tab forgets the session and the service refuses a copy of it (401 siwe_session_revoked)", async () => {
+    const { page } = tab;
+    // A copy of the tab's session, as someone on a shared machine could take it before sign-out.
+    const stored = (await page.evaluate('sessionStorage.getItem("sigil.session.owner")')) as string;
+    const copy = createSigil({ baseUrl: stack.url, ownerSession: JSON.parse(stored) as OwnerSession });
+    expect((await copy.account()).account_id).to.equal(account.accountId);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in with wallet" }).waitFor();
+    expect(await page.evaluate("sessionStorage.length")).to.equal(0);
+    const err = await copy.account().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(isSigilError(err) && [err.status, err.code]).to.deep.equal([401, "siwe_session_revoked"]);
   });
 });

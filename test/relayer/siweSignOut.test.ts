@@ -1,0 +1,295 @@
+/**
+ * Wallet sign-out (POST /core/v1/auth/siwe/sign_out) on the real stack: anvil, the registry, the relayer
+ * with its SQLite file, and two instances sharing an embedded PostgreSQL. A signed-out session is
+ * refused on its next request (401 siwe_session_revoked), by the instance that signed it out and by any
+ * other; a sign-in message is accepted once across instances. Requests go through node:http so that
+ * both instances can be addressed under one host name, as a load balancer in front of them would be
+ * (a SIWE message is bound to the host it was signed for).
+ */
+import Database from "better-sqlite3";
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as os from "node:os";
+import * as path from "node:path";
+import { randomBytes } from "node:crypto";
+import { expect } from "chai";
+import { Wallet } from "ethers";
+import { startRelayer, type RunningRelayer } from "../../relayer";
+import { REVOCATION_STALENESS_MS } from "../../relayer/cluster/siweRevocations";
+import { createSigil, isSigilError, signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk";
+import { encodeRegistryCall } from "../../scripts/safe/lib";
+import { DEV_KEYS } from "../helpers/anvil";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
+import { OPERATOR_HEADERS, setupAccount, startStack, type Stack } from "../helpers/stack";
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+const OWNER_KEY = DEV_KEYS[4];
+const owner = new Wallet(OWNER_KEY);
+
+interface Session {
+  message: string;
+  signature: string;
+  key: Wallet;
+}
+
+/** One request to `baseUrl`, sent as if to `host` (the Host header the SIWE message is bound to). */
+function send(
+  baseUrl: string,
+  host: string,
+  method: string,
+  route: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: Json }> {
+  const url = new URL(baseUrl + route);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { hostname: url.hostname, port: url.port, path: url.pathname, method, headers: { ...headers, host } },
+      (res) => {
+        let text = "";
+        res.on("data", (c) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Waits until the relayer at `baseUrl` has applied `block` (the owner's acceptance reaches it by its poll). */
+async function waitForBlock(baseUrl: string, block: number): Promise<void> {
+  for (;;) {
+    const r = await fetch(`${baseUrl}/health`, { headers: OPERATOR_HEADERS });
+    const health = (await r.json()) as { cache: { last_processed_block: number } };
+    if (health.cache.last_processed_block >= block) return;
+    await new Promise((done) => setTimeout(done, 20));
+  }
+}
+
+/** Makes an account owned by OWNER (transferred, then accepted on chain) and waits for the relayers. */
+async function ownedAccount(s: Stack, urls: string[] = [s.url]): Promise<number> {
+  const a = await setupAccount(s);
+  const t = await s.api("POST", "/core/v1/account/transfer_ownership", {
+    key: a.accountKey,
+    body: { new_owner: owner.address },
+  });
+  expect(t.status).to.equal(200);
+  const tx = await new Wallet(OWNER_KEY, s.provider).sendTransaction({
+    to: s.deployment.registry,
+    data: encodeRegistryCall({ op: "accept-ownership", accountId: a.accountId }).data,
+  });
+  const receipt = await tx.wait();
+  for (const url of urls) await waitForBlock(url, receipt!.blockNumber);
+  return a.accountId;
+}
+
+/** Talks to one or more instances under one host, as the owner's page would. */
+function client(s: Stack, host: string) {
+  const chainId = 31337;
+  const registryAddress = s.deployment.registry;
+
+  async function session(lifetime: { issuedAgo?: number; seconds?: number } = {}): Promise<Session> {
+    const key = new Wallet(Wallet.createRandom().privateKey);
+    const issuedMs = (Math.floor(Date.now() / 1000) - (lifetime.issuedAgo ?? 0)) * 1000;
+    const message = siweMessage({
+      domain: host,
+      address: owner.address,
+      statement: "Sign in to Sigil.",
+      uri: `http://${host}`,
+      chainId,
+      nonce: randomBytes(16).toString("hex"),
+      issuedAt: new Date(issuedMs),
+      expirationTime: new Date(issuedMs + (lifetime.seconds ?? 600) * 1000),
+      resources: [SESSION_KEY_RESOURCE + key.address],
+    });
+    return { message, signature: await owner.signMessage(message), key };
+  }
+
+  const signIn = (baseUrl: string, x: Session) =>
+    send(
+      baseUrl,
+      host,
+      "POST",
+      "/core/v1/auth/siwe",
+      { "content-type": "application/json" },
+      JSON.stringify({ message: x.message, signature: x.signature }),
+    );
+
+  /** A request signed by `signer` (the session key unless said otherwise) with the session's headers. */
+  function asSession(baseUrl: string, x: Session, method: string, route: string, signer = x.key) {
+    const body = method === "POST" ? "{}" : "";
+    const headers: Record<string, string> = {
+      ...signRequest(signer, { chainId, registryAddress }, method, route, new TextEncoder().encode(body)),
+      "sigil-siwe": Buffer.from(x.message, "utf8").toString("base64"),
+      "sigil-siwe-signature": x.signature,
+    };
+    if (body) headers["content-type"] = "application/json";
+    return send(baseUrl, host, method, route, headers, body || undefined);
+  }
+
+  return {
+    session,
+    signIn,
+    read: (baseUrl: string, x: Session) => asSession(baseUrl, x, "GET", "/core/v1/account"),
+    signOut: (baseUrl: string, x: Session, signer?: Wallet) =>
+      asSession(baseUrl, x, "POST", "/core/v1/auth/siwe/sign_out", signer),
+  };
+}
+
+const codeOf = (r: { status: number; body: Json }) => [r.status, r.body?.error?.code ?? r.body?.status];
+
+describe("wallet sign-out: a signed-out session is refused (one instance, SQLite)", function () {
+  this.timeout(180_000);
+  let s: Stack;
+  let host: string;
+  let c: ReturnType<typeof client>;
+  let accountId: number;
+
+  before(async () => {
+    s = await startStack();
+    host = new URL(s.url).host;
+    c = client(s, host);
+    accountId = await ownedAccount(s);
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  it("a signed-out session gets 401 siwe_session_revoked on its next request", async () => {
+    const x = await c.session();
+    expect(codeOf(await c.signIn(s.url, x))).to.deep.equal([200, undefined]);
+    expect((await c.read(s.url, x)).status).to.equal(200);
+    const out = await c.signOut(s.url, x);
+    expect(out).to.deep.equal({
+      status: 200,
+      body: {
+        status: "signed_out",
+        account_id: accountId,
+        session_key: x.key.address,
+        expires_at: Math.floor(Date.parse(/Expiration Time: (.*)/.exec(x.message)![1]) / 1000),
+      },
+    });
+    const r = await c.read(s.url, x);
+    expect(r.body.error).to.include({ code: "siwe_session_revoked" });
+    expect([r.status, r.body.error.details]).to.deep.equal([401, { session_key: x.key.address }]);
+  });
+
+  it("signing out twice answers already_signed_out", async () => {
+    const x = await c.session();
+    expect(codeOf(await c.signOut(s.url, x))).to.deep.equal([200, "signed_out"]);
+    expect(codeOf(await c.signOut(s.url, x))).to.deep.equal([200, "already_signed_out"]);
+  });
+
+  it("signing out an expired session answers expired and records nothing", async () => {
+    const x = await c.session({ issuedAgo: 120, seconds: 60 });
+    expect(codeOf(await c.signOut(s.url, x))).to.deep.equal([200, "expired"]);
+    expect(codeOf(await c.read(s.url, x))).to.deep.equal([401, "siwe_expired"]);
+    const file = new Database(path.join(s.dataDir, "relayer.sqlite"), { readonly: true });
+    try {
+      const row = file.prepare("SELECT 1 FROM siwe_revocations WHERE session_key = ?").get(x.key.address);
+      expect(row).to.equal(undefined);
+    } finally {
+      file.close();
+    }
+  });
+
+  it("a sign-out signed by another key than the session's: 401 siwe_invalid, the session lives on", async () => {
+    const x = await c.session();
+    const other = new Wallet(Wallet.createRandom().privateKey);
+    expect(codeOf(await c.signOut(s.url, x, other))).to.deep.equal([401, "siwe_invalid"]);
+    expect((await c.read(s.url, x)).status).to.equal(200);
+  });
+
+  it("a sign-out without the SIWE headers: 401 siwe_invalid", async () => {
+    const r = await send(
+      s.url,
+      host,
+      "POST",
+      "/core/v1/auth/siwe/sign_out",
+      { "content-type": "application/json" },
+      "{}",
+    );
+    expect(codeOf(r)).to.deep.equal([401, "siwe_invalid"]);
+  });
+
+  it("a sign-out survives a restart of the relayer (kept in its SQLite file)", async () => {
+    const x = await c.session();
+    expect(codeOf(await c.signOut(s.url, x))).to.deep.equal([200, "signed_out"]);
+    await s.restartRelayer();
+    expect(codeOf(await c.read(s.url, x))).to.deep.equal([401, "siwe_session_revoked"]);
+  });
+
+  it("the SDK's signOut ends the session: the same client then gets siwe_session_revoked", async () => {
+    const x = await c.session();
+    const sigil = createSigil({
+      baseUrl: s.url,
+      ownerSession: {
+        sessionKey: x.key.privateKey,
+        message: x.message,
+        signature: x.signature,
+        owner: owner.address,
+        accountId,
+        expiresAt: Math.floor(Date.now() / 1000) + 600,
+      },
+    });
+    expect((await sigil.account()).account_id).to.equal(accountId);
+    expect((await sigil.signOut()).status).to.equal("signed_out");
+    const err = await sigil.account().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(isSigilError(err) && [err.status, err.code]).to.deep.equal([401, "siwe_session_revoked"]);
+  });
+});
+
+describeOnPostgres("wallet sign-out and sign-in nonces across two instances sharing PostgreSQL", function () {
+  this.timeout(180_000);
+  let s: Stack;
+  let second: RunningRelayer;
+  let one: string;
+  let two: string;
+  let c: ReturnType<typeof client>;
+
+  before(async () => {
+    s = await startStack({ databaseUrl: await freshDatabaseUrl() });
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-2-"));
+    second = await startRelayer({ ...s.relayerOptions, dataDir, port: 0 });
+    one = s.url;
+    two = second.url;
+    // One host for both, as behind a load balancer.
+    c = client(s, new URL(one).host);
+    await ownedAccount(s, [one, two]);
+  });
+  after(async () => {
+    await second?.close();
+    await s?.close();
+  });
+
+  it("a session signed out on instance 1 is refused by instance 1 at once", async () => {
+    const x = await c.session();
+    expect((await c.read(one, x)).status).to.equal(200);
+    expect(codeOf(await c.signOut(one, x))).to.deep.equal([200, "signed_out"]);
+    expect(codeOf(await c.read(one, x))).to.deep.equal([401, "siwe_session_revoked"]);
+  });
+
+  it("a session signed out on instance 1 is refused by instance 2 once its copy is older than the bound", async () => {
+    const x = await c.session();
+    // Instance 2 has served the session, so it holds a fresh copy of the revocations without this one.
+    expect((await c.read(two, x)).status).to.equal(200);
+    expect(codeOf(await c.signOut(one, x))).to.deep.equal([200, "signed_out"]);
+    await new Promise((r) => setTimeout(r, REVOCATION_STALENESS_MS + 100));
+    expect(codeOf(await c.read(two, x))).to.deep.equal([401, "siwe_session_revoked"]);
+  });
+
+  it("signing out on instance 2 a session signed out on instance 1 answers already_signed_out", async () => {
+    const x = await c.session();
+    expect(codeOf(await c.signOut(one, x))).to.deep.equal([200, "signed_out"]);
+    expect(codeOf(await c.signOut(two, x))).to.deep.equal([200, "already_signed_out"]);
+  });
+
+  it("a sign-in message accepted by instance 1 and replayed to instance 2: 401 siwe_nonce_replayed", async () => {
+    const x = await c.session();
+    expect((await c.signIn(one, x)).status).to.equal(200);
+    expect(codeOf(await c.signIn(two, x))).to.deep.equal([401, "siwe_nonce_replayed"]);
+  });
+});
