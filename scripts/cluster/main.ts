@@ -18,7 +18,6 @@ import { devRootKeyWarning } from "../start/banner";
 import { clusterBanner } from "./banner";
 import { ensureCompiled } from "../start/contractsBuild";
 
-
 export class UsageError extends Error {}
 
 export interface ClusterFlags {
