@@ -22,13 +22,28 @@ import {
   type WriteCatchUp,
 } from "../../relayer/billing";
 import { auditWriteCharges, type AuditReport } from "../../relayer/billing/audit";
-import { readCursor } from "../../relayer/billing/catchUp";
+import { readCursor, type WriteCatchUpOptions } from "../../relayer/billing/catchUp";
 import { encodeExecuteBatch, type SignedForwardRequest } from "../../relayer/chain/batch";
 import { forwarderInterface, registryInterface } from "../../relayer/chain/abi";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { balanceOf, newAccount, startBilledStack, type BilledStack } from "./support";
 
 const DOMAIN_NAME = "SigilForwarder";
+
+/** A catch-up over the stack's whole chain, run by hand: no confirmations, no settling, no timer. */
+function wholeChainCatchUp(b: BilledStack, gasWallets: string[]): WriteCatchUpOptions {
+  return {
+    rpc: b.s.provider,
+    chainId: 31337,
+    registry: b.s.deployment.registry,
+    forwarder: b.s.deployment.forwarder,
+    deployBlock: b.s.deployment.deployBlock,
+    confirmations: 0,
+    gasWallets,
+    settleMs: 0,
+    everyMs: 0,
+  };
+}
 
 describe("billing: the write catch-up charges writes whose charge was lost", function () {
   this.timeout(180_000);
@@ -47,18 +62,7 @@ describe("billing: the write catch-up charges writes whose charge was lost", fun
     await b?.close();
   });
 
-  const catchUp = (): WriteCatchUp =>
-    b.billing.writeCatchUp({
-      rpc: b.s.provider,
-      chainId: 31337,
-      registry: b.s.deployment.registry,
-      forwarder: b.s.deployment.forwarder,
-      deployBlock: b.s.deployment.deployBlock,
-      confirmations: 0,
-      gasWallets,
-      settleMs: 0,
-      everyMs: 0,
-    });
+  const catchUp = (): WriteCatchUp => b.billing.writeCatchUp(wholeChainCatchUp(b, gasWallets));
 
   const audit = (otherWallets: string[] = [], fromBlock = b.s.deployment.deployBlock): Promise<AuditReport> =>
     auditWriteCharges({
@@ -285,19 +289,7 @@ describe("billing: the write catch-up charges writes whose charge was lost", fun
     const reopened = await createBilling({ dbPath: b.ledgerPath, processor: new SimulatedProcessor() });
     try {
       expect(await readCursor(reopened.db, scope)).to.equal(head + 1);
-      const again = await reopened
-        .writeCatchUp({
-          rpc: b.s.provider,
-          chainId: 31337,
-          registry: b.s.deployment.registry,
-          forwarder: b.s.deployment.forwarder,
-          deployBlock: b.s.deployment.deployBlock,
-          confirmations: 0,
-          gasWallets,
-          settleMs: 0,
-          everyMs: 0,
-        })
-        .runOnce();
+      const again = await reopened.writeCatchUp(wholeChainCatchUp(b, gasWallets)).runOnce();
       expect(again).to.deep.equal({ fromBlock: head + 1, toBlock: head, charged: 0, skipped: 0 });
     } finally {
       await reopened.close();
@@ -480,17 +472,10 @@ describeOnPostgres("billing: two instances' catch-ups at once on one PostgreSQL 
     );
     const catchUp = (l: Billing, instanceId: string) =>
       l.writeCatchUp({
-        rpc: b.s.provider,
-        chainId: 31337,
-        registry: b.s.deployment.registry,
-        forwarder: b.s.deployment.forwarder,
-        deployBlock: b.s.deployment.deployBlock,
-        confirmations: 0,
+        ...wholeChainCatchUp(b, gasWallets),
         // The first instance registers the wallets; the second knows none of its own.
         gasWallets: instanceId === "a" ? gasWallets : [],
         instanceId,
-        settleMs: 0,
-        everyMs: 0,
       });
     await catchUp(ledgers[0], "a").runOnce(); // registers and charges
     // Taken back out (balances restored), so that the two passes below race for the same twelve.

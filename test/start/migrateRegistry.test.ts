@@ -7,24 +7,19 @@
 import { expect } from "chai";
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
-import { Contract, ContractFactory, ethers, Wallet, ZeroAddress } from "ethers";
-import { computeCid, Enclave } from "../../enclave";
-import { freePort, startAnvil } from "../../scripts/start/anvil";
+import { Contract, ethers, Wallet, ZeroAddress } from "ethers";
+import { computeCid } from "../../enclave";
 import { loadConfig } from "../../scripts/start/config";
-import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
 import { MigrationProgress } from "../../scripts/migrate/progress";
 import { startSigil, type RunningSigil } from "../../scripts/start/service";
-import { AccountRegistry__factory, SigilForwarder__factory } from "../../typechain-types";
+import { AccountRegistry__factory } from "../../typechain-types";
+import { startLayout2Folder } from "../helpers/layout2Folder";
 
 const ROOT = path.resolve(__dirname, "..", "..");
 const ROOT_KEY = "2a".repeat(32);
 /** anvil's second dev account: the wallet that owns the ChainSecured account. */
 const WALLET_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
-const V2 = JSON.parse(
-  fs.readFileSync(path.join(__dirname, "..", "fixtures", "accountRegistryV2.json"), "utf8"),
-) as { abi: string[]; bytecode: string };
 const ACTION = `async function main({ pkpId, message }) {
   const signature = await Actions.signMessage({ pkpId, message });
   return { message, signature, address: await Actions.getAddress({ pkpId }) };
@@ -106,52 +101,10 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
 
   /** Builds the data folder the previous release's `npm start` left: chain state, deployment.json. */
   before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-migrate-"));
-    dataDir = path.join(dir, "data");
-    fs.mkdirSync(dataDir, { mode: 0o700 });
-    anvilPort = await freePort();
-    const anvil = await startAnvil({
-      statePath: path.join(dataDir, "chain-state.json"),
-      pidPath: path.join(dataDir, "anvil.pid"),
-      port: anvilPort,
-      chainId: 31337,
-    });
-    const provider = new ethers.JsonRpcProvider(anvil.rpcUrl, undefined, { cacheTimeout: -1 });
+    const folder = await startLayout2Folder("sigil-migrate-", ROOT_KEY);
+    ({ dir, dataDir, anvilPort, oldRegistry, forwarderAddress } = folder);
+    const { provider, old, enclave, asAccount } = folder;
     try {
-      const payer = new ethers.NonceManager(new Wallet(DEV_ACCOUNT_KEY, provider));
-      const forwarder = await new SigilForwarder__factory(payer).deploy();
-      const deployBlock = (await forwarder.deploymentTransaction()!.wait())!.blockNumber;
-      forwarderAddress = await forwarder.getAddress();
-      const old = (await new ContractFactory(V2.abi, V2.bytecode, payer).deploy(
-        forwarderAddress,
-      )) as Contract;
-      await old.waitForDeployment();
-      oldRegistry = await old.getAddress();
-      const enclave = await Enclave.open({ rootKeyHex: ROOT_KEY, rootKeyFile: path.join(dir, "none") });
-      const domain = {
-        name: "SigilForwarder",
-        version: "1",
-        chainId: 31337n,
-        verifyingContract: forwarderAddress,
-      };
-
-      /** A write as the old relayer made it: signed in the enclave with the account key, relayed. */
-      const asAccount = async (key: string, fn: string, args: unknown[]) => {
-        const from = enclave.principalAddress(key);
-        const signed = await enclave.signForwardRequest(
-          key,
-          {
-            to: oldRegistry,
-            data: old.interface.encodeFunctionData(fn, args),
-            gas: 2_000_000n,
-            nonce: await forwarder.nonces(from),
-            deadline: 2 ** 40,
-          },
-          domain,
-        );
-        await (await forwarder.execute(signed)).wait();
-      };
-
       cid = await computeCid(Buffer.from(ACTION));
       const api = enclave.generateAccountKey();
       accountKey.api = api.apiKey;
@@ -196,20 +149,9 @@ describe("npm run migrate:registry (a layout-2 data folder onto the current regi
           });
       expectedSignature = enclave.pkpSignMessage(signer, MESSAGE);
       nextPkpAddress = enclave.pkpAddress(pkpIdAfter(oldRegistry, 1n, 3n));
-      fs.writeFileSync(
-        deploymentFile(),
-        JSON.stringify({
-          registry: oldRegistry,
-          forwarder: forwarderAddress,
-          deployBlock,
-          chainId: 31337,
-          chain: "embedded",
-          deployedAt: "2026-01-01T00:00:00.000Z",
-        }),
-      );
+      folder.writeDeployment();
     } finally {
-      provider.destroy();
-      await anvil.stop();
+      await folder.stopChain();
     }
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));

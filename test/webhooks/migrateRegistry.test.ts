@@ -10,28 +10,23 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { Contract, ContractFactory, ethers, Wallet } from "ethers";
-import { computeCid, Enclave, makeAddressGuard } from "../../enclave";
+import { ethers } from "ethers";
+import { computeCid, makeAddressGuard } from "../../enclave";
 import { openDataLayer } from "../../relayer/db";
 import { chainCursorName, LEGACY_CHAIN_CURSOR } from "../../relayer/webhooks/chainCursor";
 import { Endpoints } from "../../relayer/webhooks/endpoints";
 import { CHAIN_EVENT_TYPES } from "../../relayer/webhooks/eventTypes";
 import { SecretBox } from "../../relayer/webhooks/secrets";
 import { WebhookStore } from "../../relayer/webhooks/store";
-import { freePort, startAnvil } from "../../scripts/start/anvil";
 import { loadConfig } from "../../scripts/start/config";
-import { DEV_ACCOUNT_KEY } from "../../scripts/start/funding";
 import { startSigil, type RunningSigil } from "../../scripts/start/service";
-import { SigilForwarder__factory } from "../../typechain-types";
+import { startLayout2Folder } from "../helpers/layout2Folder";
 import { startWebhookEventsAfterReplay } from "../../scripts/migrate/webhookCursor";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { Receiver } from "./receiver";
 
 const ROOT = path.resolve(__dirname, "..", "..");
 const ROOT_KEY = "3b".repeat(32);
-const V2 = JSON.parse(
-  fs.readFileSync(path.join(__dirname, "..", "fixtures", "accountRegistryV2.json"), "utf8"),
-) as { abi: string[]; bytecode: string };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("webhooks after npm run migrate:registry (a layout-2 data folder with a subscribed endpoint)", function () {
@@ -62,49 +57,10 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
   /** The previous release's data folder (chain, deployment.json, webhooks in ledger.sqlite), then the migration. */
   before(async () => {
     receiver = await new Receiver().start();
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-migrate-hooks-"));
-    dataDir = path.join(dir, "data");
-    fs.mkdirSync(dataDir, { mode: 0o700 });
-    anvilPort = await freePort();
-    const anvil = await startAnvil({
-      statePath: path.join(dataDir, "chain-state.json"),
-      pidPath: path.join(dataDir, "anvil.pid"),
-      port: anvilPort,
-      chainId: 31337,
-    });
-    const provider = new ethers.JsonRpcProvider(anvil.rpcUrl, undefined, { cacheTimeout: -1 });
-    const enclave = await Enclave.open({ rootKeyHex: ROOT_KEY, rootKeyFile: path.join(dir, "none") });
+    const folder = await startLayout2Folder("sigil-migrate-hooks-", ROOT_KEY);
+    ({ dir, dataDir, anvilPort } = folder);
+    const { provider, old, enclave, asAccount } = folder;
     try {
-      const payer = new ethers.NonceManager(new Wallet(DEV_ACCOUNT_KEY, provider));
-      const fwd = await new SigilForwarder__factory(payer).deploy();
-      const deployBlock = (await fwd.deploymentTransaction()!.wait())!.blockNumber;
-      const forwarderAddress = await fwd.getAddress();
-      const old = (await new ContractFactory(V2.abi, V2.bytecode, payer).deploy(
-        forwarderAddress,
-      )) as Contract;
-      await old.waitForDeployment();
-      const oldRegistry = await old.getAddress();
-      const domain = {
-        name: "SigilForwarder",
-        version: "1",
-        chainId: 31337n,
-        verifyingContract: forwarderAddress,
-      };
-      // A write as the old relayer made it: signed in the enclave with the account key, relayed.
-      const asAccount = async (key: string, fn: string, args: unknown[]) => {
-        const signed = await enclave.signForwardRequest(
-          key,
-          {
-            to: oldRegistry,
-            data: old.interface.encodeFunctionData(fn, args),
-            gas: 2_000_000n,
-            nonce: await fwd.nonces(enclave.principalAddress(key)),
-            deadline: 2 ** 40,
-          },
-          domain,
-        );
-        await (await fwd.execute(signed)).wait();
-      };
       const account = enclave.generateAccountKey();
       accountKey = account.apiKey;
       await asAccount(accountKey, "createAccount", ["hooks", account.address]);
@@ -129,17 +85,7 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
           executeInGroups: [1],
         },
       ]);
-      fs.writeFileSync(
-        path.join(dataDir, "deployment.json"),
-        JSON.stringify({
-          registry: oldRegistry,
-          forwarder: forwarderAddress,
-          deployBlock,
-          chainId: 31337,
-          chain: "embedded",
-          deployedAt: "2026-01-01T00:00:00.000Z",
-        }),
-      );
+      folder.writeDeployment();
       // What the previous release's service left in its database: the endpoint, and its scanner's one
       // unkeyed cursor at the head (everything of the old registry already announced).
       const db = await openDataLayer({ sqlitePath: path.join(dataDir, "ledger.sqlite") });
@@ -156,8 +102,7 @@ describe("webhooks after npm run migrate:registry (a layout-2 data folder with a
         await db.close();
       }
     } finally {
-      provider.destroy();
-      await anvil.stop();
+      await folder.stopChain();
     }
     migration = await new Promise((resolve) => {
       const child = spawn(
