@@ -46,6 +46,7 @@ async function main(): Promise<void> {
   const signature = await owner.signMessage(message);
   const verifier = new SiweVerifier({
     chainId: 31337,
+    origins: () => [`http://${host}`],
     accountOfOwner: async () => 1,
     isContract: async () => false,
   });
@@ -68,7 +69,7 @@ async function main(): Promise<void> {
         )
       ).length > 0;
 
-    const siweCheck = () => verifier.verify(message, signature, host);
+    const siweCheck = () => verifier.verify(message, signature);
     const paths: Array<[string, () => Promise<unknown>]> = [
       ["SIWE check (baseline)", siweCheck],
       [

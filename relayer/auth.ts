@@ -176,10 +176,9 @@ export class Authenticator {
     siwe: { message: string; signature: string },
     sessionKey: string,
     method: string,
-    host: string,
   ): Promise<AuthContext> {
     if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
-    const session = await this.siwe.verify(siwe.message, siwe.signature, host);
+    const session = await this.siwe.verify(siwe.message, siwe.signature);
     if (session.sessionKey !== sessionKey)
       throw new ApiError(
         401,
@@ -215,9 +214,9 @@ export class Authenticator {
   }
 
   /** POST /core/v1/auth/siwe: checks an owner's sign-in message once and spends its nonce. */
-  async signInWithEthereum(message: string, signature: string, host: string) {
+  async signInWithEthereum(message: string, signature: string) {
     if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
-    const session = await this.siwe.signIn(message, signature, host);
+    const session = await this.siwe.signIn(message, signature);
     const account = await this.cache.account(session.accountId);
     return { session, account, mode: accountMode(this.enclave, account) };
   }
@@ -237,8 +236,7 @@ export class Authenticator {
         "Sign out as the session: a request signed by its session key (the Sigil-* signature headers) with Sigil-Siwe and Sigil-Siwe-Signature.",
       );
     const sessionKey = await this.signed.verifyRequest(req, rawBodyOf(req));
-    const host = req.get("host") ?? "";
-    const session = await this.siwe.verify(siwe.message, siwe.signature, host, { allowExpired: true });
+    const session = await this.siwe.verify(siwe.message, siwe.signature, { allowExpired: true });
     if (session.sessionKey !== sessionKey)
       throw new ApiError(
         401,
@@ -285,7 +283,7 @@ export class Authenticator {
         const verified = this.signed!.verifyRequest(req, rawBodyOf(req));
         const authenticateSigner = (address: string) =>
           siwe
-            ? this.authenticateOwnerSession(siwe, address, req.method, req.get("host") ?? "")
+            ? this.authenticateOwnerSession(siwe, address, req.method)
             : this.authenticateUsageKey(address, null);
         pending =
           typeof verified === "string" ? authenticateSigner(verified) : verified.then(authenticateSigner);

@@ -49,6 +49,13 @@ export interface RelayerOptions {
   /** Default 127.0.0.1 / 8000; port 0 = any free port. */
   host?: string;
   port?: number;
+  /**
+   * The URL(s) users reach this service at: its origins (scheme, host and port), e.g.
+   * ["https://sigil.example"]; behind a load balancer, the balancer's URL, the same on every instance.
+   * Wallet sign-in (SIWE) messages must be made for one of them (SIGIL_PUBLIC_URLS). Default: the URL
+   * the relayer listens on (with `localhost` too when it listens on a loopback or every address).
+   */
+  publicUrls?: string[];
   /** Default 4. */
   gasWallets?: number;
   /**
@@ -148,6 +155,8 @@ export interface RelayerConfig {
   databaseUrl?: string;
   host: string;
   port: number;
+  /** Origins (https://host[:port]) from RelayerOptions.publicUrls; null = the URL the relayer listens on. */
+  publicOrigins: string[] | null;
   gasWallets: number;
   instanceId: string | undefined;
   gasLowBalanceWei: bigint | undefined;
@@ -215,6 +224,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     databaseUrl: opts.databaseUrl || undefined,
     host: opts.host ?? "127.0.0.1",
     port: opts.port ?? 8000,
+    publicOrigins: opts.publicUrls === undefined ? null : publicOrigins(opts.publicUrls),
     gasWallets: Math.max(1, opts.gasWallets ?? 4),
     instanceId: opts.instanceId || undefined,
     gasLowBalanceWei: opts.gasLowBalanceWei,
@@ -255,6 +265,35 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
       pinQuotaBytes: opts.pinQuotaBytes ?? DEFAULT_PIN_QUOTA_BYTES,
     },
   };
+}
+
+/**
+ * The origins of the service's public URLs. Each must be an http(s) URL with nothing but a scheme, a
+ * host and a port (a trailing "/" is fine): wallet sign-in messages name an origin, not a page.
+ */
+export function publicOrigins(urls: readonly string[]): string[] {
+  if (urls.length === 0)
+    throw new Error("RelayerOptions.publicUrls must name at least one URL (or be left out)");
+  return urls.map((raw) => {
+    const problem = publicUrlProblem(raw);
+    if (problem) throw new Error(`RelayerOptions.publicUrls: ${problem}`);
+    return new URL(raw).origin;
+  });
+}
+
+/** Why `raw` is not a public URL of the service, or null when it is one. */
+export function publicUrlProblem(raw: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return `${JSON.stringify(raw)} is not a URL`;
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:")
+    return `${JSON.stringify(raw)} is not an http(s) URL`;
+  if (u.username || u.password || u.search || u.hash || u.pathname !== "/")
+    return `${JSON.stringify(raw)} must be an origin only (scheme, host, port), e.g. https://sigil.example`;
+  return null;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -189,8 +189,8 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   siwe_wrong_domain: {
     status: 401,
-    why: "The sign-in message was made for another site: its domain or URI is not the host the request was sent to (`details.domain`, `details.expected`).",
-    fix: "Sign in on this service's own page (or build the message with this service's host).",
+    why: "The sign-in message was made for another site: its domain or URI is not on one of the service's public URLs (`SIGIL_PUBLIC_URLS`), whatever the `Host` header (`details.domain`, `details.public_urls`).",
+    fix: "Sign in on this service's own page; behind a proxy, the operator sets `SIGIL_PUBLIC_URLS` to the URL users open.",
   },
   siwe_wrong_chain: {
     status: 401,

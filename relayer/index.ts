@@ -203,6 +203,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   const stateLayer = shared ?? ownFile!;
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
+  // Wallet sign-in's origins: the configured public URLs, else (once listening) the URL listened on.
+  let ownOrigins: readonly string[] = cfg.publicOrigins ?? [];
   const ctx: RelayerContext = {
     cfg,
     chainId,
@@ -244,6 +246,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       }),
       new SiweVerifier({
         chainId,
+        // The service's own URLs, never the request's Host header (a client chooses that).
+        origins: () => ownOrigins,
         accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
         isContract: async (address) => (await provider.getCode(address)) !== "0x",
         // A sign-in message opens one session in all; a signed-out session is refused by every instance.
@@ -317,6 +321,13 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     : cfg.host === "0.0.0.0"
       ? "127.0.0.1"
       : cfg.host;
+  if (cfg.publicOrigins === null) {
+    const loopback = ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost"].includes(cfg.host);
+    ownOrigins = [
+      `http://${hostForUrl}:${port}`,
+      ...(loopback && hostForUrl !== "localhost" ? [`http://localhost:${port}`] : []),
+    ];
+  }
   logger.info({ port, chainId, registry: cfg.registryAddress }, "relayer listening");
   // Charges lost to a crash (mined writes whose charge never committed), in the background: it never
   // delays serving (relayer/billing/catchUp.ts).

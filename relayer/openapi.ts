@@ -1089,7 +1089,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       "/core/v1/auth/siwe": {
         post: op({
           summary:
-            "Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = this host, chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read.",
+            "Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = one of this service's public URLs, never the Host header; chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read.",
           auth: "none",
           body: {
             type: "object",

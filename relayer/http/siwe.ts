@@ -15,9 +15,11 @@
  *  - the message parses as EIP-4361, version 1, with exactly one `urn:sigil:session-key:<address>`
  *    resource, an Expiration Time at most SIWE_MAX_LIFETIME_SECONDS after Issued At, a nonce of at least
  *    16 letters and digits (siwe_invalid);
- *  - its domain is the host the request was sent to, and its URI is on that host (siwe_wrong_domain):
- *    a page on another site cannot use a message signed for this one, and a wallet shows the user which
- *    site asked (EIP-4361's phishing defence);
+ *  - its domain is the host of one of the service's own public URLs (RelayerOptions.publicUrls,
+ *    SIGIL_PUBLIC_URLS), and its URI is on that same origin (siwe_wrong_domain): a page on another site
+ *    cannot use a message signed for that site, and a wallet shows the user which site asked (EIP-4361's
+ *    phishing defence). Never the request's Host header: a client chooses that header, so a phishing
+ *    page could send a message signed for its own domain with a matching Host;
  *  - its chain id is the service's (siwe_wrong_chain);
  *  - now is between Issued At (minus clock skew) and Expiration Time, and after Not Before (siwe_expired);
  *  - the signature recovers to the message's address; when it does not and that address is a contract
@@ -156,6 +158,11 @@ function seconds(value: string, what: string): number {
 
 export interface SiweVerifierOptions {
   chainId: number;
+  /**
+   * The service's own public URLs (origins such as https://sigil.example): a message must be made for
+   * one of them. A function, as the relayer learns the port it listens on only once it listens.
+   */
+  origins: () => readonly string[];
   /** The registry's accountOfOwner: the account `owner` owns, or 0. */
   accountOfOwner(owner: string): Promise<number>;
   /** Whether an address holds code (a Safe or another contract). */
@@ -186,14 +193,13 @@ export class SiweVerifier {
   }
 
   /**
-   * Checks a SIWE message and its signature for a request sent to `host`. Used by every request of a
+   * Checks a SIWE message and its signature against the service's own origins. Used by every request of a
    * session; the expensive part (recovery, the owner lookup) runs once per message. `allowExpired`
    * (sign-out only): a message past its Expiration Time is still checked in full, and answered.
    */
   async verify(
     messageText: string,
     signature: string,
-    host: string,
     opts: { allowExpired?: boolean } = {},
   ): Promise<SiweSession> {
     const memo = createHash("sha256").update(messageText).update("\0").update(signature).digest("hex");
@@ -201,11 +207,11 @@ export class SiweVerifier {
     if (known) {
       // Domain and time are re-checked: they depend on the request, not on the message alone.
       const m = parseSiweMessage(messageText);
-      this.checkRequestBound(m, host, opts.allowExpired === true);
+      this.checkRequestBound(m, opts.allowExpired === true);
       return known;
     }
     const m = parseSiweMessage(messageText);
-    const session = this.checkMessage(m, host, opts.allowExpired === true);
+    const session = this.checkMessage(m, opts.allowExpired === true);
     if (!/^0x[0-9a-fA-F]{130}$/.test(signature))
       throw invalid("The sign-in signature must be 0x + 65 bytes (r ‖ s ‖ v) in hex.");
     const signer = recoverAddress(personalMessageDigest(messageText), signature);
@@ -233,8 +239,8 @@ export class SiweVerifier {
   }
 
   /** Sign-in: verify, and refuse a nonce that already opened a session (on any instance). */
-  async signIn(messageText: string, signature: string, host: string): Promise<SiweSession> {
-    const session = await this.verify(messageText, signature, host);
+  async signIn(messageText: string, signature: string): Promise<SiweSession> {
+    const session = await this.verify(messageText, signature);
     if (!(await this.nonces.claim(session.owner, session.nonce, session.expiresAt, this.now())))
       throw new ApiError(
         401,
@@ -269,11 +275,7 @@ export class SiweVerifier {
     return fresh ? "signed_out" : "already_signed_out";
   }
 
-  private checkMessage(
-    m: SiweMessage,
-    host: string,
-    allowExpired: boolean,
-  ): Omit<SiweSession, "owner" | "accountId"> {
+  private checkMessage(m: SiweMessage, allowExpired: boolean): Omit<SiweSession, "owner" | "accountId"> {
     if (m.version !== "1") throw invalid(`The sign-in message's Version is ${m.version}; only 1 exists.`);
     if (!/^[A-Za-z0-9]{16,}$/.test(m.nonce))
       throw invalid("The sign-in message's Nonce must be at least 16 letters and digits.");
@@ -290,25 +292,37 @@ export class SiweVerifier {
       throw invalid(
         `The sign-in message is valid for ${expiresAt - issuedAt} s; at most ${SIWE_MAX_LIFETIME_SECONDS} s.`,
       );
-    this.checkRequestBound(m, host, allowExpired);
+    this.checkRequestBound(m, allowExpired);
     return { sessionKey: getAddress(sessionKey), expiresAt, nonce: m.nonce };
   }
 
   /** The checks that depend on where and when the message is used. */
-  private checkRequestBound(m: SiweMessage, host: string, allowExpired = false): void {
-    let uriHost: string | null = null;
+  private checkRequestBound(m: SiweMessage, allowExpired = false): void {
+    let uri: URL;
     try {
-      uriHost = new URL(m.uri).host;
+      uri = new URL(m.uri);
     } catch {
       throw invalid("The sign-in message's URI is not a URL.");
     }
-    if (m.domain.toLowerCase() !== host.toLowerCase() || uriHost.toLowerCase() !== host.toLowerCase())
+    const origins = this.o.origins().map((o) => new URL(o));
+    const own = origins.find(
+      (o) => sameAuthority(o, m.domain) && uri.protocol === o.protocol && uri.host === o.host,
+    );
+    if (!own) {
+      const hosts = origins.map((o) => o.host);
       throw new ApiError(
         401,
         "siwe_wrong_domain",
-        `The sign-in message was made for ${m.domain}, not for ${host}: sign in on this service's own page.`,
-        { details: { domain: m.domain, expected: host } },
+        `The sign-in message was made for ${m.domain} (URI ${m.uri}), not for this service (${origins.map((o) => o.origin).join(", ")}): sign in on this service's own page.`,
+        {
+          details: {
+            domain: m.domain,
+            expected: hosts[0] ?? null,
+            public_urls: origins.map((o) => o.origin),
+          },
+        },
       );
+    }
     if (m.chainId !== this.o.chainId)
       throw new ApiError(
         401,
@@ -342,6 +356,19 @@ export class SiweVerifier {
       if (this.verified.size >= this.maxRemembered) this.verified.clear();
     }
     this.verified.set(memo, session);
+  }
+}
+
+/**
+ * Whether a message's domain (an RFC 3986 authority) names the host of `origin`: compared as URLs parse
+ * them, so case and an explicit default port ("sigil.example:443" for https) do not matter.
+ */
+function sameAuthority(origin: URL, domain: string): boolean {
+  try {
+    const parsed = new URL(`${origin.protocol}//${domain}`);
+    return parsed.host === origin.host && parsed.username === "" && parsed.pathname === "/";
+  } catch {
+    return false;
   }
 }
 

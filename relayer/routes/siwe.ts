@@ -19,11 +19,8 @@ export function siweRoutes(ctx: RelayerContext): Router {
       const message = b.string("message", { required: true, nonEmpty: true, max: 4096 });
       const signature = b.string("signature", { required: true, nonEmpty: true, max: 200 });
       b.done();
-      const { session, account, mode } = await ctx.auth.signInWithEthereum(
-        message,
-        signature,
-        req.get("host") ?? "",
-      );
+      // Bound to the service's own public URLs (relayer/http/siwe.ts), never to the request's Host.
+      const { session, account, mode } = await ctx.auth.signInWithEthereum(message, signature);
       return {
         body: {
           account_id: account.id,

@@ -135,6 +135,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       SIGIL_DEPLOY_BLOCK: String(deployment.deployBlock),
       SIGIL_DATABASE_URL: pg.url,
     };
+    // Users reach the instances through the front: wallet sign-in is bound to its URL, not theirs.
+    if (!shared.SIGIL_PUBLIC_URLS && opts.basePort !== 0)
+      shared.SIGIL_PUBLIC_URLS = `http://${host.includes(":") ? `[${host}]` : host}:${opts.basePort}`;
     const specOf = (i: number) => {
       const id = instanceIdOf(i);
       const dataDir = file(path.join("instances", id));

@@ -7,12 +7,14 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
+import { publicUrlProblem } from "../../relayer/config";
 
 /** Every variable `npm start` reads. The README and docs/configuration.md document the same list. */
 export const CONFIG_VARIABLES = [
   "SIGIL_DATA_DIR",
   "SIGIL_HOST",
   "PORT",
+  "SIGIL_PUBLIC_URLS",
   "SIGIL_RPC_URL",
   "SIGIL_ANVIL_PORT",
   "SIGIL_CHAIN_ID",
@@ -87,6 +89,11 @@ export interface SigilConfig {
   dataDir: string;
   host: string;
   port: number;
+  /**
+   * SIGIL_PUBLIC_URLS: the origins users reach the service at (wallet sign-in is bound to them);
+   * absent = the URL `npm start` listens on.
+   */
+  publicUrls?: string[];
   /** The external chain; absent = the embedded anvil chain in the data folder. */
   rpcUrl?: string;
   anvilPort: number;
@@ -271,6 +278,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const dataDir = path.resolve(cwd, get("SIGIL_DATA_DIR") ?? ".sigil");
   const host = get("SIGIL_HOST") ?? "127.0.0.1";
   const port = int("PORT", 0, 65535, "the HTTP port of the API; 0 picks a free one") ?? 8000;
+  const publicUrls = list("SIGIL_PUBLIC_URLS");
+  for (const u of publicUrls ?? []) {
+    const problem = publicUrlProblem(u);
+    if (problem)
+      problems.push(
+        `SIGIL_PUBLIC_URLS: ${problem}. Give the URL(s) users open the service at, comma-separated (e.g. https://sigil.example; behind a load balancer, the balancer's URL).`,
+      );
+  }
   const anvilPort =
     int("SIGIL_ANVIL_PORT", 0, 65535, "the port of the embedded chain; 0 picks a free one") ?? 8545;
   const chainId = int("SIGIL_CHAIN_ID", 1, 2 ** 32 - 1, "the chain id");
@@ -539,6 +554,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     dataDir,
     host,
     port,
+    publicUrls,
     rpcUrl,
     anvilPort,
     chainId: chainId ?? (rpcUrl === undefined ? DEFAULT_DEV_CHAIN_ID : undefined),

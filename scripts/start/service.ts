@@ -214,6 +214,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       dataDir: path.join(config.dataDir, DATA_FILES.relayer),
       host: config.host,
       port: config.port,
+      publicUrls: config.publicUrls,
       gasWallets: config.gasWallets,
       instanceId: config.instanceId,
       gasLowBalanceWei: config.gasLowBalanceWei,

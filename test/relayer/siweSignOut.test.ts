@@ -2,9 +2,9 @@
  * Wallet sign-out (POST /core/v1/auth/siwe/sign_out) on the real stack: anvil, the registry, the relayer
  * with its SQLite file, and two instances sharing an embedded PostgreSQL. A signed-out session is
  * refused on its next request (401 siwe_session_revoked), by the instance that signed it out and by any
- * other; a sign-in message is accepted once across instances. Requests go through node:http so that
- * both instances can be addressed under one host name, as a load balancer in front of them would be
- * (a SIWE message is bound to the host it was signed for).
+ * other; a sign-in message is accepted once across instances. Both instances are configured with the
+ * first one's URL as their public URL, as behind a load balancer (a SIWE message is bound to the
+ * service's public URLs); requests go through node:http with that host, as a balancer passes it on.
  */
 import Database from "better-sqlite3";
 import * as fs from "node:fs";
@@ -253,10 +253,10 @@ describeOnPostgres("wallet sign-out and sign-in nonces across two instances shar
   before(async () => {
     s = await startStack({ databaseUrl: await freshDatabaseUrl() });
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-2-"));
-    second = await startRelayer({ ...s.relayerOptions, dataDir, port: 0 });
+    // One public URL for both, as behind a load balancer: the first instance's.
+    second = await startRelayer({ ...s.relayerOptions, dataDir, port: 0, publicUrls: [s.url] });
     one = s.url;
     two = second.url;
-    // One host for both, as behind a load balancer.
     c = client(s, new URL(one).host);
     await ownedAccount(s, [one, two]);
   });
