@@ -58,12 +58,15 @@ export interface WriteOutcome extends LandedWrite {
 /**
  * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
  * (read-your-writes), then charge: only writes that landed are billed, once per forward request.
+ * `revocation` (removing a usage key): no billing gate, so a leaked key can always be revoked at once;
+ * the write is still charged after it landed, which may leave a debt (docs/billing.md, "Revocation is never refused for credit").
  */
 export async function write(
   ctx: RelayerContext,
   auth: AuthContext,
   operation: string,
   data: string,
+  opts: { revocation?: boolean } = {},
 ): Promise<WriteOutcome> {
   if (auth.apiKey === null) {
     // A signed request: the relayer never had the key, so it cannot sign a write with it.
@@ -73,7 +76,7 @@ export async function write(
       "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
     );
   }
-  await ctx.billing?.assertCanAfford(auth.principal, "write");
+  if (!opts.revocation) await ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },

@@ -210,11 +210,13 @@ export function keyRoutes(ctx: RelayerContext): Router {
       const b = new BodyReader(req.body);
       const key = targetKey(b, auth);
       b.done();
+      // Revocation always goes through: never refused for credit (charged after, even into a debt).
       const out = await write(
         ctx,
         auth,
         "remove_usage_api_key",
         registryInterface.encodeFunctionData("removeKey", [key.address]),
+        { revocation: true },
       );
       return { body: { id: key.address, removed: true, tx_hash: out.txHash } };
     }),
