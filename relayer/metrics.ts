@@ -2,7 +2,13 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export interface RelayerMetrics {
+  /** Public: anyone may scrape it (GET /metrics); it names no deployment detail (no gas wallet address). */
   registry: Registry;
+  /**
+   * Added to a scrape that carries the operator token, as GET /health adds its details:
+   * `sigil_gas_wallet_info{wallet, address}` maps the public gauges' `wallet` index to its address.
+   */
+  operatorRegistry: Registry;
   httpRequests: Counter<"method" | "route" | "status">;
   httpDuration: Histogram<"method" | "route">;
   chainWrites: Counter<"result">;
@@ -49,9 +55,11 @@ export function createMetrics(collect: {
       this.set({ state: "restarts" }, s.restarts);
     },
   });
-  if (collect.gasWallets) addGasWalletGauges(registry, collect.gasWallets);
+  const operatorRegistry = new Registry();
+  if (collect.gasWallets) addGasWalletGauges(registry, operatorRegistry, collect.gasWallets);
   return {
     registry,
+    operatorRegistry,
     cacheBlock,
     httpRequests: new Counter({
       name: "sigil_http_requests_total",
@@ -100,40 +108,46 @@ export function createMetrics(collect: {
  * Per gas wallet: its balance, and flags for "below the low-balance threshold" and "its last send was
  * refused for insufficient funds". Balances are in wei as a float (exact to ~15 digits, plenty for an
  * alert); a wallet not read yet has no sample rather than a misleading zero.
+ *
+ * The wallets are labelled by `wallet`, their index (the order of GET /health's `gas_wallets`), never by
+ * address: the addresses map the deployment and are for the operator only, as on /health. The operator's
+ * scrape (with the operator token) also gets `sigil_gas_wallet_info{wallet, address} 1` to join on.
  */
 function addGasWalletGauges(
   registry: Registry,
+  operatorRegistry: Registry,
   read: NonNullable<Parameters<typeof createMetrics>[0]["gasWallets"]>,
 ): void {
   new Gauge({
     name: "sigil_gas_wallet_balance_wei",
     help: "Gas wallet balance at the last reading (wei)",
-    labelNames: ["address"],
+    labelNames: ["wallet"],
     registers: [registry],
     collect() {
       this.reset();
-      for (const w of read().wallets)
-        if (w.balanceWei !== null) this.set({ address: w.address }, Number(w.balanceWei));
+      read().wallets.forEach((w, i) => {
+        if (w.balanceWei !== null) this.set({ wallet: String(i) }, Number(w.balanceWei));
+      });
     },
   });
   new Gauge({
     name: "sigil_gas_wallet_low",
     help: "1 when the gas wallet's balance is below the low-balance threshold",
-    labelNames: ["address"],
+    labelNames: ["wallet"],
     registers: [registry],
     collect() {
       this.reset();
-      for (const w of read().wallets) this.set({ address: w.address }, w.low ? 1 : 0);
+      read().wallets.forEach((w, i) => this.set({ wallet: String(i) }, w.low ? 1 : 0));
     },
   });
   new Gauge({
     name: "sigil_gas_wallet_unfunded",
     help: "1 when the gas wallet's last send was refused for insufficient funds (skipped for new sends)",
-    labelNames: ["address"],
+    labelNames: ["wallet"],
     registers: [registry],
     collect() {
       this.reset();
-      for (const w of read().wallets) this.set({ address: w.address }, w.dry ? 1 : 0);
+      read().wallets.forEach((w, i) => this.set({ wallet: String(i) }, w.dry ? 1 : 0));
     },
   });
   new Gauge({
@@ -143,6 +157,16 @@ function addGasWalletGauges(
     collect() {
       const t = read().thresholdWei;
       if (t !== null) this.set(Number(t));
+    },
+  });
+  new Gauge({
+    name: "sigil_gas_wallet_info",
+    help: "The address of each gas wallet index (operator token only)",
+    labelNames: ["wallet", "address"],
+    registers: [operatorRegistry],
+    collect() {
+      this.reset();
+      read().wallets.forEach((w, i) => this.set({ wallet: String(i), address: w.address }, 1));
     },
   });
 }

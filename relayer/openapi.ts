@@ -1168,13 +1168,28 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/metrics": {
         get: {
-          summary: "Prometheus metrics",
+          summary:
+            "Prometheus metrics. Gas wallets by index; with the operator token, also sigil_gas_wallet_info{wallet, address}",
           security: [],
+          parameters: [
+            {
+              name: "X-Operator-Token",
+              in: "header",
+              required: false,
+              schema: { type: "string" },
+              description:
+                "The operator token (SIGIL_OPERATOR_TOKEN; or Authorization: Bearer <token>): adds the gas wallet addresses",
+            },
+          ],
           responses: {
             "200": { description: "text/plain exposition format" },
             "400": {
               description:
                 "json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route)",
+              content: { "application/json": { schema: ref("Error") } },
+            },
+            "401": {
+              description: "invalid_operator_token",
               content: { "application/json": { schema: ref("Error") } },
             },
           },

@@ -122,9 +122,30 @@ export function healthRoutes(ctx: RelayerContext): Router {
       degraded_reasons: reasons,
     });
   });
-  r.get("/metrics", async (_req, res) => {
+  /**
+   * GET /metrics: the same rule as /health for deployment details. Anyone gets the public metrics (gas
+   * wallets by index, no address); with the operator token (X-Operator-Token, or Authorization: Bearer
+   * for scrapers that only send that) the answer also maps each wallet index to its address. A token that
+   * does not match is 401 invalid_operator_token.
+   */
+  r.get("/metrics", async (req, res, next) => {
+    const bearer = /^Bearer (.+)$/i.exec(req.get("authorization") ?? "")?.[1];
+    const offered = req.get("x-operator-token") ?? bearer;
+    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
+      next(
+        new ApiError(
+          401,
+          "invalid_operator_token",
+          "The operator token does not match the one this relayer was configured with.",
+        ),
+      );
+      return;
+    }
+    let text = await ctx.metrics.registry.metrics();
+    if (offered !== undefined)
+      text += `${text.endsWith("\n") ? "" : "\n"}${await ctx.metrics.operatorRegistry.metrics()}`;
     res.setHeader("Content-Type", ctx.metrics.registry.contentType);
-    res.send(await ctx.metrics.registry.metrics());
+    res.send(text);
   });
   return r;
 }

@@ -5752,7 +5752,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = this host, chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read. */
+    /** Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = one of this service's public URLs, never the Host header; chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read. */
     post: {
       parameters: {
         query?: never;
@@ -6144,11 +6144,14 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Prometheus metrics */
+    /** Prometheus metrics. Gas wallets by index; with the operator token, also sigil_gas_wallet_info{wallet, address} */
     get: {
       parameters: {
         query?: never;
-        header?: never;
+        header?: {
+          /** @description The operator token (SIGIL_OPERATOR_TOKEN; or Authorization: Bearer <token>): adds the gas wallet addresses */
+          "X-Operator-Token"?: string;
+        };
         path?: never;
         cookie?: never;
       };
@@ -6163,6 +6166,15 @@ export interface paths {
         };
         /** @description json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route) */
         400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description invalid_operator_token */
+        401: {
           headers: {
             [name: string]: unknown;
           };
