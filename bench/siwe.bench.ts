@@ -19,6 +19,7 @@ const N = 4_000;
 const chainId = 31337;
 const registryAddress = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 const host = "127.0.0.1:8000";
+const ORIGINS = [`http://${host}`];
 
 function fakeRequest(headers: Record<string, string>): Request {
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
@@ -57,7 +58,7 @@ async function main(): Promise<void> {
     );
   const siweVerifier = new SiweVerifier({
     chainId,
-    origins: () => [`http://${host}`],
+    origins: () => ORIGINS,
     accountOfOwner: async () => 1,
     isContract: async () => false,
   });

@@ -23,6 +23,7 @@ import { startBenchPostgres } from "./embeddedPostgres";
 const N = 4_000;
 const ROUNDS = 5;
 const host = "127.0.0.1:8000";
+const ORIGINS = [`http://${host}`];
 
 async function fill(store: SessionRevocations, now: number): Promise<void> {
   for (let i = 0; i < 1_000; i++) await store.revoke(Wallet.createRandom().address, now + 3_600, now);
@@ -46,7 +47,7 @@ async function main(): Promise<void> {
   const signature = await owner.signMessage(message);
   const verifier = new SiweVerifier({
     chainId: 31337,
-    origins: () => [`http://${host}`],
+    origins: () => ORIGINS,
     accountOfOwner: async () => 1,
     isContract: async () => false,
   });

@@ -304,7 +304,7 @@ export class SiweVerifier {
     } catch {
       throw invalid("The sign-in message's URI is not a URL.");
     }
-    const origins = this.o.origins().map((o) => new URL(o));
+    const origins = this.ownOrigins();
     const own = origins.find(
       (o) => sameAuthority(o, m.domain) && uri.protocol === o.protocol && uri.host === o.host,
     );
@@ -347,6 +347,14 @@ export class SiweVerifier {
         `The sign-in session expired at ${new Date(expiresAt * 1000).toISOString()}; sign in again.`,
         { details: { expiration: expiresAt } },
       );
+  }
+
+  /** The configured origins, parsed once per list (the relayer sets its list once, when it listens). */
+  private parsedOrigins: { from: readonly string[]; urls: URL[] } | null = null;
+  private ownOrigins(): URL[] {
+    const from = this.o.origins();
+    if (this.parsedOrigins?.from !== from) this.parsedOrigins = { from, urls: from.map((o) => new URL(o)) };
+    return this.parsedOrigins.urls;
   }
 
   private remember(memo: string, session: SiweSession): void {
