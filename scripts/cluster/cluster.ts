@@ -136,8 +136,13 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       SIGIL_DATABASE_URL: pg.url,
     };
     // Users reach the instances through the front: wallet sign-in is bound to its URL, not theirs.
-    if (!shared.SIGIL_PUBLIC_URLS && opts.basePort !== 0)
-      shared.SIGIL_PUBLIC_URLS = `http://${host.includes(":") ? `[${host}]` : host}:${opts.basePort}`;
+    // (Port 0, tests only, leaves each instance on its own URL: the front's is not known yet.)
+    if (!shared.SIGIL_PUBLIC_URLS && opts.basePort !== 0) {
+      const p = opts.basePort;
+      shared.SIGIL_PUBLIC_URLS = ["127.0.0.1", "0.0.0.0", "localhost"].includes(host)
+        ? `http://127.0.0.1:${p},http://localhost:${p}`
+        : `http://${host.includes(":") ? `[${host}]` : host}:${p}`;
+    }
     const specOf = (i: number) => {
       const id = instanceIdOf(i);
       const dataDir = file(path.join("instances", id));
