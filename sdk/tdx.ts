@@ -229,20 +229,16 @@ export interface TdxBindingOptions {
 }
 
 /**
- * Step 2, pure: that the (verified) TD report vouches for this document. The REPORTDATA must be
- * tdxReportData(doc); the event log must replay to RTMR3; its compose-hash event must be well formed and
- * name the document's compose_hash; and the measurements must be the ones expected.
+ * Step 2, pure: that the (verified) TD report vouches for this document and the expected build, checked in
+ * this order: the OS image's registers (MRTD, RTMR0-2) are the ones expected; the REPORTDATA is
+ * tdxReportData(doc); the event log replays to RTMR3; its one compose-hash event is well formed and names
+ * the document's compose_hash; and that compose hash is the one expected.
  */
 export function checkTdxBinding(
   doc: AttestationDocument,
   report: TdReport,
   opts: TdxBindingOptions = {},
 ): void {
-  if (!sameHex(report.reportData, tdxReportData(doc as unknown as Record<string, unknown>)))
-    throw new AttestationError(
-      "report_data_mismatch",
-      "The quote's report data is not this document's: the quote was made for another document (or nonce).",
-    );
   for (const [name, want, got] of [
     ["MRTD", opts.expectedMrTd, report.mrTd],
     ["RTMR0", opts.expectedRtmr0, report.rtmr0],
@@ -252,6 +248,11 @@ export function checkTdxBinding(
     if (want !== undefined && !sameHex(want, got))
       throw new AttestationError("tdx_measurement_mismatch", `${name} is ${got}, not ${want}.`);
   }
+  if (!sameHex(report.reportData, tdxReportData(doc as unknown as Record<string, unknown>)))
+    throw new AttestationError(
+      "report_data_mismatch",
+      "The quote's report data is not this document's: the quote was made for another document (or nonce).",
+    );
   const events = parseEventLog((doc as { event_log?: unknown }).event_log);
   if (!sameHex(replayRtmr3(events), report.rtmr3))
     throw new AttestationError("event_log_mismatch", "The event log does not replay to the quote's RTMR3.");
