@@ -1,8 +1,8 @@
 /**
  * The SDK's TDX quote verification (sdk/tdx.ts) against a real, published TDX quote and Intel's collateral
- * for it. They are third-party data and are not in this repository: the tests read them from
- * ../shared/fixtures/tdx/ beside the checkout (their README names the source and the checked recipe) and
- * are skipped, saying so, when that folder is absent.
+ * for it. They are third-party data and are not in this repository: the tests read them from the folder
+ * shared/fixtures/tdx/ beside the checkout (its README names the source and the checked recipe) and are
+ * skipped, saying so, when that folder is absent.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
