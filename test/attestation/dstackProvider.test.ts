@@ -95,6 +95,18 @@ describe("attestation: the dstack root-key provider", function () {
     }
   });
 
+  it("a quote the guest agent cannot give is tee_quote_failed, never a document without one", async () => {
+    const a = await agent();
+    const enclave = await open(a.endpoint);
+    await a.close();
+    try {
+      await enclave.attest({ format: "sigil-attestation/v1", nonce: "n" });
+      expect.fail("attested without a quote");
+    } catch (e) {
+      expect(isEnclaveError(e) && e.code).to.equal("tee_quote_failed");
+    }
+  });
+
   it("the file provider is unchanged: the same root key gives the same identity, tee none", async () => {
     const hex = "0x" + "42".repeat(32);
     const enclave = await Enclave.open({ rootKeyHex: hex });
