@@ -32,6 +32,7 @@ export type AttestationFailure =
   | "report_data_mismatch" // the quote was made for another document (or nonce)
   | "event_log_mismatch" // the event log does not replay to the quote's RTMR3, or is malformed
   | "compose_hash_mismatch" // another app-compose (so other code) than the one expected
+  | "app_id_mismatch" // another dstack app (so another root key and governance) than the one expected
   | "tdx_measurement_mismatch"; // MRTD/RTMR0-2 (the OS image) other than expected
 
 export class AttestationError extends Error {

@@ -221,6 +221,11 @@ const sameHex = (a: unknown, b: unknown) =>
 export interface TdxBindingOptions {
   /** The compose hash of the app-compose.json you reviewed (scripts/tee/compose-hash.ts). */
   expectedComposeHash?: string;
+  /**
+   * The dstack app id you expect (it stays the same across the upgrades its governance approves, as does the
+   * root key): checked against the document and the measured app-id event of the event log.
+   */
+  expectedAppId?: string;
   /** MRTD and RTMR0–2 of the dstack OS image you trust (from its reproducible build). */
   expectedMrTd?: string;
   expectedRtmr0?: string;
@@ -232,7 +237,8 @@ export interface TdxBindingOptions {
  * Step 2, pure: that the (verified) TD report vouches for this document and the expected build, checked in
  * this order: the OS image's registers (MRTD, RTMR0-2) are the ones expected; the REPORTDATA is
  * tdxReportData(doc); the event log replays to RTMR3; its one compose-hash event is well formed and names
- * the document's compose_hash; and that compose hash is the one expected.
+ * the document's compose_hash; that compose hash is the one expected; and, when asked, the app id (the
+ * measured app-id event, the document's) is the one expected.
  */
 export function checkTdxBinding(
   doc: AttestationDocument,
@@ -277,6 +283,21 @@ export function checkTdxBinding(
       "compose_hash_mismatch",
       `The CVM runs compose hash ${String(docHash)}, not ${opts.expectedComposeHash}.`,
     );
+  if (opts.expectedAppId !== undefined) {
+    const appEvents = events.filter((e) => e.imr === 3 && e.event === "app-id");
+    const measured = appEvents.length === 1 ? appEvents[0] : undefined;
+    if (!measured || !sameHex(measured.digest, runtimeEventDigest("app-id", measured.event_payload)))
+      throw new AttestationError(
+        "event_log_mismatch",
+        "The event log has no single, well-formed app-id event.",
+      );
+    const docAppId = (doc as { app_id?: unknown }).app_id;
+    if (!sameHex(measured.event_payload, docAppId) || !sameHex(docAppId, opts.expectedAppId))
+      throw new AttestationError(
+        "app_id_mismatch",
+        `The CVM runs app ${String(docAppId)} (measured 0x${measured.event_payload}), not ${opts.expectedAppId}.`,
+      );
+  }
 }
 
 export type VerifyTdxAttestationOptions = VerifyAttestationOptions &

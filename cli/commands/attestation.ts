@@ -33,6 +33,7 @@ interface VerifyFlags {
   requireTee?: boolean;
   expectComposeHash?: string;
   expectMrtd?: string;
+  expectAppId?: string;
   collateral?: string;
   pccsUrl?: string;
   at?: string;
@@ -84,6 +85,7 @@ export function registerAttestation(program: Command): void {
       "tdx: the compose hash of the build you reviewed (scripts/tee/compose-hash.ts)",
     )
     .option("--expect-mrtd <0x…>", "tdx: the MRTD of the dstack OS image you trust")
+    .option("--expect-app-id <0x…>", "tdx: the dstack app id (stable across approved upgrades)")
     .option("--collateral <file>", "tdx: Intel's collateral for the quote, as JSON")
     .option("--pccs-url <url>", "tdx: fetch the collateral from this PCCS (nothing is fetched otherwise)")
     .option(
@@ -122,6 +124,7 @@ export function registerAttestation(program: Command): void {
             ...opts,
             expectedComposeHash: flags.expectComposeHash,
             expectedMrTd: flags.expectMrtd,
+            expectedAppId: flags.expectAppId,
             collateral:
               flags.collateral === undefined
                 ? undefined

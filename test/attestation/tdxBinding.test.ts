@@ -174,6 +174,17 @@ describe("attestation: documents bound to a TD quote (dstack stand-in)", functio
     expect(e.reason).to.equal("compose_hash_mismatch");
   });
 
+  it("accepts the expected app id, measured in the event log", async () => {
+    const doc = await attest();
+    checkTdxBinding(doc, reportOf(doc), { expectedAppId: "0x" + agent.appId });
+  });
+
+  it("refuses another app id than the one expected: app_id_mismatch", async () => {
+    const doc = await attest();
+    const e = refusalOf(() => checkTdxBinding(doc, reportOf(doc), { expectedAppId: "0x" + "99".repeat(20) }));
+    expect(e.reason).to.equal("app_id_mismatch");
+  });
+
   it("verifyAttestation still checks the nonce of a tdx document: nonce_mismatch", async () => {
     const doc = await attest("n-ok");
     expect(() => verifyAttestation(doc, { nonce: "n-other" }))
