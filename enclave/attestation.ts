@@ -57,6 +57,24 @@ export function canonicalJson(value: unknown): string {
   throw new TypeError(`canonicalJson: ${typeof value} is not a JSON value`);
 }
 
+/**
+ * The fields of a document the TEE quote binds: all of them except the signature and the hardware
+ * evidence itself (the quote cannot contain its own hash, and the event log is checked against the quote).
+ */
+export const UNBOUND_FIELDS = ["signature", "quote", "event_log"] as const;
+
+/**
+ * The 64 bytes a TDX quote's REPORTDATA carries for an attestation document: SHA-512 of the canonical JSON
+ * of its bound fields (everything but UNBOUND_FIELDS). SHA-512 fills REPORTDATA exactly, so there is no
+ * padding rule to get wrong. The SDK computes the same (sdk/tdx.ts; a test checks they agree).
+ */
+export function attestationReportData(doc: Record<string, unknown>): Uint8Array {
+  const bound = Object.fromEntries(
+    Object.entries(doc).filter(([k]) => !(UNBOUND_FIELDS as readonly string[]).includes(k)),
+  );
+  return Uint8Array.from(createHash("sha512").update(canonicalJson(bound), "utf8").digest());
+}
+
 /** The identity key's EIP-191 signature over the canonical JSON of `fields` (the document minus `signature`). */
 export function signAttestationFields(root: Uint8Array, fields: Record<string, unknown>): string {
   const digest = Buffer.from(hashMessage(canonicalJson(fields)).slice(2), "hex");

@@ -24,9 +24,10 @@ import { open, seal } from "./aesEnvelope";
 import { createHash } from "node:crypto";
 import { parseCid } from "./cid";
 import { Lru } from "./lru";
-import { decodeRootKey, loadRootKey, RootKeySource } from "./rootKey";
+import { decodeRootKey } from "./rootKey";
+import { rootKeyProvider, type RootKeyOptions, type TeeSource } from "./rootKeyProviders";
 import { GasSigner, gasWalletDerivation } from "./gasSigner";
-import { identityOf, signAttestationFields } from "./attestation";
+import { attestationReportData, identityOf, signAttestationFields } from "./attestation";
 import type { KeyCapabilities } from "./capabilities";
 
 // ethers hashes addresses (checksums), typed data and messages for the enclave: natively from here on.
@@ -134,13 +135,18 @@ export class Enclave implements KeyCapabilities {
    */
   readonly #ownerAddresses = new Lru<string, string>(10_000);
   #identity: { address: string; publicKey: string } | null = null;
+  /** The TEE the root key came from (the dstack provider), or null (file provider, tests). */
+  readonly #tee: TeeSource | null;
 
-  private constructor(root: Uint8Array) {
+  private constructor(root: Uint8Array, tee: TeeSource | null = null) {
     this.#root = root;
+    this.#tee = tee;
   }
 
-  static async open(opts: RootKeySource): Promise<Enclave> {
-    return new Enclave(await loadRootKey(opts));
+  /** The root key from the configured provider (rootKeyProviders/): `file` unless `provider` says otherwise. */
+  static async open(opts: RootKeyOptions): Promise<Enclave> {
+    const { rootKey, tee } = await rootKeyProvider(opts).open();
+    return new Enclave(rootKey, tee);
   }
 
   static fromRootKey(rootKey: Uint8Array | string): Enclave {
@@ -252,6 +258,29 @@ export class Enclave implements KeyCapabilities {
   /** The identity key's EIP-191 signature over the canonical JSON of an attestation document's fields. */
   signAttestation(fields: Record<string, unknown>): string {
     return signAttestationFields(this.#root, fields);
+  }
+
+  /** Which TEE stands behind this enclave: "none", or "tdx" with dstack's compose hash and app id. */
+  teeInfo(): { tee: "none" } | { tee: "tdx"; composeHash: string; appId: string } {
+    const t = this.#tee;
+    return t ? { tee: t.tee, composeHash: t.composeHash, appId: t.appId } : { tee: "none" };
+  }
+
+  /**
+   * A whole attestation document from its deployment fields: the TEE's identity and evidence when there is
+   * a TEE (its quote's report data = attestationReportData of the document), then the identity signature
+   * over everything. Without a TEE: tee "none", quote null, exactly as before providers existed.
+   */
+  async attest(fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const t = this.#tee;
+    if (!t) {
+      const doc = { ...fields, tee: "none", quote: null };
+      return { ...doc, signature: this.signAttestation(doc) };
+    }
+    const bound = { ...fields, tee: t.tee, compose_hash: t.composeHash, app_id: t.appId };
+    const evidence = await t.quote(attestationReportData(bound));
+    const doc = { ...bound, quote: evidence.quote, event_log: evidence.eventLog };
+    return { ...doc, signature: this.signAttestation(doc) };
   }
 
   // ---- Gas wallets ------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ export type EnclaveErrorCode =
   | "gateway_error"
   | "decryption_failed"
   | "root_key_missing"
-  | "root_key_invalid";
+  | "root_key_invalid"
+  | "root_key_unavailable"
+  | "tee_quote_failed";
 
 export class EnclaveError extends Error {
   override name = "EnclaveError";

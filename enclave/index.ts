@@ -11,7 +11,10 @@ export { keyHash } from "./apiKeys";
 // keccak-256 over bytes, native where built: public data only (the relayer's signature checks).
 export { keccak256Bytes } from "./keccak";
 // Attestation: the document format, its canonical serialisation, and the measurement of enclave/.
-export { ATTESTATION_FORMAT, canonicalJson, measureEnclave } from "./attestation";
+export { ATTESTATION_FORMAT, attestationReportData, canonicalJson, measureEnclave } from "./attestation";
+// Where the root key comes from (file for development, dstack's KMS in a TDX CVM): configuration only.
+export { ROOT_KEY_PROVIDERS, DSTACK_ROOT_KEY_PATH, DSTACK_ROOT_KEY_PURPOSE } from "./rootKeyProviders";
+export type { RootKeyOptions, RootKeyProviderName } from "./rootKeyProviders";
 export type { Measurement } from "./attestation";
 export type { ApiKeyKind, ParsedApiKey, GeneratedApiKey } from "./apiKeys";
 export { computeCid, parseCid, isValidCid } from "./cid";

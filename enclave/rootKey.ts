@@ -1,6 +1,7 @@
 /**
- * Loading the root key: from an injected hex string (production: the TEE's key service, here the
- * SIGIL_ROOT_KEY environment variable read by the caller), else from a sealed file; generated into that
+ * The `file` provider's loading of the root key (rootKeyProviders/file.ts; in a TEE the `dstack` provider
+ * takes it from dstack's KMS instead): from an injected hex string (the SIGIL_ROOT_KEY environment
+ * variable read by the caller), else from a sealed file; generated into that
  * file (mode 0600, with a warning) only in an explicit dev mode. The key is 32 bytes, written as 64 hex
  * characters (an optional 0x and surrounding whitespace, e.g. a trailing newline, are tolerated).
  * Errors describe what is wrong and never include any of the input.

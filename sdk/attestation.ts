@@ -1,6 +1,6 @@
 /**
- * verifyAttestation: what a client can check of GET /core/v1/attestation without special hardware
- * (docs/enclave.md, "Attestation"): the identity key's signature over the document, the pins it was given
+ * verifyAttestation: what a client can check of GET /core/v1/attestation without looking at hardware
+ * evidence (docs/enclave.md, "Attestation"): the identity key's signature over the document, the pins it was given
  * (identity, measurement, chain and contract addresses), and the nonce it sent. A failed check throws
  * AttestationError; whether the document is hardware-backed is a field of the result, since `tee: "none"`
  * is an honest answer of a deployment without a TEE, unless the caller requires a TEE.
@@ -22,7 +22,18 @@ export type AttestationFailure =
   | "measurement_mismatch" // other enclave code than the pinned measurement
   | "nonce_mismatch" // not an answer to this request (replayed, or for someone else)
   | "chain_mismatch" // another chain id or other contract addresses than expected
-  | "tee_required"; // tee "none", and the caller required a TEE
+  | "tee_required" // tee "none", and the caller required a TEE
+  // TDX (tdx.ts, verifyTdxAttestation):
+  | "quote_missing" // tee "tdx" without a quote
+  | "quote_invalid" // not a TDX quote, or Intel's signature chain over it does not verify
+  | "collateral_unavailable" // no collateral given and no PCCS named, or the PCCS did not answer
+  | "collateral_expired" // the collateral is not valid at the time checked: fetch current collateral
+  | "tcb_not_accepted" // the platform's TCB status is not one the caller accepts
+  | "report_data_mismatch" // the quote was made for another document (or nonce)
+  | "event_log_mismatch" // the event log does not replay to the quote's RTMR3, or is malformed
+  | "compose_hash_mismatch" // another app-compose (so other code) than the one expected
+  | "app_id_mismatch" // another dstack app (so another root key and governance) than the one expected
+  | "tdx_measurement_mismatch"; // MRTD/RTMR0-2 (the OS image) other than expected
 
 export class AttestationError extends Error {
   override name = "AttestationError";
@@ -54,8 +65,8 @@ export interface VerifiedAttestation {
   measurement: string;
   tee: AttestationDocument["tee"];
   /**
-   * Always false from this function: a "tdx" or "nitro" document's quote must be checked against the
-   * vendor's roots (docs/enclave.md), which this SDK does not do; "none" has no hardware behind it at all.
+   * Always false from this function, which does not look at the quote: verifyTdxAttestation (tdx.ts)
+   * checks a "tdx" document's quote against Intel's roots; "none" has no hardware behind it at all.
    */
   hardwareBacked: false;
   /** What the document does not prove, in words. */
@@ -142,6 +153,6 @@ export function verifyAttestation(
       ? [
           'tee is "none": nothing but the operator vouches that this measurement is what runs, or that the root key is held only by it.',
         ]
-      : [`tee is "${doc.tee}": verify its quote with the vendor's tooling; this SDK does not.`];
+      : [`tee is "${doc.tee}": this function does not check the quote; verifyTdxAttestation does.`];
   return { identity: signer, measurement: doc.measurement, tee: doc.tee, hardwareBacked: false, caveats };
 }

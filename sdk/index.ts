@@ -26,6 +26,21 @@ export {
   type VerifiedAttestation,
 } from "./attestation";
 export {
+  verifyTdxAttestation,
+  verifyTdxQuote,
+  checkTdxBinding,
+  tdxReportData,
+  parseTdReport,
+  type TdReport,
+  type TdxCollateral,
+  type TcbStatus,
+  type VerifyTdxAttestationOptions,
+  type VerifyTdxQuoteOptions,
+  type TdxBindingOptions,
+  type VerifiedTdxAttestation,
+  type VerifiedTdxQuote,
+} from "./tdx";
+export {
   verifyWebhookSignature,
   parseWebhookEvent,
   type VerifyOptions,

@@ -3,9 +3,10 @@
  * key stands behind it (the identity), on which chain and contracts, signed by the identity key so a client
  * can pin it (docs/enclave.md, "Attestation"). The measurement is computed once, at start.
  *
- * `tee` is "none" here: this process runs on an ordinary machine, so there is no hardware quote to give,
- * and none is ever faked (`quote: null`). A TDX or Nitro deployment is where "tdx"/"nitro" and a quote
- * binding this document would come from.
+ * Whether hardware vouches for it is the enclave's to say (its root-key provider): with `file`, `tee` is
+ * "none" and `quote` null, since this process runs on an ordinary machine and no quote is ever faked; with
+ * `dstack`, `tee` is "tdx" and the document carries a TD quote whose report data binds every other field
+ * (the nonce included, so each answer is quoted afresh), the event log and the app's compose hash.
  */
 import * as path from "node:path";
 import { Router } from "express";
@@ -40,7 +41,6 @@ export function attestationRoutes(ctx: RelayerContext): Router {
     handler(ctx, async (req) => {
       const fields = {
         format: ATTESTATION_FORMAT,
-        tee: "none",
         measurement,
         identity: { address: identity.address, public_key: identity.publicKey },
         chain_id: ctx.chainId,
@@ -49,9 +49,8 @@ export function attestationRoutes(ctx: RelayerContext): Router {
         service_version: serviceVersion,
         timestamp: Math.floor(Date.now() / 1000),
         nonce: readNonce(req.query as Record<string, unknown>),
-        quote: null,
       };
-      return { body: { ...fields, signature: ctx.enclave.signAttestation(fields) } };
+      return { body: await ctx.enclave.attest(fields) };
     }),
   );
 

@@ -27,6 +27,10 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     ...gasWalletLines(config, s.gasWallets ?? []),
     `  payments     ${s.paymentProcessor === "stripe" ? "Stripe" : "simulated (no money moves)"}`,
     `  mode         ${config.devMode ? `dev (sign-up credit ${config.signupCreditCents} cents)` : "production"}`,
+    // Only said when it is not the default, so the file provider's banner reads as it always did.
+    ...(config.rootKeyProvider === "dstack"
+      ? ["  root key     dstack KMS (in this TDX CVM's memory only; GET /core/v1/attestation has the quote)"]
+      : []),
     `  logs         ${config.logFile === "-" ? "stdout" : config.logFile}`,
     "",
     // A restart is not a first visit: say that the state is back before suggesting a new account.

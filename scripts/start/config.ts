@@ -20,6 +20,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_CHAIN_ID",
   "SIGIL_DEV_MODE",
   "SIGIL_ROOT_KEY",
+  "SIGIL_ROOT_KEY_PROVIDER",
+  "SIGIL_DSTACK_ENDPOINT",
   "SIGIL_DEPLOYER_KEY",
   "SIGIL_REGISTRY_ADDRESS",
   "SIGIL_FORWARDER_ADDRESS",
@@ -101,6 +103,10 @@ export interface SigilConfig {
   chainId?: number;
   devMode: boolean;
   rootKeyHex?: string;
+  /** Where the root key comes from: "file" (SIGIL_ROOT_KEY or <data dir>/root.key) or "dstack" (its KMS, in a TDX CVM). */
+  rootKeyProvider: "file" | "dstack";
+  /** dstack's guest agent (a socket path or http(s) URL); absent = the SDK's own discovery. */
+  dstackEndpoint?: string;
   deployerKey?: string;
   /** A deployment chosen by configuration instead of the one remembered in the data folder. */
   deployment?: { registry: string; forwarder: string; deployBlock: number };
@@ -304,9 +310,36 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   // pointing at an external chain turns it off unless asked for explicitly.
   const devMode = bool("SIGIL_DEV_MODE") ?? rpcUrl === undefined;
 
+  const rootKeyProviderRaw = get("SIGIL_ROOT_KEY_PROVIDER") ?? "file";
+  const rootKeyProvider = rootKeyProviderRaw === "dstack" ? "dstack" : "file";
+  if (rootKeyProviderRaw !== "file" && rootKeyProviderRaw !== "dstack")
+    problems.push(
+      `SIGIL_ROOT_KEY_PROVIDER=${JSON.stringify(rootKeyProviderRaw)} is not valid: use file (the default: SIGIL_ROOT_KEY or ` +
+        `<data dir>/root.key) or dstack (dstack's KMS, inside a TDX CVM; docs/enclave.md).`,
+    );
+  const dstackEndpoint = get("SIGIL_DSTACK_ENDPOINT");
+  if (dstackEndpoint !== undefined && rootKeyProviderRaw !== "dstack")
+    problems.push(
+      `SIGIL_DSTACK_ENDPOINT is set but SIGIL_ROOT_KEY_PROVIDER is not dstack: set both, or neither.`,
+    );
+  if (dstackEndpoint !== undefined && !/^(\/|https?:\/\/)/.test(dstackEndpoint))
+    problems.push(
+      `SIGIL_DSTACK_ENDPOINT=${JSON.stringify(dstackEndpoint)} is not valid: the guest agent's Unix socket (an absolute path such as /var/run/dstack.sock) or an http(s) URL.`,
+    );
+  // With dstack the KMS gives the key: a second source would be a second, unattested key.
+  if (rootKeyProviderRaw === "dstack" && get("SIGIL_ROOT_KEY") !== undefined)
+    problems.push(
+      `SIGIL_ROOT_KEY is set but SIGIL_ROOT_KEY_PROVIDER is dstack, whose KMS gives the root key: unset SIGIL_ROOT_KEY.`,
+    );
+
   const rootKeyHex = hexKey("SIGIL_ROOT_KEY", "the 32-byte root key");
   // (An invalid SIGIL_ROOT_KEY was reported just above; this is about none at all.)
-  if (!devMode && get("SIGIL_ROOT_KEY") === undefined && !fs.existsSync(path.join(dataDir, "root.key")))
+  if (
+    rootKeyProvider === "file" &&
+    !devMode &&
+    get("SIGIL_ROOT_KEY") === undefined &&
+    !fs.existsSync(path.join(dataDir, "root.key"))
+  )
     problems.push(
       `No root key: outside dev mode Sigil never generates one. Provide it in SIGIL_ROOT_KEY (64 hex digits, e.g. from ` +
         `\`node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"\` kept in your secret manager), ` +
@@ -560,6 +593,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     chainId: chainId ?? (rpcUrl === undefined ? DEFAULT_DEV_CHAIN_ID : undefined),
     devMode,
     rootKeyHex,
+    rootKeyProvider,
+    dstackEndpoint,
     deployerKey,
     deployment,
     gasWallets,

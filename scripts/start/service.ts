@@ -88,6 +88,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
 
     step("opening the enclave (root key)");
     const enclave = await Enclave.open({
+      provider: config.rootKeyProvider,
+      dstack: { endpoint: config.dstackEndpoint },
       rootKeyFile: file("rootKey"),
       rootKeyHex: config.rootKeyHex,
       devMode: config.devMode,

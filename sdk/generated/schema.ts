@@ -5701,7 +5701,13 @@ export interface paths {
               /** @description Unix seconds */
               timestamp: number;
               nonce: string | null;
-              quote: null;
+              quote: string | null;
+              /** @description tee "tdx" only: the CVM's event log (JSON text), which replays to the quote's RTMRs */
+              event_log?: string;
+              /** @description tee "tdx" only: SHA-256 of the dstack app-compose.json this CVM runs */
+              compose_hash?: string;
+              /** @description tee "tdx" only: the dstack app id the KMS derives the root key for */
+              app_id?: string;
               signature: string;
             };
           };

@@ -75,9 +75,80 @@ export function scan(root: string, tolerated: string[] = []): string[] {
   return listSourceFiles(root).flatMap((f) => violationsIn(root, f, tolerated));
 }
 
+/**
+ * Where a root key may enter enclave/ (docs/enclave.md, "Root key"): the providers in
+ * enclave/rootKeyProviders/ and Enclave.fromRootKey. Returns the files that break it: any other file
+ * importing dstack's SDK (the KMS client), any other caller of loadRootKey/decodeRootKey, or any other
+ * construction of an Enclave.
+ */
+export function rootKeyEntryViolations(root: string): string[] {
+  const allowed: Record<string, string[]> = {
+    "@phala/dstack-sdk": ["enclave/rootKeyProviders/dstack.ts"],
+    "loadRootKey(": ["enclave/rootKey.ts", "enclave/rootKeyProviders/file.ts"],
+    "decodeRootKey(": ["enclave/rootKey.ts", "enclave/rootKeyProviders/dstack.ts", "enclave/enclave.ts"],
+    "new Enclave(": ["enclave/enclave.ts"],
+  };
+  const found: string[] = [];
+  for (const file of listSourceFiles(root)) {
+    const rel = path.relative(root, file).split(path.sep).join("/");
+    // The rule is about the service's code; tests may cross-check with the SDK's helpers.
+    if (rel.startsWith("test/")) continue;
+    const source = readFileSync(file, "utf8");
+    const imports = SPECIFIERS.flatMap((re) =>
+      [...source.matchAll(re)].map((m) => m[1].split("/").slice(0, 2).join("/")),
+    );
+    for (const [needle, files] of Object.entries(allowed)) {
+      // The package counts when imported (comments may name it); the functions when called.
+      const present = needle.startsWith("@") ? imports.includes(needle) : source.includes(needle);
+      if (present && !files.includes(rel)) found.push(`${rel}: ${needle}`);
+    }
+  }
+  return found;
+}
+
 describe("enclave boundary", function () {
   it("no file outside enclave/ imports an enclave module other than enclave/index", function () {
     expect(scan(REPO)).to.deep.equal([]);
+  });
+
+  it("a root key enters only through a provider (enclave/rootKeyProviders/) or Enclave.fromRootKey", function () {
+    expect(rootKeyEntryViolations(REPO)).to.deep.equal([]);
+    // Exactly two constructions: Enclave.open (a provider's key) and Enclave.fromRootKey.
+    const enclaveSource = readFileSync(path.join(REPO, "enclave", "enclave.ts"), "utf8");
+    expect(enclaveSource.match(/new Enclave\(/g)).to.have.length(2);
+    expect(enclaveSource).to.match(/private constructor\(/);
+  });
+
+  describe("the root-key entry scanner", function () {
+    let root: string;
+    beforeEach(() => {
+      root = mkdtempSync(path.join(tmpdir(), "sigil-rootkey-"));
+      mkdirSync(path.join(root, "enclave", "rootKeyProviders"), { recursive: true });
+      mkdirSync(path.join(root, "relayer"), { recursive: true });
+      writeFileSync(
+        path.join(root, "enclave", "rootKeyProviders", "dstack.ts"),
+        'import "@phala/dstack-sdk";',
+      );
+    });
+    afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+    it("allows dstack's SDK in the dstack provider", function () {
+      expect(rootKeyEntryViolations(root)).to.deep.equal([]);
+    });
+
+    it("flags dstack's SDK anywhere else, inside enclave/ or not", function () {
+      writeFileSync(path.join(root, "relayer", "x.ts"), 'import { DstackClient } from "@phala/dstack-sdk";');
+      writeFileSync(path.join(root, "enclave", "y.ts"), 'const m = require("@phala/dstack-sdk");');
+      expect(rootKeyEntryViolations(root).sort()).to.deep.equal([
+        "enclave/y.ts: @phala/dstack-sdk",
+        "relayer/x.ts: @phala/dstack-sdk",
+      ]);
+    });
+
+    it("flags another loader of a root key", function () {
+      writeFileSync(path.join(root, "enclave", "z.ts"), "const k = await loadRootKey({});");
+      expect(rootKeyEntryViolations(root)).to.deep.equal(["enclave/z.ts: loadRootKey("]);
+    });
   });
 
   describe("the scanner", function () {
