@@ -25,8 +25,32 @@
  *   reachable at harden time; they are created now and hardened.
  */
 const ethers = require("ethers");
+const path = require("node:path");
 const ethers5 = require("ethers5");
 const { platformError } = require("./values");
+
+/**
+ * ethers v5's own HTTP client (`@ethersproject/web`), which its provider base classes call by module
+ * property at call time. The endowed providers send through the run's `fetch`, but their base classes
+ * are reachable (`Object.getPrototypeOf(ethers.providers.JsonRpcProvider)`), and an instance of a base
+ * class would send with the worker's host authority, past the fetch policy and the address guard. Both
+ * entry points refuse, before lockdown (after it the module object is frozen).
+ */
+function refuseEthers5HttpClient() {
+  const webPath = require.resolve("@ethersproject/web", {
+    paths: [path.dirname(require.resolve("@ethersproject/providers", { paths: [require.resolve("ethers5")] }))],
+  });
+  const web = require(webPath);
+  const refuse = async () => {
+    throw platformError(
+      "invalid_argument",
+      "ethers' own HTTP client is not available in actions; ethers.providers.JsonRpcProvider sends through fetch",
+    );
+  };
+  web.fetchJson = refuse;
+  web._fetchData = refuse;
+}
+refuseEthers5HttpClient();
 
 const EXCLUDED =
   /(Provider|Plugin|Subscriber)$|^(Fetch|Socket)|^(ethers|Network|EnsResolver|JsonRpcSigner|getDefaultProvider|showThrottleMessage|lock)$/;

@@ -16,6 +16,7 @@ const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
+const { installLibraryTimers } = require("./library-timers");
 const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { makeRunKey } = require("./run-key");
@@ -32,6 +33,8 @@ const host = {
 };
 const timers = { setTimeout, clearTimeout };
 const hostSetImmediate = setImmediate;
+// Library code (ethers v5) gets timers bound to the run in progress (library-timers.js).
+installLibraryTimers(globalThis, timers, () => current);
 // Authorization epochs shared with the main thread (run-key.js): captured before lockdown, never endowed.
 const epochs = workerData && workerData.epochs instanceof Int32Array ? workerData.epochs : null;
 const curve = makeCurveClient(workerData && workerData.signerPort);
