@@ -24,9 +24,12 @@
  * - Lazily created singletons (v6's English wordlist and default AbiCoder, v5's global Logger) are not
  *   reachable at harden time; they are created now and hardened.
  */
-const ethers = require("ethers");
 const path = require("node:path");
+// The modules both ethers load (their module graphs), hardened once per worker (hardenEthersModules).
+const loadedBefore = new Set(Object.keys(require.cache));
+const ethers = require("ethers");
 const ethers5 = require("ethers5");
+const ETHERS_MODULES = Object.keys(require.cache).filter((file) => !loadedBefore.has(file));
 const { platformError } = require("./values");
 
 /**
@@ -63,7 +66,44 @@ const EXCLUDED_V5_UTILS = new Set(["fetchJson", "poll", "_fetchData"]);
 const RECEIPT_POLL_MS = 250;
 const V5_PROVIDER_HELPERS = ["getNetwork", "Formatter", "isCommunityResource", "isCommunityResourcable"];
 
+/**
+ * v6 state shared across runs that hardening does not cover, closed before the facade is hardened:
+ * - `Contract#emit` chains every emit of the worker on one module-level promise, so a run's rejected
+ *   or never-settling emit was awaited by the next run's (its error handed over, or that run stuck).
+ *   Contract events need a v6 provider, which actions do not get: `emit` refuses.
+ * - `LangXx.wordlist(dialect)` creates and caches a wordlist on first use (for any dialect string):
+ *   the real ones are created now (and hardened with the module graph), other dialects refuse.
+ */
+function closeEthers6SharedState() {
+  Object.defineProperty(ethers.BaseContract.prototype, "emit", {
+    configurable: true,
+    writable: true,
+    value: async function emit() {
+      throw platformError("invalid_argument", "contract events are not available in actions");
+    },
+  });
+  // Each language's class is reached as `ethers.wordlists.<lang>.constructor`.
+  for (const wordlist of Object.values(ethers.wordlists)) {
+    const Lang = wordlist.constructor;
+    if (Lang.name !== "LangZh") {
+      Lang.wordlist();
+      continue;
+    }
+    const zh = { cn: Lang.wordlist("cn"), tw: Lang.wordlist("tw") };
+    Object.defineProperty(Lang, "wordlist", {
+      configurable: true,
+      writable: true,
+      value: function wordlist(dialect) {
+        if (!Object.prototype.hasOwnProperty.call(zh, dialect))
+          throw platformError("invalid_argument", 'LangZh.wordlist(dialect): dialect is "cn" or "tw"');
+        return zh[dialect];
+      },
+    });
+  }
+}
+
 function makeEthersFacade(harden) {
+  closeEthers6SharedState();
   ethers.lock();
   const facade = {};
   for (const name of Object.keys(ethers)) {
@@ -230,4 +270,46 @@ function makeProviders(harden, runFetch, runSleep) {
   return harden({ ...helpers, JsonRpcProvider, StaticJsonRpcProvider });
 }
 
-module.exports = { makeEthersFacade, makeEthers5, EXCLUDED };
+/** v5's standard networks whose definition holds a function (`_defaultProvider`) shared by all runs. */
+const V5_NETWORKS_WITH_DEFAULTS = [
+  "homestead",
+  "ropsten",
+  "rinkeby",
+  "kovan",
+  "goerli",
+  "sepolia",
+  "holesky",
+  "classic",
+  "classicMordor",
+  "classicKotti",
+  "matic",
+  "maticmum",
+  "optimism",
+];
+
+/**
+ * Every object of both ethers' module graphs, hardened once per worker, after lockdown and after the
+ * facades are built. The facades only name the exports actions use, but what their functions return
+ * reaches further: instances of classes that are not exported by `ethers` itself (v5's FixedFormat, as
+ * `FixedNumber.from("1").format`; the ABI Writer; JsonRpcSigner), module-level singletons (v5's shared
+ * provider Formatter and its format tables; the standard networks' default-provider functions), and
+ * these are shared by every run of the worker. Hardening each module's exports reaches the classes; the
+ * lazily created singletons are created first, then hardened. Lazy state the libraries fill in on first
+ * use (v5's secp256k1 curve) is warmed first, so hardening does not break it.
+ */
+function hardenEthersModules(harden) {
+  new ethers5.utils.SigningKey("0x" + "01".repeat(32)).signDigest("0x" + "02".repeat(32));
+  for (const C of Object.values(ethers5.providers)) {
+    if (typeof C === "function" && typeof C.getFormatter === "function") harden(C.getFormatter());
+  }
+  for (const name of V5_NETWORKS_WITH_DEFAULTS) harden(ethers5.providers.getNetwork(name));
+  // Not exported by its module: reached through a signer.
+  const provider = new ethers5.providers.JsonRpcProvider("http://127.0.0.1:1", 1);
+  harden(Object.getPrototypeOf(provider.getUncheckedSigner()));
+  for (const file of ETHERS_MODULES) {
+    const m = require.cache[file];
+    if (m !== undefined) harden(m.exports);
+  }
+}
+
+module.exports = { makeEthersFacade, makeEthers5, hardenEthersModules, EXCLUDED };

@@ -19,6 +19,8 @@ const { makeTimers } = require("./timers");
 const { installLibraryTimers } = require("./library-timers");
 const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
+const { hardenEthersModules } = require("./ethers-facade");
+const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
@@ -43,6 +45,7 @@ const startedRuns = workerData && workerData.started instanceof Int32Array ? wor
 let lastStarted = 0;
 
 const post = (m) => parentPort.postMessage(m);
+const nodeErrors = loadNodeErrors();
 
 lockdown({
   errorTaming: "safe",
@@ -66,10 +69,13 @@ const ethers5 = makeEthers5(
   () => (current !== null && current.sleep) || neverAnswers,
 );
 
+// After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
+// classes of Node's builtins that libraries may throw (node-errors.js).
+hardenEthersModules(harden);
+hardenNodeErrors(nodeErrors, harden);
+
 const shared = {
   ethers: ethers5,
-  TextEncoder: harden(TextEncoder),
-  TextDecoder: harden(TextDecoder),
   // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
   Date,
   Math,
