@@ -29,7 +29,15 @@ const path = require("node:path");
 const loadedBefore = new Set(Object.keys(require.cache));
 const ethers = require("ethers");
 const ethers5 = require("ethers5");
-const ETHERS_MODULES = Object.keys(require.cache).filter((file) => !loadedBefore.has(file));
+// Only ethers' own packages (not their dependencies, nor packages nested under them): dependencies
+// keep scratch state in objects their exports reach (elliptic's curves) or extend Node's classes (ws:
+// EventEmitter, whose prototype Node's own streams write through), and actions reach none of them
+// (test/executor/reachability.test.ts). For the same reason v5's `ws.js`, which re-exports ws, is left.
+const ETHERS_PACKAGE = /[\\/]node_modules[\\/](ethers|ethers5|@ethersproject[\\/][^\\/]+)[\\/](?!.*node_modules)/;
+const NOT_HARDENED = /[\\/]providers[\\/]lib[\\/]ws\.js$/;
+const ETHERS_MODULES = Object.keys(require.cache).filter(
+  (file) => !loadedBefore.has(file) && ETHERS_PACKAGE.test(file) && !NOT_HARDENED.test(file),
+);
 const { platformError } = require("./values");
 
 /**
