@@ -137,9 +137,9 @@ describe("executor: tampering with shared objects", function () {
       const proto = Object.getPrototypeOf(e);
       try { Object.defineProperty(proto, "name", { configurable: true, get() { (proto.stash ??= []).push(this.message); return "Hacked"; } }); } catch {}
       return null;`);
-    const errors = await victim(`try { atob("victim-secret%"); } catch (e) { return [e.name, e instanceof DOMException, e instanceof Error]; }`);
+    const errors = await victim(`try { atob("victim-secret%"); } catch (e) { return [e.name, e instanceof Error]; }`);
     const read = await attacker(`let e; try { atob("%"); } catch (x) { e = x; } return Object.getPrototypeOf(e).stash ?? [];`);
-    expect(errors).to.deep.equal(Array(2 * POOL).fill(["InvalidCharacterError", true, true]));
+    expect(errors).to.deep.equal(Array(2 * POOL).fill(["InvalidCharacterError", true]));
     expect(read.flat()).to.deep.equal([]);
   });
 
@@ -158,9 +158,10 @@ describe("executor: tampering with shared objects", function () {
   });
 
   it("a v6 contract's failed emit is not handed to another account's emit", async function () {
+    // v6 chains every emit on one module-level promise: a rejected one was awaited by the next emit.
     await attacker(`
-      const c = new ethers6.Contract("0x" + "22".repeat(20), ["event Transfer(address indexed from, address indexed to, uint256 value)"], { get provider() { throw new Error("from the attacker"); } });
-      c.emit("Transfer").catch(() => {});
+      const c = new ethers6.Contract("0x" + "22".repeat(20), ["event Transfer(address indexed from, address indexed to, uint256 value)"]);
+      try { c.emit({ fragment: {}, getTopicFilter: async () => { throw new Error("from the attacker"); } }).catch(() => {}); } catch {}
       return null;`);
     const errors = await victim(`
       const c = new ethers6.Contract("0x" + "22".repeat(20), ["event Transfer(address indexed from, address indexed to, uint256 value)"]);
