@@ -6,8 +6,11 @@
  *  1. load both ethers, the action parser and the guarded HTTP client, and capture the host functions
  *     the runtime needs (timers) in the normal realm;
  *  2. lockdown(): freeze every intrinsic of this thread's realm (never done in the main process);
- *  3. harden the endowments that are shared by all runs (ethers v5 and v6, TextEncoder/TextDecoder,
- *     URL, Headers, the WebCrypto classes).
+ *  3. harden everything shared by all runs: the ethers facades, then both ethers' module graphs, the
+ *     web facades (URL, URLSearchParams, Headers, TextEncoder, TextDecoder), the CryptoKey and
+ *     DOMException classes, and Node's error classes. Nothing shared may stay writable: runs of
+ *     different accounts follow each other on this worker (docs/actions.md, "Nothing shared is
+ *     writable"; test/executor/reachability.test.ts checks it).
  * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
  * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
  */
