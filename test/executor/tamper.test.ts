@@ -26,7 +26,9 @@ describe("executor: tampering with shared objects", function () {
 
   afterEach(async function () {
     // A fresh pool per case: a trap armed by one case must not be blamed on the next.
-    await expectHealthy(executor, (code, extra) => executor.run({ code, cid: TEST_CID, authorizePkp, ...extra }));
+    await expectHealthy(executor, (code, extra) =>
+      executor.run({ code, cid: TEST_CID, authorizePkp, ...extra }),
+    );
     await executor.close();
     executor = new ActionExecutor({ keys, poolSize: POOL, limits: { wallTimeMs: 5_000 } });
     await executor.ready();
@@ -83,7 +85,9 @@ describe("executor: tampering with shared objects", function () {
       const seen = [];
       for (const [p] of protos) for (const k of p.stash ?? []) { try { seen.push(ethers.hexlify(k.export())); } catch {} }
       return seen;`);
-    const expected = ethers.hexlify(ethers.computeHmac("sha256", new Uint8Array(32).fill(0x42), ethers.toUtf8Bytes("m")));
+    const expected = ethers.hexlify(
+      ethers.computeHmac("sha256", new Uint8Array(32).fill(0x42), ethers.toUtf8Bytes("m")),
+    );
     expect(signatures).to.deep.equal(Array(2 * POOL).fill(expected));
     expect(read.flat()).to.not.include("0x" + "42".repeat(32));
     expect(read.flat()).to.deep.equal([]);
@@ -109,7 +113,9 @@ describe("executor: tampering with shared objects", function () {
       const proto = Object.getPrototypeOf(new URLSearchParams("a=1").entries());
       try { const next = proto.next; proto.next = function () { const r = next.call(this); (proto.stash ??= []).push(JSON.stringify(r.value)); return r; }; } catch {}
       return null;`);
-    const seen = await victim(`return [...new URL("https://example.com/?token=victim-secret").searchParams];`);
+    const seen = await victim(
+      `return [...new URL("https://example.com/?token=victim-secret").searchParams];`,
+    );
     const read = await attacker(`return Object.getPrototypeOf(new URLSearchParams().entries()).stash ?? [];`);
     expect(seen).to.deep.equal(Array(2 * POOL).fill([["token", "victim-secret"]]));
     expect(read.flat()).to.deep.equal([]);
@@ -123,9 +129,7 @@ describe("executor: tampering with shared objects", function () {
         FixedFormat.from = function (value) { (FixedFormat.stash ??= []).push(value); const f = from.call(this, value); return from.call(this, "fixed128x" + (f.decimals + 1)); };
       } catch {}
       return null;`);
-    const amounts = await victim(
-      `return ethers.FixedNumber.fromString("1.5", "fixed128x18").toHexString();`,
-    );
+    const amounts = await victim(`return ethers.FixedNumber.fromString("1.5", "fixed128x18").toHexString();`);
     const read = await attacker(`return ethers.FixedNumber.from("1").format.constructor.stash ?? [];`);
     expect(amounts).to.deep.equal(Array(2 * POOL).fill(ethers.toBeHex(1_500_000_000_000_000_000n, 32)));
     expect(read.flat()).to.deep.equal([]);
@@ -137,8 +141,12 @@ describe("executor: tampering with shared objects", function () {
       const proto = Object.getPrototypeOf(e);
       try { Object.defineProperty(proto, "name", { configurable: true, get() { (proto.stash ??= []).push(this.message); return "Hacked"; } }); } catch {}
       return null;`);
-    const errors = await victim(`try { atob("victim-secret%"); } catch (e) { return [e.name, e instanceof Error]; }`);
-    const read = await attacker(`let e; try { atob("%"); } catch (x) { e = x; } return Object.getPrototypeOf(e).stash ?? [];`);
+    const errors = await victim(
+      `try { atob("victim-secret%"); } catch (e) { return [e.name, e instanceof Error]; }`,
+    );
+    const read = await attacker(
+      `let e; try { atob("%"); } catch (x) { e = x; } return Object.getPrototypeOf(e).stash ?? [];`,
+    );
     expect(errors).to.deep.equal(Array(2 * POOL).fill(["InvalidCharacterError", true]));
     expect(read.flat()).to.deep.equal([]);
   });
@@ -149,7 +157,9 @@ describe("executor: tampering with shared objects", function () {
       const proto = Object.getPrototypeOf(e);
       try { proto.toString = function () { (proto.stash ??= []).push(this.message); return "hacked"; }; } catch {}
       return null;`);
-    const errors = await victim(`try { ethers6.decodeBase64(); } catch (e) { return String(e).slice(0, 35); }`);
+    const errors = await victim(
+      `try { ethers6.decodeBase64(); } catch (e) { return String(e).slice(0, 35); }`,
+    );
     const read = await attacker(
       `let e; try { ethers6.decodeBase64(); } catch (x) { e = x; } return Object.getPrototypeOf(e).stash ?? [];`,
     );
@@ -183,7 +193,9 @@ describe("executor: tampering with shared objects", function () {
       const p = new Spinner(1);
       try { p.pollingInterval = 10; p.polling = true; } catch {}
       return null;`);
-    const durations = (await victim(`const t = Date.now(); await sleep(50); return Date.now() - t;`)) as number[];
+    const durations = (await victim(
+      `const t = Date.now(); await sleep(50); return Date.now() - t;`,
+    )) as number[];
     for (const d of durations) expect(d).to.be.lessThan(250);
   });
 

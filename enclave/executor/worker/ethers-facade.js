@@ -33,7 +33,8 @@ const ethers5 = require("ethers5");
 // keep scratch state in objects their exports reach (elliptic's curves) or extend Node's classes (ws:
 // EventEmitter, whose prototype Node's own streams write through), and actions reach none of them
 // (test/executor/reachability.test.ts). For the same reason v5's `ws.js`, which re-exports ws, is left.
-const ETHERS_PACKAGE = /[\\/]node_modules[\\/](ethers|ethers5|@ethersproject[\\/][^\\/]+)[\\/](?!.*node_modules)/;
+const ETHERS_PACKAGE =
+  /[\\/]node_modules[\\/](ethers|ethers5|@ethersproject[\\/][^\\/]+)[\\/](?!.*node_modules)/;
 const NOT_HARDENED = /[\\/]providers[\\/]lib[\\/]ws\.js$/;
 const ETHERS_MODULES = Object.keys(require.cache).filter(
   (file) => !loadedBefore.has(file) && ETHERS_PACKAGE.test(file) && !NOT_HARDENED.test(file),
@@ -49,7 +50,9 @@ const { platformError } = require("./values");
  */
 function refuseEthers5HttpClient() {
   const webPath = require.resolve("@ethersproject/web", {
-    paths: [path.dirname(require.resolve("@ethersproject/providers", { paths: [require.resolve("ethers5")] }))],
+    paths: [
+      path.dirname(require.resolve("@ethersproject/providers", { paths: [require.resolve("ethers5")] })),
+    ],
   });
   const web = require(webPath);
   const refuse = async () => {

@@ -69,9 +69,11 @@ function toSandboxError(e) {
   else {
     const C = Object.prototype.hasOwnProperty.call(INTRINSIC_ERRORS, name) ? INTRINSIC_ERRORS[name] : Error;
     out = new C(message);
-    if (out.name !== name) Object.defineProperty(out, "name", { value: name, configurable: true, writable: true });
+    if (out.name !== name)
+      Object.defineProperty(out, "name", { value: name, configurable: true, writable: true });
   }
-  if (typeof code === "string") Object.defineProperty(out, "code", { value: code, configurable: true, writable: true, enumerable: true });
+  if (typeof code === "string")
+    Object.defineProperty(out, "code", { value: code, configurable: true, writable: true, enumerable: true });
   return out;
 }
 

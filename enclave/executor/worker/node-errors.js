@@ -23,7 +23,13 @@ function loadNodeErrors() {
   }
 }
 
-const OTHER_CLASSES = ["AbortError", "SystemError", "NodeAggregateError", "DNSException", "ConnResetException"];
+const OTHER_CLASSES = [
+  "AbortError",
+  "SystemError",
+  "NodeAggregateError",
+  "DNSException",
+  "ConnResetException",
+];
 
 /** Hardens every error class of the module (after lockdown). False when it could not be loaded. */
 function hardenNodeErrors(internalErrors, harden) {

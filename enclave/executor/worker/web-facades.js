@@ -96,11 +96,23 @@ function forwardIteration(Facade) {
 
 class URLSearchParamsFacade {
   constructor(init) {
-    hostOf.set(this, guard(() => new HostURLSearchParams(init)));
+    hostOf.set(
+      this,
+      guard(() => new HostURLSearchParams(init)),
+    );
   }
 }
 Object.defineProperty(URLSearchParamsFacade, "name", { value: "URLSearchParams" });
-forwardMethods(URLSearchParamsFacade, ["append", "delete", "get", "getAll", "has", "set", "sort", "toString"]);
+forwardMethods(URLSearchParamsFacade, [
+  "append",
+  "delete",
+  "get",
+  "getAll",
+  "has",
+  "set",
+  "sort",
+  "toString",
+]);
 forwardAccessors(URLSearchParamsFacade, ["size"], false);
 forwardIteration(URLSearchParamsFacade);
 
@@ -144,7 +156,10 @@ Object.defineProperty(URLFacade.prototype, Symbol.toStringTag, { configurable: t
 
 class HeadersFacade {
   constructor(init) {
-    hostOf.set(this, guard(() => new HostHeaders(init)));
+    hostOf.set(
+      this,
+      guard(() => new HostHeaders(init)),
+    );
   }
 }
 Object.defineProperty(HeadersFacade, "name", { value: "Headers" });
@@ -166,7 +181,10 @@ Object.defineProperty(TextEncoderFacade.prototype, Symbol.toStringTag, {
 
 class TextDecoderFacade {
   constructor(label, options) {
-    hostOf.set(this, guard(() => new HostTextDecoder(label, options)));
+    hostOf.set(
+      this,
+      guard(() => new HostTextDecoder(label, options)),
+    );
   }
 }
 Object.defineProperty(TextDecoderFacade, "name", { value: "TextDecoder" });

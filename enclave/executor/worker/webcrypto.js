@@ -105,7 +105,12 @@ const SUBTLE = {
     returnsKey: true,
   },
   wrapKey: {
-    args: ([format, key, wrappingKey, alg]) => [format, unwrap(key), unwrap(wrappingKey), unwrapAlgorithm(alg)],
+    args: ([format, key, wrappingKey, alg]) => [
+      format,
+      unwrap(key),
+      unwrap(wrappingKey),
+      unwrapAlgorithm(alg),
+    ],
   },
   unwrapKey: {
     args: ([format, wrapped, unwrappingKey, alg, ...rest]) => [
