@@ -65,6 +65,7 @@ describe("executor: reachability walk", function () {
     const second = await walk("second");
     const paths = (w: WalkResult) => w.problems.map((p) => `${p.problem} ${p.kind} ${p.path}`);
     expect(first.objects).to.be.greaterThan(2000);
-    expect([...paths(first), ...paths(second)]).to.deep.equal([]);
+    const found = [...paths(first), ...paths(second)];
+    expect(found, `${found.length} paths:\n${found.join("\n")}`).to.deep.equal([]);
   });
 });
