@@ -305,11 +305,10 @@ const V5_NETWORKS_WITH_DEFAULTS = [
  * `FixedNumber.from("1").format`; the ABI Writer; JsonRpcSigner), module-level singletons (v5's shared
  * provider Formatter and its format tables; the standard networks' default-provider functions), and
  * these are shared by every run of the worker. Hardening each module's exports reaches the classes; the
- * lazily created singletons are created first, then hardened. Lazy state the libraries fill in on first
- * use (v5's secp256k1 curve) is warmed first, so hardening does not break it.
+ * lazily created singletons are created first, then hardened. (Lazy state kept in module closures, such
+ * as v5's secp256k1 curve, is not reachable from exports and is left alone.)
  */
 function hardenEthersModules(harden) {
-  new ethers5.utils.SigningKey("0x" + "01".repeat(32)).signDigest("0x" + "02".repeat(32));
   for (const C of Object.values(ethers5.providers)) {
     if (typeof C === "function" && typeof C.getFormatter === "function") harden(C.getFormatter());
   }
