@@ -4,6 +4,7 @@
  * compartment's globals and what every endowed API returns or throws, and tags every object that is not
  * frozen with its run's nonce. Its second run on the same worker (a pool of one) must find no object
  * tagged by the first, and neither run may find an object it can neither prove frozen nor tag.
+ * WALK_TRACE=count prints how many objects each run walked; WALK_TRACE=paths logs every path walked.
  */
 import { expect } from "chai";
 import fs from "node:fs";
@@ -51,7 +52,11 @@ describe("executor: reachability walk", function () {
 
   async function walk(nonce: string): Promise<WalkResult> {
     const r = await run(WALK, {
-      jsParams: { nonce, trace: process.env.WALK_TRACE === "1", fixture: { url, pkpId: pkpIds().allowed } },
+      jsParams: {
+        nonce,
+        trace: process.env.WALK_TRACE === "paths",
+        fixture: { url, pkpId: pkpIds().allowed },
+      },
       fetch: { allowAddresses: ["127.0.0.1"] },
       unhandledRejections: "lenient",
       limits: { maxFetches: 10_000, maxLogBytes: 1024 * 1024, maxResponseBytes: 10 * 1024 * 1024 },
@@ -64,7 +69,9 @@ describe("executor: reachability walk", function () {
     const first = await walk("first");
     const second = await walk("second");
     const paths = (w: WalkResult) => w.problems.map((p) => `${p.problem} ${p.kind} ${p.path}`);
-    expect(first.objects).to.be.greaterThan(2000);
+    expect(first.objects, `${first.objects} objects walked`).to.be.greaterThan(2000);
+    if (process.env.WALK_TRACE === "count")
+      console.log(`      walked ${first.objects} and ${second.objects} objects`);
     const found = [...paths(first), ...paths(second)];
     expect(found, `${found.length} paths:\n${found.join("\n")}`).to.deep.equal([]);
   });
