@@ -11,7 +11,7 @@
  * (wrapping every function of both ethers would cost every call): so every one of these classes is
  * frozen. They are only reachable through Node's internal error module, which the worker may load
  * because the executor starts it with `--expose-internals` (pool.ts); action code has no `require`, so
- * this adds nothing an action can reach.
+ * this adds nothing an action can reach. A worker started without it refuses to start (sandbox-worker.js).
  */
 
 /** Loads Node's internal error module (before lockdown). Null when the worker was started without it. */

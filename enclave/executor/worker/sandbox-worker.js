@@ -15,14 +15,13 @@
  * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
-const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
+const { makeEthersFacade, makeEthers5, hardenEthersModules } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
 const { installLibraryTimers } = require("./library-timers");
 const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
-const { hardenEthersModules } = require("./ethers-facade");
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
@@ -75,7 +74,9 @@ const ethers5 = makeEthers5(
 // After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
 // classes of Node's builtins that libraries may throw (node-errors.js).
 hardenEthersModules(harden);
-hardenNodeErrors(nodeErrors, harden);
+// Fail closed: a worker whose Node error classes stay writable must not run actions.
+if (!hardenNodeErrors(nodeErrors, harden))
+  throw new Error("the action worker needs --expose-internals to harden Node's error classes");
 
 const shared = {
   ethers: ethers5,
