@@ -460,8 +460,9 @@ export class WorkerPool {
       workerData: { epochs: this.epochs, signerPort, started },
       transferList: signerPort ? [signerPort] : [],
       // No environment (secrets such as the root key may live in process.env) and no inherited flags.
+      // --expose-internals: the worker hardens Node's internal error classes (worker/node-errors.js).
       env: {},
-      execArgv: [],
+      execArgv: ["--expose-internals"],
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
     });
     const slot: Slot = { worker, state: "starting", run: null, next: null, started, probeSentAt: null };

@@ -10,6 +10,7 @@ import { guardedRequest } from "../../net/guarded-request";
 import { makeAddressGuard, type AddressGuard } from "../../net/address-guard";
 import { ModuleError } from "./errors";
 import { DEFAULT_MODULE_ORIGIN, normalizeOrigin, resolveSpecifier } from "./specifier";
+import { SharedDeadline } from "./shared-deadline";
 import { ModuleStore, sha384Integrity } from "./store";
 import { mayImport, transformAction, transformModule } from "./transform";
 
@@ -60,6 +61,8 @@ export class ModuleLoader {
   readonly #limits: typeof DEFAULT_MODULE_LIMITS;
   /** Verified and transformed modules by URL (in flight or done); failures are not kept. */
   readonly #cache = new Map<string, Promise<LoadedModule>>();
+  /** The deadline of each load in flight, shared by the runs waiting for it (the latest of theirs). */
+  readonly #inFlight = new Map<string, SharedDeadline>();
   /** Sizes of the loaded entries of #cache (oldest first), and their sum. */
   readonly #cachedSizes = new Map<string, number>();
   #cachedBytes = 0;
@@ -126,15 +129,31 @@ export class ModuleLoader {
     return { code: action.code, modules, actionDeps };
   }
 
+  /**
+   * One load per URL, shared by every run that needs it while it is in flight. It ends at the latest
+   * deadline of those runs: a run that joins with a later deadline extends it, so the first run's
+   * deadline passing does not fail the others' imports.
+   */
   #load(url: string, deadline: number): Promise<LoadedModule> {
     const hit = this.#cache.get(url);
-    if (hit !== undefined) return hit;
-    const loading = this.#loadUncached(url, deadline);
+    if (hit !== undefined) {
+      this.#inFlight.get(url)?.extend(deadline);
+      return hit;
+    }
+    const shared = new SharedDeadline(deadline);
+    this.#inFlight.set(url, shared);
+    const loading = this.#loadUncached(url, shared.signal);
     this.#cache.set(url, loading);
     loading.then(
       (m) => this.#remember(url, m.functionSource.length),
       () => this.#cache.delete(url),
     );
+    void loading
+      .catch(() => undefined)
+      .then(() => {
+        shared.done();
+        if (this.#inFlight.get(url) === shared) this.#inFlight.delete(url);
+      });
     return loading;
   }
 
@@ -150,11 +169,11 @@ export class ModuleLoader {
     }
   }
 
-  async #loadUncached(url: string, deadline: number): Promise<LoadedModule> {
+  async #loadUncached(url: string, signal: AbortSignal): Promise<LoadedModule> {
     let stored = await this.#store.bytes(url);
     const locked = this.#lock.get(url);
     if (stored === null) {
-      const bytes = await this.#fetch(url, deadline);
+      const bytes = await this.#fetch(url, signal);
       const integrity = sha384Integrity(bytes);
       const recorded = await this.#store.recordedIntegrity(url);
       const expected = locked ?? recorded;
@@ -182,14 +201,13 @@ export class ModuleLoader {
     };
   }
 
-  async #fetch(url: string, deadline: number): Promise<Uint8Array> {
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), Math.max(0, deadline - Date.now()));
+  /** Fetches a module; `signal` aborts it at the shared deadline of the runs waiting for it. */
+  async #fetch(url: string, signal: AbortSignal): Promise<Uint8Array> {
     try {
       const res = await guardedRequest(new URL(url), {
         guard: this.#guard,
         method: "GET",
-        signal: controller.signal,
+        signal,
         maxBodyBytes: this.#limits.maxModuleBytes,
       });
       if (res.status >= 300 && res.status < 400)
@@ -210,10 +228,8 @@ export class ModuleLoader {
           "import_too_large",
           `${url} is over the module size limit of ${this.#limits.maxModuleBytes} bytes`,
         );
-      if (controller.signal.aborted) throw timeoutError(url, this.#limits.timeoutMs);
+      if (signal.aborted) throw timeoutError(url, this.#limits.timeoutMs);
       throw new ModuleError("import_fetch_failed", `${url}: ${(e as Error).message}`);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

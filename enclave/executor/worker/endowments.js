@@ -4,6 +4,7 @@
  * policy-enforcing `fetch`. Each is bound to one RunState and hardened before the action sees it.
  */
 const { formatLogArgs, platformError, copyPlain } = require("./values");
+const { headersAsPlainObject } = require("./web-facades");
 
 const MAX_CONCURRENT_SLEEPS = 1000;
 
@@ -105,12 +106,8 @@ function readInit(init) {
     out.method = method.toUpperCase();
   }
   let headers = init.headers;
-  if (headers instanceof Headers) {
-    // A Headers instance (the class actions get is the host's, hardened): read it as a plain object.
-    const plain = {};
-    headers.forEach((v, k) => (plain[k] = v));
-    headers = plain;
-  }
+  // A Headers instance (web-facades.js): read from the host instance it stands for, as a plain object.
+  headers = headersAsPlainObject(headers) ?? headers;
   if (headers !== undefined) {
     const h = copyPlain(headers, "fetch headers");
     if (typeof h !== "object" || h === null || Array.isArray(h) || h instanceof Uint8Array) {

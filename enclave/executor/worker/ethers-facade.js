@@ -24,9 +24,47 @@
  * - Lazily created singletons (v6's English wordlist and default AbiCoder, v5's global Logger) are not
  *   reachable at harden time; they are created now and hardened.
  */
+const path = require("node:path");
+// The modules both ethers load (their module graphs), hardened once per worker (hardenEthersModules).
+const loadedBefore = new Set(Object.keys(require.cache));
 const ethers = require("ethers");
 const ethers5 = require("ethers5");
+// Only ethers' own packages (not their dependencies, nor packages nested under them): dependencies
+// keep scratch state in objects their exports reach (elliptic's curves) or extend Node's classes (ws:
+// EventEmitter, whose prototype Node's own streams write through), and actions reach none of them
+// (test/executor/reachability.test.ts). For the same reason v5's `ws.js`, which re-exports ws, is left.
+const ETHERS_PACKAGE =
+  /[\\/]node_modules[\\/](ethers|ethers5|@ethersproject[\\/][^\\/]+)[\\/](?!.*node_modules)/;
+const NOT_HARDENED = /[\\/]providers[\\/]lib[\\/]ws\.js$/;
+const ETHERS_MODULES = Object.keys(require.cache).filter(
+  (file) => !loadedBefore.has(file) && ETHERS_PACKAGE.test(file) && !NOT_HARDENED.test(file),
+);
 const { platformError } = require("./values");
+
+/**
+ * ethers v5's own HTTP client (`@ethersproject/web`), which its provider base classes call by module
+ * property at call time. The endowed providers send through the run's `fetch`, but their base classes
+ * are reachable (`Object.getPrototypeOf(ethers.providers.JsonRpcProvider)`), and an instance of a base
+ * class would send with the worker's host authority, past the fetch policy and the address guard. Both
+ * entry points refuse, before lockdown (after it the module object is frozen).
+ */
+function refuseEthers5HttpClient() {
+  const webPath = require.resolve("@ethersproject/web", {
+    paths: [
+      path.dirname(require.resolve("@ethersproject/providers", { paths: [require.resolve("ethers5")] })),
+    ],
+  });
+  const web = require(webPath);
+  const refuse = async () => {
+    throw platformError(
+      "invalid_argument",
+      "ethers' own HTTP client is not available in actions; ethers.providers.JsonRpcProvider sends through fetch",
+    );
+  };
+  web.fetchJson = refuse;
+  web._fetchData = refuse;
+}
+refuseEthers5HttpClient();
 
 const EXCLUDED =
   /(Provider|Plugin|Subscriber)$|^(Fetch|Socket)|^(ethers|Network|EnsResolver|JsonRpcSigner|getDefaultProvider|showThrottleMessage|lock)$/;
@@ -39,7 +77,44 @@ const EXCLUDED_V5_UTILS = new Set(["fetchJson", "poll", "_fetchData"]);
 const RECEIPT_POLL_MS = 250;
 const V5_PROVIDER_HELPERS = ["getNetwork", "Formatter", "isCommunityResource", "isCommunityResourcable"];
 
+/**
+ * v6 state shared across runs that hardening does not cover, closed before the facade is hardened:
+ * - `Contract#emit` chains every emit of the worker on one module-level promise, so a run's rejected
+ *   or never-settling emit was awaited by the next run's (its error handed over, or that run stuck).
+ *   Contract events need a v6 provider, which actions do not get: `emit` refuses.
+ * - `LangXx.wordlist(dialect)` creates and caches a wordlist on first use (for any dialect string):
+ *   the real ones are created now (and hardened with the module graph), other dialects refuse.
+ */
+function closeEthers6SharedState() {
+  Object.defineProperty(ethers.BaseContract.prototype, "emit", {
+    configurable: true,
+    writable: true,
+    value: async function emit() {
+      throw platformError("invalid_argument", "contract events are not available in actions");
+    },
+  });
+  // Each language's class is reached as `ethers.wordlists.<lang>.constructor`.
+  for (const wordlist of Object.values(ethers.wordlists)) {
+    const Lang = wordlist.constructor;
+    if (Lang.name !== "LangZh") {
+      Lang.wordlist();
+      continue;
+    }
+    const zh = { cn: Lang.wordlist("cn"), tw: Lang.wordlist("tw") };
+    Object.defineProperty(Lang, "wordlist", {
+      configurable: true,
+      writable: true,
+      value: function wordlist(dialect) {
+        if (!Object.prototype.hasOwnProperty.call(zh, dialect))
+          throw platformError("invalid_argument", 'LangZh.wordlist(dialect): dialect is "cn" or "tw"');
+        return zh[dialect];
+      },
+    });
+  }
+}
+
 function makeEthersFacade(harden) {
+  closeEthers6SharedState();
   ethers.lock();
   const facade = {};
   for (const name of Object.keys(ethers)) {
@@ -206,4 +281,45 @@ function makeProviders(harden, runFetch, runSleep) {
   return harden({ ...helpers, JsonRpcProvider, StaticJsonRpcProvider });
 }
 
-module.exports = { makeEthersFacade, makeEthers5, EXCLUDED };
+/** v5's standard networks whose definition holds a function (`_defaultProvider`) shared by all runs. */
+const V5_NETWORKS_WITH_DEFAULTS = [
+  "homestead",
+  "ropsten",
+  "rinkeby",
+  "kovan",
+  "goerli",
+  "sepolia",
+  "holesky",
+  "classic",
+  "classicMordor",
+  "classicKotti",
+  "matic",
+  "maticmum",
+  "optimism",
+];
+
+/**
+ * Every object of both ethers' module graphs, hardened once per worker, after lockdown and after the
+ * facades are built. The facades only name the exports actions use, but what their functions return
+ * reaches further: instances of classes that are not exported by `ethers` itself (v5's FixedFormat, as
+ * `FixedNumber.from("1").format`; the ABI Writer; JsonRpcSigner), module-level singletons (v5's shared
+ * provider Formatter and its format tables; the standard networks' default-provider functions), and
+ * these are shared by every run of the worker. Hardening each module's exports reaches the classes; the
+ * lazily created singletons are created first, then hardened. (Lazy state kept in module closures, such
+ * as v5's secp256k1 curve, is not reachable from exports and is left alone.)
+ */
+function hardenEthersModules(harden) {
+  for (const C of Object.values(ethers5.providers)) {
+    if (typeof C === "function" && typeof C.getFormatter === "function") harden(C.getFormatter());
+  }
+  for (const name of V5_NETWORKS_WITH_DEFAULTS) harden(ethers5.providers.getNetwork(name));
+  // Not exported by its module: reached through a signer.
+  const provider = new ethers5.providers.JsonRpcProvider("http://127.0.0.1:1", 1);
+  harden(Object.getPrototypeOf(provider.getUncheckedSigner()));
+  for (const file of ETHERS_MODULES) {
+    const m = require.cache[file];
+    if (m !== undefined) harden(m.exports);
+  }
+}
+
+module.exports = { makeEthersFacade, makeEthers5, hardenEthersModules, EXCLUDED };

@@ -40,6 +40,7 @@ class RunState {
     this.pendingCalls = new Map(); // callId -> {resolve, reject}
     this.pendingTimers = new Set();
     this.pendingFetches = new Set(); // AbortControllers
+    this.libraryTimers = new Set(); // timers of library code (library-timers.js): not pending work
     this.pendingWork = new Set(); // other host work of this run (WebCrypto calls), see track()
     // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API, reported with the result.
     this.signatures = null;
@@ -179,6 +180,8 @@ class RunState {
     if (this.runKey !== null) this.runKey.wipe();
     this.runKey = null;
     for (const t of this.pendingTimers) this.timers.clearTimeout(t);
+    for (const t of this.libraryTimers) this.timers.clearTimeout(t);
+    this.libraryTimers.clear();
     for (const ac of this.pendingFetches) ac.abort();
     this.pendingTimers.clear();
     this.pendingFetches.clear();

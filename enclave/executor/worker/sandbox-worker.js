@@ -6,18 +6,23 @@
  *  1. load both ethers, the action parser and the guarded HTTP client, and capture the host functions
  *     the runtime needs (timers) in the normal realm;
  *  2. lockdown(): freeze every intrinsic of this thread's realm (never done in the main process);
- *  3. harden the endowments that are shared by all runs (ethers v5 and v6, TextEncoder/TextDecoder,
- *     URL, Headers, the WebCrypto classes).
+ *  3. harden everything shared by all runs: the ethers facades, then both ethers' module graphs, the
+ *     web facades (URL, URLSearchParams, Headers, TextEncoder, TextDecoder), the CryptoKey and
+ *     DOMException classes, and Node's error classes. Nothing shared may stay writable: runs of
+ *     different accounts follow each other on this worker (docs/actions.md, "Nothing shared is
+ *     writable"; test/executor/reachability.test.ts checks it).
  * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
  * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
  */
 const { parentPort, workerData } = require("node:worker_threads");
-const { makeEthersFacade, makeEthers5 } = require("./ethers-facade");
+const { makeEthersFacade, makeEthers5, hardenEthersModules } = require("./ethers-facade");
 const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
+const { installLibraryTimers } = require("./library-timers");
 const { makeActions } = require("./runtime-api");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
+const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
@@ -32,6 +37,8 @@ const host = {
 };
 const timers = { setTimeout, clearTimeout };
 const hostSetImmediate = setImmediate;
+// Library code (ethers v5) gets timers bound to the run in progress (library-timers.js).
+installLibraryTimers(globalThis, timers, () => current);
 // Authorization epochs shared with the main thread (run-key.js): captured before lockdown, never endowed.
 const epochs = workerData && workerData.epochs instanceof Int32Array ? workerData.epochs : null;
 const curve = makeCurveClient(workerData && workerData.signerPort);
@@ -40,6 +47,7 @@ const startedRuns = workerData && workerData.started instanceof Int32Array ? wor
 let lastStarted = 0;
 
 const post = (m) => parentPort.postMessage(m);
+const nodeErrors = loadNodeErrors();
 
 lockdown({
   errorTaming: "safe",
@@ -63,10 +71,15 @@ const ethers5 = makeEthers5(
   () => (current !== null && current.sleep) || neverAnswers,
 );
 
+// After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
+// classes of Node's builtins that libraries may throw (node-errors.js).
+hardenEthersModules(harden);
+// Fail closed: a worker whose Node error classes stay writable must not run actions.
+if (!hardenNodeErrors(nodeErrors, harden))
+  throw new Error("the action worker needs --expose-internals to harden Node's error classes");
+
 const shared = {
   ethers: ethers5,
-  TextEncoder: harden(TextEncoder),
-  TextDecoder: harden(TextDecoder),
   // The start compartment's Date and Math: compartments get versions whose now()/random() throw.
   Date,
   Math,

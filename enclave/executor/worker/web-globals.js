@@ -1,59 +1,37 @@
 "use strict";
 /**
- * The web platform globals the reference runtime (Deno) gives actions and that are safe to share:
- * `crypto` (WebCrypto), `URL`, `URLSearchParams`, `atob`, `btoa`, `Headers`, and the per-run
- * `Lit.Headers` and `Lit.Auth`.
+ * The web platform globals the reference runtime (Deno) gives actions: `crypto` (WebCrypto, per run:
+ * webcrypto.js), `URL`, `URLSearchParams`, `Headers`, `TextEncoder`, `TextDecoder` (facades over Node's:
+ * web-facades.js), `DOMException`, `CryptoKey`, `atob`, `btoa`, and the per-run `Lit.Headers` and
+ * `Lit.Auth`.
  *
- * Host classes (URL, Headers, CryptoKey, SubtleCrypto) come from the worker's start compartment and are
- * hardened once per worker, so a run cannot patch them for later runs. `crypto` is a per-run facade,
- * not the host object: its asynchronous `subtle` calls are tracked as the run's pending work (a run
- * lasts until its event loop is empty, so an un-awaited `go()` waiting on a digest still gets to
- * `setResponse`), and their answers are dropped once the run has ended.
+ * No host object is handed to an action: Node's classes, their iterators and their errors are shared by
+ * every run of the worker and were not frozen (docs/actions.md, "Runs cannot leak into each other").
+ * What is shared is a class of this directory, hardened once per worker.
  */
+const { makeWebFacades } = require("./web-facades");
+const { makeCrypto, hardenWebCrypto, CryptoKey } = require("./webcrypto");
+const { DOMException, guard, hardenHostErrors } = require("./host-errors");
 
-const hostCrypto = globalThis.crypto;
-const SUBTLE_METHODS = [
-  "digest",
-  "importKey",
-  "exportKey",
-  "generateKey",
-  "sign",
-  "verify",
-  "encrypt",
-  "decrypt",
-  "deriveBits",
-  "deriveKey",
-  "wrapKey",
-  "unwrapKey",
-];
+const HostHeaders = Headers;
+const hostAtob = atob;
+const hostBtoa = btoa;
 
 /** Hardened once per worker, after lockdown: the classes shared by every run. */
 function makeSharedWebGlobals(harden) {
-  harden(Object.getPrototypeOf(hostCrypto.subtle));
-  if (typeof globalThis.CryptoKey === "function") harden(globalThis.CryptoKey);
+  hardenHostErrors(harden);
+  hardenWebCrypto(harden);
   return {
-    URL: harden(URL),
-    URLSearchParams: harden(URLSearchParams),
-    Headers: harden(Headers),
-    atob: harden((s) => atob(s)),
-    btoa: harden((s) => btoa(s)),
+    ...makeWebFacades(harden),
+    DOMException,
+    CryptoKey,
+    atob: harden(function atob(s) {
+      return guard(() => hostAtob(s));
+    }),
+    btoa: harden(function btoa(s) {
+      return guard(() => hostBtoa(s));
+    }),
   };
-}
-
-/** `crypto` for one run. */
-function makeCrypto(run, harden) {
-  const subtle = {};
-  for (const name of SUBTLE_METHODS) {
-    subtle[name] = (...args) => {
-      run.assertLive();
-      return run.track(hostCrypto.subtle[name](...args));
-    };
-  }
-  return harden({
-    getRandomValues: (array) => hostCrypto.getRandomValues(array),
-    randomUUID: () => hostCrypto.randomUUID(),
-    subtle,
-  });
 }
 
 /**
@@ -66,13 +44,13 @@ const headerEntries = new WeakMap();
 const readOnly = () => {
   throw new TypeError("Lit.Headers is read-only");
 };
-const entriesOf = (view) => headerEntries.get(view) ?? new Headers();
+const entriesOf = (view) => headerEntries.get(view) ?? new HostHeaders();
 const ReadOnlyHeadersProto = {
   get(name) {
-    return entriesOf(this).get(name);
+    return guard(() => entriesOf(this).get(name));
   },
   has(name) {
-    return entriesOf(this).has(name);
+    return guard(() => entriesOf(this).has(name));
   },
   forEach(fn) {
     entriesOf(this).forEach((v, k) => fn(v, k, this));
@@ -96,7 +74,7 @@ const ReadOnlyHeadersProto = {
 
 function makeRequestHeaders(requestHeaders, harden) {
   harden(ReadOnlyHeadersProto);
-  const h = new Headers();
+  const h = new HostHeaders();
   for (const [k, v] of Object.entries(requestHeaders ?? {})) {
     if (typeof v === "string" && v !== "") h.set(k, v);
   }
