@@ -213,7 +213,15 @@ export class Metering {
     const expiresMs = now + timeLimitMs + this.reservationSlackMs;
     if (worst === 0) {
       // Free executions reserve nothing; the handle is never stored, so releasing it is a no-op.
-      return { id: "free", principal: p, keyAddress: key, timeLimitMs, cents: 0, expiresMs, state: "running" };
+      return {
+        id: "free",
+        principal: p,
+        keyAddress: key,
+        timeLimitMs,
+        cents: 0,
+        expiresMs,
+        state: "running",
+      };
     }
     const extra = this.localExtra(p.accountId, key, now);
     const { standing, reservation } = await reserve(this.db, {
@@ -319,7 +327,8 @@ export class Metering {
     const available = s.balance_cents - extra.account - s.reserved_account_cents;
     const reserved = Math.max(0, balance - available);
     const spent = s.spent_cents + (this.pendingByKey.get(key) ?? 0);
-    const keyRoom = s.cap_cents === null ? Infinity : s.cap_cents - (s.spent_cents + extra.key + s.reserved_key_cents);
+    const keyRoom =
+      s.cap_cents === null ? Infinity : s.cap_cents - (s.spent_cents + extra.key + s.reserved_key_cents);
     const keyReserved = s.cap_cents === null ? 0 : Math.max(0, s.cap_cents - keyRoom - spent);
     const run = what.timeLimitMs;
     let fit = "";

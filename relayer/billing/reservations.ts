@@ -137,7 +137,12 @@ function toStanding(row: Record<string, unknown> | undefined): Standing {
 }
 
 /** The committed state a check compares against (the same read as a reservation's, without the lock). */
-export async function readStanding(db: Sql, accountId: string, key: string, nowMs: number): Promise<Standing> {
+export async function readStanding(
+  db: Sql,
+  accountId: string,
+  key: string,
+  nowMs: number,
+): Promise<Standing> {
   return toStanding(await db.first(Q.standing, [accountId, key, nowMs]));
 }
 

@@ -389,7 +389,8 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     // 11, not 10: another branch adds 10 at the same time (renumbered at merge if needed).
     version: 11,
-    description: "billing reservations: the worst case of every execution in flight, held against caps and balance",
+    description:
+      "billing reservations: the worst case of every execution in flight, held against caps and balance",
     async up({ kind, db, run }) {
       const big = ms(kind);
       // One row per admitted run (relayer/billing/reservations.ts): its worst-case price, held against

@@ -66,7 +66,10 @@ describeOnEngines("billing: reservations of runs in flight", function (engine) {
     const r = await b.reserveExecution(owner, 30_000);
     expect(await b.reservedCents(A)).to.equal(30);
     expect((await b.balance(A)).balance_cents).to.equal(100);
-    expect(await b.settleExecution(r, 1_500, "req-settle")).to.deep.equal({ charged_cents: 2, applied: true });
+    expect(await b.settleExecution(r, 1_500, "req-settle")).to.deep.equal({
+      charged_cents: 2,
+      applied: true,
+    });
     await b.flushCharges();
     expect(await b.reservedCents(A)).to.equal(0);
     expect((await b.balance(A)).balance_cents).to.equal(98);
@@ -157,7 +160,9 @@ describeOnEngines("billing: reservations of runs in flight", function (engine) {
         admittedAt = Date.now();
       } catch (e) {
         if (!(e instanceof ApiError) || e.code !== "insufficient_credits") throw e;
-        expect(Date.now() - killedAt, "still counted long after its expiry").to.be.below(RUN_MS + SLACK_MS + 2_000);
+        expect(Date.now() - killedAt, "still counted long after its expiry").to.be.below(
+          RUN_MS + SLACK_MS + 2_000,
+        );
         await new Promise((r) => setTimeout(r, 50));
       }
     }
