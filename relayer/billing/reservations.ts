@@ -30,6 +30,8 @@ export interface Reservation {
   readonly keyAddress: string;
   /** The time limit the run was admitted with: its charge never exceeds this limit's price. */
   readonly timeLimitMs: number;
+  /** What admission reserved: the limit's price. */
+  readonly worstCents: number;
   /** What the row holds: the worst case while the run is in flight, its charge once settled. */
   cents: number;
   /** After this (ms, this instance's clock), no instance counts the row any more. */
@@ -154,6 +156,11 @@ export interface ReserveRequest {
   expiresMs: number;
   nowMs: number;
   extra: LocalExtra;
+  /**
+   * SQLite: rows of this instance's settled runs to shrink to their charge first, inside the same
+   * transaction (no commit of their own; see Metering.afterSettle). Ignored on PostgreSQL.
+   */
+  shrinks?: ReadonlyArray<readonly [id: string, cents: number]>;
 }
 
 /**
@@ -173,6 +180,7 @@ export async function reserve(
     principal: r.principal,
     keyAddress: r.keyAddress,
     timeLimitMs: r.timeLimitMs,
+    worstCents: r.cents,
     cents: r.cents,
     expiresMs: r.expiresMs,
     state: "running",
@@ -184,6 +192,7 @@ export async function reserve(
     return { standing, reservation: Number(row.admitted) === 1 ? made() : null };
   }
   return db.transaction(async (tx) => {
+    for (const [sid, cents] of r.shrinks ?? []) await tx.run(Q.shrink, [sid, cents]);
     // Rows of a crashed instance would otherwise stay in the table for ever (they stopped counting
     // at their expiry already).
     await tx.run(Q.deleteExpired, [r.principal.accountId, r.nowMs]);
