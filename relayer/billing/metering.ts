@@ -158,7 +158,10 @@ export class Metering {
   private readonly held = new Map<string, Reservation>();
   /** Reservations of runs that charged nothing (refused by the executor, a repeated reference). */
   private readonly releases = new Set<string>();
-  /** SQLite: settled rows to shrink to their charge in this instance's next reservation transaction. */
+  /**
+   * Settled rows not yet shrunk to their charge. SQLite: shrunk in this instance's next reservation
+   * transaction. PostgreSQL: until the shrink sent at once has landed.
+   */
   private readonly shrinks = new Map<string, Reservation>();
   private renewTimer: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -227,7 +230,8 @@ export class Metering {
       };
     }
     const extra = this.localExtra(p.accountId, key, now);
-    const shrinks = [...this.shrinks.values()].map((r) => [r.id, r.cents] as const);
+    const shrinks =
+      this.db.kind === "sqlite" ? [...this.shrinks.values()].map((r) => [r.id, r.cents] as const) : [];
     const { standing, reservation } = await reserve(this.db, {
       principal: p,
       keyAddress: key,
@@ -297,8 +301,12 @@ export class Metering {
     // run too many. SQLite (one instance per file): the shrink rides along with this instance's next
     // reservation, whose check it is for, instead of a commit of its own (≈ 0.015 ms per run).
     // PostgreSQL: sent at once, off the answer's path, so the other instances see it too.
-    if (this.db.kind === "sqlite") this.shrinks.set(r.id, r);
-    else shrink(this.db, r.id, r.cents).catch(() => undefined);
+    this.shrinks.set(r.id, r);
+    if (this.db.kind === "postgres")
+      shrink(this.db, r.id, r.cents).then(
+        () => this.shrinks.delete(r.id),
+        () => undefined, // the flush deletes the row anyway
+      );
     this.arm();
   }
 
