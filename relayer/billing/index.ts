@@ -178,6 +178,10 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
   if (!Number.isSafeInteger(signupCredit) || signupCredit < 0)
     throw new Error("signupCreditCents must be a non-negative integer");
 
+  const slack = opts.reservationSlackMs ?? DEFAULT_RESERVATION_SLACK_MS;
+  if (!Number.isSafeInteger(slack) || slack < 0)
+    throw new Error("reservationSlackMs must be a non-negative integer number of ms");
+
   const db = await openDataLayer({ databaseUrl: opts.databaseUrl, sqlitePath: opts.dbPath });
   const ledgerId = ((await db.exec("SELECT ledger_id FROM ledger_meta")) as Array<{ ledger_id: string }>)[0]
     .ledger_id;
@@ -189,7 +193,7 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     prices,
     opts.chargeFlushMs ?? DEFAULT_CHARGE_FLUSH_MS,
     opts.logger,
-    opts.reservationSlackMs ?? DEFAULT_RESERVATION_SLACK_MS,
+    slack,
   );
   const payments = new Payments(
     db,

@@ -210,12 +210,13 @@ export class Metering {
    * largest timeout_ms that would fit. Settle it with settleExecution, or releaseExecution if it never ran.
    */
   async reserveExecution(p: Principal, timeLimitMs: number): Promise<Reservation> {
-    if (!Number.isSafeInteger(timeLimitMs) || timeLimitMs < 1)
-      throw new Error(`a run's time limit must be a positive integer of ms, got ${timeLimitMs}`);
+    // The executor accepts any positive limit (an operator may configure 1500.5 ms): so does this.
+    if (!Number.isFinite(timeLimitMs) || timeLimitMs <= 0 || timeLimitMs > 2 ** 40)
+      throw new Error(`a run's time limit must be a positive number of ms, got ${timeLimitMs}`);
     const key = normalizeAddress(p.keyAddress);
     const worst = executionPriceCents(this.prices, timeLimitMs, timeLimitMs);
     const now = Date.now();
-    const expiresMs = now + timeLimitMs + this.reservationSlackMs;
+    const expiresMs = now + Math.ceil(timeLimitMs) + this.reservationSlackMs;
     if (worst === 0) {
       // Free executions reserve nothing; the handle is never stored, so releasing it is a no-op.
       return {
@@ -425,7 +426,7 @@ export class Metering {
     }
     for (const r of running) {
       if (r.expiresMs - now >= this.reservationSlackMs / 2) continue;
-      const next = now + r.timeLimitMs + this.reservationSlackMs;
+      const next = now + Math.ceil(r.timeLimitMs) + this.reservationSlackMs;
       try {
         if (await renew(this.db, r.id, next, now)) r.expiresMs = next;
       } catch {
