@@ -898,7 +898,13 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       "/core/v1/billing/balance": {
         get: op({
           summary: "The account's credit balance (billing enabled; account key)",
-          ok: out({ balance_cents: int(), balance_display: str() }),
+          ok: out({
+            balance_cents: int(),
+            balance_display: str(),
+            reserved_cents: int(
+              "Held by runs in flight (each reserves its time limit's price until it ends); balance_cents − reserved_cents can be spent",
+            ),
+          }),
           errors: ["owner_only"],
         }),
       },

@@ -34,13 +34,13 @@ export const BILLING_ERROR_CATALOGUE: Record<string, BillingErrorEntry> = {
   },
   insufficient_credits: {
     status: 402,
-    why: "The account's balance cannot cover the operation; `details.balance_cents` and `details.price_cents` give both (an execution is checked at its one-second minimum).",
-    fix: "Top up: create_payment_intent, pay, confirm_payment.",
+    why: "The account's balance, less what runs in flight have reserved (`details.reserved_cents`), cannot cover the operation; `details.balance_cents` and `details.price_cents` give both. A run reserves its time limit's price at admission (`details.time_limit_ms`); `details.max_timeout_ms`, when present, is the largest `timeout_ms` that would fit.",
+    fix: "Top up (create_payment_intent, pay, confirm_payment), send a smaller `timeout_ms`, or retry when runs in flight have ended.",
   },
   spend_cap_reached: {
     status: 403,
-    why: "This usage key has spent its per-key cap (`details.spent_cents`, `details.cap_cents`); other keys of the account are not affected.",
-    fix: "The owner raises or removes the key's cap, or uses another key.",
+    why: "This usage key's spend plus what its runs in flight have reserved (`details.spent_cents`, `details.reserved_cents`) leaves no room under its cap (`details.cap_cents`) for this operation; a run reserves its time limit's price at admission, and `details.max_timeout_ms`, when present, is the largest `timeout_ms` that would fit. Other keys of the account are not affected.",
+    fix: "Send a smaller `timeout_ms`, retry when the key's runs in flight have ended, or have the owner raise or remove the cap.",
   },
   payment_intent_not_found: {
     status: 404,

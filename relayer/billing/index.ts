@@ -6,19 +6,21 @@ import {
   type ChargeResult,
   DEFAULT_CHARGE_FLUSH_MS,
   DEFAULT_PRICES,
+  DEFAULT_RESERVATION_SLACK_MS,
   Metering,
   type Prices,
   type Principal,
   executionPriceCents,
 } from "./metering";
 import { formatCents } from "./money";
+import type { Reservation } from "./reservations";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
 import type { PaymentProcessor } from "./processor";
 import type { ForwardRequestId } from "./references";
 import { buildRouter } from "./router";
 import { createWriteCatchUp, type WriteCatchUp, type WriteCatchUpOptions } from "./catchUp";
 
-export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor, ForwardRequestId };
+export type { Principal, Prices, ChargeResult, HistoryItem, PaymentProcessor, ForwardRequestId, Reservation };
 export type { WriteCatchUp, WriteCatchUpOptions, CatchUpReport } from "./catchUp";
 export { CAUGHT_UP_OPERATION } from "./catchUp";
 export {
@@ -31,7 +33,13 @@ export type { ProcessorIntent, ProcessorEvent, IntentStatus, CreateIntentRequest
 export { ProcessorError } from "./processor";
 export { SimulatedProcessor } from "./simulatedProcessor";
 export { StripeProcessor, type StripeProcessorOptions } from "./stripeProcessor";
-export { DEFAULT_PRICES, DEFAULT_CHARGE_FLUSH_MS, executionPriceCents, pinPriceCents } from "./metering";
+export {
+  DEFAULT_PRICES,
+  DEFAULT_CHARGE_FLUSH_MS,
+  DEFAULT_RESERVATION_SLACK_MS,
+  executionPriceCents,
+  pinPriceCents,
+} from "./metering";
 export { CREDIT_PACKAGES, formatCents } from "./money";
 export { CRASH_POINT_ENV } from "./payments";
 export { MIGRATIONS, migrate, readVersion, type Migration } from "../db";
@@ -64,6 +72,26 @@ export interface Billing {
     timeLimitMs?: number,
     actionCid?: string,
   ): Promise<ChargeResult>;
+  /**
+   * Admits a run by reserving its worst case (`timeLimitMs` at the price per started second) against
+   * the key's cap and the account's balance, atomically across instances (docs/billing.md, "Runs in
+   * flight are reserved"). Throws 403 spend_cap_reached or 402 insufficient_credits (naming what is
+   * reserved and the largest timeout_ms that would fit), or 503 database_unavailable. Every
+   * reservation ends with settleExecution (the run ran) or releaseExecution (it never did).
+   */
+  reserveExecution(p: Principal, timeLimitMs: number): Promise<Reservation>;
+  /**
+   * Charges a reserved run for its time (at most its reservation: the same limit) and releases the
+   * rest. `requestId` and `actionCid` as for chargeExecution; idempotent on the request id.
+   */
+  settleExecution(
+    r: Reservation,
+    executionMs: number,
+    requestId: string,
+    actionCid?: string,
+  ): Promise<ChargeResult>;
+  /** Releases the reservation of a run that never ran; never throws. */
+  releaseExecution(r: Reservation): Promise<void>;
   /** Cents spent so far by a usage key (shown as `balance` in list_api_keys), and its cap or null. */
   keySpend(keyAddress: string): Promise<{ spent_cents: number; cap_cents: number | null }>;
   setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): Promise<void>;
@@ -84,6 +112,8 @@ export interface Billing {
   /** What an execution of this length costs (for the `charged_cents` the relayer reports before charging, or estimates). */
   executionPriceCents(executionMs: number, timeLimitMs?: number): number;
   balance(accountId: string): Promise<{ balance_cents: number; balance_display: string }>;
+  /** What runs in flight hold on the account now (GET billing/balance shows it as `reserved_cents`). */
+  reservedCents(accountId: string): Promise<number>;
   history(
     accountId: string,
     pageNumber: number,
@@ -132,6 +162,11 @@ export interface CreateBillingOptions {
    * only the pass at start. SIGIL_BILLING_CATCH_UP_MS with npm start.
    */
   writeCatchUpEveryMs?: number;
+  /**
+   * How long past its run's deadline a reservation counts when nothing renews it (its instance died);
+   * default 60,000 ms. Instances renew their runs' reservations while they last.
+   */
+  reservationSlackMs?: number;
   /** Largest accepted top-up; default 1,000,000 cents ($10,000). */
   maximumPaymentCents?: number;
   logger?: Logger;
@@ -142,6 +177,10 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
   const signupCredit = opts.signupCreditCents ?? 0;
   if (!Number.isSafeInteger(signupCredit) || signupCredit < 0)
     throw new Error("signupCreditCents must be a non-negative integer");
+
+  const slack = opts.reservationSlackMs ?? DEFAULT_RESERVATION_SLACK_MS;
+  if (!Number.isSafeInteger(slack) || slack < 0)
+    throw new Error("reservationSlackMs must be a non-negative integer number of ms");
 
   const db = await openDataLayer({ databaseUrl: opts.databaseUrl, sqlitePath: opts.dbPath });
   const ledgerId = ((await db.exec("SELECT ledger_id FROM ledger_meta")) as Array<{ ledger_id: string }>)[0]
@@ -154,6 +193,7 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     prices,
     opts.chargeFlushMs ?? DEFAULT_CHARGE_FLUSH_MS,
     opts.logger,
+    slack,
   );
   const payments = new Payments(
     db,
@@ -218,6 +258,10 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
     chargeExecution: (p, ms, requestId, timeLimitMs, actionCid) =>
       metering.chargeExecution(p, ms, requestId, timeLimitMs, actionCid),
+    reserveExecution: (p, timeLimitMs) => metering.reserveExecution(p, timeLimitMs),
+    settleExecution: (r, ms, requestId, actionCid) => metering.settleExecution(r, ms, requestId, actionCid),
+    releaseExecution: (r) => metering.releaseExecution(r),
+    reservedCents: async (accountId) => (await metering.balanceView(accountId)).reserved_cents,
     assertCanAffordPin: (p, bytes) => metering.assertCanAffordPin(p, bytes),
     chargePin: (p, bytes, cid) => metering.chargePin(p, bytes, cid),
     keySpend: (keyAddress) => metering.keySpend(keyAddress),
@@ -249,6 +293,7 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     reconcileWithReport: () => payments.reconcile(),
     async close() {
       if (periodic) clearInterval(periodic);
+      metering.stop();
       if (!db.open) return;
       await metering.flush();
       await db.close();

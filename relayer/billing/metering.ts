@@ -4,6 +4,17 @@ import { type DataLayer, type Sql, prepare } from "../db";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import {
+  type LocalExtra,
+  type Reservation,
+  type Standing,
+  deleteReservations,
+  readStanding,
+  renew,
+  reserve,
+  shrink,
+  verdict,
+} from "./reservations";
+import {
   executionChargeReference,
   pinChargeReference,
   writeChargeReference,
@@ -48,6 +59,12 @@ export function pinPriceCents(prices: Prices, bytes: number): number {
 
 /** Default write-behind window for usage charges (see docs/billing.md, "Charges are written behind"). */
 export const DEFAULT_CHARGE_FLUSH_MS = 50;
+/**
+ * How long past its run's deadline a reservation keeps counting when nothing renews it (its instance
+ * died): long enough for a run that waited in the executor's queue, clock differences between
+ * instances and a few missed renewals; short enough that a crash does not block an account for long.
+ */
+export const DEFAULT_RESERVATION_SLACK_MS = 60_000;
 const MAX_PENDING_CHARGES = 256;
 
 export interface ChargeResult {
@@ -76,29 +93,13 @@ interface PendingCharge {
   reference: string;
   operation: string;
   actionCid: string | null;
+  /** The run's reservation, whose row this charge replaces in the flush that commits it. */
+  reservationId: string | null;
 }
 
 const Q = {
   spend: prepare("metering.spend", (db, a) =>
     db.selectFrom("key_spend").select(["spent_cents", "cap_cents"]).where("key_address", "=", a(0)),
-  ),
-  // Everything assertCanAfford needs in one statement: it runs before every metered request.
-  afford: prepare("metering.afford", (db, a) =>
-    db.selectNoFrom((eb) => [
-      eb.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)).as("balance_cents"),
-      eb
-        .selectFrom("key_spend")
-        .select("spent_cents")
-        .where("key_address", "=", a(1))
-        .where("account_id", "=", a(0))
-        .as("spent_cents"),
-      eb
-        .selectFrom("key_spend")
-        .select("cap_cents")
-        .where("key_address", "=", a(1))
-        .where("account_id", "=", a(0))
-        .as("cap_cents"),
-    ]),
   ),
   // A key address can be removed from one account and registered under another (the registry
   // frees removed addresses): spend and cap belong to the (account, key) pair, so a row left by
@@ -143,8 +144,26 @@ const Q = {
  */
 export class Metering {
   private readonly pending = new Map<string, PendingCharge>();
+  /** Every uncommitted charge, per account and per key (what balance and spend show). */
   private readonly pendingByAccount = new Map<string, number>();
   private readonly pendingByKey = new Map<string, number>();
+  /**
+   * Uncommitted charges that no reservation row stands for (writes, pins, unreserved executions):
+   * what this instance adds to the database's view in a check. A reserved run's charge is not here:
+   * its row holds it until the flush replaces the row by the charge, in one transaction.
+   */
+  private readonly unreservedByAccount = new Map<string, number>();
+  private readonly unreservedByKey = new Map<string, number>();
+  /** This instance's reservations whose row no committed flush has deleted yet. */
+  private readonly held = new Map<string, Reservation>();
+  /** Reservations of runs that charged nothing (refused by the executor, a repeated reference). */
+  private readonly releases = new Set<string>();
+  /**
+   * Settled rows not yet shrunk to their charge. SQLite: shrunk in this instance's next reservation
+   * transaction. PostgreSQL: until the shrink sent at once has landed.
+   */
+  private readonly shrinks = new Map<string, Reservation>();
+  private renewTimer: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
   /** The flush in progress: flushes never overlap (a charge is committed by exactly one of them). */
   private flushing: Promise<void> | null = null;
@@ -155,6 +174,7 @@ export class Metering {
     private readonly prices: Prices,
     private readonly flushMs: number = DEFAULT_CHARGE_FLUSH_MS,
     private readonly logger?: Logger,
+    private readonly reservationSlackMs: number = DEFAULT_RESERVATION_SLACK_MS,
   ) {}
 
   /**
@@ -174,32 +194,265 @@ export class Metering {
   private async assertCanAffordCents(p: Principal, operation: string, price: number): Promise<void> {
     if (price === 0) return;
     const key = normalizeAddress(p.keyAddress);
-    const row = (await this.db.first(Q.afford, [p.accountId, key]))!;
-    // The cap is checked first: it is the narrower, key-specific refusal and names the key's problem.
-    if (row.cap_cents !== null) {
-      const spent = (row.spent_cents ?? 0) + (this.pendingByKey.get(key) ?? 0);
-      if (spent + price > row.cap_cents) {
-        throw new ApiError(
-          403,
-          "spend_cap_reached",
-          `this key has spent ${spent} of its ${row.cap_cents}-cent cap`,
-          {
-            details: { key_address: key, spent_cents: spent, cap_cents: row.cap_cents, price_cents: price },
-          },
-        );
+    const now = Date.now();
+    // This instance's part first, then the database: a flush committing in between is then counted
+    // twice (a refusal a moment early), never not at all.
+    const extra = this.localExtra(p.accountId, key, now);
+    const standing = await readStanding(this.db, p.accountId, key, now);
+    const v = verdict(standing, extra, price);
+    if (v !== "fits") throw this.refusal(v, p.accountId, key, standing, extra, price, { operation });
+  }
+
+  /**
+   * Admits a run: reserves its worst case (its time limit at the price per started second) against
+   * the key's cap and the account's balance, atomically with every other instance's reservations, or
+   * refuses it (403 spend_cap_reached, 402 insufficient_credits) naming what is reserved and the
+   * largest timeout_ms that would fit. Settle it with settleExecution, or releaseExecution if it never ran.
+   */
+  async reserveExecution(p: Principal, timeLimitMs: number): Promise<Reservation> {
+    // The executor accepts any positive limit (an operator may configure 1500.5 ms): so does this.
+    if (!Number.isFinite(timeLimitMs) || timeLimitMs <= 0 || timeLimitMs > 2 ** 40)
+      throw new Error(`a run's time limit must be a positive number of ms, got ${timeLimitMs}`);
+    const key = normalizeAddress(p.keyAddress);
+    const worst = executionPriceCents(this.prices, timeLimitMs, timeLimitMs);
+    const now = Date.now();
+    const expiresMs = now + Math.ceil(timeLimitMs) + this.reservationSlackMs;
+    if (worst === 0) {
+      // Free executions reserve nothing; the handle is never stored, so releasing it is a no-op.
+      return {
+        id: "free",
+        principal: p,
+        keyAddress: key,
+        timeLimitMs,
+        worstCents: 0,
+        cents: 0,
+        expiresMs,
+        state: "running",
+      };
+    }
+    const extra = this.localExtra(p.accountId, key, now);
+    const shrinks =
+      this.db.kind === "sqlite" ? [...this.shrinks.values()].map((r) => [r.id, r.cents] as const) : [];
+    const { standing, reservation } = await reserve(this.db, {
+      principal: p,
+      keyAddress: key,
+      cents: worst,
+      timeLimitMs,
+      expiresMs,
+      nowMs: now,
+      extra,
+      shrinks,
+    });
+    for (const [id] of shrinks) this.shrinks.delete(id);
+    if (!reservation) {
+      const v = verdict(standing, extra, worst);
+      throw this.refusal(v === "fits" ? "balance" : v, p.accountId, key, standing, extra, worst, {
+        timeLimitMs,
+      });
+    }
+    this.held.set(reservation.id, reservation);
+    this.armRenewal();
+    return reservation;
+  }
+
+  /**
+   * Ends a run: charges its time (never more than its reservation: the same limit priced the same
+   * way) and releases the rest. The charge is written behind like any other; the reservation's row
+   * shrinks to the charge before the next admission looks at it (afterSettle) and is deleted in the
+   * transaction that commits the charge.
+   */
+  async settleExecution(
+    r: Reservation,
+    executionMs: number,
+    requestId: string,
+    actionCid?: string,
+  ): Promise<ChargeResult> {
+    const cents = executionPriceCents(this.prices, executionMs, r.timeLimitMs);
+    try {
+      return await this.charge(
+        r.principal,
+        cents,
+        executionChargeReference(requestId),
+        "execution",
+        actionCid ?? null,
+        r,
+      );
+    } catch (e) {
+      await this.releaseExecution(r);
+      throw e;
+    }
+  }
+
+  /** A run that never ran (executor busy, too many concurrent runs): its reservation is released. */
+  async releaseExecution(r: Reservation): Promise<void> {
+    if (this.held.get(r.id) !== r || r.state !== "running") return;
+    r.state = "settled";
+    r.cents = 0;
+    this.releases.add(r.id);
+    await this.afterSettle(r);
+  }
+
+  /** The row follows the local view, then the next flush deletes it (at once in strict mode). */
+  private async afterSettle(r: Reservation): Promise<void> {
+    if (this.flushMs <= 0 || this.pending.size + this.releases.size >= MAX_PENDING_CHARGES) {
+      await this.flush();
+      return;
+    }
+    // Until the row shrinks it holds more than the charge: a refusal a moment early at worst, never a
+    // run too many. SQLite (one instance per file): the shrink rides along with this instance's next
+    // reservation, whose check it is for, instead of a commit of its own (≈ 0.015 ms per run).
+    // PostgreSQL: sent at once, off the answer's path, so the other instances see it too.
+    this.shrinks.set(r.id, r);
+    if (this.db.kind === "postgres")
+      shrink(this.db, r.id, r.cents).then(
+        () => this.shrinks.delete(r.id),
+        () => undefined, // the flush deletes the row anyway
+      );
+    this.arm();
+  }
+
+  /**
+   * What this instance adds to the database's view of an account and key: its uncommitted charges
+   * that no reservation row stands for, and its own reservations whose row has expired (a run still
+   * in flight whose renewal failed, or a settled charge whose flush is late): the database stopped
+   * counting those, this instance has not.
+   */
+  private localExtra(accountId: string, key: string, now: number): LocalExtra {
+    let account = this.unreservedByAccount.get(accountId) ?? 0;
+    let keyCents = this.unreservedByKey.get(key) ?? 0;
+    for (const r of this.held.values()) {
+      if (r.expiresMs > now || r.principal.accountId !== accountId) continue;
+      account += r.cents;
+      if (r.keyAddress === key) keyCents += r.cents;
+    }
+    return { account, key: keyCents };
+  }
+
+  /**
+   * The refusal, in the numbers a user knows: the balance and spend as shown elsewhere (charges
+   * included), and what runs in flight hold on top of them. For a run, the largest timeout_ms (whole
+   * seconds) whose worst case would fit, if any does.
+   */
+  private refusal(
+    v: "cap" | "balance",
+    accountId: string,
+    key: string,
+    s: Standing,
+    extra: LocalExtra,
+    price: number,
+    what: { operation?: string; timeLimitMs?: number },
+  ): ApiError {
+    const balance = s.balance_cents - (this.pendingByAccount.get(accountId) ?? 0);
+    const available = s.balance_cents - extra.account - s.reserved_account_cents;
+    const reserved = Math.max(0, balance - available);
+    const spent = s.spent_cents + (this.pendingByKey.get(key) ?? 0);
+    const keyRoom =
+      s.cap_cents === null ? Infinity : s.cap_cents - (s.spent_cents + extra.key + s.reserved_key_cents);
+    const keyReserved = s.cap_cents === null ? 0 : Math.max(0, s.cap_cents - keyRoom - spent);
+    const run = what.timeLimitMs;
+    let fit = "";
+    let maxTimeout: number | undefined;
+    if (run !== undefined) {
+      const perSecond = this.prices.execution_cents_per_second;
+      const seconds = Math.floor(Math.min(keyRoom, available) / perSecond);
+      if (seconds >= 1 && seconds * 1000 < run) {
+        maxTimeout = seconds * 1000;
+        fit = `; a timeout_ms of at most ${maxTimeout} would fit`;
       }
     }
-    const balance = (row.balance_cents ?? 0) - (this.pendingByAccount.get(p.accountId) ?? 0);
-    if (balance < price) {
-      throw new ApiError(
-        402,
-        "insufficient_credits",
-        `this ${operation} costs ${price} cents and the balance is ${balance} cents`,
+    const runPart = run !== undefined ? `this run's time limit (${run} ms) reserves ${price} cents; ` : "";
+    const extraDetails = {
+      ...(run !== undefined ? { time_limit_ms: run } : {}),
+      ...(maxTimeout !== undefined ? { max_timeout_ms: maxTimeout } : {}),
+    };
+    if (v === "cap") {
+      const inFlight = keyReserved > 0 || run !== undefined;
+      return new ApiError(
+        403,
+        "spend_cap_reached",
+        `${runPart}this key has spent ${spent} of its ${s.cap_cents}-cent cap` +
+          (inFlight ? ` and ${keyReserved} cents are reserved for its runs in flight` : "") +
+          fit,
         {
-          details: { balance_cents: balance, price_cents: price },
+          details: {
+            key_address: key,
+            spent_cents: spent,
+            cap_cents: s.cap_cents,
+            price_cents: price,
+            ...(inFlight ? { reserved_cents: keyReserved } : {}),
+            ...extraDetails,
+          },
         },
       );
     }
+    const inFlight = reserved > 0 || run !== undefined;
+    return new ApiError(
+      402,
+      "insufficient_credits",
+      (run !== undefined ? runPart : `this ${what.operation} costs ${price} cents and `) +
+        `the balance is ${balance} cents` +
+        (inFlight ? `, of which ${reserved} are reserved for runs in flight` : "") +
+        fit,
+      {
+        details: {
+          balance_cents: balance,
+          price_cents: price,
+          ...(inFlight ? { reserved_cents: reserved } : {}),
+          ...extraDetails,
+        },
+      },
+    );
+  }
+
+  /**
+   * Keeps the rows of this instance's runs in flight counting while they last (a run may wait in the
+   * executor's queue before its time limit starts): a row due within half the slack is moved to
+   * now + its limit + the slack. A row that expired anyway is not revived; this instance counts it
+   * itself (localExtra) until its run ends.
+   */
+  private armRenewal(): void {
+    if (this.renewTimer) return;
+    this.renewTimer = setInterval(() => void this.renewRunning(), Math.max(50, this.reservationSlackMs / 4));
+    this.renewTimer.unref();
+  }
+
+  private async renewRunning(): Promise<void> {
+    const now = Date.now();
+    const running = [...this.held.values()].filter((r) => r.state === "running");
+    if (running.length === 0 && this.renewTimer) {
+      clearInterval(this.renewTimer);
+      this.renewTimer = null;
+      return;
+    }
+    for (const r of running) {
+      if (r.expiresMs - now >= this.reservationSlackMs / 2) continue;
+      const next = now + Math.ceil(r.timeLimitMs) + this.reservationSlackMs;
+      try {
+        if (await renew(this.db, r.id, next, now)) r.expiresMs = next;
+      } catch {
+        // The database is unreachable: retried at the next tick; counted here meanwhile once expired.
+      }
+    }
+  }
+
+  /** What runs in flight hold on the account now (balance_cents minus this is what can be spent). */
+  async balanceView(accountId: string): Promise<{ balance_cents: number; reserved_cents: number }> {
+    const now = Date.now();
+    const extra = this.localExtra(accountId, "", now);
+    const s = await readStanding(this.db, accountId, "", now);
+    const balance = s.balance_cents - (this.pendingByAccount.get(accountId) ?? 0);
+    const available = s.balance_cents - extra.account - s.reserved_account_cents;
+    // Shown, not checked: rows of ended runs still waiting to shrink to their charge count as shrunk.
+    let unshrunk = 0;
+    for (const r of this.shrinks.values())
+      if (r.principal.accountId === accountId && r.expiresMs > now) unshrunk += r.worstCents - r.cents;
+    return { balance_cents: balance, reserved_cents: Math.max(0, balance - available - unshrunk) };
+  }
+
+  /** Stops the renewal timer (close()). Rows of runs still in flight then expire on their own. */
+  stop(): void {
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.renewTimer = null;
   }
 
   /** One forward request that landed: charged once per request, whatever transaction carried it. */
@@ -265,8 +518,8 @@ export class Metering {
       this.timer = null;
     }
     while (this.flushing) await this.flushing;
-    if (this.pending.size === 0) return;
-    const run = this.commit([...this.pending.values()]);
+    if (this.pending.size === 0 && this.releases.size === 0) return;
+    const run = this.commit([...this.pending.values()], [...this.releases]);
     this.flushing = run;
     try {
       await run;
@@ -275,9 +528,14 @@ export class Metering {
     }
   }
 
-  private async commit(batch: PendingCharge[]): Promise<void> {
+  private async commit(batch: PendingCharge[], released: string[]): Promise<void> {
+    const settled = [...released, ...batch.flatMap((c) => (c.reservationId ? [c.reservationId] : []))];
     try {
       await this.db.transaction(async (tx) => {
+        // A reserved run's charge and the deletion of its reservation commit together: every snapshot
+        // of every instance sees exactly one of them.
+        await deleteReservations(tx, settled);
+        if (batch.length === 0) return;
         const applied = await this.ledger.applyBatch(
           tx,
           batch.map((c) => ({
@@ -313,6 +571,15 @@ export class Metering {
       this.pending.delete(c.reference);
       subtract(this.pendingByAccount, c.accountId, c.cents);
       subtract(this.pendingByKey, c.keyAddress, c.cents);
+      if (c.reservationId === null) {
+        subtract(this.unreservedByAccount, c.accountId, c.cents);
+        subtract(this.unreservedByKey, c.keyAddress, c.cents);
+      }
+    }
+    for (const id of settled) {
+      this.releases.delete(id);
+      this.held.delete(id);
+      this.shrinks.delete(id);
     }
   }
 
@@ -322,18 +589,25 @@ export class Metering {
     reference: string,
     operation: string,
     actionCid: string | null = null,
+    reservation: Reservation | null = null,
   ): Promise<ChargeResult> {
     // Refused here, before the write-behind buffer: the ledger would refuse it at flush time, and a
     // batch that cannot commit holds every other account's charges back until the process dies.
     if (!Number.isSafeInteger(cents) || cents < 0)
       throw new Error(`a charge must be a safe integer number of cents, got ${cents} (${reference})`);
     const key = normalizeAddress(p.keyAddress);
-    if (cents === 0 || this.pending.has(reference) || (await this.alreadyCharged(reference))) {
+    if (
+      cents === 0 ||
+      this.pending.has(reference) ||
+      (await this.alreadyCharged(reference)) ||
+      // Re-checked after the read: a concurrent charge of the same reference in this process may have
+      // been buffered meanwhile. Across instances, the ledger's UNIQUE reference decides at flush time.
+      this.pending.has(reference)
+    ) {
+      if (reservation) await this.releaseExecution(reservation);
       return { charged_cents: 0, applied: false };
     }
-    // Re-checked after the read: a concurrent charge of the same reference in this process may have
-    // been buffered meanwhile. Across instances, the ledger's UNIQUE reference decides at flush time.
-    if (this.pending.has(reference)) return { charged_cents: 0, applied: false };
+    const reserved = reservation !== null && this.held.get(reservation.id) === reservation;
     this.pending.set(reference, {
       accountId: p.accountId,
       keyAddress: key,
@@ -341,11 +615,20 @@ export class Metering {
       reference,
       operation,
       actionCid,
+      reservationId: reserved ? reservation.id : null,
     });
-    this.pendingByAccount.set(p.accountId, (this.pendingByAccount.get(p.accountId) ?? 0) + cents);
-    this.pendingByKey.set(key, (this.pendingByKey.get(key) ?? 0) + cents);
-    if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) await this.flush();
-    else this.arm();
+    add(this.pendingByAccount, p.accountId, cents);
+    add(this.pendingByKey, key, cents);
+    if (reserved) {
+      reservation.state = "settled";
+      reservation.cents = cents;
+      await this.afterSettle(reservation);
+    } else {
+      add(this.unreservedByAccount, p.accountId, cents);
+      add(this.unreservedByKey, key, cents);
+      if (this.flushMs <= 0 || this.pending.size >= MAX_PENDING_CHARGES) await this.flush();
+      else this.arm();
+    }
     return { charged_cents: cents, applied: true };
   }
 
@@ -383,6 +666,10 @@ export class Metering {
       ? { spent_cents: row.spent_cents + pending, cap_cents: row.cap_cents }
       : { spent_cents: pending, cap_cents: null };
   }
+}
+
+function add(m: Map<string, number>, k: string, cents: number): void {
+  m.set(k, (m.get(k) ?? 0) + cents);
 }
 
 function subtract(m: Map<string, number>, k: string, cents: number): void {

@@ -88,8 +88,13 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
   });
 
   r.get("/balance", ...auth, async (_req, res) => {
-    const balance = await metering.balanceWithPending(principal(res).accountId);
-    res.json({ balance_cents: balance, balance_display: formatCents(balance) });
+    const view = await metering.balanceView(principal(res).accountId);
+    // reserved_cents: what runs in flight hold; balance_cents − reserved_cents is what can be spent.
+    res.json({
+      balance_cents: view.balance_cents,
+      balance_display: formatCents(view.balance_cents),
+      reserved_cents: view.reserved_cents,
+    });
   });
 
   r.post("/create_payment_intent", ...auth, json, async (req, res) => {

@@ -386,6 +386,35 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    // 11, not 10: another branch adds 10 at the same time (renumbered at merge if needed).
+    version: 11,
+    description:
+      "billing reservations: the worst case of every execution in flight, held against caps and balance",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // One row per admitted run (relayer/billing/reservations.ts): its worst-case price, held against
+      // the account's balance and the key's cap from admission until its charge replaces it (in the
+      // same transaction), or until `expires_ms` if its instance died. Logged: a reservation must
+      // survive a crash of the database like the charges it stands for.
+      await run(
+        db.schema
+          .createTable("billing_reservations")
+          .addColumn("reservation_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("key_address", "text", (c) => c.notNull())
+          .addColumn("cents", big, (c) => c.notNull().check(sql`cents >= 0`))
+          .addColumn("expires_ms", big, (c) => c.notNull())
+          .addColumn("created_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createIndex("billing_reservations_by_account")
+          .on("billing_reservations")
+          .columns(["account_id", "expires_ms"]),
+      );
+    },
+  },
 ];
 
 /**

@@ -119,4 +119,17 @@ export interface Schema {
   siwe_nonces: { owner: string; nonce: string; expires_s: number };
   /** Signed-out wallet sessions by session key (migration 9), until the session's expiry (unix seconds). */
   siwe_revocations: { session_key: string; expires_s: number; revoked_ms: number };
+  /**
+   * Worst-case prices of executions in flight (migration 11), held against balance and cap until the
+   * run's charge replaces the row, or until `expires_ms` (the run's deadline plus slack) if its
+   * instance died (relayer/billing/reservations.ts).
+   */
+  billing_reservations: {
+    reservation_id: string;
+    account_id: string;
+    key_address: string;
+    cents: number;
+    expires_ms: number;
+    created_ms: number;
+  };
 }

@@ -247,8 +247,20 @@ export function actionRoutes(ctx: RelayerContext): Router {
       const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
       if (refusal) throw refusal;
       const code = inline ?? (await loadCode(cid, auth));
-      await ctx.billing?.assertCanAfford(auth.principal, "execution");
-      const release = await ctx.executionCap.enter(auth.principal.accountId);
+      // Admission reserves the run's worst case (its limit at the price) until it is settled below:
+      // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md).
+      const timeLimitMs = timeoutMs ?? operatorTimeLimitMs;
+      const reservation = await ctx.billing?.reserveExecution(auth.principal, timeLimitMs);
+      const unreserve = async () => {
+        if (reservation) await ctx.billing?.releaseExecution(reservation);
+      };
+      let release: () => void;
+      try {
+        release = await ctx.executionCap.enter(auth.principal.accountId);
+      } catch (err) {
+        await unreserve();
+        throw err;
+      }
       let result;
       try {
         result = await ctx.executor.run({
@@ -281,6 +293,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
           },
         });
       } catch (err) {
+        await unreserve();
         if (err instanceof ExecutorBusyError) {
           throw new ApiError(503, "executor_busy", "Every sandbox worker is busy; retry shortly.", {
             retryAfter: err.retryAfterSeconds,
@@ -295,17 +308,18 @@ export function actionRoutes(ctx: RelayerContext): Router {
       ctx.metrics.executions.inc({ has_error: String(result.has_error) });
       // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
       // measured a hair over it).
-      const charged = ctx.billing
-        ? (
-            await ctx.billing.chargeExecution(
-              auth.principal,
-              result.execution_ms,
-              res.locals.requestId as string,
-              timeoutMs ?? operatorTimeLimitMs,
-              cid,
-            )
-          ).charged_cents
-        : 0;
+      // Settling charges the time used (capped at the limit it was reserved for) and releases the rest.
+      const charged =
+        ctx.billing && reservation
+          ? (
+              await ctx.billing.settleExecution(
+                reservation,
+                result.execution_ms,
+                res.locals.requestId as string,
+                cid,
+              )
+            ).charged_cents
+          : 0;
       return {
         body: {
           response: result.response,

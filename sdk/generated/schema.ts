@@ -4491,6 +4491,8 @@ export interface paths {
             "application/json": {
               balance_cents: number;
               balance_display: string;
+              /** @description Held by runs in flight (each reserves its time limit's price until it ends); balance_cents − reserved_cents can be spent */
+              reserved_cents: number;
             };
           };
         };

@@ -97,7 +97,7 @@ for (const { engine, chargeFlushMs } of modes)
       expect(expected).to.equal(963);
       expect(await billing.audit(A)).to.deep.equal({ balance_cents: 963, ledger_sum_cents: 963 });
       const b = await srv.call("GET", "/balance", { account: A });
-      expect(b.body).to.deep.equal({ balance_cents: 963, balance_display: "$9.63" });
+      expect(b.body).to.deep.equal({ balance_cents: 963, balance_display: "$9.63", reserved_cents: 0 });
     });
 
     it("reads are free: balance and history calls do not change the balance", async function () {
@@ -207,7 +207,7 @@ for (const { engine, chargeFlushMs } of modes)
       const e = await thrown(() => billing.assertCanAfford(owner, "execution"));
       expect(e.details).to.deep.equal({ balance_cents: -3, price_cents: 1 });
       const b = await srv.call("GET", "/balance", { account: A });
-      expect(b.body).to.deep.equal({ balance_cents: -3, balance_display: "-$0.03" });
+      expect(b.body).to.deep.equal({ balance_cents: -3, balance_display: "-$0.03", reserved_cents: 0 });
     });
 
     it("spend is recorded per key, case-insensitively by address", async function () {

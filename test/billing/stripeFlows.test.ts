@@ -146,7 +146,7 @@ describe("billing: Stripe flows (real stripe SDK against the local PaymentIntent
       balance_display: "$12.34",
     });
     const b = await srv.call("GET", "/balance", { account: A });
-    expect(b.body).to.deep.equal({ balance_cents: 1234, balance_display: "$12.34" });
+    expect(b.body).to.deep.equal({ balance_cents: 1234, balance_display: "$12.34", reserved_cents: 0 });
   });
 
   it("a second confirm of a credited intent reports it without crediting again or asking Stripe", async function () {

@@ -94,9 +94,14 @@ describe("relayer: billing integration", function () {
     });
     expect(k.status).to.equal(201);
     expect(k.body).to.include({ spend_cap_cents: 1, spent_cents: 0, balance: 1 });
+    // A run reserves its time limit's price at admission: under a 1-cent cap it asks for at most 1 s.
     expect(
-      (await s.api("POST", "/core/v1/svc_action", { key: k.body.usage_api_key, body: { cid: a.cid } }))
-        .status,
+      (
+        await s.api("POST", "/core/v1/svc_action", {
+          key: k.body.usage_api_key,
+          body: { cid: a.cid, timeout_ms: 1000 },
+        })
+      ).status,
     ).to.equal(200);
     const list = await s.api("GET", "/core/v1/list_api_keys", { key: a.accountKey });
     const item = list.body.items.find((i: { id: string }) => i.id === k.body.id);

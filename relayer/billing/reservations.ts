@@ -1,0 +1,264 @@
+/**
+ * Reservations: the worst case of every execution in flight, held against the account's balance and
+ * the key's spend cap from admission until the run's charge replaces it (docs/billing.md, "Runs in
+ * flight are reserved"). Checking "can it afford one second?" and charging after the run let N
+ * concurrent runs each spend up to their time limit against the same last cents; a reservation makes
+ * the N-th run see what the N−1 before it may still cost.
+ *
+ * This module is the database side only: the atomic "check and reserve" on each engine, and the
+ * statements that shrink, renew and delete rows. Metering (metering.ts) decides when to call them and
+ * keeps this instance's own view (charges not yet committed, reservations whose row has expired).
+ *
+ * Atomicity. SQLite: one BEGIN IMMEDIATE transaction (the file's write lock, across processes too).
+ * PostgreSQL: one round trip of three statements (the simple-query protocol runs them as one implicit
+ * transaction): an advisory lock per account, so one account's admissions take turns across
+ * instances; a sweep of the account's expired rows; then one statement that reads the balance, the
+ * key's spend and the live reservations and inserts ours only if it fits. That statement starts after
+ * the lock is ours, so its snapshot holds every reservation admitted before. A flush that replaces a
+ * reservation by its charge commits both in one transaction, so any snapshot sees one or the other.
+ */
+import { randomUUID } from "node:crypto";
+import { type DataLayer, type Sql, prepare } from "../db";
+import { isPostgresLayer } from "../db/engine";
+import type { Principal } from "./metering";
+
+/** A run's reservation, as this instance holds it until a committed flush deletes its row. */
+export interface Reservation {
+  readonly id: string;
+  readonly principal: Principal;
+  /** The normalized key address (lower case). */
+  readonly keyAddress: string;
+  /** The time limit the run was admitted with: its charge never exceeds this limit's price. */
+  readonly timeLimitMs: number;
+  /** What admission reserved: the limit's price. */
+  readonly worstCents: number;
+  /** What the row holds: the worst case while the run is in flight, its charge once settled. */
+  cents: number;
+  /** After this (ms, this instance's clock), no instance counts the row any more. */
+  expiresMs: number;
+  /** running: in flight; settled: its charge (or release) waits for the next flush. */
+  state: "running" | "settled";
+}
+
+/** What stands against a new reservation, as the database has it (committed state only). */
+export interface Standing {
+  balance_cents: number;
+  spent_cents: number;
+  cap_cents: number | null;
+  /** Live (unexpired) reservations of the account, and of this key within the account. */
+  reserved_account_cents: number;
+  reserved_key_cents: number;
+}
+
+/** This instance's additions to the database's view (charges not committed yet, rows that expired). */
+export interface LocalExtra {
+  account: number;
+  key: number;
+}
+
+export type Verdict = "fits" | "cap" | "balance";
+
+/** The rule, written once: the cap first (the narrower, key-specific refusal), then the balance. */
+export function verdict(s: Standing, extra: LocalExtra, cents: number): Verdict {
+  if (s.cap_cents !== null && s.spent_cents + extra.key + s.reserved_key_cents + cents > s.cap_cents)
+    return "cap";
+  if (s.balance_cents - extra.account - s.reserved_account_cents < cents) return "balance";
+  return "fits";
+}
+
+const Q = {
+  standing: prepare("reservations.standing", (db, a) =>
+    db.selectNoFrom((eb) => [
+      eb.selectFrom("accounts").select("balance_cents").where("account_id", "=", a(0)).as("balance_cents"),
+      eb
+        .selectFrom("key_spend")
+        .select("spent_cents")
+        .where("key_address", "=", a(1))
+        .where("account_id", "=", a(0))
+        .as("spent_cents"),
+      eb
+        .selectFrom("key_spend")
+        .select("cap_cents")
+        .where("key_address", "=", a(1))
+        .where("account_id", "=", a(0))
+        .as("cap_cents"),
+      eb
+        .selectFrom("billing_reservations")
+        .select((e) => e.fn.coalesce(e.fn.sum<number>("cents"), e.lit(0)).as("s"))
+        .where("account_id", "=", a(0))
+        .where("expires_ms", ">", a(2))
+        .as("reserved_account_cents"),
+      eb
+        .selectFrom("billing_reservations")
+        .select((e) => e.fn.coalesce(e.fn.sum<number>("cents"), e.lit(0)).as("s"))
+        .where("account_id", "=", a(0))
+        .where("key_address", "=", a(1))
+        .where("expires_ms", ">", a(2))
+        .as("reserved_key_cents"),
+    ]),
+  ),
+  insert: prepare("reservations.insert", (db, a) =>
+    db.insertInto("billing_reservations").values({
+      reservation_id: a(0),
+      account_id: a(1),
+      key_address: a(2),
+      cents: a(3),
+      expires_ms: a(4),
+      created_ms: a(5),
+    }),
+  ),
+  deleteExpired: prepare("reservations.deleteExpired", (db, a) =>
+    db.deleteFrom("billing_reservations").where("account_id", "=", a(0)).where("expires_ms", "<=", a(1)),
+  ),
+  // Only ever downwards: a settled run's row shrinks from its worst case to its charge.
+  shrink: prepare("reservations.shrink", (db, a) =>
+    db
+      .updateTable("billing_reservations")
+      .set({ cents: a(1) })
+      .where("reservation_id", "=", a(0))
+      .where("cents", ">", a(1)),
+  ),
+  renew: prepare("reservations.renew", (db, a) =>
+    db
+      .updateTable("billing_reservations")
+      .set({ expires_ms: a(1) })
+      .where("reservation_id", "=", a(0))
+      .where("expires_ms", ">", a(2)),
+  ),
+};
+
+function toStanding(row: Record<string, unknown> | undefined): Standing {
+  const n = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
+  return {
+    balance_cents: n(row?.balance_cents),
+    spent_cents: n(row?.spent_cents),
+    cap_cents: row?.cap_cents === null || row?.cap_cents === undefined ? null : Number(row.cap_cents),
+    reserved_account_cents: n(row?.reserved_account_cents),
+    reserved_key_cents: n(row?.reserved_key_cents),
+  };
+}
+
+/** The committed state a check compares against (the same read as a reservation's, without the lock). */
+export async function readStanding(
+  db: Sql,
+  accountId: string,
+  key: string,
+  nowMs: number,
+): Promise<Standing> {
+  return toStanding(await db.first(Q.standing, [accountId, key, nowMs]));
+}
+
+export interface ReserveRequest {
+  principal: Principal;
+  keyAddress: string;
+  cents: number;
+  timeLimitMs: number;
+  expiresMs: number;
+  nowMs: number;
+  extra: LocalExtra;
+  /**
+   * SQLite: rows of this instance's settled runs to shrink to their charge first, inside the same
+   * transaction (no commit of their own; see Metering.afterSettle). Ignored on PostgreSQL.
+   */
+  shrinks?: ReadonlyArray<readonly [id: string, cents: number]>;
+}
+
+/**
+ * Checks and, if it fits, records a reservation, atomically against every other reservation of the
+ * account on any instance. Returns the standing it was checked against (before this reservation)
+ * and the reservation, or null when it did not fit.
+ */
+export async function reserve(
+  db: DataLayer,
+  r: ReserveRequest,
+): Promise<{ standing: Standing; reservation: Reservation | null }> {
+  const id = randomUUID();
+  for (const v of [r.cents, r.expiresMs, r.nowMs, r.extra.account, r.extra.key])
+    if (!Number.isSafeInteger(v)) throw new Error(`reservation: not a safe integer: ${v}`);
+  const made = (): Reservation => ({
+    id,
+    principal: r.principal,
+    keyAddress: r.keyAddress,
+    timeLimitMs: r.timeLimitMs,
+    worstCents: r.cents,
+    cents: r.cents,
+    expiresMs: r.expiresMs,
+    state: "running",
+  });
+  if (isPostgresLayer(db)) {
+    const results = await db.script(reserveScript(id, r));
+    const row = (results[2] as Array<Record<string, unknown>>)[0];
+    const standing = toStanding(row);
+    return { standing, reservation: Number(row.admitted) === 1 ? made() : null };
+  }
+  return db.transaction(async (tx) => {
+    for (const [sid, cents] of r.shrinks ?? []) await tx.run(Q.shrink, [sid, cents]);
+    // Rows of a crashed instance would otherwise stay in the table for ever (they stopped counting
+    // at their expiry already).
+    await tx.run(Q.deleteExpired, [r.principal.accountId, r.nowMs]);
+    const standing = await readStanding(tx, r.principal.accountId, r.keyAddress, r.nowMs);
+    if (verdict(standing, r.extra, r.cents) !== "fits") return { standing, reservation: null };
+    await tx.run(Q.insert, [id, r.principal.accountId, r.keyAddress, r.cents, r.expiresMs, r.nowMs]);
+    return { standing, reservation: made() };
+  });
+}
+
+const ACCOUNT_ID = /^[0-9]{1,30}$/;
+const ADDRESS = /^0x[0-9a-f]{40}$/;
+
+/**
+ * The PostgreSQL admission in one round trip. The simple protocol has no parameters, so every value
+ * is inlined, and each is checked first: the account id is digits, the key a lower-case address, the
+ * id our own UUID, the rest safe integers (checked by the caller).
+ */
+function reserveScript(id: string, r: ReserveRequest): string {
+  const a = r.principal.accountId;
+  const k = r.keyAddress;
+  if (!ACCOUNT_ID.test(a)) throw new Error(`reservation: not an account id: ${a}`);
+  if (!ADDRESS.test(k)) throw new Error(`reservation: not a key address: ${k}`);
+  const live = `expires_ms > ${r.nowMs}`;
+  return [
+    `SELECT pg_advisory_xact_lock(hashtext('sigil:reservations:${a}'))`,
+    // SKIP LOCKED: a row a flush is deleting right now is left to it (no waiting, no deadlock).
+    `DELETE FROM billing_reservations WHERE reservation_id IN (
+       SELECT reservation_id FROM billing_reservations
+        WHERE account_id = '${a}' AND expires_ms <= ${r.nowMs} FOR UPDATE SKIP LOCKED)`,
+    `WITH s AS (SELECT
+        COALESCE((SELECT balance_cents FROM accounts WHERE account_id = '${a}'), 0) AS balance_cents,
+        COALESCE((SELECT spent_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}'), 0) AS spent_cents,
+        (SELECT cap_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}') AS cap_cents,
+        COALESCE((SELECT SUM(cents) FROM billing_reservations WHERE account_id = '${a}' AND ${live}), 0) AS reserved_account_cents,
+        COALESCE((SELECT SUM(cents) FROM billing_reservations
+                   WHERE account_id = '${a}' AND key_address = '${k}' AND ${live}), 0) AS reserved_key_cents),
+     ins AS (INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
+        SELECT '${id}', '${a}', '${k}', ${r.cents}, ${r.expiresMs}, ${r.nowMs} FROM s
+         WHERE (s.cap_cents IS NULL OR s.spent_cents + ${r.extra.key} + s.reserved_key_cents + ${r.cents} <= s.cap_cents)
+           AND s.balance_cents - ${r.extra.account} - s.reserved_account_cents >= ${r.cents}
+        RETURNING 1)
+     SELECT s.*, (SELECT COUNT(*) FROM ins)::int AS admitted FROM s`,
+  ].join(";\n");
+}
+
+/** A settled run's row shrinks to its charge, so others see the exact amount before the flush. */
+export async function shrink(db: Sql, id: string, cents: number): Promise<void> {
+  await db.run(Q.shrink, [id, cents]);
+}
+
+/** Moves a live row's expiry; false if the row is gone or had expired (then it counts nowhere). */
+export async function renew(db: Sql, id: string, expiresMs: number, nowMs: number): Promise<boolean> {
+  return (await db.run(Q.renew, [id, expiresMs, nowMs])) > 0;
+}
+
+/** Deletes rows by id, inside the flush that commits their charges (one statement for all of them). */
+export async function deleteReservations(tx: Sql, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  if (tx.kind === "postgres")
+    await tx.exec("DELETE FROM billing_reservations WHERE reservation_id = ANY($1::text[])", [ids], {
+      prepared: true,
+    });
+  else
+    await tx.exec(
+      "DELETE FROM billing_reservations WHERE reservation_id IN (SELECT value FROM json_each(?))",
+      [JSON.stringify(ids)],
+    );
+}
