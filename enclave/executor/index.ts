@@ -9,6 +9,7 @@ import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./er
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
+import { FairQueue, workerShare } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
@@ -19,6 +20,11 @@ export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
 export interface RunRequest {
+  /**
+   * Whose run this is (the relayer passes the account id). Runs and key operations are shared fairly
+   * between accounts (docs/actions.md, "Scheduling between accounts"). Absent: one anonymous account.
+   */
+  account?: string | number;
   /** Action source: defines `async function main(params)` and/or calls `Actions.setResponse`. */
   code: string;
   /** CID of the code (computed by the caller): binds the action identity key and authorization. */
@@ -106,8 +112,14 @@ export interface LegacySignature {
 
 export interface ExecutorOptions {
   keys: KeyCapabilities;
-  /** Worker threads; default os.availableParallelism(). */
+  /** Worker threads one account may use; default os.availableParallelism(). */
   poolSize?: number;
+  /**
+   * Workers kept beyond poolSize for other accounts (default 1): one account alone never holds them,
+   * so an account that arrives while another fills the pool starts at once instead of waiting for one
+   * of its runs (up to the wall-time limit) to end. Started the first time two accounts want workers.
+   */
+  reserveWorkers?: number;
   /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
   maxQueue?: number;
   limits?: Partial<ExecutorLimits>;
@@ -137,7 +149,13 @@ export class ActionExecutor {
   private readonly unhandledRejections: UnhandledRejectionMode;
   private readonly fetchPolicy: FetchPolicy | false;
   private readonly modules: ModuleLoader | null;
-  private readonly queue: PoolJob[] = [];
+  /** Runs waiting for a worker, one queue per account (fair-queue.ts). */
+  private readonly queue = new FairQueue<PoolJob>();
+  /** Per account: its runs on a worker or queued behind a run in a worker (dispatched, not finished). */
+  private readonly held = new Map<string, number>();
+  private readonly poolSize: number;
+  /** Reserve workers not started yet (see ExecutorOptions.reserveWorkers). */
+  private reserveToStart: number;
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
   private closed = false;
@@ -156,6 +174,10 @@ export class ActionExecutor {
     this.modules = opts.modules === false ? null : new ModuleLoader(opts.modules ?? {});
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
+    this.poolSize = poolSize;
+    this.reserveToStart = opts.reserveWorkers ?? 1;
+    if (!Number.isInteger(this.reserveToStart) || this.reserveToStart < 0)
+      throw new RangeError("reserveWorkers must be an integer ≥ 0");
     this.pool = new WorkerPool({
       keys: opts.keys,
       poolSize,
@@ -163,7 +185,11 @@ export class ActionExecutor {
       epochs: this.epochs,
     });
     this.pool.onIdle = () => this.pump();
-    this.pool.onRequeue = (job) => this.queue.unshift(job);
+    this.pool.onRequeue = (job) => {
+      this.release(job.account);
+      this.queue.unshift(job.account, job);
+    };
+    this.pool.shouldRelease = (job) => this.shouldRelease(job.account);
   }
 
   /** Resolves when every worker is warmed and locked down. */
@@ -179,11 +205,12 @@ export class ActionExecutor {
   async run(req: RunRequest): Promise<RunResult> {
     if (this.closed) throw new ExecutorClosedError();
     checkRequestShape(req);
+    const account = req.account === undefined ? "" : String(req.account);
     const limits = mergeLimits(this.limits, req.limits);
     limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
     const checked = checkInput(req, limits);
     if (typeof checked !== "string") return checked;
-    if (this.full()) {
+    if (this.full(account)) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
     // No await for code without `import`: such a run is queued in this very call, as before.
@@ -191,7 +218,7 @@ export class ActionExecutor {
     if ("refusal" in imports) return imports.refusal;
     // Loading modules let other calls in: admit this run as of now, as after authorization below.
     if (this.closed) throw new ExecutorClosedError();
-    if (imports.prepared !== null && this.full()) throw new ExecutorBusyError(this.retryAfterSeconds());
+    if (imports.prepared !== null && this.full(account)) throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
@@ -214,12 +241,13 @@ export class ActionExecutor {
       // The wait above let other calls in: admit this run as of now (close() has already drained the
       // queue, and runs admitted meanwhile count against maxQueue).
       if (this.closed) throw new ExecutorClosedError();
-      if (this.full()) {
+      if (this.full(account)) {
         throw new ExecutorBusyError(this.retryAfterSeconds());
       }
     }
     return new Promise<RunResult>((resolve, reject) => {
-      this.queue.push({
+      this.queue.push(account, {
+        account,
         code: imports.prepared?.code ?? req.code,
         imports: imports.prepared
           ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
@@ -233,6 +261,7 @@ export class ActionExecutor {
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
+          this.release(account);
           if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
           this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
           resolve(toResult(outcome));
@@ -257,7 +286,7 @@ export class ActionExecutor {
   }
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
-    return { ...this.pool.stats(), queued: this.queue.length + this.pool.pipelined() };
+    return { ...this.pool.stats(), queued: this.queue.size + this.pool.pipelined() };
   }
 
   /**
@@ -288,7 +317,7 @@ export class ActionExecutor {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const job of this.queue.splice(0)) {
+    for (const job of this.queue.drain()) {
       job.finish({
         error: { code: "executor_closed", message: "" },
         logs: "",
@@ -300,28 +329,98 @@ export class ActionExecutor {
     await this.pool.close({ code: "executor_closed", message: "the executor was closed" });
   }
 
+  /**
+   * Hand waiting runs to workers, fairly between accounts (docs/actions.md, "Scheduling between
+   * accounts"): an account may start a run on an idle worker while it holds fewer than its share
+   * (workerShare); among the accounts that may, the one holding the fewest goes first, ties
+   * round-robin. A run is queued behind a busy worker's run (pipelining) only while its account is the
+   * only one with runs, so it never waits behind another account's run, which may be a 30 s busy loop
+   * that cannot even answer a release.
+   */
   private pump(): void {
-    const broken = this.pool.isBroken();
-    while (this.queue.length > 0 && (broken || this.pool.canTake())) {
-      const job = this.queue.shift()!;
-      if (broken) {
+    if (this.pool.isBroken()) {
+      for (const job of this.queue.drain()) {
         const error = { code: "worker_crashed", message: "the executor's workers cannot start" };
         job.finish({ error, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
-      } else this.pool.dispatch(job);
+      }
+      return;
+    }
+    this.startReserve();
+    for (;;) {
+      const next = this.queue.take(
+        (a) => this.mayStart(a) || (this.alone(a) && this.pool.canPipeline()),
+        (a) => this.held.get(a) ?? 0,
+      );
+      if (next === undefined) return;
+      const { account, item: job } = next;
+      const start = this.mayStart(account);
+      this.held.set(account, (this.held.get(account) ?? 0) + 1);
+      if (start) this.pool.start(job);
+      else this.pool.pipeline(job);
     }
   }
 
+  /** An idle worker, and the account holds fewer workers than its share. */
+  private mayStart(account: string): boolean {
+    return this.pool.idleCount() > 0 && (this.held.get(account) ?? 0) < this.share(account);
+  }
+
+  private share(account: string): number {
+    return workerShare(this.accountsWanting(account), this.pool.size(), this.poolSize);
+  }
+
+  /** Accounts with runs waiting or in workers, counting `account` as one of them. */
+  private accountsWanting(account: string): number {
+    let n = this.held.has(account) || this.queue.has(account) ? 0 : 1;
+    for (const a of this.held.keys()) if (!this.queue.has(a)) n++;
+    for (const _ of this.queue.accounts()) n++;
+    return n;
+  }
+
+  /** No other account has runs waiting or in workers. */
+  private alone(account: string): boolean {
+    return this.accountsWanting(account) === 1;
+  }
+
+  private release(account: string): void {
+    const n = (this.held.get(account) ?? 1) - 1;
+    if (n <= 0) this.held.delete(account);
+    else this.held.set(account, n);
+  }
+
   /**
-   * No worker is idle and maxQueue runs are waiting. Jobs queued behind a worker's run (pool.ts,
-   * pipelining) are waiting too: they count against maxQueue.
+   * A job of `account` queued behind a run is asked back when it could start on an idle worker now, or
+   * when its account holds more than its share while another account wants workers (the worker then
+   * goes to that account when its run ends).
    */
-  private full(): boolean {
-    return !this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue;
+  private shouldRelease(account: string): boolean {
+    const held = this.held.get(account) ?? 0;
+    const share = this.share(account);
+    if (this.pool.idleCount() > 0 && held - 1 < share) return true;
+    return !this.alone(account) && held > share;
+  }
+
+  /** The reserve workers, the first time a second account wants one (fair-queue.ts, workerShare). */
+  private startReserve(): void {
+    if (this.reserveToStart === 0) return;
+    let accounts = 0;
+    for (const a of this.queue.accounts()) if (!this.held.has(a)) accounts++;
+    if (accounts + this.held.size < 2) return;
+    this.pool.grow(this.reserveToStart);
+    this.reserveToStart = 0;
+  }
+
+  /**
+   * maxQueue runs are waiting and this account could not start one now. Jobs queued behind a worker's
+   * run (pool.ts, pipelining) are waiting too: they count against maxQueue.
+   */
+  private full(account: string): boolean {
+    return this.queue.size + this.pool.pipelined() >= this.maxQueue && !this.mayStart(account);
   }
 
   private retryAfterSeconds(): number {
     const { poolSize } = this.pool.stats();
-    return Math.max(1, Math.ceil((this.avgRunMs * (this.queue.length / poolSize + 1)) / 1000));
+    return Math.max(1, Math.ceil((this.avgRunMs * (this.queue.size / poolSize + 1)) / 1000));
   }
 }
 

@@ -12,6 +12,7 @@ import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { KeyCapabilities } from "../capabilities";
 import { cryptoThread } from "./crypto-thread";
 import { InFlightLimit } from "./in-flight-limit";
+import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
@@ -35,8 +36,24 @@ const MAX_STARTUP_FAILURES = 3;
 const CRYPTO_IN_FLIGHT_PER_RUN = 2;
 /** A job queued behind a run that has gone on this long is taken back when another worker is idle. */
 const PIPELINE_RELEASE_MS = 20;
+/**
+ * Key operations of one account in progress on the main thread at once (key-op-scheduler.ts): enough
+ * for a run's requests to the crypto thread (two per run) and an authorization or two, few enough that
+ * another account's operation waits for at most these.
+ */
+const KEY_OPS_IN_FLIGHT_PER_ACCOUNT = 4;
+/**
+ * Key operations started in one turn of the event loop, across accounts, before the loop polls for
+ * I/O again: a flood of tens of microseconds each delays an HTTP request by a few milliseconds at most.
+ */
+const KEY_OPS_PER_TURN = 64;
 
 export interface PoolJob {
+  /**
+   * Whose run this is (the relayer's account id; "" when the caller has no accounts): runs and key
+   * operations are shared fairly between accounts (fair-queue.ts).
+   */
+  account: string;
   code: string;
   /** The run's imported modules, verified and transformed (modules/loader.ts); absent: none. */
   imports?: { modules: PreparedImports["modules"]; actionDeps: number[] };
@@ -189,7 +206,7 @@ export class WorkerPool {
   private readonly keys: KeyCapabilities;
   private readonly epochs: Int32Array;
   private readonly heapMb: number;
-  private readonly poolSize: number;
+  private poolSize: number;
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private nextRunId = 1;
   private restartCount = 0;
@@ -202,6 +219,13 @@ export class WorkerPool {
   onIdle: () => void = () => {};
   /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
   onRequeue: (job: PoolJob) => void = () => {};
+  /**
+   * Whether a job queued behind a run that has gone on for a while should be asked back, so that it
+   * (or another account's job) can have a worker sooner. Default: when a worker is idle.
+   */
+  shouldRelease: (job: PoolJob) => boolean = () => this.idle.length > 0;
+  /** Key operations that reach the main thread, fair between accounts. */
+  private readonly keyOps = new KeyOpScheduler(KEY_OPS_IN_FLIGHT_PER_ACCOUNT, KEY_OPS_PER_TURN);
 
   constructor(opts: PoolOptions) {
     this.keys = opts.keys;
@@ -232,39 +256,56 @@ export class WorkerPool {
     return this.idle.length > 0;
   }
 
+  idleCount(): number {
+    return this.idle.length;
+  }
+
+  /** Workers the pool keeps alive (replaced when they die), including those still starting. */
+  size(): number {
+    return this.poolSize;
+  }
+
+  /**
+   * Start `n` more workers, for good (the executor's reserve for other accounts, see fair-queue.ts,
+   * started the first time a second account wants a worker).
+   */
+  grow(n: number): void {
+    if (this.closed || this.broken) return;
+    this.poolSize += n;
+    for (let i = 0; i < n; i++) this.spawn();
+  }
+
   isBroken(): Error | null {
     return this.broken;
   }
 
-  /**
-   * Whether dispatch() can take a job now: an idle worker, or a busy one with nothing queued behind its
-   * run (pipelining, see dispatch).
-   */
-  canTake(): boolean {
-    if (this.idle.length > 0) return true;
+  /** Whether pipeline() can take a job now: a busy worker with nothing queued behind its run. */
+  canPipeline(): boolean {
     for (const s of this.slots) if (s.state === "busy" && s.next === null) return true;
     return false;
   }
 
   /**
-   * Start a job on an idle worker, or else queue it on a busy worker behind its run (one deep): that
-   * worker starts it as soon as its run is done, without waiting for the main thread, and the message
-   * reaches a thread that is running rather than one that must be woken (each wake-up is a context
-   * switch, the largest single cost of a run on the main thread of a busy 2-core machine). A job queued
-   * behind a run that turns out long is taken back (release) when another worker is free, and one
-   * queued on a worker that dies is handed back to the executor (onRequeue). The caller checks
-   * canTake() first.
+   * Queue a job on a busy worker behind its run (one deep): that worker starts it as soon as its run is
+   * done, without waiting for the main thread, and the message reaches a thread that is running rather
+   * than one that must be woken (each wake-up is a context switch, the largest single cost of a run on
+   * the main thread of a busy 2-core machine). A job queued behind a run that turns out long is taken
+   * back (release) when shouldRelease says so, and one queued on a worker that dies is handed back to
+   * the executor (onRequeue). The executor pipelines only jobs of the one account that has runs, so a
+   * job never waits behind another account's run. The caller checks canPipeline() first.
    */
-  dispatch(job: PoolJob): void {
+  pipeline(job: PoolJob): void {
+    const behind = this.pipelineSlot();
+    if (behind === null) throw new Error("pipeline without a busy worker");
+    const run = this.newRun(job);
+    behind.next = run;
+    this.postRun(behind, run);
+  }
+
+  /** Start a job on an idle worker. The caller checks idleCount() first. */
+  start(job: PoolJob): void {
     const slot = this.idle.shift();
-    if (slot === undefined) {
-      const behind = this.pipelineSlot();
-      if (behind === null) throw new Error("dispatch without a free worker");
-      const run = this.newRun(job);
-      behind.next = run;
-      this.postRun(behind, run);
-      return;
-    }
+    if (slot === undefined) throw new Error("start without an idle worker");
     if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
     const run = this.newRun(job);
     this.begin(slot, run);
@@ -364,11 +405,10 @@ export class WorkerPool {
    * cannot answer: the job then waits for that run's end, or its kill, which hands the job back).
    */
   private releaseStuck(now: number): void {
-    if (this.idle.length === 0) return;
     for (const s of this.slots) {
       const next = s.next;
       if (s.state !== "busy" || next === null || next.releaseAsked || s.run === null) continue;
-      if (now - s.run.startedAt < PIPELINE_RELEASE_MS) continue;
+      if (now - s.run.startedAt < PIPELINE_RELEASE_MS || !this.shouldRelease(next.job)) continue;
       next.releaseAsked = true;
       s.worker.postMessage({ type: "release", runId: next.runId });
     }
@@ -607,7 +647,18 @@ export class WorkerPool {
       limits: run.job.limits,
       cryptoSlots: run.cryptoSlots,
     };
-    void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+    // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
+    // if the run ends first.
+    this.keyOps.submit(
+      run.job.account,
+      () => serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply),
+      () => !run.done && slot.run === run,
+    );
+  }
+
+  /** Key operations waiting for their account's turn and in progress (tests). */
+  keyOpStats(): { waiting: number; inFlight: number } {
+    return this.keyOps.stats();
   }
 
   private finishRun(

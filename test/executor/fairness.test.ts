@@ -1,0 +1,163 @@
+/**
+ * Scheduling between accounts (enclave/executor/index.ts, pump; docs/actions.md, "Scheduling between
+ * accounts"): one account's flood of long runs, or of key operations, must not make another account's
+ * work wait behind it. Asserted on the order in which things start, never on wall time.
+ */
+import { expect } from "chai";
+import { ActionExecutor, type RunRequest, type RunResult } from "../../enclave/executor";
+import { makeKeys, pkpIds, TEST_CID, waitFor } from "./helpers";
+
+describe("executor: fair scheduling between accounts", function () {
+  this.timeout(60_000);
+  const keys = makeKeys();
+  const { allowed } = pkpIds();
+
+  /** The order in which runs start: each run's first act is a key operation, whose authorization logs it. */
+  function starts() {
+    const log: string[] = [];
+    const request = (account: string, name: string, body: string, extra: Partial<RunRequest> = {}) => ({
+      account,
+      code: `async function main(p) { await Actions.getPublicKey({ pkpId: p.pkpId }); ${body} }`,
+      cid: TEST_CID,
+      jsParams: { pkpId: allowed },
+      authorizePkp: async () => {
+        if (!log.includes(name)) log.push(name);
+        return allowed;
+      },
+      ...extra,
+    });
+    return { log, request };
+  }
+
+  /** Start the reserve worker (two accounts at once) and wait until it is warm. */
+  async function warmReserve(ex: ActionExecutor): Promise<void> {
+    await Promise.all(
+      ["warm-1", "warm-2"].map((account) =>
+        ex.run({ account, code: `return 1;`, cid: TEST_CID, authorizePkp: async () => allowed }),
+      ),
+    );
+    await ex.ready();
+  }
+
+  const settle = (p: Promise<RunResult>) => p.catch((e: unknown) => e);
+
+  it("another account's run starts before a flood's queued runs (pool of two and its reserve)", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2 });
+    try {
+      await ex.ready();
+      const { log, request } = starts();
+      const flood = Array.from({ length: 6 }, (_, i) =>
+        settle(ex.run(request("flood", `flood-${i + 1}`, `await sleep(300); return 1;`))),
+      );
+      await waitFor(() => log.length === 2);
+      const other = await ex.run(request("other", "other", `return "other";`));
+      expect(other.response).to.equal("other");
+      await Promise.all(flood);
+      expect(log.slice(0, 3)).to.include("other");
+      expect(log.indexOf("other")).to.be.below(log.indexOf("flood-3"));
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("without a reserve, the first worker the flood frees goes to the waiting account", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2, reserveWorkers: 0 });
+    try {
+      await ex.ready();
+      const { log, request } = starts();
+      const flood = Array.from({ length: 6 }, (_, i) =>
+        settle(ex.run(request("flood", `flood-${i + 1}`, `await sleep(300); return 1;`))),
+      );
+      await waitFor(() => log.length === 2);
+      const other = settle(ex.run(request("other", "other", `return "other";`)));
+      await Promise.all([other, ...flood]);
+      expect(ex.stats().poolSize).to.equal(2);
+      expect(log.indexOf("other")).to.equal(2);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("while one account's busy loops fill the pool, another account's run finishes before any of them", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2 });
+    try {
+      await ex.ready();
+      await warmReserve(ex);
+      const { log, request } = starts();
+      const ended: string[] = [];
+      const flood = Array.from({ length: 3 }, (_, i) =>
+        settle(
+          ex.run(request("flood", `flood-${i + 1}`, `for (;;) {}`, { limits: { wallTimeMs: 2000 } })),
+        ).then(() => ended.push("flood")),
+      );
+      await waitFor(() => log.length === 2);
+      const other = await ex.run(request("other", "other", `return "other";`));
+      ended.push("other");
+      expect(other.response).to.equal("other");
+      await Promise.all(flood);
+      expect(ended[0]).to.equal("other");
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("one account's flood of key operations has at most four in progress; another account's is served meanwhile", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2 });
+    try {
+      await ex.ready();
+      let floodCalls = 0;
+      const gates: Array<() => void> = [];
+      const flood = ex.run({
+        account: "flood",
+        code: `async function main(p) {
+          await Promise.all(Array.from({ length: 200 }, () => Actions.getPublicKey({ pkpId: p.pkpId })));
+          return "flood done";
+        }`,
+        cid: TEST_CID,
+        jsParams: { pkpId: allowed },
+        authorizePkp: () => {
+          floodCalls++;
+          return new Promise<string>((resolve) => gates.push(() => resolve(allowed)));
+        },
+      });
+      await waitFor(() => floodCalls > 0);
+      const other = await ex.run({
+        account: "other",
+        code: `async function main(p) { return await Actions.getAddress({ pkpId: p.pkpId }); }`,
+        cid: TEST_CID,
+        jsParams: { pkpId: allowed },
+        authorizePkp: async () => allowed,
+      });
+      expect(other.has_error, JSON.stringify(other.error)).to.equal(false);
+      expect(floodCalls).to.be.at.most(4);
+      // Open the gates as they come until the flood has been served.
+      const opener = setInterval(() => gates.splice(0).forEach((g) => g()), 5);
+      try {
+        expect((await flood).response).to.equal("flood done");
+      } finally {
+        clearInterval(opener);
+      }
+      expect(floodCalls).to.equal(200);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("an account alone uses every worker of its pool size, but not the reserve", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2 });
+    try {
+      await ex.ready();
+      await warmReserve(ex);
+      const { log, request } = starts();
+      const runs = Array.from({ length: 4 }, (_, i) =>
+        settle(ex.run(request("alone", `alone-${i + 1}`, `await sleep(300); return 1;`))),
+      );
+      await waitFor(() => log.length === 2);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(ex.stats()).to.include({ poolSize: 3, busy: 2 });
+      await Promise.all(runs);
+    } finally {
+      await ex.close();
+    }
+  });
+});
