@@ -120,6 +120,12 @@ export interface ExecutorOptions {
    * of its runs (up to the wall-time limit) to end. Started the first time two accounts want workers.
    */
   reserveWorkers?: number;
+  /**
+   * A worker never runs two accounts' code: one that ran another account's run is replaced (a new
+   * thread, warmed and locked down) before it takes this account's. Off by default: see docs/actions.md,
+   * "Isolation between accounts", for what it costs.
+   */
+  isolateAccounts?: boolean;
   /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
   maxQueue?: number;
   limits?: Partial<ExecutorLimits>;
@@ -183,6 +189,7 @@ export class ActionExecutor {
       poolSize,
       heapMb: this.limits.heapMb,
       epochs: this.epochs,
+      isolateAccounts: opts.isolateAccounts,
     });
     this.pool.onIdle = () => this.pump();
     this.pool.onRequeue = (job) => {
@@ -351,18 +358,28 @@ export class ActionExecutor {
         (a) => this.mayStart(a) || (this.alone(a) && this.pool.canPipeline()),
         (a) => this.held.get(a) ?? 0,
       );
-      if (next === undefined) return;
+      if (next === undefined) break;
       const { account, item: job } = next;
       const start = this.mayStart(account);
       this.held.set(account, (this.held.get(account) ?? 0) + 1);
       if (start) this.pool.start(job);
       else this.pool.pipeline(job);
     }
+    // isolateAccounts: each account under its share that finds only idle workers of other accounts
+    // gets a fresh one (pump runs again when it is warm).
+    let wanted = 0;
+    for (const account of this.queue.accounts())
+      if (this.pool.idleCount(account) === 0 && this.underShare(account)) wanted++;
+    if (wanted > 0 && this.pool.idleCount() > 0) this.pool.recycle(wanted);
+  }
+
+  private underShare(account: string): boolean {
+    return (this.held.get(account) ?? 0) < this.share(account);
   }
 
   /** An idle worker, and the account holds fewer workers than its share. */
   private mayStart(account: string): boolean {
-    return this.pool.idleCount() > 0 && (this.held.get(account) ?? 0) < this.share(account);
+    return this.pool.idleCount(account) > 0 && this.underShare(account);
   }
 
   private share(account: string): number {

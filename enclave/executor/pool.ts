@@ -125,6 +125,8 @@ interface Slot {
    */
   started: Int32Array;
   probeSentAt: number | null; // outstanding memory probe, if any
+  /** The account whose job the worker was last given; null: none yet (a fresh worker). */
+  account: string | null;
 }
 
 export interface PoolOptions {
@@ -133,6 +135,11 @@ export interface PoolOptions {
   heapMb: number;
   /** Authorization epochs (shared memory), given to every worker at start. */
   epochs: Int32Array;
+  /**
+   * A worker never runs two accounts' code: a worker that ran another account's job is replaced
+   * before it takes this one (docs/actions.md, "Isolation between accounts"; off by default).
+   */
+  isolateAccounts?: boolean;
 }
 
 /**
@@ -206,6 +213,7 @@ export class WorkerPool {
   private readonly keys: KeyCapabilities;
   private readonly epochs: Int32Array;
   private readonly heapMb: number;
+  private readonly isolateAccounts: boolean;
   private poolSize: number;
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private nextRunId = 1;
@@ -232,6 +240,7 @@ export class WorkerPool {
     this.epochs = opts.epochs;
     this.heapMb = opts.heapMb;
     this.poolSize = opts.poolSize;
+    this.isolateAccounts = opts.isolateAccounts === true;
     for (let i = 0; i < opts.poolSize; i++) this.spawn();
   }
 
@@ -256,8 +265,28 @@ export class WorkerPool {
     return this.idle.length > 0;
   }
 
-  idleCount(): number {
-    return this.idle.length;
+  /** Idle workers; with isolateAccounts, those that may take a job of `account`. */
+  idleCount(account?: string): number {
+    if (!this.isolateAccounts || account === undefined) return this.idle.length;
+    let n = 0;
+    for (const s of this.idle) if (s.account === null || s.account === account) n++;
+    return n;
+  }
+
+  /**
+   * With isolateAccounts: replace idle workers that last ran some account by fresh ones (each reports
+   * idle when warm) until `wanted` fresh workers are starting.
+   */
+  recycle(wanted: number): void {
+    if (!this.isolateAccounts) return;
+    let starting = 0;
+    for (const s of this.slots) if (s.state === "starting") starting++;
+    while (starting < wanted) {
+      const stale = this.idle.find((s) => s.account !== null);
+      if (stale === undefined) return;
+      this.kill(stale, { code: "worker_crashed", message: "recycled for another account" });
+      starting++;
+    }
   }
 
   /** Workers the pool keeps alive (replaced when they die), including those still starting. */
@@ -304,7 +333,10 @@ export class WorkerPool {
 
   /** Start a job on an idle worker. The caller checks idleCount() first. */
   start(job: PoolJob): void {
-    const slot = this.idle.shift();
+    // Isolating: a worker that last ran this account, else a fresh one (recycleFor makes them).
+    const same = this.isolateAccounts ? this.idle.findIndex((s) => s.account === job.account) : 0;
+    const i = same >= 0 ? same : this.idle.findIndex((s) => s.account === null);
+    const slot = i < 0 ? undefined : this.idle.splice(i, 1)[0];
     if (slot === undefined) throw new Error("start without an idle worker");
     if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
     const run = this.newRun(job);
@@ -371,6 +403,7 @@ export class WorkerPool {
 
   private postRun(slot: Slot, run: ActiveRun): void {
     const job = run.job;
+    slot.account = job.account;
     const {
       wallTimeMs: _w,
       heapMb: _h,
@@ -504,7 +537,15 @@ export class WorkerPool {
       execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, state: "starting", run: null, next: null, started, probeSentAt: null };
+    const slot: Slot = {
+      worker,
+      state: "starting",
+      run: null,
+      next: null,
+      started,
+      probeSentAt: null,
+      account: null,
+    };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));
     worker.on("error", (e: Error & { code?: string }) => {

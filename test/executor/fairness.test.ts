@@ -161,3 +161,32 @@ describe("executor: fair scheduling between accounts", function () {
     }
   });
 });
+
+describe("executor: isolateAccounts (a worker never runs two accounts' code)", function () {
+  this.timeout(60_000);
+  const keys = makeKeys();
+  const run = (ex: ActionExecutor, account: string) =>
+    ex.run({ account, code: `return 1;`, cid: TEST_CID, authorizePkp: async () => "" });
+
+  it("replaces the worker before it runs another account's code", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 1, isolateAccounts: true });
+    try {
+      await ex.ready();
+      for (const account of ["a", "b", "a"]) expect((await run(ex, account)).response).to.equal(1);
+      expect(ex.stats().restarts).to.equal(2);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it("keeps the worker while the account stays the same", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 1, isolateAccounts: true });
+    try {
+      await ex.ready();
+      for (const account of ["a", "a", "a"]) expect((await run(ex, account)).response).to.equal(1);
+      expect(ex.stats().restarts).to.equal(0);
+    } finally {
+      await ex.close();
+    }
+  });
+});
