@@ -24,6 +24,10 @@
  * quiet p95 (goal ≤ 2), both measured in this run, with its first run after the flood started (which
  * waits for the reserve worker to warm up). The bench closes the executor after measuring, so the
  * loops do not run out their 30 s (BENCH_NOISY_LOOP_MS shortens them).
+ *
+ * Isolation between accounts (issue 33): trivial runs from 2 callers, one account, then 16 accounts
+ * interleaved (each run another account than the last), with and without `isolateAccounts` (a worker
+ * replaced whenever the account changes); rate and p50 against the same executor without isolation.
  */
 import os from "node:os";
 import { ethers } from "ethers";
@@ -140,6 +144,7 @@ async function main(): Promise<void> {
 
   const hostile = await hostileNeighbour(enclave, request(SIGN));
   const noisy = await noisyNeighbour(enclave, request(SIGN));
+  const isolation = await isolationCost(enclave, request(TRIVIAL));
 
   console.log(
     `executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`,
@@ -187,6 +192,20 @@ async function main(): Promise<void> {
   console.log(
     `  one-signature client of one account beside another account's ${noisy.loops} concurrent ${noisy.loopMs / 1000} s busy loops: p95 ${fmt(noisy.noisy.p95, 3)} ms vs quiet ${fmt(noisy.quiet.p95, 3)} ms = ×${fmt(noisy.noisy.p95 / noisy.quiet.p95)} (goal ≤ ×2; p50 ×${fmt(noisy.noisy.p50 / noisy.quiet.p50)}, p99 ×${fmt(noisy.noisy.p99 / noisy.quiet.p99)}); first run after the flood started ${fmt(noisy.firstMs, 1)} ms; workers ${noisy.workers}`,
   );
+  console.log("\nisolation between accounts (trivial runs, 2 callers)");
+  console.log("executor             accounts   runs/s    p50 ms    p99 ms  restarts");
+  for (const r of isolation) {
+    console.log(
+      [
+        (r.isolate ? "isolateAccounts" : "shared workers").padEnd(20),
+        String(r.accounts).padStart(8),
+        fmt(r.s.perSec, 1).padStart(8),
+        fmt(r.s.p50, 3).padStart(9),
+        fmt(r.s.p99, 3).padStart(9),
+        String(r.restarts).padStart(9),
+      ].join(" "),
+    );
+  }
   console.log(
     `  load average at the end: ${os
       .loadavg()
@@ -284,6 +303,34 @@ async function noisyNeighbour(
   await executor.close();
   await Promise.all(flood);
   return { quiet, noisy, firstMs, loops, loopMs, workers };
+}
+
+/** Trivial runs, one account then many interleaved, with and without a worker reset per switch. */
+async function isolationCost(
+  enclave: Enclave,
+  trivial: RunRequest,
+): Promise<Array<{ isolate: boolean; accounts: number; s: Stats; restarts: number }>> {
+  const out = [];
+  for (const isolate of [false, true]) {
+    const executor = new ActionExecutor({
+      keys: enclave,
+      poolSize: os.availableParallelism(),
+      isolateAccounts: isolate,
+    });
+    await executor.ready();
+    for (let i = 0; i < 200; i++) await executor.run({ ...trivial, account: "a0" }); // warm-up
+    for (const accounts of [1, 16]) {
+      let next = 0;
+      const before = executor.stats().restarts;
+      const s = await measure(2, async () => {
+        const r = await executor.run({ ...trivial, account: `a${next++ % accounts}` });
+        if (r.has_error) throw new Error(JSON.stringify(r.error));
+      });
+      out.push({ isolate, accounts, s, restarts: executor.stats().restarts - before });
+    }
+    await executor.close();
+  }
+  return out;
 }
 
 main().catch((e) => {

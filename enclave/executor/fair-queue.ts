@@ -82,15 +82,16 @@ export class FairQueue<T> {
 }
 
 /**
- * How many workers one account may hold (running or queued behind a run of its own) so that the pool is
- * shared fairly:
- * - alone (no other account has a run waiting or in progress): `soloWorkers`, the pool the operator
- *   configured; the reserve workers above it stay free for the next account that arrives, so it never
- *   waits for this account's runs (which may each last the whole wall-time limit) to end;
- * - with `accounts` accounts wanting workers: an equal share of every worker, rounded up, at least one
- *   (rounded up so that a pool that cannot be split evenly is still used whole).
+ * How many workers one account may hold (running, or queued behind a run of its own) so that the pool
+ * is shared fairly:
+ * - alone (no other account wants workers): `soloWorkers`, the pool the operator configured; the
+ *   reserve workers above it stay free for the next account that arrives, so that account never waits
+ *   for this one's runs (each may last the whole wall-time limit) to end;
+ * - with `accounts` accounts wanting workers: an equal share of every worker, rounded down, at least
+ *   one. Rounded down so that what is left over (the reserve, at least) stays free for whoever comes
+ *   next, and so that one account's CPU-bound runs do not take more than their part of the CPUs.
  */
 export function workerShare(accounts: number, totalWorkers: number, soloWorkers: number): number {
   if (accounts <= 1) return Math.max(1, soloWorkers);
-  return Math.max(1, Math.ceil(totalWorkers / accounts));
+  return Math.max(1, Math.floor(totalWorkers / accounts));
 }

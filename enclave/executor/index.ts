@@ -140,6 +140,13 @@ export interface ExecutorOptions {
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
 
 /**
+ * An account whose last run ended this recently still counts as wanting workers (see pump): a client
+ * that sends its next request as soon as the last answer arrives holds no worker between the two, and
+ * another account's flood must not take its place in that moment.
+ */
+const RECENT_MS = 1000;
+
+/**
  * Scopes share EPOCH_SLOTS counters (scope mod slots): two accounts on one slot only means that a change
  * to one sends the other's in-flight runs back to per-operation authorization, which is always correct.
  */
@@ -162,6 +169,10 @@ export class ActionExecutor {
   private readonly poolSize: number;
   /** Reserve workers not started yet (see ExecutorOptions.reserveWorkers). */
   private reserveToStart: number;
+  /** When each account's last run ended (performance.now()), while it has none; pruned after RECENT_MS. */
+  private readonly lastEnded = new Map<string, number>();
+  /** A pump due when an account stops counting as recent (it may free a share for another). */
+  private recentTimer: NodeJS.Timeout | null = null;
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
   private closed = false;
@@ -324,6 +335,7 @@ export class ActionExecutor {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.recentTimer !== null) clearTimeout(this.recentTimer);
     for (const job of this.queue.drain()) {
       job.finish({
         error: { code: "executor_closed", message: "" },
@@ -339,10 +351,11 @@ export class ActionExecutor {
   /**
    * Hand waiting runs to workers, fairly between accounts (docs/actions.md, "Scheduling between
    * accounts"): an account may start a run on an idle worker while it holds fewer than its share
-   * (workerShare); among the accounts that may, the one holding the fewest goes first, ties
-   * round-robin. A run is queued behind a busy worker's run (pipelining) only while its account is the
-   * only one with runs, so it never waits behind another account's run, which may be a 30 s busy loop
-   * that cannot even answer a release.
+   * (workerShare) of the accounts that want workers (runs waiting or in workers, or a run ended within
+   * RECENT_MS); among the accounts that may, the one holding the fewest goes first, ties round-robin. A
+   * run is queued behind a busy worker's run (pipelining) only while its account is the only one that
+   * wants workers, so it never waits behind another account's run, which may be a 30 s busy loop that
+   * cannot even answer a release.
    */
   private pump(): void {
     if (this.pool.isBroken()) {
@@ -362,6 +375,7 @@ export class ActionExecutor {
       const { account, item: job } = next;
       const start = this.mayStart(account);
       this.held.set(account, (this.held.get(account) ?? 0) + 1);
+      this.lastEnded.delete(account);
       if (start) this.pool.start(job);
       else this.pool.pipeline(job);
     }
@@ -371,6 +385,21 @@ export class ActionExecutor {
     for (const account of this.queue.accounts())
       if (this.pool.idleCount(account) === 0 && this.underShare(account)) wanted++;
     if (wanted > 0 && this.pool.idleCount() > 0) this.pool.recycle(wanted);
+    // Runs left waiting beside an idle worker wait for a recent account's share to lapse.
+    if (this.queue.size > 0 && this.pool.idleCount() > 0 && this.lastEnded.size > 0) this.pumpLater();
+  }
+
+  private pumpLater(): void {
+    if (this.recentTimer !== null || this.closed) return;
+    const oldest = Math.min(...this.lastEnded.values());
+    this.recentTimer = setTimeout(
+      () => {
+        this.recentTimer = null;
+        this.pump();
+      },
+      Math.max(1, oldest + RECENT_MS - performance.now()),
+    );
+    this.recentTimer.unref();
   }
 
   private underShare(account: string): boolean {
@@ -386,12 +415,17 @@ export class ActionExecutor {
     return workerShare(this.accountsWanting(account), this.pool.size(), this.poolSize);
   }
 
-  /** Accounts with runs waiting or in workers, counting `account` as one of them. */
+  /** Accounts with runs waiting or in workers, or a run ended within RECENT_MS; `account` included. */
   private accountsWanting(account: string): number {
-    let n = this.held.has(account) || this.queue.has(account) ? 0 : 1;
-    for (const a of this.held.keys()) if (!this.queue.has(a)) n++;
-    for (const _ of this.queue.accounts()) n++;
-    return n;
+    const wanting = this.wanting();
+    wanting.add(account);
+    return wanting.size;
+  }
+
+  private wanting(): Set<string> {
+    const now = performance.now();
+    for (const [a, t] of this.lastEnded) if (now - t >= RECENT_MS) this.lastEnded.delete(a);
+    return new Set<string>([...this.held.keys(), ...this.queue.accounts(), ...this.lastEnded.keys()]);
   }
 
   /** No other account has runs waiting or in workers. */
@@ -401,8 +435,10 @@ export class ActionExecutor {
 
   private release(account: string): void {
     const n = (this.held.get(account) ?? 1) - 1;
-    if (n <= 0) this.held.delete(account);
-    else this.held.set(account, n);
+    if (n <= 0) {
+      this.held.delete(account);
+      this.lastEnded.set(account, performance.now());
+    } else this.held.set(account, n);
   }
 
   /**
@@ -419,10 +455,7 @@ export class ActionExecutor {
 
   /** The reserve workers, the first time a second account wants one (fair-queue.ts, workerShare). */
   private startReserve(): void {
-    if (this.reserveToStart === 0) return;
-    let accounts = 0;
-    for (const a of this.queue.accounts()) if (!this.held.has(a)) accounts++;
-    if (accounts + this.held.size < 2) return;
+    if (this.reserveToStart === 0 || this.wanting().size < 2) return;
     this.pool.grow(this.reserveToStart);
     this.reserveToStart = 0;
   }

@@ -75,8 +75,9 @@ describe("executor: fair queue between accounts", function () {
       expect(workerShare(2, 2, 2)).to.equal(1);
     });
 
-    it("a share rounds up, and is never below one", function () {
-      expect(workerShare(2, 3, 2)).to.equal(2);
+    it("a share rounds down, and is never below one", function () {
+      expect(workerShare(2, 3, 2)).to.equal(1);
+      expect(workerShare(2, 9, 8)).to.equal(4);
       expect(workerShare(5, 3, 2)).to.equal(1);
     });
   });
