@@ -21,15 +21,23 @@
  * another account keeps 10 runs of a 30-second busy loop in flight (the relayer's per-account limit),
  * against a pool of os.availableParallelism() (and the reserve worker that the second account starts:
  * docs/actions.md, "Scheduling between accounts"). The client's p95 is printed as a ratio of its
- * quiet p95 (goal ≤ 2), both measured in this run, with its first run after the flood started (which
- * waits for the reserve worker to warm up). The bench closes the executor after measuring, so the
- * loops do not run out their 30 s (BENCH_NOISY_LOOP_MS shortens them).
+ * quiet p95 (goal ≤ 2), both measured in this run, with its first run after the flood started. Twice:
+ * the flood starts 0.2 s after the client's last run ("steady client": it still counts as wanting
+ * workers, so the flood gets its share, one worker) and 1.5 s after ("newcomer": the flood, alone,
+ * has taken the whole pool, and the client runs on the reserve worker beside two busy loops). The
+ * bench closes the executor after measuring, so the loops do not run out their 30 s
+ * (BENCH_NOISY_LOOP_MS shortens them).
+ *
+ * Key-operation flood (issue 33): the main thread's event-loop delay (what an HTTP request such as
+ * `GET /config` waits before the relayer reads it) while idle, then while four runs of one account
+ * each fire 1000 `getPublicKey`s at once (served on the main thread), again and again.
  *
  * Isolation between accounts (issue 33): trivial runs from 2 callers, one account, then 16 accounts
  * interleaved (each run another account than the last), with and without `isolateAccounts` (a worker
  * replaced whenever the account changes); rate and p50 against the same executor without isolation.
  */
 import os from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { ethers } from "ethers";
 import { ActionExecutor, DEFAULT_LIMITS, Enclave, type RunRequest } from "../enclave";
 
@@ -143,8 +151,12 @@ async function main(): Promise<void> {
   await executor.close();
 
   const hostile = await hostileNeighbour(enclave, request(SIGN));
-  const noisy = await noisyNeighbour(enclave, request(SIGN));
+  const noisy = [
+    await noisyNeighbour(enclave, request(SIGN), "steady client", 200),
+    await noisyNeighbour(enclave, request(SIGN), "newcomer", 1500),
+  ];
   const isolation = await isolationCost(enclave, request(TRIVIAL));
+  const keyOps = await keyOpFlood(enclave);
 
   console.log(
     `executor benchmark: node ${process.version}, ${os.cpus().length} CPUs, pool of ${poolSize}, ${DURATION_MS} ms per row\n`,
@@ -189,8 +201,13 @@ async function main(): Promise<void> {
   console.log(
     `  normal client beside a hostile encrypt flood (${hostile.payloadBytes} B payloads, ${hostile.hostileOps} encryptions served): p95 ${fmt(hostile.hostile.p95, 3)} ms vs quiet ${fmt(hostile.quiet.p95, 3)} ms = ×${fmt(hostile.hostile.p95 / hostile.quiet.p95)} (p50 ×${fmt(hostile.hostile.p50 / hostile.quiet.p50)})`,
   );
+  for (const n of noisy) {
+    console.log(
+      `  one-signature client of one account (${n.name}) beside another account's ${n.loops} concurrent ${n.loopMs / 1000} s busy loops: p95 ${fmt(n.noisy.p95, 3)} ms vs quiet ${fmt(n.quiet.p95, 3)} ms = ×${fmt(n.noisy.p95 / n.quiet.p95)} (goal ≤ ×2; p50 ×${fmt(n.noisy.p50 / n.quiet.p50)}, p99 ×${fmt(n.noisy.p99 / n.quiet.p99)}); first run after the flood started ${fmt(n.firstMs, 1)} ms; workers ${n.workers}, running the flood's loops ${n.floodWorkers}`,
+    );
+  }
   console.log(
-    `  one-signature client of one account beside another account's ${noisy.loops} concurrent ${noisy.loopMs / 1000} s busy loops: p95 ${fmt(noisy.noisy.p95, 3)} ms vs quiet ${fmt(noisy.quiet.p95, 3)} ms = ×${fmt(noisy.noisy.p95 / noisy.quiet.p95)} (goal ≤ ×2; p50 ×${fmt(noisy.noisy.p50 / noisy.quiet.p50)}, p99 ×${fmt(noisy.noisy.p99 / noisy.quiet.p99)}); first run after the flood started ${fmt(noisy.firstMs, 1)} ms; workers ${noisy.workers}`,
+    `  main thread's event-loop delay beside one account's key-operation flood (4 runs × 1000 getPublicKey, ${keyOps.served} served): p99 ${fmt(keyOps.flood.p99, 2)} ms, max ${fmt(keyOps.flood.max, 2)} ms vs idle p99 ${fmt(keyOps.idle.p99, 2)} ms, max ${fmt(keyOps.idle.max, 2)} ms`,
   );
   console.log("\nisolation between accounts (trivial runs, 2 callers)");
   console.log("executor             accounts   runs/s    p50 ms    p99 ms  restarts");
@@ -261,15 +278,33 @@ async function hostileNeighbour(
 
 /**
  * One account's one-signature client alone, then beside another account that keeps `loops` runs of a
- * busy loop in flight (each restarted as soon as it ends), on a pool of os.availableParallelism().
+ * busy loop in flight (each restarted as soon as it ends), on a pool of os.availableParallelism(). The
+ * flood starts `gapMs` after the client's last quiet run.
  */
 async function noisyNeighbour(
   enclave: Enclave,
   normal: RunRequest,
-): Promise<{ quiet: Stats; noisy: Stats; firstMs: number; loops: number; loopMs: number; workers: number }> {
+  name: string,
+  gapMs: number,
+): Promise<{
+  name: string;
+  quiet: Stats;
+  noisy: Stats;
+  firstMs: number;
+  loops: number;
+  loopMs: number;
+  workers: number;
+  floodWorkers: number;
+}> {
   const loops = 10;
   const loopMs = Number(process.env.BENCH_NOISY_LOOP_MS ?? 30_000);
-  const BUSY = `async function main(p) { const end = Date.now() + p.ms; while (Date.now() < end) {} return 1; }`;
+  // The loop's first act is a key operation, so the bench can count the loops that have started.
+  const BUSY = `async function main(p) {
+    await Actions.getAddress({ pkpId: p.pkpId });
+    const end = Date.now() + p.ms;
+    while (Date.now() < end) {}
+    return 1;
+  }`;
   const executor = new ActionExecutor({
     keys: enclave,
     poolSize: os.availableParallelism(),
@@ -283,26 +318,80 @@ async function noisyNeighbour(
     if (r.has_error) throw new Error(JSON.stringify(r.error));
   };
   const quiet = await measure(1, run);
+  await new Promise((resolve) => setTimeout(resolve, gapMs));
   let stop = false;
+  let floodRunning = 0;
   const flood = Array.from({ length: loops }, async () => {
     while (!stop) {
+      let started = false;
       await executor
-        .run({ account: "noisy", code: BUSY, cid: CID, jsParams: { ms: loopMs }, authorizePkp: async (id) => id })
+        .run({
+          account: "noisy",
+          code: BUSY,
+          cid: CID,
+          jsParams: { ms: loopMs, pkpId: PKP },
+          authorizePkp: async (id) => {
+            if (!started) floodRunning++;
+            started = true;
+            return id;
+          },
+        })
         .catch(() => undefined); // ExecutorClosedError when the bench closes the executor
+      if (started) floodRunning--;
     }
   });
-  // Let the flood fill the pool, then time the client's first run beside it.
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Let the flood fill what it may of the pool, then time the client's first run beside it.
+  await new Promise((resolve) => setTimeout(resolve, 500));
   const t = performance.now();
   await run();
   const firstMs = performance.now() - t;
   await new Promise((resolve) => setTimeout(resolve, 300));
   const noisy = await measure(1, run);
   const workers = executor.stats().poolSize;
+  const floodWorkers = floodRunning;
   stop = true;
   await executor.close();
   await Promise.all(flood);
-  return { quiet, noisy, firstMs, loops, loopMs, workers };
+  return { name, quiet, noisy, firstMs, loops, loopMs, workers, floodWorkers };
+}
+
+/** The main thread's event-loop delay (ms), idle and beside a flood of key operations of one account. */
+export async function keyOpFlood(
+  keys: Enclave,
+): Promise<{ idle: { p99: number; max: number }; flood: { p99: number; max: number }; served: number }> {
+  const FLOOD = `async function main(p) {
+    await Promise.all(Array.from({ length: 1000 }, () => Actions.getPublicKey({ pkpId: p.pkpId })));
+  }`;
+  const executor = new ActionExecutor({ keys, poolSize: os.availableParallelism() });
+  await executor.ready();
+  const delay = async () => {
+    const h = monitorEventLoopDelay({ resolution: 1 });
+    h.enable();
+    await new Promise((resolve) => setTimeout(resolve, DURATION_MS / 2));
+    h.disable();
+    return { p99: h.percentile(99) / 1e6, max: h.max / 1e6 };
+  };
+  const idle = await delay();
+  let stop = false;
+  let served = 0;
+  const flood = Array.from({ length: 4 }, async () => {
+    while (!stop) {
+      const r = await executor.run({
+        account: "flood",
+        code: FLOOD,
+        cid: CID,
+        jsParams: { pkpId: PKP },
+        authorizePkp: async (id: string) => id,
+      });
+      served += r.key_ops;
+    }
+  });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const during = await delay();
+  stop = true;
+  await Promise.all(flood);
+  await executor.close();
+  return { idle, flood: during, served };
 }
 
 /** Trivial runs, one account then many interleaved, with and without a worker reset per switch. */
