@@ -19,8 +19,8 @@
  *
  * Noisy neighbour (issue 33): one account's one-signature client, first alone ("quiet"), then while
  * another account keeps 10 runs of a 30-second busy loop in flight (the relayer's per-account limit),
- * against a pool of os.availableParallelism() (and the reserve worker that the second account starts:
- * docs/actions.md, "Scheduling between accounts"). The client's p95 is printed as a ratio of its
+ * against a pool of os.availableParallelism() (and its reserve worker, started by the first run that
+ * names an account: docs/actions.md, "Scheduling between accounts"). The client's p95 is printed as a ratio of its
  * quiet p95 (goal ≤ 2), both measured in this run, with its first run after the flood started. Twice:
  * the flood starts 0.2 s after the client's last run ("steady client": it still counts as wanting
  * workers, so the flood gets its share, one worker) and 1.5 s after ("newcomer": the flood, alone,
