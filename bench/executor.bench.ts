@@ -32,6 +32,9 @@
  * `GET /config` waits before the relayer reads it) while idle, then while four runs of one account
  * each fire 1000 `getPublicKey`s at once (served on the main thread), again and again.
  *
+ * `BENCH_ONLY=accounts` runs only the rows between accounts (noisy neighbour, key-operation flood,
+ * isolation).
+ *
  * Isolation between accounts (issue 33): trivial runs from 2 callers, one account, then 16 accounts
  * interleaved (each run another account than the last), with and without `isolateAccounts` (a worker
  * replaced whenever the account changes); rate and p50 against the same executor without isolation.
@@ -101,6 +104,25 @@ async function main(): Promise<void> {
     ...(code === SIGN ? { runPkp: { ref: PKP, scope: 0 } } : {}),
   });
   const poolSize = os.availableParallelism();
+
+  if (process.env.BENCH_ONLY === "accounts") {
+    // Only the rows between accounts (about 40 s), for runs repeated on a noisy machine.
+    const noisy = [
+      await noisyNeighbour(enclave, request(SIGN), "steady client", 200),
+      await noisyNeighbour(enclave, request(SIGN), "newcomer", 1500),
+    ];
+    const keyOps = await keyOpFlood(enclave);
+    const isolation = await isolationCost(enclave, request(TRIVIAL));
+    console.log(`executor benchmark, accounts only: ${os.cpus().length} CPUs, pool of ${poolSize}`);
+    printAccounts(noisy, keyOps, isolation);
+    console.log(
+      `  load average at the end: ${os
+        .loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" ")}`,
+    );
+    return;
+  }
 
   // Baseline 1: bare signature in the main thread.
   for (let i = 0; i < 200; i++) enclave.pkpSignMessage(PKP, "bench");
@@ -201,6 +223,21 @@ async function main(): Promise<void> {
   console.log(
     `  normal client beside a hostile encrypt flood (${hostile.payloadBytes} B payloads, ${hostile.hostileOps} encryptions served): p95 ${fmt(hostile.hostile.p95, 3)} ms vs quiet ${fmt(hostile.quiet.p95, 3)} ms = ×${fmt(hostile.hostile.p95 / hostile.quiet.p95)} (p50 ×${fmt(hostile.hostile.p50 / hostile.quiet.p50)})`,
   );
+  printAccounts(noisy, keyOps, isolation);
+  console.log(
+    `  load average at the end: ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(" ")} (on ${os.cpus().length} CPUs)`,
+  );
+}
+
+/** The rows of scheduling and isolation between accounts (issue 33). */
+function printAccounts(
+  noisy: Array<Awaited<ReturnType<typeof noisyNeighbour>>>,
+  keyOps: Awaited<ReturnType<typeof keyOpFlood>>,
+  isolation: Awaited<ReturnType<typeof isolationCost>>,
+): void {
   for (const n of noisy) {
     console.log(
       `  one-signature client of one account (${n.name}) beside another account's ${n.loops} concurrent ${n.loopMs / 1000} s busy loops: p95 ${fmt(n.noisy.p95, 3)} ms vs quiet ${fmt(n.quiet.p95, 3)} ms = ×${fmt(n.noisy.p95 / n.quiet.p95)} (goal ≤ ×2; p50 ×${fmt(n.noisy.p50 / n.quiet.p50)}, p99 ×${fmt(n.noisy.p99 / n.quiet.p99)}); first run after the flood started ${fmt(n.firstMs, 1)} ms; workers ${n.workers}, running the flood's loops ${n.floodWorkers}`,
@@ -223,12 +260,6 @@ async function main(): Promise<void> {
       ].join(" "),
     );
   }
-  console.log(
-    `  load average at the end: ${os
-      .loadavg()
-      .map((x) => x.toFixed(1))
-      .join(" ")} (on ${os.cpus().length} CPUs)`,
-  );
 }
 
 /**
@@ -356,7 +387,7 @@ async function noisyNeighbour(
 }
 
 /** The main thread's event-loop delay (ms), idle and beside a flood of key operations of one account. */
-export async function keyOpFlood(
+async function keyOpFlood(
   keys: Enclave,
 ): Promise<{ idle: { p99: number; max: number }; flood: { p99: number; max: number }; served: number }> {
   const FLOOD = `async function main(p) {

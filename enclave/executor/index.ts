@@ -167,6 +167,8 @@ export class ActionExecutor {
   private readonly queue = new FairQueue<PoolJob>();
   /** Per account: its runs on a worker or queued behind a run in a worker (dispatched, not finished). */
   private readonly held = new Map<string, number>();
+  /** The jobs counted in `held`. */
+  private readonly dispatched = new Set<PoolJob>();
   private readonly poolSize: number;
   /** Reserve workers not started yet (see ExecutorOptions.reserveWorkers). */
   private reserveToStart: number;
@@ -205,7 +207,7 @@ export class ActionExecutor {
     });
     this.pool.onIdle = () => this.pump();
     this.pool.onRequeue = (job) => {
-      this.release(job.account);
+      this.release(job);
       this.queue.unshift(job.account, job);
     };
     this.pool.shouldRelease = (job) => this.shouldRelease(job.account);
@@ -240,7 +242,8 @@ export class ActionExecutor {
     if ("refusal" in imports) return imports.refusal;
     // Loading modules let other calls in: admit this run as of now, as after authorization below.
     if (this.closed) throw new ExecutorClosedError();
-    if (imports.prepared !== null && this.full(account)) throw new ExecutorBusyError(this.retryAfterSeconds());
+    if (imports.prepared !== null && this.full(account))
+      throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
@@ -268,7 +271,7 @@ export class ActionExecutor {
       }
     }
     return new Promise<RunResult>((resolve, reject) => {
-      this.queue.push(account, {
+      const job: PoolJob = {
         account,
         code: imports.prepared?.code ?? req.code,
         imports: imports.prepared
@@ -283,12 +286,13 @@ export class ActionExecutor {
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
-          this.release(account);
+          this.release(job);
           if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
           this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
           resolve(toResult(outcome));
         },
-      });
+      };
+      this.queue.push(account, job);
       this.pump();
     });
   }
@@ -379,6 +383,7 @@ export class ActionExecutor {
       const { account, item: job } = next;
       const start = this.mayStart(account);
       this.held.set(account, (this.held.get(account) ?? 0) + 1);
+      this.dispatched.add(job);
       this.lastEnded.delete(account);
       if (start) this.pool.start(job);
       else this.pool.pipeline(job);
@@ -437,7 +442,10 @@ export class ActionExecutor {
     return this.accountsWanting(account) === 1;
   }
 
-  private release(account: string): void {
+  /** A dispatched job is no longer in a worker (it ended, or was handed back). */
+  private release(job: PoolJob): void {
+    if (!this.dispatched.delete(job)) return;
+    const account = job.account;
     const n = (this.held.get(account) ?? 1) - 1;
     if (n <= 0) {
       this.held.delete(account);

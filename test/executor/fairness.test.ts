@@ -71,9 +71,7 @@ describe("executor: fair scheduling between accounts", function () {
       const { log, request } = starts();
       // The first run ends well before the others, so that the worker it frees is the one in question.
       const flood = Array.from({ length: 6 }, (_, i) =>
-        settle(
-          ex.run(request("flood", `flood-${i + 1}`, `await sleep(${i === 0 ? 300 : 1500}); return 1;`)),
-        ),
+        settle(ex.run(request("flood", `flood-${i + 1}`, `await sleep(${i === 0 ? 300 : 1500}); return 1;`))),
       );
       await waitFor(() => log.length === 2);
       const other = settle(ex.run(request("other", "other", `return "other";`)));
