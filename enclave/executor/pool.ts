@@ -261,10 +261,6 @@ export class WorkerPool {
     return { poolSize: this.poolSize, alive, busy, restarts: this.restartCount };
   }
 
-  hasIdle(): boolean {
-    return this.idle.length > 0;
-  }
-
   /** Idle workers; with isolateAccounts, those that may take a job of `account`. */
   idleCount(account?: string): number {
     if (!this.isolateAccounts || account === undefined) return this.idle.length;
@@ -294,10 +290,7 @@ export class WorkerPool {
     return this.poolSize;
   }
 
-  /**
-   * Start `n` more workers, for good (the executor's reserve for other accounts, see fair-queue.ts,
-   * started the first time a second account wants a worker).
-   */
+  /** Start `n` more workers, for good (the executor's reserve for other accounts: fair-queue.ts). */
   grow(n: number): void {
     if (this.closed || this.broken) return;
     this.poolSize += n;
@@ -333,7 +326,7 @@ export class WorkerPool {
 
   /** Start a job on an idle worker. The caller checks idleCount() first. */
   start(job: PoolJob): void {
-    // Isolating: a worker that last ran this account, else a fresh one (recycleFor makes them).
+    // Isolating: a worker that last ran this account, else a fresh one (recycle() makes them).
     const same = this.isolateAccounts ? this.idle.findIndex((s) => s.account === job.account) : 0;
     const i = same >= 0 ? same : this.idle.findIndex((s) => s.account === null);
     const slot = i < 0 ? undefined : this.idle.splice(i, 1)[0];
@@ -695,11 +688,6 @@ export class WorkerPool {
       () => serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply),
       () => !run.done && slot.run === run,
     );
-  }
-
-  /** Key operations waiting for their account's turn and in progress (tests). */
-  keyOpStats(): { waiting: number; inFlight: number } {
-    return this.keyOps.stats();
   }
 
   private finishRun(
