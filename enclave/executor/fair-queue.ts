@@ -95,3 +95,25 @@ export function workerShare(accounts: number, totalWorkers: number, soloWorkers:
   if (accounts <= 1) return Math.max(1, soloWorkers);
   return Math.max(1, Math.floor(totalWorkers / accounts));
 }
+
+/**
+ * Whether an account may start a run on an idle worker: below its share (workerShare), yes. Above it,
+ * with others wanting workers, it may still take a worker nobody else is waiting for (the caller
+ * serves accounts below their share first), up to the share rounded up, as long as `keepIdle` workers
+ * stay idle after it (the reserve, and one for each other account that wants workers but holds none
+ * this moment, such as a client between two requests): with many accounts, rounding down alone would
+ * leave workers idle while runs wait (five accounts on nine workers would use five).
+ */
+export function mayTakeWorker(o: {
+  held: number;
+  accounts: number;
+  totalWorkers: number;
+  soloWorkers: number;
+  keepIdle: number;
+  idleWorkers: number;
+}): boolean {
+  if (o.idleWorkers < 1) return false;
+  if (o.held < workerShare(o.accounts, o.totalWorkers, o.soloWorkers)) return true;
+  if (o.accounts <= 1) return false;
+  return o.held < Math.ceil(o.totalWorkers / o.accounts) && o.idleWorkers - 1 >= o.keepIdle;
+}

@@ -9,7 +9,7 @@ import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./er
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
-import { FairQueue, workerShare } from "./fair-queue";
+import { FairQueue, mayTakeWorker, workerShare } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
@@ -415,9 +415,20 @@ export class ActionExecutor {
     return (this.held.get(account) ?? 0) < this.share(account);
   }
 
-  /** An idle worker, and the account holds fewer workers than its share. */
+  /** An idle worker the account may take (fair-queue.ts, mayTakeWorker). */
   private mayStart(account: string): boolean {
-    return this.pool.idleCount(account) > 0 && this.underShare(account);
+    const wanting = this.wanting();
+    wanting.add(account);
+    let holdingNone = 0;
+    for (const a of wanting) if (a !== account && !this.held.has(a)) holdingNone++;
+    return mayTakeWorker({
+      held: this.held.get(account) ?? 0,
+      accounts: wanting.size,
+      totalWorkers: this.pool.size(),
+      soloWorkers: this.poolSize,
+      keepIdle: this.pool.size() - this.poolSize + holdingNone,
+      idleWorkers: this.pool.idleCount(account),
+    });
   }
 
   private share(account: string): number {

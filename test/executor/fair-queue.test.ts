@@ -3,7 +3,7 @@
  * holding the least goes first, ties round-robin; and the share of workers one account may hold.
  */
 import { expect } from "chai";
-import { FairQueue, workerShare } from "../../enclave/executor/fair-queue";
+import { FairQueue, mayTakeWorker, workerShare } from "../../enclave/executor/fair-queue";
 
 describe("executor: fair queue between accounts", function () {
   const all = () => true;
@@ -79,6 +79,34 @@ describe("executor: fair queue between accounts", function () {
       expect(workerShare(2, 3, 2)).to.equal(1);
       expect(workerShare(2, 9, 8)).to.equal(4);
       expect(workerShare(5, 3, 2)).to.equal(1);
+    });
+  });
+
+  describe("mayTakeWorker", function () {
+    const base = { totalWorkers: 3, soloWorkers: 2, keepIdle: 1 };
+
+    it("an account alone takes workers up to its pool size, never the reserve", function () {
+      expect(mayTakeWorker({ ...base, held: 1, accounts: 1, idleWorkers: 2 })).to.equal(true);
+      expect(mayTakeWorker({ ...base, held: 2, accounts: 1, idleWorkers: 1 })).to.equal(false);
+    });
+
+    it("an account at its share does not take the last idle worker from the next account", function () {
+      expect(mayTakeWorker({ ...base, held: 1, accounts: 2, idleWorkers: 1 })).to.equal(false);
+    });
+
+    it("an account at its share leaves a worker for an account between two runs", function () {
+      expect(mayTakeWorker({ ...base, keepIdle: 2, held: 1, accounts: 2, idleWorkers: 2 })).to.equal(false);
+    });
+
+    it("with many accounts, one above its share takes workers nobody waits for, leaving the reserve", function () {
+      const nine = { totalWorkers: 9, soloWorkers: 8, keepIdle: 1, accounts: 5 };
+      expect(mayTakeWorker({ ...nine, held: 1, idleWorkers: 4 })).to.equal(true);
+      expect(mayTakeWorker({ ...nine, held: 1, idleWorkers: 1 })).to.equal(false);
+      expect(mayTakeWorker({ ...nine, held: 2, idleWorkers: 4 })).to.equal(false);
+    });
+
+    it("never without an idle worker", function () {
+      expect(mayTakeWorker({ ...base, held: 0, accounts: 2, idleWorkers: 0 })).to.equal(false);
     });
   });
 });

@@ -148,6 +148,26 @@ describe("executor: fair scheduling between accounts", function () {
     }
   });
 
+  it("accounts above their share still use workers that nobody else is waiting for", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 3, reserveWorkers: 0 });
+    try {
+      await ex.ready();
+      const { log, request } = starts();
+      // Two accounts on three workers, their runs arriving in turn: a share of one each, and the third
+      // worker is not left idle.
+      const runs = [1, 2, 3].flatMap((i) =>
+        ["a", "b"].map((account) =>
+          settle(ex.run(request(account, `${account}-${i}`, `await sleep(500); return 1;`))),
+        ),
+      );
+      await waitFor(() => log.length === 3);
+      expect(ex.stats().busy).to.equal(3);
+      await Promise.all(runs);
+    } finally {
+      await ex.close();
+    }
+  });
+
   it("an account alone uses every worker of its pool size, but not the reserve", async function () {
     const ex = new ActionExecutor({ keys, poolSize: 2 });
     try {
