@@ -9,6 +9,7 @@ import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./er
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
+import { FairQueue, mayTakeWorker, workerShare } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
@@ -19,6 +20,11 @@ export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
 export interface RunRequest {
+  /**
+   * Whose run this is (the relayer passes the account id). Runs and key operations are shared fairly
+   * between accounts (docs/actions.md, "Scheduling between accounts"). Absent: one anonymous account.
+   */
+  account?: string | number;
   /** Action source: defines `async function main(params)` and/or calls `Actions.setResponse`. */
   code: string;
   /** CID of the code (computed by the caller): binds the action identity key and authorization. */
@@ -106,8 +112,21 @@ export interface LegacySignature {
 
 export interface ExecutorOptions {
   keys: KeyCapabilities;
-  /** Worker threads; default os.availableParallelism(). */
+  /** Worker threads one account may use; default os.availableParallelism(). */
   poolSize?: number;
+  /**
+   * Workers kept beyond poolSize for other accounts (default 1): one account alone never holds them,
+   * so an account that arrives while another fills the pool starts at once instead of waiting for one
+   * of its runs (up to the wall-time limit) to end. Started with the first run that names an account
+   * (the executor serves several), or the first time two accounts want workers.
+   */
+  reserveWorkers?: number;
+  /**
+   * A worker never runs two accounts' code: one that ran another account's run is replaced (a new
+   * thread, warmed and locked down) before it takes this account's. Off by default: see docs/actions.md,
+   * "Isolation between accounts", for what it costs.
+   */
+  isolateAccounts?: boolean;
   /** Runs waiting for a worker before run() answers ExecutorBusyError; default 32 per worker. */
   maxQueue?: number;
   limits?: Partial<ExecutorLimits>;
@@ -120,6 +139,13 @@ export interface ExecutorOptions {
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
+
+/**
+ * An account whose last run ended this recently still counts as wanting workers (see pump): a client
+ * that sends its next request as soon as the last answer arrives holds no worker between the two, and
+ * another account's flood must not take its place in that moment.
+ */
+const RECENT_MS = 1000;
 
 /**
  * Scopes share EPOCH_SLOTS counters (scope mod slots): two accounts on one slot only means that a change
@@ -137,7 +163,19 @@ export class ActionExecutor {
   private readonly unhandledRejections: UnhandledRejectionMode;
   private readonly fetchPolicy: FetchPolicy | false;
   private readonly modules: ModuleLoader | null;
-  private readonly queue: PoolJob[] = [];
+  /** Runs waiting for a worker, one queue per account (fair-queue.ts). */
+  private readonly queue = new FairQueue<PoolJob>();
+  /** Per account: its runs on a worker or queued behind a run in a worker (dispatched, not finished). */
+  private readonly held = new Map<string, number>();
+  /** The jobs counted in `held`. */
+  private readonly dispatched = new Set<PoolJob>();
+  private readonly poolSize: number;
+  /** Reserve workers not started yet (see ExecutorOptions.reserveWorkers). */
+  private reserveToStart: number;
+  /** When each account's last run ended (performance.now()), while it has none; pruned after RECENT_MS. */
+  private readonly lastEnded = new Map<string, number>();
+  /** A pump due when an account stops counting as recent (it may free a share for another). */
+  private recentTimer: NodeJS.Timeout | null = null;
   /** Authorization epochs shared with the workers (see invalidateRunKeys), one per scope slot. */
   private readonly epochs = new Int32Array(new SharedArrayBuffer(4 * EPOCH_SLOTS));
   private closed = false;
@@ -156,14 +194,23 @@ export class ActionExecutor {
     this.modules = opts.modules === false ? null : new ModuleLoader(opts.modules ?? {});
     if (!Number.isInteger(this.maxQueue) || this.maxQueue < 0)
       throw new RangeError("maxQueue must be an integer ≥ 0");
+    this.poolSize = poolSize;
+    this.reserveToStart = opts.reserveWorkers ?? 1;
+    if (!Number.isInteger(this.reserveToStart) || this.reserveToStart < 0)
+      throw new RangeError("reserveWorkers must be an integer ≥ 0");
     this.pool = new WorkerPool({
       keys: opts.keys,
       poolSize,
       heapMb: this.limits.heapMb,
       epochs: this.epochs,
+      isolateAccounts: opts.isolateAccounts,
     });
     this.pool.onIdle = () => this.pump();
-    this.pool.onRequeue = (job) => this.queue.unshift(job);
+    this.pool.onRequeue = (job) => {
+      this.release(job);
+      this.queue.unshift(job.account, job);
+    };
+    this.pool.shouldRelease = (job) => this.shouldRelease(job.account);
   }
 
   /** Resolves when every worker is warmed and locked down. */
@@ -179,11 +226,15 @@ export class ActionExecutor {
   async run(req: RunRequest): Promise<RunResult> {
     if (this.closed) throw new ExecutorClosedError();
     checkRequestShape(req);
+    const account = req.account === undefined ? "" : String(req.account);
+    // Warm before it is needed: a reserve started only when a second account arrives makes that
+    // account wait for its warm-up (0.4 s idle, seconds on a loaded machine).
+    if (req.account !== undefined) this.startReserve(true);
     const limits = mergeLimits(this.limits, req.limits);
     limits.heapMb = this.limits.heapMb; // a property of the pre-warmed workers, not of one run
     const checked = checkInput(req, limits);
     if (typeof checked !== "string") return checked;
-    if (this.full()) {
+    if (this.full(account)) {
       throw new ExecutorBusyError(this.retryAfterSeconds());
     }
     // No await for code without `import`: such a run is queued in this very call, as before.
@@ -191,7 +242,8 @@ export class ActionExecutor {
     if ("refusal" in imports) return imports.refusal;
     // Loading modules let other calls in: admit this run as of now, as after authorization below.
     if (this.closed) throw new ExecutorClosedError();
-    if (imports.prepared !== null && this.full()) throw new ExecutorBusyError(this.retryAfterSeconds());
+    if (imports.prepared !== null && this.full(account))
+      throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
@@ -214,12 +266,13 @@ export class ActionExecutor {
       // The wait above let other calls in: admit this run as of now (close() has already drained the
       // queue, and runs admitted meanwhile count against maxQueue).
       if (this.closed) throw new ExecutorClosedError();
-      if (this.full()) {
+      if (this.full(account)) {
         throw new ExecutorBusyError(this.retryAfterSeconds());
       }
     }
     return new Promise<RunResult>((resolve, reject) => {
-      this.queue.push({
+      const job: PoolJob = {
+        account,
         code: imports.prepared?.code ?? req.code,
         imports: imports.prepared
           ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
@@ -233,11 +286,13 @@ export class ActionExecutor {
         authorizePkp: req.authorizePkp,
         runKey,
         finish: (outcome) => {
+          this.release(job);
           if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
           this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
           resolve(toResult(outcome));
         },
-      });
+      };
+      this.queue.push(account, job);
       this.pump();
     });
   }
@@ -257,7 +312,7 @@ export class ActionExecutor {
   }
 
   stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
-    return { ...this.pool.stats(), queued: this.queue.length + this.pool.pipelined() };
+    return { ...this.pool.stats(), queued: this.queue.size + this.pool.pipelined() };
   }
 
   /**
@@ -288,7 +343,8 @@ export class ActionExecutor {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const job of this.queue.splice(0)) {
+    if (this.recentTimer !== null) clearTimeout(this.recentTimer);
+    for (const job of this.queue.drain()) {
       job.finish({
         error: { code: "executor_closed", message: "" },
         logs: "",
@@ -300,28 +356,147 @@ export class ActionExecutor {
     await this.pool.close({ code: "executor_closed", message: "the executor was closed" });
   }
 
+  /**
+   * Hand waiting runs to workers, fairly between accounts (docs/actions.md, "Scheduling between
+   * accounts"): an account may start a run on an idle worker while it holds fewer than its share
+   * (workerShare) of the accounts that want workers (runs waiting or in workers, or a run ended within
+   * RECENT_MS); among the accounts that may, the one holding the fewest goes first, ties round-robin. A
+   * run is queued behind a busy worker's run (pipelining) only while its account is the only one that
+   * wants workers, so it never waits behind another account's run, which may be a 30 s busy loop that
+   * cannot even answer a release.
+   */
   private pump(): void {
-    const broken = this.pool.isBroken();
-    while (this.queue.length > 0 && (broken || this.pool.canTake())) {
-      const job = this.queue.shift()!;
-      if (broken) {
+    if (this.pool.isBroken()) {
+      for (const job of this.queue.drain()) {
         const error = { code: "worker_crashed", message: "the executor's workers cannot start" };
         job.finish({ error, logs: "", executionMs: 0, keyOps: 0, fetches: 0 });
-      } else this.pool.dispatch(job);
+      }
+      return;
     }
+    this.startReserve();
+    for (;;) {
+      const next = this.queue.take(
+        (a) => this.mayStart(a) || (this.alone(a) && this.pool.canPipeline()),
+        (a) => this.held.get(a) ?? 0,
+      );
+      if (next === undefined) break;
+      const { account, item: job } = next;
+      const start = this.mayStart(account);
+      this.held.set(account, (this.held.get(account) ?? 0) + 1);
+      this.dispatched.add(job);
+      this.lastEnded.delete(account);
+      if (start) this.pool.start(job);
+      else this.pool.pipeline(job);
+    }
+    // isolateAccounts: each account under its share that finds only idle workers of other accounts
+    // gets a fresh one (pump runs again when it is warm).
+    let wanted = 0;
+    for (const account of this.queue.accounts())
+      if (this.pool.idleCount(account) === 0 && this.underShare(account)) wanted++;
+    if (wanted > 0 && this.pool.idleCount() > 0) this.pool.recycle(wanted);
+    // Runs left waiting beside an idle worker wait for a recent account's share to lapse.
+    if (this.queue.size > 0 && this.pool.idleCount() > 0 && this.lastEnded.size > 0) this.pumpLater();
+  }
+
+  private pumpLater(): void {
+    if (this.recentTimer !== null || this.closed) return;
+    const oldest = Math.min(...this.lastEnded.values());
+    this.recentTimer = setTimeout(
+      () => {
+        this.recentTimer = null;
+        this.pump();
+      },
+      Math.max(1, oldest + RECENT_MS - performance.now()),
+    );
+    this.recentTimer.unref();
+  }
+
+  private underShare(account: string): boolean {
+    return (this.held.get(account) ?? 0) < this.share(account);
+  }
+
+  /** An idle worker the account may take (fair-queue.ts, mayTakeWorker). */
+  private mayStart(account: string): boolean {
+    const wanting = this.wanting();
+    wanting.add(account);
+    let holdingNone = 0;
+    for (const a of wanting) if (a !== account && !this.held.has(a)) holdingNone++;
+    return mayTakeWorker({
+      held: this.held.get(account) ?? 0,
+      accounts: wanting.size,
+      totalWorkers: this.pool.size(),
+      soloWorkers: this.poolSize,
+      keepIdle: this.pool.size() - this.poolSize + holdingNone,
+      idleWorkers: this.pool.idleCount(account),
+    });
+  }
+
+  private share(account: string): number {
+    return workerShare(this.accountsWanting(account), this.pool.size(), this.poolSize);
+  }
+
+  /** Accounts with runs waiting or in workers, or a run ended within RECENT_MS; `account` included. */
+  private accountsWanting(account: string): number {
+    const wanting = this.wanting();
+    wanting.add(account);
+    return wanting.size;
+  }
+
+  private wanting(): Set<string> {
+    const now = performance.now();
+    for (const [a, t] of this.lastEnded) if (now - t >= RECENT_MS) this.lastEnded.delete(a);
+    return new Set<string>([...this.held.keys(), ...this.queue.accounts(), ...this.lastEnded.keys()]);
+  }
+
+  /** No other account has runs waiting or in workers. */
+  private alone(account: string): boolean {
+    return this.accountsWanting(account) === 1;
+  }
+
+  /** A dispatched job is no longer in a worker (it ended, or was handed back). */
+  private release(job: PoolJob): void {
+    if (!this.dispatched.delete(job)) return;
+    const account = job.account;
+    const n = (this.held.get(account) ?? 1) - 1;
+    if (n <= 0) {
+      this.held.delete(account);
+      this.lastEnded.set(account, performance.now());
+    } else this.held.set(account, n);
   }
 
   /**
-   * No worker is idle and maxQueue runs are waiting. Jobs queued behind a worker's run (pool.ts,
-   * pipelining) are waiting too: they count against maxQueue.
+   * A job of `account` queued behind a run is asked back when it could start on an idle worker now, or
+   * when its account holds more than its share while another account wants workers (the worker then
+   * goes to that account when its run ends).
    */
-  private full(): boolean {
-    return !this.pool.hasIdle() && this.queue.length + this.pool.pipelined() >= this.maxQueue;
+  private shouldRelease(account: string): boolean {
+    const held = this.held.get(account) ?? 0;
+    const share = this.share(account);
+    if (this.pool.idleCount() > 0 && held - 1 < share) return true;
+    return !this.alone(account) && held > share;
+  }
+
+  /**
+   * The reserve workers (fair-queue.ts, workerShare), once: `now`, or when a second account wants
+   * workers.
+   */
+  private startReserve(now = false): void {
+    if (this.reserveToStart === 0 || (!now && this.wanting().size < 2)) return;
+    this.pool.grow(this.reserveToStart);
+    this.reserveToStart = 0;
+  }
+
+  /**
+   * maxQueue runs are waiting and this account could not start one now. Jobs queued behind a worker's
+   * run (pool.ts, pipelining) are waiting too: they count against maxQueue.
+   */
+  private full(account: string): boolean {
+    return this.queue.size + this.pool.pipelined() >= this.maxQueue && !this.mayStart(account);
   }
 
   private retryAfterSeconds(): number {
     const { poolSize } = this.pool.stats();
-    return Math.max(1, Math.ceil((this.avgRunMs * (this.queue.length / poolSize + 1)) / 1000));
+    return Math.max(1, Math.ceil((this.avgRunMs * (this.queue.size / poolSize + 1)) / 1000));
   }
 }
 

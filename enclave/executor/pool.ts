@@ -12,6 +12,7 @@ import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { KeyCapabilities } from "../capabilities";
 import { cryptoThread } from "./crypto-thread";
 import { InFlightLimit } from "./in-flight-limit";
+import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
@@ -35,8 +36,24 @@ const MAX_STARTUP_FAILURES = 3;
 const CRYPTO_IN_FLIGHT_PER_RUN = 2;
 /** A job queued behind a run that has gone on this long is taken back when another worker is idle. */
 const PIPELINE_RELEASE_MS = 20;
+/**
+ * Key operations of one account in progress on the main thread at once (key-op-scheduler.ts): enough
+ * for a run's requests to the crypto thread (two per run) and an authorization or two, few enough that
+ * another account's operation waits for at most these.
+ */
+const KEY_OPS_IN_FLIGHT_PER_ACCOUNT = 4;
+/**
+ * Key operations started in one turn of the event loop, across accounts, before the loop polls for
+ * I/O again: a flood of tens of microseconds each delays an HTTP request by a few milliseconds at most.
+ */
+const KEY_OPS_PER_TURN = 64;
 
 export interface PoolJob {
+  /**
+   * Whose run this is (the relayer's account id; "" when the caller has no accounts): runs and key
+   * operations are shared fairly between accounts (fair-queue.ts).
+   */
+  account: string;
   code: string;
   /** The run's imported modules, verified and transformed (modules/loader.ts); absent: none. */
   imports?: { modules: PreparedImports["modules"]; actionDeps: number[] };
@@ -108,6 +125,8 @@ interface Slot {
    */
   started: Int32Array;
   probeSentAt: number | null; // outstanding memory probe, if any
+  /** The account whose job the worker was last given; null: none yet (a fresh worker). */
+  account: string | null;
 }
 
 export interface PoolOptions {
@@ -116,6 +135,11 @@ export interface PoolOptions {
   heapMb: number;
   /** Authorization epochs (shared memory), given to every worker at start. */
   epochs: Int32Array;
+  /**
+   * A worker never runs two accounts' code: a worker that ran another account's job is replaced
+   * before it takes this one (docs/actions.md, "Isolation between accounts"; off by default).
+   */
+  isolateAccounts?: boolean;
 }
 
 /**
@@ -189,7 +213,8 @@ export class WorkerPool {
   private readonly keys: KeyCapabilities;
   private readonly epochs: Int32Array;
   private readonly heapMb: number;
-  private readonly poolSize: number;
+  private readonly isolateAccounts: boolean;
+  private poolSize: number;
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private nextRunId = 1;
   private restartCount = 0;
@@ -202,12 +227,20 @@ export class WorkerPool {
   onIdle: () => void = () => {};
   /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
   onRequeue: (job: PoolJob) => void = () => {};
+  /**
+   * Whether a job queued behind a run that has gone on for a while should be asked back, so that it
+   * (or another account's job) can have a worker sooner. Default: when a worker is idle.
+   */
+  shouldRelease: (job: PoolJob) => boolean = () => this.idle.length > 0;
+  /** Key operations that reach the main thread, fair between accounts. */
+  private readonly keyOps = new KeyOpScheduler(KEY_OPS_IN_FLIGHT_PER_ACCOUNT, KEY_OPS_PER_TURN);
 
   constructor(opts: PoolOptions) {
     this.keys = opts.keys;
     this.epochs = opts.epochs;
     this.heapMb = opts.heapMb;
     this.poolSize = opts.poolSize;
+    this.isolateAccounts = opts.isolateAccounts === true;
     for (let i = 0; i < opts.poolSize; i++) this.spawn();
   }
 
@@ -228,43 +261,76 @@ export class WorkerPool {
     return { poolSize: this.poolSize, alive, busy, restarts: this.restartCount };
   }
 
-  hasIdle(): boolean {
-    return this.idle.length > 0;
+  /** Idle workers; with isolateAccounts, those that may take a job of `account`. */
+  idleCount(account?: string): number {
+    if (!this.isolateAccounts || account === undefined) return this.idle.length;
+    let n = 0;
+    for (const s of this.idle) if (s.account === null || s.account === account) n++;
+    return n;
+  }
+
+  /**
+   * With isolateAccounts: replace idle workers that last ran some account by fresh ones (each reports
+   * idle when warm) until `wanted` fresh workers are starting.
+   */
+  recycle(wanted: number): void {
+    if (!this.isolateAccounts) return;
+    let starting = 0;
+    for (const s of this.slots) if (s.state === "starting") starting++;
+    while (starting < wanted) {
+      const stale = this.idle.find((s) => s.account !== null);
+      if (stale === undefined) return;
+      this.kill(stale, { code: "worker_crashed", message: "recycled for another account" });
+      starting++;
+    }
+  }
+
+  /** Workers the pool keeps alive (replaced when they die), including those still starting. */
+  size(): number {
+    return this.poolSize;
+  }
+
+  /** Start `n` more workers, for good (the executor's reserve for other accounts: fair-queue.ts). */
+  grow(n: number): void {
+    if (this.closed || this.broken) return;
+    this.poolSize += n;
+    for (let i = 0; i < n; i++) this.spawn();
   }
 
   isBroken(): Error | null {
     return this.broken;
   }
 
-  /**
-   * Whether dispatch() can take a job now: an idle worker, or a busy one with nothing queued behind its
-   * run (pipelining, see dispatch).
-   */
-  canTake(): boolean {
-    if (this.idle.length > 0) return true;
+  /** Whether pipeline() can take a job now: a busy worker with nothing queued behind its run. */
+  canPipeline(): boolean {
     for (const s of this.slots) if (s.state === "busy" && s.next === null) return true;
     return false;
   }
 
   /**
-   * Start a job on an idle worker, or else queue it on a busy worker behind its run (one deep): that
-   * worker starts it as soon as its run is done, without waiting for the main thread, and the message
-   * reaches a thread that is running rather than one that must be woken (each wake-up is a context
-   * switch, the largest single cost of a run on the main thread of a busy 2-core machine). A job queued
-   * behind a run that turns out long is taken back (release) when another worker is free, and one
-   * queued on a worker that dies is handed back to the executor (onRequeue). The caller checks
-   * canTake() first.
+   * Queue a job on a busy worker behind its run (one deep): that worker starts it as soon as its run is
+   * done, without waiting for the main thread, and the message reaches a thread that is running rather
+   * than one that must be woken (each wake-up is a context switch, the largest single cost of a run on
+   * the main thread of a busy 2-core machine). A job queued behind a run that turns out long is taken
+   * back (release) when shouldRelease says so, and one queued on a worker that dies is handed back to
+   * the executor (onRequeue). The executor pipelines only jobs of the one account that has runs, so a
+   * job never waits behind another account's run. The caller checks canPipeline() first.
    */
-  dispatch(job: PoolJob): void {
-    const slot = this.idle.shift();
-    if (slot === undefined) {
-      const behind = this.pipelineSlot();
-      if (behind === null) throw new Error("dispatch without a free worker");
-      const run = this.newRun(job);
-      behind.next = run;
-      this.postRun(behind, run);
-      return;
-    }
+  pipeline(job: PoolJob): void {
+    const behind = this.pipelineSlot();
+    if (behind === null) throw new Error("pipeline without a busy worker");
+    const run = this.newRun(job);
+    behind.next = run;
+    this.postRun(behind, run);
+  }
+
+  /** Start a job on an idle worker. The caller checks idleCount() first. */
+  start(job: PoolJob): void {
+    // Isolating: a worker that last ran this account, else a fresh one (recycle() makes them).
+    const same = this.isolateAccounts ? this.idle.findIndex((s) => s.account === job.account) : 0;
+    const i = same >= 0 ? same : this.idle.findIndex((s) => s.account === null);
+    const slot = i < 0 ? undefined : this.idle.splice(i, 1)[0];
+    if (slot === undefined) throw new Error("start without an idle worker");
     if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
     const run = this.newRun(job);
     this.begin(slot, run);
@@ -330,6 +396,7 @@ export class WorkerPool {
 
   private postRun(slot: Slot, run: ActiveRun): void {
     const job = run.job;
+    slot.account = job.account;
     const {
       wallTimeMs: _w,
       heapMb: _h,
@@ -364,11 +431,10 @@ export class WorkerPool {
    * cannot answer: the job then waits for that run's end, or its kill, which hands the job back).
    */
   private releaseStuck(now: number): void {
-    if (this.idle.length === 0) return;
     for (const s of this.slots) {
       const next = s.next;
       if (s.state !== "busy" || next === null || next.releaseAsked || s.run === null) continue;
-      if (now - s.run.startedAt < PIPELINE_RELEASE_MS) continue;
+      if (now - s.run.startedAt < PIPELINE_RELEASE_MS || !this.shouldRelease(next.job)) continue;
       next.releaseAsked = true;
       s.worker.postMessage({ type: "release", runId: next.runId });
     }
@@ -465,7 +531,15 @@ export class WorkerPool {
       execArgv: ["--expose-internals"],
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
     });
-    const slot: Slot = { worker, state: "starting", run: null, next: null, started, probeSentAt: null };
+    const slot: Slot = {
+      worker,
+      state: "starting",
+      run: null,
+      next: null,
+      started,
+      probeSentAt: null,
+      account: null,
+    };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));
     worker.on("error", (e: Error & { code?: string }) => {
@@ -608,7 +682,13 @@ export class WorkerPool {
       limits: run.job.limits,
       cryptoSlots: run.cryptoSlots,
     };
-    void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply);
+    // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
+    // if the run ends first.
+    this.keyOps.submit(
+      run.job.account,
+      () => serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply),
+      () => !run.done && slot.run === run,
+    );
   }
 
   private finishRun(

@@ -264,6 +264,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
       let result;
       try {
         result = await ctx.executor.run({
+          // Runs and key operations are shared fairly between accounts (docs/actions.md).
+          account: auth.principal.accountId,
           code,
           cid,
           jsParams,
