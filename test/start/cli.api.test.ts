@@ -106,12 +106,21 @@ describe("start: CLI commands against the real service", function () {
     expect(r.stdout, r.stderr).to.match(/^error: invalid_argument: /m);
   });
 
-  it("code whose CID is in no group is refused with the reason (exit 2, 403)", async () => {
+  it("the account key runs code from a file that no group lists (owner-direct, exit 0)", async () => {
+    const other = path.join(dir, "owner-direct.js");
+    fs.writeFileSync(other, "async function main() { return 41 + 1; }\n");
+    const r = await sigil(["run", other, "--pkp", pkp]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim()).to.equal("42");
+  });
+
+  it("a usage key running code whose CID is in no group is refused with the reason and the fix (exit 2, 403)", async () => {
     const other = path.join(dir, "other.js");
     fs.writeFileSync(other, "return 1;\n");
-    const r = await sigil(["run", other]);
+    const r = await sigil(["run", other], usageKey);
     expect(r.code).to.equal(2);
     expect(r.stderr).to.match(/^error 403 not_authorized_to_execute: /m);
+    expect(r.stderr).to.match(new RegExp(`npx sigil groups add ${group} --action Qm`));
   });
 
   it("keys update --metadata-only renames the key and keeps its scopes", async () => {
