@@ -292,7 +292,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       version: "1.0.0",
       description:
         "Programmable key management: accounts, scoped usage keys, PKPs, groups, actions. Errors are " +
-        '{"error": {"code", "message", "details"?}, "request_id"}; codes are listed in docs/errors.md. ' +
+        '{"error": {"code", "message", "details"?, "fix", "docs_url"}, "request_id"}; codes are listed in docs/errors.md. ' +
         "Every POST accepts an Idempotency-Key header (kept 24 h).",
     },
     servers: [{ url: "/" }],
@@ -1201,8 +1201,10 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
                 code: { type: "string", enum: Object.keys(ALL_ERRORS) },
                 message: str(),
                 details: { type: "object" },
+                fix: str("How to fix it (docs/errors.md's fix for this code)"),
+                docs_url: str("Where the code is explained: its entry in docs/errors.md"),
               },
-              ["code", "message"],
+              ["code", "message", "docs_url"],
             ),
             request_id: str(),
           },

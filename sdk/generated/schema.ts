@@ -6294,6 +6294,10 @@ export interface components {
           | "payment_processor_error";
         message: string;
         details?: Record<string, never>;
+        /** @description How to fix it (docs/errors.md's fix for this code) */
+        fix?: string;
+        /** @description Where the code is explained: its entry in docs/errors.md */
+        docs_url: string;
       };
       request_id: string;
     };

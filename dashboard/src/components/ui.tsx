@@ -4,10 +4,18 @@ import type { ShownError } from "../api";
 export function ErrorNote({ error }: { error: ShownError | null }) {
   if (!error) return null;
   return (
-    <p className="error" role="alert">
-      {error.message} <code className="code">{error.code}</code>
-      {error.status ? <span className="muted"> (HTTP {error.status})</span> : null}
-    </p>
+    <div className="error" role="alert">
+      <p>
+        {error.message} <code className="code">{error.code}</code>
+        {error.status ? <span className="muted"> (HTTP {error.status})</span> : null}
+      </p>
+      {error.fix ? (
+        <p className="fix" data-testid="error-fix">
+          <strong>How to fix:</strong> {error.fix}
+          {error.docsUrl ? <span className="muted"> ({error.docsUrl})</span> : null}
+        </p>
+      ) : null}
+    </div>
   );
 }
 
