@@ -164,7 +164,7 @@ function Shell() {
       </nav>
       <main id="main">
         {newKey ? (
-          <ShownOnce title="Your account key" value={newKey} onDone={() => setNewKey(null)} />
+          <ShownOnce heading={1} title="Your account key" value={newKey} onDone={() => setNewKey(null)} />
         ) : (
           <>
             <h1>{current.title}</h1>

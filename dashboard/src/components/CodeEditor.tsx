@@ -61,6 +61,8 @@ export function CodeEditor({
         javascript(),
         theme,
         syntaxHighlighting(highlight),
+        // Long lines wrap: no horizontal scrolling region (unusable on a phone, unreachable by keyboard).
+        EditorView.lineWrapping,
         EditorView.contentAttributes.of({ "aria-label": label }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) onChangeRef.current(u.state.doc.toString());

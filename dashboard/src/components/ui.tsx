@@ -140,12 +140,23 @@ export function ConfirmButton({
 }
 
 /** A secret shown once: copy it, tick "I have saved it", continue. Lives only in component state. */
-export function ShownOnce({ title, value, onDone }: { title: string; value: string; onDone: () => void }) {
+export function ShownOnce({
+  title,
+  value,
+  onDone,
+  heading = 2,
+}: {
+  title: string;
+  value: string;
+  onDone: () => void;
+  /** 1 where it is the page's only content (the new account's key). */
+  heading?: 1 | 2;
+}) {
   const [saved, setSaved] = useState(false);
   const checkId = useId();
   return (
     <section className="once" aria-label={title}>
-      <h2>{title}</h2>
+      {heading === 1 ? <h1>{title}</h1> : <h2>{title}</h2>}
       <p>This is the only time it is shown. Sigil keeps only a hash: store it in a password manager now.</p>
       <div className="row">
         <code className="secret" data-testid="shown-once-value">

@@ -145,8 +145,7 @@ function Runner({
         onSubmit={(e) => {
           e.preventDefault();
           const next: typeof errors = {};
-          if (source === "cid" && !isCid(cidInput.trim()))
-            next.cid = "Choose a pinned action, or paste a CID (Qm… or b…).";
+          if (source === "cid" && !isCid(cidInput.trim())) next.cid = "Not a CID (Qm… or b…).";
           if (!/^0x[0-9a-fA-F]{64}$/.test(pkpId)) next.pkp = "Choose a PKP.";
           if (!limitOk) next.limit = `A number of seconds from 0.1 to ${maxS} (this service's limit).`;
           const parsed = parseJson(params);
