@@ -9,6 +9,7 @@ import { CodeEditor } from "../components/CodeEditor";
 import { PinnedActions } from "../components/PinnedActions";
 import { CopyButton, ErrorNote, Field, short } from "../components/ui";
 import { startRun, useRecentRuns, type RunRecord } from "../recentRuns";
+import { useToast } from "../components/Toasts";
 import { useAction, useLoad } from "../useLoad";
 import { isCid, parseJson } from "../validate";
 
@@ -27,6 +28,7 @@ export default function Actions({ session }: { session: Session }) {
   // A CID chosen in the pinned list, for the runner (the counter makes choosing the same one again count).
   const [toRun, setToRun] = useState<{ cid: string; n: number } | null>(null);
   const pin = useAction();
+  const toast = useToast();
 
   useEffect(() => {
     let current = true;
@@ -60,7 +62,15 @@ export default function Actions({ session }: { session: Session }) {
               type="button"
               className="primary"
               disabled={pin.pending || !code.trim()}
-              onClick={() => void pin.run(() => sigil.pinAction(code)).then((r) => r && setPinned(r.cid))}
+              onClick={() =>
+                void pin
+                  .run(() => sigil.pinAction(code))
+                  .then((r) => {
+                    if (!r) return;
+                    setPinned(r.cid);
+                    toast(`Action pinned (${short(r.cid, 8)}).`);
+                  })
+              }
             >
               {pin.pending ? "Pinning…" : "Pin action"}
             </button>
