@@ -271,7 +271,9 @@ describe("start: CLI commands against the real service", function () {
   });
 
   it("billing history lists the sign-up credit and the charges, newest first", async () => {
-    const h = (await ok(["billing", "history", "--page-size", "100"])) as { items: { type: string; operation: string }[] };
+    const h = (await ok(["billing", "history", "--page-size", "100"])) as {
+      items: { type: string; operation: string }[];
+    };
     expect(h.items[h.items.length - 1]).to.include({ type: "credit", operation: "signup_credit" });
     expect(h.items.filter((i) => i.type === "debit").length).to.be.greaterThan(5);
   });
