@@ -197,7 +197,7 @@ export function executionRefusal(
   if (caller.principal.kind === "account") {
     const refusal = apiModeRefusal(caller);
     if (refusal) return refusal;
-    // Owner-direct (SPEC 5.4: the owner may invoke actions with PKPs, no scope required): the account key
+    // Owner-direct (background.md §5.4: the owner may invoke actions with PKPs, no scope required): the account key
     // runs any code, inline or by CID, with any PKP of its own account, no group needed.
     if (pkpId === undefined || caller.account.pkps.has(pkpId)) return null;
     return new ApiError(
