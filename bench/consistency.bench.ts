@@ -26,7 +26,7 @@ import { makeProvider } from "../relayer/chain/rpc";
 import { openDataLayer } from "../relayer/db";
 import { SignedRequestVerifier } from "../relayer/http/signedRequest";
 import { PermissionCache } from "../relayer/permissions/permissionCache";
-import { signRequest, usageKeyWallet } from "../sdk";
+import { signRequest, usageKeyWallet } from "../sdk/index";
 import { quietLogger, setupAccount, startStack } from "../test/helpers/stack";
 import { startBenchPostgres } from "./embeddedPostgres";
 

@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto";
 import type { Request } from "express";
 import { Wallet } from "ethers";
-import { signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../sdk";
+import { signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../sdk/index";
 import { SignedRequestVerifier } from "../relayer/http/signedRequest";
 import { siweHeaders, SiweVerifier } from "../relayer/http/siwe";
 

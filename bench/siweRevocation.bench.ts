@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Wallet } from "ethers";
-import { siweMessage, SESSION_KEY_RESOURCE } from "../sdk";
+import { siweMessage, SESSION_KEY_RESOURCE } from "../sdk/index";
 import { SiweVerifier } from "../relayer/http/siwe";
 import { sessionRevocationsFor, type SessionRevocations } from "../relayer/cluster/siweRevocations";
 import { type DataLayer, openDataLayer } from "../relayer/db";

@@ -82,7 +82,14 @@ export async function runCli(argv: string[]): Promise<number> {
         process.stdout.write(
           JSON.stringify(
             {
-              error: { status, code: e.code, message: e.shortMessage, details: e.details },
+              error: {
+                status,
+                code: e.code,
+                message: e.shortMessage,
+                details: e.details,
+                fix: e.fix,
+                docs_url: e.docsUrl,
+              },
               request_id: e.requestId,
             },
             null,
@@ -91,6 +98,9 @@ export async function runCli(argv: string[]): Promise<number> {
         );
       process.stderr.write(`error ${status} ${e.code}: ${e.shortMessage}\n`);
       if (e.details !== undefined && !json) process.stderr.write(`details: ${JSON.stringify(e.details)}\n`);
+      // What to do about it, under the message (the service's error catalogue).
+      if (e.fix) process.stderr.write(`fix: ${e.fix}\n`);
+      if (e.docsUrl && !json) process.stderr.write(`docs: ${e.docsUrl}\n`);
       return EXIT.api;
     }
     throw e;

@@ -30,10 +30,12 @@ export class Output {
 
   /**
    * Shows that something is waiting (typically for a transaction to land). On a terminal a spinner with
-   * the elapsed time; elsewhere one line when it starts and one when it ends.
+   * the elapsed time; elsewhere one line when it starts and one when it ends: ✓, or ✗ when it threw or
+   * `failed` says its value is a failure (an action that threw, answered 200).
    */
-  async progress<T>(label: string, work: Promise<T>): Promise<T> {
+  async progress<T>(label: string, work: Promise<T>, failed?: (value: T) => boolean): Promise<T> {
     if (this.opts.quiet) return work;
+    const mark = (v: T) => (failed?.(v) ? "✗" : "✓");
     const tty = (this.err as NodeJS.WriteStream).isTTY === true;
     const started = Date.now();
     const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
@@ -41,7 +43,7 @@ export class Output {
       this.err.write(`… ${label}\n`);
       try {
         const v = await work;
-        this.err.write(`✓ ${label} (${elapsed()})\n`);
+        this.err.write(`${mark(v)} ${label} (${elapsed()})\n`);
         return v;
       } catch (e) {
         this.err.write(`✗ ${label} (${elapsed()})\n`);
@@ -55,7 +57,7 @@ export class Output {
     const timer = setInterval(draw, 80);
     try {
       const v = await work;
-      this.err.write(`\r✓ ${label} (${elapsed()})\x1b[K\n`);
+      this.err.write(`\r${mark(v)} ${label} (${elapsed()})\x1b[K\n`);
       return v;
     } catch (e) {
       this.err.write(`\r✗ ${label} (${elapsed()})\x1b[K\n`);

@@ -140,7 +140,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   unknown_api_key: {
     status: 401,
     why: "The key is well formed but not registered, or it was removed. Removal takes effect on the next request.",
-    fix: "Use a live key; ask the account owner for a new usage key.",
+    fix: "Use a live key (check SIGIL_API_KEY: the whole ak_… or uk_… value); ask the account owner for a new usage key (npx sigil keys add).",
   },
   invalid_operator_token: {
     status: 401,
@@ -236,12 +236,12 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   missing_scope: {
     status: 403,
     why: "The usage key lacks the scope the operation needs; `details.scope` and `details.group_id` name it (group_id 0 = account-wide).",
-    fix: "Ask the owner to grant that scope with update_usage_api_key.",
+    fix: "The owner grants it: npx sigil keys update <key id> --name <name> with the scope's flag (--can-create-pkps, --can-create-groups, --can-delete-groups, --manage-actions <group>, --add-pkp <group>, --remove-pkp <group>) and the key's other permissions (update replaces them all), or the dashboard's usage-key form.",
   },
   not_authorized_to_execute: {
     status: 403,
-    why: "No group that this key may execute in lists both this CID and this PKP; the message names both.",
-    fix: "Add the CID and the PKP to a group, and grant the key execute on that group.",
+    why: "A usage key: no group that this key may execute in lists both this CID and this PKP; the message names both, and `details.group_id`, `details.missing` and `details.command` say what to add where. The account key: the PKP is not one of this account's (it runs any code with its own PKPs, no group needed).",
+    fix: "Run the command in `details.command` with the account key: npx sigil groups add <group> --action <cid> and/or --pkp <pkp id> (a group the key may execute in), or grant the key execute on a group that lists both (npx sigil keys update <key id> --name <name> --execute <group>).",
   },
   not_authorized_to_pin: {
     status: 403,

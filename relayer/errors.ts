@@ -1,7 +1,24 @@
+import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
+import { ERROR_CATALOGUE } from "./errorCatalogue";
+
+/**
+ * Where an error code is explained: its row in docs/errors.md (each row carries an anchor named after
+ * the code). A path in the repository: the documentation ships with the code.
+ */
+export function errorDocsUrl(code: string): string {
+  return `docs/errors.md#${code}`;
+}
+
+/** What every error body carries to teach: the catalogue's fix for the code, and where it is documented. */
+export function errorHelp(code: string): { fix?: string; docs_url: string } {
+  const entry = ERROR_CATALOGUE[code] ?? BILLING_ERROR_CATALOGUE[code];
+  return entry ? { fix: entry.fix, docs_url: errorDocsUrl(code) } : { docs_url: errorDocsUrl(code) };
+}
+
 /**
  * The one error type of the HTTP API. Every refusal the service makes is an ApiError with a stable
  * `code` listed in docs/errors.md, and is rendered as
- *   {"error": {"code", "message", "details"?}, "request_id"}
+ *   {"error": {"code", "message", "details"?, "fix", "docs_url"}, "request_id"}
  * with `status` as the HTTP status (design §8, docs/background.md). Anything else that reaches the error handler
  * is a bug and becomes a 500 `internal_error` without leaking its message.
  */
@@ -26,10 +43,20 @@ export class ApiError extends Error {
     this.retryAfter = options.retryAfter;
   }
 
-  toJSON(): { code: string; message: string; details?: Record<string, unknown> } {
-    return this.details === undefined
-      ? { code: this.code, message: this.message }
-      : { code: this.code, message: this.message, details: this.details };
+  /** The body's `error`: code, message, details (if any), and the catalogue's fix with its docs_url. */
+  toJSON(): {
+    code: string;
+    message: string;
+    details?: Record<string, unknown>;
+    fix?: string;
+    docs_url: string;
+  } {
+    return {
+      code: this.code,
+      message: this.message,
+      ...(this.details === undefined ? {} : { details: this.details }),
+      ...errorHelp(this.code),
+    };
   }
 }
 

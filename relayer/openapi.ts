@@ -81,7 +81,10 @@ const usageKeyFields: Record<string, Schema> = {
   can_execute_in_groups: groupIds,
   created_at: nullable(int("Unix seconds (block time of registration)")),
 };
-const usageKeyItem = out(usageKeyFields);
+const usageKeyItem = out({
+  ...usageKeyFields,
+  state: { type: "string", enum: ["active", "expired", "revoked"] },
+});
 
 function page(item: Schema): Schema {
   return out({ items: arr(item), page_number: int(), page_size: int(), total: int() });
@@ -292,7 +295,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       version: "1.0.0",
       description:
         "Programmable key management: accounts, scoped usage keys, PKPs, groups, actions. Errors are " +
-        '{"error": {"code", "message", "details"?}, "request_id"}; codes are listed in docs/errors.md. ' +
+        '{"error": {"code", "message", "details"?, "fix", "docs_url"}, "request_id"}; codes are listed in docs/errors.md. ' +
         "Every POST accepts an Idempotency-Key header (kept 24 h).",
     },
     servers: [{ url: "/" }],
@@ -394,10 +397,18 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
       },
       "/core/v1/list_api_keys": {
         get: op({
-          summary: "List usage keys (never their values)",
-          params: pagingParams,
+          summary:
+            "List usage keys (never their values); include=all also lists expired and revoked keys, each with its state",
+          params: [
+            ...pagingParams,
+            {
+              name: "include",
+              in: "query",
+              schema: { type: "string", enum: ["live", "all"], default: "live" },
+            },
+          ],
           ok: page(usageKeyItem),
-          errors: ["owner_only", "invalid_pagination"],
+          errors: ["owner_only", "invalid_pagination", "invalid_request"],
         }),
       },
       "/core/v1/update_usage_api_key": {
@@ -1239,8 +1250,10 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
                 code: { type: "string", enum: Object.keys(ALL_ERRORS) },
                 message: str(),
                 details: { type: "object" },
+                fix: str("How to fix it (docs/errors.md's fix for this code)"),
+                docs_url: str("Where the code is explained: its entry in docs/errors.md"),
               },
-              ["code", "message"],
+              ["code", "message", "docs_url"],
             ),
             request_id: str(),
           },

@@ -14,8 +14,9 @@
  *  - A usage key needs the scope. Account-wide scopes (pkp:create, group:create, group:delete) are flags;
  *    a per-group scope on id 0 is the wildcard, and on any other id counts only while that id is a live
  *    group of the key's account (a deleted group's scope entries grant nothing).
- *  - Executing needs some live group the caller may execute in that lists the action's CID and, when the
- *    request names one, the PKP. The owner (account key in API mode) may execute in every group.
+ *  - A usage key executes only in some live group it may execute in that lists the action's CID and, when
+ *    the request names one, the PKP. The owner (account key in API mode) runs any code, inline or by CID,
+ *    with any PKP of its own account, no group needed (owner-direct, docs/api.md).
  *  - Key management and ownership transfer are the owner's only: 403 owner_only for a usage key.
  */
 import type { Enclave } from "../enclave";
@@ -196,15 +197,55 @@ export function executionRefusal(
   if (caller.principal.kind === "account") {
     const refusal = apiModeRefusal(caller);
     if (refusal) return refusal;
+    // Owner-direct (background.md §5.4: the owner may invoke actions with PKPs, no scope required): the account key
+    // runs any code, inline or by CID, with any PKP of its own account, no group needed.
+    if (pkpId === undefined || caller.account.pkps.has(pkpId)) return null;
+    return new ApiError(
+      403,
+      "not_authorized_to_execute",
+      `PKP ${pkpId} is not a PKP of this account: the account key runs code with its own account's PKPs only.`,
+      { details: { cid, pkp_id: pkpId } },
+    );
   }
   if (canExecute(caller, cidHash, pkpId)) return null;
+  return usageKeyRefusal(caller, cid, cidHash, pkpId);
+}
+
+/**
+ * A usage key's not_authorized_to_execute, saying what would make the run allowed: which group to add
+ * the CID or the PKP to (a group the key already executes in), with the CLI command the owner runs.
+ */
+function usageKeyRefusal(caller: Caller, cid: string, cidHash: string, pkpId?: string): ApiError {
+  const what = pkpId
+    ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
+    : `No group that this key may execute in lists action ${cid}.`;
+  const groups = executableGroups(caller);
+  const base = { cid, pkp_id: pkpId ?? null };
+  if (groups.length === 0) {
+    const id = caller.key?.address ?? "<key id>";
+    const command = `npx sigil keys update ${id} --name <name> --execute <group id> (repeat the key's other permissions: update replaces them all)`;
+    return new ApiError(
+      403,
+      "not_authorized_to_execute",
+      `${what} This key may execute in no group: the account owner grants it execute on a group that lists the action${pkpId ? " and the PKP" : ""}: ${command}.`,
+      { details: { ...base, group_id: null, missing: ["execute"], command } },
+    );
+  }
+  const hasAction = (g: GroupRecord) => g.actions.has(cidHash);
+  const hasPkp = (g: GroupRecord) => pkpId === undefined || g.pkps.has(pkpId);
+  const g = groups.find(hasPkp) ?? groups.find(hasAction) ?? groups[0];
+  const missing = [...(hasAction(g) ? [] : ["action"]), ...(hasPkp(g) ? [] : ["pkp"])];
+  const command =
+    `npx sigil groups add ${g.id}` +
+    (missing.includes("action") ? ` --action ${cid}` : "") +
+    (missing.includes("pkp") ? ` --pkp ${pkpId}` : "");
+  const label = g.name ? `group ${g.id} (${JSON.stringify(g.name)})` : `group ${g.id}`;
+  const items = missing.map((m) => (m === "action" ? "the action" : "the PKP")).join(" and ");
   return new ApiError(
     403,
     "not_authorized_to_execute",
-    pkpId
-      ? `No group that this key may execute in lists both action ${cid} and PKP ${pkpId}.`
-      : `No group that this key may execute in lists action ${cid}.`,
-    { details: { cid, pkp_id: pkpId ?? null } },
+    `${what} Add ${items} to ${label}, where this key may execute: ${command} (with the account key, or a key with that group's scopes).`,
+    { details: { ...base, group_id: g.id, missing, command } },
   );
 }
 

@@ -26,6 +26,10 @@ export interface SigilErrorInit {
   cause?: unknown;
   /** METHOD path of the request, for the message. */
   request?: string;
+  /** The service's `error.fix`: how to fix it (docs/errors.md). */
+  fix?: string;
+  /** The service's `error.docs_url`: the code's entry in docs/errors.md. */
+  docsUrl?: string;
 }
 
 export class SigilError extends Error {
@@ -38,6 +42,10 @@ export class SigilError extends Error {
   readonly requestId?: string;
   /** The service's `error.details` (which field, which limit, ...). */
   readonly details?: Record<string, unknown>;
+  /** How to fix it, from the service's error catalogue (`error.fix`); show it under the message. */
+  readonly fix?: string;
+  /** Where the code is explained (`error.docs_url`: its entry in docs/errors.md). */
+  readonly docsUrl?: string;
 
   constructor(shortMessage: string, init: SigilErrorInit) {
     const lines = [shortMessage, ""];
@@ -46,6 +54,8 @@ export class SigilError extends Error {
     else lines.push(`Code: ${init.code}`);
     if (init.details && Object.keys(init.details).length)
       lines.push(`Details: ${JSON.stringify(init.details)}`);
+    if (init.fix) lines.push(`Fix: ${init.fix}`);
+    if (init.docsUrl) lines.push(`Docs: ${init.docsUrl}`);
     if (init.requestId) lines.push(`Request id: ${init.requestId}`);
     super(lines.join("\n"), init.cause === undefined ? undefined : { cause: init.cause });
     this.shortMessage = shortMessage;
@@ -53,6 +63,8 @@ export class SigilError extends Error {
     this.status = init.status;
     this.requestId = init.requestId;
     this.details = init.details;
+    this.fix = init.fix;
+    this.docsUrl = init.docsUrl;
   }
 }
 
@@ -76,7 +88,7 @@ export async function errorFromResponse(response: Response, request: string): Pr
     });
   }
   const envelope = body as {
-    error?: { code?: unknown; message?: unknown; details?: unknown };
+    error?: { code?: unknown; message?: unknown; details?: unknown; fix?: unknown; docs_url?: unknown };
     request_id?: unknown;
   };
   if (!envelope?.error || typeof envelope.error.code !== "string") {
@@ -96,5 +108,7 @@ export async function errorFromResponse(response: Response, request: string): Pr
         ? (envelope.error.details as Record<string, unknown>)
         : undefined,
     request,
+    fix: typeof envelope.error.fix === "string" ? envelope.error.fix : undefined,
+    docsUrl: typeof envelope.error.docs_url === "string" ? envelope.error.docs_url : undefined,
   });
 }

@@ -1,14 +1,17 @@
 /**
- * Right after a key, group or PKP change, the first execution may be refused for a moment (the service
- * applies chain events as they are mined: the way to know is to poll the real execution path, not to sleep a fixed
- * time). This runs the execution itself until it is accepted, within a deadline, and returns its
- * result. Only refusals that mean "not visible yet" are retried; anything else is thrown at once.
+ * Right after a group or PKP change, or a new grant, the first execution may be refused for a moment (the
+ * service applies chain events as they are mined: the way to know is to poll the real execution path, not
+ * to sleep a fixed time). This runs the execution itself until it is accepted, within a deadline, and
+ * returns its result. Only refusals that can become executable are retried (a grant, a PKP or an action
+ * still propagating); anything else is thrown at once. In particular a key the service does not know
+ * (`unknown_api_key`: wrong, or revoked), an expired one (`api_key_expired`) or a malformed one
+ * (`invalid_api_key`) fails on the first answer: the service looks up a key it has not seen yet in the
+ * registry before answering, so waiting would not change it.
  */
 import { SigilError } from "./errors";
 import type { ExecuteParams, ExecutionResult } from "./types";
 
 export const NOT_YET_VISIBLE = new Set<string>([
-  "unknown_api_key",
   "not_authorized_to_execute",
   "pkp_not_found",
   "action_not_found",

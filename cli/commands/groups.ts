@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { UsageError } from "../api";
 import { collect, contextOf, groupId } from "../context";
-import { fields, list, table } from "../output";
+import type { CliClient } from "../api";
+import { fields, list, table, type Output } from "../output";
 
 interface MemberFlags {
   pkp?: string[];
@@ -16,6 +17,37 @@ const splitAll = (v: string[] | undefined) =>
       .filter(Boolean),
   );
 
+/**
+ * CIDs among `cids` that are not pinned on this service. A run of such an action fetches it from the IPFS
+ * gateways, or fails with action_not_found: usually a typo, or code pinned on another Sigil. Undefined
+ * when the key may not list the pins (then nothing is said).
+ */
+async function notPinnedHere(client: CliClient, cids: string[]): Promise<string[] | undefined> {
+  if (cids.length === 0) return [];
+  const pinned = new Set<string>();
+  try {
+    for (let page = 0; ; page++) {
+      const r = await client.request<{ items: { cid: string }[]; total: number }>(
+        "GET",
+        "/core/v1/actions/pinned",
+        { query: { page_number: String(page), page_size: "100" } },
+      );
+      for (const p of r.items) pinned.add(p.cid);
+      if (r.items.length < 100 || pinned.size >= r.total) break;
+    }
+  } catch {
+    return undefined;
+  }
+  return cids.filter((c) => !pinned.has(c));
+}
+
+async function warnNotPinned(client: CliClient, out: Output, cids: string[]): Promise<void> {
+  for (const cid of (await notPinnedHere(client, cids)) ?? [])
+    out.error(
+      `warning: action ${cid} is not pinned on this service: a run will fetch it from the IPFS gateways, or fail with action_not_found. Pin the code with npx sigil actions pin <file>.`,
+    );
+}
+
 export function registerGroups(program: Command): void {
   const groups = program.command("groups").description("groups: a set of PKPs and a set of action CIDs");
 
@@ -28,6 +60,7 @@ export function registerGroups(program: Command): void {
     .option("--action <cid>", "an action CID to include (repeatable)", collect)
     .action(async (o: MemberFlags & { name: string; description?: string }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
+      await warnNotPinned(client, out, splitAll(o.action));
       const r = await out.progress(
         "creating the group on chain",
         // Typed SDK calls: with a usage key, writes are signed forward requests (the key is never sent).
@@ -94,6 +127,7 @@ export function registerGroups(program: Command): void {
         const actions = splitAll(o.action);
         if (pkps.length === 0 && actions.length === 0)
           throw new UsageError(`groups ${verb}: give at least one --pkp or --action.`);
+        if (verb === "add") await warnNotPinned(client, out, actions);
         const results: Record<string, unknown> = {};
         const other = verb === "add" ? "remove" : "add";
         if (actions.length > 0)

@@ -14,6 +14,7 @@ interface PermissionFlags {
   addPkp?: string[];
   removePkp?: string[];
   expiration?: string;
+  spendCap?: string;
 }
 
 function withPermissionFlags(cmd: Command): Command {
@@ -34,7 +35,17 @@ function withPermissionFlags(cmd: Command): Command {
       "groups where it may remove PKPs, e.g. 1,2, or all (group:removePkp)",
       collect,
     )
-    .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)");
+    .option("--expiration <time>", "expiry: ISO date/time or unix seconds (default: never)")
+    .option(
+      "--spend-cap <cents>",
+      "the most this key may spend, in cents (billing; default: no cap); its runs are refused with spend_cap_reached past it",
+    );
+}
+
+function parseSpendCap(v: string): number {
+  if (!/^\d{1,12}$/.test(v.trim()))
+    throw new UsageError(`--spend-cap: ${JSON.stringify(v)} is not a number of cents (e.g. --spend-cap 50).`);
+  return Number(v.trim());
 }
 
 /** The request body of add/update: the full permission set (docs/background.md §4.1 rule 2: anything omitted is reset). */
@@ -52,6 +63,7 @@ function permissionBody(o: PermissionFlags): Record<string, unknown> {
   };
   if (o.description !== undefined) body.description = o.description;
   if (o.expiration !== undefined) body.expiration = parseExpiration(o.expiration);
+  if (o.spendCap !== undefined) body.spend_cap_cents = parseSpendCap(o.spendCap);
   return body;
 }
 
@@ -77,6 +89,8 @@ function grants(k: Record<string, unknown>): string[] {
   if (k.can_create_groups) lines.push(`${"create groups".padEnd(14)}yes`);
   if (k.can_delete_groups) lines.push(`${"delete groups".padEnd(14)}yes`);
   if (k.can_create_pkps) lines.push(`${"create pkps".padEnd(14)}yes`);
+  if (typeof k.spend_cap_cents === "number")
+    lines.push(`${"spend cap".padEnd(14)}${k.spend_cap_cents} cents`);
   return lines;
 }
 
@@ -141,18 +155,20 @@ export function registerKeys(program: Command): void {
     .description("list usage keys (values are never shown)")
     .option("--page <n>", "page number, from 0", "0")
     .option("--page-size <n>", "items per page (1..100)", "100")
-    .action(async (o: { page: string; pageSize: string }, cmd: Command) => {
+    .option("--all", "also list expired and revoked keys, with their state")
+    .action(async (o: { page: string; pageSize: string; all?: boolean }, cmd: Command) => {
       const { client, out } = contextOf(cmd);
       const r = await client.request<{ items: Record<string, unknown>[]; total?: number }>(
         "GET",
         "/core/v1/list_api_keys",
         {
-          query: { page_number: o.page, page_size: o.pageSize },
+          query: { page_number: o.page, page_size: o.pageSize, ...(o.all ? { include: "all" } : {}) },
         },
       );
+      const headers = ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "spent"];
       out.result(r, () =>
         table(
-          ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "spent"],
+          o.all ? [...headers, "state"] : headers,
           (r.items ?? []).map((k) => [
             String(k.id),
             String(k.name ?? ""),
@@ -168,6 +184,7 @@ export function registerKeys(program: Command): void {
               .filter(Boolean)
               .join(",") || "-",
             spent(k),
+            ...(o.all ? [String(k.state ?? "active")] : []),
           ]),
         ),
       );

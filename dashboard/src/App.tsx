@@ -15,6 +15,8 @@ import { UsageKeys } from "./pages/UsageKeys";
 import { Billing } from "./pages/Billing";
 import { Ownership } from "./pages/Ownership";
 import { ShownOnce, Loading } from "./components/ui";
+import { ToastProvider } from "./components/Toasts";
+import { forgetRuns } from "./recentRuns";
 
 // The action editor carries CodeMirror: loaded when the page is opened, not on the first page.
 const Actions = lazy(() => import("./pages/Actions"));
@@ -43,6 +45,14 @@ function pageFromHash(): string {
 }
 
 export function App() {
+  return (
+    <ToastProvider>
+      <Shell />
+    </ToastProvider>
+  );
+}
+
+function Shell() {
   const [theme, setTheme] = useState<Theme>(initialTheme);
   useEffect(() => applyTheme(theme), [theme]);
 
@@ -82,6 +92,7 @@ export function App() {
     // stops working too; the tab forgets it whatever the answer (an expired session has nothing to end).
     if (session?.kind === "owner") await session.sigil.signOut().catch(() => undefined);
     forgetKey();
+    forgetRuns();
     setKey(null);
     setOwnerSession(null);
     setNewKey(null);
@@ -153,7 +164,7 @@ export function App() {
       </nav>
       <main id="main">
         {newKey ? (
-          <ShownOnce title="Your account key" value={newKey} onDone={() => setNewKey(null)} />
+          <ShownOnce heading={1} title="Your account key" value={newKey} onDone={() => setNewKey(null)} />
         ) : (
           <>
             <h1>{current.title}</h1>

@@ -34,12 +34,23 @@ export interface ShownError {
   status?: number;
   /** The service's `error.details` (which field, which limit, a payment's failure reason). */
   details?: Record<string, unknown>;
+  /** How to fix it (the service's error catalogue), shown under the message. */
+  fix?: string;
+  /** The code's entry in docs/errors.md. */
+  docsUrl?: string;
 }
 
-/** Every failure as the user sees it: the API's message and its stable code. */
+/** Every failure as the user sees it: the API's message, its stable code and how to fix it. */
 export function describeError(err: unknown): ShownError {
   if (isSigilError(err))
-    return { message: err.shortMessage, code: err.code, status: err.status, details: err.details };
+    return {
+      message: err.shortMessage,
+      code: err.code,
+      status: err.status,
+      details: err.details,
+      fix: err.fix,
+      docsUrl: err.docsUrl,
+    };
   return { message: err instanceof Error ? err.message : String(err), code: "client_error" };
 }
 

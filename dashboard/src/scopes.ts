@@ -37,16 +37,19 @@ export function emptyScopes(): Scopes {
   };
 }
 
-export function groupsText(ids: number[]): string {
+/** Group ids for people: their names where known ("demo, billing"), "group 7" for one without. */
+export function groupsText(ids: number[], names?: Map<number, string>): string {
   if (ids.includes(ALL_GROUPS)) return "all groups";
+  const label = (id: number) => names?.get(id) || `group ${id}`;
+  if (names) return ids.map(label).join(", ");
   return ids.length === 1 ? `group ${ids[0]}` : `groups ${ids.join(", ")}`;
 }
 
-/** "execute: all groups; create PKPs", or "no permissions". */
-export function scopeSummary(s: Scopes): string {
+/** "execute: demo; create PKPs", or "no permissions". */
+export function scopeSummary(s: Scopes, names?: Map<number, string>): string {
   const parts: string[] = [];
   for (const g of GROUP_SCOPES)
-    if (s.groups[g.field].length) parts.push(`${g.label}: ${groupsText(s.groups[g.field])}`);
+    if (s.groups[g.field].length) parts.push(`${g.label}: ${groupsText(s.groups[g.field], names)}`);
   for (const f of FLAGS) if (s.flags[f.field]) parts.push(f.label);
   return parts.length ? parts.join("; ") : "no permissions";
 }
@@ -66,4 +69,9 @@ export function scopesOf(k: Listed): Scopes {
   for (const f of FLAGS) s.flags[f.field] = k[f.field];
   for (const g of GROUP_SCOPES) s.groups[g.field] = [...k[g.listed]];
   return s;
+}
+
+/** Whether the scopes grant anything at all. */
+export function grantsAnything(s: Scopes): boolean {
+  return Object.values(s.flags).some(Boolean) || Object.values(s.groups).some((ids) => ids.length > 0);
 }

@@ -38,4 +38,6 @@ export function saveKey(key: string): void {
 export function forgetKey(): void {
   sessionStorage.removeItem(SLOT);
   sessionStorage.removeItem(OWNER_SLOT);
+  // The tab's recent runs (recentRuns.ts) belong to the session too.
+  sessionStorage.removeItem("sigil.session.runs");
 }

@@ -25,6 +25,11 @@ export class RegistryReader {
     private readonly onTransient?: (err: unknown) => void,
   ) {}
 
+  /** Raw JSON-RPC on the reader's node (eth_getLogs for an account's history, relayer/keyHistory.ts). */
+  send(method: string, params: unknown[]): Promise<unknown> {
+    return this.provider.send(method, params);
+  }
+
   /** `from`: the caller the registry sees (`_msgSender`), for simulating a write without sending it. */
   async call(fn: string, args: unknown[], blockTag?: number, from?: string): Promise<Result> {
     const data = registryInterface.encodeFunctionData(fn, args);

@@ -1,6 +1,7 @@
 /**
  * The one place errors become HTTP answers. ApiErrors render as
- *   {"error": {"code", "message", "details"?}, "request_id"}
+ *   {"error": {"code", "message", "details"?, "fix", "docs_url"}, "request_id"}
+ * (`fix` is the catalogue's, relayer/errorCatalogue.ts; `docs_url` the code's entry in docs/errors.md)
  * with their status (and Retry-After). Body-parser failures are the client's, not ours: malformed JSON is
  * 400 invalid_json, an oversized body 413 payload_too_large. Anything else is a bug: 500 internal_error,
  * logged with its stack, without leaking its message.

@@ -13,6 +13,16 @@ import { firstEvent, handler, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, paginate, parseAddress, parsePage } from "../http/validate";
 import { keyItem } from "../present";
+import { revokedKeys } from "../keyHistory";
+
+/** `include` of list_api_keys: absent or "live" (the live keys), or "all" (also expired and revoked ones). */
+function readInclude(v: unknown): boolean {
+  if (v === undefined || v === "" || v === "live") return false;
+  if (v === "all") return true;
+  throw new ApiError(400, "invalid_request", '`include` must be "live" (the default) or "all".', {
+    details: { field: "include", allowed: ["live", "all"] },
+  });
+}
 
 export function keyRoutes(ctx: RelayerContext): Router {
   const r = Router();
@@ -130,14 +140,40 @@ export function keyRoutes(ctx: RelayerContext): Router {
     handler(ctx, async (req, res) => {
       const auth = authOf(res);
       requireOwnerRead(auth);
-      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
+      const query = req.query as Record<string, unknown>;
+      const page = parsePage(query, limits.maxPageSize);
+      const all = readInclude(query.include);
       const now = nowSeconds();
-      // The registry's listKeys leaves expired keys out; so does this list.
-      const keys = [...auth.account.keys.values()]
-        .filter((k) => k.expiration === 0 || now < k.expiration)
-        .sort((x, y) => (x.createdAt ?? 0) - (y.createdAt ?? 0) || x.address.localeCompare(y.address));
+      const live = (k: KeyRecord) => k.expiration === 0 || now < k.expiration;
+      // The registry's listKeys leaves expired keys out; so does this list, unless include=all, which
+      // also lists expired keys and the revoked ones (from the registry's events), each with its state.
+      const keys: { k: KeyRecord; state: "active" | "expired" | "revoked" }[] = [
+        ...auth.account.keys.values(),
+      ]
+        .filter((k) => all || live(k))
+        .map((k) => ({ k, state: live(k) ? ("active" as const) : ("expired" as const) }));
+      if (all) {
+        const revoked = await revokedKeys(
+          ctx.reader,
+          ctx.reader.address,
+          auth.account.id,
+          ctx.cfg.deployBlock,
+          ctx.cache.lastProcessedBlock,
+        );
+        for (const k of revoked) if (!auth.account.keys.has(k.address)) keys.push({ k, state: "revoked" });
+      }
+      keys.sort(
+        (x, y) => (x.k.createdAt ?? 0) - (y.k.createdAt ?? 0) || x.k.address.localeCompare(y.k.address),
+      );
       const p = paginate(keys, page);
-      return { body: { ...p, items: await Promise.all(p.items.map((k) => keyItem(k, ctx.billing))) } };
+      return {
+        body: {
+          ...p,
+          items: await Promise.all(
+            p.items.map(async ({ k, state }) => ({ ...(await keyItem(k, ctx.billing)), state })),
+          ),
+        },
+      };
     }),
   );
 

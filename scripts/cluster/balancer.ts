@@ -15,6 +15,7 @@
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
+import { errorHelp } from "../../relayer/errors";
 
 export interface Backend {
   id: string;
@@ -57,7 +58,10 @@ function sendError(
     res.destroy();
     return;
   }
-  const body = JSON.stringify({ error: { code, message, details: null }, request_id: null });
+  const body = JSON.stringify({
+    error: { code, message, details: null, ...errorHelp(code) },
+    request_id: null,
+  });
   res.writeHead(status, {
     "content-type": "application/json; charset=utf-8",
     "content-length": Buffer.byteLength(body),

@@ -19,7 +19,7 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     "",
     `Sigil is running at ${s.url}`,
     "",
-    `  dashboard    ${s.url}/  (open it in a browser)`,
+    `  dashboard    ${s.url}/  (open it in a browser: the whole walk-through, no terminal needed)`,
     `  chain        ${s.chainId} (${chain})`,
     `  registry     ${s.deployment.registry}${s.freshDeployment ? "  (deployed now)" : ""}`,
     `  forwarder    ${s.deployment.forwarder}`,
@@ -35,14 +35,16 @@ export function banner(config: SigilConfig, s: BannerFacts): string {
     "",
     // A restart is not a first visit: say that the state is back before suggesting a new account.
     ...(s.freshDeployment
-      ? ["Next: create an account (in another terminal):"]
+      ? [`Next: open ${s.url}/ in a browser, or create an account in another terminal:`]
       : [
           "Resumed: every account, key, group, PKP and balance in the data folder is as you left it.",
-          "New here? Create an account (in another terminal):",
+          `New here? Open ${s.url}/ in a browser, or create an account in another terminal:`,
         ]),
     "",
-    // Any non-default URL (PORT, SIGIL_HOST) must reach the CLI too, or its first command fails.
-    `  ${s.url === "http://127.0.0.1:8000" ? "" : `SIGIL_URL=${s.url} `}npx sigil account create --name "my first account"`,
+    // Any non-default URL (PORT, SIGIL_HOST) must reach the CLI too, or its first command fails; exported
+    // as README.md does, so every later command of the walk-through gets it as well.
+    ...(s.url === "http://127.0.0.1:8000" ? [] : [`  export SIGIL_URL=${s.url}`]),
+    `  npx sigil account create --name "my first account"`,
     "",
     "Then follow the walk-through in README.md. Stop with Ctrl-C; npm start again resumes with everything kept.",
     "",

@@ -723,12 +723,13 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** List usage keys (never their values) */
+    /** List usage keys (never their values); include=all also lists expired and revoked keys, each with its state */
     get: {
       parameters: {
         query?: {
           page_number?: number;
           page_size?: number;
+          include?: "live" | "all";
         };
         header?: never;
         path?: never;
@@ -765,6 +766,8 @@ export interface paths {
                 /** @description Group ids; 0 is the wildcard for every group of the account. */
                 can_execute_in_groups: number[];
                 created_at: number | null;
+                /** @enum {string} */
+                state: "active" | "expired" | "revoked";
               }[];
               page_number: number;
               page_size: number;
@@ -772,7 +775,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination, invalid_request */
         400: {
           headers: {
             [name: string]: unknown;
@@ -6314,6 +6317,10 @@ export interface components {
           | "payment_processor_error";
         message: string;
         details?: Record<string, never>;
+        /** @description How to fix it (docs/errors.md's fix for this code) */
+        fix?: string;
+        /** @description Where the code is explained: its entry in docs/errors.md */
+        docs_url: string;
       };
       request_id: string;
     };

@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { ethers } from "ethers";
 import { canonicalJson, measureEnclave } from "../../enclave";
-import { AttestationError, createSigil, verifyAttestation, type AttestationDocument } from "../../sdk";
+import { AttestationError, createSigil, verifyAttestation, type AttestationDocument } from "../../sdk/index";
 import { startStack, type Stack } from "../helpers/stack";
 
 const REPO = path.resolve(__dirname, "..", "..");

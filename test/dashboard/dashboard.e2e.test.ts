@@ -152,7 +152,7 @@ describe("dashboard: end to end in Chromium", function () {
     const { page } = owner;
     await visit(owner, "groups", "Groups");
     await page.getByLabel("Group name").fill("demo");
-    await page.getByLabel("Action CIDs").fill("QmNotACid");
+    await page.getByLabel("Other action CIDs").fill("QmNotACid");
     owner.requests.length = 0;
     await page.getByRole("button", { name: "Create group" }).click();
     await page.getByText('"QmNotACid" is not a CID').waitFor();
@@ -162,8 +162,10 @@ describe("dashboard: end to end in Chromium", function () {
   it("creates a group with the PKP and the pinned action", async () => {
     const { page } = owner;
     await page.getByRole("checkbox", { name: /signer/ }).check();
-    await page.getByLabel("Action CIDs").fill(s.cid!);
+    await page.getByLabel("Other action CIDs").fill("");
+    await page.getByRole("group", { name: "Pinned actions in the group" }).getByRole("checkbox").check();
     await page.getByRole("button", { name: "Create group" }).click();
+    await page.getByTestId("toasts").getByText("Group “demo” created").waitFor();
     const row = page.locator("tr[data-group-id]");
     await row.waitFor();
     s.groupId = Number(await row.getAttribute("data-group-id"));
@@ -189,10 +191,7 @@ describe("dashboard: end to end in Chromium", function () {
     expect(s.usageKey).to.match(/^uk_[0-9a-f]{64}$/);
     await page.getByLabel("I have saved it").check();
     await page.getByRole("button", { name: "Continue" }).click();
-    await page
-      .getByTestId("scope-summary")
-      .filter({ hasText: `execute: group ${s.groupId}` })
-      .waitFor();
+    await page.getByTestId("scope-summary").filter({ hasText: "execute: demo" }).waitFor();
     await check(page, "usage-keys");
   });
 
@@ -211,7 +210,9 @@ describe("dashboard: end to end in Chromium", function () {
     await page.getByLabel("Params (JSON object)").fill('{ "message": "hello from the dashboard" }');
     await page.getByRole("button", { name: "Run", exact: true }).click();
     await page.getByTestId("run-result").waitFor();
-    expect(await page.getByTestId("has-error").textContent()).to.equal("false");
+    expect(await page.getByTestId("run-result").getByTestId("run-status").textContent()).to.equal(
+      "Succeeded",
+    );
     const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
     expect(verifyMessage("hello from the dashboard", response.signature)).to.equal(s.pkpAddress);
     // Signed requests: the usage key itself never crossed the wire.
@@ -222,7 +223,13 @@ describe("dashboard: end to end in Chromium", function () {
   it("after the owner revokes the key, the runner shows the API's 401 and its code", async () => {
     await visit(owner, "keys", "Usage keys");
     await owner.page.getByRole("button", { name: "Revoke" }).click();
+    // The confirmation sits in the middle of the screen, not in a corner over the header.
+    const box = (await owner.page.getByRole("dialog").boundingBox())!;
+    const viewport = owner.page.viewportSize()!;
+    expect(Math.abs(box.x + box.width / 2 - viewport.width / 2)).to.be.below(2);
+    expect(Math.abs(box.y + box.height / 2 - viewport.height / 2)).to.be.below(2);
     await owner.page.getByRole("button", { name: "Revoke key" }).click();
+    await owner.page.getByTestId("toasts").getByText("Usage key “server” revoked.").waitFor();
     await owner.page.getByText("No usage keys yet").waitFor({ timeout: 30_000 });
     const { page } = server;
     const error = page.getByTestId("run-error").getByRole("alert");

@@ -139,7 +139,7 @@ describe("dashboard: bad input in every form, and the pinned actions, in Chromiu
     it("lists the pinned action with its CID, size and date; Load puts its CID into the runner", async function () {
       const { page } = owner;
       const table = page.getByTestId("pinned-actions");
-      await table.getByText(account.cid, { exact: true }).waitFor();
+      await table.locator(`code[title="${account.cid}"]`).waitFor();
       await table.getByRole("button", { name: `Load into the runner: ${account.cid}` }).click();
       // React applies the choice on its next render: wait for it rather than read it at once.
       await page

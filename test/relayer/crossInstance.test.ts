@@ -17,7 +17,7 @@ import { RegistryReader } from "../../relayer/chain/registryReader";
 import { makeProvider } from "../../relayer/chain/rpc";
 import { type DataLayer, openDataLayer } from "../../relayer/db";
 import { PermissionCache } from "../../relayer/permissions/permissionCache";
-import { signRequest, usageKeyWallet } from "../../sdk";
+import { signRequest, usageKeyWallet } from "../../sdk/index";
 import { DEV_KEYS } from "../helpers/anvil";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { quietLogger, setupAccount, startStack, type Stack } from "../helpers/stack";

@@ -80,16 +80,34 @@ describe("relayer: docs/background.md §5.4 permission matrix over HTTP", functi
       expect(r.status).to.equal(200);
       expect(r.body.response).to.deep.equal({ hello: "owner" });
     });
-    it("a CID listed in no group is refused even to the account key", async () => {
-      expectError(
-        await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: spareCid } }),
-        403,
-        "not_authorized_to_execute",
-      );
+    it("the account key runs a pinned CID listed in no group (owner-direct): 200", async () => {
+      const r = await s.api("POST", "/core/v1/svc_action", { key: a.accountKey, body: { cid: spareCid } });
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.response).to.equal(2);
+    });
+    it("a usage key may not run that CID: 403 not_authorized_to_execute naming the group and the command", async () => {
+      const k = await key({ execute_in_groups: [a.groupId] });
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: k,
+        body: { cid: spareCid, pkp_id: a.pkpId },
+      });
+      expectError(r, 403, "not_authorized_to_execute");
+      expect(r.body.error.details).to.include({
+        group_id: a.groupId,
+        command: `npx sigil groups add ${a.groupId} --action ${spareCid}`,
+      });
+      expect(r.body.error.message).to.contain(`npx sigil groups add ${a.groupId} --action ${spareCid}`);
+    });
+    it("a usage key with no execute scope is told to be granted one", async () => {
+      const k = await key({ can_create_pkps: true });
+      const r = await s.api("POST", "/core/v1/svc_action", { key: k, body: { cid: a.cid } });
+      expectError(r, 403, "not_authorized_to_execute");
+      expect(r.body.error.details.missing).to.deep.equal(["execute"]);
+      expect(r.body.error.details.command).to.match(/^npx sigil keys update 0x[0-9a-fA-F]{40} .*--execute/);
     });
   });
 
-  describe("execute: a PKP in no group", () => {
+  describe("execute: owner-direct with a PKP in no group", () => {
     let loosePkp: string;
     const signingCode = `async function main() {
       return await Actions.signMessage({ pkpId: "LOOSE", message: "hi" });
@@ -97,39 +115,41 @@ describe("relayer: docs/background.md §5.4 permission matrix over HTTP", functi
     before(async () => {
       loosePkp = (await s.api("POST", "/core/v1/pkps/create", { key: a.accountKey, body: {} })).body.pkp_id;
     });
-    it("the account key naming it as pkp_id is refused: 403 not_authorized_to_execute", async () => {
-      expectError(
-        await s.api("POST", "/core/v1/svc_action", {
-          key: a.accountKey,
-          body: { cid: a.cid, pkp_id: loosePkp },
-        }),
-        403,
-        "not_authorized_to_execute",
-      );
-    });
-    it("an action run by the account key cannot sign with it: pkp_not_authorized inside the run", async () => {
+    it("the account key runs unpinned inline code with its own PKP: 200 and a signature", async () => {
       const r = await s.api("POST", "/core/v1/svc_action", {
         key: a.accountKey,
-        body: { code: signingCode.replace("LOOSE", loosePkp) },
+        body: { code: signingCode.replace("LOOSE", loosePkp), pkp_id: loosePkp },
       });
-      // Inline code is listed in no group either, so the run itself is refused first.
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.has_error, JSON.stringify(r.body)).to.equal(false);
+      expect(r.body.response).to.match(/^0x[0-9a-f]{130}$/);
+    });
+    it("the account key naming another account's PKP is refused: 403 not_authorized_to_execute", async () => {
+      const b = await setupAccount(s);
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: a.accountKey,
+        body: { code: "async function main() { return 1; }", pkp_id: b.pkpId },
+      });
       expectError(r, 403, "not_authorized_to_execute");
-      const pinned = await s.api("POST", "/core/v1/actions", {
+    });
+    it("inside an owner's run, signing with another account's PKP fails: pkp_not_authorized", async () => {
+      const b = await setupAccount(s);
+      const r = await s.api("POST", "/core/v1/svc_action", {
         key: a.accountKey,
-        body: { code: signingCode.replace("LOOSE", loosePkp) },
+        body: { code: signingCode.replace("LOOSE", b.pkpId) },
       });
-      const add = await s.api("POST", `/core/v1/groups/${a.groupId}/actions`, {
-        key: a.accountKey,
-        body: { add: [pinned.body.cid] },
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+      expect(r.body.has_error).to.equal(true);
+      expect(r.body.error.code).to.equal("pkp_not_authorized");
+    });
+    it("a usage key that may execute in the group keeps the group rule for that PKP: 403", async () => {
+      const k = await key({ execute_in_groups: [a.groupId] });
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: k,
+        body: { cid: a.cid, pkp_id: loosePkp },
       });
-      expect(add.status, JSON.stringify(add.body)).to.equal(200);
-      const run = await s.api("POST", "/core/v1/svc_action", {
-        key: a.accountKey,
-        body: { cid: pinned.body.cid },
-      });
-      expect(run.status).to.equal(200);
-      expect(run.body.has_error).to.equal(true);
-      expect(run.body.error.code).to.equal("pkp_not_authorized");
+      expectError(r, 403, "not_authorized_to_execute");
+      expect(r.body.error.details.command).to.equal(`npx sigil groups add ${a.groupId} --pkp ${loosePkp}`);
     });
   });
 

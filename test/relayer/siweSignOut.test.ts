@@ -16,7 +16,7 @@ import { expect } from "chai";
 import { Wallet } from "ethers";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { REVOCATION_STALENESS_MS } from "../../relayer/cluster/siweRevocations";
-import { createSigil, isSigilError, signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk";
+import { createSigil, isSigilError, signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk/index";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
 import { DEV_KEYS } from "../helpers/anvil";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";

@@ -38,6 +38,21 @@ describe("SDK: SigilError", () => {
     );
   });
 
+  it("exposes the service's fix and docs_url as fix and docsUrl, and puts them in the message", async () => {
+    const body = {
+      error: {
+        code: "missing_scope",
+        message: "The key lacks the group:create scope.",
+        fix: "The owner grants it.",
+        docs_url: "docs/errors.md#missing_scope",
+      },
+      request_id: "req-1",
+    };
+    const e = await errorFromResponse(answer(403, JSON.stringify(body)), "POST /core/v1/groups");
+    expect([e.fix, e.docsUrl]).to.deep.equal(["The owner grants it.", "docs/errors.md#missing_scope"]);
+    expect(e.message).to.contain("\nFix: The owner grants it.\nDocs: docs/errors.md#missing_scope\n");
+  });
+
   it("an answer that is not the API's JSON is invalid_response, with the status and the header's request id", async () => {
     const e = await errorFromResponse(
       answer(502, "<html>bad gateway</html>", { "x-request-id": "r2" }),

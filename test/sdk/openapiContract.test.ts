@@ -35,7 +35,10 @@ describe("OpenAPI contract validator", () => {
     );
   });
   it("refuses an error code outside the catalogue", () => {
-    const body = { error: { code: "no_such_code", message: "m" }, request_id: "r" };
+    const body = {
+      error: { code: "no_such_code", message: "m", docs_url: "docs/errors.md" },
+      request_id: "r",
+    };
     expect(contract.violation("GET", "/core/v1/groups/1", 404, body)).to.match(
       /^GET \/core\/v1\/groups\/\{id\} 404: body\/error\/code must be equal to one of the allowed values/,
     );

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { verifyMessage } from "ethers";
-import { createSigil, SigilError, type Sigil } from "sigil/sdk";
+import { createSigil, SigilError, waitUntilExecutable, type Sigil } from "sigil/sdk";
 import { startStack, type Stack } from "../helpers/stack";
 import { readmeProgram, readmeSignatureCheck, startFront, wireText, type Front } from "./support";
 
@@ -110,6 +110,46 @@ describe("SDK: the walk-through against the real stack", function () {
     } finally {
       fs.rmSync(file, { force: true });
     }
+  });
+
+  it("README's TypeScript program with a wrong key fails fast, prints the fix and exits 1", async () => {
+    const file = path.join(ROOT, `.readme-program-wrong-${process.pid}.ts`);
+    fs.writeFileSync(file, readmeProgram(README));
+    const wrongKey = "uk_" + "5a".repeat(32);
+    const started = Date.now();
+    try {
+      const failed = await run(process.execPath, ["-r", "ts-node/register/transpile-only", file], {
+        cwd: ROOT,
+        env: { ...process.env, SIGIL_URL: front.url, USAGE_KEY: wrongKey, CID: cid, PKP: pkp.pkp_id },
+      }).then(
+        () => null,
+        (e: { code: number; stderr: string }) => e,
+      );
+      expect(failed?.code).to.equal(1);
+      expect(failed?.stderr).to.match(/^fix: Use a live key/m);
+      // ts-node's start-up is most of it; the 30 s deadline of waitUntilExecutable is not waited out.
+      expect(Date.now() - started).to.be.below(15_000);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+
+  it("waitUntilExecutable throws unknown_api_key on the first answer for an unknown key", async () => {
+    let calls = 0;
+    const stranger = createSigil({ baseUrl: front.url, apiKey: "uk_" + "6b".repeat(32) });
+    const err = await waitUntilExecutable(
+      (p, signal) => {
+        calls++;
+        return stranger.execute(p, signal);
+      },
+      { cid, pkp_id: pkp.pkp_id, js_params: {} },
+    ).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).to.be.instanceOf(SigilError);
+    expect((err as SigilError).code).to.equal("unknown_api_key");
+    expect(calls).to.equal(1);
   });
 
   it("reads with the usage key (signed): the account and every PKP through the iterator", async () => {

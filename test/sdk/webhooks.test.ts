@@ -1,7 +1,7 @@
 /** The SDK's verifyWebhookSignature / parseWebhookEvent against headers made by the relayer's own signer. */
 import { expect } from "chai";
 import { signatureHeader } from "../../relayer/webhooks/signature";
-import { parseWebhookEvent, verifyWebhookSignature } from "../../sdk";
+import { parseWebhookEvent, verifyWebhookSignature } from "../../sdk/index";
 
 const SECRET = "whsec_" + "a".repeat(43);
 const BODY = JSON.stringify({ id: "evt_1", type: "key.added", created: 1, account_id: 1, data: {} });

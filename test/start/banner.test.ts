@@ -25,30 +25,39 @@ describe("start: the banner", () => {
   it("on a first start marks the registry as deployed now and suggests creating an account", () => {
     const out = banner(config, facts);
     expect(out).to.contain("registry     0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512  (deployed now)");
-    expect(out).to.contain("Next: create an account (in another terminal):");
+    expect(out).to.contain("or create an account in another terminal:");
     expect(out).not.to.contain("Resumed");
   });
 
   it("on a restart says the state is back before offering a new account", () => {
     const out = banner(config, { ...facts, freshDeployment: false });
     expect(out).not.to.contain("(deployed now)");
-    expect(out).not.to.contain("Next: create an account");
+    expect(out).not.to.contain("Next: ");
     expect(out).to.contain(
       "Resumed: every account, key, group, PKP and balance in the data folder is as you left it.",
     );
-    expect(out).to.contain("New here? Create an account (in another terminal):");
+    expect(out).to.contain(
+      "New here? Open http://127.0.0.1:8000/ in a browser, or create an account in another terminal:",
+    );
   });
 
   it("prints the dashboard's URL, the API's own origin", () => {
     expect(banner(config, facts)).to.contain(
-      "\n  dashboard    http://127.0.0.1:8000/  (open it in a browser)\n",
+      "\n  dashboard    http://127.0.0.1:8000/  (open it in a browser: the whole walk-through, no terminal needed)\n",
     );
   });
 
-  it("prefixes the CLI hint with SIGIL_URL when the API is not on the CLI's default URL", () => {
-    expect(banner(config, facts)).to.contain('\n  npx sigil account create --name "my first account"\n');
+  it("exports SIGIL_URL before the CLI hint, as README.md does, when the API is not on the CLI's default URL", () => {
+    expect(banner(config, facts)).to.contain('\n\n  npx sigil account create --name "my first account"\n');
+    expect(banner(config, facts)).not.to.contain("SIGIL_URL");
     expect(banner(config, { ...facts, url: "http://127.0.0.1:8123" })).to.contain(
-      '\n  SIGIL_URL=http://127.0.0.1:8123 npx sigil account create --name "my first account"\n',
+      '\n  export SIGIL_URL=http://127.0.0.1:8123\n  npx sigil account create --name "my first account"\n',
+    );
+  });
+
+  it("offers the dashboard as the first step", () => {
+    expect(banner(config, facts)).to.contain(
+      "Next: open http://127.0.0.1:8000/ in a browser, or create an account in another terminal:",
     );
   });
 

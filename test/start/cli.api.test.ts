@@ -100,18 +100,91 @@ describe("start: CLI commands against the real service", function () {
     expect(r.has_error).to.equal(false);
   });
 
-  it("an action that throws exits 2 and prints its error", async () => {
+  it("an action that throws exits 2, prints its error and marks the run ✗", async () => {
     const r = await sigil(["run", "--cid", cid, "--params", "{}"]); // no pkpId: Actions.getAddress refuses
     expect(r.code).to.equal(2);
     expect(r.stdout, r.stderr).to.match(/^error: invalid_argument: /m);
+    expect(r.stderr).to.match(/^✗ running the action/m);
+    expect(r.stderr).to.not.match(/^✓ running the action/m);
   });
 
-  it("code whose CID is in no group is refused with the reason (exit 2, 403)", async () => {
+  it("an action that runs past --timeout exits 2, marked ✗, says it timed out and is charged for its limit", async () => {
+    const loop = path.join(dir, "loop.js");
+    fs.writeFileSync(loop, "async function main() { for (;;) {} }\n");
+    const r = await sigil(["run", loop, "--timeout", "1500ms"]);
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/^✗ running the action/m);
+    expect(r.stdout).to.match(/^error: timeout: /m);
+    expect(r.stdout).to.match(/--timeout/);
+    expect(r.stderr).to.match(/^time limit 1\.5 s: this run costs at most 2 cents$/m);
+    expect(r.stderr).to.match(/^charged 2 cents /m);
+  });
+
+  it("a run with an unknown key exits 2 with unknown_api_key and its fix", async () => {
+    const r = await sigil(["run", "--cid", cid], "uk_" + "7c".repeat(32));
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.match(/^error 401 unknown_api_key: /m);
+    expect(r.stderr).to.match(/^fix: Use a live key/m);
+    expect(r.stderr).to.match(/^docs: docs\/errors\.md#unknown_api_key$/m);
+  });
+
+  it("--pkp is passed to the action as pkpId when the params name none", async () => {
+    const r = await ok(["run", path.join(dir, "address.js"), "--pkp", pkp]);
+    expect((r.response as { address: string }).address).to.equal(pkpAddress);
+  });
+
+  it("run sends a 5 s time limit unless --timeout says otherwise", async () => {
+    const r = await sigil(["run", path.join(dir, "address.js"), "--pkp", pkp]);
+    expect(r.stderr).to.match(/^time limit 5 s: this run costs at most 5 cents$/m);
+  });
+
+  it("groups add warns about a CID that is not pinned here, and still adds it", async () => {
+    const stranger = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+    const r = await sigil(["groups", "add", group, "--action", stranger]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stderr).to.match(new RegExp(`^warning: action ${stranger} is not pinned on this service`, "m"));
+    await ok(["groups", "remove", group, "--action", stranger]);
+  });
+
+  it("groups add says nothing about a pinned CID", async () => {
+    const file = path.join(dir, "pinned.js");
+    fs.writeFileSync(file, "async function main() { return 'pinned'; }\n");
+    const pinned = String((await ok(["actions", "pin", file])).cid);
+    const r = await sigil(["groups", "add", group, "--action", pinned]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stderr).to.not.match(/^warning:/m);
+    await ok(["groups", "remove", group, "--action", pinned]);
+  });
+
+  it("keys add --spend-cap sets the key's cap and shows it", async () => {
+    const r = await sigil(["keys", "add", "--name", "capped", "--execute", group, "--spend-cap", "7"]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.match(/^spend cap {5}7 cents$/m);
+    await ok(["keys", "remove", /^usage key id +(0x[0-9a-fA-F]{40})$/m.exec(r.stdout)![1]]);
+  });
+
+  it("keys update --spend-cap changes the cap", async () => {
+    const k = await ok(["keys", "add", "--name", "capped2", "--execute", group, "--spend-cap", "7"]);
+    const u = await ok(["keys", "update", String(k.id), "--name", "capped2", "--spend-cap", "9"]);
+    expect(u.spend_cap_cents).to.equal(9);
+    await ok(["keys", "remove", String(k.id)]);
+  });
+
+  it("the account key runs code from a file that no group lists (owner-direct, exit 0)", async () => {
+    const other = path.join(dir, "owner-direct.js");
+    fs.writeFileSync(other, "async function main() { return 41 + 1; }\n");
+    const r = await sigil(["run", other, "--pkp", pkp]);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout.trim()).to.equal("42");
+  });
+
+  it("a usage key running code whose CID is in no group is refused with the reason and the fix (exit 2, 403)", async () => {
     const other = path.join(dir, "other.js");
     fs.writeFileSync(other, "return 1;\n");
-    const r = await sigil(["run", other]);
+    const r = await sigil(["run", other], usageKey);
     expect(r.code).to.equal(2);
     expect(r.stderr).to.match(/^error 403 not_authorized_to_execute: /m);
+    expect(r.stderr).to.match(new RegExp(`npx sigil groups add ${group} --action Qm`));
   });
 
   it("keys update --metadata-only renames the key and keeps its scopes", async () => {
@@ -168,13 +241,39 @@ describe("start: CLI commands against the real service", function () {
     expect(r.stderr).to.match(/^error 401 \w+: /m);
   });
 
+  it("keys list leaves the revoked key out; keys list --all shows it as revoked", async () => {
+    const plain = await sigil(["keys", "list"]);
+    expect(plain.stdout).to.not.contain(usageKeyId);
+    const all = await sigil(["keys", "list", "--all"]);
+    expect(all.code, all.stderr).to.equal(0);
+    const row = all.stdout.split("\n").find((l) => l.startsWith(usageKeyId));
+    expect(row, all.stdout).to.match(/ revoked$/);
+    expect(all.stdout.split("\n")[0]).to.match(/ state$/);
+  });
+
+  it("keys list --all shows an expired key as expired", async () => {
+    const k = await ok([
+      "keys",
+      "add",
+      "--name",
+      "short-lived",
+      "--expiration",
+      String(Math.floor(Date.now() / 1000) + 2),
+    ]);
+    await new Promise((r) => setTimeout(r, 3_000));
+    const all = (await ok(["keys", "list", "--all"])) as { items: { id: string; state: string }[] };
+    expect(all.items.find((i) => i.id === k.id)?.state).to.equal("expired");
+  });
+
   it("groups delete removes the group", async () => {
     await ok(["groups", "delete", group]);
     expect((await ok(["groups", "list"])).items).to.deep.equal([]);
   });
 
   it("billing history lists the sign-up credit and the charges, newest first", async () => {
-    const h = (await ok(["billing", "history"])) as { items: { type: string; operation: string }[] };
+    const h = (await ok(["billing", "history", "--page-size", "100"])) as {
+      items: { type: string; operation: string }[];
+    };
     expect(h.items[h.items.length - 1]).to.include({ type: "credit", operation: "signup_credit" });
     expect(h.items.filter((i) => i.type === "debit").length).to.be.greaterThan(5);
   });
@@ -190,7 +289,7 @@ describe("start: CLI commands against the real service", function () {
   });
 
   it("billing history shows each entry's time as a UTC date and time, not unix seconds", async () => {
-    const r = await sigil(["billing", "history"]);
+    const r = await sigil(["billing", "history", "--page-size", "100"]);
     expect(r.code).to.equal(0);
     const rows = r.stdout.trim().split("\n").slice(1);
     expect(rows.length).to.be.greaterThan(5);

@@ -296,6 +296,29 @@ describe("start: the newcomer's path (npm start, README walk-through, restart)",
     expect(printed).to.equal("OK\n");
   });
 
+  it("the walk-through costs what README.md says it does", () => {
+    const stated = /this walk-through spends (\d+) \(/.exec(
+      fs.readFileSync(path.join(REPO, "README.md"), "utf8"),
+    );
+    expect(stated, "README.md no longer states the walk-through's cost").to.not.equal(null);
+    const balance = cliJson(["billing", "balance"], cliRun.accountKey);
+    expect(100 - Number(balance.balance_cents)).to.equal(Number(stated![1]));
+  });
+
+  it("the owner edits the action and runs it again in one step, as README.md shows (no group)", () => {
+    const file = path.join(work, "sign-message.js");
+    fs.writeFileSync(file, readmeAction().replace("return { message,", "return { edited: true, message,"));
+    const m = /^npx sigil run sign-message\.js --pkp \$PKP --params '(.+)'$/m.exec(
+      fs.readFileSync(path.join(REPO, "README.md"), "utf8"),
+    );
+    expect(m, "README.md no longer shows the owner's one-step run").to.not.equal(null);
+    const run = cliJson(["run", file, "--pkp", cliRun.pkp, "--params", m![1]], cliRun.accountKey);
+    const response = run.response as { edited: boolean; message: string; signature: string };
+    expect(response.edited).to.equal(true);
+    expect(ethers.verifyMessage(response.message, response.signature)).to.equal(cliRun.pkpAddress);
+    fs.writeFileSync(file, readmeAction());
+  });
+
   it("the CLI prints human output by default and never echoes a key it did not just create", () => {
     const list = cli(["keys", "list"], cliRun.accountKey);
     expect(list.code).to.equal(0);

@@ -4,7 +4,7 @@
  */
 import { useEffect, useRef } from "react";
 import { listPinnedActions, type Session } from "../api";
-import { CopyButton, Empty, ErrorNote, Loading } from "./ui";
+import { CopyButton, Empty, ErrorNote, Loading, short } from "./ui";
 import { useLoad } from "../useLoad";
 
 const size = (bytes: number) =>
@@ -31,7 +31,7 @@ export function PinnedActions({
       <ErrorNote error={list.error} />
       {list.data && list.data.items.length === 0 ? <Empty>Nothing pinned yet.</Empty> : null}
       {list.data && list.data.items.length > 0 ? (
-        <table data-testid="pinned-actions">
+        <table data-testid="pinned-actions" className="reflow">
           <caption className="sr-only">Pinned actions, newest first</caption>
           <thead>
             <tr>
@@ -46,11 +46,11 @@ export function PinnedActions({
           <tbody>
             {list.data.items.map((a) => (
               <tr key={a.cid}>
-                <td>
-                  <code>{a.cid}</code> <CopyButton value={a.cid} label="CID" />
+                <td data-label="CID">
+                  <code title={a.cid}>{short(a.cid, 12)}</code> <CopyButton value={a.cid} label="CID" />
                 </td>
-                <td>{size(a.bytes)}</td>
-                <td>{new Date(a.pinned_at).toLocaleString()}</td>
+                <td data-label="Size">{size(a.bytes)}</td>
+                <td data-label="Pinned">{new Date(a.pinned_at).toLocaleString()}</td>
                 <td>
                   <button type="button" className="small" onClick={() => onRun(a.cid)}>
                     Load <span className="sr-only">into the runner: {a.cid}</span>

@@ -4,10 +4,18 @@ import type { ShownError } from "../api";
 export function ErrorNote({ error }: { error: ShownError | null }) {
   if (!error) return null;
   return (
-    <p className="error" role="alert">
-      {error.message} <code className="code">{error.code}</code>
-      {error.status ? <span className="muted"> (HTTP {error.status})</span> : null}
-    </p>
+    <div className="error" role="alert">
+      <p>
+        {error.message} <code className="code">{error.code}</code>
+        {error.status ? <span className="muted"> (HTTP {error.status})</span> : null}
+      </p>
+      {error.fix ? (
+        <p className="fix" data-testid="error-fix">
+          <strong>How to fix:</strong> {error.fix}
+          {error.docsUrl ? <span className="muted"> ({error.docsUrl})</span> : null}
+        </p>
+      ) : null}
+    </div>
   );
 }
 
@@ -132,12 +140,23 @@ export function ConfirmButton({
 }
 
 /** A secret shown once: copy it, tick "I have saved it", continue. Lives only in component state. */
-export function ShownOnce({ title, value, onDone }: { title: string; value: string; onDone: () => void }) {
+export function ShownOnce({
+  title,
+  value,
+  onDone,
+  heading = 2,
+}: {
+  title: string;
+  value: string;
+  onDone: () => void;
+  /** 1 where it is the page's only content (the new account's key). */
+  heading?: 1 | 2;
+}) {
   const [saved, setSaved] = useState(false);
   const checkId = useId();
   return (
     <section className="once" aria-label={title}>
-      <h2>{title}</h2>
+      {heading === 1 ? <h1>{title}</h1> : <h2>{title}</h2>}
       <p>This is the only time it is shown. Sigil keeps only a hash: store it in a password manager now.</p>
       <div className="row">
         <code className="secret" data-testid="shown-once-value">

@@ -188,7 +188,7 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
       <ErrorNote error={history.error} />
       {history.data && history.data.items.length === 0 ? <Empty>No credits or charges yet.</Empty> : null}
       {history.data && history.data.items.length > 0 ? (
-        <table>
+        <table className="reflow">
           <caption className="sr-only">Billing history</caption>
           <thead>
             <tr>
@@ -201,9 +201,9 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
           <tbody>
             {history.data.items.map((h) => (
               <tr key={h.id}>
-                <td>{new Date(h.created_at * 1000).toLocaleString()}</td>
-                <td>
-                  {h.operation}
+                <td data-label="When">{new Date(h.created_at * 1000).toLocaleString()}</td>
+                <td data-label="What">
+                  {operationLabel(h.operation)}
                   {h.action_cid ? (
                     <>
                       {" "}
@@ -211,11 +211,11 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
                     </>
                   ) : null}
                 </td>
-                <td>
+                <td data-label="Amount">
                   {h.type === "debit" ? "−" : "+"}
                   {dollars(Math.abs(h.amount_cents))}
                 </td>
-                <td>{dollars(h.balance_after_cents)}</td>
+                <td data-label="Balance after">{dollars(h.balance_after_cents)}</td>
               </tr>
             ))}
           </tbody>
@@ -223,4 +223,27 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
       ) : null}
     </>
   );
+}
+
+const OPERATIONS: Record<string, string> = {
+  signup_credit: "Sign-up credit",
+  top_up: "Top-up",
+  execution: "Action run",
+  pin: "Pinned an action",
+  create_pkp: "Created a PKP",
+  create_group: "Created a group",
+  delete_group: "Deleted a group",
+  add_usage_api_key: "Created a usage key",
+  update_usage_api_key: "Updated a usage key",
+  update_usage_api_key_metadata: "Renamed a usage key",
+  remove_usage_api_key: "Revoked a usage key",
+  rotate_usage_api_key: "Rotated a usage key",
+};
+
+/** A ledger operation for people: "Sign-up credit", not signup_credit. */
+export function operationLabel(op: string): string {
+  const known = OPERATIONS[op];
+  if (known) return known;
+  const words = op.replace(/[_/]+/g, " ").trim();
+  return words ? words[0].toUpperCase() + words.slice(1) : op;
 }

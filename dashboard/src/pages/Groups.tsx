@@ -1,6 +1,7 @@
 import { useState } from "react";
-import { collect, type Session } from "../api";
+import { collect, listPinnedActions, type PinnedAction, type Session } from "../api";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
+import { useToast } from "../components/Toasts";
 import { useAction, useLoad } from "../useLoad";
 import { isCid } from "../validate";
 import { ownerTx, type OwnerTx } from "../wallet";
@@ -46,10 +47,50 @@ function PkpPicker({
   );
 }
 
-/** The group's action CIDs, one per line (checked by the form before anything is sent). */
+/** The account's pinned actions, to tick: the page knows them, nobody should have to paste a CID. */
+function ActionPicker({
+  pinned,
+  chosen,
+  onChange,
+  legend,
+}: {
+  pinned: PinnedAction[];
+  chosen: string[];
+  onChange: (cids: string[]) => void;
+  legend: string;
+}) {
+  if (pinned.length === 0)
+    return <Empty>No pinned actions yet: pin one on the Actions page, or paste a CID below.</Empty>;
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      {pinned.map((a) => (
+        <label key={a.cid} className="check">
+          <input
+            type="checkbox"
+            checked={chosen.includes(a.cid)}
+            onChange={(e) =>
+              onChange(e.target.checked ? [...chosen, a.cid] : chosen.filter((x) => x !== a.cid))
+            }
+          />
+          <code title={a.cid}>{short(a.cid, 10)}</code>
+          <span className="muted">
+            {a.bytes} bytes · pinned {a.pinned_at.slice(0, 10)}
+          </span>
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
+/** CIDs not pinned here, one per line (checked by the form before anything is sent). */
 function CidListField(props: { value: string; onChange: (text: string) => void; error: string | null }) {
   return (
-    <Field label="Action CIDs" hint="One per line" error={props.error}>
+    <Field
+      label="Other action CIDs"
+      hint="One per line: actions not pinned on this service (fetched from IPFS when run)"
+      error={props.error}
+    >
       {(p) => (
         <textarea
           {...p}
@@ -66,16 +107,24 @@ function CidListField(props: { value: string; onChange: (text: string) => void; 
 export function Groups({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
-    const [groups, pkps, owner] = await Promise.all([
+    const [groups, pkps, owner, pinned] = await Promise.all([
       collect(sigil.groups()),
       collect(sigil.pkps()),
       // ChainSecured: the account key may read, but only the owner's own transactions change the account.
       chainOwnerOf(session),
+      // A key that may not list pins gets no picker, only the free-text field.
+      listPinnedActions(sigil, 0, 100).then(
+        (r) => r.items,
+        () => [] as PinnedAction[],
+      ),
     ]);
-    return { groups, pkps, owner };
+    return { groups, pkps, owner, pinned };
   });
+  const toast = useToast();
   const [name, setName] = useState("");
+  const [nameError, setNameError] = useState<string | null>(null);
   const [pkpIds, setPkpIds] = useState<string[]>([]);
+  const [pinnedCids, setPinnedCids] = useState<string[]>([]);
   const [cidText, setCidText] = useState("");
   const [cidError, setCidError] = useState<string | null>(null);
   const create = useAction();
@@ -94,9 +143,11 @@ export function Groups({ session }: { session: Session }) {
           <form
             onSubmit={(e) => {
               e.preventDefault();
-              const { cids, error } = parseCids(cidText);
-              setCidError(error);
-              if (error) return;
+              const parsed = parseCids(cidText);
+              setCidError(parsed.error);
+              setNameError(name.trim() ? null : "Give the group a name (you will pick it by name later).");
+              if (parsed.error || !name.trim()) return;
+              const cids = [...new Set([...pinnedCids, ...parsed.cids])];
               if (owner) {
                 const args = [name.trim(), "", pkpIds, cids];
                 propose([
@@ -108,14 +159,16 @@ export function Groups({ session }: { session: Session }) {
                 .run(() => sigil.createGroup({ name: name.trim(), pkps: pkpIds, actions: cids }))
                 .then((r) => {
                   if (!r) return;
+                  toast(`Group “${name.trim()}” created (id ${r.group_id}).`);
                   setName("");
                   setPkpIds([]);
+                  setPinnedCids([]);
                   setCidText("");
                   data.reload();
                 });
             }}
           >
-            <Field label="Group name">
+            <Field label="Group name" error={nameError}>
               {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
             </Field>
             <PkpPicker
@@ -123,6 +176,12 @@ export function Groups({ session }: { session: Session }) {
               pkps={data.data.pkps}
               chosen={pkpIds}
               onChange={setPkpIds}
+            />
+            <ActionPicker
+              legend="Pinned actions in the group"
+              pinned={data.data.pinned}
+              chosen={pinnedCids}
+              onChange={setPinnedCids}
             />
             <CidListField value={cidText} onChange={setCidText} error={cidError} />
             <button type="submit" className="primary" disabled={create.pending}>
@@ -135,7 +194,7 @@ export function Groups({ session }: { session: Session }) {
       <ErrorNote error={remove.error} />
       {data.data && data.data.groups.length === 0 ? <Empty>No groups yet.</Empty> : null}
       {data.data && data.data.groups.length > 0 ? (
-        <table>
+        <table className="reflow">
           <caption className="sr-only">Groups</caption>
           <thead>
             <tr>
@@ -151,10 +210,10 @@ export function Groups({ session }: { session: Session }) {
           <tbody>
             {data.data.groups.map((g) => (
               <tr key={g.group_id} data-group-id={g.group_id}>
-                <td>{g.group_id}</td>
-                <td>{g.name || <span className="muted">unnamed</span>}</td>
-                <td>{g.pkp_count}</td>
-                <td>{g.action_count}</td>
+                <td data-label="Id">{g.group_id}</td>
+                <td data-label="Name">{g.name || <span className="muted">unnamed</span>}</td>
+                <td data-label="PKPs">{g.pkp_count}</td>
+                <td data-label="Actions">{g.action_count}</td>
                 <td className="row">
                   <button
                     type="button"
@@ -179,7 +238,13 @@ export function Groups({ session }: { session: Session }) {
                               [g.group_id],
                             ),
                           ])
-                        : void remove.run(() => sigil.deleteGroup(g.group_id)).then((r) => r && data.reload())
+                        : void remove
+                            .run(() => sigil.deleteGroup(g.group_id))
+                            .then((r) => {
+                              if (!r) return;
+                              toast(`Group “${g.name || g.group_id}” deleted.`);
+                              data.reload();
+                            })
                     }
                   />
                 </td>
@@ -194,6 +259,7 @@ export function Groups({ session }: { session: Session }) {
           session={session}
           groupId={editing}
           pkps={data.data.pkps}
+          pinned={data.data.pinned}
           onChanged={data.reload}
           owner={owner}
           propose={propose}
@@ -209,6 +275,7 @@ function GroupEditor({
   session,
   groupId,
   pkps,
+  pinned,
   onChanged,
   owner,
   propose,
@@ -216,6 +283,7 @@ function GroupEditor({
   session: Session;
   groupId: number;
   pkps: Pkp[];
+  pinned: PinnedAction[];
   onChanged: () => void;
   owner: ChainOwner | null;
   propose: (txs: OwnerTx[]) => void;
@@ -223,25 +291,30 @@ function GroupEditor({
   const { sigil } = session;
   const group = useLoad(() => sigil.group(groupId));
   const [pkpIds, setPkpIds] = useState<string[] | null>(null);
+  const [pinnedCids, setPinnedCids] = useState<string[] | null>(null);
   const [cidText, setCidText] = useState<string | null>(null);
   const [cidError, setCidError] = useState<string | null>(null);
   const save = useAction();
+  const toast = useToast();
   if (group.loading && !group.data) return <Loading what={`group ${groupId}`} />;
   if (group.error) return <ErrorNote error={group.error} />;
   const g = group.data!;
   const lower = (xs: string[]) => xs.map((x) => x.toLowerCase());
   const currentPkps =
     pkpIds ?? pkps.filter((p) => lower(g.pkps).includes(p.pkp_id.toLowerCase())).map((p) => p.pkp_id);
-  const currentCids = cidText ?? g.actions.join("\n");
+  const pinnedSet = new Set(pinned.map((a) => a.cid));
+  const currentPinned = pinnedCids ?? g.actions.filter((c) => pinnedSet.has(c));
+  const currentCids = cidText ?? g.actions.filter((c) => !pinnedSet.has(c)).join("\n");
   return (
     <section className="card" aria-label={`Edit group ${groupId}`}>
       <h2>Edit group {g.name || groupId}</h2>
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          const { cids, error } = parseCids(currentCids);
-          setCidError(error);
-          if (error) return;
+          const parsed = parseCids(currentCids);
+          setCidError(parsed.error);
+          if (parsed.error) return;
+          const cids = [...new Set([...currentPinned, ...parsed.cids])];
           const had = lower(g.pkps);
           const want = lower(currentPkps);
           const addPkps = currentPkps.filter((p) => !had.includes(p.toLowerCase()));
@@ -275,6 +348,8 @@ function GroupEditor({
             })
             .then((ok) => {
               if (!ok) return;
+              toast(`Group “${g.name || groupId}” saved.`);
+              setPinnedCids(null);
               setPkpIds(null);
               setCidText(null);
               group.reload();
@@ -287,6 +362,12 @@ function GroupEditor({
           pkps={pkps}
           chosen={currentPkps}
           onChange={setPkpIds}
+        />
+        <ActionPicker
+          legend="Pinned actions in the group"
+          pinned={pinned}
+          chosen={currentPinned}
+          onChange={setPinnedCids}
         />
         <CidListField value={currentCids} onChange={setCidText} error={cidError} />
         <button type="submit" className="primary" disabled={save.pending}>

@@ -56,16 +56,18 @@ export function Overview({ session }: { session: Session }) {
         <section className="card">
           <h2>Next step</h2>
           <p>
-            Create a PKP (a key the enclave derives on demand), write an action that uses it, and list both in
-            a group. Start on the <a href="#/pkps">PKPs</a> page.
+            Create a PKP (a key the enclave derives on demand) on the <a href="#/pkps">PKPs</a> page, then
+            write an action on the <a href="#/actions">Actions</a> page and run it with the PKP: with the
+            account key no group is needed.
           </p>
         </section>
       ) : a.group_count === 0 ? (
         <section className="card">
           <h2>Next step</h2>
           <p>
-            Pin an action on the <a href="#/actions">Actions</a> page, then create a{" "}
-            <a href="#/groups">group</a> that lists it with your PKP.
+            Write and run an action on the <a href="#/actions">Actions</a> page (as the owner, no group
+            needed). To let a server run it, pin it, create a <a href="#/groups">group</a> that lists it with
+            your PKP, and give the server a <a href="#/keys">usage key</a> that may execute in that group.
           </p>
         </section>
       ) : null}

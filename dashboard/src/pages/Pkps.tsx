@@ -2,6 +2,7 @@ import { useState } from "react";
 import { collect, type Session } from "../api";
 import { CopyButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
+import { useToast } from "../components/Toasts";
 import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 
 export function Pkps({ session }: { session: Session }) {
@@ -20,6 +21,7 @@ export function Pkps({ session }: { session: Session }) {
   const [name, setName] = useState("");
   const create = useAction();
   const [created, setCreated] = useState<string | null>(null);
+  const toast = useToast();
   const ownerTxs = useOwnerTransactions(session, owner.data ?? null, list.reload);
 
   return (
@@ -38,6 +40,7 @@ export function Pkps({ session }: { session: Session }) {
             .then((r) => {
               if (!r) return;
               setCreated(r.pkp_id);
+              toast(`PKP “${r.name || "unnamed"}” created.`);
               setName("");
               list.reload();
             });
@@ -65,7 +68,7 @@ export function Pkps({ session }: { session: Session }) {
       <ErrorNote error={list.error} />
       {list.data && list.data.length === 0 ? <Empty>No PKPs yet: create one above.</Empty> : null}
       {list.data && list.data.length > 0 ? (
-        <table>
+        <table className="reflow">
           <caption className="sr-only">PKPs</caption>
           <thead>
             <tr>
@@ -79,20 +82,20 @@ export function Pkps({ session }: { session: Session }) {
           <tbody>
             {list.data.map((p) => (
               <tr key={p.pkp_id} data-pkp-id={p.pkp_id} data-address={p.address}>
-                <td>{p.name || <span className="muted">unnamed</span>}</td>
-                <td>
+                <td data-label="Name">{p.name || <span className="muted">unnamed</span>}</td>
+                <td data-label="PKP id">
                   <code title={p.pkp_id}>{short(p.pkp_id)}</code>{" "}
                   <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
                 </td>
-                <td>
+                <td data-label="Address">
                   <code title={p.address}>{short(p.address)}</code>{" "}
                   <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
                 </td>
-                <td>
+                <td data-label="Public key">
                   <code title={p.public_key}>{short(p.public_key)}</code>{" "}
                   <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
                 </td>
-                <td>
+                <td data-label="Groups">
                   {p.groups.length ? (
                     p.groups.map((g) => g.name || `#${g.group_id}`).join(", ")
                   ) : (

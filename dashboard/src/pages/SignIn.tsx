@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { createSigil } from "../../../sdk";
-import { keyKindOf } from "../api";
+import { keyKindOf, openSession } from "../api";
 import { ErrorNote, Field } from "../components/ui";
 import { useAction } from "../useLoad";
 import { injectedWallet, signInWithWallet } from "../wallet";
@@ -20,6 +20,7 @@ export function SignIn({
   const [keyError, setKeyError] = useState<string | null>(null);
   const [name, setName] = useState("");
   const create = useAction();
+  const check = useAction();
 
   return (
     <div className="cards">
@@ -39,7 +40,8 @@ export function SignIn({
               return;
             }
             setKeyError(null);
-            onSignIn(k);
+            // Asked of the service first: a wrong (or revoked, or expired) key stays here with the reason.
+            void check.run(() => openSession(k).sigil.account()).then((account) => account && onSignIn(k));
           }}
         >
           <Field label="Key" error={keyError}>
@@ -54,9 +56,10 @@ export function SignIn({
               />
             )}
           </Field>
-          <button type="submit" className="primary">
-            Sign in
+          <button type="submit" className="primary" disabled={check.pending}>
+            {check.pending ? "Checking the key…" : "Sign in"}
           </button>
+          <ErrorNote error={check.error} />
         </form>
       </section>
       <section className="card" aria-labelledby="wallet-title">

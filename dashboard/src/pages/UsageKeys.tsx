@@ -4,7 +4,9 @@ import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 import { collect, type Session } from "../api";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, ShownOnce, short } from "../components/ui";
 import { ScopeEditor } from "../components/ScopeEditor";
-import { emptyScopes, scopeSummary, scopesOf, type Scopes } from "../scopes";
+import { emptyScopes, grantsAnything, scopeSummary, scopesOf, type Scopes } from "../scopes";
+import { useToast } from "../components/Toasts";
+import { CopyButton } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 
 interface Limits {
@@ -119,6 +121,8 @@ export function UsageKeys({ session }: { session: Session }) {
   const [creating, setCreating] = useState(false);
   const [editing, setEditing] = useState<string | null>(null);
   const revoke = useAction();
+  const toast = useToast();
+  const names = new Map((data.data?.groups ?? []).map((g) => [g.group_id, g.name] as const));
 
   if (shown) return <ShownOnce title="Your new usage key" value={shown} onDone={() => setShown(null)} />;
   return (
@@ -152,6 +156,7 @@ export function UsageKeys({ session }: { session: Session }) {
               }
               const r = await sigil.addUsageKey({ name, ...toBody(scopes), ...limits });
               setCreating(false);
+              toast(`Usage key “${name}” created.`);
               data.reload();
               if (typeof r.usage_api_key === "string") setShown(r.usage_api_key);
             }}
@@ -166,7 +171,7 @@ export function UsageKeys({ session }: { session: Session }) {
         <Empty>No usage keys yet. A usage key is what you give a server.</Empty>
       ) : null}
       {data.data && data.data.keys.length > 0 ? (
-        <table>
+        <table className="reflow">
           <caption className="sr-only">Usage keys</caption>
           <thead>
             <tr>
@@ -183,13 +188,18 @@ export function UsageKeys({ session }: { session: Session }) {
           <tbody>
             {data.data.keys.map((k) => (
               <tr key={k.id} data-key-id={k.id}>
-                <td>{k.name || <span className="muted">unnamed</span>}</td>
-                <td>
-                  <code title={k.id}>{short(k.id)}</code>
+                <td data-label="Name">{k.name || <span className="muted">unnamed</span>}</td>
+                <td data-label="Id">
+                  <code title={k.id}>{short(k.id)}</code>{" "}
+                  <CopyButton value={k.id} label={`id of ${k.name || "key"}`} />
                 </td>
-                <td data-testid="scope-summary">{scopeSummary(scopesOf(k))}</td>
-                <td>{k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "never"}</td>
-                <td>
+                <td data-label="Permissions" data-testid="scope-summary">
+                  {scopeSummary(scopesOf(k), names)}
+                </td>
+                <td data-label="Expires">
+                  {k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "never"}
+                </td>
+                <td data-label="Spent / cap">
                   {k.spent_cents ?? 0}¢ / {k.spend_cap_cents === null ? "no cap" : `${k.spend_cap_cents}¢`}
                 </td>
                 <td className="row">
@@ -210,7 +220,11 @@ export function UsageKeys({ session }: { session: Session }) {
                         ? ownerTxs.propose([ownerTxs.tx(`Revoke ${k.name || k.id}`, "removeKey", [k.id])])
                         : void revoke
                             .run(() => sigil.removeUsageKey({ id: k.id }))
-                            .then((r) => r && data.reload())
+                            .then((r) => {
+                              if (!r) return;
+                              toast(`Usage key “${k.name || short(k.id)}” revoked.`);
+                              data.reload();
+                            })
                     }
                   />
                 </td>
@@ -253,6 +267,7 @@ export function UsageKeys({ session }: { session: Session }) {
                   }
                   await sigil.post("/core/v1/update_usage_api_key_metadata", { body: { id: k.id, name } });
                   setEditing(null);
+                  toast(`Usage key renamed to “${name}”.`);
                   data.reload();
                 }}
                 onSubmit={async (name, scopes, limits) => {
@@ -271,6 +286,7 @@ export function UsageKeys({ session }: { session: Session }) {
                   }
                   await sigil.updateUsageKey({ id: k.id, name, ...toBody(scopes), ...limits });
                   setEditing(null);
+                  toast(`Usage key “${name}” saved.`);
                   data.reload();
                 }}
               />
@@ -306,8 +322,10 @@ function KeyForm({
   const [name, setName] = useState(initial?.name ?? "");
   const [scopes, setScopes] = useState<Scopes>(initial?.scopes ?? emptyScopes());
   const [limits, setLimits] = useState<Limits>(initial?.limits ?? { expiration: "", spendCap: "" });
-  const [errors, setErrors] = useState<Partial<Record<keyof Limits, string>>>({});
+  const [errors, setErrors] = useState<Partial<Record<keyof Limits | "name" | "scopes", string>>>({});
+  const [noPermissions, setNoPermissions] = useState(false);
   const save = useAction();
+  const names = new Map(groups.map((g) => [g.group_id, g.name] as const));
   return (
     <section className="card" aria-label={mode === "create" ? "New usage key" : "Edit usage key"}>
       <h2>{mode === "create" ? "New usage key" : `Edit ${initial?.name || "usage key"}`}</h2>
@@ -321,21 +339,38 @@ function KeyForm({
         onSubmit={(e) => {
           e.preventDefault();
           const l = parseLimits(limits);
-          if (!l.ok) {
-            setErrors({ [l.field]: l.error });
-            return;
-          }
-          setErrors({});
+          const next: typeof errors = l.ok ? {} : { [l.field]: l.error };
+          if (!name.trim()) next.name = "Give the key a name: it is how you will recognise it in this list.";
+          if (!grantsAnything(scopes) && !noPermissions)
+            next.scopes =
+              "Tick at least one permission (a server that runs actions needs “Execute in” a group), or confirm below that this key gets none.";
+          setErrors(next);
+          if (!l.ok || Object.keys(next).length) return;
           void save.run(() =>
             onSubmit(name.trim(), scopes, { expiration: l.expiration, spend_cap_cents: l.spend_cap_cents }),
           );
         }}
       >
-        <Field label="Key name">
+        <Field label="Key name" error={errors.name}>
           {(p) => <input {...p} value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />}
         </Field>
         <ScopeEditor value={scopes} onChange={setScopes} groups={groups} />
-        <p className="muted">Summary: {scopeSummary(scopes)}</p>
+        <p className="muted">Summary: {scopeSummary(scopes, names)}</p>
+        {errors.scopes && !grantsAnything(scopes) ? (
+          <div className="field">
+            <p className="field-error" role="alert">
+              {errors.scopes}
+            </p>
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={noPermissions}
+                onChange={(e) => setNoPermissions(e.target.checked)}
+              />
+              Yes, no permissions: this key may only read
+            </label>
+          </div>
+        ) : null}
         {owner ? (
           <p className="muted">
             This account is ChainSecured: saving prepares a transaction for the owner&apos;s wallet or Safe
