@@ -12,7 +12,7 @@ import { expect } from "chai";
 import { DSTACK_ROOT_KEY_PATH, DSTACK_ROOT_KEY_PURPOSE, Enclave, isEnclaveError } from "../../enclave";
 import { loadConfig } from "../../scripts/start/config";
 import { startSigil, type RunningSigil } from "../../scripts/start/service";
-import { checkTdxBinding, parseTdReport, verifyAttestation, type AttestationDocument } from "../../sdk";
+import { checkTdxBinding, parseTdReport, verifyAttestation, type AttestationDocument } from "../../sdk/index";
 import { standInKey, startDstackStandIn, type DstackStandIn } from "../helpers/dstackGuestAgent";
 
 const OTHER_APP_ID = "a1".repeat(20);

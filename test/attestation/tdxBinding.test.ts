@@ -18,7 +18,7 @@ import {
   verifyAttestation,
   verifyTdxAttestation,
   type AttestationDocument,
-} from "../../sdk";
+} from "../../sdk/index";
 import { startDstackStandIn, type DstackStandIn } from "../helpers/dstackGuestAgent";
 
 const FIXTURES = path.resolve(__dirname, "..", "..", "..", "shared", "fixtures", "tdx");

@@ -15,7 +15,7 @@ import {
   verifyTdxQuote,
   type AttestationDocument,
   type TdxCollateral,
-} from "../../sdk";
+} from "../../sdk/index";
 
 const FIXTURES = path.resolve(__dirname, "..", "..", "..", "shared", "fixtures", "tdx");
 /** One hour into the collateral's validity (its TCB info: 2025-06-19T10:16:03Z to 2025-07-19T10:16:03Z). */

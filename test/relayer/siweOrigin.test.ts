@@ -14,7 +14,7 @@ import { expect } from "chai";
 import { Wallet } from "ethers";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { resolveConfig } from "../../relayer/config";
-import { signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk";
+import { signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk/index";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
 import { ConfigError, loadConfig } from "../../scripts/start/config";
 import { DEV_KEYS } from "../helpers/anvil";
