@@ -4,11 +4,19 @@
  * `npm install`, and it works offline.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { AxeBuilder } from "@axe-core/playwright";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
-export const SCREENSHOTS = path.resolve(__dirname, "../../docs/dashboard");
+/**
+ * Where the pictures go: docs/dashboard/ only when asked (SIGIL_UPDATE_SCREENSHOTS=1), since every run
+ * shows new keys and addresses and `npm test` must leave the tree clean; a temp folder otherwise.
+ */
+export const SCREENSHOTS =
+  process.env.SIGIL_UPDATE_SCREENSHOTS === "1"
+    ? path.resolve(__dirname, "../../docs/dashboard")
+    : path.join(os.tmpdir(), "sigil-dashboard-screenshots");
 
 export async function launchBrowser(): Promise<Browser> {
   const chromium = require("@sparticuz/chromium").default;
