@@ -429,6 +429,11 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "The IPFS gateways failed, or returned content that does not match the CID (it is verified).",
     fix: "Retry later, or pin the code with POST /actions.",
   },
+  attestation_unavailable: {
+    status: 503,
+    why: "With the dstack root-key provider, the TEE's guest agent did not produce a quote for GET /core/v1/attestation; no unquoted document is answered in its place.",
+    fix: "Retry after Retry-After; if it persists, the operator checks the CVM's guest agent (docs/enclave.md).",
+  },
   chain_unavailable: {
     status: 503,
     why: "The chain's RPC endpoint did not answer in time; nothing was written (or a sent write is not yet confirmed: `details.tx_hash`).",

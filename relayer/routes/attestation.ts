@@ -10,7 +10,7 @@
  */
 import * as path from "node:path";
 import { Router } from "express";
-import { ATTESTATION_FORMAT, measureEnclave } from "../../enclave";
+import { ATTESTATION_FORMAT, isEnclaveError, measureEnclave } from "../../enclave";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { version as serviceVersion } from "../../package.json";
@@ -50,7 +50,23 @@ export function attestationRoutes(ctx: RelayerContext): Router {
         timestamp: Math.floor(Date.now() / 1000),
         nonce: readNonce(req.query as Record<string, unknown>),
       };
-      return { body: await ctx.enclave.attest(fields) };
+      try {
+        return { body: await ctx.enclave.attest(fields) };
+      } catch (err) {
+        // The TEE (dstack's guest agent) could not quote: the service is up but cannot prove itself
+        // right now. A client must not mistake that for a bug of its own (500) nor get an unquoted document.
+        if (isEnclaveError(err) && err.code === "tee_quote_failed")
+          throw new ApiError(
+            503,
+            "attestation_unavailable",
+            "The TEE did not produce a quote for this attestation.",
+            {
+              cause: err,
+              retryAfter: 5,
+            },
+          );
+        throw err;
+      }
     }),
   );
 

@@ -6293,6 +6293,7 @@ export interface components {
           | "rate_limited"
           | "too_many_concurrent_executions"
           | "action_fetch_failed"
+          | "attestation_unavailable"
           | "chain_unavailable"
           | "database_unavailable"
           | "no_instance_available"

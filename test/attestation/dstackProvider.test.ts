@@ -149,6 +149,7 @@ describe("attestation: npm start with SIGIL_ROOT_KEY_PROVIDER=dstack", function 
 
   let first: AttestationDocument;
   let second: AttestationDocument;
+  let withoutAgent: { status: number; body: { error: { code: string } } };
 
   // One run of the service, stopped and started again, as an operator would: the tests look at its answers
   // and at what it left behind.
@@ -160,6 +161,9 @@ describe("attestation: npm start with SIGIL_ROOT_KEY_PROVIDER=dstack", function 
     await stop();
     await start();
     second = await attestation("after-restart");
+    await agent.close(); // the guest agent gone while the service runs: no quote can be had
+    const r = await fetch(`${running!.url}/core/v1/attestation?nonce=no-agent`);
+    withoutAgent = { status: r.status, body: (await r.json()) as typeof withoutAgent.body };
     await stop();
   });
   after(async () => {
@@ -178,6 +182,11 @@ describe("attestation: npm start with SIGIL_ROOT_KEY_PROVIDER=dstack", function 
       const report = parseTdReport(Uint8Array.from(Buffer.from(doc.quote!.slice(2), "hex")));
       checkTdxBinding(doc, report, { expectedComposeHash: "0x" + agent.composeHash });
     }
+  });
+
+  it("answers 503 attestation_unavailable, never an unquoted document, while the TEE cannot quote", () => {
+    expect(withoutAgent.status).to.equal(503);
+    expect(withoutAgent.body.error.code).to.equal("attestation_unavailable");
   });
 
   it("has the same identity after a restart: the KMS's key for this app", () => {
