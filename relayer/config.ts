@@ -73,6 +73,10 @@ export interface RelayerOptions {
   pollIntervalMs?: number;
   executor?: {
     poolSize?: number;
+    /** Workers beyond poolSize kept free for a newly arriving account (docs/actions.md); default 1. */
+    reserveWorkers?: number;
+    /** Replace a worker before it runs another account's code (docs/actions.md); default false. */
+    isolateAccounts?: boolean;
     limits?: Partial<ExecutorLimits>;
     fetchAllowHosts?: string[];
     /** Actions' fetch policy (docs/actions.md, "fetch"); default: any host, public addresses only. */
@@ -164,6 +168,8 @@ export interface RelayerConfig {
   confirmations: number;
   pollIntervalMs: number;
   executorPoolSize?: number;
+  executorReserveWorkers?: number;
+  executorIsolateAccounts?: boolean;
   executorLimits?: Partial<ExecutorLimits>;
   executorFetch?: FetchPolicy | false;
   executorUnhandledRejections?: UnhandledRejectionMode;
@@ -232,6 +238,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     confirmations: Math.max(0, Math.floor(opts.confirmations ?? 0)),
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,
+    executorReserveWorkers: opts.executor?.reserveWorkers,
+    executorIsolateAccounts: opts.executor?.isolateAccounts,
     executorLimits: opts.executor?.limits,
     executorFetch: opts.executor?.fetch,
     executorUnhandledRejections: opts.executor?.unhandledRejections,

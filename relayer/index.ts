@@ -128,6 +128,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   executor = new ActionExecutor({
     keys: enclave,
     poolSize: cfg.executorPoolSize,
+    reserveWorkers: cfg.executorReserveWorkers,
+    isolateAccounts: cfg.executorIsolateAccounts,
     limits: cfg.executorLimits,
     // The operator's host allow-list (SIGIL_FETCH_ALLOW_HOSTS) belongs to the executor-wide policy, so
     // that turning fetch off (executor.fetch = false) cannot be undone by a run's own policy.

@@ -39,6 +39,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_CHARGE_FLUSH_MS",
   "SIGIL_BILLING_CATCH_UP_MS",
   "SIGIL_EXECUTOR_POOL_SIZE",
+  "SIGIL_EXECUTOR_RESERVE_WORKERS",
+  "SIGIL_ISOLATE_ACCOUNTS",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
   "SIGIL_FETCH",
@@ -128,6 +130,10 @@ export interface SigilConfig {
   /** Pause between passes of the billing write catch-up (createBilling's writeCatchUpEveryMs); 0 = at start only. */
   writeCatchUpEveryMs?: number;
   executorPoolSize?: number;
+  /** Workers kept free for an account arriving while another fills the pool (docs/actions.md); default 1. */
+  executorReserveWorkers?: number;
+  /** A worker never runs two accounts' code without being replaced (docs/actions.md); default off. */
+  isolateAccounts?: boolean;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
   /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
@@ -437,6 +443,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     "the pause between two passes of the billing catch-up of writes whose charge was lost; 0 runs it at start only",
   );
   const executorPoolSize = int("SIGIL_EXECUTOR_POOL_SIZE", 1, 256, "the number of SES workers");
+  const executorReserveWorkers = int(
+    "SIGIL_EXECUTOR_RESERVE_WORKERS",
+    0,
+    64,
+    "the number of workers kept free for an account arriving while another fills the pool",
+  );
+  const isolateAccounts = bool("SIGIL_ISOLATE_ACCOUNTS");
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
     try {
@@ -608,6 +621,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     chargeFlushMs,
     writeCatchUpEveryMs,
     executorPoolSize,
+    executorReserveWorkers,
+    isolateAccounts,
     ipfsGateways,
     fetchAllowHosts,
     fetchEnabled,

@@ -224,6 +224,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
         poolSize: config.executorPoolSize,
+        reserveWorkers: config.executorReserveWorkers,
+        isolateAccounts: config.isolateAccounts,
         fetchAllowHosts: config.fetchAllowHosts,
         fetch: config.fetchEnabled ? { allowAddresses: config.fetchAllowAddresses ?? [] } : false,
         unhandledRejections: config.unhandledRejections,

@@ -67,6 +67,19 @@ describe("start: configuration", () => {
     ]);
   });
 
+  it("reads the scheduling between accounts (a reserve worker, no per-account isolation, by default)", () => {
+    expect(loadConfig({}, cwd)).to.include({ executorReserveWorkers: undefined, isolateAccounts: undefined });
+    expect(
+      loadConfig({ SIGIL_EXECUTOR_RESERVE_WORKERS: "0", SIGIL_ISOLATE_ACCOUNTS: "true" }, cwd),
+    ).to.include({ executorReserveWorkers: 0, isolateAccounts: true });
+  });
+
+  it("refuses a reserve outside 0..64 and an isolation setting that is not a boolean", () => {
+    expect(
+      problemsOf({ SIGIL_EXECUTOR_RESERVE_WORKERS: "65", SIGIL_ISOLATE_ACCOUNTS: "maybe" }, cwd),
+    ).to.have.length(2);
+  });
+
   it("reads the module settings (imports on, the reference's CDN, by default)", () => {
     expect(loadConfig({}, cwd)).to.include({ modulesEnabled: true, moduleOrigin: undefined });
     const c = loadConfig({ SIGIL_MODULES: "false", SIGIL_MODULE_ORIGIN: "https://mirror.example/npm/" }, cwd);
