@@ -25,6 +25,7 @@ import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { requestGasFor } from "../chain/sender";
 import { chargeLandedWrite, handler, type RelayerContext } from "../context";
+import { currentClaim } from "../idempotency";
 import { ApiError } from "../errors";
 import { recoverAddress } from "../http/ethSignatures";
 import { BodyReader } from "../http/validate";
@@ -171,10 +172,12 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
       res.locals.auth = auth;
       res.locals.principal = auth.principal;
-      await ctx.billing?.assertCanAfford(auth.principal, "write");
+      // Under an Idempotency-Key: recorded before it is sent, reconciled with the chain on a retry.
+      const journal = currentClaim()?.nextWrite();
+      if (!journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
       let result;
       try {
-        result = await ctx.sender.writeSigned(signed, "usage");
+        result = await ctx.sender.writeSigned(signed, "usage", journal);
         ctx.metrics.chainWrites.inc({ result: "ok" });
       } catch (err) {
         ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
