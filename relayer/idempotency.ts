@@ -143,6 +143,13 @@ export interface RunOptions {
   keep?: (body: unknown) => unknown;
 }
 
+/** The waits of claims (defaults: the constants above; tests shorten them). */
+export interface ClaimTiming {
+  waitMs: number;
+  heartbeatMs: number;
+  leaseMs: number;
+}
+
 export class IdempotencyStore {
   private readonly inFlight = new Map<string, { fingerprint: string; result: Promise<StoredResponse> }>();
   private readonly records: IdempotencyRecords;
@@ -155,6 +162,11 @@ export class IdempotencyStore {
     db: Db | DataLayer,
     private readonly sealer: RecordSealer,
     private readonly now: () => number = Date.now,
+    private readonly timing: ClaimTiming = {
+      waitMs: IDEMPOTENCY_WAIT_MS,
+      heartbeatMs: IDEMPOTENCY_HEARTBEAT_MS,
+      leaseMs: IDEMPOTENCY_CLAIM_LEASE_MS,
+    },
   ) {
     const shared = "kind" in db;
     this.records = new IdempotencyRecords(shared ? db : openEngine({ sqlitePath: "", sqliteHandle: db }));
@@ -195,7 +207,7 @@ export class IdempotencyStore {
       // Joins the running request; its failure is this request's failure too (nothing was written twice).
       return { ...(await flying.result), replayed: true };
     }
-    const deadline = this.now() + IDEMPOTENCY_WAIT_MS;
+    const deadline = this.now() + this.timing.waitMs;
     for (;;) {
       const owner = randomBytes(12).toString("hex");
       if (await this.records.claim(scope, key, fp, this.now(), owner)) {
@@ -211,7 +223,7 @@ export class IdempotencyStore {
       if (row.fingerprint !== fp) throw reused();
       if (row.status !== 0)
         return { status: row.status, body: this.open(opts.sealContext, row.body), replayed: true };
-      if (!this.inFlight.has(id) && row.heartbeat_ms < this.now() - IDEMPOTENCY_CLAIM_LEASE_MS) {
+      if (!this.inFlight.has(id) && row.heartbeat_ms < this.now() - this.timing.leaseMs) {
         // Its holder is gone: this retry continues its work, from what it recorded.
         if (await this.records.takeOver(scope, key, row, owner, this.now())) {
           const run = new ClaimedRun(this.records, scope, key, owner, parseWrites(row));
@@ -241,7 +253,7 @@ export class IdempotencyStore {
     const { scope, key, owner } = run;
     const beat = setInterval(() => {
       this.records.heartbeat(scope, key, owner, this.now()).catch(() => undefined);
-    }, IDEMPOTENCY_HEARTBEAT_MS);
+    }, this.timing.heartbeatMs);
     beat.unref();
     const result = running.run(run, fn);
     const joined = result.then((r) => ({ ...r, replayed: true }));

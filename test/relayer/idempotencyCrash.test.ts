@@ -227,7 +227,14 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
     const deadline = head!.timestamp - 1;
     const resigned = await s.enclave.signForwardRequest(
       key,
-      { to: w.to, data: w.data, value: BigInt(w.value), gas: BigInt(w.gas), nonce: BigInt(w.nonce), deadline },
+      {
+        to: w.to,
+        data: w.data,
+        value: BigInt(w.value),
+        gas: BigInt(w.gas),
+        nonce: BigInt(w.nonce),
+        deadline,
+      },
       { name: "SigilForwarder", version: "1", chainId: 31337, verifyingContract: s.deployment.forwarder },
     );
     await records("UPDATE idempotency SET writes = $1 WHERE key = $2", [
