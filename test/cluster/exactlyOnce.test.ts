@@ -72,22 +72,50 @@ async function accounts(url: string): Promise<Request[]> {
 const create = (url: string, q: Request) =>
   call(url, "/core/v1/pkps/create", q.key, { name: q.name }, { "idempotency-key": q.idem });
 
-/** The whole burst at once; `kill` once a few answers are in, so writes are caught in every state. */
-async function burstWithKill(url: string, reqs: Request[], kill: () => Promise<void>): Promise<void> {
+/**
+ * The whole burst at once, and SIGKILL in the middle of it, timed so that the kill catches writes in
+ * every state it can: a few answered first; then the chain stops mining on arrival, so the next
+ * transaction waits in the pool; the process is frozen (SIGSTOP), that transaction mined, and the
+ * process killed: its writes landed and were never answered. The writes queued behind them were
+ * claimed and never sent. (Sent-and-not-mined and the other states: test/relayer/idempotencyCrash.)
+ */
+async function burstWithKill(
+  url: string,
+  rpcUrl: string,
+  reqs: Request[],
+  instance: { pid: number; kill(): Promise<void> },
+): Promise<void> {
+  const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, batchMaxCount: 1 });
   let answered = 0;
-  let killing: Promise<void> | null = null;
-  await Promise.all(
+  let fourAnswers!: () => void;
+  const enoughAnswered = new Promise<void>((r) => (fourAnswers = r));
+  const burst = Promise.all(
     reqs.map(async (q) => {
       try {
         const r = await create(url, q);
         q.before = { status: r.status, body: r.body };
-        if (++answered === 4) killing = kill();
+        if (++answered === 4) fourAnswers();
       } catch {
         q.before = "connection_lost";
       }
     }),
   );
-  await killing;
+  try {
+    await enoughAnswered;
+    await provider.send("evm_setAutomine", [false]);
+    for (;;) {
+      const pool = (await provider.send("txpool_status", [])) as { pending: string };
+      if (Number(BigInt(pool.pending)) >= 1) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    process.kill(instance.pid, "SIGSTOP");
+    await provider.send("evm_mine", []);
+    await instance.kill();
+    await provider.send("evm_setAutomine", [true]);
+    await burst;
+  } finally {
+    provider.destroy();
+  }
   expect(
     reqs.filter((q) => q.before === "connection_lost").length,
     "requests cut by the kill",
@@ -124,6 +152,7 @@ async function expectExactlyOnce(
     ).to.deep.equal([]);
     const registry = AccountRegistry__factory.connect(deployment.registry, provider);
     const names = new Map<string, string[]>();
+    let minedWithoutAnswer = 0;
     for (const id of new Set(reqs.map((q) => q.accountId))) {
       const [items] = await registry.listPkps(id, 0, 100);
       for (const p of items)
@@ -133,12 +162,18 @@ async function expectExactlyOnce(
       const onChain = names.get(`${q.accountId}/${q.name}`) ?? [];
       expect(onChain, `PKPs named ${q.name}`).to.have.length(1);
       expect(retried[i].body.pkp_id, `the retry of ${q.name} names its PKP`).to.equal(onChain[0]);
+      if (q.before === "connection_lost" && retried[i].replayed) minedWithoutAnswer++;
       if (q.before !== "connection_lost" && q.before?.status === 201) {
         expect(retried[i].replayed).to.equal(true);
         expect(retried[i].body).to.deep.equal(q.before.body);
       }
     });
     expect([...names.values()].flat()).to.have.length(reqs.length);
+    // The kill caught writes that had landed without an answer: their retries answered from the chain.
+    expect(
+      minedWithoutAnswer,
+      "writes mined without an answer, replayed from their receipts",
+    ).to.be.greaterThan(0);
     const report = await auditWriteCharges({
       rpc: provider,
       ledgerPath: ledger.ledgerPath,
@@ -205,7 +240,7 @@ describe("exactly once across kill -9: one process on SQLite, restarted on its d
     instance = await start();
     const reqs = await accounts(instance.url);
     const first = instance;
-    await burstWithKill(first.url, reqs, () => first.kill());
+    await burstWithKill(first.url, chain.rpcUrl, reqs, first);
     instance = await start();
     const retried = await retryAll(instance.url, reqs);
     await expectExactlyOnce(chain.rpcUrl, deployment, reqs, retried, {
@@ -243,7 +278,7 @@ describe("exactly once across kill -9: two instances on PostgreSQL, retried on t
   it("every request retried on the surviving instance lands exactly once and is charged once", async () => {
     const [killed, survivor] = cluster.instances;
     const reqs = await accounts(killed.url);
-    await burstWithKill(killed.url, reqs, () => killed.kill());
+    await burstWithKill(killed.url, cluster.rpcUrl, reqs, killed);
     const retried = await retryAll(survivor.url, reqs);
     await expectExactlyOnce(cluster.rpcUrl, cluster.deployment, reqs, retried, {
       ledgerPath: "",
