@@ -395,8 +395,7 @@ export class Sender {
   /** The durable form of a request about to be sent, with the block its search starts from. */
   private async recordOf(signed: SignedForwardRequest, nonce: bigint): Promise<RecordedForwardRequest> {
     const fromBlock =
-      this.seenBlock ??
-      Number(BigInt((await this.o.provider.send("eth_blockNumber", [])) as string));
+      this.seenBlock ?? Number(BigInt((await this.o.provider.send("eth_blockNumber", [])) as string));
     return {
       from: signed.from,
       to: signed.to,

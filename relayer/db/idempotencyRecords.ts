@@ -117,7 +117,13 @@ export class IdempotencyRecords {
   constructor(private readonly db: Sql) {}
 
   /** true when this caller now owns (scope, key); false when a row is already there. */
-  async claim(scope: string, key: string, fingerprint: string, nowMs: number, owner: string): Promise<boolean> {
+  async claim(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    nowMs: number,
+    owner: string,
+  ): Promise<boolean> {
     return (await this.db.run(Q.claim, [scope, key, fingerprint, nowMs, owner])) === 1;
   }
 
@@ -133,9 +139,7 @@ export class IdempotencyRecords {
     owner: string,
     nowMs: number,
   ): Promise<boolean> {
-    return (
-      (await this.db.run(Q.takeOver, [owner, nowMs, scope, key, seen.owner, seen.heartbeat_ms])) === 1
-    );
+    return (await this.db.run(Q.takeOver, [owner, nowMs, scope, key, seen.owner, seen.heartbeat_ms])) === 1;
   }
 
   /** false when the claim is no longer `owner`'s. `atMs` 0 marks it abandoned (taken over at once). */

@@ -396,9 +396,7 @@ export const MIGRATIONS: readonly Migration[] = [
       // recorded before broadcasting it, so the take-over reconciles with the chain instead of writing
       // again.
       await run(
-        db.schema
-          .alterTable("idempotency")
-          .addColumn("owner", "text", (c) => c.notNull().defaultTo("")),
+        db.schema.alterTable("idempotency").addColumn("owner", "text", (c) => c.notNull().defaultTo("")),
       );
       await run(
         db.schema
@@ -406,9 +404,7 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("heartbeat_ms", ms(kind), (c) => c.notNull().defaultTo(0)),
       );
       await run(
-        db.schema
-          .alterTable("idempotency")
-          .addColumn("writes", "text", (c) => c.notNull().defaultTo("")),
+        db.schema.alterTable("idempotency").addColumn("writes", "text", (c) => c.notNull().defaultTo("")),
       );
     },
   },
