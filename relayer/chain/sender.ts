@@ -345,6 +345,8 @@ export class Sender {
     let executed: Extract<Reconciled, { kind: "executed" }> | null = null;
     try {
       const state = earlier ? await this.reconcileRecorded(earlier) : null;
+      if (earlier && state && state.kind !== "dead" && !sameWrite(earlier, req))
+        throw notRebuildable(earlier, state);
       if (state?.kind === "executed") executed = state;
       else if (earlier && state?.kind === "pending") {
         // Sent again unchanged: whichever copy is mined first executes, the others are skipped.
@@ -573,4 +575,40 @@ function fromRecord(r: RecordedForwardRequest): SignedForwardRequest {
     data: r.data,
     signature: r.signature,
   };
+}
+
+/**
+ * Whether a recorded request carries the write this attempt makes. Not so when the route chose a
+ * secret at random (new_account, a new usage key): the earlier attempt's write is for a key that was
+ * never stored, so its answer cannot be given again.
+ */
+function sameWrite(r: RecordedForwardRequest, req: WriteRequest): boolean {
+  return (
+    r.from.toLowerCase() === req.principal.toLowerCase() && r.data.toLowerCase() === req.data.toLowerCase()
+  );
+}
+
+/**
+ * An earlier attempt's write for a secret that is gone: it still may land (its deadline not passed) or
+ * it has. Either way this attempt writes nothing; the claim stays, so every retry answers the same.
+ */
+function notRebuildable(r: RecordedForwardRequest, state: Reconciled): ApiError {
+  if (state.kind === "pending")
+    return new ApiError(
+      409,
+      "idempotency_key_in_flight",
+      "An earlier attempt with this Idempotency-Key sent a write that may still land until its deadline; retry after it.",
+      { retryAfter: Math.max(1, r.deadline - Math.floor(Date.now() / 1000) + 1) },
+    );
+  return new ApiError(
+    409,
+    "idempotency_key_reused",
+    "An earlier attempt with this Idempotency-Key made its write before a crash, and its answer held a new key that was never stored, so it cannot be given again; use a new Idempotency-Key.",
+    {
+      details: {
+        reason: "answer_lost",
+        tx_hash: state.kind === "executed" ? state.result.txHash : null,
+      },
+    },
+  );
 }

@@ -14,6 +14,7 @@ import { expect } from "chai";
 import { Client } from "pg";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
 import { auditWriteCharges } from "../../relayer/billing/audit";
+import { registryInterface } from "../../relayer/chain/abi";
 import type { RecordedForwardRequest } from "../../relayer/chain/sender";
 import { fingerprint, sealContextOf } from "../../relayer/idempotency";
 import { AccountRegistry__factory } from "../../typechain-types";
@@ -258,5 +259,32 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     expect(await named(name)).to.deep.equal([{ id: r.body.pkp_id, name }]);
     await expectBillingClean();
+  });
+
+  it("a new account mined without an answer: its key was never stored, so retries say so and write nothing", async () => {
+    const idem = fresh().idem;
+    const body = { account_name: `lost-${idem}` };
+    const headers = { "idempotency-key": idem };
+    await automine(false);
+    const first = await s.api("POST", "/core/v1/new_account", { body, headers });
+    expect(first.status, JSON.stringify(first.body)).to.equal(503);
+    await mine();
+    await automine(true);
+    const created = async () =>
+      (
+        await s.provider.getLogs({
+          address: s.deployment.registry,
+          topics: [registryInterface.getEvent("AccountCreated")!.topicHash],
+          fromBlock: s.deployment.deployBlock,
+        })
+      ).length;
+    const before = await created();
+    for (let i = 0; i < 2; i++) {
+      const r = await s.api("POST", "/core/v1/new_account", { body, headers });
+      expect(r.status, JSON.stringify(r.body)).to.equal(409);
+      expect(r.body.error.code).to.equal("idempotency_key_reused");
+      expect(r.body.error.details.reason).to.equal("answer_lost");
+    }
+    expect(await created()).to.equal(before);
   });
 });
