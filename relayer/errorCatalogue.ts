@@ -303,7 +303,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   idempotency_key_in_flight: {
     status: 409,
-    why: "A request with this Idempotency-Key is still running on a live instance (this or another) and did not answer within 30 s. It never runs twice: the holder of a key proves it is alive every second, and a retry takes over a key whose holder stopped (crashed) for 10 s, continuing from what it recorded.",
+    why: "A request with this Idempotency-Key is still running on a live instance (this or another) and did not answer within 30 s. The holder of a key proves it is alive every second; a retry takes over a key whose holder stopped (crashed) for 10 s and continues from what it recorded (a write is never made twice; an execution may run again).",
     fix: "Retry after Retry-After with the same key; the retry gets the first request's answer once it has one, or continues its work if its instance died.",
   },
   idempotency_key_reused: {
