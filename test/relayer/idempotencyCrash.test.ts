@@ -18,8 +18,9 @@ import { registryInterface } from "../../relayer/chain/abi";
 import type { RecordedForwardRequest } from "../../relayer/chain/sender";
 import { fingerprint, sealContextOf } from "../../relayer/idempotency";
 import { AccountRegistry__factory } from "../../typechain-types";
-import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
-import { startStack, type Stack } from "../helpers/stack";
+import { startRelayer, type RunningRelayer } from "../../relayer";
+import { describeOnEngines, describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
+import { fundInstanceGasWallets, startStack, type Stack } from "../helpers/stack";
 
 describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands once", function (engine) {
   this.timeout(120_000);
@@ -286,5 +287,86 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
       expect(r.body.error.details.reason).to.equal("answer_lost");
     }
     expect(await created()).to.equal(before);
+  });
+});
+
+describeOnPostgres("relayer: an Idempotency-Key write retried on another instance (PostgreSQL)", function () {
+  this.timeout(120_000);
+  let s: Stack;
+  let other: RunningRelayer;
+  let key: string;
+  let accountId: number;
+
+  before(async () => {
+    const databaseUrl = await freshDatabaseUrl();
+    s = await startStack({ databaseUrl, receiptTimeoutMs: 1_500, syncSend: "off" });
+    await fundInstanceGasWallets(s, "b");
+    other = await startRelayer({
+      ...s.relayerOptions,
+      instanceId: "b",
+      dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "sigil-once-b-")),
+      port: 0,
+      // The original on the first instance waits for its receipt longer than this test takes.
+      receiptTimeoutMs: 30_000,
+    });
+    const a = await s.api("POST", "/core/v1/new_account", { body: { account_name: "once-b" } });
+    key = a.body.api_key;
+    accountId = a.body.account_id;
+  });
+  after(async () => {
+    await s?.provider.send("evm_setAutomine", [true]).catch(() => undefined);
+    await other?.close();
+    await s?.close();
+  });
+
+  const post = (url: string, name: string, idem: string) =>
+    fetch(url + "/core/v1/pkps/create", {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json", "idempotency-key": idem },
+      body: JSON.stringify({ name }),
+    }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as Record<string, unknown>,
+      replayed: r.headers.get("idempotent-replayed") === "true",
+    }));
+  const named = async (name: string) => {
+    const registry = AccountRegistry__factory.connect(s.deployment.registry, s.provider);
+    const [items] = await registry.listPkps(accountId, 0, 100);
+    return items.filter((p) => p.name === name).map((p) => p.id.toLowerCase());
+  };
+
+  it("a retry reaching the other instance while the original is in flight waits for it and writes nothing", async () => {
+    await s.provider.send("evm_setAutomine", [false]);
+    // The original on the second instance: sent, waiting for its receipt.
+    const original = post(other.url, "in-flight", "in-flight-1");
+    for (;;) {
+      const pool = (await s.provider.send("txpool_status", [])) as { pending: string };
+      if (Number(BigInt(pool.pending)) >= 1) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const retry = post(s.url, "in-flight", "in-flight-1");
+    await new Promise((r) => setTimeout(r, 500));
+    await s.provider.send("evm_mine", []);
+    await s.provider.send("evm_setAutomine", [true]);
+    const [o, r] = await Promise.all([original, retry]);
+    expect(o.status, JSON.stringify(o.body)).to.equal(201);
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    expect(r.replayed).to.equal(true);
+    expect(r.body).to.deep.equal(o.body);
+    expect(await named("in-flight")).to.deep.equal([o.body.pkp_id]);
+  });
+
+  it("mined without an answer on one instance: the retry on the other answers from the receipt", async () => {
+    // The first instance learns the account's current forwarder nonce (the other one wrote last).
+    expect((await post(s.url, "sync", "sync-1")).status).to.equal(201);
+    await s.provider.send("evm_setAutomine", [false]);
+    const first = await post(s.url, "elsewhere", "elsewhere-1");
+    expect(first.status, JSON.stringify(first.body)).to.equal(503);
+    await s.provider.send("evm_mine", []);
+    await s.provider.send("evm_setAutomine", [true]);
+    const r = await post(other.url, "elsewhere", "elsewhere-1");
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    expect(r.replayed).to.equal(true);
+    expect(await named("elsewhere")).to.deep.equal([r.body.pkp_id]);
   });
 });
