@@ -14,7 +14,9 @@ import { expect } from "chai";
 import { Client } from "pg";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
 import { auditWriteCharges } from "../../relayer/billing/audit";
-import { registryInterface } from "../../relayer/chain/abi";
+import { Wallet, type TypedDataField } from "ethers";
+import { FORWARD_REQUEST_TYPES } from "../../enclave";
+import { forwarderInterface, registryInterface } from "../../relayer/chain/abi";
 import type { RecordedForwardRequest } from "../../relayer/chain/sender";
 import { fingerprint, sealContextOf } from "../../relayer/idempotency";
 import { AccountRegistry__factory } from "../../typechain-types";
@@ -287,6 +289,52 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
       expect(r.body.error.details.reason).to.equal("answer_lost");
     }
     expect(await created()).to.equal(before);
+  });
+  it("a client-signed forward request mined without an answer: the retry answers from its receipt", async () => {
+    const usage = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key,
+      body: { name: "signer", can_create_groups: true },
+    });
+    expect(usage.status, JSON.stringify(usage.body)).to.equal(201);
+    const wallet = new Wallet("0x" + (usage.body.usage_api_key as string).slice(3));
+    const nonce = forwarderInterface.decodeFunctionResult(
+      "nonces",
+      await s.provider.call({
+        to: s.deployment.forwarder,
+        data: forwarderInterface.encodeFunctionData("nonces", [wallet.address]),
+      }),
+    )[0] as bigint;
+    const request = {
+      from: wallet.address,
+      to: s.deployment.registry,
+      value: "0",
+      gas: "500000",
+      nonce: nonce.toString(),
+      deadline: Math.floor(Date.now() / 1000) + 300,
+      data: registryInterface.encodeFunctionData("createGroup", ["signed-once", "", [], []]),
+    };
+    const signature = await wallet.signTypedData(
+      { name: "SigilForwarder", version: "1", chainId: 31337, verifyingContract: s.deployment.forwarder },
+      { ForwardRequest: FORWARD_REQUEST_TYPES.ForwardRequest as TypedDataField[] },
+      request,
+    );
+    const send = () =>
+      s.api("POST", "/core/v1/forward", {
+        body: { ...request, signature },
+        headers: { "idempotency-key": "forward-once" },
+      });
+    await automine(false);
+    const first = await send();
+    expect(first.status, JSON.stringify(first.body)).to.equal(503);
+    await mine();
+    await automine(true);
+    const r = await send();
+    expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    expect(r.headers.get("idempotent-replayed")).to.equal("true");
+    expect(r.body.operation).to.equal("createGroup");
+    const groups = await s.api("GET", "/core/v1/groups", { key });
+    expect(groups.body.items.filter((g: { name: string }) => g.name === "signed-once")).to.have.length(1);
+    await expectBillingClean();
   });
 });
 
