@@ -12,8 +12,9 @@
  *    when the answer has one, else with exponential backoff and jitter.
  *  - A lost connection (no answer at all) is retried too: the call's Idempotency-Key makes that safe
  *    for a write (the service answers from what the first attempt did, never writes twice), and reads
- *    change nothing. Nothing else is retried: another 4xx will not change by asking again, and another
- *    5xx may have done something.
+ *    change nothing. Not for an action run (svc_action): if its instance crashed, a retry would run the
+ *    action again, and an action's effects outside the chain are the caller's to judge. Nothing else
+ *    is retried: another 4xx will not change by asking again, and another 5xx may have done something.
  *  - One deadline (timeoutMs) for the whole call, retries included, and the caller's AbortSignal.
  *  - Any non-2xx answer becomes a thrown SigilError, so a resolved call always holds data.
  */
@@ -79,7 +80,8 @@ export function createTransport(o: TransportOptions): (request: Request) => Prom
         const failure = abortOrNetwork(cause, deadline, request.signal, label, timeoutMs);
         // No answer: the attempt may or may not have run. Asked again with the same Idempotency-Key
         // (every POST has one), the service finishes or replays it; never a second write.
-        if (failure.code !== "network_error" || attempt >= retries) throw failure;
+        if (failure.code !== "network_error" || attempt >= retries || runsAction(request.method, url))
+          throw failure;
         try {
           await sleep(backoffMs(attempt, baseDelay, maxDelay), signal);
         } catch (c) {
@@ -120,6 +122,11 @@ export function retryDelay(
 function backoffMs(attempt: number, baseDelayMs: number, maxDelayMs: number): number {
   const backoff = baseDelayMs * 2 ** attempt;
   return Math.min(maxDelayMs, backoff / 2 + Math.random() * (backoff / 2));
+}
+
+/** An action run: not retried after a lost connection (see the header). */
+function runsAction(method: string, url: URL): boolean {
+  return method === "POST" && url.pathname.endsWith("/core/v1/svc_action");
 }
 
 /** 409 idempotency_key_in_flight (read from a copy: the original stays for errorFromResponse). */
