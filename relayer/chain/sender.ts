@@ -109,6 +109,9 @@ export const DEFAULT_SYNC_SEND_CONCURRENCY = 1;
 const DEADLINE_SECONDS = 600;
 const SILENT = { warn: () => undefined, info: () => undefined };
 
+/** How far below the newest block seen the search for a recorded request's execution starts. */
+const RECORD_SEARCH_MARGIN_BLOCKS = 128;
+
 /** Attempts after a stale forwarder nonce before write() gives up with 409 write_reverted. */
 const STALE_NONCE_RETRIES = 4;
 
@@ -188,6 +191,8 @@ export class Sender {
   resetNonces(): void {
     this.pool.resetNonces();
     this.forwarderNonces.clear();
+    // The newest block seen may have been replaced: ask the chain again for where a search starts.
+    this.seenBlock = null;
   }
 
   provider(): JsonRpcProvider {
@@ -396,8 +401,11 @@ export class Sender {
 
   /** The durable form of a request about to be sent, with the block its search starts from. */
   private async recordOf(signed: SignedForwardRequest, nonce: bigint): Promise<RecordedForwardRequest> {
-    const fromBlock =
+    const head =
       this.seenBlock ?? Number(BigInt((await this.o.provider.send("eth_blockNumber", [])) as string));
+    // A margin below it: a reorganisation deeper than this between recording and landing would hide
+    // the request's execution from the search (reconcile.ts).
+    const fromBlock = Math.max(0, head - RECORD_SEARCH_MARGIN_BLOCKS);
     return {
       from: signed.from,
       to: signed.to,

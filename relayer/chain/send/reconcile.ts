@@ -13,6 +13,7 @@
  * another request's.
  */
 import type { JsonRpcProvider } from "ethers";
+import { ApiError } from "../../errors";
 import { forwarderInterface } from "../abi";
 import { EXECUTED_FORWARD_REQUEST_TOPIC } from "../batch";
 import { withRetry } from "../rpc";
@@ -49,8 +50,11 @@ export async function reconcile(
     if (Number(BigInt(head.timestamp)) > r.deadline) return { kind: "dead", reason: "expired" };
     return { kind: "pending" };
   }
-  const executed = await findExecution(rpc, forwarder, r, nonce, headNumber);
-  return executed ?? { kind: "dead", reason: "nonce_used" };
+  let found = await findExecution(rpc, forwarder, r, nonce, r.fromBlock, headNumber);
+  // The nonce is used, so some request's event is on chain; not finding any from the recorded block
+  // means that block was too late (a deep reorganisation): search the whole chain before concluding.
+  if (found === "none") found = await findExecution(rpc, forwarder, r, nonce, 0, headNumber);
+  return typeof found === "object" ? found : { kind: "dead", reason: "nonce_used" };
 }
 
 async function findExecution(
@@ -58,11 +62,12 @@ async function findExecution(
   forwarder: string,
   r: RecordedForwardRequest,
   nonce: bigint,
+  fromBlock: number,
   toBlock: number,
-): Promise<Reconciled | null> {
+): Promise<Reconciled | "another" | "none"> {
   const signerTopic = "0x" + r.from.slice(2).toLowerCase().padStart(64, "0");
   const signature = r.signature.slice(2).toLowerCase();
-  for (let from = Math.max(0, r.fromBlock); from <= toBlock; from += LOG_QUERY_BLOCKS) {
+  for (let from = Math.max(0, fromBlock); from <= toBlock; from += LOG_QUERY_BLOCKS) {
     const to = Math.min(toBlock, from + LOG_QUERY_BLOCKS - 1);
     const logs = await rpc<RawLog[]>("eth_getLogs", [
       {
@@ -76,7 +81,13 @@ async function findExecution(
       if (BigInt("0x" + l.data.slice(2, 66)) !== nonce) continue;
       // The nonce was used; by this request only if its transaction carries this signature.
       const tx = await rpc<{ input: string } | null>("eth_getTransactionByHash", [l.transactionHash]);
-      if (!tx || !tx.input.toLowerCase().includes(signature)) return null;
+      // A node that cannot show the transaction cannot prove whose request it ran: ask again later.
+      if (!tx)
+        throw new ApiError(503, "chain_unavailable", "The chain's node did not return a transaction.", {
+          retryAfter: 5,
+          details: { tx_hash: l.transactionHash },
+        });
+      if (!tx.input.toLowerCase().includes(signature)) return "another";
       const receipt = await rpc<RawReceipt>("eth_getTransactionReceipt", [l.transactionHash]);
       const success = BigInt("0x" + l.data.slice(66, 130)) !== 0n;
       return {
@@ -91,7 +102,7 @@ async function findExecution(
       };
     }
   }
-  return null;
+  return "none";
 }
 
 /**
