@@ -122,16 +122,22 @@ async function burstWithKill(
   ).to.be.greaterThan(0);
 }
 
-/** Every request again, same key, body and Idempotency-Key, all at once, until each has an answer. */
+/**
+ * Every request again, same key, body and Idempotency-Key, all at once, as a client following
+ * docs/errors.md does: 409 idempotency_key_in_flight (the original's claim is still held: a dead
+ * instance's until its lease ends), 503 (the chain or database slow on a loaded machine) and 409
+ * write_reverted (stale_nonce) are retried with the same key.
+ */
 async function retryAll(url: string, reqs: Request[]) {
   return Promise.all(
     reqs.map(async (q) => {
       for (let attempt = 0; ; attempt++) {
         const r = await create(url, q);
-        // 409 idempotency_key_in_flight: the original's claim is still held (a dead instance's until its
-        // lease ends); the answer says to retry.
-        const inFlight = r.status === 409 && (r.body.error as Json)?.code === "idempotency_key_in_flight";
-        if (!inFlight || attempt >= 3) return r;
+        const code = (r.body.error as Json | undefined)?.code;
+        const temporary =
+          r.status === 503 || code === "idempotency_key_in_flight" || code === "write_reverted";
+        if (!temporary || attempt >= 5) return r;
+        await new Promise((done) => setTimeout(done, 500));
       }
     }),
   );
