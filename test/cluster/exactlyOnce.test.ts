@@ -103,9 +103,10 @@ async function burstWithKill(
   try {
     await enoughAnswered;
     await provider.send("evm_setAutomine", [false]);
-    for (;;) {
+    for (const givenUp = Date.now() + 30_000; ;) {
       const pool = (await provider.send("txpool_status", [])) as { pending: string };
       if (Number(BigInt(pool.pending)) >= 1) break;
+      if (Date.now() > givenUp) throw new Error("no write reached the pool within 30 s");
       await new Promise((r) => setTimeout(r, 5));
     }
     process.kill(instance.pid, "SIGSTOP");
