@@ -12,10 +12,16 @@ import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
 import type { PermissionCache } from "./permissions/permissionCache";
 import type { RegistryReader } from "./chain/registryReader";
-import { registryEvents, type LandedWrite, type Sender } from "./chain/sender";
+import { registryEvents, type LandedWrite, type Sender, type WriteJournal } from "./chain/sender";
 import type { RelayerConfig } from "./config";
 import { ApiError } from "./errors";
-import { fingerprint, validateIdempotencyKey, type IdempotencyStore } from "./idempotency";
+import {
+  currentClaim,
+  fingerprint,
+  sealContextOf,
+  validateIdempotencyKey,
+  type IdempotencyStore,
+} from "./idempotency";
 import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
@@ -76,11 +82,16 @@ export async function write(
       "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
     );
   }
-  if (!opts.revocation) await ctx.billing?.assertCanAfford(auth.principal, "write");
+  const journal = currentClaim()?.nextWrite();
+  // A revocation is never refused for credit (a leaked key must always be removable); a retry of a write
+  // an earlier attempt already sent is not a new write: its price was (or will be) charged for that
+  // request, so it is not refused for a balance that charge used up.
+  if (!opts.revocation && !journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
   const result = await submit(
     ctx,
     { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
     data,
+    journal,
   );
   await chargeLandedWrite(ctx, auth.principal, operation, result);
   return result;
@@ -103,15 +114,20 @@ export async function chargeLandedWrite(
   });
 }
 
-/** Submit and sync the cache; used directly by new_account (no principal yet). */
+/**
+ * Submit and sync the cache; used directly by new_account (no principal yet). Under an
+ * Idempotency-Key the write has a journal (relayer/idempotency.ts): its signed request is recorded
+ * before it is sent, and a retry after a crash reconciles that request instead of writing again.
+ */
 export async function submit(
   ctx: RelayerContext,
   who: { apiKey: string; principal: string; kind: "account" | "usage" },
   data: string,
+  journal: WriteJournal | undefined = currentClaim()?.nextWrite(),
 ): Promise<WriteOutcome> {
   let result: LandedWrite;
   try {
-    result = await ctx.sender.write({ ...who, data });
+    result = await ctx.sender.write({ ...who, data }, journal);
     ctx.metrics.chainWrites.inc({ result: "ok" });
   } catch (err) {
     ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
@@ -165,7 +181,7 @@ export function handler(
     const auth = res.locals.auth as AuthContext | undefined;
     const scope = auth ? `key:${auth.principal.keyAddress}` : `ip:${clientIp(req)}`;
     // The caller's own key is part of the sealing context: only the same caller opens its answers.
-    const sealContext = `sigil/idempotency/v2\n${scope}\n${auth?.apiKey ?? ""}\n${idemKey}`;
+    const sealContext = sealContextOf(scope, auth?.apiKey ?? null, idemKey);
     const fp = fingerprint(req.method, req.baseUrl + req.path, req.body, sealContext);
     const out = await ctx.idempotency.run(
       scope,

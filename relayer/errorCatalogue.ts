@@ -303,13 +303,13 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   idempotency_key_in_flight: {
     status: 409,
-    why: "A request with this Idempotency-Key is still running (on this or another instance) and did not answer within 30 s.",
-    fix: "Retry after Retry-After; the retry gets the first request's answer once it has one.",
+    why: "A request with this Idempotency-Key is still running on a live instance (this or another) and did not answer within 30 s. The holder of a key proves it is alive every second; a retry takes over a key whose holder stopped (crashed) for 10 s and continues from what it recorded (a write is never made twice; an execution may run again).",
+    fix: "Retry after Retry-After with the same key; the retry gets the first request's answer once it has one, or continues its work if its instance died.",
   },
   idempotency_key_reused: {
     status: 409,
-    why: "This Idempotency-Key was already used with a different method, path or body within 24 h.",
-    fix: "Use a fresh Idempotency-Key for a different request.",
+    why: 'This Idempotency-Key was already used with a different method, path or body within 24 h. Also (`details.reason: "answer_lost"`): an earlier attempt with this key made a write whose answer held a new key (new_account, a new usage key), then crashed before answering; that key was never stored, so the answer cannot be given again (`details.tx_hash`: the write).',
+    fix: "Use a fresh Idempotency-Key for a different request. For `answer_lost`: the write is on chain with a key nobody holds (remove that usage key; for an account, create another); a new Idempotency-Key makes a new one.",
   },
   address_in_use: {
     status: 409,
@@ -409,7 +409,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   },
   forward_nonce_mismatch: {
     status: 409,
-    why: "A forward request's nonce is not the forwarder's next nonce for `from`: it was already used (a replay), or another write came first (`details.expected_nonce`).",
+    why: "A forward request's nonce is not the forwarder's next nonce for `from`: it was already used (a replay), or another write came first (`details.expected_nonce`). Also the retry of an Idempotency-Key `POST /core/v1/forward` whose request can never execute any more (`details.reason`: `nonce_used` or `expired`).",
     fix: "Prepare and sign a new request (it carries the current nonce).",
   },
   // 429
@@ -437,7 +437,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   chain_unavailable: {
     status: 503,
     why: "The chain's RPC endpoint did not answer in time; nothing was written (or a sent write is not yet confirmed: `details.tx_hash`).",
-    fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice.",
+    fix: "Retry after Retry-After; with an Idempotency-Key a retry never writes twice: it answers from the sent write's receipt if it landed, else sends the same signed request again (docs/consistency.md).",
   },
   database_unavailable: {
     status: 503,
@@ -452,7 +452,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
   instance_connection_lost: {
     status: 502,
     why: "The instance handling the request closed the connection before answering (it stopped or crashed); the request may have run.",
-    fix: "Retry with the same Idempotency-Key (a write is then never made twice); an execution may have run once already.",
+    fix: "Retry with the same Idempotency-Key: a write is then never made twice (the retry reconciles the request the crashed instance recorded with the chain, and answers `Idempotent-Replayed` if it landed); an execution may have run once already. Without a key the write may or may not have happened: read the state before writing again.",
   },
   executor_busy: {
     status: 503,

@@ -9,10 +9,21 @@
  * enclave encrypts each one under a key derived from the root key and the record's context (scope, the
  * caller's API key, the Idempotency-Key), so neither the database file nor its WAL holds an answer in
  * clear, and the fingerprint is keyed by the same context.
+ *
+ * Exactly once across a crash (docs/consistency.md, "Idempotency-Key across a crash"): a write of a
+ * claimed request records its signed forward request in the claim's row before broadcasting it
+ * (WriteJournal, used by relayer/chain/sender.ts). A claim whose holder died (its heartbeat stopped for
+ * a lease; on the embedded SQLite file, every claim found at start) is taken over by the next retry,
+ * which runs the route again: each write then finds the request recorded for it and reconciles it with
+ * the chain (relayer/chain/send/reconcile.ts) instead of signing a new one. A claim that recorded
+ * nothing sent nothing, and runs afresh.
  */
-import { createHmac } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createHmac, randomBytes } from "node:crypto";
+import type { RecordedForwardRequest, WriteJournal } from "./chain/sender";
 import { ApiError } from "./errors";
-import { type DataLayer, IdempotencyRecords, openEngine } from "./db";
+import { type DataLayer, IdempotencyRecords, ensureSqliteClaimColumns, openEngine } from "./db";
+import type { IdempotencyRow } from "./db";
 import type { Db } from "./store";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -93,11 +104,28 @@ export function fingerprint(method: string, path: string, body: unknown, secret 
 const POLL_MS = 50;
 /** How long a duplicate waits for that answer before giving up with 409 idempotency_key_in_flight. */
 export const IDEMPOTENCY_WAIT_MS = 30_000;
+/** How often the attempt holding a claim says it is alive. */
+export const IDEMPOTENCY_HEARTBEAT_MS = 1_000;
 /**
- * A claim older than this belongs to a request whose instance died before answering (no request runs
- * this long: the receipt timeout is 60 s); it is released so the request can be retried.
+ * A claim not refreshed for this long belongs to an attempt whose process died (or lost the database):
+ * the next retry takes it over and reconciles. Safe even if the holder is only slow: a taken-over
+ * holder can no longer record or send a new request (every update is conditional on the holder), and
+ * a request it had recorded is what the taker reconciles.
  */
-export const IDEMPOTENCY_CLAIM_LEASE_MS = 5 * 60 * 1000;
+export const IDEMPOTENCY_CLAIM_LEASE_MS = 10_000;
+
+/** The claim a request holds while its route runs (read by `submit` in relayer/context.ts). */
+const running = new AsyncLocalStorage<ClaimedRun>();
+
+/** The claimed Idempotency-Key request this code runs for, if any. */
+export function currentClaim(): ClaimedRun | undefined {
+  return running.getStore();
+}
+
+/** The sealing context of a record: what only the caller has (its API key) and the key itself. */
+export function sealContextOf(scope: string, apiKey: string | null, idempotencyKey: string): string {
+  return `sigil/idempotency/v2\n${scope}\n${apiKey ?? ""}\n${idempotencyKey}`;
+}
 
 /** The enclave's record sealing (enclave/index.ts Enclave.sealRecord / openRecord). */
 export interface RecordSealer {
@@ -115,6 +143,13 @@ export interface RunOptions {
   keep?: (body: unknown) => unknown;
 }
 
+/** The waits of claims (defaults: the constants above; tests shorten them). */
+export interface ClaimTiming {
+  waitMs: number;
+  heartbeatMs: number;
+  leaseMs: number;
+}
+
 export class IdempotencyStore {
   private readonly inFlight = new Map<string, { fingerprint: string; result: Promise<StoredResponse> }>();
   private readonly records: IdempotencyRecords;
@@ -127,13 +162,24 @@ export class IdempotencyStore {
     db: Db | DataLayer,
     private readonly sealer: RecordSealer,
     private readonly now: () => number = Date.now,
+    private readonly timing: ClaimTiming = {
+      waitMs: IDEMPOTENCY_WAIT_MS,
+      heartbeatMs: IDEMPOTENCY_HEARTBEAT_MS,
+      leaseMs: IDEMPOTENCY_CLAIM_LEASE_MS,
+    },
   ) {
     const shared = "kind" in db;
     this.records = new IdempotencyRecords(shared ? db : openEngine({ sqlitePath: "", sqliteHandle: db }));
-    // The relayer's own SQLite file belongs to this process alone: a claim found there is from a
-    // request that never answered before a restart, so a retry may run now. (Shared claims wait for
-    // their lease instead: another instance may still be running them.)
-    if (!shared) this.records.releaseClaims().catch(() => undefined);
+    if (!shared) {
+      // The relayer's own SQLite file belongs to this process alone: a claim found there is from a
+      // request that never answered before a restart. One that recorded nothing sent nothing and is
+      // dropped; one that recorded a forward request is left for its retry to take over at once and
+      // reconcile. (Shared claims are taken over when their holder's heartbeat stops: another instance
+      // may still be running them.) Synchronous, before any request can look at a claim.
+      ensureSqliteClaimColumns(db);
+      db.exec("DELETE FROM idempotency WHERE status = 0 AND writes = ''");
+      db.exec("UPDATE idempotency SET heartbeat_ms = 0 WHERE status = 0");
+    }
     // Records left from before a restart; a failure here is retried by the hourly prune.
     this.prune().catch(() => undefined);
   }
@@ -161,23 +207,30 @@ export class IdempotencyStore {
       // Joins the running request; its failure is this request's failure too (nothing was written twice).
       return { ...(await flying.result), replayed: true };
     }
-    const deadline = this.now() + IDEMPOTENCY_WAIT_MS;
+    const deadline = this.now() + this.timing.waitMs;
     for (;;) {
-      const claimedMs = this.now();
-      if (await this.records.claim(scope, key, fp, claimedMs)) {
-        return { ...(await this.runClaimed(id, scope, key, fp, claimedMs, fn, opts)), replayed: false };
+      const owner = randomBytes(12).toString("hex");
+      if (await this.records.claim(scope, key, fp, this.now(), owner)) {
+        const run = new ClaimedRun(this.records, scope, key, owner, []);
+        return this.runClaimed(id, fp, run, fn, opts);
       }
       const row = await this.records.read(scope, key);
       if (!row) continue; // released or pruned between the claim and the read: claim again
-      const expired = row.created_ms < this.now() - IDEMPOTENCY_TTL_MS;
-      const abandoned = row.status === 0 && row.created_ms < this.now() - IDEMPOTENCY_CLAIM_LEASE_MS;
-      if (expired || abandoned) {
+      if (row.created_ms < this.now() - IDEMPOTENCY_TTL_MS) {
         await this.records.remove(scope, key, row);
         continue;
       }
       if (row.fingerprint !== fp) throw reused();
       if (row.status !== 0)
         return { status: row.status, body: this.open(opts.sealContext, row.body), replayed: true };
+      if (!this.inFlight.has(id) && row.heartbeat_ms < this.now() - this.timing.leaseMs) {
+        // Its holder is gone: this retry continues its work, from what it recorded.
+        if (await this.records.takeOver(scope, key, row, owner, this.now())) {
+          const run = new ClaimedRun(this.records, scope, key, owner, parseWrites(row));
+          return this.runClaimed(id, fp, run, fn, opts);
+        }
+        continue;
+      }
       // The first request is running on another instance (or in this one, before its in-flight entry
       // existed): wait for its answer, as a local duplicate joins it.
       if (this.now() >= deadline) throw inProgress();
@@ -192,41 +245,54 @@ export class IdempotencyStore {
 
   private async runClaimed(
     id: string,
-    scope: string,
-    key: string,
     fp: string,
-    claimedMs: number,
+    run: ClaimedRun,
     fn: () => Promise<StoredResponse>,
     opts: RunOptions,
-  ): Promise<StoredResponse> {
-    const result = fn();
-    this.inFlight.set(id, { fingerprint: fp, result });
+  ): Promise<StoredResponse & { replayed: boolean }> {
+    const { scope, key, owner } = run;
+    const beat = setInterval(() => {
+      this.records.heartbeat(scope, key, owner, this.now()).catch(() => undefined);
+    }, this.timing.heartbeatMs);
+    beat.unref();
+    const result = running.run(run, fn);
+    const joined = result.then((r) => ({ ...r, replayed: true }));
+    joined.catch(() => undefined);
+    this.inFlight.set(id, { fingerprint: fp, result: joined });
     let r: StoredResponse;
     try {
       r = await result;
     } catch (e) {
-      // A failed request wrote nothing: release the claim so a retry with the same key can run.
-      await this.records.remove(scope, key, { created_ms: claimedMs, status: 0 }).catch(() => undefined);
+      clearInterval(beat);
+      // A failed request whose writes are all settled wrote nothing more than it was answered for:
+      // release the claim so a retry runs afresh. One that may still land (sent, not confirmed) keeps
+      // its claim, marked abandoned: the retry takes it over at once and reconciles.
+      const done = run.unsettled()
+        ? this.records.heartbeat(scope, key, owner, 0)
+        : this.records.release(scope, key, owner);
+      await done.catch(() => undefined);
       this.inFlight.delete(id);
       throw e;
     }
+    clearInterval(beat);
     try {
       if (r.status >= 200 && r.status < 300)
         await this.records.complete(
           scope,
           key,
-          claimedMs,
+          owner,
           r.status,
           this.seal(opts.sealContext, opts.keep ? opts.keep(r.body) : r.body),
         );
-      else await this.records.remove(scope, key, { created_ms: claimedMs, status: 0 });
+      else if (run.unsettled()) await this.records.heartbeat(scope, key, owner, 0);
+      else await this.records.release(scope, key, owner);
     } catch {
       // The work is done and its answer is owed to the caller: a database that cannot keep the record
-      // now leaves the claim, which duplicates wait on until its lease ends.
+      // now leaves the claim, which a retry takes over once its lease ends, and reconciles.
     } finally {
       this.inFlight.delete(id);
     }
-    return r;
+    return { ...r, replayed: run.replayed };
   }
 
   /** The body column: the enclave's envelope of the answer's JSON, never the answer itself. */
@@ -261,4 +327,54 @@ function reused(): ApiError {
     "idempotency_key_reused",
     "This Idempotency-Key was already used for a different request.",
   );
+}
+
+function parseWrites(row: IdempotencyRow): RecordedForwardRequest[] {
+  if (!row.writes) return [];
+  return JSON.parse(row.writes) as RecordedForwardRequest[];
+}
+
+/**
+ * One attempt holding a claim: hands each write of the route, in order, its journal (the request an
+ * earlier attempt recorded for the same write, and where to record the one about to be sent).
+ */
+export class ClaimedRun {
+  private next = 0;
+  private readonly open = new Set<number>();
+  /** Some write's answer came from an earlier attempt's request (the answer is a replay). */
+  replayed = false;
+
+  constructor(
+    private readonly records: IdempotencyRecords,
+    readonly scope: string,
+    readonly key: string,
+    readonly owner: string,
+    private readonly writes: RecordedForwardRequest[],
+  ) {}
+
+  /** Some write was recorded (so may have been sent) and its fate is not known. */
+  unsettled(): boolean {
+    return this.open.size > 0;
+  }
+
+  /** The journal of the route's next write. */
+  nextWrite(): WriteJournal {
+    const i = this.next++;
+    if (this.writes[i]) this.open.add(i);
+    return {
+      recorded: () => this.writes[i],
+      record: async (r) => {
+        const writes = [...this.writes];
+        writes[i] = r;
+        if (!(await this.records.recordWrites(this.scope, this.key, this.owner, JSON.stringify(writes))))
+          throw inProgress();
+        this.writes[i] = r;
+        this.open.add(i);
+      },
+      settled: (replayed) => {
+        this.open.delete(i);
+        if (replayed) this.replayed = true;
+      },
+    };
+  }
 }

@@ -4,11 +4,17 @@
  *
  *  - Authentication: a RequestAuth adds its headers to every attempt (bearer: X-Api-Key; signed: a
  *    fresh signature per attempt, since the service refuses a nonce it has seen).
- *  - Writes (POST) carry an Idempotency-Key: the caller's, else a random one, the same on every retry
- *    of this call, so a retried write is applied once.
- *  - 429 and 503 are retried (the service says both are temporary): after Retry-After when the answer
- *    has one, else with exponential backoff and jitter. Nothing else is retried: another 4xx will not
- *    change by asking again, and another 5xx may have done something.
+ *  - Writes (POST) carry an Idempotency-Key: the caller's, else a random one generated once per call
+ *    and the same on every retry of this call, so a retried write is applied once, even after a crash
+ *    of the service (docs/consistency.md, "Idempotency-Key across a crash").
+ *  - 429 and 503 are retried (the service says both are temporary), and so is 409
+ *    idempotency_key_in_flight (the same call's earlier attempt is still running): after Retry-After
+ *    when the answer has one, else with exponential backoff and jitter.
+ *  - A lost connection (no answer at all) is retried too: the call's Idempotency-Key makes that safe
+ *    for a write (the service answers from what the first attempt did, never writes twice), and reads
+ *    change nothing. Not for an action run (svc_action): if its instance crashed, a retry would run the
+ *    action again, and an action's effects outside the chain are the caller's to judge. Nothing else
+ *    is retried: another 4xx will not change by asking again, and another 5xx may have done something.
  *  - One deadline (timeoutMs) for the whole call, retries included, and the caller's AbortSignal.
  *  - Any non-2xx answer becomes a thrown SigilError, so a resolved call always holds data.
  */
@@ -36,6 +42,8 @@ export interface TransportOptions extends RetryOptions {
 }
 
 export const RETRIED_STATUSES = new Set([429, 503]);
+/** A 409 with this code is temporary: the same Idempotency-Key's earlier attempt has not answered yet. */
+const IN_FLIGHT_CODE = "idempotency_key_in_flight";
 
 export function createTransport(o: TransportOptions): (request: Request) => Promise<Response> {
   const doFetch = o.fetch ?? globalThis.fetch;
@@ -69,10 +77,22 @@ export function createTransport(o: TransportOptions): (request: Request) => Prom
           signal,
         });
       } catch (cause) {
-        throw abortOrNetwork(cause, deadline, request.signal, label, timeoutMs);
+        const failure = abortOrNetwork(cause, deadline, request.signal, label, timeoutMs);
+        // No answer: the attempt may or may not have run. Asked again with the same Idempotency-Key
+        // (every POST has one), the service finishes or replays it; never a second write.
+        if (failure.code !== "network_error" || attempt >= retries || runsAction(request.method, url))
+          throw failure;
+        try {
+          await sleep(backoffMs(attempt, baseDelay, maxDelay), signal);
+        } catch (c) {
+          throw abortOrNetwork(c, deadline, request.signal, label, timeoutMs);
+        }
+        continue;
       }
       if (response.ok) return response;
-      const wait = retryDelay(response, attempt, retries, baseDelay, maxDelay);
+      const wait = (await isInFlight(response))
+        ? inFlightDelay(response, attempt, retries, baseDelay, maxDelay)
+        : retryDelay(response, attempt, retries, baseDelay, maxDelay);
       if (wait === null) throw await errorFromResponse(response, label);
       await response.body?.cancel().catch(() => undefined);
       try {
@@ -95,8 +115,42 @@ export function retryDelay(
   if (!RETRIED_STATUSES.has(response.status) || attempt >= retries) return null;
   const after = parseRetryAfter(response.headers.get("retry-after"));
   if (after !== null) return after > maxDelayMs ? null : after;
+  return backoffMs(attempt, baseDelayMs, maxDelayMs);
+}
+
+/** Exponential backoff with jitter: between half and all of base * 2^attempt, at most maxDelayMs. */
+function backoffMs(attempt: number, baseDelayMs: number, maxDelayMs: number): number {
   const backoff = baseDelayMs * 2 ** attempt;
   return Math.min(maxDelayMs, backoff / 2 + Math.random() * (backoff / 2));
+}
+
+/** An action run: not retried after a lost connection (see the header). */
+function runsAction(method: string, url: URL): boolean {
+  return method === "POST" && url.pathname.endsWith("/core/v1/svc_action");
+}
+
+/** 409 idempotency_key_in_flight (read from a copy: the original stays for errorFromResponse). */
+async function isInFlight(response: Response): Promise<boolean> {
+  if (response.status !== 409) return false;
+  try {
+    const body = (await response.clone().json()) as { error?: { code?: string } };
+    return body?.error?.code === IN_FLIGHT_CODE;
+  } catch {
+    return false;
+  }
+}
+
+function inFlightDelay(
+  response: Response,
+  attempt: number,
+  retries: number,
+  baseDelayMs: number,
+  maxDelayMs: number,
+): number | null {
+  if (attempt >= retries) return null;
+  const after = parseRetryAfter(response.headers.get("retry-after"));
+  if (after !== null) return after > maxDelayMs ? null : after;
+  return backoffMs(attempt, baseDelayMs, maxDelayMs);
 }
 
 /** Retry-After in ms: delta-seconds or an HTTP date; null when absent or unreadable. */

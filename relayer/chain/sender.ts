@@ -30,6 +30,7 @@ import { Broadcaster, isUnfunded } from "./send/broadcast";
 import { ForwarderNonces } from "./send/nonces";
 import { BatchQueue, DEFAULT_MAX_BATCH, settleFromReceipt, transactionFor } from "./send/queue";
 import { waitForReceipt, type Receipt } from "./send/receipts";
+import { reconcile, type Reconciled } from "./send/reconcile";
 import { requestGasFor, Simulator } from "./send/simulate";
 import type {
   ForwardSigner,
@@ -37,6 +38,8 @@ import type {
   Outcome,
   Pending,
   RawLog,
+  RecordedForwardRequest,
+  WriteJournal,
   WriteRequest,
   WriteResult,
 } from "./send/types";
@@ -48,7 +51,15 @@ export { requestGasFor, simulatedCall } from "./send/simulate";
 export { SYNC_SEND_SLOW_MS } from "./send/broadcast";
 export { DEFAULT_MAX_BATCH, MAX_BATCH_GAS } from "./send/queue";
 export type { GasWalletStatus } from "./send/balanceMonitor";
-export type { ForwardSigner, LandedWrite, RawLog, WriteRequest, WriteResult } from "./send/types";
+export type {
+  ForwardSigner,
+  LandedWrite,
+  RawLog,
+  RecordedForwardRequest,
+  WriteJournal,
+  WriteRequest,
+  WriteResult,
+} from "./send/types";
 
 export interface SenderOptions {
   provider: JsonRpcProvider;
@@ -98,6 +109,9 @@ export const DEFAULT_SYNC_SEND_CONCURRENCY = 1;
 const DEADLINE_SECONDS = 600;
 const SILENT = { warn: () => undefined, info: () => undefined };
 
+/** How far below the newest block seen the search for a recorded request's execution starts. */
+const RECORD_SEARCH_MARGIN_BLOCKS = 128;
+
 /** Attempts after a stale forwarder nonce before write() gives up with 409 write_reverted. */
 const STALE_NONCE_RETRIES = 4;
 
@@ -110,6 +124,8 @@ export class Sender {
   private readonly balances: BalanceMonitor;
   private readonly queue: BatchQueue;
   private inFlight = 0;
+  /** The newest block a receipt was seen in: a lower bound for where a request about to be sent lands. */
+  private seenBlock: number | null = null;
 
   constructor(private readonly o: SenderOptions) {
     const fees = new FeeOracle({
@@ -175,6 +191,8 @@ export class Sender {
   resetNonces(): void {
     this.pool.resetNonces();
     this.forwarderNonces.clear();
+    // The newest block seen may have been replaced: ask the chain again for where a search starts.
+    this.seenBlock = null;
   }
 
   provider(): JsonRpcProvider {
@@ -200,12 +218,17 @@ export class Sender {
     return this.balances.allLow();
   }
 
-  /** Simulates, signs, submits and waits for the receipt of one registry call. */
-  async write(req: WriteRequest): Promise<LandedWrite> {
+  /**
+   * Simulates, signs, submits and waits for the receipt of one registry call. With a journal (an
+   * Idempotency-Key request) the signed request is recorded before it is sent, and a request an earlier
+   * attempt recorded is reconciled with the chain first (send/reconcile.ts): its result if it executed,
+   * the same request again if it still can, a new one only once it provably never will.
+   */
+  async write(req: WriteRequest, journal?: WriteJournal): Promise<LandedWrite> {
     return this.principals.run(req.principal.toLowerCase(), async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          return await this.writeOnce(req);
+          return await this.writeOnce(req, journal);
         } catch (err) {
           // A stale forwarder nonce (e.g. the principal also wrote through another relayer instance)
           // shows up as a failed receipt or an invalid-signer refusal: resync and retry. Several
@@ -233,48 +256,81 @@ export class Sender {
    * forwarder's current nonce, simulated like any write, then queued and submitted exactly as the
    * relayer's own signed requests are. Not retried on a stale nonce: only the signer can sign anew.
    */
-  async writeSigned(signed: SignedForwardRequest & { nonce: bigint }, kind: "usage"): Promise<LandedWrite> {
+  async writeSigned(
+    signed: SignedForwardRequest & { nonce: bigint },
+    kind: "usage",
+    journal?: WriteJournal,
+  ): Promise<LandedWrite> {
     const principal = signed.from;
     const req: WriteRequest = { apiKey: "", principal, kind, data: signed.data };
     return this.principals.run(principal.toLowerCase(), async () => {
       this.queue.startPreparing();
+      const earlier = journal?.recorded();
+      let executed: Extract<Reconciled, { kind: "executed" }> | null = null;
       try {
-        let current = await this.forwarderNonces.get(principal);
-        if (current !== signed.nonce) {
-          // The cache may be behind another relayer instance's writes: ask the chain before refusing.
-          this.forwarderNonces.forget(principal);
-          current = await this.forwarderNonces.get(principal);
-        }
-        if (current !== signed.nonce) {
-          throw new ApiError(
-            409,
-            "forward_nonce_mismatch",
-            `The forward request's nonce is ${signed.nonce}; the forwarder expects ${current} from ${principal} (already used, or not the next one).`,
-            { details: { expected_nonce: current.toString(), nonce: signed.nonce.toString() } },
-          );
-        }
-        const innerGas = await this.simulator.simulate(req);
-        if (signed.gas < innerGas) {
-          throw new ApiError(
-            400,
-            "forward_call_not_allowed",
-            `The forward request's gas (${signed.gas}) is below what the call needs (${innerGas}).`,
-            { details: { reason: "gas_too_low", gas_needed: innerGas.toString() } },
-          );
+        if (earlier) {
+          // The same signed request as an earlier attempt (the fingerprint covers the body).
+          const state = await this.reconcileRecorded(earlier);
+          if (state.kind === "dead") {
+            journal!.settled(false);
+            throw new ApiError(
+              409,
+              "forward_nonce_mismatch",
+              "The forward request can no longer execute (its nonce was used by another request, or its deadline passed); sign a new one.",
+              { details: { nonce: signed.nonce.toString(), reason: state.reason } },
+            );
+          }
+          if (state.kind === "executed") executed = state;
+        } else {
+          await this.checkSigned(signed, req);
+          await journal?.record(await this.recordOf(signed, signed.nonce));
         }
       } catch (err) {
         this.queue.donePreparing();
         this.pump();
         throw err;
       }
+      if (executed) {
+        this.queue.donePreparing();
+        this.pump();
+        return this.concludeExecuted(req, earlier!, executed, journal!);
+      }
       const outcome = await this.enqueue(signed, signed.nonce);
       try {
-        return await this.conclude(req, principal, signed.nonce, outcome);
+        return await this.conclude(req, principal, signed.nonce, outcome, journal);
       } catch (err) {
         this.forwarderNonces.forget(principal);
         throw err;
       }
     });
+  }
+
+  /** A client-signed request before it is queued: the forwarder's next nonce, and enough gas. */
+  private async checkSigned(signed: SignedForwardRequest & { nonce: bigint }, req: WriteRequest) {
+    const principal = signed.from;
+    let current = await this.forwarderNonces.get(principal);
+    if (current !== signed.nonce) {
+      // The cache may be behind another relayer instance's writes: ask the chain before refusing.
+      this.forwarderNonces.forget(principal);
+      current = await this.forwarderNonces.get(principal);
+    }
+    if (current !== signed.nonce) {
+      throw new ApiError(
+        409,
+        "forward_nonce_mismatch",
+        `The forward request's nonce is ${signed.nonce}; the forwarder expects ${current} from ${principal} (already used, or not the next one).`,
+        { details: { expected_nonce: current.toString(), nonce: signed.nonce.toString() } },
+      );
+    }
+    const innerGas = await this.simulator.simulate(req);
+    if (signed.gas < innerGas) {
+      throw new ApiError(
+        400,
+        "forward_call_not_allowed",
+        `The forward request's gas (${signed.gas}) is below what the call needs (${innerGas}).`,
+        { details: { reason: "gas_too_low", gas_needed: innerGas.toString() } },
+      );
+    }
   }
 
   /** The forwarder nonce the principal's next request must carry (cached; see send/nonces.ts). */
@@ -287,19 +343,80 @@ export class Sender {
     return this.simulator.simulate({ apiKey: "", principal, kind, data });
   }
 
-  private async writeOnce(req: WriteRequest): Promise<LandedWrite> {
+  private async writeOnce(req: WriteRequest, journal?: WriteJournal): Promise<LandedWrite> {
     this.queue.startPreparing();
-    let prepared: { signed: SignedForwardRequest; nonce: bigint };
+    const earlier = journal?.recorded();
+    let prepared: { signed: SignedForwardRequest; nonce: bigint } | null = null;
+    let executed: Extract<Reconciled, { kind: "executed" }> | null = null;
     try {
-      prepared = await this.prepare(req);
+      const state = earlier ? await this.reconcileRecorded(earlier) : null;
+      if (earlier && state && state.kind !== "dead" && !sameWrite(earlier, req))
+        throw notRebuildable(earlier, state);
+      if (state?.kind === "executed") executed = state;
+      else if (earlier && state?.kind === "pending") {
+        // Sent again unchanged: whichever copy is mined first executes, the others are skipped.
+        prepared = { signed: fromRecord(earlier), nonce: BigInt(earlier.nonce) };
+      } else {
+        // Nothing recorded yet, or the recorded request is dead: its nonce may be cached as next.
+        if (earlier) this.forwarderNonces.forget(req.principal);
+        prepared = await this.prepare(req);
+        await journal?.record(await this.recordOf(prepared.signed, prepared.nonce));
+      }
     } catch (err) {
       this.queue.donePreparing();
       this.pump(); // queued requests may have been held for this one
       throw err;
     }
-    const { signed, nonce } = prepared;
+    if (executed) {
+      this.queue.donePreparing();
+      this.pump();
+      return this.concludeExecuted(req, earlier!, executed, journal!);
+    }
+    const { signed, nonce } = prepared!;
     const outcome = await this.enqueue(signed, nonce);
-    return this.conclude(req, signed.from, nonce, outcome);
+    return this.conclude(req, signed.from, nonce, outcome, journal);
+  }
+
+  private reconcileRecorded(r: RecordedForwardRequest) {
+    return reconcile(this.o.provider, this.o.forwarder, r, this.o.onTransient);
+  }
+
+  /** An earlier attempt's request executed: its receipt is the write's result, never a second write. */
+  private async concludeExecuted(
+    req: WriteRequest,
+    r: RecordedForwardRequest,
+    state: { success: boolean; result: WriteResult },
+    journal: WriteJournal,
+  ): Promise<LandedWrite> {
+    const nonce = BigInt(r.nonce);
+    // Another process used the nonce: whatever this one cached for the principal is behind.
+    this.forwarderNonces.forget(req.principal);
+    if (!state.success) {
+      journal.settled(false);
+      return this.conclude(req, r.from, nonce, { kind: "reverted", txHash: state.result.txHash });
+    }
+    journal.settled(true);
+    return { ...state.result, forwardRequest: { signer: r.from.toLowerCase(), nonce } };
+  }
+
+  /** The durable form of a request about to be sent, with the block its search starts from. */
+  private async recordOf(signed: SignedForwardRequest, nonce: bigint): Promise<RecordedForwardRequest> {
+    const head =
+      this.seenBlock ?? Number(BigInt((await this.o.provider.send("eth_blockNumber", [])) as string));
+    // A margin below it: a reorganisation deeper than this between recording and landing would hide
+    // the request's execution from the search (reconcile.ts).
+    const fromBlock = Math.max(0, head - RECORD_SEARCH_MARGIN_BLOCKS);
+    return {
+      from: signed.from,
+      to: signed.to,
+      value: signed.value.toString(),
+      gas: signed.gas.toString(),
+      nonce: nonce.toString(),
+      deadline: Number(signed.deadline),
+      data: signed.data,
+      signature: signed.signature,
+      fromBlock,
+    };
   }
 
   /** Queues a prepared request (it stops counting as being prepared) and waits for its transaction. */
@@ -338,11 +455,16 @@ export class Sender {
     signer: string,
     nonce: bigint,
     outcome: Outcome,
+    journal?: WriteJournal,
   ): Promise<LandedWrite> {
     if (outcome.kind === "ok") {
       this.forwarderNonces.consumed(req.principal, nonce);
+      journal?.settled(false);
       return { ...outcome.result, forwardRequest: { signer: signer.toLowerCase(), nonce } };
     }
+    // The forwarder ran the request and the call reverted: its nonce is used, nothing was written.
+    // (Skipped: not run at all; an idempotent write stays unsettled and is reconciled on its retry.)
+    if (outcome.kind === "reverted") journal?.settled(false);
     // Mined but not done: something changed between simulation and inclusion. Say what, if we can.
     let again: ApiError | null = null;
     try {
@@ -433,6 +555,7 @@ export class Sender {
     }
     // Before any caller hears of it: the permission cache may apply this transaction's events right
     // away (read-your-writes without a log query; PermissionCache.applyOwnTransaction).
+    this.seenBlock = Math.max(this.seenBlock ?? 0, receipt.result.blockNumber);
     if (receipt.status === 1) this.o.onMined?.(receipt.result, receipt.transactionIndex);
     settleFromReceipt(batch, receipt, this.o.forwarder);
   }
@@ -447,4 +570,53 @@ export function registryEvents(logs: RawLog[], registry: string) {
     if (parsed) out.push(parsed);
   }
   return out;
+}
+
+/** A recorded request back in the shape the batch encoder sends. */
+function fromRecord(r: RecordedForwardRequest): SignedForwardRequest {
+  return {
+    from: r.from,
+    to: r.to,
+    value: BigInt(r.value),
+    gas: BigInt(r.gas),
+    deadline: r.deadline,
+    data: r.data,
+    signature: r.signature,
+  };
+}
+
+/**
+ * Whether a recorded request carries the write this attempt makes. Not so when the route chose a
+ * secret at random (new_account, a new usage key): the earlier attempt's write is for a key that was
+ * never stored, so its answer cannot be given again.
+ */
+function sameWrite(r: RecordedForwardRequest, req: WriteRequest): boolean {
+  return (
+    r.from.toLowerCase() === req.principal.toLowerCase() && r.data.toLowerCase() === req.data.toLowerCase()
+  );
+}
+
+/**
+ * An earlier attempt's write for a secret that is gone: it still may land (its deadline not passed) or
+ * it has. Either way this attempt writes nothing; the claim stays, so every retry answers the same.
+ */
+function notRebuildable(r: RecordedForwardRequest, state: Reconciled): ApiError {
+  if (state.kind === "pending")
+    return new ApiError(
+      409,
+      "idempotency_key_in_flight",
+      "An earlier attempt with this Idempotency-Key sent a write that may still land until its deadline; retry after it.",
+      { retryAfter: Math.max(1, r.deadline - Math.floor(Date.now() / 1000) + 1) },
+    );
+  return new ApiError(
+    409,
+    "idempotency_key_reused",
+    "An earlier attempt with this Idempotency-Key made its write before a crash, and its answer held a new key that was never stored, so it cannot be given again; use a new Idempotency-Key.",
+    {
+      details: {
+        reason: "answer_lost",
+        tx_hash: state.kind === "executed" ? state.result.txHash : null,
+      },
+    },
+  );
 }

@@ -23,7 +23,7 @@ export {
   type MigrationContext,
 } from "./migrations";
 export { prepare, type Prepared } from "./prepared";
-export { IdempotencyRecords, type IdempotencyRow } from "./idempotencyRecords";
+export { IdempotencyRecords, ensureSqliteClaimColumns, type IdempotencyRow } from "./idempotencyRecords";
 export { SharedConcurrencyCap, SharedTokenBuckets } from "./sharedLimits";
 export { databaseUnavailable, isConnectionError } from "./errors";
 export type { Schema } from "./schema";

@@ -387,7 +387,28 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
-    // 11, not 10: another branch adds 10 at the same time (renumbered at merge if needed).
+    version: 10,
+    description: "idempotency claims: their holder, its heartbeat, and the forward requests it signed",
+    async up({ kind, db, run }) {
+      // Exactly once across a crash (relayer/idempotency.ts): a claim names the attempt holding it and
+      // when it last proved alive, so another instance takes over a dead one's claim within a lease
+      // instead of waiting five minutes; `writes` holds every signed forward request the attempt
+      // recorded before broadcasting it, so the take-over reconciles with the chain instead of writing
+      // again.
+      await run(
+        db.schema.alterTable("idempotency").addColumn("owner", "text", (c) => c.notNull().defaultTo("")),
+      );
+      await run(
+        db.schema
+          .alterTable("idempotency")
+          .addColumn("heartbeat_ms", ms(kind), (c) => c.notNull().defaultTo(0)),
+      );
+      await run(
+        db.schema.alterTable("idempotency").addColumn("writes", "text", (c) => c.notNull().defaultTo("")),
+      );
+    },
+  },
+  {
     version: 11,
     description:
       "billing reservations: the worst case of every execution in flight, held against caps and balance",

@@ -60,6 +60,12 @@ export interface Schema {
     status: number;
     body: string;
     created_ms: number;
+    /** Which attempt holds the claim (a random token per attempt); '' in rows from before version 10. */
+    owner: string;
+    /** When the holder last said it is alive; a claim not refreshed for a lease is taken over. */
+    heartbeat_ms: number;
+    /** JSON array of the signed forward requests the attempt recorded before sending them; '' for none. */
+    writes: string;
   };
   /** Shared token buckets (PostgreSQL only): one row per (limit, caller). */
   rate_buckets: { bucket: string; tokens: number; updated_ms: number };

@@ -25,6 +25,7 @@ import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { requestGasFor } from "../chain/sender";
 import { chargeLandedWrite, handler, type RelayerContext } from "../context";
+import { currentClaim } from "../idempotency";
 import { ApiError } from "../errors";
 import { recoverAddress } from "../http/ethSignatures";
 import { BodyReader } from "../http/validate";
@@ -131,8 +132,11 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       if (signed.gas <= 0n || signed.gas > MAX_FORWARD_GAS)
         throw notAllowed(`gas must be between 1 and ${MAX_FORWARD_GAS}`, "gas_out_of_range");
       const operation = allowedCall(signed.data);
+      // Under an Idempotency-Key: recorded before it is sent, reconciled with the chain on a retry
+      // (whose request may have expired since it executed: the retry still answers from its receipt).
+      const journal = currentClaim()?.nextWrite();
       const now = Math.floor(Date.now() / 1000);
-      if (signed.deadline <= now)
+      if (signed.deadline <= now && !journal?.recorded())
         throw new ApiError(
           400,
           "forward_request_expired",
@@ -171,10 +175,10 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
       res.locals.auth = auth;
       res.locals.principal = auth.principal;
-      await ctx.billing?.assertCanAfford(auth.principal, "write");
+      if (!journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
       let result;
       try {
-        result = await ctx.sender.writeSigned(signed, "usage");
+        result = await ctx.sender.writeSigned(signed, "usage", journal);
         ctx.metrics.chainWrites.inc({ result: "ok" });
       } catch (err) {
         ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });

@@ -68,3 +68,36 @@ export interface Pending {
   nonce: bigint;
   settle: (o: Outcome | { error: unknown }) => void;
 }
+
+/**
+ * A signed forward request exactly as it is (or was) sent, kept durably before it is broadcast
+ * (relayer/idempotency.ts): enough to send it again unchanged and to find its execution on chain.
+ */
+export interface RecordedForwardRequest {
+  from: string;
+  to: string;
+  value: string;
+  gas: string;
+  nonce: string;
+  deadline: number;
+  data: string;
+  signature: string;
+  /** A block no later than the first one the request can be mined in: where the search for it starts. */
+  fromBlock: number;
+}
+
+/**
+ * Where one write of an Idempotency-Key request keeps its forward request across a crash. Without one
+ * (no Idempotency-Key) a write is signed and sent as before.
+ */
+export interface WriteJournal {
+  /** The request an earlier attempt of this write recorded (and may have sent), if any. */
+  recorded(): RecordedForwardRequest | undefined;
+  /** Durably records the request about to be sent; throws when this attempt lost its claim. */
+  record(r: RecordedForwardRequest): Promise<void>;
+  /**
+   * The write's fate is known (landed, reverted, or provably never executable). `replayed`: it landed
+   * through an earlier attempt's request, whose receipt gives the answer.
+   */
+  settled(replayed: boolean): void;
+}
