@@ -13,7 +13,9 @@
  * checks that tdxReportData agrees with the enclave's attestationReportData.
  */
 import { createHash } from "node:crypto";
-import { getCollateral, verify as dcapVerify, type Collateral, type TcbStatus } from "@phala/dcap-qvl";
+// Types only at the top: the verifier itself is loaded on first use (below), so a client that never checks a
+// TDX quote (the dashboard's first page) does not carry it.
+import type { Collateral, TcbStatus, verify as DcapVerify } from "@phala/dcap-qvl";
 import {
   AttestationError,
   canonicalJson,
@@ -108,6 +110,7 @@ export async function verifyTdxQuote(
   quote: Uint8Array,
   opts: VerifyTdxQuoteOptions = {},
 ): Promise<VerifiedTdxQuote> {
+  const { getCollateral, verify: dcapVerify } = await import("@phala/dcap-qvl");
   let collateral = opts.collateral;
   if (collateral === undefined) {
     if (opts.pccsUrl === undefined)
@@ -128,7 +131,7 @@ export async function verifyTdxQuote(
     opts.now instanceof Date
       ? Math.floor(opts.now.getTime() / 1000)
       : (opts.now ?? Math.floor(Date.now() / 1000));
-  let result: ReturnType<typeof dcapVerify>;
+  let result: ReturnType<typeof DcapVerify>;
   try {
     result = dcapVerify(quote, collateral, now);
   } catch (e) {
