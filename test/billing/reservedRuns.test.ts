@@ -117,6 +117,8 @@ describeOnEngines("billing: runs in flight reserve their worst case", function (
         time_limit_ms: 30_000,
         max_timeout_ms: 2000,
       },
+      fix: "Send a smaller `timeout_ms`, retry when the key's runs in flight have ended, or have the owner raise or remove the cap.",
+      docs_url: "docs/errors.md#spend_cap_reached",
     });
     expect((await run(k.key, { timeout_ms: 2000, js_params: { ms: 1 } })).status).to.equal(200);
   });
