@@ -115,11 +115,7 @@ export function buildApp(ctx: RelayerContext): Express {
     const chunked = req.get("transfer-encoding") !== undefined;
     if (req.body === undefined && (length > 0 || chunked) && !["GET", "HEAD"].includes(req.method)) {
       next(
-        new ApiError(
-          415,
-          "unsupported_media_type",
-          "Send the body as JSON with Content-Type: application/json.",
-        ),
+        new ApiError("unsupported_media_type", "Send the body as JSON with Content-Type: application/json."),
       );
       return;
     }
@@ -157,14 +153,13 @@ export function buildApp(ctx: RelayerContext): Express {
       res.setHeader("Allow", [...new Set(allowed)].join(", "));
       next(
         new ApiError(
-          405,
           "method_not_allowed",
           `${req.method} is not allowed here; use ${[...new Set(allowed)].join(" or ")}.`,
         ),
       );
       return;
     }
-    next(new ApiError(404, "route_not_found", `No endpoint ${req.method} ${req.path.slice(0, 200)}.`));
+    next(new ApiError("route_not_found", `No endpoint ${req.method} ${req.path.slice(0, 200)}.`));
   });
   app.use(errorHandler(ctx.logger));
   return app;

@@ -19,7 +19,7 @@ import { revokedKeys } from "../keyHistory";
 function readInclude(v: unknown): boolean {
   if (v === undefined || v === "" || v === "live") return false;
   if (v === "all") return true;
-  throw new ApiError(400, "invalid_request", '`include` must be "live" (the default) or "all".', {
+  throw new ApiError("invalid_request", '`include` must be "live" (the default) or "all".', {
     details: { field: "include", allowed: ["live", "all"] },
   });
 }
@@ -50,7 +50,6 @@ export function keyRoutes(ctx: RelayerContext): Router {
       for (const id of ids) {
         if (id !== 0 && !auth.account.groups.has(id)) {
           throw new ApiError(
-            404,
             "group_not_found",
             `\`${field}\` names group ${id}, which does not exist in this account.`,
             { details: { field, group_id: id } },
@@ -71,7 +70,6 @@ export function keyRoutes(ctx: RelayerContext): Router {
     const cap = b.spendCap("spend_cap_cents");
     if (cap !== null && !ctx.billing) {
       throw new ApiError(
-        400,
         "invalid_request",
         "`spend_cap_cents` needs billing, which is off on this service.",
         {
@@ -267,7 +265,6 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   const id = b.raw("id");
   if ((value === undefined || value === null) === (id === undefined || id === null)) {
     throw new ApiError(
-      400,
       "invalid_request",
       "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
       {
@@ -278,7 +275,7 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   let address: string;
   if (value !== undefined && value !== null) {
     if (typeof value !== "string")
-      throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", {
+      throw new ApiError("invalid_usage_api_key", "`usage_api_key` must be a string.", {
         details: { field: "usage_api_key" },
       });
     let parsed;
@@ -286,14 +283,13 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
       parsed = ctx.enclave.parseApiKey(value);
     } catch (err) {
       if (isEnclaveError(err))
-        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
+        throw new ApiError("invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
           details: { field: "usage_api_key" },
         });
       throw err;
     }
     if (parsed.kind !== "usage") {
       throw new ApiError(
-        400,
         "invalid_usage_api_key",
         "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
         { details: { field: "usage_api_key" } },
@@ -305,7 +301,7 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   }
   const key = auth.account.keys.get(address);
   if (!key)
-    throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, {
+    throw new ApiError("usage_key_not_found", `No live usage key ${address} in this account.`, {
       details: { id: address },
     });
   return key;
