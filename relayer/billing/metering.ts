@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { type DataLayer, type Sql, prepare } from "../db";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
+import type { Principal } from "./principal";
 import {
   type LocalExtra,
   type Reservation,
@@ -21,11 +22,7 @@ import {
   type ForwardRequestId,
 } from "./references";
 
-export interface Principal {
-  accountId: string /* decimal */;
-  keyAddress: string;
-  kind: "account" | "usage";
-}
+export type { Principal };
 
 export interface Prices {
   /** A management write that landed on chain. */
