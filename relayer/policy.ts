@@ -20,6 +20,7 @@
  *  - Key management and ownership transfer are the owner's only: 403 owner_only for a usage key.
  */
 import type { Enclave } from "../enclave";
+import { FLAG_SCOPES, GROUP_SCOPES } from "../vocabulary/scopes";
 import { SCOPE_NAMES, Scope } from "./chain/abi";
 import type { AccountProjection, GroupRecord, KeyRecord } from "./permissions/projection";
 import { ApiError } from "./errors";
@@ -49,7 +50,7 @@ export function accountMode(enclave: Enclave, account: AccountProjection): Accou
     : "chain_secured";
 }
 
-const PER_GROUP = new Set<ScopeIndex>([Scope.Execute, Scope.ManageActions, Scope.AddPkp, Scope.RemovePkp]);
+const PER_GROUP = new Set<number>(GROUP_SCOPES.map((s) => s.index));
 
 /** The registry's `hasScope` for a live key of `account`. */
 export function keyHasScope(
@@ -58,33 +59,16 @@ export function keyHasScope(
   scope: ScopeIndex,
   groupId: number,
 ): boolean {
-  const s = key.scopes;
-  switch (scope) {
-    case Scope.CreatePkp:
-      return s.canCreatePkps;
-    case Scope.CreateGroup:
-      return s.canCreateGroups;
-    case Scope.DeleteGroup:
-      return s.canDeleteGroups;
-  }
+  const flag = FLAG_SCOPES.find((w) => w.index === scope);
+  if (flag) return key.scopes[flag.struct];
   const ids = perGroupIds(key, scope);
   if (groupId === 0) return ids.includes(0);
   return account.groups.has(groupId) && (ids.includes(0) || ids.includes(groupId));
 }
 
 function perGroupIds(key: KeyRecord, scope: ScopeIndex): number[] {
-  const s = key.scopes;
-  switch (scope) {
-    case Scope.Execute:
-      return s.executeInGroups;
-    case Scope.ManageActions:
-      return s.manageIpfsIdsInGroups;
-    case Scope.AddPkp:
-      return s.addPkpToGroups;
-    case Scope.RemovePkp:
-      return s.removePkpFromGroups;
-  }
-  return [];
+  const words = GROUP_SCOPES.find((w) => w.index === scope);
+  return words ? key.scopes[words.struct] : [];
 }
 
 /**

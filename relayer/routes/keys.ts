@@ -5,6 +5,7 @@
  */
 import { Router } from "express";
 import { isEnclaveError } from "../../enclave";
+import { GROUP_SCOPES, SCOPES, structArgs } from "../../vocabulary/scopes";
 import { authOf, type AuthContext } from "../auth";
 import { requireOwner, requireOwnerRead } from "../policy";
 import { registryInterface } from "../chain/abi";
@@ -31,23 +32,16 @@ export function keyRoutes(ctx: RelayerContext): Router {
 
   /** The seven permission fields; any left out take their default (false / []): docs/background.md §4.1 rule 2. */
   function readScopes(b: BodyReader, auth: AuthContext): KeyScopes {
-    const scopes: KeyScopes = {
-      canCreateGroups: b.bool("can_create_groups"),
-      canDeleteGroups: b.bool("can_delete_groups"),
-      canCreatePkps: b.bool("can_create_pkps"),
-      manageIpfsIdsInGroups: b.groupIds("manage_ipfs_ids_in_groups", limits.maxArrayEntries),
-      addPkpToGroups: b.groupIds("add_pkp_to_groups", limits.maxArrayEntries),
-      removePkpFromGroups: b.groupIds("remove_pkp_from_groups", limits.maxArrayEntries),
-      executeInGroups: b.groupIds("execute_in_groups", limits.maxArrayEntries),
-    };
+    // Read in the struct's order (vocabulary/scopes.ts), so the first bad field is the one reported.
+    const scopes = Object.fromEntries(
+      SCOPES.map((w) => [
+        w.struct,
+        w.perGroup ? b.groupIds(w.field, limits.maxArrayEntries) : b.bool(w.field),
+      ]),
+    ) as KeyScopes;
     // Same rule as the registry (a scope can name only live groups or the wildcard), said precisely.
-    for (const [field, ids] of [
-      ["manage_ipfs_ids_in_groups", scopes.manageIpfsIdsInGroups],
-      ["add_pkp_to_groups", scopes.addPkpToGroups],
-      ["remove_pkp_from_groups", scopes.removePkpFromGroups],
-      ["execute_in_groups", scopes.executeInGroups],
-    ] as const) {
-      for (const id of ids) {
+    for (const { field, struct } of GROUP_SCOPES) {
+      for (const id of scopes[struct]) {
         if (id !== 0 && !auth.account.groups.has(id)) {
           throw new ApiError(
             "group_not_found",
@@ -309,13 +303,5 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
 
 /** KeyScopes as the registry's struct argument (addKey, updateKey, rotateKey). */
 export function scopesArg(s: KeyScopes) {
-  return [
-    s.canCreateGroups,
-    s.canDeleteGroups,
-    s.canCreatePkps,
-    s.manageIpfsIdsInGroups,
-    s.addPkpToGroups,
-    s.removePkpFromGroups,
-    s.executeInGroups,
-  ];
+  return structArgs(s);
 }

@@ -3,23 +3,12 @@
  * planner (which copies keys) and the verifier (which compares them) both need it; the planner importing
  * it from the verifier, which imports the plan's type, was an import cycle.
  */
+import { SCOPES, type ScopeStruct } from "../../vocabulary/scopes";
+
 /** A key's scopes as plain values (the same rebuilding from masks in both registries: compare as is). */
-export function scopesOf(s: {
-  canCreateGroups: boolean;
-  canDeleteGroups: boolean;
-  canCreatePkps: boolean;
-  manageIpfsIdsInGroups: bigint[];
-  addPkpToGroups: bigint[];
-  removePkpFromGroups: bigint[];
-  executeInGroups: bigint[];
-}) {
-  return {
-    canCreateGroups: s.canCreateGroups,
-    canDeleteGroups: s.canDeleteGroups,
-    canCreatePkps: s.canCreatePkps,
-    manageIpfsIdsInGroups: [...s.manageIpfsIdsInGroups],
-    addPkpToGroups: [...s.addPkpToGroups],
-    removePkpFromGroups: [...s.removePkpFromGroups],
-    executeInGroups: [...s.executeInGroups],
-  };
+export function scopesOf(s: ScopeStruct<bigint>): ScopeStruct<bigint> {
+  const from = s as Record<string, boolean | bigint[]>;
+  return Object.fromEntries(
+    SCOPES.map((w) => [w.struct, w.perGroup ? [...(from[w.struct] as bigint[])] : from[w.struct]]),
+  ) as ScopeStruct<bigint>;
 }
