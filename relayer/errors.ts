@@ -18,11 +18,6 @@ export function catalogueEntry(code: string): ErrorEntry | undefined {
   return CATALOGUE[code];
 }
 
-/** Whether a string is a catalogued code, narrowing it to ErrorCode. */
-export function isErrorCode(code: string): code is ErrorCode {
-  return catalogueEntry(code) !== undefined;
-}
-
 /**
  * Where an error code is explained: its row in docs/errors.md (each row carries an anchor named after
  * the code). A path in the repository: the documentation ships with the code.
