@@ -27,7 +27,7 @@ import { openDataLayer } from "../relayer/db";
 import { SignedRequestVerifier } from "../relayer/http/signedRequest";
 import { PermissionCache } from "../relayer/permissions/permissionCache";
 import { signRequest, usageKeyWallet } from "../sdk/index";
-import { quietLogger, setupAccount, startStack } from "../test/helpers/stack";
+import { quietLogger, setupAccount, startStack } from "../testkit/stack";
 import { startBenchPostgres } from "./embeddedPostgres";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2_000);

@@ -7,7 +7,7 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "pg";
-import { freePort } from "../test/helpers/anvil";
+import { freePort } from "../testkit/anvil";
 
 export interface BenchPostgres {
   /** Connection URL of the run's database. */

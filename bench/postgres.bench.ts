@@ -18,7 +18,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { SimulatedProcessor, createBilling, type Billing } from "../relayer/billing";
 import { postgresStatementCount } from "../relayer/db";
-import { startStack, type Stack } from "../test/helpers/stack";
+import { startStack, type Stack } from "../testkit/stack";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";

@@ -13,7 +13,7 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { createHash } from "node:crypto";
-import { startStack, type Stack } from "../test/helpers/stack";
+import { startStack, type Stack } from "../testkit/stack";
 import { signatureHeader } from "../relayer/webhooks/signature";
 
 const ROUNDS = 6;

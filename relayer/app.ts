@@ -4,13 +4,14 @@
  * it reads and parses every body, see http/guard.ts) → billing router → 415 for non-JSON bodies → routes →
  * 405/404 → the error handler. Nothing reads a request before the guard has bounded it.
  */
-import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import express, { Router, type Express, type NextFunction, type Request, type Response } from "express";
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
 import { httpGuard } from "./http/guard";
+import { methodNotAllowed, routesOf, type RegisteredRoute } from "./http/routeTable";
 import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
@@ -25,7 +26,11 @@ import { siweRoutes } from "./routes/siwe";
 import { configRoute, healthRoutes } from "./routes/system";
 import { webhookRoutes } from "./routes/webhooks";
 
-/** Every endpoint, for 405 answers (and the OpenAPI document's coverage test). */
+/**
+ * The relayer's own endpoints as the OpenAPI document describes them (its coverage test and the request
+ * fuzzers read this list). The 405 answers do not: they come from what the app registered
+ * (`app.locals.routes`, http/routeTable.ts), which also holds billing's routes and any route added later.
+ */
 export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/new_account"],
   ["GET", "/core/v1/account"],
@@ -69,10 +74,6 @@ export const ROUTES: Array<[string, string]> = [
   ["GET", "/metrics"],
 ];
 
-function patternToRegex(p: string): RegExp {
-  return new RegExp("^" + p.replace(/:[a-z_]+/g, "[^/]+") + "/?$");
-}
-
 export function buildApp(ctx: RelayerContext): Express {
   const app = express();
   app.disable("x-powered-by");
@@ -108,18 +109,22 @@ export function buildApp(ctx: RelayerContext): Express {
   app.use("/core/v1", perIpLimit(ctx.ipLimit));
 
   app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
-  if (ctx.billing) app.use("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
+  // Every endpoint mounted through `mount` is in the 405 table (`routes`), so none can be left out of it.
+  const routes: RegisteredRoute[] = [];
+  app.locals.routes = routes;
+  const mount = (prefix: string, router: Router) => {
+    app.use(prefix || "/", router);
+    routes.push(...routesOf(router, prefix));
+  };
+
+  if (ctx.billing) mount("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     const length = Number(req.get("content-length") ?? 0);
     const chunked = req.get("transfer-encoding") !== undefined;
     if (req.body === undefined && (length > 0 || chunked) && !["GET", "HEAD"].includes(req.method)) {
       next(
-        new ApiError(
-          415,
-          "unsupported_media_type",
-          "Send the body as JSON with Content-Type: application/json.",
-        ),
+        new ApiError("unsupported_media_type", "Send the body as JSON with Content-Type: application/json."),
       );
       return;
     }
@@ -127,9 +132,11 @@ export function buildApp(ctx: RelayerContext): Express {
   });
 
   const openapi = buildOpenApi(ctx);
-  app.get("/core/v1/openapi.json", (_req, res) => {
+  const docs = Router();
+  docs.get("/openapi.json", (_req, res) => {
     res.json(openapi);
   });
+  mount("/core/v1", docs);
   // Actions first: svc_action is by far the most frequent request, and express tries routers in order
   // (the paths of these routers do not overlap, so the order changes nothing else).
   for (const router of [
@@ -145,27 +152,12 @@ export function buildApp(ctx: RelayerContext): Express {
     configRoute(ctx),
     siweRoutes(ctx),
   ]) {
-    app.use("/core/v1", router);
+    mount("/core/v1", router);
   }
-  app.use(healthRoutes(ctx));
+  mount("", healthRoutes(ctx));
   app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
-  const compiled = ROUTES.map(([m, p]) => [m, patternToRegex(p)] as const);
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const allowed = compiled.filter(([, re]) => re.test(req.path)).map(([m]) => m);
-    if (allowed.length) {
-      res.setHeader("Allow", [...new Set(allowed)].join(", "));
-      next(
-        new ApiError(
-          405,
-          "method_not_allowed",
-          `${req.method} is not allowed here; use ${[...new Set(allowed)].join(" or ")}.`,
-        ),
-      );
-      return;
-    }
-    next(new ApiError(404, "route_not_found", `No endpoint ${req.method} ${req.path.slice(0, 200)}.`));
-  });
+  app.use(methodNotAllowed(routes));
   app.use(errorHandler(ctx.logger));
   return app;
 }

@@ -54,20 +54,15 @@ export function extractApiKey(req: Request): string {
   let bearer: string | undefined;
   if (authorization !== undefined) {
     const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
-    if (!m) throw new ApiError(401, "invalid_api_key", "The Authorization header must be `Bearer <key>`.");
+    if (!m) throw new ApiError("invalid_api_key", "The Authorization header must be `Bearer <key>`.");
     bearer = m[1];
   }
   if (header !== undefined && bearer !== undefined && header.trim() !== bearer) {
-    throw new ApiError(
-      401,
-      "invalid_api_key",
-      "X-Api-Key and Authorization carry two different keys; send one.",
-    );
+    throw new ApiError("invalid_api_key", "X-Api-Key and Authorization carry two different keys; send one.");
   }
   const key = (header ?? bearer)?.trim();
   if (!key)
     throw new ApiError(
-      401,
       "missing_api_key",
       "Send the account key or a usage key in X-Api-Key or Authorization: Bearer.",
     );
@@ -94,7 +89,6 @@ export class Authenticator {
         // The enclave's details are fixed phrases (never key material): say which rule the key broke.
         const reason = err.details ?? "malformed key";
         throw new ApiError(
-          401,
           "invalid_api_key",
           `The key is not a valid Sigil key: ${reason}. An account key is ak_ followed by 64 lowercase hex digits, a usage key uk_ followed by 64, or a 0x-prefixed private key.`,
           { details: { reason } },
@@ -107,7 +101,7 @@ export class Authenticator {
       const behind = limit ? this.cache.freshen() : null;
       if (behind) await behind;
       const id = await this.cache.accountOfMasterKey(parsed.address);
-      if (!id) throw new ApiError(401, "unknown_api_key", "No account has this account key.");
+      if (!id) throw new ApiError("unknown_api_key", "No account has this account key.");
       const account = await this.cache.account(id);
       if (limit) await this.limits.perAccount.take(`a:${id}`, `account ${id}`);
       const mode = accountMode(this.enclave, account);
@@ -136,10 +130,9 @@ export class Authenticator {
     }
     const found = await this.cache.lookupKey(address, Math.floor(Date.now() / 1000));
     if (found.status === "unknown")
-      throw new ApiError(401, "unknown_api_key", "The key is not registered, or it was removed.");
+      throw new ApiError("unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
       throw new ApiError(
-        401,
         "api_key_expired",
         `The key expired at ${new Date(found.expiration * 1000).toISOString()}.`,
         {
@@ -177,11 +170,10 @@ export class Authenticator {
     sessionKey: string,
     method: string,
   ): Promise<AuthContext> {
-    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    if (!this.siwe) throw new ApiError("siwe_invalid", "This service does not accept wallet sign-in.");
     const session = await this.siwe.verify(siwe.message, siwe.signature);
     if (session.sessionKey !== sessionKey)
       throw new ApiError(
-        401,
         "siwe_invalid",
         `The request was signed by ${sessionKey}, not by the session key the sign-in message names (${session.sessionKey}).`,
       );
@@ -189,19 +181,15 @@ export class Authenticator {
     await this.siwe.assertNotRevoked(session);
     if (!OWNER_SESSION_METHODS.has(method.toUpperCase()))
       throw new ApiError(
-        403,
         "siwe_read_only",
         "A wallet sign-in may only read: the owner's changes are transactions the owner's wallet or Safe sends to the registry.",
       );
     const account = await this.cache.account(session.accountId);
     // Ownership may have moved since the message was signed: the chain's owner now decides.
     if (account.owner !== session.owner)
-      throw new ApiError(
-        401,
-        "siwe_not_owner",
-        `${session.owner} no longer owns account ${session.accountId}.`,
-        { details: { address: session.owner } },
-      );
+      throw new ApiError("siwe_not_owner", `${session.owner} no longer owns account ${session.accountId}.`, {
+        details: { address: session.owner },
+      });
     await this.limits.perAccount.take(`a:${account.id}`, `account ${account.id}`);
     return {
       principal: { accountId: String(account.id), keyAddress: session.owner, kind: "account" },
@@ -215,7 +203,7 @@ export class Authenticator {
 
   /** POST /core/v1/auth/siwe: checks an owner's sign-in message once and spends its nonce. */
   async signInWithEthereum(message: string, signature: string) {
-    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    if (!this.siwe) throw new ApiError("siwe_invalid", "This service does not accept wallet sign-in.");
     const session = await this.siwe.signIn(message, signature);
     const account = await this.cache.account(session.accountId);
     return { session, account, mode: accountMode(this.enclave, account) };
@@ -227,11 +215,10 @@ export class Authenticator {
    * expired or was signed out is answered as such, not refused: the page forgets it either way.
    */
   async signOutOwnerSession(req: Request): Promise<{ session: SiweSession; outcome: SignOutOutcome }> {
-    if (!this.siwe) throw new ApiError(401, "siwe_invalid", "This service does not accept wallet sign-in.");
+    if (!this.siwe) throw new ApiError("siwe_invalid", "This service does not accept wallet sign-in.");
     const siwe = siweHeaders((name) => req.get(name));
     if (!siwe || !this.signed || !isSignedRequest(req))
       throw new ApiError(
-        401,
         "siwe_invalid",
         "Sign out as the session: a request signed by its session key (the Sigil-* signature headers) with Sigil-Siwe and Sigil-Siwe-Signature.",
       );
@@ -239,7 +226,6 @@ export class Authenticator {
     const session = await this.siwe.verify(siwe.message, siwe.signature, { allowExpired: true });
     if (session.sessionKey !== sessionKey)
       throw new ApiError(
-        401,
         "siwe_invalid",
         `The request was signed by ${sessionKey}, not by the session key the sign-in message names (${session.sessionKey}).`,
       );
@@ -275,7 +261,6 @@ export class Authenticator {
       const signed = this.signed !== undefined && isSignedRequest(req);
       if (siwe && !signed)
         throw new ApiError(
-          401,
           "siwe_invalid",
           "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
         );
@@ -298,11 +283,7 @@ export class Authenticator {
       (auth) => {
         if (accountOnly && auth.principal.kind !== "account") {
           next(
-            new ApiError(
-              403,
-              "owner_only",
-              "This endpoint needs the account key; a usage key can never use it.",
-            ),
+            new ApiError("owner_only", "This endpoint needs the account key; a usage key can never use it."),
           );
           return;
         }

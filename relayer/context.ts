@@ -77,7 +77,6 @@ export async function write(
   if (auth.apiKey === null) {
     // A signed request: the relayer never had the key, so it cannot sign a write with it.
     throw new ApiError(
-      400,
       "forward_request_required",
       "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
     );

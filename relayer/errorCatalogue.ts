@@ -9,7 +9,9 @@ export interface ErrorEntry {
   fix: string;
 }
 
-export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
+// `satisfies` (not a type annotation) keeps the literal keys, so `RelayerErrorCode` below is the union of
+// the codes written here and a throw site naming any other code does not compile.
+export const ERROR_CATALOGUE = {
   // 400: the request itself is wrong
   invalid_json: {
     status: 400,
@@ -469,4 +471,7 @@ export const ERROR_CATALOGUE: Record<string, ErrorEntry> = {
     why: "A bug. The message never leaks internals; the request_id finds the log line.",
     fix: "Report it with the request_id.",
   },
-};
+} satisfies Record<string, ErrorEntry>;
+
+/** Every code the relayer answers with: the catalogue's keys. */
+export type RelayerErrorCode = keyof typeof ERROR_CATALOGUE;

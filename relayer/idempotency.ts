@@ -38,7 +38,6 @@ export function validateIdempotencyKey(v: string | undefined): string | undefine
   if (v === undefined) return undefined;
   if (!KEY_FORMAT.test(v) || v.trim() === "") {
     throw new ApiError(
-      400,
       "invalid_idempotency_key",
       "Idempotency-Key must be 1 to 255 printable ASCII characters.",
     );
@@ -311,7 +310,6 @@ export class IdempotencyStore {
 
 function inProgress(): ApiError {
   return new ApiError(
-    409,
     "idempotency_key_in_flight",
     "A request with this Idempotency-Key is still running; retry once it has answered.",
     { retryAfter: 1 },
@@ -323,7 +321,6 @@ const SEALED_PREFIX = "sealed:v1:";
 
 function reused(): ApiError {
   return new ApiError(
-    409,
     "idempotency_key_reused",
     "This Idempotency-Key was already used for a different request.",
   );

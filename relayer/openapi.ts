@@ -2,6 +2,7 @@
  * The OpenAPI 3.1 document served at /core/v1/openapi.json. Written by hand next to the routes (a test
  * checks that every route in app.ts's ROUTES table is documented here, and every error code is listed).
  */
+import { SCOPES } from "../vocabulary/scopes";
 import type { RelayerContext } from "./context";
 import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
@@ -45,14 +46,11 @@ const pkpId = {
   description: "PKP id: 0x + 64 lower-case hex digits",
 };
 const address = { type: "string", pattern: "^0x[0-9a-fA-F]{40}$", description: "EIP-55 checksummed address" };
+/** The seven scopes' fields (request names or listed names), in struct order: vocabulary/scopes.ts. */
+const scopeFields = (name: "field" | "listed"): Record<string, Schema> =>
+  Object.fromEntries(SCOPES.map((w) => [w[name], w.perGroup ? groupIds : bool()]));
 const permissionFields: Record<string, Schema> = {
-  can_create_groups: bool(),
-  can_delete_groups: bool(),
-  can_create_pkps: bool(),
-  manage_ipfs_ids_in_groups: groupIds,
-  add_pkp_to_groups: groupIds,
-  remove_pkp_from_groups: groupIds,
-  execute_in_groups: groupIds,
+  ...scopeFields("field"),
   spend_cap_cents: nullable({
     type: "integer",
     minimum: 0,
@@ -72,13 +70,7 @@ const usageKeyFields: Record<string, Schema> = {
   ),
   spent_cents: nullable(int()),
   spend_cap_cents: nullable(int()),
-  can_create_groups: bool(),
-  can_delete_groups: bool(),
-  can_create_pkps: bool(),
-  can_manage_ipfs_ids_in_groups: groupIds,
-  can_add_pkp_to_groups: groupIds,
-  can_remove_pkp_from_groups: groupIds,
-  can_execute_in_groups: groupIds,
+  ...scopeFields("listed"),
   created_at: nullable(int("Unix seconds (block time of registration)")),
 };
 const usageKeyItem = out({

@@ -134,7 +134,6 @@ export class PinLedger {
     if (await this.has(accountId, cid)) return false;
     const used = (await this.usage(accountId)).used_bytes;
     throw new ApiError(
-      413,
       "pin_quota_exceeded",
       `Pinning ${cid} (${bytes} bytes) would take this account's pins to ${used + bytes} bytes; the quota is ${this.quotaBytes}.`,
       { details: { cid, bytes, used_bytes: used, quota_bytes: this.quotaBytes } },

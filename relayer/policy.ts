@@ -20,6 +20,7 @@
  *  - Key management and ownership transfer are the owner's only: 403 owner_only for a usage key.
  */
 import type { Enclave } from "../enclave";
+import { FLAG_SCOPES, GROUP_SCOPES } from "../vocabulary/scopes";
 import { SCOPE_NAMES, Scope } from "./chain/abi";
 import type { AccountProjection, GroupRecord, KeyRecord } from "./permissions/projection";
 import { ApiError } from "./errors";
@@ -49,7 +50,7 @@ export function accountMode(enclave: Enclave, account: AccountProjection): Accou
     : "chain_secured";
 }
 
-const PER_GROUP = new Set<ScopeIndex>([Scope.Execute, Scope.ManageActions, Scope.AddPkp, Scope.RemovePkp]);
+const PER_GROUP = new Set<number>(GROUP_SCOPES.map((s) => s.index));
 
 /** The registry's `hasScope` for a live key of `account`. */
 export function keyHasScope(
@@ -58,33 +59,16 @@ export function keyHasScope(
   scope: ScopeIndex,
   groupId: number,
 ): boolean {
-  const s = key.scopes;
-  switch (scope) {
-    case Scope.CreatePkp:
-      return s.canCreatePkps;
-    case Scope.CreateGroup:
-      return s.canCreateGroups;
-    case Scope.DeleteGroup:
-      return s.canDeleteGroups;
-  }
+  const flag = FLAG_SCOPES.find((w) => w.index === scope);
+  if (flag) return key.scopes[flag.struct];
   const ids = perGroupIds(key, scope);
   if (groupId === 0) return ids.includes(0);
   return account.groups.has(groupId) && (ids.includes(0) || ids.includes(groupId));
 }
 
 function perGroupIds(key: KeyRecord, scope: ScopeIndex): number[] {
-  const s = key.scopes;
-  switch (scope) {
-    case Scope.Execute:
-      return s.executeInGroups;
-    case Scope.ManageActions:
-      return s.manageIpfsIdsInGroups;
-    case Scope.AddPkp:
-      return s.addPkpToGroups;
-    case Scope.RemovePkp:
-      return s.removePkpFromGroups;
-  }
-  return [];
+  const words = GROUP_SCOPES.find((w) => w.index === scope);
+  return words ? key.scopes[words.struct] : [];
 }
 
 /**
@@ -97,7 +81,6 @@ export function writeRefusal(caller: Caller, scope: ScopeIndex, groupId: number)
   const name = SCOPE_NAMES[scope];
   const onGroup = PER_GROUP.has(scope) && groupId !== 0;
   return new ApiError(
-    403,
     "missing_scope",
     onGroup ? `The key lacks the ${name} scope on group ${groupId}.` : `The key lacks the ${name} scope.`,
     { details: { scope: name, group_id: onGroup ? groupId : 0 } },
@@ -117,7 +100,7 @@ export function requireWriteScope(caller: Caller, scope: ScopeIndex, groupId: nu
 /** Owner-only operations (key management, ownership transfer): the account key in API mode only. */
 export function requireOwner(caller: Caller): void {
   if (caller.principal.kind !== "account")
-    throw new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
+    throw new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
   const refusal = apiModeRefusal(caller);
   if (refusal) throw refusal;
 }
@@ -131,7 +114,6 @@ export function requireOwner(caller: Caller): void {
 export function requireRotator(caller: Caller): void {
   if (caller.principal.kind !== "account")
     throw new ApiError(
-      403,
       "owner_only",
       "Only the account owner may rotate usage keys; a usage key cannot rotate itself, whatever its scopes.",
     );
@@ -151,7 +133,6 @@ export function requireOwnerRead(caller: Caller): void {
 function apiModeRefusal(caller: Caller): ApiError | null {
   if (caller.mode === "api") return null;
   return new ApiError(
-    409,
     "account_chain_secured",
     "This account is ChainSecured: its owner is no longer the service-managed address, so the account key cannot write or execute for it. Use the owner wallet (path B), or a usage key the owner registered.",
   );
@@ -161,7 +142,7 @@ function apiModeRefusal(caller: Caller): ApiError | null {
 export function requireGroup(account: AccountProjection, groupId: number): GroupRecord {
   const g = account.groups.get(groupId);
   if (!g)
-    throw new ApiError(404, "group_not_found", `Group ${groupId} does not exist in this account.`, {
+    throw new ApiError("group_not_found", `Group ${groupId} does not exist in this account.`, {
       details: { group_id: groupId },
     });
   return g;
@@ -201,7 +182,6 @@ export function executionRefusal(
     // runs any code, inline or by CID, with any PKP of its own account, no group needed.
     if (pkpId === undefined || caller.account.pkps.has(pkpId)) return null;
     return new ApiError(
-      403,
       "not_authorized_to_execute",
       `PKP ${pkpId} is not a PKP of this account: the account key runs code with its own account's PKPs only.`,
       { details: { cid, pkp_id: pkpId } },
@@ -225,7 +205,6 @@ function usageKeyRefusal(caller: Caller, cid: string, cidHash: string, pkpId?: s
     const id = caller.key?.address ?? "<key id>";
     const command = `npx sigil keys update ${id} --name <name> --execute <group id> (repeat the key's other permissions: update replaces them all)`;
     return new ApiError(
-      403,
       "not_authorized_to_execute",
       `${what} This key may execute in no group: the account owner grants it execute on a group that lists the action${pkpId ? " and the PKP" : ""}: ${command}.`,
       { details: { ...base, group_id: null, missing: ["execute"], command } },
@@ -242,7 +221,6 @@ function usageKeyRefusal(caller: Caller, cid: string, cidHash: string, pkpId?: s
   const label = g.name ? `group ${g.id} (${JSON.stringify(g.name)})` : `group ${g.id}`;
   const items = missing.map((m) => (m === "action" ? "the action" : "the PKP")).join(" and ");
   return new ApiError(
-    403,
     "not_authorized_to_execute",
     `${what} Add ${items} to ${label}, where this key may execute: ${command} (with the account key, or a key with that group's scopes).`,
     { details: { ...base, group_id: g.id, missing, command } },

@@ -3,6 +3,7 @@
  * numbers, PKP ids 0x-prefixed 32-byte lower-case hex, addresses EIP-55 checksummed, times unix seconds.
  */
 import type { Enclave } from "../enclave";
+import { listedScopes } from "../vocabulary/scopes";
 import type { Billing } from "./billing";
 import type { GroupRecord, KeyRecord, PkpRecord } from "./permissions/projection";
 
@@ -18,13 +19,7 @@ export async function keyItem(k: KeyRecord, billing: Billing | null) {
     balance: spend && spend.cap_cents !== null ? Math.max(0, spend.cap_cents - spend.spent_cents) : null,
     spent_cents: spend ? spend.spent_cents : null,
     spend_cap_cents: spend ? spend.cap_cents : null,
-    can_create_groups: k.scopes.canCreateGroups,
-    can_delete_groups: k.scopes.canDeleteGroups,
-    can_create_pkps: k.scopes.canCreatePkps,
-    can_manage_ipfs_ids_in_groups: k.scopes.manageIpfsIdsInGroups,
-    can_add_pkp_to_groups: k.scopes.addPkpToGroups,
-    can_remove_pkp_from_groups: k.scopes.removePkpFromGroups,
-    can_execute_in_groups: k.scopes.executeInGroups,
+    ...listedScopes(k.scopes),
     created_at: k.createdAt,
   };
 }

@@ -44,7 +44,7 @@ export interface ExecutionCap {
 }
 
 export function rateLimited(capacity: number, what: string, retryAfter: number): ApiError {
-  return new ApiError(429, "rate_limited", `Rate limit reached for ${what}; retry in ${retryAfter} s.`, {
+  return new ApiError("rate_limited", `Rate limit reached for ${what}; retry in ${retryAfter} s.`, {
     retryAfter,
     details: { limit: capacity, scope: what.split(" ")[0] },
   });
@@ -52,7 +52,6 @@ export function rateLimited(capacity: number, what: string, retryAfter: number):
 
 export function tooManyConcurrent(accountId: string, running: number, cap: number): ApiError {
   return new ApiError(
-    429,
     "too_many_concurrent_executions",
     `Account ${accountId} already runs ${running} executions (the maximum).`,
     { retryAfter: 1, details: { limit: cap } },

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { FLAG_SCOPES, GROUP_SCOPES_FOR_PEOPLE, type ScopeBody } from "../../vocabulary/scopes";
 import { UsageError } from "../api";
 import { collect, contextOf, groupIds } from "../context";
 import { groupList, table } from "../output";
@@ -51,8 +52,8 @@ function parseSpendCap(v: string): number {
 /** The request body of add/update: the full permission set (docs/background.md §4.1 rule 2: anything omitted is reset). */
 function permissionBody(o: PermissionFlags): Record<string, unknown> {
   const ids = (v: string[] | undefined, flag: string) => groupIds(v, flag).map((s) => Number(s));
-  const body: Record<string, unknown> = {
-    name: o.name,
+  // Typed by the scope vocabulary, so a misspelt field does not compile.
+  const scopes: ScopeBody<number> = {
     can_create_groups: o.canCreateGroups === true,
     can_delete_groups: o.canDeleteGroups === true,
     can_create_pkps: o.canCreatePkps === true,
@@ -61,6 +62,7 @@ function permissionBody(o: PermissionFlags): Record<string, unknown> {
     remove_pkp_from_groups: ids(o.removePkp, "--remove-pkp"),
     execute_in_groups: ids(o.execute, "--execute"),
   };
+  const body: Record<string, unknown> = { name: o.name, ...scopes };
   if (o.description !== undefined) body.description = o.description;
   if (o.expiration !== undefined) body.expiration = parseExpiration(o.expiration);
   if (o.spendCap !== undefined) body.spend_cap_cents = parseSpendCap(o.spendCap);
@@ -78,17 +80,11 @@ function parseExpiration(v: string): number {
 /** What the new key may do, one line per granted permission ("execute  all groups"). */
 function grants(k: Record<string, unknown>): string[] {
   const lines: string[] = [];
-  const groups: Array<[string, unknown]> = [
-    ["execute", k.can_execute_in_groups],
-    ["manage actions", k.can_manage_ipfs_ids_in_groups],
-    ["add pkp", k.can_add_pkp_to_groups],
-    ["remove pkp", k.can_remove_pkp_from_groups],
-  ];
-  for (const [label, v] of groups)
+  for (const { label, listed } of GROUP_SCOPES_FOR_PEOPLE) {
+    const v = k[listed];
     if (Array.isArray(v) && v.length) lines.push(`${label.padEnd(14)}${groupList(v)}`);
-  if (k.can_create_groups) lines.push(`${"create groups".padEnd(14)}yes`);
-  if (k.can_delete_groups) lines.push(`${"delete groups".padEnd(14)}yes`);
-  if (k.can_create_pkps) lines.push(`${"create pkps".padEnd(14)}yes`);
+  }
+  for (const { label, listed } of FLAG_SCOPES) if (k[listed]) lines.push(`${label.padEnd(14)}yes`);
   if (typeof k.spend_cap_cents === "number")
     lines.push(`${"spend cap".padEnd(14)}${k.spend_cap_cents} cents`);
   return lines;
@@ -165,17 +161,14 @@ export function registerKeys(program: Command): void {
           query: { page_number: o.page, page_size: o.pageSize, ...(o.all ? { include: "all" } : {}) },
         },
       );
-      const headers = ["id", "name", "execute", "manage actions", "add pkp", "remove pkp", "create", "spent"];
+      const headers = ["id", "name", ...GROUP_SCOPES_FOR_PEOPLE.map((s) => s.label), "create", "spent"];
       out.result(r, () =>
         table(
           o.all ? [...headers, "state"] : headers,
           (r.items ?? []).map((k) => [
             String(k.id),
             String(k.name ?? ""),
-            groupList(k.can_execute_in_groups),
-            groupList(k.can_manage_ipfs_ids_in_groups),
-            groupList(k.can_add_pkp_to_groups),
-            groupList(k.can_remove_pkp_from_groups),
+            ...GROUP_SCOPES_FOR_PEOPLE.map((s) => groupList(k[s.listed])),
             [
               k.can_create_groups && "groups",
               k.can_delete_groups && "delete-groups",

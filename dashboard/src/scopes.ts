@@ -2,20 +2,13 @@
  * A usage key's permissions as the page edits them, and their one-line summary. Group lists use the
  * API's convention: 0 is the wildcard "all groups" (present or not, never mixed with ids in the UI).
  */
+import { FLAG_SCOPES, GROUP_SCOPES_FOR_PEOPLE } from "../../vocabulary/scopes";
+
 export const ALL_GROUPS = 0;
 
-export const GROUP_SCOPES = [
-  { field: "execute_in_groups", listed: "can_execute_in_groups", label: "execute" },
-  { field: "manage_ipfs_ids_in_groups", listed: "can_manage_ipfs_ids_in_groups", label: "manage actions" },
-  { field: "add_pkp_to_groups", listed: "can_add_pkp_to_groups", label: "add PKPs" },
-  { field: "remove_pkp_from_groups", listed: "can_remove_pkp_from_groups", label: "remove PKPs" },
-] as const;
-
-export const FLAGS = [
-  { field: "can_create_groups", label: "create groups" },
-  { field: "can_delete_groups", label: "delete groups" },
-  { field: "can_create_pkps", label: "create PKPs" },
-] as const;
+/** The scopes' field names and labels come from the one scope vocabulary (vocabulary/scopes.ts). */
+export const GROUP_SCOPES = GROUP_SCOPES_FOR_PEOPLE;
+export const FLAGS = FLAG_SCOPES;
 
 export type GroupField = (typeof GROUP_SCOPES)[number]["field"];
 export type FlagField = (typeof FLAGS)[number]["field"];

@@ -4,6 +4,7 @@
  * never holds the owner's key.
  */
 import { Interface } from "ethers";
+import { KEY_SCOPES_TUPLE } from "../../vocabulary/scopes";
 import {
   REGISTRY_WRITE_ABI,
   signInWithEthereum,
@@ -29,8 +30,7 @@ export async function signInWithWallet(): Promise<OwnerSession> {
 }
 
 /** The registry calls an owner makes directly (path B): the SDK's writes plus accepting ownership. */
-const KEY_SCOPES =
-  "(bool canCreateGroups, bool canDeleteGroups, bool canCreatePkps, uint64[] manageIpfsIdsInGroups, uint64[] addPkpToGroups, uint64[] removePkpFromGroups, uint64[] executeInGroups) scopes";
+const KEY_SCOPES = KEY_SCOPES_TUPLE;
 export const ownerCalls = new Interface([
   ...REGISTRY_WRITE_ABI,
   "function acceptOwnership(uint64 accountId)",

@@ -11,7 +11,8 @@ export interface BillingErrorEntry {
   fix: string;
 }
 
-export const BILLING_ERROR_CATALOGUE: Record<string, BillingErrorEntry> = {
+// `satisfies` keeps the literal keys: `BillingErrorCode` is derived from them (see relayer/errorCatalogue.ts).
+export const BILLING_ERROR_CATALOGUE = {
   amount_below_minimum: {
     status: 400,
     why: "`amount_cents` is below the minimum payment (500 cents by default, card and crypto alike); `details.minimum_cents` gives it.",
@@ -87,4 +88,7 @@ export const BILLING_ERROR_CATALOGUE: Record<string, BillingErrorEntry> = {
     why: "Stripe refused the request (`details.processor_code`), e.g. an Idempotency-Key reused with another amount, or crypto not enabled on the Stripe account.",
     fix: "Use a fresh Idempotency-Key for a different amount; an operator checks the Stripe configuration.",
   },
-};
+} satisfies Record<string, BillingErrorEntry>;
+
+/** Every code billing introduces: the billing catalogue's keys. */
+export type BillingErrorCode = keyof typeof BILLING_ERROR_CATALOGUE;

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { type DataLayer, type Sql, prepare } from "../db";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
+import type { Principal } from "./principal";
 import {
   type LocalExtra,
   type Reservation,
@@ -21,11 +22,7 @@ import {
   type ForwardRequestId,
 } from "./references";
 
-export interface Principal {
-  accountId: string /* decimal */;
-  keyAddress: string;
-  kind: "account" | "usage";
-}
+export type { Principal };
 
 export interface Prices {
   /** A management write that landed on chain. */
@@ -368,7 +365,6 @@ export class Metering {
     if (v === "cap") {
       const inFlight = keyReserved > 0 || run !== undefined;
       return new ApiError(
-        403,
         "spend_cap_reached",
         `${runPart}this key has spent ${spent} of its ${s.cap_cents}-cent cap` +
           (inFlight ? ` and ${keyReserved} cents are reserved for its runs in flight` : "") +
@@ -387,7 +383,6 @@ export class Metering {
     }
     const inFlight = reserved > 0 || run !== undefined;
     return new ApiError(
-      402,
       "insufficient_credits",
       (run !== undefined ? runPart : `this ${what.operation} costs ${price} cents and `) +
         `the balance is ${balance} cents` +
@@ -492,7 +487,6 @@ export class Metering {
   async setKeySpendCap(accountId: string, keyAddress: string, capCents: number | null): Promise<void> {
     if (capCents !== null && (!Number.isSafeInteger(capCents) || capCents < 0)) {
       throw new ApiError(
-        400,
         "invalid_request",
         "a spend cap is a non-negative integer number of cents, or null for none",
         {

@@ -8,17 +8,17 @@ export function validateAmount(
   limits: { minimumCents: number; maximumCents: number },
 ): void {
   if (typeof amount !== "number" || !Number.isSafeInteger(amount)) {
-    throw new ApiError(400, "invalid_request", "amount_cents must be an integer number of cents", {
+    throw new ApiError("invalid_request", "amount_cents must be an integer number of cents", {
       details: { field: "amount_cents" },
     });
   }
   if (amount < limits.minimumCents) {
-    throw new ApiError(400, "amount_below_minimum", `the minimum payment is ${limits.minimumCents} cents`, {
+    throw new ApiError("amount_below_minimum", `the minimum payment is ${limits.minimumCents} cents`, {
       details: { amount_cents: amount, minimum_cents: limits.minimumCents },
     });
   }
   if (amount > limits.maximumCents) {
-    throw new ApiError(400, "amount_above_maximum", `the maximum payment is ${limits.maximumCents} cents`, {
+    throw new ApiError("amount_above_maximum", `the maximum payment is ${limits.maximumCents} cents`, {
       details: { amount_cents: amount, maximum_cents: limits.maximumCents },
     });
   }
@@ -30,7 +30,6 @@ export function toApiError(e: unknown): unknown {
     case "unexpected_state":
     case "rejected":
       return new ApiError(
-        503,
         "payment_processor_error",
         "the payment processor refused the request; check the billing configuration",
         {
@@ -40,7 +39,6 @@ export function toApiError(e: unknown): unknown {
       );
     default:
       return new ApiError(
-        503,
         "payment_processor_unavailable",
         "the payment processor could not be reached; try again",
         { retryAfter: 5, cause: e },
@@ -50,7 +48,7 @@ export function toApiError(e: unknown): unknown {
 
 export function validateIntentId(id: unknown): string {
   if (typeof id !== "string" || !/^pi_[A-Za-z0-9_]{1,200}$/.test(id)) {
-    throw new ApiError(400, "invalid_request", "payment_intent_id must be a PaymentIntent id (pi_…)", {
+    throw new ApiError("invalid_request", "payment_intent_id must be a PaymentIntent id (pi_…)", {
       details: { field: "payment_intent_id" },
     });
   }
@@ -58,7 +56,7 @@ export function validateIntentId(id: unknown): string {
 }
 
 export function intentNotFound(id: string): ApiError {
-  return new ApiError(404, "payment_intent_not_found", `no payment intent ${id} for this account`, {
+  return new ApiError("payment_intent_not_found", `no payment intent ${id} for this account`, {
     details: { payment_intent_id: id },
   });
 }
@@ -67,7 +65,6 @@ export function stateError(intent: ProcessorIntent): ApiError {
   const details = { payment_intent_id: intent.id, status: intent.status };
   if (intent.status === "canceled") {
     return new ApiError(
-      409,
       "payment_canceled",
       "this payment was canceled and will not be credited; create a new payment intent",
       { details },
@@ -75,7 +72,6 @@ export function stateError(intent: ProcessorIntent): ApiError {
   }
   if (intent.status === "requires_payment_method" && intent.lastError) {
     return new ApiError(
-      409,
       "payment_failed",
       `the payment failed: ${intent.lastError} No credits were applied; retry with a new payment`,
       {
@@ -84,7 +80,6 @@ export function stateError(intent: ProcessorIntent): ApiError {
     );
   }
   return new ApiError(
-    409,
     "payment_not_completed",
     "the payment has not been completed yet; finish it with the processor, then confirm again",
     {

@@ -245,7 +245,7 @@ export class Payments {
       // credits it if it succeeded, and say so.
       const current = await this.call(() => this.processor.retrieveIntent(id));
       if (current) await this.observe(current, nowSeconds());
-      throw new ApiError(409, "payment_not_cancelable", `payment intent ${id} can no longer be canceled`, {
+      throw new ApiError("payment_not_cancelable", `payment intent ${id} can no longer be canceled`, {
         details: { payment_intent_id: id, status: current?.status ?? "unknown" },
       });
     }

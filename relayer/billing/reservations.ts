@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import { type DataLayer, type Sql, prepare } from "../db";
 import { isPostgresLayer } from "../db/engine";
-import type { Principal } from "./metering";
+import type { Principal } from "./principal";
 
 /** A run's reservation, as this instance holds it until a committed flush deletes its row. */
 export interface Reservation {

@@ -69,14 +69,12 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
     } catch (e) {
       if (e instanceof ProcessorError && e.kind === "invalid_signature") {
         throw new ApiError(
-          400,
           "invalid_webhook_signature",
           "the Stripe-Signature header does not verify against the raw body",
         );
       }
       if (e instanceof ProcessorError && e.kind === "unsupported") {
         throw new ApiError(
-          404,
           "webhook_not_configured",
           "this deployment does not accept payment webhooks (no signing secret, or the simulated processor)",
         );
@@ -131,7 +129,6 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       const action = String(req.params.action) as SimulatedAction;
       if (!SIMULATED_ACTIONS.includes(action)) {
         throw new ApiError(
-          400,
           "invalid_simulated_action",
           `action must be one of ${SIMULATED_ACTIONS.join(", ")}`,
           { details: { action } },
@@ -143,7 +140,7 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
         intent = await processor.transition(id, action);
       } catch (e) {
         if (e instanceof ProcessorError && e.kind === "unexpected_state") {
-          throw new ApiError(409, "invalid_simulated_transition", e.message, {
+          throw new ApiError("invalid_simulated_transition", e.message, {
             details: { payment_intent_id: id, action },
           });
         }
@@ -165,7 +162,7 @@ const requireAccountPrincipal: RequestHandler = (_req, res, next) => {
   const p = res.locals.principal as Principal | undefined;
   if (!p) return next(new Error("billing router: requireAccountKey did not set res.locals.principal"));
   if (p.kind !== "account")
-    return next(new ApiError(403, "owner_only", "billing endpoints take the account key, not a usage key"));
+    return next(new ApiError("owner_only", "billing endpoints take the account key, not a usage key"));
   next();
 };
 
@@ -176,7 +173,7 @@ function principal(res: Response): Principal {
 function objectBody(req: Request): Record<string, unknown> {
   const b = req.body as unknown;
   if (b === null || b === undefined || typeof b !== "object" || Array.isArray(b)) {
-    throw new ApiError(400, "invalid_request", "the request body must be a JSON object");
+    throw new ApiError("invalid_request", "the request body must be a JSON object");
   }
   return b as Record<string, unknown>;
 }
@@ -185,7 +182,7 @@ function intParam(v: unknown, dflt: number, min: number, max: number, name: stri
   if (v === undefined) return dflt;
   const n = typeof v === "string" && /^[0-9]{1,15}$/.test(v) ? Number(v) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ApiError(400, "invalid_pagination", `${name} must be an integer from ${min} to ${max}`, {
+    throw new ApiError("invalid_pagination", `${name} must be an integer from ${min} to ${max}`, {
       details: { field: name },
     });
   }
@@ -201,13 +198,13 @@ function renderError(err: unknown, req: Request, res: Response, _next: NextFunct
   const clientMistake = isApiError(err) ? undefined : toApiError(err);
   if (isApiError(err)) apiErr = err;
   else if (bodyErr?.type === "entity.parse.failed")
-    apiErr = new ApiError(400, "invalid_json", "the request body is not valid JSON");
+    apiErr = new ApiError("invalid_json", "the request body is not valid JSON");
   else if (bodyErr?.type === "entity.too.large")
-    apiErr = new ApiError(413, "payload_too_large", "the request body is too large");
+    apiErr = new ApiError("payload_too_large", "the request body is too large");
   else if (clientMistake) apiErr = clientMistake;
   else {
     logger?.error({ err, path: req.path }, "billing: unexpected error");
-    apiErr = new ApiError(500, "internal_error", "internal error");
+    apiErr = new ApiError("internal_error", "internal error");
   }
   let requestId =
     (res.getHeader("x-request-id") as string | undefined) ?? (res.locals.requestId as string | undefined);

@@ -2,21 +2,14 @@
 import { Interface, LogDescription, type EventFragment } from "ethers";
 import { IAccountRegistry__factory } from "../../typechain-types/factories/contracts/interfaces/IAccountRegistry__factory";
 import { ERC2771Forwarder__factory } from "../../typechain-types/factories/@openzeppelin/contracts/metatx/ERC2771Forwarder__factory";
+import { SCOPE_NAMES as SCOPE_NAMES_BY_INDEX, type ScopeEntry } from "../../vocabulary/scopes";
 
 export const registryInterface: Interface = new Interface(IAccountRegistry__factory.abi);
 export const forwarderInterface: Interface = new Interface(ERC2771Forwarder__factory.abi);
 
-/** Scope enum of IAccountRegistry, by index, with the names of docs/background.md §2.4. */
-export const SCOPE_NAMES = [
-  "pkp:create",
-  "group:create",
-  "group:delete",
-  "execute",
-  "group:manageActions",
-  "group:addPkp",
-  "group:removePkp",
-] as const;
-export type ScopeName = (typeof SCOPE_NAMES)[number];
+/** Scope enum of IAccountRegistry, by index, with the names of docs/background.md §2.4 (vocabulary/scopes.ts). */
+export const SCOPE_NAMES: readonly ScopeName[] = SCOPE_NAMES_BY_INDEX;
+export type ScopeName = ScopeEntry["name"];
 export const Scope = {
   CreatePkp: 0,
   CreateGroup: 1,

@@ -10,7 +10,7 @@
  * So each request's outcome, and its own logs, are read from the receipt's logs in order (splitBatchLogs).
  */
 import { forwarderInterface } from "./abi";
-import type { RawLog } from "./sender";
+import type { RawLog } from "./rawLog";
 
 export interface SignedForwardRequest {
   from: string;

@@ -23,7 +23,7 @@ export function decodeRevert(data: string): ErrorDescription | null {
 export function mapRevert(data: string | undefined, ctx: RevertContext): ApiError {
   const parsed = data ? decodeRevert(data) : null;
   if (!parsed) {
-    return new ApiError(409, "write_reverted", "The registry refused the write without a known reason.", {
+    return new ApiError("write_reverted", "The registry refused the write without a known reason.", {
       details: { revert_data: data ?? null },
     });
   }
@@ -33,26 +33,23 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
     case "NoAccount":
       if (ctx.kind === "account") {
         return new ApiError(
-          409,
           "account_chain_secured",
           "The account's owner is no longer the service-managed address; the account key cannot write.",
         );
       }
-      return new ApiError(401, "unknown_api_key", "The key is not a live key of any account.");
+      return new ApiError("unknown_api_key", "The key is not a live key of any account.");
     case "NotOwner":
       if (ctx.kind === "account") {
         return new ApiError(
-          409,
           "account_chain_secured",
           "The account's owner is no longer the service-managed address; the account key cannot write.",
         );
       }
-      return new ApiError(403, "owner_only", "Only the account owner may do this; a usage key never can.");
+      return new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
     case "MissingScope": {
       const scope = SCOPE_NAMES[Number(a[2])] ?? `scope ${a[2]}`;
       const groupId = Number(a[3]);
       return new ApiError(
-        403,
         "missing_scope",
         groupId === 0
           ? `The key lacks the ${scope} scope.`
@@ -63,103 +60,95 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
       );
     }
     case "AddressInUse":
-      return new ApiError(409, "address_in_use", `Address ${a[0]} already owns an account or is a key.`, {
+      return new ApiError("address_in_use", `Address ${a[0]} already owns an account or is a key.`, {
         details: { address: a[0] },
       });
     case "ZeroAddress":
-      return new ApiError(400, "invalid_address", "The zero address is not allowed here.");
+      return new ApiError("invalid_address", "The zero address is not allowed here.");
     case "UnknownAccount":
-      return new ApiError(404, "account_not_found", `Account ${a[0]} does not exist.`);
+      return new ApiError("account_not_found", `Account ${a[0]} does not exist.`);
     case "UnknownKey":
-      return new ApiError(404, "usage_key_not_found", `No live usage key ${a[0]} in this account.`, {
+      return new ApiError("usage_key_not_found", `No live usage key ${a[0]} in this account.`, {
         details: { id: a[0] },
       });
     case "KeyExpired":
-      if (same(a[0])) return new ApiError(401, "api_key_expired", "The key has expired.");
-      return new ApiError(409, "usage_key_expired", `Usage key ${a[0]} expired at ${a[1]}.`, {
+      if (same(a[0])) return new ApiError("api_key_expired", "The key has expired.");
+      return new ApiError("usage_key_expired", `Usage key ${a[0]} expired at ${a[1]}.`, {
         details: { id: a[0], expiration: Number(a[1]) },
       });
     case "ExpirationInPast":
-      return new ApiError(400, "expiration_in_past", `Expiration ${a[0]} is not in the future.`);
+      return new ApiError("expiration_in_past", `Expiration ${a[0]} is not in the future.`);
     case "UnknownGroup":
-      return new ApiError(404, "group_not_found", `Group ${a[1]} does not exist in this account.`, {
+      return new ApiError("group_not_found", `Group ${a[1]} does not exist in this account.`, {
         details: { group_id: Number(a[1]) },
       });
     case "PkpNotInAccount":
-      return new ApiError(404, "pkp_not_found", `PKP ${a[0]} does not exist in this account.`, {
+      return new ApiError("pkp_not_found", `PKP ${a[0]} does not exist in this account.`, {
         details: { pkp_id: a[0] },
       });
     case "PkpAlreadyInGroup":
-      return new ApiError(409, "pkp_already_in_group", `PKP ${a[1]} is already in group ${a[0]}.`, {
+      return new ApiError("pkp_already_in_group", `PKP ${a[1]} is already in group ${a[0]}.`, {
         details: { group_id: Number(a[0]), pkp_id: a[1] },
       });
     case "PkpNotInGroup":
-      return new ApiError(409, "pkp_not_in_group", `PKP ${a[1]} is not in group ${a[0]}.`, {
+      return new ApiError("pkp_not_in_group", `PKP ${a[1]} is not in group ${a[0]}.`, {
         details: { group_id: Number(a[0]), pkp_id: a[1] },
       });
     case "ActionAlreadyInGroup":
-      return new ApiError(409, "action_already_in_group", `Action ${a[1]} is already in group ${a[0]}.`, {
+      return new ApiError("action_already_in_group", `Action ${a[1]} is already in group ${a[0]}.`, {
         details: { group_id: Number(a[0]), cid: a[1] },
       });
     case "ActionNotInGroup":
-      return new ApiError(409, "action_not_in_group", `Action ${a[1]} is not in group ${a[0]}.`, {
+      return new ApiError("action_not_in_group", `Action ${a[1]} is not in group ${a[0]}.`, {
         details: { group_id: Number(a[0]), cid: a[1] },
       });
     case "EmptyCid":
-      return new ApiError(400, "invalid_cid", "A CID is empty.");
+      return new ApiError("invalid_cid", "A CID is empty.");
     case "CidTooLong":
-      return new ApiError(400, "string_too_long", `A CID is ${a[0]} bytes long; the maximum is ${a[1]}.`, {
+      return new ApiError("string_too_long", `A CID is ${a[0]} bytes long; the maximum is ${a[1]}.`, {
         details: { max: Number(a[1]) },
       });
     case "StringTooLong":
       return new ApiError(
-        400,
         "string_too_long",
         `A name or description is ${a[0]} bytes long; the maximum is ${a[1]}.`,
         { details: { max: Number(a[1]) } },
       );
     case "TooManyMembers":
-      return new ApiError(409, "too_many_members", `Group ${a[0]} would exceed ${a[1]} members.`, {
+      return new ApiError("too_many_members", `Group ${a[0]} would exceed ${a[1]} members.`, {
         details: { group_id: Number(a[0]), max: Number(a[1]) },
       });
     case "TooManyGroups":
-      return new ApiError(
-        409,
-        "too_many_groups",
-        `Account ${a[0]} already has the maximum of ${a[1]} groups.`,
-        {
-          details: { max: Number(a[1]) },
-        },
-      );
+      return new ApiError("too_many_groups", `Account ${a[0]} already has the maximum of ${a[1]} groups.`, {
+        details: { max: Number(a[1]) },
+      });
     case "TooManyEntries":
-      return new ApiError(400, "too_many_entries", `A list has ${a[0]} entries; the maximum is ${a[1]}.`, {
+      return new ApiError("too_many_entries", `A list has ${a[0]} entries; the maximum is ${a[1]}.`, {
         details: { max: Number(a[1]) },
       });
     case "ScopesMismatch":
       return new ApiError(
-        409,
         "rotation_scopes_changed",
         `The scopes of usage key ${a[0]} changed while it was being rotated; nothing was written.`,
         { details: { id: a[0] } },
       );
     case "OverlapTooLong":
       return new ApiError(
-        400,
         "overlap_too_long",
         `An overlap of ${a[0]} seconds is longer than the maximum of ${a[1]}.`,
         { details: { field: "overlap_seconds", max: Number(a[1]) } },
       );
     case "NotPendingOwner":
     case "NoPendingTransfer":
-      return new ApiError(409, "no_pending_transfer", "The account has no pending ownership transfer.");
+      return new ApiError("no_pending_transfer", "The account has no pending ownership transfer.");
     case "ERC2771ForwarderExpiredRequest":
     case "ERC2771ForwarderInvalidSigner":
       // Our own signing raced with another write of the same principal; the sender retries these.
-      return new ApiError(409, "write_reverted", "The forward request was stale; retry.", {
+      return new ApiError("write_reverted", "The forward request was stale; retry.", {
         details: { reason: parsed.name },
       });
     default:
-      return new ApiError(409, "write_reverted", `The registry refused the write (${parsed.name}).`, {
+      return new ApiError("write_reverted", `The registry refused the write (${parsed.name}).`, {
         details: { reason: parsed.name },
       });
   }

@@ -98,7 +98,7 @@ export function isTransient(err: unknown): boolean {
 }
 
 export function chainUnavailable(cause: unknown, details?: Record<string, unknown>): ApiError {
-  return new ApiError(503, "chain_unavailable", "The chain's RPC endpoint is unreachable; retry shortly.", {
+  return new ApiError("chain_unavailable", "The chain's RPC endpoint is unreachable; retry shortly.", {
     retryAfter: 2,
     cause,
     details,

@@ -274,7 +274,6 @@ export class Sender {
           if (state.kind === "dead") {
             journal!.settled(false);
             throw new ApiError(
-              409,
               "forward_nonce_mismatch",
               "The forward request can no longer execute (its nonce was used by another request, or its deadline passed); sign a new one.",
               { details: { nonce: signed.nonce.toString(), reason: state.reason } },
@@ -316,7 +315,6 @@ export class Sender {
     }
     if (current !== signed.nonce) {
       throw new ApiError(
-        409,
         "forward_nonce_mismatch",
         `The forward request's nonce is ${signed.nonce}; the forwarder expects ${current} from ${principal} (already used, or not the next one).`,
         { details: { expected_nonce: current.toString(), nonce: signed.nonce.toString() } },
@@ -325,7 +323,6 @@ export class Sender {
     const innerGas = await this.simulator.simulate(req);
     if (signed.gas < innerGas) {
       throw new ApiError(
-        400,
         "forward_call_not_allowed",
         `The forward request's gas (${signed.gas}) is below what the call needs (${innerGas}).`,
         { details: { reason: "gas_too_low", gas_needed: innerGas.toString() } },
@@ -473,7 +470,7 @@ export class Sender {
       if (err instanceof ApiError) again = err;
     }
     if (again) throw again;
-    throw new ApiError(409, "write_reverted", "The transaction reverted on chain; retry.", {
+    throw new ApiError("write_reverted", "The transaction reverted on chain; retry.", {
       details: {
         tx_hash: outcome.txHash,
         // Not run by the forwarder at all: most likely a stale forwarder nonce (write() retries).
@@ -603,13 +600,11 @@ function sameWrite(r: RecordedForwardRequest, req: WriteRequest): boolean {
 function notRebuildable(r: RecordedForwardRequest, state: Reconciled): ApiError {
   if (state.kind === "pending")
     return new ApiError(
-      409,
       "idempotency_key_in_flight",
       "An earlier attempt with this Idempotency-Key sent a write that may still land until its deadline; retry after it.",
       { retryAfter: Math.max(1, r.deadline - Math.floor(Date.now() / 1000) + 1) },
     );
   return new ApiError(
-    409,
     "idempotency_key_reused",
     "An earlier attempt with this Idempotency-Key made its write before a crash, and its answer held a new key that was never stored, so it cannot be given again; use a new Idempotency-Key.",
     {

@@ -25,7 +25,6 @@ export function isConnectionError(e: unknown): boolean {
 /** 503 database_unavailable: nothing was done; retrying later is safe. The cause is not shown to callers. */
 export function databaseUnavailable(cause: unknown): ApiError {
   return new ApiError(
-    503,
     "database_unavailable",
     "The service's database cannot be reached; nothing was done. Retry later.",
     {

@@ -21,27 +21,23 @@ export function toApiError(err: unknown): ApiError | undefined {
   const e = err as BodyParserError | undefined;
   switch (e?.type) {
     case "entity.parse.failed":
-      return new ApiError(400, "invalid_json", "The request body is not valid JSON.");
+      return new ApiError("invalid_json", "The request body is not valid JSON.");
     case "entity.too.large":
-      return new ApiError(413, "payload_too_large", "The request body is larger than the limit.");
+      return new ApiError("payload_too_large", "The request body is larger than the limit.");
     case "encoding.unsupported":
     case "charset.unsupported":
-      return new ApiError(
-        415,
-        "unsupported_media_type",
-        "Unsupported body encoding or charset; send UTF-8 JSON.",
-      );
+      return new ApiError("unsupported_media_type", "Unsupported body encoding or charset; send UTF-8 JSON.");
     case "request.aborted":
     case "request.size.invalid":
     case "stream.encoding.set":
-      return new ApiError(400, "invalid_request", "The request body could not be read.");
+      return new ApiError("invalid_request", "The request body could not be read.");
   }
   // A path with broken percent-encoding (e.g. /groups/%zz): express's router fails to decode the param.
   if (err instanceof URIError)
-    return new ApiError(400, "invalid_request", "The path holds malformed percent-encoding.");
+    return new ApiError("invalid_request", "The path holds malformed percent-encoding.");
   // Other errors thrown by express/body-parser with a 4xx status are client mistakes too.
   if (e && typeof e.status === "number" && e.status >= 400 && e.status < 500) {
-    return new ApiError(400, "invalid_request", "The request could not be read.");
+    return new ApiError("invalid_request", "The request could not be read.");
   }
   return undefined;
 }
@@ -70,7 +66,7 @@ export function errorHandler(logger: Logger) {
     }
     logger.error({ request_id: res.locals.requestId, err: describe(err) }, "unhandled error");
     res.locals.errorCode = "internal_error";
-    sendError(res, new ApiError(500, "internal_error", "Internal error. Report the request_id."));
+    sendError(res, new ApiError("internal_error", "Internal error. Report the request_id."));
   };
 }
 

@@ -78,14 +78,9 @@ function checkHeaders(req: Request): void {
   for (const name of CHECKED_HEADERS) {
     const v = req.headers[name];
     if (v !== undefined && Buffer.byteLength(String(v), "latin1") > HEADER_MAX_BYTES) {
-      throw new ApiError(
-        400,
-        "header_too_long",
-        `The ${name} header is longer than ${HEADER_MAX_BYTES} bytes.`,
-        {
-          details: { header: name, max: HEADER_MAX_BYTES },
-        },
-      );
+      throw new ApiError("header_too_long", `The ${name} header is longer than ${HEADER_MAX_BYTES} bytes.`, {
+        details: { header: name, max: HEADER_MAX_BYTES },
+      });
     }
   }
   // Validated for every method (not only the POSTs that use it), so an absurd value is never logged,
@@ -98,7 +93,7 @@ function checkQuery(url: string): void {
   if (at < 0) return;
   const query = url.slice(at + 1);
   if (query.length > QUERY_MAX_BYTES) {
-    throw new ApiError(400, "invalid_query", `The query string is longer than ${QUERY_MAX_BYTES} bytes.`, {
+    throw new ApiError("invalid_query", `The query string is longer than ${QUERY_MAX_BYTES} bytes.`, {
       details: { max: QUERY_MAX_BYTES },
     });
   }
@@ -107,7 +102,7 @@ function checkQuery(url: string): void {
     if (pair === "") continue;
     const name = safeDecode(pair.split("=", 1)[0]);
     if (seen.has(name)) {
-      throw new ApiError(400, "invalid_query", `The query parameter \`${name.slice(0, 64)}\` is repeated.`, {
+      throw new ApiError("invalid_query", `The query parameter \`${name.slice(0, 64)}\` is repeated.`, {
         details: { parameter: name.slice(0, 64) },
       });
     }
@@ -146,7 +141,6 @@ async function readBody(req: Request, limit: number): Promise<Buffer> {
   const encoding = (req.headers["content-encoding"] ?? "identity").toLowerCase();
   if (encoding !== "identity") {
     throw new ApiError(
-      415,
       "unsupported_media_type",
       "Compressed request bodies are not accepted; send the JSON uncompressed.",
     );
@@ -173,7 +167,7 @@ export function assertJsonDepth(bytes: Uint8Array, max: number): void {
       if (i < 0) return;
     } else if (b === 0x7b /* { */ || b === 0x5b /* [ */) {
       if (++depth > max) {
-        throw new ApiError(400, "json_too_deep", `The JSON body is nested deeper than ${max} levels.`, {
+        throw new ApiError("json_too_deep", `The JSON body is nested deeper than ${max} levels.`, {
           details: { max_depth: max },
         });
       }
@@ -217,7 +211,7 @@ function handOn(req: Request, raw: Buffer): void {
   // charset would be misread, so it is refused as express.json refused it.
   const charset = /;\s*charset=("?)([^";]+)\1/i.exec(req.headers["content-type"] ?? "")?.[2].toLowerCase();
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-    throw new ApiError(415, "unsupported_media_type", "Unsupported charset; send UTF-8 JSON.");
+    throw new ApiError("unsupported_media_type", "Unsupported charset; send UTF-8 JSON.");
   }
   // Signed requests cover the exact body bytes (relayer/http/signedRequest.ts reads them back).
   keepRawBody(req, undefined, raw);
@@ -244,5 +238,5 @@ function parseStrictJson(raw: Buffer): unknown {
 }
 
 function invalidJson(): ApiError {
-  return new ApiError(400, "invalid_json", "The request body is not valid JSON.");
+  return new ApiError("invalid_json", "The request body is not valid JSON.");
 }

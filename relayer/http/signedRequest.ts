@@ -25,7 +25,7 @@
  */
 import { hash } from "node:crypto";
 import type { Request } from "express";
-import { ApiError } from "../errors";
+import { ApiError, type ErrorCode } from "../errors";
 import { checksummed, isSignatureOf, personalMessageDigestBytes } from "./ethSignatures";
 
 const EMPTY = Buffer.alloc(0);
@@ -127,14 +127,9 @@ export class SignedRequestVerifier {
     this.forgetExpired(now);
     if (this.seen.has(entry)) throw replayed();
     if (this.seen.size >= this.maxNonces)
-      throw new ApiError(
-        429,
-        "rate_limited",
-        "Too many signed requests in the replay window; retry shortly.",
-        {
-          retryAfter: 5,
-        },
-      );
+      throw new ApiError("rate_limited", "Too many signed requests in the replay window; retry shortly.", {
+        retryAfter: 5,
+      });
     this.seen.set(entry, Math.max(now, ts) + this.window);
     return address;
   }
@@ -243,8 +238,8 @@ function replayed(): ApiError {
   return refuse("signature_replayed", "This nonce was already used by this key; sign each request anew.");
 }
 
-function refuse(code: string, message: string, details?: Record<string, unknown>): ApiError {
-  return new ApiError(401, code, message, details ? { details } : {});
+function refuse(code: ErrorCode, message: string, details?: Record<string, unknown>): ApiError {
+  return new ApiError(code, message, details ? { details } : {});
 }
 
 /** express.json's `verify` hook: keeps the exact body bytes, which the signature covers. */

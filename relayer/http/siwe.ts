@@ -72,7 +72,7 @@ export interface SiweSession {
 }
 
 function invalid(message: string): ApiError {
-  return new ApiError(401, "siwe_invalid", message);
+  return new ApiError("siwe_invalid", message);
 }
 
 const HEADER_SUFFIX = " wants you to sign in with your Ethereum account:";
@@ -219,7 +219,6 @@ export class SiweVerifier {
     if (signer !== claimed) {
       if (await this.o.isContract(claimed))
         throw new ApiError(
-          401,
           "siwe_owner_is_contract",
           `${claimed} is a contract (a Safe?): it cannot sign in with a wallet signature. A Safe's owners make changes with the Safe tool (npm run safe) or a Safe Transaction Builder file from the dashboard.`,
         );
@@ -228,7 +227,6 @@ export class SiweVerifier {
     const accountId = await this.o.accountOfOwner(claimed);
     if (!accountId)
       throw new ApiError(
-        401,
         "siwe_not_owner",
         `${claimed} owns no Sigil account. Only an account's on-chain owner can sign in with a wallet (an account owned by a Safe cannot: use the Safe tool).`,
         { details: { address: claimed } },
@@ -243,7 +241,6 @@ export class SiweVerifier {
     const session = await this.verify(messageText, signature);
     if (!(await this.nonces.claim(session.owner, session.nonce, session.expiresAt, this.now())))
       throw new ApiError(
-        401,
         "siwe_nonce_replayed",
         "This sign-in message's nonce was already used to sign in; sign a new message.",
       );
@@ -254,7 +251,6 @@ export class SiweVerifier {
   async assertNotRevoked(session: SiweSession): Promise<void> {
     if (this.o.revocations && (await this.o.revocations.isRevoked(session.sessionKey, this.now())))
       throw new ApiError(
-        401,
         "siwe_session_revoked",
         "This wallet session was signed out; sign in again with the wallet.",
         { details: { session_key: session.sessionKey } },
@@ -311,7 +307,6 @@ export class SiweVerifier {
     if (!own) {
       const hosts = origins.map((o) => o.host);
       throw new ApiError(
-        401,
         "siwe_wrong_domain",
         `The sign-in message was made for ${m.domain} (URI ${m.uri}), not for this service (${origins.map((o) => o.origin).join(", ")}): sign in on this service's own page.`,
         {
@@ -325,7 +320,6 @@ export class SiweVerifier {
     }
     if (m.chainId !== this.o.chainId)
       throw new ApiError(
-        401,
         "siwe_wrong_chain",
         `The sign-in message is for chain ${m.chainId}; this service's registry is on chain ${this.o.chainId}.`,
         { details: { chain_id: m.chainId, expected: this.o.chainId } },
@@ -335,14 +329,9 @@ export class SiweVerifier {
     const expiresAt = seconds(m.expirationTime ?? m.issuedAt, "Expiration Time");
     const notBefore = m.notBefore === null ? issuedAt : seconds(m.notBefore, "Not Before");
     if (issuedAt > now + SIWE_CLOCK_SKEW_SECONDS || notBefore > now + SIWE_CLOCK_SKEW_SECONDS)
-      throw new ApiError(
-        401,
-        "siwe_expired",
-        "The sign-in message is not valid yet (Issued At / Not Before).",
-      );
+      throw new ApiError("siwe_expired", "The sign-in message is not valid yet (Issued At / Not Before).");
     if (now >= expiresAt && !allowExpired)
       throw new ApiError(
-        401,
         "siwe_expired",
         `The sign-in session expired at ${new Date(expiresAt * 1000).toISOString()}; sign in again.`,
         { details: { expiration: expiresAt } },
@@ -391,7 +380,7 @@ class InProcessNonces implements SignInNonces {
     const entry = `${owner}:${nonce}`;
     if (this.used.has(entry)) return false;
     if (this.used.size >= this.max)
-      throw new ApiError(429, "rate_limited", "Too many sign-ins right now; retry shortly.", {
+      throw new ApiError("rate_limited", "Too many sign-ins right now; retry shortly.", {
         retryAfter: 5,
       });
     this.used.set(entry, expiresAt);

@@ -5,15 +5,20 @@
  * numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
  */
 import { getAddress, isHexString, ZeroAddress } from "ethers";
-import { ApiError } from "../errors";
+import { ApiError, type ErrorCode } from "../errors";
 
 const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 /** With the `u` flag, paired surrogates form one code point, so only unpaired ones match. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-export function invalid(field: string, expected: string, got: unknown, code = "invalid_request"): ApiError {
-  return new ApiError(400, code, `\`${field}\` must be ${expected} (got ${show(got)}).`, {
+export function invalid(
+  field: string,
+  expected: string,
+  got: unknown,
+  code: ErrorCode = "invalid_request",
+): ApiError {
+  return new ApiError(code, `\`${field}\` must be ${expected} (got ${show(got)}).`, {
     details: { field },
   });
 }
@@ -118,7 +123,7 @@ export class BodyReader {
   constructor(body: unknown) {
     if (body === undefined) body = {};
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
-      throw new ApiError(400, "invalid_request", `The body must be a JSON object (got ${show(body)}).`);
+      throw new ApiError("invalid_request", `The body must be a JSON object (got ${show(body)}).`);
     }
     this.body = body as Record<string, unknown>;
   }
@@ -144,7 +149,7 @@ export class BodyReader {
     if (LONE_SURROGATE.test(v)) throw invalid(name, "well-formed Unicode text (no unpaired surrogate)", v);
     if (opts.nonEmpty && v.trim() === "") throw invalid(name, "a non-empty string", v);
     if (Buffer.byteLength(v, "utf8") > opts.max) {
-      throw new ApiError(400, "string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, {
+      throw new ApiError("string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, {
         details: { field: name, max: opts.max },
       });
     }
@@ -172,7 +177,6 @@ export class BodyReader {
     if (!Array.isArray(v)) throw invalid(name, "an array", v);
     if (v.length > maxEntries) {
       throw new ApiError(
-        400,
         "too_many_entries",
         `\`${name}\` has ${v.length} entries; at most ${maxEntries} are allowed.`,
         {
@@ -198,7 +202,6 @@ export class BodyReader {
     }
     if (v <= nowSeconds) {
       throw new ApiError(
-        400,
         "expiration_in_past",
         `\`${name}\` (${v}) is not in the future (now is ${nowSeconds}).`,
         { details: { field: name } },
@@ -221,7 +224,7 @@ export class BodyReader {
   done(): void {
     for (const k of Object.keys(this.body)) {
       if (!this.read.has(k)) {
-        throw new ApiError(400, "unknown_field", `Unknown field \`${k.slice(0, 64)}\`.`, {
+        throw new ApiError("unknown_field", `Unknown field \`${k.slice(0, 64)}\`.`, {
           details: { field: k.slice(0, 64) },
         });
       }

@@ -6,16 +6,10 @@
  * at the cache's cursor block.
  */
 import { getAddress, keccak256, toUtf8Bytes, ZeroAddress, type LogDescription } from "ethers";
+import { SCOPES, type ScopeStruct } from "../../vocabulary/scopes";
 
-export interface KeyScopes {
-  canCreateGroups: boolean;
-  canDeleteGroups: boolean;
-  canCreatePkps: boolean;
-  manageIpfsIdsInGroups: number[];
-  addPkpToGroups: number[];
-  removePkpFromGroups: number[];
-  executeInGroups: number[];
-}
+/** A key's scopes with the registry struct's field names (vocabulary/scopes.ts), group ids as numbers. */
+export type KeyScopes = ScopeStruct<number>;
 
 export interface KeyRecord {
   address: string; // checksummed
@@ -74,17 +68,15 @@ function nonZero(a: string): string | null {
 
 type Struct = Record<string, unknown> & unknown[];
 
+/** A decoded `KeyScopes` struct (by field name, or by position: the vocabulary's order is the struct's). */
 export function scopesFromStruct(s: Struct): KeyScopes {
   const ids = (v: unknown) => Array.from(v as Iterable<bigint>, (x) => Number(x));
-  return {
-    canCreateGroups: Boolean(s.canCreateGroups ?? s[0]),
-    canDeleteGroups: Boolean(s.canDeleteGroups ?? s[1]),
-    canCreatePkps: Boolean(s.canCreatePkps ?? s[2]),
-    manageIpfsIdsInGroups: ids(s.manageIpfsIdsInGroups ?? s[3]),
-    addPkpToGroups: ids(s.addPkpToGroups ?? s[4]),
-    removePkpFromGroups: ids(s.removePkpFromGroups ?? s[5]),
-    executeInGroups: ids(s.executeInGroups ?? s[6]),
-  };
+  return Object.fromEntries(
+    SCOPES.map((w, i) => {
+      const v = s[w.struct] ?? s[i];
+      return [w.struct, w.perGroup ? ids(v) : Boolean(v)];
+    }),
+  ) as KeyScopes;
 }
 
 export function accountFromStruct(a: Struct): Omit<AccountProjection, "keys" | "groups" | "pkps"> {

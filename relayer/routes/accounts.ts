@@ -28,7 +28,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
         const email = b.optionalString("email", 254);
         b.done();
         if (email !== undefined && !EMAIL.test(email))
-          throw new ApiError(400, "invalid_request", "`email` must be an e-mail address.", {
+          throw new ApiError("invalid_request", "`email` must be an e-mail address.", {
             details: { field: "email" },
           });
 
@@ -100,7 +100,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
       const newOwner = parseAddress(b.raw("new_owner"), "new_owner");
       b.done();
       if (getAddress(newOwner) === auth.account.owner)
-        throw new ApiError(409, "address_in_use", "The new owner is the current owner.");
+        throw new ApiError("address_in_use", "The new owner is the current owner.");
       const out = await write(
         ctx,
         auth,
@@ -128,7 +128,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
       requireOwner(auth);
       new BodyReader(req.body).done();
       if (!auth.account.pendingOwner)
-        throw new ApiError(409, "no_pending_transfer", "The account has no pending ownership transfer.");
+        throw new ApiError("no_pending_transfer", "The account has no pending ownership transfer.");
       const out = await write(
         ctx,
         auth,

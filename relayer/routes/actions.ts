@@ -22,13 +22,13 @@ import { parseCidField } from "./groups";
 function readCode(b: BodyReader, maxBytes: number): string {
   const v = b.raw("code");
   if (typeof v !== "string")
-    throw new ApiError(400, "invalid_request", "`code` must be a string of JavaScript.", {
+    throw new ApiError("invalid_request", "`code` must be a string of JavaScript.", {
       details: { field: "code" },
     });
   if (v.trim() === "")
-    throw new ApiError(400, "invalid_request", "`code` is empty.", { details: { field: "code" } });
+    throw new ApiError("invalid_request", "`code` is empty.", { details: { field: "code" } });
   if (Buffer.byteLength(v, "utf8") > maxBytes) {
-    throw new ApiError(413, "code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, {
+    throw new ApiError("code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, {
       details: { field: "code", max: maxBytes },
     });
   }
@@ -60,7 +60,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
   async function pin(auth: AuthContext, bytes: Uint8Array): Promise<{ cid: string; charged_cents: number }> {
     if (!canPin(auth)) {
       throw new ApiError(
-        403,
         "not_authorized_to_pin",
         "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
       );
@@ -108,7 +107,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
       // Before any gateway traffic: a caller who may not pin cannot make the relayer fetch and store.
       if (!canPin(auth)) {
         throw new ApiError(
-          403,
           "not_authorized_to_pin",
           `${cid} is not stored here; fetching it from IPFS pins it for the account, which this key may not do.`,
           { details: { cid } },
@@ -120,7 +118,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
         if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
         else if (isEnclaveError(err)) {
           throw new ApiError(
-            502,
             "action_fetch_failed",
             `The IPFS gateways could not deliver ${cid} (${err.code}).`,
             { details: { cid, reason: err.code } },
@@ -130,7 +127,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
       if (bytes) {
         if (bytes.length > limits.ipfsCodeBytes)
           throw new ApiError(
-            413,
             "code_too_large",
             `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`,
           );
@@ -145,7 +141,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
     }
     if (!bytes)
       throw new ApiError(
-        404,
         "action_not_found",
         `No code is known for ${cid}; pin it with POST /actions or send it inline.`,
         { details: { cid } },
@@ -187,7 +182,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
       // The same rule as pinning: a key that may not pin has no use for the account's stored code.
       if (!canPin(auth))
         throw new ApiError(
-          403,
           "not_authorized_to_pin",
           "Only the account key, or a usage key that may manage actions or execute in some group, can list the account's pinned actions.",
         );
@@ -215,12 +209,9 @@ export function actionRoutes(ctx: RelayerContext): Router {
       const hasCode = b.has("code");
       const hasCid = b.has("cid");
       if (hasCode === hasCid)
-        throw new ApiError(
-          400,
-          "invalid_request",
-          "Send exactly one of `code` (inline JavaScript) and `cid`.",
-          { details: { field: "code" } },
-        );
+        throw new ApiError("invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", {
+          details: { field: "code" },
+        });
       const inline = hasCode ? readCode(b, limits.inlineCodeBytes) : undefined;
       const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
       const pkpRaw = b.raw("pkp_id");
@@ -237,7 +228,6 @@ export function actionRoutes(ctx: RelayerContext): Router {
         Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > limits.jsParamsBytes
       ) {
         throw new ApiError(
-          413,
           "js_params_too_large",
           `\`js_params\` is larger than ${limits.jsParamsBytes} bytes.`,
           { details: { field: "js_params", max: limits.jsParamsBytes } },
@@ -297,12 +287,12 @@ export function actionRoutes(ctx: RelayerContext): Router {
       } catch (err) {
         await unreserve();
         if (err instanceof ExecutorBusyError) {
-          throw new ApiError(503, "executor_busy", "Every sandbox worker is busy; retry shortly.", {
+          throw new ApiError("executor_busy", "Every sandbox worker is busy; retry shortly.", {
             retryAfter: err.retryAfterSeconds,
           });
         }
         if (err instanceof ExecutorClosedError)
-          throw new ApiError(503, "executor_busy", "The executor is shutting down.", { retryAfter: 5 });
+          throw new ApiError("executor_busy", "The executor is shutting down.", { retryAfter: 5 });
         throw err;
       } finally {
         release();
@@ -349,7 +339,6 @@ function readTimeoutMs(v: unknown, operatorLimitMs: number): number | undefined 
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > operatorLimitMs) {
     throw new ApiError(
-      400,
       "invalid_request",
       `\`timeout_ms\` must be an integer number of milliseconds from 1 to ${operatorLimitMs} (this service's limit).`,
       { details: { field: "timeout_ms", min: 1, max: operatorLimitMs } },
@@ -366,7 +355,7 @@ function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], addr
 function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
   const id = pkpOfAddress(ctx, auth.account, address);
   if (id !== null) return id;
-  throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${address}.`, {
+  throw new ApiError("pkp_not_found", `No PKP of this account has address ${address}.`, {
     details: { address },
   });
 }

@@ -22,7 +22,6 @@ function readNonce(query: Record<string, unknown>): string | null {
   if (v === undefined) return null;
   if (typeof v !== "string" || !NONCE.test(v)) {
     throw new ApiError(
-      400,
       "invalid_request",
       "`nonce` must be 1 to 128 characters from A-Z a-z 0-9 . _ : - (given once).",
       { details: { field: "nonce" } },
@@ -57,7 +56,6 @@ export function attestationRoutes(ctx: RelayerContext): Router {
         // right now. A client must not mistake that for a bug of its own (500) nor get an unquoted document.
         if (isEnclaveError(err) && err.code === "tee_quote_failed")
           throw new ApiError(
-            503,
             "attestation_unavailable",
             "The TEE did not produce a quote for this attestation.",
             {

@@ -86,7 +86,6 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const auth = authOf(res);
       if (auth.principal.kind !== "usage")
         throw new ApiError(
-          400,
           "invalid_request",
           "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
         );
@@ -138,7 +137,6 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       const now = Math.floor(Date.now() / 1000);
       if (signed.deadline <= now && !journal?.recorded())
         throw new ApiError(
-          400,
           "forward_request_expired",
           `The forward request's deadline passed ${now - signed.deadline} s ago.`,
           {
@@ -147,7 +145,6 @@ export function forwardRoutes(ctx: RelayerContext): Router {
         );
       if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
         throw new ApiError(
-          400,
           "forward_request_expired",
           `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
           { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
@@ -167,7 +164,6 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       );
       if (recoverAddress(digest, signed.signature) !== signed.from)
         throw new ApiError(
-          401,
           "forward_signature_invalid",
           "The signature is not `from`'s over this request for this chain's forwarder (altered, or signed for another chain or forwarder).",
           { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
@@ -208,14 +204,9 @@ export function forwardRoutes(ctx: RelayerContext): Router {
 }
 
 function notAllowed(why: string, reason: string): ApiError {
-  return new ApiError(
-    400,
-    "forward_call_not_allowed",
-    `This forward request is not one the API relays: ${why}.`,
-    {
-      details: { reason },
-    },
-  );
+  return new ApiError("forward_call_not_allowed", `This forward request is not one the API relays: ${why}.`, {
+    details: { reason },
+  });
 }
 
 /** The registry function a calldata calls, if a usage key may forward it. */
@@ -238,7 +229,7 @@ function allowedCall(data: string): string {
 
 function hexField(v: unknown, field: string): string {
   if (typeof v !== "string" || !/^0x([0-9a-fA-F]{2})*$/.test(v))
-    throw new ApiError(400, "invalid_request", `\`${field}\` must be 0x-prefixed hex bytes.`, {
+    throw new ApiError("invalid_request", `\`${field}\` must be 0x-prefixed hex bytes.`, {
       details: { field },
     });
   return v.toLowerCase();
@@ -248,7 +239,6 @@ function uintField(v: unknown, field: string): bigint {
   if (typeof v === "string" && /^[0-9]{1,78}$/.test(v)) return BigInt(v);
   if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
   throw new ApiError(
-    400,
     "invalid_request",
     `\`${field}\` must be a non-negative integer (a decimal string for large values).`,
     {
@@ -262,7 +252,7 @@ function readForwardRequest(body: unknown) {
   const address = (field: string) => {
     const v = b.raw(field);
     if (typeof v !== "string" || !isAddress(v))
-      throw new ApiError(400, "invalid_request", `\`${field}\` must be a 0x address.`, {
+      throw new ApiError("invalid_request", `\`${field}\` must be a 0x address.`, {
         details: { field },
       });
     return getAddress(v.toLowerCase());
@@ -276,7 +266,7 @@ function readForwardRequest(body: unknown) {
   const data = hexField(b.raw("data"), "data");
   const signature = b.raw("signature");
   if (typeof signature !== "string" || !/^0x[0-9a-fA-F]{130}$/.test(signature))
-    throw new ApiError(400, "invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
+    throw new ApiError("invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
       details: { field: "signature" },
     });
   b.done();

@@ -44,13 +44,13 @@ export function resolvePkpRef(
     const want = getAddress(v.toLowerCase());
     const found = pkpAddressIndexOf(ctx.enclave).lookup(account.pkps, want);
     if (found !== null) return found;
-    throw new ApiError(404, "pkp_not_found", `No PKP of this account has address ${want}.`, {
+    throw new ApiError("pkp_not_found", `No PKP of this account has address ${want}.`, {
       details: { field, address: want },
     });
   }
   const id = parsePkpId(v, field);
   if (!account.pkps.has(id))
-    throw new ApiError(404, "pkp_not_found", `PKP ${id} does not exist in this account.`, {
+    throw new ApiError("pkp_not_found", `PKP ${id} does not exist in this account.`, {
       details: { field, pkp_id: id },
     });
   return id;
@@ -60,7 +60,7 @@ function noDuplicates(list: string[], field: string): void {
   const seen = new Set<string>();
   for (const x of list) {
     if (seen.has(x))
-      throw new ApiError(400, "invalid_request", `\`${field}\` lists ${x} twice.`, { details: { field } });
+      throw new ApiError("invalid_request", `\`${field}\` lists ${x} twice.`, { details: { field } });
     seen.add(x);
   }
 }
@@ -159,7 +159,7 @@ export function groupRoutes(ctx: RelayerContext): Router {
       const remove = b.array("remove", limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
       b.done();
       if (add.length === 0 && remove.length === 0)
-        throw new ApiError(400, "invalid_request", "Send at least one entry in `add` or `remove`.", {
+        throw new ApiError("invalid_request", "Send at least one entry in `add` or `remove`.", {
           details: { field: "add" },
         });
       noDuplicates([...add, ...remove], "add and remove");
@@ -168,13 +168,13 @@ export function groupRoutes(ctx: RelayerContext): Router {
         if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
         for (const cid of add) {
           if (group.actions.has(cidHash(cid)))
-            throw new ApiError(409, "action_already_in_group", `Action ${cid} is already in group ${id}.`, {
+            throw new ApiError("action_already_in_group", `Action ${cid} is already in group ${id}.`, {
               details: { group_id: id, cid },
             });
         }
         for (const cid of remove) {
           if (!group.actions.has(cidHash(cid)))
-            throw new ApiError(409, "action_not_in_group", `Action ${cid} is not in group ${id}.`, {
+            throw new ApiError("action_not_in_group", `Action ${cid} is not in group ${id}.`, {
               details: { group_id: id, cid },
             });
         }
@@ -183,17 +183,17 @@ export function groupRoutes(ctx: RelayerContext): Router {
         if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
         for (const p of add) {
           if (!auth.account.pkps.has(p))
-            throw new ApiError(404, "pkp_not_found", `PKP ${p} does not exist in this account.`, {
+            throw new ApiError("pkp_not_found", `PKP ${p} does not exist in this account.`, {
               details: { pkp_id: p },
             });
           if (group.pkps.has(p))
-            throw new ApiError(409, "pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
+            throw new ApiError("pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
               details: { group_id: id, pkp_id: p },
             });
         }
         for (const p of remove) {
           if (!group.pkps.has(p))
-            throw new ApiError(409, "pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
+            throw new ApiError("pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
               details: { group_id: id, pkp_id: p },
             });
         }

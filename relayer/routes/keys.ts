@@ -5,6 +5,7 @@
  */
 import { Router } from "express";
 import { isEnclaveError } from "../../enclave";
+import { GROUP_SCOPES, SCOPES, structArgs } from "../../vocabulary/scopes";
 import { authOf, type AuthContext } from "../auth";
 import { requireOwner, requireOwnerRead } from "../policy";
 import { registryInterface } from "../chain/abi";
@@ -19,7 +20,7 @@ import { revokedKeys } from "../keyHistory";
 function readInclude(v: unknown): boolean {
   if (v === undefined || v === "" || v === "live") return false;
   if (v === "all") return true;
-  throw new ApiError(400, "invalid_request", '`include` must be "live" (the default) or "all".', {
+  throw new ApiError("invalid_request", '`include` must be "live" (the default) or "all".', {
     details: { field: "include", allowed: ["live", "all"] },
   });
 }
@@ -31,26 +32,18 @@ export function keyRoutes(ctx: RelayerContext): Router {
 
   /** The seven permission fields; any left out take their default (false / []): docs/background.md §4.1 rule 2. */
   function readScopes(b: BodyReader, auth: AuthContext): KeyScopes {
-    const scopes: KeyScopes = {
-      canCreateGroups: b.bool("can_create_groups"),
-      canDeleteGroups: b.bool("can_delete_groups"),
-      canCreatePkps: b.bool("can_create_pkps"),
-      manageIpfsIdsInGroups: b.groupIds("manage_ipfs_ids_in_groups", limits.maxArrayEntries),
-      addPkpToGroups: b.groupIds("add_pkp_to_groups", limits.maxArrayEntries),
-      removePkpFromGroups: b.groupIds("remove_pkp_from_groups", limits.maxArrayEntries),
-      executeInGroups: b.groupIds("execute_in_groups", limits.maxArrayEntries),
-    };
+    // Read in the struct's order (vocabulary/scopes.ts), so the first bad field is the one reported.
+    const scopes = Object.fromEntries(
+      SCOPES.map((w) => [
+        w.struct,
+        w.perGroup ? b.groupIds(w.field, limits.maxArrayEntries) : b.bool(w.field),
+      ]),
+    ) as KeyScopes;
     // Same rule as the registry (a scope can name only live groups or the wildcard), said precisely.
-    for (const [field, ids] of [
-      ["manage_ipfs_ids_in_groups", scopes.manageIpfsIdsInGroups],
-      ["add_pkp_to_groups", scopes.addPkpToGroups],
-      ["remove_pkp_from_groups", scopes.removePkpFromGroups],
-      ["execute_in_groups", scopes.executeInGroups],
-    ] as const) {
-      for (const id of ids) {
+    for (const { field, struct } of GROUP_SCOPES) {
+      for (const id of scopes[struct]) {
         if (id !== 0 && !auth.account.groups.has(id)) {
           throw new ApiError(
-            404,
             "group_not_found",
             `\`${field}\` names group ${id}, which does not exist in this account.`,
             { details: { field, group_id: id } },
@@ -71,7 +64,6 @@ export function keyRoutes(ctx: RelayerContext): Router {
     const cap = b.spendCap("spend_cap_cents");
     if (cap !== null && !ctx.billing) {
       throw new ApiError(
-        400,
         "invalid_request",
         "`spend_cap_cents` needs billing, which is off on this service.",
         {
@@ -267,7 +259,6 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   const id = b.raw("id");
   if ((value === undefined || value === null) === (id === undefined || id === null)) {
     throw new ApiError(
-      400,
       "invalid_request",
       "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
       {
@@ -278,7 +269,7 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   let address: string;
   if (value !== undefined && value !== null) {
     if (typeof value !== "string")
-      throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` must be a string.", {
+      throw new ApiError("invalid_usage_api_key", "`usage_api_key` must be a string.", {
         details: { field: "usage_api_key" },
       });
     let parsed;
@@ -286,14 +277,13 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
       parsed = ctx.enclave.parseApiKey(value);
     } catch (err) {
       if (isEnclaveError(err))
-        throw new ApiError(400, "invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
+        throw new ApiError("invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
           details: { field: "usage_api_key" },
         });
       throw err;
     }
     if (parsed.kind !== "usage") {
       throw new ApiError(
-        400,
         "invalid_usage_api_key",
         "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
         { details: { field: "usage_api_key" } },
@@ -305,7 +295,7 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
   }
   const key = auth.account.keys.get(address);
   if (!key)
-    throw new ApiError(404, "usage_key_not_found", `No live usage key ${address} in this account.`, {
+    throw new ApiError("usage_key_not_found", `No live usage key ${address} in this account.`, {
       details: { id: address },
     });
   return key;
@@ -313,13 +303,5 @@ export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthC
 
 /** KeyScopes as the registry's struct argument (addKey, updateKey, rotateKey). */
 export function scopesArg(s: KeyScopes) {
-  return [
-    s.canCreateGroups,
-    s.canDeleteGroups,
-    s.canCreatePkps,
-    s.manageIpfsIdsInGroups,
-    s.addPkpToGroups,
-    s.removePkpFromGroups,
-    s.executeInGroups,
-  ];
+  return structArgs(s);
 }

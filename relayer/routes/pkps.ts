@@ -55,8 +55,7 @@ export function pkpRoutes(ctx: RelayerContext): Router {
     handler(ctx, async (req) => {
       const id = parsePkpId(req.params.id, "id");
       const info = await ctx.cache.pkp(id);
-      if (!info)
-        throw new ApiError(404, "pkp_not_found", `No PKP has id ${id}.`, { details: { pkp_id: id } });
+      if (!info) throw new ApiError("pkp_not_found", `No PKP has id ${id}.`, { details: { pkp_id: id } });
       return {
         body: {
           ...pkpItem({ id, name: info.name, description: info.description }, ctx.enclave),

@@ -26,7 +26,6 @@ function readOverlap(b: BodyReader): number {
   const v = b.raw("overlap_seconds");
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
     throw new ApiError(
-      400,
       "invalid_request",
       `\`overlap_seconds\` must be an integer from 0 to ${MAX_ROTATION_OVERLAP_SECONDS} (seconds the old key keeps working).`,
       { details: { field: "overlap_seconds" } },
@@ -34,7 +33,6 @@ function readOverlap(b: BodyReader): number {
   }
   if (v > MAX_ROTATION_OVERLAP_SECONDS) {
     throw new ApiError(
-      400,
       "overlap_too_long",
       `An overlap of ${v} seconds is longer than the maximum of ${MAX_ROTATION_OVERLAP_SECONDS}.`,
       { details: { field: "overlap_seconds", max: MAX_ROTATION_OVERLAP_SECONDS } },
@@ -63,12 +61,9 @@ export function rotationRoutes(ctx: RelayerContext): Router {
         // Same rule as the registry (which would refuse the write too): an expired key has nothing left
         // to hand over.
         if (old.expiration !== 0 && now >= old.expiration) {
-          throw new ApiError(
-            409,
-            "usage_key_expired",
-            `Usage key ${old.address} expired at ${old.expiration}.`,
-            { details: { id: old.address, expiration: old.expiration } },
-          );
+          throw new ApiError("usage_key_expired", `Usage key ${old.address} expired at ${old.expiration}.`, {
+            details: { id: old.address, expiration: old.expiration },
+          });
         }
         const accountId = auth.account.id.toString();
         const gen = ctx.enclave.generateUsageKey();

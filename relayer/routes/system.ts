@@ -55,7 +55,6 @@ export function healthRoutes(ctx: RelayerContext): Router {
     if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
       next(
         new ApiError(
-          401,
           "invalid_operator_token",
           "X-Operator-Token does not match the operator token this relayer was configured with.",
         ),
@@ -134,7 +133,6 @@ export function healthRoutes(ctx: RelayerContext): Router {
     if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
       next(
         new ApiError(
-          401,
           "invalid_operator_token",
           "The operator token does not match the one this relayer was configured with.",
         ),

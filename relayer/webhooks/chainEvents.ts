@@ -4,6 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { getAddress, type LogDescription } from "ethers";
+import { listedScopes } from "../../vocabulary/scopes";
 import { scopesFromStruct } from "../permissions/projection";
 import type { EventPayload, EventType } from "./eventTypes";
 
@@ -27,16 +28,7 @@ export function chainEventId(chainId: number, txHash: string, logIndex: number):
 
 /** What a KeyAdded / KeyUpdated says about the key's permissions, in the API's field names. */
 function scopes(struct: unknown): Record<string, unknown> {
-  const s = scopesFromStruct(struct as Parameters<typeof scopesFromStruct>[0]);
-  return {
-    can_create_groups: s.canCreateGroups,
-    can_delete_groups: s.canDeleteGroups,
-    can_create_pkps: s.canCreatePkps,
-    can_manage_ipfs_ids_in_groups: s.manageIpfsIdsInGroups,
-    can_add_pkp_to_groups: s.addPkpToGroups,
-    can_remove_pkp_from_groups: s.removePkpFromGroups,
-    can_execute_in_groups: s.executeInGroups,
-  };
+  return listedScopes(scopesFromStruct(struct as Parameters<typeof scopesFromStruct>[0]));
 }
 
 /**

@@ -79,7 +79,7 @@ function deliveryItem(d: DeliveryView): DeliveryItem {
 /** `event_types`: a non-empty list of known types, or ["*"]. Duplicates dropped, order kept. */
 export function parseEventTypes(v: unknown): Subscription {
   const refuse = (message: string) =>
-    new ApiError(400, "invalid_event_type", message, {
+    new ApiError("invalid_event_type", message, {
       details: { field: "event_types", known: [...EVENT_TYPES, "*"] },
     });
   if (!Array.isArray(v) || v.length === 0 || v.length > EVENT_TYPES.length + 1)
@@ -97,7 +97,7 @@ export function parseEventTypes(v: unknown): Subscription {
 }
 
 function notFound(id: string): ApiError {
-  return new ApiError(404, "webhook_not_found", `No webhook endpoint ${id.slice(0, 64)} in this account.`, {
+  return new ApiError("webhook_not_found", `No webhook endpoint ${id.slice(0, 64)} in this account.`, {
     details: { webhook_id: id.slice(0, 64) },
   });
 }
@@ -119,7 +119,6 @@ export class Endpoints {
     const url = await checkEndpointUrl(input.url, this.o.urlPolicy);
     if ((await this.o.store.countEndpoints(accountId)) >= this.o.maxPerAccount)
       throw new ApiError(
-        409,
         "too_many_webhooks",
         `This account has ${this.o.maxPerAccount} webhook endpoints, the most allowed; delete one first.`,
         { details: { max: this.o.maxPerAccount } },
@@ -228,7 +227,6 @@ export class Endpoints {
     const endpoint = await this.row(accountId, id);
     const missing = () =>
       new ApiError(
-        404,
         "webhook_delivery_not_found",
         `No delivery ${deliveryId.slice(0, 64)} of endpoint ${id}.`,
         {
@@ -238,14 +236,12 @@ export class Endpoints {
     if (!DELIVERY_ID.test(deliveryId) || !(await this.o.store.getDelivery(id, deliveryId))) throw missing();
     if (endpoint.enabled !== 1)
       throw new ApiError(
-        409,
         "webhook_disabled",
         `Endpoint ${id} is disabled; enable it (POST /core/v1/webhooks/${id} with "enabled": true) to resend.`,
         { details: { webhook_id: id } },
       );
     if (!(await this.o.store.resend(id, deliveryId, Date.now())))
       throw new ApiError(
-        409,
         "webhook_delivery_in_progress",
         `Delivery ${deliveryId} is being attempted right now; its result will show in the delivery log.`,
         {

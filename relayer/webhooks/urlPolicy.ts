@@ -21,7 +21,7 @@ export interface UrlPolicy {
 }
 
 function invalidUrl(message: string): ApiError {
-  return new ApiError(400, "webhook_url_invalid", message, { details: { field: "url" } });
+  return new ApiError("webhook_url_invalid", message, { details: { field: "url" } });
 }
 
 /** The URL as it will be stored, or a typed refusal. */
@@ -50,7 +50,6 @@ export async function checkEndpointUrl(raw: string, policy: UrlPolicy): Promise<
   for (const address of addresses) {
     if (!policy.guard.permits(address))
       throw new ApiError(
-        400,
         "webhook_url_refused",
         `\`url\`'s host ${url.host} resolves to ${address}, a ${policy.guard.reason(address)} address; webhooks are delivered to public addresses only.`,
         { details: { field: "url", address, category: policy.guard.reason(address) } },

@@ -6,7 +6,7 @@
  * differently from the current ones), given as an ethers Interface.
  */
 import { Contract, ZeroAddress, type Interface, type Provider } from "ethers";
-import { scopesOf } from "./verify";
+import { scopesOf } from "./keyScopes";
 
 /** One registry write, sent by the account's acting owner through the forwarder. */
 export interface Write {

@@ -6,6 +6,7 @@
  */
 import { Contract, type Interface, type Provider } from "ethers";
 import { AccountRegistry__factory } from "../../typechain-types";
+import { scopesOf } from "./keyScopes";
 import type { AccountPlan } from "./plan";
 
 const PAGE = 100n;
@@ -29,27 +30,6 @@ interface GroupInfo {
   id: bigint;
   pkpCount: bigint;
   actionCount: bigint;
-}
-
-/** A key's scopes as plain values (the same rebuilding from masks in both registries: compare as is). */
-export function scopesOf(s: {
-  canCreateGroups: boolean;
-  canDeleteGroups: boolean;
-  canCreatePkps: boolean;
-  manageIpfsIdsInGroups: bigint[];
-  addPkpToGroups: bigint[];
-  removePkpFromGroups: bigint[];
-  executeInGroups: bigint[];
-}) {
-  return {
-    canCreateGroups: s.canCreateGroups,
-    canDeleteGroups: s.canDeleteGroups,
-    canCreatePkps: s.canCreatePkps,
-    manageIpfsIdsInGroups: [...s.manageIpfsIdsInGroups],
-    addPkpToGroups: [...s.addPkpToGroups],
-    removePkpFromGroups: [...s.removePkpFromGroups],
-    executeInGroups: [...s.executeInGroups],
-  };
 }
 
 const json = (value: unknown) =>

@@ -31,7 +31,7 @@ export function principalFor(
 
 export const testAccountKey: express.RequestHandler = (req, res, next) => {
   const account = req.get("x-test-account");
-  if (!account || !/^[0-9]+$/.test(account)) return next(new ApiError(401, "missing_api_key", "no key"));
+  if (!account || !/^[0-9]+$/.test(account)) return next(new ApiError("missing_api_key", "no key"));
   res.locals.principal = principalFor(account, req.get("x-test-usage-key") ? "usage" : "account");
   next();
 };

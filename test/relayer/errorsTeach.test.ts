@@ -7,11 +7,14 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { BILLING_ERROR_CATALOGUE } from "../../relayer/billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "../../relayer/errorCatalogue";
-import { ApiError } from "../../relayer/errors";
+import { ApiError, type ErrorCode } from "../../relayer/errors";
 import { setupAccount, startStack, type ApiResponse, type Stack } from "../helpers/stack";
 
 const DOCS = fs.readFileSync(path.join(__dirname, "..", "..", "docs", "errors.md"), "utf8");
-const ALL = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
+const ALL: Record<string, { status: number; fix: string }> = {
+  ...ERROR_CATALOGUE,
+  ...BILLING_ERROR_CATALOGUE,
+};
 
 /** The rows of docs/errors.md's tables: code, status, why, fix. */
 function documentedRows(): { code: string; why: string; fix: string }[] {
@@ -59,7 +62,9 @@ describe("relayer: errors that teach (fix and docs_url)", function () {
   describe("ApiError bodies", () => {
     it("every catalogued code renders with its fix and docs_url", () => {
       for (const [code, e] of Object.entries(ALL)) {
-        const body = new ApiError(e.status, code, "m").toJSON();
+        const err = new ApiError(code as ErrorCode, "m");
+        expect(err.status, code).to.equal(e.status);
+        const body = err.toJSON();
         expect(body.fix, code).to.equal(e.fix);
         expect(body.docs_url, code).to.equal(`docs/errors.md#${code}`);
       }

@@ -131,7 +131,7 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
       "fp",
       async () => {
         await currentClaim()!.nextWrite().record(RECORDED);
-        throw new ApiError(503, "chain_unavailable", "sent, not confirmed");
+        throw new ApiError("chain_unavailable", "sent, not confirmed");
       },
       OPTS,
     );

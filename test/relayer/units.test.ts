@@ -208,11 +208,31 @@ describe("relayer units", () => {
         .readdirSync(root, { recursive: true })
         .map(String)
         .filter((f) => f.endsWith(".ts") && !f.startsWith("billing"));
+      let found = 0;
       for (const f of files) {
         const src = fs.readFileSync(path.join(root, f), "utf8");
-        for (const m of src.matchAll(/new ApiError\(\s*\d+,\s*"([a-z_]+)"/g))
+        for (const m of src.matchAll(/new ApiError\(\s*"([a-z_]+)"/g)) {
+          found++;
           expect(ERROR_CATALOGUE, `${f}: ${m[1]}`).to.have.property(m[1]);
+        }
       }
+      expect(found).to.be.greaterThan(100);
+    });
+    it("no throw site writes a status: ApiError takes it from the catalogue", () => {
+      // The type already refuses a status before the code (the first argument is a code); this catches a
+      // cast or an `any` that would slip a status literal back in, anywhere in the repository.
+      const repo = path.join(__dirname, "..", "..");
+      for (const dir of ["relayer", "scripts", "cli", "sdk", "bench", "test"]) {
+        const files = fs
+          .readdirSync(path.join(repo, dir), { recursive: true })
+          .map(String)
+          .filter((f) => f.endsWith(".ts") && !f.includes("node_modules"));
+        for (const f of files) {
+          const src = fs.readFileSync(path.join(repo, dir, f), "utf8");
+          expect(src, `${dir}/${f}`).to.not.match(/new ApiError\(\s*\d/);
+        }
+      }
+      expect(new ApiError("missing_scope", "m").status).to.equal(ERROR_CATALOGUE.missing_scope.status);
     });
     it("the OpenAPI document describes every route", () => {
       const doc = buildOpenApi({ chainId: 1, cfg: { registryAddress: ME, forwarderAddress: ME } as never });

@@ -28,7 +28,7 @@ export interface TestChain {
   stop(): Promise<void>;
 }
 
-/** anvil on a free port (the shared test/helpers/anvil.ts launcher) with a provider for scripts. */
+/** anvil on a free port (the shared testkit/anvil.ts launcher) with a provider for scripts. */
 export async function startAnvil(): Promise<TestChain> {
   const chain = await startChain();
   const provider = rpcProvider(chain.rpcUrl);
@@ -109,7 +109,7 @@ export interface SigilWorld extends SafeWorld {
 }
 
 /**
- * The shared test stack (test/helpers/stack.ts: anvil + Sigil + funded gas wallets + the real relayer)
+ * The shared test stack (testkit/stack.ts: anvil + Sigil + funded gas wallets + the real relayer)
  * plus the Safe suite on the same chain.
  */
 export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promise<SigilWorld> {

@@ -1,5 +1,5 @@
 /**
- * The validator behind the contract check of every HTTP test (test/helpers/stack.ts): it must refuse an
+ * The validator behind the contract check of every HTTP test (testkit/stack.ts): it must refuse an
  * unknown field, a wrong type, a missing field and an undocumented status, or the check would prove nothing.
  */
 import { expect } from "chai";

@@ -163,7 +163,7 @@ export class Broadcaster {
 }
 
 export function unfunded(address: string): ApiError {
-  return new ApiError(503, "gas_wallet_unfunded", `Gas wallet ${address} cannot pay for the transaction.`, {
+  return new ApiError("gas_wallet_unfunded", `Gas wallet ${address} cannot pay for the transaction.`, {
     retryAfter: 30,
     details: { gas_wallet: address },
   });

@@ -60,7 +60,7 @@ export async function waitForReceipt(o: ReceiptWaitOptions, txHash: string): Pro
       if (Date.now() - failingSince > o.rpcTimeoutMs) throw chainUnavailable(err, { tx_hash: txHash });
     }
     if (Date.now() > deadline) {
-      throw new ApiError(503, "chain_unavailable", "The write was sent but is not confirmed yet.", {
+      throw new ApiError("chain_unavailable", "The write was sent but is not confirmed yet.", {
         retryAfter: 5,
         details: { tx_hash: txHash },
       });

@@ -83,7 +83,7 @@ async function findExecution(
       const tx = await rpc<{ input: string } | null>("eth_getTransactionByHash", [l.transactionHash]);
       // A node that cannot show the transaction cannot prove whose request it ran: ask again later.
       if (!tx)
-        throw new ApiError(503, "chain_unavailable", "The chain's node did not return a transaction.", {
+        throw new ApiError("chain_unavailable", "The chain's node did not return a transaction.", {
           retryAfter: 5,
           details: { tx_hash: l.transactionHash },
         });

@@ -1,5 +1,6 @@
 /** The shapes the path-A sender's modules share (relayer/chain/sender.ts orchestrates them). */
 import type { SignedForwardRequest } from "../batch";
+import type { RawLog } from "../rawLog";
 
 export interface ForwardSigner {
   signForwardRequest(
@@ -28,14 +29,7 @@ export interface WriteRequest {
   data: string;
 }
 
-export interface RawLog {
-  address: string;
-  topics: string[];
-  data: string;
-  blockNumber: string;
-  transactionHash: string;
-  logIndex: string;
-}
+export type { RawLog };
 
 export interface WriteResult {
   txHash: string;

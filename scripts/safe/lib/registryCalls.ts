@@ -1,5 +1,6 @@
 import { ethers } from "ethers";
 import { IAccountRegistry__factory } from "../../../typechain-types/factories/contracts/interfaces/IAccountRegistry__factory";
+import { SCOPES, type FlagScope, type GroupScope, type ScopeStruct } from "../../../vocabulary/scopes";
 import { SafeCliError } from "./errors";
 
 /** The registry's ABI (contracts/interfaces/IAccountRegistry.sol), shared by path A and path B. */
@@ -7,36 +8,14 @@ export const registryInterface: ethers.Interface =
   IAccountRegistry__factory.createInterface() as unknown as ethers.Interface;
 
 /** A key's permissions with the write-side field names of docs/background.md §2.3 (all optional, default: nothing). */
-export interface ScopeFields {
-  can_create_groups?: boolean;
-  can_delete_groups?: boolean;
-  can_create_pkps?: boolean;
-  manage_ipfs_ids_in_groups?: (number | string | bigint)[];
-  add_pkp_to_groups?: (number | string | bigint)[];
-  remove_pkp_from_groups?: (number | string | bigint)[];
-  execute_in_groups?: (number | string | bigint)[];
-}
+export type ScopeFields = { [S in FlagScope as S["field"]]?: boolean } & {
+  [S in GroupScope as S["field"]]?: (number | string | bigint)[];
+};
 
-/** The registry's `KeyScopes` struct, in field order. */
-export interface KeyScopesStruct {
-  canCreateGroups: boolean;
-  canDeleteGroups: boolean;
-  canCreatePkps: boolean;
-  manageIpfsIdsInGroups: bigint[];
-  addPkpToGroups: bigint[];
-  removePkpFromGroups: bigint[];
-  executeInGroups: bigint[];
-}
+/** The registry's `KeyScopes` struct, in field order (vocabulary/scopes.ts). */
+export type KeyScopesStruct = ScopeStruct<bigint>;
 
-const SCOPE_FIELDS = new Set([
-  "can_create_groups",
-  "can_delete_groups",
-  "can_create_pkps",
-  "manage_ipfs_ids_in_groups",
-  "add_pkp_to_groups",
-  "remove_pkp_from_groups",
-  "execute_in_groups",
-]);
+const SCOPE_FIELDS = new Set<string>(SCOPES.map((s) => s.field));
 
 function groupIds(list: unknown, field: string): bigint[] {
   if (list === undefined) return [];
@@ -56,15 +35,10 @@ export function toKeyScopes(fields: ScopeFields): KeyScopesStruct {
   for (const k of Object.keys(fields)) {
     if (!SCOPE_FIELDS.has(k)) throw new SafeCliError("invalid_argument", `unknown scope field "${k}"`);
   }
-  return {
-    canCreateGroups: fields.can_create_groups === true,
-    canDeleteGroups: fields.can_delete_groups === true,
-    canCreatePkps: fields.can_create_pkps === true,
-    manageIpfsIdsInGroups: groupIds(fields.manage_ipfs_ids_in_groups, "manage_ipfs_ids_in_groups"),
-    addPkpToGroups: groupIds(fields.add_pkp_to_groups, "add_pkp_to_groups"),
-    removePkpFromGroups: groupIds(fields.remove_pkp_from_groups, "remove_pkp_from_groups"),
-    executeInGroups: groupIds(fields.execute_in_groups, "execute_in_groups"),
-  };
+  const given = fields as Record<string, unknown>;
+  return Object.fromEntries(
+    SCOPES.map((s) => [s.struct, s.perGroup ? groupIds(given[s.field], s.field) : given[s.field] === true]),
+  ) as KeyScopesStruct;
 }
 
 /** Every registry write a Safe (or any owner) may want to make, named as in the CLI. */
