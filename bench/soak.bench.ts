@@ -88,7 +88,10 @@ async function startService(dataDir: string): Promise<{ child: ChildProcess; url
     }
     await new Promise((r) => setTimeout(r, 250));
   }
-  return { child, url, rpcUrl: `http://127.0.0.1:${anvilPort}` };
+  const external = process.env.SOAK_ENV
+    ? (JSON.parse(process.env.SOAK_ENV) as Record<string, string>).SIGIL_RPC_URL
+    : undefined;
+  return { child, url, rpcUrl: external ?? `http://127.0.0.1:${anvilPort}` };
 }
 
 async function stopService(child: ChildProcess): Promise<number> {
@@ -121,7 +124,9 @@ async function main(): Promise<void> {
         `npm start took ${(startMs / 1000).toFixed(1)} s; SOAK_ENV=${process.env.SOAK_ENV ?? "{}"}`,
     );
     // Where the time goes, per window: CPU of anvil (mining, state dumps) and of the service's process.
-    const anvilPid = Number(fs.readFileSync(path.join(dataDir, DATA_FILES.anvilPid), "utf8").split(/\s+/)[0]);
+    // (With SIGIL_RPC_URL in SOAK_ENV the chain is someone else's: no anvil.pid, its columns read NaN.)
+    const pidFile = path.join(dataDir, DATA_FILES.anvilPid);
+    const anvilPid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, "utf8").split(/\s+/)[0]) : 0;
     let cpu = { anvil: cpuSeconds(anvilPid), service: cpuSeconds(child.pid) };
     console.log(
       "| writes | writes/s | block | chain-state bytes | anvil CPU ms/write | service CPU ms/write |\n|---|---|---|---|---|---|",
