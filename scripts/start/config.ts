@@ -17,6 +17,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_PUBLIC_URLS",
   "SIGIL_RPC_URL",
   "SIGIL_ANVIL_PORT",
+  "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
   "SIGIL_CHAIN_ID",
   "SIGIL_DEV_MODE",
   "SIGIL_ROOT_KEY",
@@ -101,6 +102,11 @@ export interface SigilConfig {
   /** The external chain; absent = the embedded anvil chain in the data folder. */
   rpcUrl?: string;
   anvilPort: number;
+  /**
+   * Embedded chain: seconds between anvil's dumps of its whole state file (what a kill -9 can lose).
+   * Each dump rewrites every block and transaction so far, so its cost grows with the chain's history.
+   */
+  chainStateIntervalSeconds: number;
   /** Embedded chain: the id anvil is started with. External chain: the id it must report (optional). */
   chainId?: number;
   devMode: boolean;
@@ -300,6 +306,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   }
   const anvilPort =
     int("SIGIL_ANVIL_PORT", 0, 65535, "the port of the embedded chain; 0 picks a free one") ?? 8545;
+  const chainStateIntervalSeconds =
+    int(
+      "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
+      1,
+      86_400,
+      "seconds between dumps of the embedded chain's state (the most a kill -9 loses)",
+    ) ?? 2;
   const chainId = int("SIGIL_CHAIN_ID", 1, 2 ** 32 - 1, "the chain id");
 
   const rpcUrl = get("SIGIL_RPC_URL");
@@ -603,6 +616,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     publicUrls,
     rpcUrl,
     anvilPort,
+    chainStateIntervalSeconds,
     chainId: chainId ?? (rpcUrl === undefined ? DEFAULT_DEV_CHAIN_ID : undefined),
     devMode,
     rootKeyHex,

@@ -104,6 +104,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         statePath: file("chainState"),
         pidPath: file("anvilPid"),
         port: config.anvilPort,
+        stateIntervalSeconds: config.chainStateIntervalSeconds,
         chainId: config.chainId!,
       });
       cleanups.push(() => anvil!.stop());

@@ -74,6 +74,14 @@ describe("start: configuration", () => {
     ).to.include({ executorReserveWorkers: 0, isolateAccounts: true });
   });
 
+  it("reads the embedded chain's state-dump interval (2 s by default) and refuses one outside 1..86400", () => {
+    expect(loadConfig({}, cwd).chainStateIntervalSeconds).to.equal(2);
+    expect(loadConfig({ SIGIL_CHAIN_STATE_INTERVAL_SECONDS: "30" }, cwd).chainStateIntervalSeconds).to.equal(
+      30,
+    );
+    expect(problemsOf({ SIGIL_CHAIN_STATE_INTERVAL_SECONDS: "0" }, cwd)).to.have.length(1);
+  });
+
   it("refuses a reserve outside 0..64 and an isolation setting that is not a boolean", () => {
     expect(
       problemsOf({ SIGIL_EXECUTOR_RESERVE_WORKERS: "65", SIGIL_ISOLATE_ACCOUNTS: "maybe" }, cwd),
