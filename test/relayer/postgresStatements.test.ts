@@ -48,11 +48,20 @@ describeOnPostgres("relayer: PostgreSQL statements per request", function () {
     await s?.close();
   });
 
+  /**
+   * Statements per request, the least of three measurements: the counter is process-wide, so on a loaded
+   * machine a timer of the stack (a rate-limit sweep, a late lease release) can land inside one window;
+   * a change that adds a statement to every request shows in all three.
+   */
   async function perRequest(n: number, send: () => Promise<{ status: number }>, status: number) {
-    await new Promise((r) => setTimeout(r, 20)); // releases of earlier requests flushed
-    const before = postgresStatementCount();
-    for (let i = 0; i < n; i++) expect((await send()).status).to.equal(status);
-    return (postgresStatementCount() - before) / n;
+    let least = Infinity;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      await new Promise((r) => setTimeout(r, 100)); // releases of earlier requests flushed
+      const before = postgresStatementCount();
+      for (let i = 0; i < n; i++) expect((await send()).status).to.equal(status);
+      least = Math.min(least, (postgresStatementCount() - before) / n);
+    }
+    return least;
   }
 
   it(`a bearer execution sends at most ${EXECUTION_BUDGET} statements`, async function () {

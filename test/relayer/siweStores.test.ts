@@ -103,8 +103,10 @@ describeOnEngines("wallet sign-in stores", function (engine) {
           const base = 1_000 + ++round * 10;
           const instances = [0, 1].map(() => sessionRevocationsFor(layer, { stalenessMs: 0 }));
           const model = new Map<string, number>();
-          // Time only moves forward, as the service's clock does.
-          let now = 1_000_000;
+          // Time only moves forward, as the service's clock does, across runs too: a new instance sweeps
+          // expired rows on its first sign-out without being awaited, and a sweep left over from an earlier
+          // run (later on its clock) must not find this run's live rows expired.
+          let now = 1_000_000 + round * 10_000;
           for (const s of steps) {
             const k = key(base + s.key);
             now += s.advance;
