@@ -6,81 +6,28 @@
  * requests through node:http so that the Host header is whatever the test says.
  */
 import * as fs from "node:fs";
-import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
-import { randomBytes } from "node:crypto";
 import { expect } from "chai";
 import { Wallet } from "ethers";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { resolveConfig } from "../../relayer/config";
-import { signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk/index";
-import { encodeRegistryCall } from "../../scripts/safe/lib";
+import { signRequest } from "../../sdk/index";
 import { ConfigError, loadConfig } from "../../scripts/start/config";
 import { DEV_KEYS } from "../helpers/anvil";
-import { OPERATOR_HEADERS, setupAccount, startStack, type Stack } from "../helpers/stack";
+import { ownedAccount, ownerSession, sendWithHost, type OwnerSession } from "../helpers/siweOwner";
+import { startStack, type Stack } from "../helpers/stack";
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const OWNER_KEY = DEV_KEYS[4];
 const owner = new Wallet(OWNER_KEY);
 const CHAIN_ID = 31337;
 
-interface Session {
-  message: string;
-  signature: string;
-  key: Wallet;
-}
-
-/** One request to `baseUrl` with the Host header `host`. */
-function send(
-  baseUrl: string,
-  host: string,
-  method: string,
-  route: string,
-  headers: Record<string, string>,
-  body?: string,
-): Promise<{ status: number; body: Json }> {
-  const url = new URL(baseUrl + route);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { hostname: url.hostname, port: url.port, path: url.pathname, method, headers: { ...headers, host } },
-      (res) => {
-        let text = "";
-        res.on("data", (c) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-async function waitForBlock(baseUrl: string, block: number): Promise<void> {
-  for (;;) {
-    const r = await fetch(`${baseUrl}/health`, { headers: OPERATOR_HEADERS });
-    const health = (await r.json()) as { cache: { last_processed_block: number } };
-    if (health.cache.last_processed_block >= block) return;
-    await new Promise((done) => setTimeout(done, 20));
-  }
-}
+type Session = OwnerSession;
+const send = sendWithHost;
 
 /** A message signed by the owner for `domain` (URI `uri`, default http://<domain>). */
-async function session(domain: string, uri = `http://${domain}`): Promise<Session> {
-  const key = new Wallet(Wallet.createRandom().privateKey);
-  const issuedMs = Math.floor(Date.now() / 1000) * 1000;
-  const message = siweMessage({
-    domain,
-    address: owner.address,
-    statement: "Sign in to Sigil.",
-    uri,
-    chainId: CHAIN_ID,
-    nonce: randomBytes(16).toString("hex"),
-    issuedAt: new Date(issuedMs),
-    expirationTime: new Date(issuedMs + 600_000),
-    resources: [SESSION_KEY_RESOURCE + key.address],
-  });
-  return { message, signature: await owner.signMessage(message), key };
-}
+const session = (domain: string, uri?: string) => ownerSession(owner, { domain, uri, chainId: CHAIN_ID });
 
 const signIn = (baseUrl: string, host: string, x: Session) =>
   send(
@@ -117,17 +64,7 @@ describe("wallet sign-in is bound to the service's own URLs, not to the Host hea
     own = new URL(s.url).host;
     port = new URL(s.url).port;
     registry = s.deployment.registry;
-    const a = await setupAccount(s);
-    const t = await s.api("POST", "/core/v1/account/transfer_ownership", {
-      key: a.accountKey,
-      body: { new_owner: owner.address },
-    });
-    expect(t.status).to.equal(200);
-    const tx = await new Wallet(OWNER_KEY, s.provider).sendTransaction({
-      to: s.deployment.registry,
-      data: encodeRegistryCall({ op: "accept-ownership", accountId: a.accountId }).data,
-    });
-    await waitForBlock(s.url, (await tx.wait())!.blockNumber);
+    await ownedAccount(s, OWNER_KEY);
   });
   after(async () => {
     await s?.close();

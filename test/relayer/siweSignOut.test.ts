@@ -8,102 +8,38 @@
  */
 import Database from "better-sqlite3";
 import * as fs from "node:fs";
-import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
-import { randomBytes } from "node:crypto";
 import { expect } from "chai";
 import { Wallet } from "ethers";
 import { startRelayer, type RunningRelayer } from "../../relayer";
 import { REVOCATION_STALENESS_MS } from "../../relayer/cluster/siweRevocations";
-import { createSigil, isSigilError, signRequest, siweMessage, SESSION_KEY_RESOURCE } from "../../sdk/index";
-import { encodeRegistryCall } from "../../scripts/safe/lib";
+import { createSigil, isSigilError, signRequest } from "../../sdk/index";
 import { DEV_KEYS } from "../helpers/anvil";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
-import { OPERATOR_HEADERS, setupAccount, startStack, type Stack } from "../helpers/stack";
+import {
+  ownedAccount as ownedAccountOf,
+  ownerSession,
+  sendWithHost,
+  type OwnerSession,
+} from "../helpers/siweOwner";
+import { startStack, type Stack } from "../helpers/stack";
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const OWNER_KEY = DEV_KEYS[4];
 const owner = new Wallet(OWNER_KEY);
 
-interface Session {
-  message: string;
-  signature: string;
-  key: Wallet;
-}
-
-/** One request to `baseUrl`, sent as if to `host` (the Host header the SIWE message is bound to). */
-function send(
-  baseUrl: string,
-  host: string,
-  method: string,
-  route: string,
-  headers: Record<string, string>,
-  body?: string,
-): Promise<{ status: number; body: Json }> {
-  const url = new URL(baseUrl + route);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { hostname: url.hostname, port: url.port, path: url.pathname, method, headers: { ...headers, host } },
-      (res) => {
-        let text = "";
-        res.on("data", (c) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-/** Waits until the relayer at `baseUrl` has applied `block` (the owner's acceptance reaches it by its poll). */
-async function waitForBlock(baseUrl: string, block: number): Promise<void> {
-  for (;;) {
-    const r = await fetch(`${baseUrl}/health`, { headers: OPERATOR_HEADERS });
-    const health = (await r.json()) as { cache: { last_processed_block: number } };
-    if (health.cache.last_processed_block >= block) return;
-    await new Promise((done) => setTimeout(done, 20));
-  }
-}
-
-/** Makes an account owned by OWNER (transferred, then accepted on chain) and waits for the relayers. */
-async function ownedAccount(s: Stack, urls: string[] = [s.url]): Promise<number> {
-  const a = await setupAccount(s);
-  const t = await s.api("POST", "/core/v1/account/transfer_ownership", {
-    key: a.accountKey,
-    body: { new_owner: owner.address },
-  });
-  expect(t.status).to.equal(200);
-  const tx = await new Wallet(OWNER_KEY, s.provider).sendTransaction({
-    to: s.deployment.registry,
-    data: encodeRegistryCall({ op: "accept-ownership", accountId: a.accountId }).data,
-  });
-  const receipt = await tx.wait();
-  for (const url of urls) await waitForBlock(url, receipt!.blockNumber);
-  return a.accountId;
-}
+type Session = OwnerSession;
+const send = sendWithHost;
+const ownedAccount = (s: Stack, urls?: string[]) => ownedAccountOf(s, OWNER_KEY, urls);
 
 /** Talks to one or more instances under one host, as the owner's page would. */
 function client(s: Stack, host: string) {
   const chainId = 31337;
   const registryAddress = s.deployment.registry;
 
-  async function session(lifetime: { issuedAgo?: number; seconds?: number } = {}): Promise<Session> {
-    const key = new Wallet(Wallet.createRandom().privateKey);
-    const issuedMs = (Math.floor(Date.now() / 1000) - (lifetime.issuedAgo ?? 0)) * 1000;
-    const message = siweMessage({
-      domain: host,
-      address: owner.address,
-      statement: "Sign in to Sigil.",
-      uri: `http://${host}`,
-      chainId,
-      nonce: randomBytes(16).toString("hex"),
-      issuedAt: new Date(issuedMs),
-      expirationTime: new Date(issuedMs + (lifetime.seconds ?? 600) * 1000),
-      resources: [SESSION_KEY_RESOURCE + key.address],
-    });
-    return { message, signature: await owner.signMessage(message), key };
-  }
+  const session = (lifetime: { issuedAgo?: number; seconds?: number } = {}): Promise<Session> =>
+    ownerSession(owner, { domain: host, chainId, ...lifetime });
 
   const signIn = (baseUrl: string, x: Session) =>
     send(
