@@ -195,10 +195,15 @@ function newPool(url: string, max: number): Pool {
  * (docs/performance.md, "PostgreSQL per request"); a number, so counting costs nothing measurable.
  */
 let statementsSent = 0;
+/** The same, per database name: a test counting one stack's statements is not disturbed by another's timers. */
+const statementsByDatabase = new Map<string, number>();
 
-/** How many statements this process has sent to PostgreSQL so far (all pools together). */
-export function postgresStatementCount(): number {
-  return statementsSent;
+/**
+ * How many statements this process has sent to PostgreSQL so far: to `database` (a database name), or
+ * to every database (all pools together).
+ */
+export function postgresStatementCount(database?: string): number {
+  return database === undefined ? statementsSent : (statementsByDatabase.get(database) ?? 0);
 }
 
 /**
@@ -218,12 +223,22 @@ function statementName(sqlText: string): string {
 
 class PostgresExecutor implements Sql {
   readonly kind = "postgres" as const;
-  constructor(private readonly target: Pool | PoolClient) {}
+  /** The database this executor's statements go to (a Pool keeps it in its options, a client on itself). */
+  private readonly database: string;
+  constructor(private readonly target: Pool | PoolClient) {
+    const t = target as { options?: { database?: string }; database?: string };
+    this.database = t.options?.database ?? t.database ?? "";
+  }
+
+  protected count(): void {
+    statementsSent++;
+    statementsByDatabase.set(this.database, (statementsByDatabase.get(this.database) ?? 0) + 1);
+  }
 
   private async query(q: Prepared<unknown>, args: readonly unknown[]) {
     const c = q.compile("postgres");
     return this.guard(() => {
-      statementsSent++;
+      this.count();
       return this.target.query({ name: statementName(c.sql), text: c.sql, values: bind(c, args) });
     });
   }
@@ -243,7 +258,7 @@ class PostgresExecutor implements Sql {
   ): Promise<unknown[]> {
     return (
       await this.guard(() => {
-        statementsSent++;
+        this.count();
         return opts.prepared
           ? this.target.query({ name: statementName(sqlText), text: sqlText, values: params as unknown[] })
           : this.target.query(sqlText, params as unknown[]);
@@ -281,15 +296,15 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     const client = await this.guard(() => this.pool.connect());
     let broken = false;
     try {
-      statementsSent++;
+      this.count();
       await this.guard(() => client.query("BEGIN"));
       const result = await fn(new PostgresExecutor(client));
-      statementsSent++;
+      this.count();
       await this.guard(() => client.query("COMMIT"));
       return result;
     } catch (e) {
       try {
-        statementsSent++;
+        this.count();
         await client.query("ROLLBACK");
       } catch {
         broken = true; // the connection is gone: do not hand it to the next caller
@@ -308,7 +323,7 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
    */
   async script(sqlText: string): Promise<unknown[][]> {
     const result = await this.guard(() => {
-      statementsSent++;
+      this.count();
       return this.pool.query(sqlText);
     });
     const results = (Array.isArray(result) ? result : [result]) as Array<{ rows: unknown[] }>;

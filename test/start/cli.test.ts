@@ -151,6 +151,7 @@ describe("start: CLI without a server", function () {
       fs.cpSync(path.join(ROOT, "bin"), path.join(copy, "bin"), { recursive: true });
       fs.cpSync(path.join(ROOT, "cli"), path.join(copy, "cli"), { recursive: true });
       fs.cpSync(path.join(ROOT, "sdk"), path.join(copy, "sdk"), { recursive: true }); // the CLI's client
+      fs.cpSync(path.join(ROOT, "vocabulary"), path.join(copy, "vocabulary"), { recursive: true }); // scope names
       fs.copyFileSync(path.join(ROOT, "package.json"), path.join(copy, "package.json")); // --version
       fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(copy, "node_modules"), "dir");
       const help = () =>
