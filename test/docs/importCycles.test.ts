@@ -1,7 +1,8 @@
 import { expect } from "chai";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import ts from "typescript";
+import { repoFiles } from "../../testkit/repoFiles";
 
 /**
  * No import cycles among the repository's own TypeScript files. A cycle makes load order matter (a
@@ -11,29 +12,11 @@ import ts from "typescript";
  * (`preProcessFile`), so no dependency is added for it.
  */
 const REPO = path.resolve(__dirname, "../..");
-const SKIP_DIRS = new Set([
-  "node_modules",
-  "typechain-types",
-  "artifacts",
-  "cache",
-  "dist",
-  "coverage",
-  ".git",
-  ".sigil",
-  "fixtures",
-]);
 const SOURCE = /\.(ts|tsx|mts)$/;
 const RESOLVE_AS = ["", ".ts", ".tsx", ".mts", "/index.ts", "/index.tsx"];
 
-function sourceFiles(dir: string, out: string[] = []): string[] {
-  for (const name of readdirSync(dir)) {
-    if (SKIP_DIRS.has(name)) continue;
-    const full = path.join(dir, name);
-    if (statSync(full).isDirectory()) sourceFiles(full, out);
-    else if (SOURCE.test(name) && !name.endsWith(".d.ts")) out.push(full);
-  }
-  return out;
-}
+// Test fixtures are inputs to other tests (some deliberately malformed), not modules of the house.
+const sourceFiles = (dir: string): string[] => repoFiles(dir, SOURCE, ["fixtures"]);
 
 /** The repository file a relative specifier names, or undefined (a package, or not a source file). */
 function resolve(from: string, specifier: string): string | undefined {

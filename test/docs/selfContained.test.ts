@@ -1,6 +1,7 @@
 import { expect } from "chai";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
+import { repoFiles } from "../../testkit/repoFiles";
 
 /**
  * The repository stands on its own: a clone has only what is in it, so the README, docs/ and the code's
@@ -8,16 +9,6 @@ import path from "node:path";
  * reference write-up, or a folder beside the repository). What a reader needs is written in docs/.
  */
 const REPO = path.resolve(__dirname, "../..");
-const SKIP_DIRS = new Set([
-  "node_modules",
-  "typechain-types",
-  "artifacts",
-  "cache",
-  "dist",
-  "coverage",
-  ".git",
-  ".sigil",
-]);
 const TEXT = /\.(ts|tsx|js|mjs|cjs|sol|md|json|html|css)$/;
 // Built from parts so that this file does not match itself.
 const OUTSIDE_DOCS = new RegExp(
@@ -43,14 +34,8 @@ const CONFLICT_MARKER = new RegExp(
   ].join("|"),
 );
 
-function* files(dir: string): Generator<string> {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.isDirectory()) {
-      if (!SKIP_DIRS.has(entry.name)) yield* files(path.join(dir, entry.name));
-    } else if (TEXT.test(entry.name) && entry.name !== "package-lock.json") {
-      yield path.join(dir, entry.name);
-    }
-  }
+function files(dir: string): string[] {
+  return repoFiles(dir, TEXT).filter((f) => path.basename(f) !== "package-lock.json");
 }
 
 describe("the repository is self-contained", function () {

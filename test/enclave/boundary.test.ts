@@ -1,7 +1,8 @@
 import { expect } from "chai";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { repoFiles } from "../../testkit/repoFiles";
 
 /**
  * design §1, docs/background.md: nothing outside enclave/ imports enclave internals. The only allowed entry
@@ -9,15 +10,6 @@ import path from "node:path";
  * the enclave itself (test/enclave, test/executor) may import internals.
  */
 const REPO = path.resolve(__dirname, "../..");
-const SKIP_DIRS = new Set([
-  "node_modules",
-  "typechain-types",
-  "artifacts",
-  "cache",
-  "dist",
-  "coverage",
-  ".git",
-]);
 const ALLOWED_TEST_DIRS = [path.join("test", "enclave"), path.join("test", "executor")];
 const TS = /\.(ts|tsx|mts|cts)$/;
 // import … from "x" | export … from "x" | import "x" | import("x") | require("x")
@@ -29,18 +21,7 @@ const SPECIFIERS = [
 ];
 
 export function listSourceFiles(root: string): string[] {
-  const out: string[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      if (entry.isDirectory()) {
-        if (!SKIP_DIRS.has(entry.name)) walk(path.join(dir, entry.name));
-      } else if (TS.test(entry.name) && !entry.name.endsWith(".d.ts")) {
-        out.push(path.join(dir, entry.name));
-      }
-    }
-  };
-  walk(root);
-  return out;
+  return repoFiles(root, TS);
 }
 
 /** The enclave-internal imports of one file, as "file: specifier" strings. */
