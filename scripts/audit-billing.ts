@@ -104,9 +104,15 @@ export async function main(
     else if (!flags.allSenders) {
       // The addresses npm start derives; only they are read from the root key, which never leaves the enclave.
       const rootKeyFile = path.join(config.dataDir, DATA_FILES.rootKey);
-      if (config.rootKeyHex === undefined && !fs.existsSync(rootKeyFile))
+      if (config.rootKeyProvider === "file" && config.rootKeyHex === undefined && !fs.existsSync(rootKeyFile))
         throw new UsageError("cannot tell the relayer's gas wallets: give --gas-wallets, or --all-senders");
-      const enclave = await Enclave.open({ rootKeyHex: config.rootKeyHex, rootKeyFile, devMode: false });
+      const enclave = await Enclave.open({
+        provider: config.rootKeyProvider,
+        dstack: { endpoint: config.dstackEndpoint },
+        rootKeyHex: config.rootKeyHex,
+        rootKeyFile,
+        devMode: false,
+      });
       gasWallets = instanceGasAddresses(enclave, config.gasWallets, config.instanceId);
     }
     const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, batchMaxCount: 1 });

@@ -61,11 +61,19 @@ export async function runMigration(config: SigilConfig, dryRun: boolean, io: Com
     );
   if (!fs.existsSync(deploymentFile))
     throw new MigrationRefused(`${deploymentFile} does not exist: there is no deployment to migrate.`);
-  if (config.rootKeyHex === undefined && !fs.existsSync(file(DATA_FILES.rootKey)))
+  if (
+    config.rootKeyProvider === "file" &&
+    config.rootKeyHex === undefined &&
+    !fs.existsSync(file(DATA_FILES.rootKey))
+  )
     throw new MigrationRefused(
       `No root key: set SIGIL_ROOT_KEY or restore ${file(DATA_FILES.rootKey)}. A new root key would change every key.`,
     );
+  // The same provider as the service's (a TEE's KMS under SIGIL_ROOT_KEY_PROVIDER=dstack): the migration
+  // must see the root key the service signs with.
   const enclave = await Enclave.open({
+    provider: config.rootKeyProvider,
+    dstack: { endpoint: config.dstackEndpoint },
     rootKeyFile: file(DATA_FILES.rootKey),
     rootKeyHex: config.rootKeyHex,
     devMode: false,
