@@ -7,7 +7,8 @@
  */
 import { toBeHex, zeroPadValue, type LogDescription } from "ethers";
 import { parseRegistryLog } from "../chain/abi";
-import { getLogs, hexBlock, type LogRpc, type RangeOptions } from "../chain/logs/ranges";
+import { blockTimes } from "../chain/logs/blockTimes";
+import { getLogs, type LogRpc, type RangeOptions } from "../chain/logs/ranges";
 import { applyEvent, type AccountProjection } from "./projection";
 
 /** What the replay needs from a node: raw JSON-RPC (eth_getLogs, eth_getBlockByNumber). */
@@ -32,34 +33,21 @@ export async function accountEvents(
   toBlock: number,
   options: HistoryOptions = {},
 ): Promise<HistoryEvent[]> {
-  const retry = options.retry ?? ((fn) => fn());
   const accountTopic = zeroPadValue(toBeHex(BigInt(accountId)), 32);
   const logs = await getLogs(rpc, { address: registry, topics: [null, accountTopic] }, fromBlock, toBlock, {
     ...options,
     wholeSpanFirst: true,
   });
 
-  const out: HistoryEvent[] = [];
-  const timestamps = new Map<number, number>();
+  const events: Array<{ ev: LogDescription; block: number }> = [];
   for (const l of logs) {
-    if (l.removed) continue;
-    const ev = parseRegistryLog(l.topics, l.data);
-    if (!ev) continue;
-    const block = Number(BigInt(l.blockNumber));
-    let ts: number | null = null;
-    if (ev.name === "KeyAdded") {
-      ts = timestamps.get(block) ?? null;
-      if (ts === null) {
-        const b = await retry(
-          () => rpc.send("eth_getBlockByNumber", [hexBlock(block), false]) as Promise<{ timestamp: string }>,
-        );
-        ts = Number(BigInt(b.timestamp));
-        timestamps.set(block, ts);
-      }
-    }
-    out.push({ ev, block, ts });
+    const ev = l.removed ? null : parseRegistryLog(l.topics, l.data);
+    if (ev) events.push({ ev, block: Number(BigInt(l.blockNumber)) });
   }
-  return out;
+  // Only KeyAdded needs its block's time (a key's createdAt).
+  const keyBlocks = events.filter((e) => e.ev.name === "KeyAdded").map((e) => e.block);
+  const times = await blockTimes(rpc, keyBlocks, options.retry);
+  return events.map((e) => ({ ...e, ts: e.ev.name === "KeyAdded" ? times.get(e.block)! : null }));
 }
 
 /** An empty projection of `accountId`, for a replay from the registry's deployment block. */

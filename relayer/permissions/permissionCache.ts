@@ -27,7 +27,8 @@ import {
   type FollowerOptions,
   type LogBatch,
 } from "../chain/logs/follower";
-import { hexBlock, type FetchedLog } from "../chain/logs/ranges";
+import { blockTimes } from "../chain/logs/blockTimes";
+import type { FetchedLog } from "../chain/logs/ranges";
 import { RegistryReader, RegistryRevert } from "../chain/registryReader";
 import { withRetry } from "../chain/rpc";
 import { AccountLoader } from "./accountLoader";
@@ -84,6 +85,15 @@ export class PermissionCache {
     });
   }
 
+  // The follower's own operations, as the rest of the relayer calls them (see RegistryLogFollower).
+  readonly start = () => this.follower.start();
+  readonly stop = () => this.follower.stop();
+  readonly catchUpTo = (block: number) => this.follower.catchUpTo(block);
+  readonly syncTo = (block: number) => this.follower.syncTo(block);
+  readonly ensureSynced = () => this.follower.ensureSynced();
+  /** The projection of an account, loading it on first use. */
+  readonly account = (id: number) => this.loader.account(id);
+
   get lastProcessedBlock(): number {
     return this.follower.lastProcessedBlock;
   }
@@ -97,36 +107,9 @@ export class PermissionCache {
     return this.follower.lastPollOkMs;
   }
 
-  start(): void {
-    this.follower.start();
-  }
-
-  stop(): Promise<void> {
-    return this.follower.stop();
-  }
-
-  /** Cross-instance read-your-writes (RegistryLogFollower.freshen). */
+  /** On the prototype, unlike the operations above: the consistency bench switches it off there. */
   freshen(): Promise<void> | null {
     return this.follower.freshen();
-  }
-
-  catchUpTo(block: number): Promise<void> {
-    return this.follower.catchUpTo(block);
-  }
-
-  /** Resolves once the cursor has reached `block`. Throws 503 if the chain is down. */
-  syncTo(block: number): Promise<void> {
-    return this.follower.syncTo(block);
-  }
-
-  /** Before the first successful catch-up, projections would be loaded at a stale block: catch up first. */
-  ensureSynced(): Promise<void> {
-    return this.follower.ensureSynced();
-  }
-
-  /** The projection of an account, loading it on first use. */
-  account(id: number): Promise<AccountProjection> {
-    return this.loader.account(id);
   }
 
   /**
@@ -230,24 +213,12 @@ export class PermissionCache {
   }
 
   /** Block timestamps for KeyAdded events of accounts we hold (the list shows when a key was created). */
-  private async timestampsFor(logs: FollowedLog[]): Promise<Map<number, number>> {
-    const blocks = new Set<number>();
-    for (const { ev, block } of logs) {
+  private timestampsFor(logs: FollowedLog[]): Promise<Map<number, number>> {
+    const blocks = logs.flatMap(({ ev, block }) => {
       const id = Number(ev.args[0]);
-      if (ev.name === "KeyAdded" && (this.accounts.get(id) || this.loader.isLoading(id))) blocks.add(block);
-    }
-    const out = new Map<number, number>();
-    for (const b of blocks) {
-      const blk = (await withRetry(
-        () =>
-          this.o.provider.send("eth_getBlockByNumber", [hexBlock(b), false]) as Promise<{
-            timestamp: string;
-          }>,
-        1,
-      )) as { timestamp: string };
-      out.set(b, Number(BigInt(blk.timestamp)));
-    }
-    return out;
+      return ev.name === "KeyAdded" && (this.accounts.get(id) || this.loader.isLoading(id)) ? [block] : [];
+    });
+    return blockTimes(this.o.provider, blocks, (fn) => withRetry(fn, 1));
   }
 
   /** The account whose master key is `address`, or 0. */

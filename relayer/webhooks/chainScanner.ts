@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import type { JsonRpcProvider, Log } from "ethers";
 import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
+import { blockTimes } from "../chain/logs/blockTimes";
 import { nextConfirmedRange } from "../chain/logs/ranges";
 import type { Sql } from "../db";
 import { openChainCursor, type OpenedCursor } from "./chainCursor";
@@ -61,7 +62,11 @@ export class ChainScanner {
     // Only accounts that have an endpoint now: a deployment without webhooks pays one query per scan,
     // not a block read per log. An endpoint registered during this scan hears from the next one on.
     const watched = await store.accountsWithEndpoints();
-    const times = await this.blockTimes(logs.filter((l) => watched.has(accountOf(l))));
+    // The time of each block that has a log: the event's `created`, the same on every instance.
+    const times = await blockTimes(
+      provider,
+      logs.filter((l) => watched.has(accountOf(l))).map((l) => l.blockNumber),
+    );
     let stored = 0;
     await store.db.transaction(async (tx) => {
       const cids = new Map<string, string>();
@@ -163,16 +168,5 @@ export class ChainScanner {
       memo.set(accountId, subs);
     }
     return subs;
-  }
-
-  /** The time of each block that has a log (the event's `created`: the same on every instance). */
-  private async blockTimes(logs: readonly Log[]): Promise<Map<number, number>> {
-    const out = new Map<number, number>();
-    for (const n of new Set(logs.map((l) => l.blockNumber))) {
-      const block = await this.o.provider.getBlock(n);
-      if (!block) throw new Error(`block ${n} is not available from the RPC endpoint`);
-      out.set(n, block.timestamp);
-    }
-    return out;
   }
 }

@@ -77,6 +77,8 @@ export interface FollowerOptions {
   logger: Logger;
   /** Reorganisation depth handled exactly (see above); default 0. */
   confirmations?: number;
+  /** Widest range of one batch (default DEFAULT_LOG_RANGE). */
+  maxRange?: number;
   /**
    * The newest block a write through any instance landed in (the cross-instance high-water mark,
    * relayer/cluster): `freshen` catches up to it. Absent: no such check.
@@ -250,7 +252,7 @@ export class RegistryLogFollower {
   /** Hands out the next range after the cursor; false if the chain reorganised while it was read. */
   private async step(head: BlockHeader): Promise<boolean> {
     const from = this.cursor + 1;
-    const to = Math.min(head.number, from + DEFAULT_LOG_RANGE - 1);
+    const to = Math.min(head.number, from + (this.o.maxRange ?? DEFAULT_LOG_RANGE) - 1);
     // The heights of this range that the window remembers once processed (and any block a consumer
     // applied ahead of the cursor): their hashes are read first, and every log of them must come from
     // exactly that block.
@@ -265,6 +267,7 @@ export class RegistryLogFollower {
       if (ours !== undefined && ours !== hdr.hash) this.rollback(h);
     }
     const logs: FetchedLog[] = await getLogs(this.o.provider, { address: this.o.registry }, from, to, {
+      maxRange: to - from + 1,
       retry: retryOnce,
     });
     const batch: LogBatch = { from, to, logs: [], undoableFrom, settledBelow: to - this.window.size + 1 };
