@@ -11,6 +11,7 @@
 import { EXECUTED_FORWARD_REQUEST_TOPIC } from "../chain/batch";
 import { registryInterface } from "../chain/abi";
 import { getLogs, type LogRpc } from "../chain/logs/ranges";
+import type { RawLog } from "../chain/rawLog";
 
 /** The JSON-RPC calls the replay needs (an ethers JsonRpcProvider has them). */
 export type RpcClient = LogRpc;
@@ -29,14 +30,6 @@ export interface ChainWrite {
   blockNumber: number;
   /** The transaction's sender (a gas wallet for writes sent by the relayer). */
   sentBy: string;
-}
-
-interface RawLog {
-  address: string;
-  topics: string[];
-  data: string;
-  transactionHash: string;
-  blockNumber: string;
 }
 
 interface RawReceipt {
