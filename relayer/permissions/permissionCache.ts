@@ -36,9 +36,6 @@ import { LoadedAccounts } from "./loadedAccounts";
 import { MissCache, type KeyLookup, type PkpInfo } from "./missCache";
 import type { AccountProjection } from "./projection";
 
-export type { KeyLookup, PkpInfo } from "./missCache";
-export { DEFAULT_MISS_MAX_ENTRIES, DEFAULT_MISS_TTL_MS } from "./missCache";
-
 export interface CacheOptions extends FollowerOptions {
   provider: JsonRpcProvider;
   reader: RegistryReader;

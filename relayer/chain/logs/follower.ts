@@ -115,7 +115,6 @@ export class RegistryLogFollower {
   private synced = false;
   /** For /health. */
   lastPollOkMs: number | null = null;
-  lastPollError: string | null = null;
 
   constructor(private readonly o: FollowerOptions) {
     this.window = new BlockWindow(Math.max(1, Math.floor(o.confirmations ?? 0)) + 1);
@@ -151,9 +150,11 @@ export class RegistryLogFollower {
         this.failures = 0;
       } catch (err) {
         this.failures++;
-        this.lastPollError = err instanceof Error ? err.message : String(err);
         if (this.failures === 1 || this.failures % 20 === 0)
-          this.o.logger.warn({ failures: this.failures, err: this.lastPollError }, "event poll failed");
+          this.o.logger.warn(
+            { failures: this.failures, err: err instanceof Error ? err.message : String(err) },
+            "event poll failed",
+          );
       }
       if (this.stopped) return;
       // Back off while the chain is down so a dead RPC is not hammered, but never beyond 2 s.
@@ -245,7 +246,6 @@ export class RegistryLogFollower {
     while (this.cursor < head.number) if (!(await this.step(head))) return;
     this.synced = true;
     this.lastPollOkMs = Date.now();
-    this.lastPollError = null;
     this.writeCheckpoint(false);
   }
 
