@@ -7,9 +7,6 @@ import { withRetry } from "./chain/rpc";
 import { accountEvents, emptyAccount, type RpcSender } from "./permissions/accountHistory";
 import { applyEvent, type KeyRecord } from "./permissions/projection";
 
-/** Blocks per eth_getLogs request when a node refuses the whole span (the permission cache's range). */
-const MAX_LOG_RANGE = 5_000;
-
 /** Keys of `accountId` that were removed up to `toBlock` (and not added again), each as it was when removed. */
 export async function revokedKeys(
   rpc: RpcSender,
@@ -21,7 +18,6 @@ export async function revokedKeys(
   const acc = emptyAccount(accountId);
   const revoked = new Map<string, KeyRecord>();
   const events = await accountEvents(rpc, registry, accountId, fromBlock, toBlock, {
-    maxRange: MAX_LOG_RANGE,
     retry: (fn) => withRetry(fn, 1),
   });
   for (const { ev, ts } of events) {

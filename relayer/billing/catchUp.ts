@@ -10,9 +10,10 @@
  * rescan after a crash, and against other instances running their catch-up on a shared database.
  */
 import type { Logger } from "pino";
+import { blockRanges, DEFAULT_LOG_RANGE } from "../chain/logs/ranges";
 import type { DataLayer, Sql } from "../db";
 import { compareWriteCharges, type LedgerWriteCharge } from "./audit";
-import { LOG_QUERY_BLOCKS, replayForwardedWrites, type ChainWrite, type RpcClient } from "./chainWrites";
+import { replayForwardedWrites, type ChainWrite, type RpcClient } from "./chainWrites";
 import type { Ledger } from "./ledger";
 import { addKeySpend, normalizeAddress } from "./metering";
 import { writeChargeReference } from "./references";
@@ -104,8 +105,8 @@ export function createWriteCatchUp(l: CatchUpLedger, o: WriteCatchUpOptions): Wr
     const start = (await readCursor(l.db, scope)) ?? o.deployBlock;
     const report: CatchUpReport = { fromBlock: start, toBlock: start - 1, charged: 0, skipped: 0 };
     const senders = await readGasWallets(l.db);
-    for (let from = start; from <= target && !stopped; from += LOG_QUERY_BLOCKS) {
-      const to = Math.min(target, from + LOG_QUERY_BLOCKS - 1);
+    for (const [from, to] of blockRanges(start, target, DEFAULT_LOG_RANGE)) {
+      if (stopped) break;
       const writes = await replayForwardedWrites(o.rpc, {
         registry: o.registry,
         forwarder: o.forwarder,

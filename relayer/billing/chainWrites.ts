@@ -10,11 +10,11 @@
  */
 import { EXECUTED_FORWARD_REQUEST_TOPIC } from "../chain/batch";
 import { registryInterface } from "../chain/abi";
+import { getLogs, type LogRpc } from "../chain/logs/ranges";
+import type { RawLog } from "../chain/rawLog";
 
 /** The JSON-RPC calls the replay needs (an ethers JsonRpcProvider has them). */
-export interface RpcClient {
-  send(method: string, params: unknown[]): Promise<unknown>;
-}
+export type RpcClient = LogRpc;
 
 export interface ChainWrite {
   signer: string;
@@ -32,14 +32,6 @@ export interface ChainWrite {
   sentBy: string;
 }
 
-interface RawLog {
-  address: string;
-  topics: string[];
-  data: string;
-  transactionHash: string;
-  blockNumber: string;
-}
-
 interface RawReceipt {
   from: string;
   status: string;
@@ -48,8 +40,6 @@ interface RawReceipt {
 }
 
 const ACCOUNT_CREATED = registryInterface.getEvent("AccountCreated")!.topicHash.toLowerCase();
-/** Blocks per eth_getLogs query: hosted RPC endpoints refuse wide ranges. */
-export const LOG_QUERY_BLOCKS = 5_000;
 const RECEIPTS_IN_FLIGHT = 8;
 
 export interface ReplayOptions {
@@ -65,22 +55,17 @@ export async function replayForwardedWrites(rpc: RpcClient, o: ReplayOptions): P
   const registry = o.registry.toLowerCase();
   const txs: string[] = [];
   const seen = new Set<string>();
-  for (let from = o.fromBlock; from <= o.toBlock; from += LOG_QUERY_BLOCKS) {
-    const to = Math.min(o.toBlock, from + LOG_QUERY_BLOCKS - 1);
-    const logs = (await rpc.send("eth_getLogs", [
-      {
-        address: forwarder,
-        topics: [EXECUTED_FORWARD_REQUEST_TOPIC],
-        fromBlock: "0x" + from.toString(16),
-        toBlock: "0x" + to.toString(16),
-      },
-    ])) as RawLog[];
-    for (const l of logs) {
-      const h = l.transactionHash.toLowerCase();
-      if (!seen.has(h)) {
-        seen.add(h);
-        txs.push(h);
-      }
+  const logs = await getLogs(
+    rpc,
+    { address: forwarder, topics: [EXECUTED_FORWARD_REQUEST_TOPIC] },
+    o.fromBlock,
+    o.toBlock,
+  );
+  for (const l of logs) {
+    const h = l.transactionHash.toLowerCase();
+    if (!seen.has(h)) {
+      seen.add(h);
+      txs.push(h);
     }
   }
   const out: ChainWrite[] = [];

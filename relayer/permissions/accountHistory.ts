@@ -7,23 +7,15 @@
  */
 import { toBeHex, zeroPadValue, type LogDescription } from "ethers";
 import { parseRegistryLog } from "../chain/abi";
+import { blockTimes } from "../chain/logs/blockTimes";
+import { getLogs, type LogRpc, type RangeOptions } from "../chain/logs/ranges";
 import { applyEvent, type AccountProjection } from "./projection";
 
 /** What the replay needs from a node: raw JSON-RPC (eth_getLogs, eth_getBlockByNumber). */
-export interface RpcSender {
-  send(method: string, params: unknown[]): Promise<unknown>;
-}
+export type RpcSender = LogRpc;
 
-export interface HistoryOptions {
-  /**
-   * The range every node accepts (5,000 blocks by default). The whole span is asked for first (one request
-   * when the node takes it, as anvil and most self-hosted nodes do); a refused range is halved until it is
-   * accepted or down to this size, where an error is final.
-   */
-  maxRange?: number;
-  /** Retry wrapper for each RPC request (the relayer's withRetry); called once per request. */
-  retry?: <T>(fn: () => Promise<T>) => Promise<T>;
-}
+/** Range splitting (relayer/chain/logs/ranges.ts): the whole span first, halved down to `maxRange`. */
+export type HistoryOptions = Omit<RangeOptions, "wholeSpanFirst">;
 
 export interface HistoryEvent {
   ev: LogDescription;
@@ -31,15 +23,6 @@ export interface HistoryEvent {
   /** Block timestamp, read only for KeyAdded (a key's createdAt); null otherwise. */
   ts: number | null;
 }
-
-interface RawLog {
-  topics: string[];
-  data: string;
-  blockNumber: string;
-  removed?: boolean;
-}
-
-const hex = (n: number) => "0x" + n.toString(16);
 
 /** The registry events of `accountId` in blocks [fromBlock, toBlock], in chain order. */
 export async function accountEvents(
@@ -50,50 +33,21 @@ export async function accountEvents(
   toBlock: number,
   options: HistoryOptions = {},
 ): Promise<HistoryEvent[]> {
-  const maxRange = options.maxRange ?? 5_000;
-  const retry = options.retry ?? ((fn) => fn());
   const accountTopic = zeroPadValue(toBeHex(BigInt(accountId)), 32);
-  const getLogs = (from: number, to: number) =>
-    retry(
-      () =>
-        rpc.send("eth_getLogs", [
-          { address: registry, fromBlock: hex(from), toBlock: hex(to), topics: [null, accountTopic] },
-        ]) as Promise<RawLog[]>,
-    );
-  const logs: RawLog[] = [];
-  const fetchSpan = async (from: number, to: number): Promise<void> => {
-    try {
-      logs.push(...(await getLogs(from, to)));
-    } catch (err) {
-      if (to - from + 1 <= maxRange) throw err;
-      const mid = from + Math.floor((to - from) / 2);
-      await fetchSpan(from, mid);
-      await fetchSpan(mid + 1, to);
-    }
-  };
-  if (toBlock >= fromBlock) await fetchSpan(Math.max(0, fromBlock), toBlock);
+  const logs = await getLogs(rpc, { address: registry, topics: [null, accountTopic] }, fromBlock, toBlock, {
+    ...options,
+    wholeSpanFirst: true,
+  });
 
-  const out: HistoryEvent[] = [];
-  const timestamps = new Map<number, number>();
+  const events: Array<{ ev: LogDescription; block: number }> = [];
   for (const l of logs) {
-    if (l.removed) continue;
-    const ev = parseRegistryLog(l.topics, l.data);
-    if (!ev) continue;
-    const block = Number(BigInt(l.blockNumber));
-    let ts: number | null = null;
-    if (ev.name === "KeyAdded") {
-      ts = timestamps.get(block) ?? null;
-      if (ts === null) {
-        const b = await retry(
-          () => rpc.send("eth_getBlockByNumber", [hex(block), false]) as Promise<{ timestamp: string }>,
-        );
-        ts = Number(BigInt(b.timestamp));
-        timestamps.set(block, ts);
-      }
-    }
-    out.push({ ev, block, ts });
+    const ev = l.removed ? null : parseRegistryLog(l.topics, l.data);
+    if (ev) events.push({ ev, block: Number(BigInt(l.blockNumber)) });
   }
-  return out;
+  // Only KeyAdded needs its block's time (a key's createdAt).
+  const keyBlocks = events.filter((e) => e.ev.name === "KeyAdded").map((e) => e.block);
+  const times = await blockTimes(rpc, keyBlocks, options.retry);
+  return events.map((e) => ({ ...e, ts: e.ev.name === "KeyAdded" ? times.get(e.block)! : null }));
 }
 
 /** An empty projection of `accountId`, for a replay from the registry's deployment block. */

@@ -10,12 +10,15 @@ import { randomBytes } from "node:crypto";
 import type { JsonRpcProvider, Log } from "ethers";
 import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
+import { blockTimes } from "../chain/logs/blockTimes";
+import { nextConfirmedRange } from "../chain/logs/ranges";
 import type { Sql } from "../db";
 import { openChainCursor, type OpenedCursor } from "./chainCursor";
 import { chainEventPayload, describeLog } from "./chainEvents";
 import { subscribes, type Subscription } from "./eventTypes";
 import type { WebhookStore } from "./store";
 
+/** Blocks per scan: each scan's events, deliveries and cursor move are one database transaction. */
 const MAX_RANGE = 2_000;
 
 export interface ChainScannerOptions {
@@ -47,19 +50,23 @@ export class ChainScanner {
   async scanOnce(): Promise<number> {
     const { provider, store } = this.o;
     const head = await provider.getBlockNumber();
-    const confirmed = head - this.o.confirmations;
     // Other instances move it too: read on every scan, never remembered. Opened on the first scan, and
     // again if the row went away (an operator resetting it), by the same rules.
     let cursor = this.cursorName === null ? undefined : await store.cursorIfAny(this.cursorName);
     if (cursor === undefined) cursor = await this.openCursor();
     const cursorName = this.cursorName!;
-    if (confirmed <= cursor) return 0;
-    const to = Math.min(confirmed, cursor + MAX_RANGE);
-    const logs = await provider.getLogs({ address: this.o.registry, fromBlock: cursor + 1, toBlock: to });
+    const range = nextConfirmedRange(head, this.o.confirmations, cursor, MAX_RANGE);
+    if (range === null) return 0;
+    const [from, to] = range;
+    const logs = await provider.getLogs({ address: this.o.registry, fromBlock: from, toBlock: to });
     // Only accounts that have an endpoint now: a deployment without webhooks pays one query per scan,
     // not a block read per log. An endpoint registered during this scan hears from the next one on.
     const watched = await store.accountsWithEndpoints();
-    const times = await this.blockTimes(logs.filter((l) => watched.has(accountOf(l))));
+    // The time of each block that has a log: the event's `created`, the same on every instance.
+    const times = await blockTimes(
+      provider,
+      logs.filter((l) => watched.has(accountOf(l))).map((l) => l.blockNumber),
+    );
     let stored = 0;
     await store.db.transaction(async (tx) => {
       const cids = new Map<string, string>();
@@ -161,16 +168,5 @@ export class ChainScanner {
       memo.set(accountId, subs);
     }
     return subs;
-  }
-
-  /** The time of each block that has a log (the event's `created`: the same on every instance). */
-  private async blockTimes(logs: readonly Log[]): Promise<Map<number, number>> {
-    const out = new Map<number, number>();
-    for (const n of new Set(logs.map((l) => l.blockNumber))) {
-      const block = await this.o.provider.getBlock(n);
-      if (!block) throw new Error(`block ${n} is not available from the RPC endpoint`);
-      out.set(n, block.timestamp);
-    }
-    return out;
   }
 }

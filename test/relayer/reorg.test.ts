@@ -7,7 +7,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { expect } from "chai";
 import fc from "fast-check";
-import { BlockWindow } from "../../relayer/permissions/blockWindow";
+import { BlockWindow } from "../../relayer/chain/logs/blockWindow";
+import { LoadedAccounts } from "../../relayer/permissions/loadedAccounts";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -276,14 +277,23 @@ describe("permissions: BlockWindow.forkPoint", function () {
     );
   });
 
-  it("forgets heights below the window and returns the accounts of dropped heights", () => {
+  it("forgets heights below the window and from a fork point on", () => {
     const w = windowOf(10, 13);
-    w.touch(12, 7);
-    w.touch(13, 8);
-    w.touch(11, 9);
     w.prune(14);
     expect(w.heights).to.deep.equal([11, 12, 13]);
-    expect([...w.dropFrom(12)].sort()).to.deep.equal([7, 8]);
+    w.dropFrom(12);
     expect(w.heights).to.deep.equal([11]);
+  });
+
+  it("the cache drops exactly the accounts that replaced heights touched (LoadedAccounts)", () => {
+    const changed: number[] = [];
+    const accounts = new LoadedAccounts((id) => changed.push(id));
+    accounts.touch(12, 7);
+    accounts.touch(13, 8);
+    accounts.touch(10, 9);
+    accounts.settle(11); // height 10 can no longer be replaced
+    expect(accounts.dropTouchedFrom(12)).to.equal(2);
+    expect(changed.sort()).to.deep.equal([7, 8]);
+    expect(accounts.dropTouchedFrom(0), "height 10 was settled").to.equal(0);
   });
 });

@@ -1,19 +1,15 @@
 /**
- * The permission cache's memory of the recent chain: for the last few processed heights, the hash of the
- * block processed there and the accounts its registry events touched. This is what makes the cache
- * reorg-safe: comparing these hashes with the chain's tells whether (and from which height) blocks the
- * cache has applied were replaced, and the touched sets say which projections to rebuild.
+ * The follower's memory of the recent chain: for the last few processed heights, the hash of the block
+ * processed there. This is what makes following reorg-safe: comparing these hashes with the chain's
+ * tells whether (and from which height) processed blocks were replaced.
  *
- * Pure bookkeeping (no RPC): PermissionCache reads the chain and decides; this module only remembers.
+ * Pure bookkeeping (no RPC): the follower reads the chain and decides; this module only remembers.
  */
 
 export class BlockWindow {
   /** height → block hash (lower case), for processed heights within the window. */
   private readonly hashes = new Map<number, string>();
-  /** height → ids of the accounts whose events of that height were applied (or buffered, or indexed). */
-  private readonly touched = new Map<number, Set<number>>();
-
-  /** @param size how many heights to remember (the cache passes confirmation depth + 1, at least 2). */
+  /** @param size how many heights to remember (the follower passes confirmation depth + 1, at least 2). */
   constructor(readonly size: number) {}
 
   get heights(): number[] {
@@ -33,34 +29,19 @@ export class BlockWindow {
     this.hashes.set(height, hash.toLowerCase());
   }
 
-  touch(height: number, accountId: number): void {
-    let s = this.touched.get(height);
-    if (s === undefined) this.touched.set(height, (s = new Set()));
-    s.add(accountId);
-  }
-
   /** Forgets heights that fell out of the window below `cursor` (the newest processed height). */
   prune(cursor: number): void {
     const lowest = cursor - this.size + 1;
     for (const h of this.hashes.keys()) if (h < lowest) this.hashes.delete(h);
-    for (const h of this.touched.keys()) if (h < lowest) this.touched.delete(h);
   }
 
-  /** Forgets every height from `fork` on; returns the accounts those heights touched. */
-  dropFrom(fork: number): Set<number> {
-    const accounts = new Set<number>();
+  /** Forgets every height from `fork` on. */
+  dropFrom(fork: number): void {
     for (const h of [...this.hashes.keys()]) if (h >= fork) this.hashes.delete(h);
-    for (const [h, ids] of [...this.touched]) {
-      if (h < fork) continue;
-      for (const id of ids) accounts.add(id);
-      this.touched.delete(h);
-    }
-    return accounts;
   }
 
   clear(): void {
     this.hashes.clear();
-    this.touched.clear();
   }
 
   /**
