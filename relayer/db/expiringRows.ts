@@ -4,8 +4,8 @@
  *
  * A claim inserts the row unless a live one holds the key; an expired row not yet swept is taken over
  * in the same statement, so whether sweeping has run never changes an answer. Sweeping is housekeeping:
- * it runs off the request's path, at most once per `everyMs` per process (SweepThrottle), and deletes at
- * most `batch` rows at a time, so a backlog never turns into one long statement.
+ * it runs off the request's path, at most once per `sweepEveryMs` per process (SweepThrottle), and
+ * deletes at most `batch` rows at a time, so a backlog never turns into one long statement.
  */
 import type { DataLayer } from "./engine";
 
