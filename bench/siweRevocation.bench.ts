@@ -1,5 +1,5 @@
 /**
- * What the sign-out check (relayer/cluster/siweRevocations.ts) adds to an owner session's request, in
+ * What the sign-out check (relayer/db/siweRevocations.ts) adds to an owner session's request, in
  * process (no HTTP), against that request's SIWE check measured in the same run (the baseline: parse,
  * memo hash, domain and time; the signed-request check comes on top of both and is left out). Variants:
  *  - SQLite: one primary-key lookup in the relayer's file per request (what the embedded default does);
@@ -16,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { Wallet } from "ethers";
 import { siweMessage, SESSION_KEY_RESOURCE } from "../sdk/index";
 import { SiweVerifier } from "../relayer/http/siwe";
-import { sessionRevocationsFor, type SessionRevocations } from "../relayer/cluster/siweRevocations";
+import { sessionRevocationsFor, type SessionRevocations } from "../relayer/db";
 import { type DataLayer, openDataLayer } from "../relayer/db";
 import { startBenchPostgres } from "./embeddedPostgres";
 

@@ -6,7 +6,8 @@
 import type { Request, RequestHandler, Response } from "express";
 import type { LogDescription } from "ethers";
 import type { Logger } from "pino";
-import type { ContentStore, Enclave, GatewayClient } from "../enclave";
+import type { Enclave, GatewayClient } from "../enclave";
+import type { PinnedCode } from "./pinnedCode";
 import type { ActionExecutor } from "../enclave";
 import type { AuthContext, Authenticator } from "./auth";
 import type { Billing } from "./billing";
@@ -26,7 +27,7 @@ import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
 import type { SharedWriteMark } from "./cluster/writeMark";
-import type { ProfileStore } from "./store";
+import type { ProfileStore } from "./profiles";
 import type { Webhooks } from "./webhooks";
 import { clientIp } from "./http/context";
 
@@ -38,7 +39,8 @@ export interface RelayerContext {
   reader: RegistryReader;
   sender: Sender;
   executor: ActionExecutor;
-  contentStore: ContentStore;
+  /** Pinned code: the data layer's copy, cached on this instance's disk (relayer/pinnedCode.ts). */
+  contentStore: PinnedCode;
   gateway: GatewayClient | null;
   billing: Billing | null;
   /** The cross-instance write mark (PostgreSQL), raised by every landed path-A write; null in one process. */

@@ -22,9 +22,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { createHmac, randomBytes } from "node:crypto";
 import type { RecordedForwardRequest, WriteJournal } from "./chain/sender";
 import { ApiError } from "./errors";
-import { type DataLayer, IdempotencyRecords, ensureSqliteClaimColumns, openEngine } from "./db";
+import { type DataLayer, IdempotencyRecords } from "./db";
 import type { IdempotencyRow } from "./db";
-import type { Db } from "./store";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
@@ -154,11 +153,11 @@ export class IdempotencyStore {
   private readonly records: IdempotencyRecords;
 
   /**
-   * `db`: the relayer's SQLite file (the embedded default) or the shared data layer (PostgreSQL), where
-   * a duplicate arriving at another instance finds the first request's claim or answer.
+   * `db`: the relayer's database: the embedded SQLite file, or the shared PostgreSQL where a duplicate
+   * arriving at another instance finds the first request's claim or answer.
    */
   constructor(
-    db: Db | DataLayer,
+    db: DataLayer,
     private readonly sealer: RecordSealer,
     private readonly now: () => number = Date.now,
     private readonly timing: ClaimTiming = {
@@ -167,20 +166,20 @@ export class IdempotencyStore {
       leaseMs: IDEMPOTENCY_CLAIM_LEASE_MS,
     },
   ) {
-    const shared = "kind" in db;
-    this.records = new IdempotencyRecords(shared ? db : openEngine({ sqlitePath: "", sqliteHandle: db }));
-    if (!shared) {
-      // The relayer's own SQLite file belongs to this process alone: a claim found there is from a
-      // request that never answered before a restart. One that recorded nothing sent nothing and is
-      // dropped; one that recorded a forward request is left for its retry to take over at once and
-      // reconcile. (Shared claims are taken over when their holder's heartbeat stops: another instance
-      // may still be running them.) Synchronous, before any request can look at a claim.
-      ensureSqliteClaimColumns(db);
-      db.exec("DELETE FROM idempotency WHERE status = 0 AND writes = ''");
-      db.exec("UPDATE idempotency SET heartbeat_ms = 0 WHERE status = 0");
-    }
+    this.records = new IdempotencyRecords(db);
     // Records left from before a restart; a failure here is retried by the hourly prune.
     this.prune().catch(() => undefined);
+  }
+
+  /**
+   * For a database this process alone uses (the embedded SQLite file), at start, before any request
+   * can look at a claim: a claim found there is from a request that never answered before a restart.
+   * One that recorded nothing sent nothing and is dropped; one that recorded a forward request is left
+   * for its retry to take over at once and reconcile. (Shared claims are taken over when their
+   * holder's heartbeat stops: another instance may still be running them.)
+   */
+  recoverAfterRestart(): Promise<void> {
+    return this.records.recoverAfterRestart();
   }
 
   /** Deletes records older than 24 h; returns how many. */

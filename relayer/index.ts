@@ -24,14 +24,19 @@ import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
-import { type DataLayer, SharedConcurrencyCap, SharedTokenBuckets, openDataLayer, openEngine } from "./db";
-import { PinLedger, ensureSqlitePinsTable } from "./pins";
+import {
+  type DataLayer,
+  SharedConcurrencyCap,
+  SharedSignInNonces,
+  SharedTokenBuckets,
+  sessionRevocationsFor,
+} from "./db";
+import { PinLedger } from "./pins";
+import { PinnedCode } from "./pinnedCode";
 import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
 import { SharedNonceStore } from "./cluster/sharedNonces";
-import { SharedSignInNonces } from "./cluster/siweNonces";
-import { sessionRevocationsFor } from "./cluster/siweRevocations";
-import { ensureSqliteSiweTables } from "./cluster/siweTables";
-import { openRelayerDb, ProfileStore } from "./store";
+import { ProfileStore } from "./profiles";
+import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
@@ -143,32 +148,26 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     unhandledRejections: cfg.executorUnhandledRejections,
     modules: cfg.executorModules,
   });
-  const db = openRelayerDb(cfg.dataDir);
-  // With PostgreSQL, what a duplicate or a burst arriving at another instance must see is shared.
-  let shared: DataLayer | null = null;
-  if (cfg.databaseUrl) {
-    try {
-      shared = await openDataLayer({ databaseUrl: cfg.databaseUrl, sqlitePath: "" });
-    } catch (err) {
-      db.close();
-      await executor.close();
-      throw err;
-    }
-  }
-  // Webhooks live in the ledger's database when billing is on (so ledger events and deliveries share
-  // it), else in the shared PostgreSQL, else in a SQLite file of their own.
-  let ownWebhookDb: DataLayer | null = null;
+  // Every table of the relayer in one database (relayer/relayerDatabase.ts); a data folder of an earlier
+  // release is upgraded into it here, before anything reads it.
+  let database: Awaited<ReturnType<typeof openRelayerDatabase>>;
   try {
-    if (!opts.billing && !shared)
-      ownWebhookDb = await openDataLayer({ sqlitePath: path.join(cfg.dataDir, "webhooks.sqlite") });
+    database = await openRelayerDatabase({
+      dataDir: cfg.dataDir,
+      databaseUrl: cfg.databaseUrl,
+      billingDb: opts.billing?.db,
+      logger,
+    });
   } catch (err) {
-    db.close();
-    await shared?.close();
     await executor.close();
     throw err;
   }
+  const db = database.layer;
+  // With PostgreSQL, what a duplicate or a burst arriving at another instance must see is shared.
+  const shared: DataLayer | null = cfg.databaseUrl ? db : null;
   const webhooks = new Webhooks({
-    db: opts.billing?.db ?? shared ?? ownWebhookDb!,
+    // The ledger's database when billing is on, so ledger events and deliveries share it.
+    db: opts.billing?.db ?? db,
     sealer: enclave,
     provider,
     registry: cfg.registryAddress,
@@ -195,14 +194,6 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       (err) => logger.warn({ err: err.message }, "write-mark listener lost its connection; reconnecting"),
     );
   }
-  // Without PostgreSQL, what must survive a restart lives in the relayer's own file (its handle, wrapped
-  // once): pins, spent sign-in nonces, signed-out wallet sessions.
-  const ownFile = shared
-    ? null
-    : (ensureSqlitePinsTable(db),
-      ensureSqliteSiweTables(db),
-      openEngine({ sqlitePath: "", sqliteHandle: db }));
-  const stateLayer = shared ?? ownFile!;
   const limiter = (name: string, capacity: number, windowMs: number) =>
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   // Wallet sign-in's origins: the configured public URLs, else (once listening) the URL listened on.
@@ -215,7 +206,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     reader,
     sender,
     executor,
-    contentStore: new ContentStore(path.join(cfg.dataDir, "actions"), { maxBytes: cfg.limits.ipfsCodeBytes }),
+    // Pinned code in the database, cached on this instance's disk: every instance serves every pin.
+    contentStore: new PinnedCode(
+      db,
+      new ContentStore(path.join(cfg.dataDir, "actions"), { maxBytes: cfg.limits.ipfsCodeBytes }),
+    ),
     gateway: cfg.ipfsGateways.length
       ? new GatewayClient({
           gateways: cfg.ipfsGateways,
@@ -225,10 +220,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       : null,
     billing: opts.billing ?? null,
     writeMark,
-    idempotency: new IdempotencyStore(shared ?? db, enclave),
+    idempotency: new IdempotencyStore(db, enclave),
     profiles: new ProfileStore(db),
-    // Shared: a quota holds across every instance. Alone: the relayer's own file (its handle, wrapped).
-    pins: new PinLedger(stateLayer, cfg.limits.pinQuotaBytes),
+    // On PostgreSQL a quota holds across every instance.
+    pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(
       enclave,
       cache,
@@ -253,10 +248,10 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         accountOfOwner: async (owner) => Number((await reader.call("accountOfOwner", [owner]))[0]),
         isContract: async (address) => (await provider.getCode(address)) !== "0x",
         // A sign-in message opens one session in all; a signed-out session is refused by every instance.
-        nonces: new SharedSignInNonces(stateLayer, (err) =>
+        nonces: new SharedSignInNonces(db, (err) =>
           logger.warn({ err: err.message }, "sweeping expired sign-in nonces failed"),
         ),
-        revocations: sessionRevocationsFor(stateLayer, {
+        revocations: sessionRevocationsFor(db, {
           onSweepError: (err) => logger.warn({ err: err.message }, "sweeping expired sign-outs failed"),
         }),
       }),
@@ -277,6 +272,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   };
 
   try {
+    // Claims found in a database no other process uses belong to requests that never answered.
+    if (db.kind === "sqlite") await ctx.idempotency.recoverAfterRestart();
     await executor.ready();
     // Catch up with the chain before serving, if it is there; if not, requests answer 503 until it is.
     await cache
@@ -289,10 +286,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       );
   } catch (err) {
     await executor.close();
-    db.close();
     await stopListening?.();
-    await shared?.close();
-    await ownWebhookDb?.close();
+    await database.close();
     throw err;
   }
   cache.start();
@@ -369,9 +364,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       await sender.stop();
       await executor!.close();
       rpc.close();
-      db.close();
-      await shared?.close();
-      await ownWebhookDb?.close();
+      await database.close();
     },
   };
 }

@@ -7,20 +7,20 @@
  * quota or bill depend on what it does.
  *
  * Pins live in the data layer: the shared PostgreSQL database when `SIGIL_DATABASE_URL` is set (so a
- * quota holds across every instance, whichever one a pin reaches), else the relayer's own SQLite file.
+ * quota holds across every instance, whichever one a pin reaches), else the embedded SQLite file. The
+ * pinned bytes are there too (relayer/pinnedCode.ts).
  * A pin is reserved (quota checked and row written atomically, so concurrent pins cannot overshoot the
  * quota together) before the bytes are written to the store, and the reservation is released if that
  * write fails: nothing is stored for a refused pin, and no quota is used by a pin that was not stored.
  *
  * Atomicity: the check and the insert are one conditional INSERT … SELECT. SQLite runs one writer at a
- * time, so that statement alone is enough there (no transaction: the relayer's SQLite handle is shared
+ * time, so that statement alone is enough there (no transaction: the SQLite database is shared
  * with other stores, whose statements must never be caught up in a rollback of ours). PostgreSQL at
  * READ COMMITTED would let two such inserts see the same old sum, so there the statement runs in a
  * transaction holding a per-account advisory lock: one account's pins take turns, others do not wait.
  */
 import { sql } from "kysely";
 import { type DataLayer, type Sql, prepare } from "./db";
-import type { Db } from "./store";
 import { ApiError } from "./errors";
 
 export interface PinUsage {
@@ -83,19 +83,6 @@ const Q = {
       .offset(a(2)),
   ),
 };
-
-/** The relayer's own SQLite file keeps the same table the shared database gets from migration 5. */
-export function ensureSqlitePinsTable(db: Db): void {
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS pins (
-      account_id TEXT NOT NULL,
-      cid TEXT NOT NULL,
-      bytes INTEGER NOT NULL,
-      created_ms INTEGER NOT NULL,
-      PRIMARY KEY (account_id, cid)
-    );
-  `);
-}
 
 export class PinLedger {
   constructor(

@@ -183,20 +183,3 @@ export class IdempotencyRecords {
     return this.db.run(Q.prune, [beforeMs]);
   }
 }
-
-/**
- * The relayer's own SQLite file (relayer/store.ts creates the table in its first shape) gets the
- * columns migration 10 adds to the shared schema; idempotent.
- */
-export function ensureSqliteClaimColumns(handle: {
-  prepare(sql: string): { all(): unknown[] };
-  exec(sql: string): unknown;
-}): void {
-  const have = new Set(
-    (handle.prepare("PRAGMA table_info(idempotency)").all() as Array<{ name: string }>).map((c) => c.name),
-  );
-  if (!have.has("owner")) handle.exec("ALTER TABLE idempotency ADD COLUMN owner TEXT NOT NULL DEFAULT ''");
-  if (!have.has("heartbeat_ms"))
-    handle.exec("ALTER TABLE idempotency ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0");
-  if (!have.has("writes")) handle.exec("ALTER TABLE idempotency ADD COLUMN writes TEXT NOT NULL DEFAULT ''");
-}

@@ -23,7 +23,16 @@ export {
   type MigrationContext,
 } from "./migrations";
 export { prepare, type Prepared } from "./prepared";
-export { IdempotencyRecords, ensureSqliteClaimColumns, type IdempotencyRow } from "./idempotencyRecords";
+export { IdempotencyRecords, type IdempotencyRow } from "./idempotencyRecords";
+export { ExpiringRows, SweepThrottle, type ExpiringTable } from "./expiringRows";
+export { SharedSignInNonces, type SignInNonces } from "./siweNonces";
+export { REVOCATION_STALENESS_MS, sessionRevocationsFor, type SessionRevocations } from "./siweRevocations";
+export {
+  RELAYER_SQLITE_FILE,
+  importLegacyFiles,
+  setAsideLegacyRelayerFile,
+  type UpgradeReport,
+} from "./legacyFiles";
 export { SharedConcurrencyCap, SharedTokenBuckets } from "./sharedLimits";
 export { databaseUnavailable, isConnectionError } from "./errors";
 export type { Schema } from "./schema";

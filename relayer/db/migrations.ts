@@ -136,7 +136,8 @@ export const MIGRATIONS: readonly Migration[] = [
     description: "idempotency records, shared rate-limit buckets, execution leases (used on PostgreSQL)",
     async up({ kind, db, run }) {
       const big = ms(kind);
-      // The same shape as the SQLite relayer.sqlite table the embedded default keeps its records in.
+      // The same shape as the unversioned relayer.sqlite of releases before migration 12 kept its records
+      // in (imported on the first start after the upgrade: relayer/db/legacyFiles.ts).
       await run(
         db.schema
           .createTable("idempotency")
@@ -272,7 +273,8 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     description: "pins: each account's pinned CIDs and their bytes, so pin quotas hold across instances",
     async up({ kind, db, run }) {
-      // The same shape as the table the embedded default keeps in its relayer.sqlite (relayer/pins.ts).
+      // The same shape as the table the unversioned relayer.sqlite of earlier releases kept (imported on
+      // upgrade: relayer/db/legacyFiles.ts).
       await run(
         db.schema
           .createTable("pins")
@@ -359,7 +361,7 @@ export const MIGRATIONS: readonly Migration[] = [
     async up({ kind, db, run }) {
       const big = ms(kind);
       // Nonces of sign-in messages (POST /core/v1/auth/siwe), until the message expires (unix seconds):
-      // a sign-in message is accepted once across every instance (relayer/cluster/siweNonces.ts).
+      // a sign-in message is accepted once across every instance (relayer/db/siweNonces.ts).
       await run(
         db.schema
           .createTable("siwe_nonces")
@@ -371,7 +373,7 @@ export const MIGRATIONS: readonly Migration[] = [
       await run(db.schema.createIndex("siwe_nonces_expiry").on("siwe_nonces").column("expires_s"));
       // Signed-out sessions by session key, until the session would have expired (unix seconds).
       // revoked_ms (the database's clock on PostgreSQL) is what other instances re-read since
-      // (relayer/cluster/siweRevocations.ts). Logged, unlike signed_nonces: a sign-out must survive a
+      // (relayer/db/siweRevocations.ts). Logged, unlike signed_nonces: a sign-out must survive a
       // crash of the database, and sign-outs are rare.
       await run(
         db.schema
@@ -433,6 +435,40 @@ export const MIGRATIONS: readonly Migration[] = [
           .createIndex("billing_reservations_by_account")
           .on("billing_reservations")
           .columns(["account_id", "expires_ms"]),
+      );
+    },
+  },
+  {
+    version: 12,
+    description: "account profiles: the off-chain description and e-mail of each account",
+    async up({ kind, db, run }) {
+      // Personal data stays off chain (POST /core/v1/new_account). Until this version the embedded
+      // default kept it in an unversioned relayer.sqlite of each instance; that file is imported on the
+      // first start after the upgrade (relayer/db/legacyFiles.ts), and on PostgreSQL the profile is now
+      // shared, so GET /core/v1/account answers the same description through every instance.
+      await run(
+        db.schema
+          .createTable("account_profile")
+          .addColumn("account_id", "text", (c) => c.primaryKey())
+          .addColumn("description", "text", (c) => c.notNull())
+          .addColumn("email", "text")
+          .addColumn("created_ms", ms(kind), (c) => c.notNull()),
+      );
+    },
+  },
+  {
+    version: 13,
+    description: "pinned code: the bytes of every pinned CID, so every instance serves every pin",
+    async up({ kind, db, run }) {
+      // One row per CID whoever pinned it (content-addressed, like the per-instance content store it
+      // backs; relayer/pinnedCode.ts). Who pinned it and what it counts against is in `pins`. The bytes
+      // are exactly what the CID hashes, so a reader can verify them.
+      await run(
+        db.schema
+          .createTable("pinned_code")
+          .addColumn("cid", "text", (c) => c.primaryKey())
+          .addColumn("code", kind === "postgres" ? "bytea" : "blob", (c) => c.notNull())
+          .addColumn("created_ms", ms(kind), (c) => c.notNull()),
       );
     },
   },

@@ -125,6 +125,10 @@ export interface Schema {
   siwe_nonces: { owner: string; nonce: string; expires_s: number };
   /** Signed-out wallet sessions by session key (migration 9), until the session's expiry (unix seconds). */
   siwe_revocations: { session_key: string; expires_s: number; revoked_ms: number };
+  /** The off-chain profile of each account (migration 12): personal data stays off chain. */
+  account_profile: { account_id: string; description: string; email: string | null; created_ms: number };
+  /** The bytes of every pinned CID (migration 13), whoever pinned it: what the CID hashes. */
+  pinned_code: { cid: string; code: Uint8Array; created_ms: number };
   /**
    * Worst-case prices of executions in flight (migration 11), held against balance and cap until the
    * run's charge replaces the row, or until `expires_ms` (the run's deadline plus slack) if its

@@ -23,6 +23,7 @@ import {
   tooManyConcurrent,
 } from "../rateLimit";
 import { type DataLayer, isPostgresLayer } from "./engine";
+import { SweepThrottle } from "./expiringRows";
 
 const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -61,7 +62,13 @@ const SWEEP_EVERY_MS = 60_000;
 
 export class SharedTokenBuckets implements RateLimiter {
   private readonly refillPerMs: number;
-  private lastSweepMs = Date.now();
+  /** At most once per SWEEP_EVERY_MS per limit and instance, off the request's path; best effort. */
+  private readonly sweeps = new SweepThrottle(
+    SWEEP_EVERY_MS,
+    () => this.sweep(),
+    () => undefined,
+    false,
+  );
 
   /** `capacity` requests per `windowMs`, refilled continuously; `name` separates this limit's rows. */
   constructor(
@@ -96,7 +103,7 @@ export class SharedTokenBuckets implements RateLimiter {
     const [row] = (await this.db.exec(takeStatementFor(takes.length), params, { prepared: true })) as Array<
       Record<string, number>
     >;
-    for (const t of takes) (t.limiter as SharedTokenBuckets).maybeSweep();
+    for (const t of takes) (t.limiter as SharedTokenBuckets).sweeps.poke();
     const refused = takes.findIndex((_, i) => row[`t${i}`] !== 1);
     if (refused >= 0) {
       const t = takes[refused];
@@ -133,14 +140,6 @@ export class SharedTokenBuckets implements RateLimiter {
       [`${this.name}:%`, this.refillPerMs, this.capacity],
     );
     return rows.length;
-  }
-
-  /** At most once per SWEEP_EVERY_MS per limit and instance, off the request's path. */
-  private maybeSweep(): void {
-    const now = Date.now();
-    if (now - this.lastSweepMs < SWEEP_EVERY_MS) return;
-    this.lastSweepMs = now;
-    this.sweep().catch(() => undefined); // best effort: the next sweep tries again
   }
 }
 

@@ -9,7 +9,7 @@
  * So the relayer keeps no session table: any instance checks any request, and what authorizes the
  * request is (owner signed "this session key may read for me until T") + (the session key signed this
  * request). A captured SIWE message is useless without the session key. The one shared state is the
- * list of signed-out session keys (relayer/cluster/siweRevocations.ts), which every request consults.
+ * list of signed-out session keys (relayer/db/siweRevocations.ts), which every request consults.
  *
  * Checks, cheapest first, each with its own 401 code:
  *  - the message parses as EIP-4361, version 1, with exactly one `urn:sigil:session-key:<address>`
@@ -26,14 +26,13 @@
  *    (a Safe cannot sign this way), siwe_owner_is_contract, else siwe_invalid;
  *  - that address is the on-chain owner of an account (siwe_not_owner).
  * The sign-in call (POST /core/v1/auth/siwe) also refuses a nonce already used to sign in
- * (siwe_nonce_replayed), on any instance: nonces are spent in the data layer (relayer/cluster/siweNonces.ts).
+ * (siwe_nonce_replayed), on any instance: nonces are spent in the data layer (relayer/db/siweNonces.ts).
  * Per request, the request's own Sigil-Nonce is the replay guard, and a session whose key was signed out
- * (POST /core/v1/auth/siwe/sign_out) is refused (siwe_session_revoked; relayer/cluster/siweRevocations.ts).
+ * (POST /core/v1/auth/siwe/sign_out) is refused (siwe_session_revoked; relayer/db/siweRevocations.ts).
  */
 import { createHash } from "node:crypto";
 import { getAddress } from "ethers";
-import type { SessionRevocations } from "../cluster/siweRevocations";
-import type { SignInNonces } from "../cluster/siweNonces";
+import type { SessionRevocations, SignInNonces } from "../db";
 import { ApiError } from "../errors";
 import { personalMessageDigest, recoverAddress } from "./ethSignatures";
 

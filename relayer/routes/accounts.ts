@@ -40,7 +40,11 @@ export function accountRoutes(ctx: RelayerContext): Router {
           registryInterface.encodeFunctionData("createAccount", [name, gen.address]),
         );
         const accountId = Number(firstEvent(out, "AccountCreated").args.accountId);
-        ctx.profiles.put(String(accountId), { description, email: email ?? null, createdMs: Date.now() });
+        await ctx.profiles.put(String(accountId), {
+          description,
+          email: email ?? null,
+          createdMs: Date.now(),
+        });
         await ctx.billing?.onAccountCreated(String(accountId));
         return {
           status: 201,
@@ -66,7 +70,7 @@ export function accountRoutes(ctx: RelayerContext): Router {
     handler(ctx, async (_req, res) => {
       const auth = authOf(res);
       const a = auth.account;
-      const profile = ctx.profiles.get(String(a.id));
+      const profile = await ctx.profiles.get(String(a.id));
       const liveKeys = [...a.keys.values()].filter(
         (k) => k.expiration === 0 || k.expiration > Date.now() / 1000,
       ).length;

@@ -8,7 +8,7 @@
  * - the status is never 5xx;
  * - every 4xx carries an error code documented in docs/errors.md;
  * - a refused request (4xx) wrote nothing: the chain's block number (anvil mines one block per
- *   transaction), the billing ledger's rows, the idempotency records and the content store's entries are
+ *   transaction), the billing ledger's rows, the idempotency records, the pinned code and the content store's entries are
  *   the same after it as before.
  *
  * Requests run one at a time so "before" and "after" belong to one request. Seeded: SIGIL_FUZZ_SEED
@@ -119,7 +119,6 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
   let billing: Billing;
   let billingDir: string;
   let ledger: Database.Database;
-  let relayerDb: Database.Database;
   let a: Awaited<ReturnType<typeof setupAccount>>;
   let usageKey: string;
   let ops: Operation[];
@@ -153,14 +152,12 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     expect(k.status, JSON.stringify(k.body)).to.equal(201);
     usageKey = k.body.usage_api_key;
     ledger = new Database(path.join(billingDir, "billing.sqlite"), { readonly: true });
-    relayerDb = new Database(path.join(s.relayerOptions.dataDir, "relayer.sqlite"), { readonly: true });
     const doc = await s.api("GET", "/core/v1/openapi.json");
     ops = operationsOf(doc.body);
     documented = documentedCodes();
   });
   after(async () => {
     ledger?.close();
-    relayerDb?.close();
     await s?.close();
     await billing?.close();
     fs.rmSync(billingDir, { recursive: true, force: true });
@@ -462,7 +459,9 @@ describe("relayer: property-based fuzzer over the OpenAPI document", function ()
     return {
       block: await s.provider.getBlockNumber(),
       ledger_entries: count(ledger, "ledger_entries"),
-      idempotency_records: count(relayerDb, "idempotency"),
+      // The relayer keeps its tables in the billing ledger's database (one file).
+      idempotency_records: count(ledger, "idempotency"),
+      pinned_code: count(ledger, "pinned_code"),
       pinned_actions: fs.readdirSync(path.join(s.relayerOptions.dataDir, "actions"), { recursive: true })
         .length,
     };

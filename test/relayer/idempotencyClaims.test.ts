@@ -10,7 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
 import type { RecordedForwardRequest } from "../../relayer/chain/sender";
-import { openDataLayer, type DataLayer } from "../../relayer/db";
+import { openDataLayer, openEngine, type DataLayer } from "../../relayer/db";
 import { ApiError } from "../../relayer/errors";
 import {
   currentClaim,
@@ -19,7 +19,6 @@ import {
   type RecordSealer,
   type StoredResponse,
 } from "../../relayer/idempotency";
-import { openRelayerDb, type Db } from "../../relayer/store";
 import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 
 const sealer: RecordSealer = {
@@ -46,15 +45,24 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
   this.timeout(60_000);
   let dir: string;
   let layer: DataLayer | null = null;
-  const handles: Db[] = [];
+  const handles: DataLayer[] = [];
+  let file: string;
+  /** One process's handle on the embedded file (migrated once, in `before`). */
+  const openFile = () => {
+    const h = openEngine({ sqlitePath: file });
+    handles.push(h);
+    return h;
+  };
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-claims-"));
+    file = path.join(dir, "relayer.sqlite");
     if (engine === "postgres")
       layer = await openDataLayer({ databaseUrl: await freshDatabaseUrl(), sqlitePath: "" });
+    else await (await openDataLayer({ sqlitePath: file })).close();
   });
   after(async () => {
-    for (const h of handles) h.close();
+    for (const h of handles) await h.close();
     await layer?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -62,9 +70,7 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
   /** A store as one process (or instance) opens it. */
   const store = () => {
     if (layer) return new IdempotencyStore(layer, sealer, Date.now, TIMING);
-    const h = openRelayerDb(dir);
-    handles.push(h);
-    return new IdempotencyStore(h, sealer, Date.now, TIMING);
+    return new IdempotencyStore(openFile(), sealer, Date.now, TIMING);
   };
   let n = 0;
   const nextKey = () => `claims-${++n}`;
@@ -177,7 +183,7 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
     // Its heartbeat stops as a dead process's would: the claim's row is no longer refreshed.
     const stop = "UPDATE idempotency SET heartbeat_ms = 0, owner = 'frozen' WHERE key = $1";
     if (layer) await layer.exec(stop, [key]);
-    else handles[handles.length - 2].prepare(stop.replace("$1", "?")).run(key);
+    else handles[handles.length - 2].sqlite!.prepare(stop.replace("$1", "?")).run(key);
     const r = await b.run("scope", key, "fp", async () => ({ status: 201, body: { v: 4 } }), OPTS);
     expect(r.status).to.equal(201);
     const err = await recordOriginal().catch((e: unknown) => e);
@@ -187,9 +193,7 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
   if (engine === "sqlite")
     it("a restart drops a claim that recorded nothing and keeps one that recorded a write, for its retry", async () => {
       // The process before the restart (its heartbeat slow enough not to race the restart).
-      const h0 = openRelayerDb(dir);
-      handles.push(h0);
-      const a = new IdempotencyStore(h0, sealer, Date.now, { ...TIMING, heartbeatMs: 60_000 });
+      const a = new IdempotencyStore(openFile(), sealer, Date.now, { ...TIMING, heartbeatMs: 60_000 });
       const sent = nextKey();
       const unsent = nextKey();
       void a.run(
@@ -205,11 +209,11 @@ describeOnEngines("relayer: Idempotency-Key claims between attempts", function (
       );
       void a.run("scope", unsent, "fp", () => new Promise<StoredResponse>(() => undefined), OPTS);
       await sleep(50);
-      const h = openRelayerDb(dir);
-      handles.push(h);
-      new IdempotencyStore(h, sealer, Date.now, { ...TIMING, leaseMs: 60_000 }); // the restarted process
+      const h = openFile();
+      // The restarted process.
+      await new IdempotencyStore(h, sealer, Date.now, { ...TIMING, leaseMs: 60_000 }).recoverAfterRestart();
       const rows = h
-        .prepare("SELECT key, heartbeat_ms, writes FROM idempotency WHERE key IN (?, ?)")
+        .sqlite!.prepare("SELECT key, heartbeat_ms, writes FROM idempotency WHERE key IN (?, ?)")
         .all(sent, unsent) as Array<{ key: string; heartbeat_ms: number; writes: string }>;
       expect(rows.map((x) => [x.key, x.heartbeat_ms, JSON.parse(x.writes)])).to.deep.equal([
         [sent, 0, [RECORDED]],

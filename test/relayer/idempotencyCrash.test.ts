@@ -112,7 +112,8 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
         await c.end();
       }
     }
-    const db = new BetterSqlite3(path.join(s.dataDir, "relayer.sqlite"));
+    // The relayer keeps its tables in the billing ledger's database (one file).
+    const db = new BetterSqlite3(path.join(dir, "ledger.sqlite"));
     try {
       const st = db.prepare(query.replace(/\$\d+/g, "?"));
       return st.reader ? (st.all(...values) as Array<Record<string, unknown>>) : (st.run(...values), []);

@@ -13,7 +13,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { Wallet } from "ethers";
 import { startRelayer, type RunningRelayer } from "../../relayer";
-import { REVOCATION_STALENESS_MS } from "../../relayer/cluster/siweRevocations";
+import { REVOCATION_STALENESS_MS } from "../../relayer/db";
 import { createSigil, isSigilError, signRequest } from "../../sdk/index";
 import { DEV_KEYS } from "../helpers/anvil";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";

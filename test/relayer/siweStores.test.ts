@@ -1,5 +1,5 @@
 /**
- * The data-layer stores behind wallet sign-in (relayer/cluster/siweNonces.ts, siweRevocations.ts), on
+ * The data-layer stores behind wallet sign-in (relayer/db/siweNonces.ts, siweRevocations.ts), on
  * both engines (a fresh SQLite file, a fresh PostgreSQL database): a nonce is spent once while live, a
  * sign-out is recorded once, expired rows are swept and live ones kept; on PostgreSQL, two stores (two
  * instances) agree once the reader's copy is older than its staleness bound. Plus a property: any
@@ -10,8 +10,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
 import fc from "fast-check";
-import { SharedSignInNonces } from "../../relayer/cluster/siweNonces";
-import { sessionRevocationsFor } from "../../relayer/cluster/siweRevocations";
+import { SharedSignInNonces } from "../../relayer/db";
+import { sessionRevocationsFor } from "../../relayer/db";
 import { type DataLayer, openDataLayer } from "../../relayer/db";
 import { describeOnEngines, describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 

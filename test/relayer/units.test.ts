@@ -10,10 +10,10 @@ import { mapRevert } from "../../relayer/chain/registryErrors";
 import { ERROR_CATALOGUE } from "../../relayer/errorCatalogue";
 import { ApiError } from "../../relayer/errors";
 import { BodyReader, parseAddress, parseGroupId, parsePage, parsePkpId } from "../../relayer/http/validate";
+import { openDataLayer } from "../../relayer/db";
 import { fingerprint, IdempotencyStore } from "../../relayer/idempotency";
 import { buildOpenApi } from "../../relayer/openapi";
 import { ConcurrencyCap, TokenBuckets } from "../../relayer/rateLimit";
-import { openRelayerDb } from "../../relayer/store";
 
 const ME = "0x1111111111111111111111111111111111111111";
 
@@ -119,7 +119,7 @@ describe("relayer units", () => {
 
     it("expires records after 24 h", async () => {
       let now = 0;
-      const db = openRelayerDb(dir);
+      const db = await openDataLayer({ sqlitePath: path.join(dir, "relayer.sqlite") });
       const store = new IdempotencyStore(db, Enclave.fromRootKey("11".repeat(32)), () => now);
       let runs = 0;
       const fn = async () => ({ status: 200, body: { n: ++runs } });
@@ -129,20 +129,21 @@ describe("relayer units", () => {
       now = 24 * 3600 * 1000 + 1;
       expect(await store.prune()).to.equal(1);
       expect((await store.run("s", "k", "f", fn, opts)).body).to.deep.equal({ n: 2 });
-      db.close();
+      await db.close();
     });
-    it("a claim left in the relayer's own file by a request that never answered is released on restart", async () => {
-      const db = openRelayerDb(dir);
+    it("a claim left in the embedded file by a request that never answered is released on restart", async () => {
+      const db = await openDataLayer({ sqlitePath: path.join(dir, "relayer.sqlite") });
       // What a crash in the middle of a request leaves: the claim, no answer.
-      db.prepare(
+      db.sqlite!.prepare(
         "INSERT INTO idempotency (scope, key, fingerprint, status, body, created_ms) VALUES ('s', 'k', 'f', 0, '', ?)",
       ).run(Date.now());
       const store = new IdempotencyStore(db, Enclave.fromRootKey("11".repeat(32)));
+      await store.recoverAfterRestart();
       const r = await store.run("s", "k", "f", async () => ({ status: 201, body: { ran: true } }), {
         sealContext: "c",
       });
       expect(r).to.deep.equal({ status: 201, body: { ran: true }, replayed: false });
-      db.close();
+      await db.close();
     });
     it("fingerprints ignore key order but not values", () => {
       expect(fingerprint("POST", "/p", { a: 1, b: [1, { c: 2, d: 3 }] })).to.equal(

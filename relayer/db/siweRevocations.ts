@@ -6,7 +6,7 @@
  * siwe_expired anyway and the row is swept.
  *
  * The check runs on every request a session signs, so it must stay cheap:
- *  - SQLite (the embedded default, one process): one primary-key lookup in the relayer's own file per
+ *  - SQLite (the embedded default, one process): one primary-key lookup in the embedded database file per
  *    request (a few microseconds; docs/performance.md). Nothing cached: sign-out is seen at once.
  *  - PostgreSQL (several instances): each instance keeps the live revocations in memory and re-reads
  *    what changed when its copy is older than `stalenessMs` (default 1 s), on the request that finds it
@@ -16,12 +16,13 @@
  *    The re-read asks for rows revoked since the previous one, by the database's own clock, with an
  *    overlap of OVERLAP_MS for an INSERT that took its timestamp before one re-read and committed after.
  */
-import { type DataLayer, prepare } from "../db";
+import type { DataLayer } from "./engine";
+import { ExpiringRows } from "./expiringRows";
+import { prepare } from "./prepared";
 
 /** How old the in-memory copy may be before a request re-reads it (PostgreSQL). */
 export const REVOCATION_STALENESS_MS = 1_000;
 const OVERLAP_MS = 10_000;
-const SWEEP_EVERY_MS = 60_000;
 
 export interface SessionRevocations {
   /** Records the session key as signed out until unix second `expiresAt`; false if it already was. */
@@ -42,10 +43,6 @@ const REVOKE = {
      ON CONFLICT (session_key) DO UPDATE SET expires_s = excluded.expires_s, revoked_ms = excluded.revoked_ms
        WHERE siwe_revocations.expires_s < excluded.expires_s
      RETURNING 1 AS revoked`,
-} as const;
-const SWEEP = {
-  postgres: "DELETE FROM siwe_revocations WHERE expires_s <= $1::bigint RETURNING 1",
-  sqlite: "DELETE FROM siwe_revocations WHERE expires_s <= ? RETURNING 1",
 } as const;
 /** Compiled once and kept as a prepared statement: this runs on every request of a session (SQLite). */
 const IS_REVOKED = prepare("siwe.isRevoked", (db, a) =>
@@ -69,12 +66,26 @@ export function sessionRevocationsFor(
 }
 
 abstract class RevocationTable {
-  private lastSweepMs = 0;
+  private readonly expiring: ExpiringRows;
 
   constructor(
     protected readonly db: DataLayer,
-    private readonly opts: { onSweepError?: (err: Error) => void },
-  ) {}
+    opts: { onSweepError?: (err: Error) => void },
+  ) {
+    this.expiring = new ExpiringRows(
+      db,
+      // Rows are only added by sign-outs, so whoever signs out sweeps (at most once a minute, off the path).
+      {
+        table: "siwe_revocations",
+        key: ["session_key"],
+        expiry: "expires_s",
+        liveAtExpiry: false,
+        batch: 1_000,
+        sweepEveryMs: 60_000,
+      },
+      opts.onSweepError,
+    );
+  }
 
   protected async insert(sessionKey: string, expiresAt: number): Promise<boolean> {
     const params =
@@ -83,17 +94,13 @@ abstract class RevocationTable {
     return rows.length === 1;
   }
 
-  /** Deletes the expired rows; returns how many. */
-  async sweep(now: number): Promise<number> {
-    return (await this.db.exec(SWEEP[this.db.kind], [now])).length;
+  /** Deletes (a batch of) the rows expired at unix second `now`; returns how many. */
+  sweep(now: number): Promise<number> {
+    return this.expiring.sweep(now);
   }
 
-  /** Rows are only added by sign-outs, so whoever signs out sweeps (at most once a minute, off the path). */
   protected maybeSweep(now: number): void {
-    const nowMs = Date.now();
-    if (nowMs - this.lastSweepMs < SWEEP_EVERY_MS) return;
-    this.lastSweepMs = nowMs;
-    this.sweep(now).catch((err: Error) => this.opts.onSweepError?.(err));
+    this.expiring.pokeSweep(now);
   }
 }
 
