@@ -166,6 +166,22 @@ const ownerOnlyOperations: OwnerOnlyOperation[] = [
     send: (registry, ctx) => registry.removeKey(subjectKey(ctx).address),
   },
   {
+    name: "rotateKey",
+    event: "KeyAdded",
+    prepare: withSubjectKey,
+    send: (registry, ctx) =>
+      registry.rotateKey(
+        subjectKey(ctx).address,
+        3600n,
+        ctx.keySigners[3].address,
+        ethers.ZeroHash,
+        "k2",
+        "",
+        0n,
+        scopes({ Execute: [1] }),
+      ),
+  },
+  {
     name: "transferOwnership",
     event: "OwnershipTransferStarted",
     send: (registry, ctx) => registry.transferOwnership(ctx.keySigners[3].address),
