@@ -3,6 +3,8 @@ pragma solidity ^0.8.28;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {IAccountRegistry} from "./interfaces/IAccountRegistry.sol";
+import {CidSet} from "./libraries/CidSet.sol";
+import {PkpBitmap} from "./libraries/PkpBitmap.sol";
 import {ScopeMasks} from "./libraries/ScopeMasks.sol";
 
 /**
@@ -14,6 +16,8 @@ import {ScopeMasks} from "./libraries/ScopeMasks.sol";
  * signer of the forwarded request and the scopes are enforced here, not in the relayer.
  */
 contract AccountRegistry is IAccountRegistry, ERC2771Context {
+    using CidSet for CidSet.Set;
+    using PkpBitmap for PkpBitmap.Bitmap;
 
     // ------------------------------------------------------------------------------------------------
     // Bounds: every write touches a bounded number of slots, every view a bounded number of items.
@@ -54,20 +58,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     uint8 private constant ROLE_MASTER_KEY = 2;
     uint8 private constant ROLE_KEY = 3;
 
-    /// @dev Width of the header at the bottom of word 0 of a group's PKP bitmap: the PKP count (bits 0..14,
-    /// holds 0..MAX_PKPS_PER_GROUP) and the deletion mark (bit 15). PKP bits start above it.
-    uint256 private constant PKP_HEADER_BITS = 16;
-    uint256 private constant PKP_COUNT_MASK = (1 << 15) - 1;
-    /// @dev Set by deleteGroup in word 0 of a group that still holds PKPs (see `_removePkp`).
-    uint256 private constant GROUP_DELETED = 1 << 15;
-
-    /// @dev A group's action word (`_actionWords`): its CID count in the low 16 bits, and NO_CID_YET.
-    uint256 private constant ACTION_COUNT_MASK = (1 << 16) - 1;
-    /// @dev Set at creation in the action word of a group created without CIDs, cleared by its first
-    /// addAction: the word is paid for (a fresh slot) when the group is created, so the first addAction
-    /// writes a non-zero slot, while removing a group's last CID clears the word to zero (a refund).
-    uint256 private constant NO_CID_YET = 1 << 16;
-
     uint8 private constant FLAG_CREATE_GROUPS = 1;
     uint8 private constant FLAG_DELETE_GROUPS = 2;
     uint8 private constant FLAG_CREATE_PKPS = 4;
@@ -100,16 +90,10 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     }
 
     /// @dev A group in one slot; `position` is its index in the account's live-group list. Its PKP count lives
-    /// in word 0 of its PKP bitmap (see `_pkpBits`), its CID count in its action word (see `_actionWords`).
+    /// in its PKP bitmap (see `_pkpBits`), its CID count in its CID set (see `_actionSets`).
     struct GroupRecord {
         bool live;
         uint16 position;
-    }
-
-    /// @dev One storage word behind a struct, so a write that reads and rewrites it computes its slot once
-    /// (and a whole-word write needs no read, as a packed bool would).
-    struct Word {
-        uint256 bits;
     }
 
     /// @dev `index` is the PKP's per-account counter (from 1): its bit in a group's PKP bitmap.
@@ -141,24 +125,27 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
      */
     mapping(uint64 accountId => uint64[MAX_GROUPS_PER_ACCOUNT + 1]) private _liveGroupIds;
     /**
-     * @dev PKP membership and count of a group. The low PKP_HEADER_BITS bits of word 0 are a header (the
-     * number of PKPs in the group, and the GROUP_DELETED mark); the PKP with per-account index i (from 1) is
-     * bit p % 256 of word p / 256, with p = i + PKP_HEADER_BITS - 1. The count shares the slot of the
-     * account's first 240 PKPs, so adding or removing one of them writes a single slot, and removing a
-     * group's last PKP clears that slot to zero (a storage refund). Group ids are never reused, so the bits
-     * of a deleted group need no wiping: every check asks whether the group is live, and a removal, which
-     * skips that read when it finds its bit, looks at the mark deleteGroup leaves in word 0 instead.
+     * @dev PKP membership and count of a group, by the PKP's per-account index (see PkpBitmap). Group ids are
+     * never reused, so the bits of a deleted group need no wiping: every check asks whether the group is
+     * live, and a removal, which skips that read when it finds its bit, relies on the bitmap's deletion mark
+     * (set by deleteGroup) instead.
      */
-    mapping(uint64 accountId => mapping(uint64 groupId => mapping(uint256 word => uint256 bits))) private _pkpBits;
-    /// @dev Action membership by CID hash (1 = listed); same reasoning for deleted groups.
-    mapping(uint64 accountId => mapping(uint64 groupId => mapping(bytes32 cidHash => Word))) private _actions;
+    mapping(uint64 accountId => mapping(uint64 groupId => PkpBitmap.Bitmap)) private _pkpBits;
     /**
-     * @dev A group's action word: its CID count (ACTION_COUNT_MASK), plus NO_CID_YET until its first CID.
-     * Non-zero for a live group until it loses its last CID; deleteGroup clears it. So a non-zero word tells a
-     * CID write that the group is live without reading the group record (a cold slot saved), and a removal
-     * that finds its CID and a non-zero word needs no other slot. A zero word sends the write to the record.
+     * @dev A group's action CIDs by hash, and their count word (see CidSet). deleteGroup clears the word and
+     * leaves the hashes (same reasoning as for PKPs). The word is non-zero for a live group until it loses
+     * its last CID: a non-zero word tells a CID write that the group is live without reading the group
+     * record (a cold slot saved), and a removal that finds its CID and a non-zero word needs no other slot.
+     * A zero word sends the write to the record.
      */
-    mapping(uint64 accountId => mapping(uint64 groupId => Word)) private _actionWords;
+    mapping(uint64 accountId => mapping(uint64 groupId => CidSet.Set)) private _actionSets;
+
+    /**
+     * @dev A group's signing policy: keccak256 of its CID string, or zero for none. A slot of its own: the hash
+     * fills a word, and the group's other words are written by other operations. deleteGroup leaves it in
+     * place (group ids are never reused); `groupPolicy` answers zero for a group that is not live.
+     */
+    mapping(uint64 accountId => mapping(uint64 groupId => bytes32 cidHash)) private _policies;
 
     /**
      * @dev The address PKP ids are bound to (see createPkp): this registry's own, or, for a registry that
@@ -409,11 +396,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         for (uint256 i = 0; i < pkpIds.length; ++i) {
             _addPkp(accountId, groupId, pkpIds[i]);
         }
-        uint256 actionWord = NO_CID_YET;
+        // The word is written even without CIDs: NO_CID_YET pays the slot now, for the first addAction.
+        CidSet.Set storage actions = _actionSets[accountId][groupId];
+        uint256 actionWord = CidSet.NO_CID_YET;
         for (uint256 i = 0; i < cids.length; ++i) {
-            actionWord = _addAction(accountId, groupId, actionWord, cids[i]);
+            actionWord = _addAction(accountId, groupId, actions, actionWord, cids[i]);
         }
-        _actionWords[accountId][groupId].bits = actionWord;
+        actions.word = actionWord;
     }
 
     /**
@@ -427,49 +416,53 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
 
         uint64[MAX_GROUPS_PER_ACCOUNT + 1] storage live = _liveGroupIds[accountId];
         uint16 position = group.position;
-        uint64 last = live[0] - 1;
-        if (position != last) {
-            uint64 moved = live[last + 1];
-            live[position + 1] = moved;
-            _groups[accountId][moved].position = position;
+        uint64 last;
+        // Swap-remove. The group is live, so the count is at least one, and every position is below
+        // MAX_GROUPS_PER_ACCOUNT: nothing here can wrap.
+        unchecked {
+            last = live[0] - 1;
+            if (position != last) {
+                uint64 moved = live[last + 1];
+                live[position + 1] = moved;
+                _groups[accountId][moved].position = position;
+            }
         }
         live[0] = last;
         delete _groups[accountId][groupId];
-        // A CID write trusts a non-zero action word to mean a live group (see `_actionWords`).
-        delete _actionWords[accountId][groupId];
-        // Removing a PKP does not read the group record when it finds its bit, so a group that still holds
-        // PKPs is marked where that removal looks (word 0 of its bitmap). An empty one has no bit to find.
-        mapping(uint256 => uint256) storage pkpWords = _pkpBits[accountId][groupId];
-        uint256 head = pkpWords[0];
-        if (head != 0) pkpWords[0] = head | GROUP_DELETED;
+        // A CID write trusts a non-zero action word to mean a live group (see `_actionSets`).
+        _actionSets[accountId][groupId].clear();
+        // Removing a PKP does not read the group record when it finds its bit, so the bitmap is marked
+        // where that removal looks.
+        _pkpBits[accountId][groupId].markDeleted();
         emit GroupDeleted(accountId, groupId);
     }
 
     /// @inheritdoc IAccountRegistry
     function addAction(uint64 groupId, string calldata cid) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        Word storage word = _actionWords[accountId][groupId];
-        word.bits = _addAction(accountId, groupId, _liveActionWord(accountId, groupId, word), cid);
+        CidSet.Set storage actions = _actionSets[accountId][groupId];
+        uint256 word = _liveActionWord(accountId, groupId, actions);
+        actions.word = _addAction(accountId, groupId, actions, word, cid);
     }
 
     /// @inheritdoc IAccountRegistry
     function removeAction(uint64 groupId, string calldata cid) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
         // Liveness is checked inside, where the CID or the action word is missing (see _removeAction).
-        Word storage word = _actionWords[accountId][groupId];
-        word.bits = _removeAction(accountId, groupId, word.bits, cid);
+        CidSet.Set storage actions = _actionSets[accountId][groupId];
+        actions.word = _removeAction(accountId, groupId, actions, actions.word, cid);
     }
 
     /// @inheritdoc IAccountRegistry
     function addActions(uint64 groupId, string[] calldata cids) external {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
-        Word storage word = _actionWords[accountId][groupId];
-        uint256 bits = _liveActionWord(accountId, groupId, word);
+        CidSet.Set storage actions = _actionSets[accountId][groupId];
+        uint256 word = _liveActionWord(accountId, groupId, actions);
         _checkBatch(cids.length);
         for (uint256 i = 0; i < cids.length; ++i) {
-            bits = _addAction(accountId, groupId, bits, cids[i]);
+            word = _addAction(accountId, groupId, actions, word, cids[i]);
         }
-        word.bits = bits;
+        actions.word = word;
     }
 
     /// @inheritdoc IAccountRegistry
@@ -477,12 +470,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         uint64 accountId = _authorize(Scope.ManageActions, groupId);
         _requireGroup(accountId, groupId);
         _checkBatch(cids.length);
-        Word storage word = _actionWords[accountId][groupId];
-        uint256 bits = word.bits;
+        CidSet.Set storage actions = _actionSets[accountId][groupId];
+        uint256 word = actions.word;
         for (uint256 i = 0; i < cids.length; ++i) {
-            bits = _removeAction(accountId, groupId, bits, cids[i]);
+            word = _removeAction(accountId, groupId, actions, word, cids[i]);
         }
-        word.bits = bits;
+        actions.word = word;
     }
 
     /// @inheritdoc IAccountRegistry
@@ -517,6 +510,21 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         for (uint256 i = 0; i < pkpIds.length; ++i) {
             _removePkp(accountId, groupId, pkpIds[i]);
         }
+    }
+
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev Only the hash is stored; the CID string is in the event, like an action's. Setting the policy a
+     * group already has is accepted (and emitted again), so a retried write never fails.
+     */
+    function setGroupPolicy(uint64 groupId, string calldata cid) external {
+        uint64 accountId = _authorize(Scope.ManageActions, groupId);
+        _requireGroup(accountId, groupId);
+        uint256 length = bytes(cid).length;
+        if (length > MAX_CID_BYTES) revert CidTooLong(length, MAX_CID_BYTES);
+        bytes32 cidHash = length == 0 ? bytes32(0) : _hashOf(cid);
+        _policies[accountId][groupId] = cidHash;
+        emit GroupPolicySet(accountId, groupId, cidHash, cid);
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -642,13 +650,19 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     function isPkpInGroup(uint64 accountId, uint64 groupId, bytes32 pkpId) external view returns (bool) {
         _requireGroup(accountId, groupId);
         PkpRecord storage pkp = _pkps[pkpId];
-        return pkp.accountId == accountId && _hasPkp(accountId, groupId, pkp.index);
+        return pkp.accountId == accountId && _pkpBits[accountId][groupId].contains(pkp.index);
     }
 
     /// @inheritdoc IAccountRegistry
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool) {
         _requireGroup(accountId, groupId);
-        return _actions[accountId][groupId][cidHash].bits != 0;
+        return _actionSets[accountId][groupId].contains(cidHash);
+    }
+
+    /// @inheritdoc IAccountRegistry
+    function groupPolicy(uint64 accountId, uint64 groupId) external view returns (bytes32 cidHash) {
+        if (!_groups[accountId][groupId].live) return bytes32(0);
+        return _policies[accountId][groupId];
     }
 
     /**
@@ -822,102 +836,84 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         emit GroupCreated(accountId, groupId, name, description);
     }
 
-    /// @dev The action word of a live group: a non-zero word is one (see `_actionWords`); a zero word is
+    /// @dev The action word of a live group: a non-zero word is one (see `_actionSets`); a zero word is
     /// checked against the group record.
     function _liveActionWord(
         uint64 accountId,
         uint64 groupId,
-        Word storage word
-    ) private view returns (uint256 bits) {
-        bits = word.bits;
-        if (bits == 0) _requireGroup(accountId, groupId);
+        CidSet.Set storage actions
+    ) private view returns (uint256 word) {
+        word = actions.word;
+        if (word == 0) _requireGroup(accountId, groupId);
     }
 
-    /// @dev Adds `cid` to a live group whose action word is `word`; returns the new word (NO_CID_YET cleared).
+    /// @dev Adds `cid` to a live group's CID set whose word is `word`; returns the new word (not written).
     function _addAction(
         uint64 accountId,
         uint64 groupId,
+        CidSet.Set storage actions,
         uint256 word,
         string calldata cid
     ) private returns (uint256) {
         uint256 length = bytes(cid).length;
         if (length == 0) revert EmptyCid();
         if (length > MAX_CID_BYTES) revert CidTooLong(length, MAX_CID_BYTES);
-        uint256 count = word & ACTION_COUNT_MASK;
-        if (count >= MAX_ACTIONS_PER_GROUP) revert TooManyMembers(groupId, MAX_ACTIONS_PER_GROUP);
         bytes32 cidHash = _hashOf(cid);
-        Word storage listed = _actions[accountId][groupId][cidHash];
-        if (listed.bits != 0) revert ActionAlreadyInGroup(groupId, cid);
-        listed.bits = 1;
+        uint256 next = actions.add(word, cidHash, MAX_ACTIONS_PER_GROUP);
+        if (next == CidSet.REFUSED) {
+            if (CidSet.sizeOf(word) >= MAX_ACTIONS_PER_GROUP) revert TooManyMembers(groupId, MAX_ACTIONS_PER_GROUP);
+            revert ActionAlreadyInGroup(groupId, cid);
+        }
         emit ActionAdded(accountId, groupId, cidHash, cid);
-        return count + 1;
+        return next;
     }
 
     /**
-     * @dev Removes `cid` from a group whose action word is `word`; returns the new word. The group record is
-     * not read when the CID is found with a non-zero word: a CID can only have been added while the group
-     * was live, and deleteGroup clears the word. A live group holding a CID has a word of at least one.
+     * @dev Removes `cid` from a group's CID set whose word is `word`; returns the new word (not written). The
+     * group record is not read when the CID is found with a non-zero word: a CID can only have been added
+     * while the group was live, and deleteGroup clears the word.
      */
     function _removeAction(
         uint64 accountId,
         uint64 groupId,
+        CidSet.Set storage actions,
         uint256 word,
         string calldata cid
     ) private returns (uint256) {
         bytes32 cidHash = _hashOf(cid);
-        Word storage listed = _actions[accountId][groupId][cidHash];
-        if (word == 0 || listed.bits == 0) {
+        uint256 next = actions.remove(word, cidHash);
+        if (next == CidSet.REFUSED) {
             // UnknownGroup when the group is not live (checked first, as everywhere), else ActionNotInGroup.
             _requireGroup(accountId, groupId);
             revert ActionNotInGroup(groupId, cid);
         }
-        listed.bits = 0;
         emit ActionRemoved(accountId, groupId, cidHash);
-        // The word holds a count of at least one and no NO_CID_YET (cleared by the add of this CID).
-        unchecked {
-            return word - 1;
-        }
+        return next;
     }
 
     function _addPkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
         PkpRecord storage pkp = _pkps[pkpId];
         if (pkp.accountId != accountId) revert PkpNotInAccount(pkpId, accountId);
-        mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
-        uint256 head = words[0];
-        if (head & PKP_COUNT_MASK >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
-        (uint256 wordIndex, uint256 bit) = _pkpBitOf(pkp.index);
-        if (wordIndex == 0) {
-            if (head & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
-            // The count is below MAX_PKPS_PER_GROUP, so adding one stays inside its bits.
-            words[0] = (head | bit) + 1;
-        } else {
-            uint256 word = words[wordIndex];
-            if (word & bit != 0) revert PkpAlreadyInGroup(groupId, pkpId);
-            words[wordIndex] = word | bit;
-            words[0] = head + 1;
+        PkpBitmap.Bitmap storage pkps = _pkpBits[accountId][groupId];
+        if (!pkps.add(pkp.index, MAX_PKPS_PER_GROUP)) {
+            if (pkps.count() >= MAX_PKPS_PER_GROUP) revert TooManyMembers(groupId, MAX_PKPS_PER_GROUP);
+            revert PkpAlreadyInGroup(groupId, pkpId);
         }
         emit PkpAdded(accountId, groupId, pkpId);
     }
 
+    /**
+     * @dev The group record is not read when the PKP is found (a cold slot saved): a bit can only have been
+     * set while the group was live, and the bitmap of a group deleted while holding PKPs is marked deleted.
+     */
     function _removePkp(uint64 accountId, uint64 groupId, bytes32 pkpId) private {
         PkpRecord storage pkp = _pkps[pkpId];
         (uint64 owner, uint256 index) = (pkp.accountId, pkp.index);
         if (owner != accountId) _refuseRemoval(accountId, groupId, pkpId);
-        mapping(uint256 => uint256) storage words = _pkpBits[accountId][groupId];
-        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
-        // The group record is not read on this path (a cold slot saved): a bit can only have been set while
-        // the group was live, and a group deleted while holding PKPs carries GROUP_DELETED in word 0.
-        uint256 head = words[0];
-        if (head & GROUP_DELETED != 0) revert UnknownGroup(accountId, groupId);
-        // A member is found below, so the count is at least one: subtracting one stays inside its bits.
-        if (wordIndex == 0) {
-            if (head & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
-            words[0] = (head & ~bit) - 1;
-        } else {
-            uint256 word = words[wordIndex];
-            if (word & bit == 0) _refuseRemoval(accountId, groupId, pkpId);
-            words[wordIndex] = word & ~bit;
-            words[0] = head - 1;
+        PkpBitmap.Bitmap storage pkps = _pkpBits[accountId][groupId];
+        if (!pkps.remove(index)) {
+            if (pkps.isDeleted()) revert UnknownGroup(accountId, groupId);
+            _refuseRemoval(accountId, groupId, pkpId);
         }
         emit PkpRemoved(accountId, groupId, pkpId);
     }
@@ -937,12 +933,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
             calldatacopy(buffer, cid.offset, cid.length)
             hash := keccak256(buffer, cid.length)
         }
-    }
-
-    /// @dev Where a PKP's membership bit sits in a group's bitmap (after the count, see `_pkpBits`).
-    function _pkpBitOf(uint256 index) private pure returns (uint256 wordIndex, uint256 bit) {
-        uint256 position = index + PKP_HEADER_BITS - 1;
-        return (position >> 8, 1 << (position & 255));
     }
 
     // ------------------------------------------------------------------------------------------------
@@ -999,11 +989,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         return keccak256(abi.encode(block.chainid, _pkpIdDomain, accountId, index));
     }
 
-    function _hasPkp(uint64 accountId, uint64 groupId, uint256 index) private view returns (bool) {
-        (uint256 wordIndex, uint256 bit) = _pkpBitOf(index);
-        return _pkpBits[accountId][groupId][wordIndex] & bit != 0;
-    }
-
     /// @dev Bounds of a page: [start, end) clipped to `total`.
     function _page(uint256 total, uint256 offset, uint256 limit) private pure returns (uint256 start, uint256 end) {
         if (limit > MAX_PAGE_SIZE) revert PageTooLarge(limit, MAX_PAGE_SIZE);
@@ -1040,8 +1025,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
             GroupInfo({
                 id: groupId,
                 accountId: accountId,
-                pkpCount: _pkpBits[accountId][groupId][0] & PKP_COUNT_MASK,
-                actionCount: _actionWords[accountId][groupId].bits & ACTION_COUNT_MASK
+                pkpCount: _pkpBits[accountId][groupId].count(),
+                actionCount: _actionSets[accountId][groupId].count()
             });
     }
 
@@ -1083,8 +1068,8 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         for (uint256 i = 1; i <= live; ++i) {
             uint64 groupId = liveIds[i];
             if (!wildcard && _maskBits(key, role, groupId) & ScopeMasks.EXECUTE == 0) continue;
-            if (_actions[accountId][groupId][cidHash].bits == 0) continue;
-            if (pkpIndex == 0 || _hasPkp(accountId, groupId, pkpIndex)) return true;
+            if (!_actionSets[accountId][groupId].contains(cidHash)) continue;
+            if (pkpIndex == 0 || _pkpBits[accountId][groupId].contains(pkpIndex)) return true;
         }
         return false;
     }

@@ -25,6 +25,8 @@ interface ProjectedGroup {
   description: string;
   pkps: Set<string>;
   actions: Map<string, string>;
+  /** The signing policy's CID hash from the last GroupPolicySet (zero when cleared or never set). */
+  policy: string;
 }
 
 interface ProjectedAccount {
@@ -37,6 +39,7 @@ interface ProjectedAccount {
 }
 
 const ZERO = "0x0000000000000000000000000000000000000000";
+const ZERO_HASH = "0x0000000000000000000000000000000000000000000000000000000000000000";
 
 const idSet = (ids: readonly bigint[]): string[] =>
   [...new Set(ids.map((id) => id.toString()))].sort((a, b) => Number(a) - Number(b));
@@ -125,7 +128,11 @@ export async function projectFromEvents(registry: AccountRegistry) {
           description: a.description,
           pkps: new Set(),
           actions: new Map(),
+          policy: ZERO_HASH,
         });
+        break;
+      case "GroupPolicySet":
+        groups.get(groupKey(a.accountId, a.groupId))!.policy = a.cidHash;
         break;
       case "GroupDeleted":
         groups.delete(groupKey(a.accountId, a.groupId));
@@ -184,6 +191,7 @@ export async function expectProjectionMatchesViews(
         BigInt(pg.pkps.size),
         BigInt(pg.actions.size),
       ]);
+      expect(await registry.groupPolicy(id, g.id), `policy of ${id}:${g.id}`).to.equal(pg.policy);
       // Every PKP and CID the account ever named in a group: a member exactly when the events say so.
       for (const pkpId of seenPkps.get(id) ?? []) {
         expect(await registry.isPkpInGroup(id, g.id, pkpId), `PKP ${pkpId} in ${id}:${g.id}`).to.equal(

@@ -34,6 +34,8 @@ const fail = (error: string, ...args: unknown[]): Outcome => ({ ok: false, error
 interface GroupState {
   pkps: Set<string>;
   cids: Set<string>;
+  /** The signing policy's CID, when the group has one. */
+  policy?: string;
 }
 interface AccountState {
   groupCount: bigint;
@@ -179,6 +181,21 @@ export class RegistryModel {
     if ("ok" in group) return group;
     if (!group.cids.delete(cid)) return fail("ActionNotInGroup", groupId, cid);
     return ok;
+  }
+
+  /** setGroupPolicy: governed like addAction; "" clears. */
+  setGroupPolicy(caller: string, groupId: bigint, cid: string): Outcome {
+    const account = this.authorize(caller, "ManageActions", groupId);
+    if (typeof account !== "bigint") return account;
+    const group = this.group(account, groupId);
+    if ("ok" in group) return group;
+    group.policy = cid === "" ? undefined : cid;
+    return ok;
+  }
+
+  /** The policy CID of a live group, or undefined (no policy, or no such live group). */
+  policyOf(account: bigint, groupId: bigint): string | undefined {
+    return this.accounts.get(account)?.groups.get(groupId)?.policy;
   }
 
   addPkp(caller: string, groupId: bigint, pkp: string): Outcome {

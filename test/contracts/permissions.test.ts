@@ -96,6 +96,13 @@ const scopedOperations: ScopedOperation[] = [
     eventArgs: async (_ctx, accountId, groupId) => [accountId, groupId, cidHash(CID_HELLO)],
   },
   {
+    name: "setGroupPolicy",
+    scope: "ManageActions",
+    event: "GroupPolicySet",
+    send: (registry, _ctx, groupId) => registry.setGroupPolicy(groupId, CID_HELLO),
+    eventArgs: async (_ctx, accountId, groupId) => [accountId, groupId, cidHash(CID_HELLO), CID_HELLO],
+  },
+  {
     name: "addPkp",
     scope: "AddPkp",
     event: "PkpAdded",
@@ -157,6 +164,22 @@ const ownerOnlyOperations: OwnerOnlyOperation[] = [
     event: "KeyRemoved",
     prepare: withSubjectKey,
     send: (registry, ctx) => registry.removeKey(subjectKey(ctx).address),
+  },
+  {
+    name: "rotateKey",
+    event: "KeyAdded",
+    prepare: withSubjectKey,
+    send: (registry, ctx) =>
+      registry.rotateKey(
+        subjectKey(ctx).address,
+        3600n,
+        ctx.keySigners[3].address,
+        ethers.ZeroHash,
+        "k2",
+        "",
+        0n,
+        scopes({ Execute: [1] }),
+      ),
   },
   {
     name: "transferOwnership",

@@ -83,6 +83,13 @@ const opArb = fc.oneof(
   fc.record({ kind: fc.constant("addAction" as const), by: callerArb, group: groupArb, cid: cidArb }),
   fc.record({ kind: fc.constant("removeAction" as const), by: callerArb, group: groupArb, cid: cidArb }),
   fc.record({ kind: fc.constant("addPkp" as const), by: callerArb, group: groupArb, pkp: pkpArb }),
+  // A policy CID, or the empty string (a clear).
+  fc.record({
+    kind: fc.constant("setGroupPolicy" as const),
+    by: callerArb,
+    group: groupArb,
+    cid: fc.integer({ min: -1, max: CIDS.length - 1 }),
+  }),
   fc.record({ kind: fc.constant("removePkp" as const), by: callerArb, group: groupArb, pkp: pkpArb }),
 );
 type Op = typeof opArb extends fc.Arbitrary<infer T> ? T : never;
@@ -206,6 +213,12 @@ describe("AccountRegistry: properties against the model", function () {
           expected = model.removeAction(caller.address, op.group, CIDS[op.cid]);
           actual = await outcomeOf(ctx, () => as.removeAction(op.group, CIDS[op.cid]));
           break;
+        case "setGroupPolicy": {
+          const cid = op.cid < 0 ? "" : CIDS[op.cid];
+          expected = model.setGroupPolicy(caller.address, op.group, cid);
+          actual = await outcomeOf(ctx, () => as.setGroupPolicy(op.group, cid));
+          break;
+        }
         case "addPkp": {
           const pkp = pkpIdOf(op.pkp.account, op.pkp.counter);
           expected = model.addPkp(caller.address, op.group, pkp);
@@ -232,6 +245,14 @@ describe("AccountRegistry: properties against the model", function () {
       );
     }
     if (!checkViews) return;
+    for (const account of [1n, 2n]) {
+      for (const groupId of GROUP_IDS) {
+        const policy = model.policyOf(account, groupId);
+        expect(await registry.groupPolicy(account, groupId), `groupPolicy ${account}:${groupId}`).to.equal(
+          policy === undefined ? ethers.ZeroHash : cidHash(policy),
+        );
+      }
+    }
     const pkps = [1n, 2n].flatMap((account) => [1n, 2n, 3n].map((counter) => pkpIdOf(account, counter)));
     for (const caller of callers) {
       for (const cid of CIDS) {
