@@ -67,8 +67,8 @@ const neverAnswers = harden(() => new Promise(() => {}));
 const ethers5 = makeEthers5(
   harden,
   ethers6,
-  () => (current !== null && current.fetch) || neverAnswers,
-  () => (current !== null && current.sleep) || neverAnswers,
+  () => (current !== null && current.fetch()) || neverAnswers,
+  () => (current !== null && current.sleep()) || neverAnswers,
 );
 
 // After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
@@ -105,31 +105,46 @@ const sharedExtras = Object.freeze(
 
 /**
  * A global whose value is built on first use (per run, so the run that does not use it does not pay
- * for it). Reading it defines it as a plain data property.
+ * for it). Reading it defines it as a plain data property; so does assigning it.
  */
-function defineLazy(globalObject, name, make) {
+function defineLazy(globalObject, name, make, enumerable = false) {
+  const settle = (value) =>
+    Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
   Object.defineProperty(globalObject, name, {
     configurable: true,
-    enumerable: false,
+    enumerable,
     get() {
       const value = make();
-      Object.defineProperty(globalObject, name, {
-        value,
-        writable: true,
-        enumerable: false,
-        configurable: true,
-      });
+      settle(value);
       return value;
     },
-    set(value) {
-      Object.defineProperty(globalObject, name, {
-        value,
-        writable: true,
-        enumerable: false,
-        configurable: true,
-      });
-    },
+    set: settle,
   });
+}
+
+/** The per-run globals that are built and hardened only when the action first reads them. */
+const TIMER_NAMES = ["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"];
+
+/**
+ * Makes the run's lazily built capabilities: console, sleep, fetch and the timers, each made and
+ * hardened on first use (a one-signature run reads none of them; hardening them all cost more than the
+ * rest of its set-up). Returned as memoised makers, so the global, the library facades (ethers v5
+ * providers use the run's fetch and sleep) and the run see one object each.
+ */
+function lazyCapabilities(run) {
+  let console, sleep, fetch, timers;
+  let timerParts;
+  return {
+    console: () => (console ??= makeConsole(run, harden)),
+    sleep: () => (sleep ??= makeSleep(run, harden)),
+    fetch: () => (fetch ??= makeFetch(run, harden, host)),
+    timer: (name) => {
+      // One set of timers per run (they share ids and the pending bound); each hardened when read.
+      timerParts ??= makeTimers(run, (x) => x, describeThrown);
+      timers ??= Object.create(null);
+      return (timers[name] ??= harden(timerParts[name]));
+    },
+  };
 }
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
@@ -196,19 +211,14 @@ async function execute(msg) {
   try {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
-    const fetch = makeFetch(run, harden, host);
-    const sleep = makeSleep(run, harden);
-    run.fetch = fetch;
-    run.sleep = sleep;
+    const lazy = lazyCapabilities(run);
+    run.fetch = lazy.fetch;
+    run.sleep = lazy.sleep;
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
     const compartment = new Compartment({
       ...shared,
-      console: makeConsole(run, harden),
-      sleep,
-      ...makeTimers(run, harden, describeThrown),
-      fetch,
       Actions: actions,
       LitActions: actions,
       // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
@@ -227,6 +237,11 @@ async function execute(msg) {
     const globalObject = compartment.globalThis;
     Object.defineProperties(globalObject, sharedExtras);
     defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
+    // Enumerable, as the constructor's endowments they used to be.
+    defineLazy(globalObject, "console", lazy.console, true);
+    defineLazy(globalObject, "sleep", lazy.sleep, true);
+    defineLazy(globalObject, "fetch", lazy.fetch, true);
+    for (const name of TIMER_NAMES) defineLazy(globalObject, name, () => lazy.timer(name), true);
     // The Lit namespace cannot be deleted or replaced, as in the reference runtime: an action (or a
     // library it bundles) must not be able to swap the API it signs with.
     for (const name of ["Lit", "LitActions"]) {
@@ -317,7 +332,6 @@ async function execute(msg) {
   }
   run.end();
   current = null;
-  await nextMacrotask();
   post({
     type: "done",
     runId: run.runId,
@@ -326,6 +340,10 @@ async function execute(msg) {
     error,
     localKeyOps: run.localKeyOps,
   });
+  // The answer is on its way; the next run still waits one macrotask turn, so that a rejection this
+  // run left unhandled is reported while no run is current (the handler below then ignores it) and is
+  // never blamed on the next run.
+  await nextMacrotask();
 }
 
 /**
