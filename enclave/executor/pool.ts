@@ -751,17 +751,23 @@ export class WorkerPool {
     this.releaseStuck(now);
     const busy = [...this.slots].filter((s) => s.state === "busy" && s.run !== null);
     if (busy.length === 0) return;
-    const rss = process.memoryUsage.rss();
-    let allowance = PRESSURE_SLACK_BYTES;
-    for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
-    // Replacement workers that are starting up (loading ethers, locking down) grow the RSS too.
-    for (const s of this.slots) if (s.state === "starting") allowance += this.heapMb * MB;
-    const underPressure = rss > this.idleRss + allowance;
+    // The RSS (a system call, every 25 ms while runs are in progress: a percent of the main thread
+    // under load) is read only when a worker has left a probe unanswered long enough for it to matter.
+    let underPressure: boolean | undefined;
+    const pressure = (): boolean => {
+      if (underPressure !== undefined) return underPressure;
+      let allowance = PRESSURE_SLACK_BYTES;
+      for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
+      // Replacement workers that are starting up (loading ethers, locking down) grow the RSS too.
+      for (const s of this.slots) if (s.state === "starting") allowance += this.heapMb * MB;
+      underPressure = process.memoryUsage.rss() > this.idleRss + allowance;
+      return underPressure;
+    };
     for (const s of busy) {
       if (s.probeSentAt === null) {
         s.probeSentAt = now;
         s.worker.postMessage({ type: "memory_probe" });
-      } else if (underPressure && now - s.probeSentAt >= UNRESPONSIVE_MS) {
+      } else if (now - s.probeSentAt >= UNRESPONSIVE_MS && pressure()) {
         this.kill(s, {
           code: "memory_limit",
           message: "the process ran short of memory while this run was not responding (off-heap allocation)",
