@@ -168,14 +168,14 @@ function takeCompartment() {
 }
 
 /**
- * Makes the next run's Compartment ahead, once the worker is idle: the next run then starts without
- * paying for it. A worker kept busy (a run waiting behind the last one) makes it at the run's start,
- * as before, so this costs throughput nothing.
+ * Makes the next run's Compartment ahead, as soon as a run is over and none is waiting (its answer is
+ * already posted): a run that arrives later starts without paying for it, and one that arrives
+ * meanwhile waits no longer than it would have taken to make its own. A worker kept busy (a run
+ * waiting behind the last one) makes it at the run's start, as before, so this costs throughput
+ * nothing.
  */
 function prepareSpare() {
-  hostSetImmediate(() => {
-    if (spare === null && !running && waiting.length === 0) spare = newCompartment();
-  });
+  if (spare === null) spare = newCompartment();
 }
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
