@@ -27,6 +27,12 @@ const WATCHDOG_INTERVAL_MS = 25;
 const UNRESPONSIVE_MS = 100;
 /** Headroom over the idle RSS before the process counts as under memory pressure. */
 const PRESSURE_SLACK_BYTES = 64 * MB;
+/**
+ * The idle RSS is re-read when a run starts on an idle pool, at most this often: reading it is a system
+ * call (a tenth of the main thread's time per run when runs follow each other one at a time), and a
+ * baseline a second old is as good a reference against 64 MB of slack.
+ */
+const IDLE_RSS_REFRESH_MS = 1000;
 /** Consecutive workers that die before becoming ready, after which the pool stops respawning. */
 const MAX_STARTUP_FAILURES = 3;
 /**
@@ -223,6 +229,7 @@ export class WorkerPool {
   private closed = false;
   private watchdog: NodeJS.Timeout | null = null;
   private idleRss = process.memoryUsage.rss();
+  private idleRssReadAt = performance.now();
   /** Called whenever a worker becomes idle, so the owner can hand it the next queued job. */
   onIdle: () => void = () => {};
   /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
@@ -331,11 +338,18 @@ export class WorkerPool {
     const i = same >= 0 ? same : this.idle.findIndex((s) => s.account === null);
     const slot = i < 0 ? undefined : this.idle.splice(i, 1)[0];
     if (slot === undefined) throw new Error("start without an idle worker");
-    if (this.busyCount() === 0) this.idleRss = process.memoryUsage.rss();
+    if (this.busyCount() === 0) this.refreshIdleRss();
     const run = this.newRun(job);
     this.begin(slot, run);
     this.postRun(slot, run);
     this.startWatchdog();
+  }
+
+  private refreshIdleRss(): void {
+    const now = performance.now();
+    if (now - this.idleRssReadAt < IDLE_RSS_REFRESH_MS) return;
+    this.idleRss = process.memoryUsage.rss();
+    this.idleRssReadAt = now;
   }
 
   /** Jobs posted to a worker behind its run and not started yet: they are waiting, like the queue's. */
@@ -737,17 +751,23 @@ export class WorkerPool {
     this.releaseStuck(now);
     const busy = [...this.slots].filter((s) => s.state === "busy" && s.run !== null);
     if (busy.length === 0) return;
-    const rss = process.memoryUsage.rss();
-    let allowance = PRESSURE_SLACK_BYTES;
-    for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
-    // Replacement workers that are starting up (loading ethers, locking down) grow the RSS too.
-    for (const s of this.slots) if (s.state === "starting") allowance += this.heapMb * MB;
-    const underPressure = rss > this.idleRss + allowance;
+    // The RSS (a system call, every 25 ms while runs are in progress: a percent of the main thread
+    // under load) is read only when a worker has left a probe unanswered long enough for it to matter.
+    let underPressure: boolean | undefined;
+    const pressure = (): boolean => {
+      if (underPressure !== undefined) return underPressure;
+      let allowance = PRESSURE_SLACK_BYTES;
+      for (const s of busy) allowance += (this.heapMb + s.run!.job.limits.offHeapMb) * MB;
+      // Replacement workers that are starting up (loading ethers, locking down) grow the RSS too.
+      for (const s of this.slots) if (s.state === "starting") allowance += this.heapMb * MB;
+      underPressure = process.memoryUsage.rss() > this.idleRss + allowance;
+      return underPressure;
+    };
     for (const s of busy) {
       if (s.probeSentAt === null) {
         s.probeSentAt = now;
         s.worker.postMessage({ type: "memory_probe" });
-      } else if (underPressure && now - s.probeSentAt >= UNRESPONSIVE_MS) {
+      } else if (now - s.probeSentAt >= UNRESPONSIVE_MS && pressure()) {
         this.kill(s, {
           code: "memory_limit",
           message: "the process ran short of memory while this run was not responding (off-heap allocation)",

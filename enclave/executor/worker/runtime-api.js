@@ -30,7 +30,11 @@ function readBytesOrString(args, field, fnName) {
   throw platformError("invalid_argument", `${fnName}: ${field} must be a string or a Uint8Array`);
 }
 
-function makeActions(run, harden) {
+/**
+ * The members of one run's API, unhardened: makeActions hands them out one by one, hardened on first
+ * read (hardening costs far more than making a closure, and most runs use one or two members).
+ */
+function actionMembers(run) {
   const utf8 = new TextDecoder("utf-8", { fatal: false });
 
   const pkpOp = (fnName, op, read) => async (args) => {
@@ -97,7 +101,7 @@ function makeActions(run, harden) {
     return run.importDetails.map((d) => ({ ...d }));
   };
 
-  return harden({
+  return {
     showImportDetails,
     getPublicKey,
     getAddress,
@@ -117,7 +121,72 @@ function makeActions(run, harden) {
     getLitActionPrivateKey: getActionPrivateKey,
     getLitActionPublicKey: actionKeyOf("getLitActionPublicKey", "actionPublicKey", "ipfsId"),
     getLitActionWalletAddress: actionKeyOf("getLitActionWalletAddress", "actionAddress", "ipfsId"),
-  });
+  };
+}
+
+/** Every member name, in the order the object lists them (the same for every run). */
+const MEMBER_NAMES = Object.freeze(Object.keys(actionMembers({ cid: "" })));
+
+/** Actions object -> {members, hardened}: the run each object belongs to, never reachable from an action. */
+const bindings = new WeakMap();
+
+/**
+ * The run whose Actions object `receiver` is (or inherits from, for an object made with
+ * Object.create(Actions)); undefined for anything else.
+ */
+function bindingOf(receiver) {
+  let o = receiver;
+  for (
+    let depth = 0;
+    depth < 32 && o !== null && (typeof o === "object" || typeof o === "function");
+    depth++
+  ) {
+    const b = bindings.get(o);
+    if (b !== undefined) return b;
+    o = Reflect.getPrototypeOf(o);
+  }
+  return undefined;
+}
+
+/**
+ * The property descriptors of every Actions object: shared accessors (hardened once per worker) that
+ * answer the member of the run the object belongs to. Made on first use, after lockdown.
+ */
+let sharedDescriptors = null;
+function descriptors(harden) {
+  if (sharedDescriptors !== null) return sharedDescriptors;
+  const d = {};
+  for (const name of MEMBER_NAMES) {
+    d[name] = {
+      get: {
+        [name]() {
+          const b = bindingOf(this);
+          if (b === undefined)
+            throw new TypeError(`Actions.${name} was read from an object that is not Actions`);
+          const made = b.hardened[name];
+          if (made !== undefined) return made;
+          return (b.hardened[name] = b.harden(b.members[name]));
+        },
+      }[name],
+      enumerable: true,
+      configurable: false,
+    };
+  }
+  sharedDescriptors = harden(d);
+  return sharedDescriptors;
+}
+
+/**
+ * One run's `Actions` object. Its members are functions bound to that run, as before; what changed is
+ * when each is made ready: on first read (the same function object from then on), so a run pays only
+ * for the members it uses. The object itself is frozen and its accessors are shared and hardened, so
+ * nothing about it is writable or shared with another run (docs/actions.md, "Nothing shared is
+ * writable").
+ */
+function makeActions(run, harden) {
+  const actions = Object.defineProperties({}, descriptors(harden));
+  bindings.set(actions, { members: actionMembers(run), hardened: Object.create(null), harden });
+  return Object.freeze(actions);
 }
 
 module.exports = { makeActions };

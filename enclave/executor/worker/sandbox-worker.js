@@ -67,8 +67,8 @@ const neverAnswers = harden(() => new Promise(() => {}));
 const ethers5 = makeEthers5(
   harden,
   ethers6,
-  () => (current !== null && current.fetch) || neverAnswers,
-  () => (current !== null && current.sleep) || neverAnswers,
+  () => (current !== null && current.fetch()) || neverAnswers,
+  () => (current !== null && current.sleep()) || neverAnswers,
 );
 
 // After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
@@ -105,31 +105,77 @@ const sharedExtras = Object.freeze(
 
 /**
  * A global whose value is built on first use (per run, so the run that does not use it does not pay
- * for it). Reading it defines it as a plain data property.
+ * for it). Reading it defines it as a plain data property; so does assigning it.
  */
-function defineLazy(globalObject, name, make) {
+function defineLazy(globalObject, name, make, enumerable = false) {
+  const settle = (value) =>
+    Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
   Object.defineProperty(globalObject, name, {
     configurable: true,
-    enumerable: false,
+    enumerable,
     get() {
       const value = make();
-      Object.defineProperty(globalObject, name, {
-        value,
-        writable: true,
-        enumerable: false,
-        configurable: true,
-      });
+      settle(value);
       return value;
     },
-    set(value) {
-      Object.defineProperty(globalObject, name, {
-        value,
-        writable: true,
-        enumerable: false,
-        configurable: true,
-      });
-    },
+    set: settle,
   });
+}
+
+/** The per-run globals that are built and hardened only when the action first reads them. */
+const TIMER_NAMES = ["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"];
+
+/**
+ * Makes the run's lazily built capabilities: console, sleep, fetch and the timers, each made and
+ * hardened on first use (a one-signature run reads none of them; hardening them all cost more than the
+ * rest of its set-up). Returned as memoised makers, so the global, the library facades (ethers v5
+ * providers use the run's fetch and sleep) and the run see one object each.
+ */
+function lazyCapabilities(run) {
+  let console, sleep, fetch, timers;
+  let timerParts;
+  return {
+    console: () => (console ??= makeConsole(run, harden)),
+    sleep: () => (sleep ??= makeSleep(run, harden)),
+    fetch: () => (fetch ??= makeFetch(run, harden, host)),
+    timer: (name) => {
+      // One set of timers per run (they share ids and the pending bound); each hardened when read.
+      timerParts ??= makeTimers(run, (x) => x, describeThrown);
+      timers ??= Object.create(null);
+      return (timers[name] ??= harden(timerParts[name]));
+    },
+  };
+}
+
+/**
+ * A new Compartment with what every run's has (the shared globals), its evaluator already built. Every
+ * run gets one of its own, never used before; nothing in it depends on the run or on the code.
+ */
+function newCompartment() {
+  const compartment = new Compartment({ ...shared });
+  Object.defineProperties(compartment.globalThis, sharedExtras);
+  compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
+  return compartment;
+}
+
+/** The next run's Compartment, made while the worker had nothing to do (see prepareSpare). */
+let spare = null;
+
+function takeCompartment() {
+  const compartment = spare ?? newCompartment();
+  spare = null;
+  return compartment;
+}
+
+/**
+ * Makes the next run's Compartment ahead, as soon as a run is over and none is waiting (its answer is
+ * already posted): a run that arrives later starts without paying for it, and one that arrives
+ * meanwhile waits no longer than it would have taken to make its own. A worker kept busy (a run
+ * waiting behind the last one) makes it at the run's start, as before, so this costs throughput
+ * nothing.
+ */
+function prepareSpare() {
+  if (spare === null) spare = newCompartment();
 }
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
@@ -196,19 +242,15 @@ async function execute(msg) {
   try {
     const params = JSON.parse(msg.paramsJson);
     const actions = makeActions(run, harden);
-    const fetch = makeFetch(run, harden, host);
-    const sleep = makeSleep(run, harden);
-    run.fetch = fetch;
-    run.sleep = sleep;
+    const lazy = lazyCapabilities(run);
+    run.fetch = lazy.fetch;
+    run.sleep = lazy.sleep;
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
-    const compartment = new Compartment({
-      ...shared,
-      console: makeConsole(run, harden),
-      sleep,
-      ...makeTimers(run, harden, describeThrown),
-      fetch,
+    const compartment = takeCompartment();
+    // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
+    Object.assign(compartment.globalThis, {
       Actions: actions,
       LitActions: actions,
       // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
@@ -225,8 +267,12 @@ async function execute(msg) {
       jsParams: params,
     });
     const globalObject = compartment.globalThis;
-    Object.defineProperties(globalObject, sharedExtras);
     defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
+    // Enumerable, as the constructor's endowments they used to be.
+    defineLazy(globalObject, "console", lazy.console, true);
+    defineLazy(globalObject, "sleep", lazy.sleep, true);
+    defineLazy(globalObject, "fetch", lazy.fetch, true);
+    for (const name of TIMER_NAMES) defineLazy(globalObject, name, () => lazy.timer(name), true);
     // The Lit namespace cannot be deleted or replaced, as in the reference runtime: an action (or a
     // library it bundles) must not be able to swap the API it signs with.
     for (const name of ["Lit", "LitActions"]) {
@@ -317,7 +363,6 @@ async function execute(msg) {
   }
   run.end();
   current = null;
-  await nextMacrotask();
   post({
     type: "done",
     runId: run.runId,
@@ -326,6 +371,10 @@ async function execute(msg) {
     error,
     localKeyOps: run.localKeyOps,
   });
+  // The answer is on its way; the next run still waits one macrotask turn, so that a rejection this
+  // run left unhandled is reported while no run is current (the handler below then ignores it) and is
+  // never blamed on the next run.
+  await nextMacrotask();
 }
 
 /**
@@ -360,6 +409,7 @@ function start(msg) {
     .finally(() => {
       running = false;
       if (waiting.length > 0) start(waiting.shift());
+      else prepareSpare();
     });
 }
 
@@ -399,6 +449,7 @@ process.on("unhandledRejection", (reason) => {
 });
 
 // Warm the compartment path once so the first real run is not the slow one.
-new Compartment({ ...shared }).evaluate(wrap("return 1;"))(() => {}, {});
+newCompartment().evaluate(wrap("return 1;"))(() => {}, {});
 undeclaredReads(wrap("return 1;")); // loads the parser now, not during the first run
+spare = newCompartment();
 post({ type: "ready" });
