@@ -11,7 +11,7 @@ import { requestContext } from "./http/context";
 import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
 import { httpGuard } from "./http/guard";
-import { methodNotAllowed, routesOf, type RegisteredRoute } from "./http/routeTable";
+import { declaredRoutes, methodNotAllowed, type RegisteredRoute } from "./http/routeTable";
 import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import type { DeclaredRouter } from "./routes/endpoint";
@@ -66,14 +66,10 @@ export function buildApp(ctx: RelayerContext): Express {
   const routes: RegisteredRoute[] = [];
   app.locals.routes = routes;
   const mount = (prefix: string, router: DeclaredRouter) => {
-    const registered = routesOf(router, prefix);
-    const declared = new Set(router.declared.map((e) => `${e.method} ${prefix}${e.path}`));
-    const stray = registered.find(([m, p]) => !declared.delete(`${m} ${p}`));
-    if (stray || declared.size > 0)
-      throw new Error(`route table: ${stray?.join(" ") ?? [...declared][0]} is not exactly as declared`);
+    routes.push(...declaredRoutes(router, prefix));
     app.use(prefix || "/", router);
-    routes.push(...registered);
   };
+
   if (ctx.billing) mount("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
