@@ -160,6 +160,7 @@ async function loadVerified(ctx: RelayerContext, cid: string, auth: AuthContext)
 
 const postActions = endpoint<RelayerContext>("POST", "/actions", {
   caller: "key",
+  scopes: ["group:manageActions", "execute"],
   summary: "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
   status: 201,
   body: s.obj({ code: s.str() }, ["code"]),
@@ -207,6 +208,7 @@ const postActionsCid = endpoint<RelayerContext>("POST", "/actions/cid", {
 // Registered before /actions/:cid, which would otherwise read "pinned" as a CID.
 const getActionsPinned = endpoint<RelayerContext>("GET", "/actions/pinned", {
   caller: "key",
+  scopes: ["group:manageActions", "execute"],
   summary: "The account's pinned actions, newest first (account key, or a usage key that may pin)",
   params: s.pagingParams,
   answer: s.page(
@@ -254,6 +256,7 @@ const getActionsCid = endpoint<RelayerContext>("GET", "/actions/:cid", {
 
 const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
   caller: "key",
+  scopes: ["execute"],
   summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
   body: s.obj({
     code: s.str("Inline JavaScript"),

@@ -5,13 +5,14 @@
  * (`operationOf`) are all derived from it, so none of them can describe a route the others lack.
  */
 import express, { type Request, type RequestHandler, type Response } from "express";
+import type { ScopeEntry } from "../../vocabulary/scopes";
 import { catalogueEntry, type ErrorCode } from "../errors";
 
 export type Schema = Record<string, unknown>;
 
 /**
  * Who may call an endpoint. "key": the account key or a usage key (bearer or signed request; the handler
- * checks the usage key's scope, named in `scope`); "account": the account key only; "session": a wallet
+ * checks the usage key's scope, listed in `scopes`); "account": the account key only; "session": a wallet
  * sign-in's session key signs the request itself and the handler checks it; "public": no credential.
  */
 export type Caller = "public" | "key" | "account" | "session";
@@ -27,8 +28,11 @@ export interface Endpoint<C> {
   /** The Express path under the prefix its group is mounted at ("/groups/:id"). */
   path: string;
   caller: Caller;
-  /** For a usage key: the scope the handler requires (documentation; the registry enforces it too). */
-  scope?: string;
+  /**
+   * For a usage key: the scopes of which it needs one (the handler checks them, for the groups the
+   * request names, and the registry checks again); listed in the operation as `x-sigil-scopes`.
+   */
+  scopes?: ReadonlyArray<ScopeEntry["name"]>;
   summary: string;
   description?: string;
   tags?: string[];
@@ -181,6 +185,9 @@ export function operationOf(e: Endpoint<never>): Record<string, unknown> {
     ...(e.description ? { description: e.description } : {}),
     ...(e.tags ? { tags: e.tags } : {}),
     ...(e.caller === "public" ? { security: [] } : {}),
+    // Who may call it, for readers of the document (the generated SDK types ignore x- extensions).
+    "x-sigil-caller": e.caller,
+    ...(e.scopes ? { "x-sigil-scopes": e.scopes } : {}),
     ...(e.params ? { parameters: e.params } : {}),
     ...(e.body ? { requestBody: { required: true, content: json(e.body) } } : {}),
     responses,

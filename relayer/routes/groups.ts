@@ -69,6 +69,7 @@ function noDuplicates(list: string[], field: string): void {
 
 const postGroups = endpoint<RelayerContext>("POST", "/groups", {
   caller: "key",
+  scopes: ["group:create"],
   summary: "Create a group (group:create; initial members need the wildcard scopes)",
   status: 201,
   body: s.obj({ name: s.str(), description: s.str(), pkps: s.arr(s.pkpId), actions: s.arr(s.str("CID")) }),
@@ -151,6 +152,7 @@ const getGroupsId = endpoint<RelayerContext>("GET", "/groups/:id", {
 
 const deleteGroupsId = endpoint<RelayerContext>("DELETE", "/groups/:id", {
   caller: "key",
+  scopes: ["group:delete"],
   summary: "Delete a group (group:delete)",
   params: [s.idParam("id", s.int())],
   answer: s.out({ group_id: s.int(), deleted: { type: "boolean", const: true }, tx_hash: s.txHash }),
@@ -250,6 +252,7 @@ function changeMembers(kind: "actions" | "pkps") {
 
 const postGroupsIdActions = endpoint<RelayerContext>("POST", "/groups/:id/actions", {
   caller: "key",
+  scopes: ["group:manageActions"],
   summary: "Add and remove action CIDs (group:manageActions)",
   params: [s.idParam("id", s.int())],
   body: s.obj({ add: s.arr(s.str("CID")), remove: s.arr(s.str("CID")) }),
@@ -268,6 +271,7 @@ const postGroupsIdActions = endpoint<RelayerContext>("POST", "/groups/:id/action
 
 const postGroupsIdPkps = endpoint<RelayerContext>("POST", "/groups/:id/pkps", {
   caller: "key",
+  scopes: ["group:addPkp", "group:removePkp"],
   summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
   params: [s.idParam("id", s.int())],
   body: s.obj({ add: s.arr(s.pkpId), remove: s.arr(s.pkpId) }),

@@ -11,6 +11,7 @@ import * as s from "./schemas";
 
 const postPkpsCreate = endpoint<RelayerContext>("POST", "/pkps/create", {
   caller: "key",
+  scopes: ["pkp:create"],
   summary: "Create a PKP (pkp:create)",
   status: 201,
   body: s.obj({ name: s.str(), description: s.str() }),
