@@ -194,36 +194,32 @@ const getWebhooksIdDeliveries = endpoint<RelayerContext>("GET", "/webhooks/:id/d
   },
 });
 
-const postWebhooksIdDeliveriesDeliveryResend = endpoint<RelayerContext>(
-  "POST",
-  "/webhooks/:id/deliveries/:delivery/resend",
-  {
-    caller: "account",
-    summary: "Send a delivery again as soon as possible (same event id, same body)",
-    status: 202,
-    params: [s.webhookId, s.idParam("delivery", { type: "string" })],
-    answer: s.deliveryItem,
-    errors: [
-      ...s.BODY_ERRORS,
-      "invalid_request",
-      "unknown_field",
-      "owner_only",
-      "webhook_not_found",
-      "webhook_delivery_not_found",
-      "webhook_disabled",
-      "webhook_delivery_in_progress",
-    ],
-    async handle(ctx, req, res) {
-      new BodyReader(req.body).done();
-      const item = await ctx.webhooks.endpoints.resend(
-        authOf(res).principal.accountId,
-        String(req.params.id),
-        String(req.params.delivery),
-      );
-      return { status: 202, body: item };
-    },
+const resendDelivery = endpoint<RelayerContext>("POST", "/webhooks/:id/deliveries/:delivery/resend", {
+  caller: "account",
+  summary: "Send a delivery again as soon as possible (same event id, same body)",
+  status: 202,
+  params: [s.webhookId, s.idParam("delivery", { type: "string" })],
+  answer: s.deliveryItem,
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "owner_only",
+    "webhook_not_found",
+    "webhook_delivery_not_found",
+    "webhook_disabled",
+    "webhook_delivery_in_progress",
+  ],
+  async handle(ctx, req, res) {
+    new BodyReader(req.body).done();
+    const item = await ctx.webhooks.endpoints.resend(
+      authOf(res).principal.accountId,
+      String(req.params.id),
+      String(req.params.delivery),
+    );
+    return { status: 202, body: item };
   },
-);
+});
 
 export const WEBHOOK_ENDPOINTS = [
   postWebhooks,
@@ -233,5 +229,5 @@ export const WEBHOOK_ENDPOINTS = [
   deleteWebhooksId,
   postWebhooksIdRotateSecret,
   getWebhooksIdDeliveries,
-  postWebhooksIdDeliveriesDeliveryResend,
+  resendDelivery,
 ];
