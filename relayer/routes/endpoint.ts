@@ -107,7 +107,7 @@ export function declaredRouter<C>(
   return Object.assign(r, { declared: declared as ReadonlyArray<Endpoint<never>> }) as DeclaredRouter;
 }
 
-/** A handler that writes its own answer, or the JSON one it returns (billing's and the health checks'). */
+/** Runs a declaration as is: its JSON answer, or none if it wrote its own (billing's: no replays here). */
 export function runPlain<C>(c: C, e: Endpoint<C>): RequestHandler {
   return async (req, res) => {
     const out = await e.handle(c, req, res);
