@@ -4,75 +4,27 @@
  * it reads and parses every body, see http/guard.ts) → billing router → 415 for non-JSON bodies → routes →
  * 405/404 → the error handler. Nothing reads a request before the guard has bounded it.
  */
-import express, { Router, type Express, type NextFunction, type Request, type Response } from "express";
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
 import { httpGuard } from "./http/guard";
-import { methodNotAllowed, routesOf, type RegisteredRoute } from "./http/routeTable";
+import { declaredRoutes, methodNotAllowed, type RegisteredRoute } from "./http/routeTable";
 import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
-import { accountRoutes } from "./routes/accounts";
-import { actionRoutes } from "./routes/actions";
-import { forwardRoutes } from "./routes/forward";
-import { groupRoutes } from "./routes/groups";
-import { keyRoutes } from "./routes/keys";
-import { pkpRoutes } from "./routes/pkps";
-import { rotationRoutes } from "./routes/rotation";
-import { attestationRoutes } from "./routes/attestation";
-import { siweRoutes } from "./routes/siwe";
-import { configRoute, healthRoutes } from "./routes/system";
-import { webhookRoutes } from "./routes/webhooks";
+import type { DeclaredRouter } from "./routes/endpoint";
+import { ACTION_GROUP, RELAYER_GROUPS, relayerRouter } from "./routes";
 
 /**
- * The relayer's own endpoints as the OpenAPI document describes them (its coverage test and the request
- * fuzzers read this list). The 405 answers do not: they come from what the app registered
- * (`app.locals.routes`, http/routeTable.ts), which also holds billing's routes and any route added later.
+ * The relayer's own endpoints, as declared (relayer/routes/; billing's are in its group): the request
+ * fuzzers and the bad-input tests walk this list. The 405 answers come from what the app mounted
+ * (`app.locals.routes`, http/routeTable.ts), billing's routes included.
  */
-export const ROUTES: Array<[string, string]> = [
-  ["POST", "/core/v1/new_account"],
-  ["GET", "/core/v1/account"],
-  ["POST", "/core/v1/account/transfer_ownership"],
-  ["POST", "/core/v1/account/cancel_ownership_transfer"],
-  ["POST", "/core/v1/add_usage_api_key"],
-  ["GET", "/core/v1/list_api_keys"],
-  ["POST", "/core/v1/update_usage_api_key"],
-  ["POST", "/core/v1/update_usage_api_key_metadata"],
-  ["POST", "/core/v1/remove_usage_api_key"],
-  ["POST", "/core/v1/rotate_usage_api_key"],
-  ["GET", "/core/v1/attestation"],
-  ["POST", "/core/v1/pkps/create"],
-  ["GET", "/core/v1/pkps"],
-  ["GET", "/core/v1/pkps/:id"],
-  ["POST", "/core/v1/groups"],
-  ["GET", "/core/v1/groups"],
-  ["GET", "/core/v1/groups/:id"],
-  ["DELETE", "/core/v1/groups/:id"],
-  ["POST", "/core/v1/groups/:id/actions"],
-  ["POST", "/core/v1/groups/:id/pkps"],
-  ["POST", "/core/v1/actions"],
-  ["POST", "/core/v1/actions/cid"],
-  ["GET", "/core/v1/actions/pinned"],
-  ["GET", "/core/v1/actions/:cid"],
-  ["POST", "/core/v1/svc_action"],
-  ["POST", "/core/v1/forward/prepare"],
-  ["POST", "/core/v1/forward"],
-  ["POST", "/core/v1/webhooks"],
-  ["GET", "/core/v1/webhooks"],
-  ["GET", "/core/v1/webhooks/:id"],
-  ["POST", "/core/v1/webhooks/:id"],
-  ["DELETE", "/core/v1/webhooks/:id"],
-  ["POST", "/core/v1/webhooks/:id/rotate_secret"],
-  ["GET", "/core/v1/webhooks/:id/deliveries"],
-  ["POST", "/core/v1/webhooks/:id/deliveries/:delivery/resend"],
-  ["GET", "/core/v1/config"],
-  ["POST", "/core/v1/auth/siwe"],
-  ["GET", "/core/v1/openapi.json"],
-  ["GET", "/health"],
-  ["GET", "/metrics"],
-];
+export const ROUTES: Array<[string, string]> = RELAYER_GROUPS.flatMap((g) =>
+  g.endpoints.map((e): [string, string] => [e.method, g.prefix + e.path]),
+);
 
 export function buildApp(ctx: RelayerContext): Express {
   const app = express();
@@ -109,12 +61,13 @@ export function buildApp(ctx: RelayerContext): Express {
   app.use("/core/v1", perIpLimit(ctx.ipLimit));
 
   app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
-  // Every endpoint mounted through `mount` is in the 405 table (`routes`), so none can be left out of it.
+  // Every endpoint is mounted through `mount`, from its declaration only, so the 405 table (`routes`)
+  // and the OpenAPI document cannot miss one.
   const routes: RegisteredRoute[] = [];
   app.locals.routes = routes;
-  const mount = (prefix: string, router: Router) => {
+  const mount = (prefix: string, router: DeclaredRouter) => {
+    routes.push(...declaredRoutes(router, prefix));
     app.use(prefix || "/", router);
-    routes.push(...routesOf(router, prefix));
   };
 
   if (ctx.billing) mount("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
@@ -131,30 +84,12 @@ export function buildApp(ctx: RelayerContext): Express {
     next();
   });
 
-  const openapi = buildOpenApi(ctx);
-  const docs = Router();
-  docs.get("/openapi.json", (_req, res) => {
-    res.json(openapi);
-  });
-  mount("/core/v1", docs);
-  // Actions first: svc_action is by far the most frequent request, and express tries routers in order
-  // (the paths of these routers do not overlap, so the order changes nothing else).
-  for (const router of [
-    actionRoutes(ctx),
-    accountRoutes(ctx),
-    keyRoutes(ctx),
-    rotationRoutes(ctx),
-    attestationRoutes(ctx),
-    pkpRoutes(ctx),
-    groupRoutes(ctx),
-    forwardRoutes(ctx),
-    webhookRoutes(ctx),
-    configRoute(ctx),
-    siweRoutes(ctx),
-  ]) {
-    mount("/core/v1", router);
-  }
-  mount("", healthRoutes(ctx));
+  // Served by GET /core/v1/openapi.json (routes/system.ts): built once, from the same declarations.
+  app.locals.openapi = buildOpenApi(ctx);
+  // The actions group first: svc_action is by far the most frequent request, and express tries routers
+  // in order (the groups' paths do not overlap, so the order changes nothing else).
+  for (const group of [ACTION_GROUP, ...RELAYER_GROUPS.filter((g) => g !== ACTION_GROUP)])
+    mount(group.prefix, relayerRouter(ctx, group.endpoints));
   app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
   app.use(methodNotAllowed(routes));

@@ -30,6 +30,7 @@ import type { SharedWriteMark } from "./cluster/writeMark";
 import type { ProfileStore } from "./profiles";
 import type { Webhooks } from "./webhooks";
 import { clientIp } from "./http/context";
+import type { HandlerResult } from "./routes/endpoint";
 
 export interface RelayerContext {
   cfg: RelayerConfig;
@@ -63,16 +64,18 @@ export interface WriteOutcome extends LandedWrite {
   events: LogDescription[];
 }
 
+/** An operation name billing records for a write (the same for bearer and forwarded writes). */
+export type BilledOperation = Parameters<NonNullable<RelayerContext["billing"]>["chargeWrite"]>[1];
+
 /**
- * A path-A write for an authenticated caller: billing gate, submit, make the cache reflect the receipt
- * (read-your-writes), then charge: only writes that landed are billed, once per forward request.
+ * A path-A write for an authenticated caller, signed by the relayer with the caller's key: see `landWrite`.
  * `revocation` (removing a usage key): no billing gate, so a leaked key can always be revoked at once;
  * the write is still charged after it landed, which may leave a debt (docs/billing.md, "Revocation is never refused for credit").
  */
 export async function write(
   ctx: RelayerContext,
   auth: AuthContext,
-  operation: string,
+  operation: BilledOperation,
   data: string,
   opts: { revocation?: boolean } = {},
 ): Promise<WriteOutcome> {
@@ -83,52 +86,53 @@ export async function write(
       "A signed request cannot make this write: sign a forward request (POST /core/v1/forward/prepare, then POST /core/v1/forward), or send the key as a bearer credential.",
     );
   }
-  const journal = currentClaim()?.nextWrite();
-  // A revocation is never refused for credit (a leaked key must always be removable); a retry of a write
-  // an earlier attempt already sent is not a new write: its price was (or will be) charged for that
-  // request, so it is not refused for a balance that charge used up.
-  if (!opts.revocation && !journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
-  const result = await submit(
-    ctx,
-    { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind },
-    data,
-    journal,
-  );
-  await chargeLandedWrite(ctx, auth.principal, operation, result);
-  return result;
-}
-
-/**
- * Charge one landed path-A write, relayer-signed or client-signed alike: per forward request (chain,
- * forwarder, signer, nonce), never per transaction, since a batch carries many writes under one hash.
- */
-export async function chargeLandedWrite(
-  ctx: RelayerContext,
-  principal: AuthContext["principal"],
-  operation: Parameters<NonNullable<RelayerContext["billing"]>["chargeWrite"]>[1],
-  landed: LandedWrite,
-): Promise<void> {
-  await ctx.billing?.chargeWrite(principal, operation, {
-    chainId: ctx.chainId,
-    forwarder: ctx.cfg.forwarderAddress,
-    ...landed.forwardRequest,
+  const who = { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind };
+  return landWrite(ctx, {
+    payer: { principal: auth.principal, operation, revocation: opts.revocation },
+    send: (journal) => ctx.sender.write({ ...who, data }, journal),
   });
 }
 
-/**
- * Submit and sync the cache; used directly by new_account (no principal yet). Under an
- * Idempotency-Key the write has a journal (relayer/idempotency.ts): its signed request is recorded
- * before it is sent, and a retry after a crash reconciles that request instead of writing again.
- */
-export async function submit(
+/** A write without a payer: new_account's (the account does not exist until it lands). */
+export function submit(
   ctx: RelayerContext,
   who: { apiKey: string; principal: string; kind: "account" | "usage" },
   data: string,
-  journal: WriteJournal | undefined = currentClaim()?.nextWrite(),
 ): Promise<WriteOutcome> {
+  return landWrite(ctx, { send: (journal) => ctx.sender.write({ ...who, data }, journal) });
+}
+
+export interface LandingWrite {
+  /**
+   * Who pays: gated before the write is sent and charged once it landed, per forward request (chain,
+   * forwarder, signer, nonce), never per transaction, since a batch carries many writes under one hash.
+   * A revocation is never refused for credit (a leaked key must always be removable); a retry of a
+   * write an earlier attempt already sent is not a new write: its price was (or will be) charged for
+   * that request, so it is not refused for a balance that charge used up.
+   */
+  payer?: { principal: AuthContext["principal"]; operation: BilledOperation; revocation?: boolean };
+  /**
+   * The request's write journal (relayer/idempotency.ts): under an Idempotency-Key the signed request is
+   * recorded before it is sent, and a retry after a crash reconciles it instead of writing again. Taken
+   * from the current claim unless the route took it already (forward checks its deadline against it).
+   */
+  journal?: WriteJournal;
+  /** Sends the write: the relayer signs it with the caller's key, or relays the client's signed request. */
+  send(journal: WriteJournal | undefined): Promise<LandedWrite>;
+}
+
+/**
+ * The one way a path-A write lands, relayer-signed or client-signed alike: billing gate, send (counted
+ * in the chain-write metrics), read-your-writes (the cache reflects the receipt before the answer), the
+ * shared write mark, the charge, and the receipt's registry events.
+ */
+export async function landWrite(ctx: RelayerContext, w: LandingWrite): Promise<WriteOutcome> {
+  const journal = w.journal ?? currentClaim()?.nextWrite();
+  if (w.payer && !w.payer.revocation && !journal?.recorded())
+    await ctx.billing?.assertCanAfford(w.payer.principal, "write");
   let result: LandedWrite;
   try {
-    result = await ctx.sender.write({ ...who, data }, journal);
+    result = await w.send(journal);
     ctx.metrics.chainWrites.inc({ result: "ok" });
   } catch (err) {
     ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
@@ -146,12 +150,13 @@ export async function submit(
   }
   // Other instances honour this write from their next request on: durable before the answer leaves.
   await ctx.writeMark?.record(result.blockNumber);
+  if (w.payer)
+    await ctx.billing?.chargeWrite(w.payer.principal, w.payer.operation, {
+      chainId: ctx.chainId,
+      forwarder: ctx.cfg.forwarderAddress,
+      ...result.forwardRequest,
+    });
   return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
-}
-
-export interface HandlerResult {
-  status?: number;
-  body: unknown;
 }
 
 export interface HandlerOptions {
@@ -169,14 +174,15 @@ export interface HandlerOptions {
  */
 export function handler(
   ctx: RelayerContext,
-  fn: (req: Request, res: Response) => Promise<HandlerResult>,
+  fn: (req: Request, res: Response) => Promise<HandlerResult | void>,
   opts: HandlerOptions = {},
 ): RequestHandler {
   return async (req: Request, res: Response) => {
     const idemKey = req.method === "POST" ? validateIdempotencyKey(req.get("idempotency-key")) : undefined;
     if (idemKey === undefined) {
       const out = await fn(req, res);
-      res.status(out.status ?? 200).json(out.body);
+      // Nothing returned: the route wrote its own answer (GET /health's status, /metrics' text).
+      if (out) res.status(out.status ?? 200).json(out.body);
       return;
     }
     const auth = res.locals.auth as AuthContext | undefined;
@@ -190,6 +196,7 @@ export function handler(
       fp,
       async () => {
         const r = await fn(req, res);
+        if (!r) throw new Error(`${req.method} ${req.path}: a POST route must return its answer to be kept`);
         return { status: r.status ?? 200, body: r.body };
       },
       { sealContext, keep: (body) => withholdSecrets(body, opts.secretFields) },

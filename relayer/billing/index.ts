@@ -1,4 +1,4 @@
-import type { RequestHandler, Router } from "express";
+import type { RequestHandler } from "express";
 import type { Logger } from "pino";
 import { type DataLayer, openDataLayer } from "../db";
 import { type HistoryItem, Ledger } from "./ledger";
@@ -17,6 +17,7 @@ import type { Reservation } from "./reservations";
 import { DEFAULT_MAXIMUM_PAYMENT_CENTS, Payments } from "./payments";
 import type { PaymentProcessor } from "./processor";
 import type { ForwardRequestId } from "./references";
+import type { DeclaredRouter } from "../routes/endpoint";
 import { buildRouter } from "./router";
 import { createWriteCatchUp, type WriteCatchUp, type WriteCatchUpOptions } from "./catchUp";
 
@@ -46,7 +47,7 @@ export { MIGRATIONS, migrate, readVersion, type Migration } from "../db";
 
 export interface Billing {
   /** Mounted by the relayer at /core/v1/billing BEFORE its own JSON body parser: this router parses its own bodies (raw for /webhook). `requireAccountKey` is the relayer's middleware: it sets res.locals.principal (kind "account") or passes an ApiError to next(). */
-  router(requireAccountKey: RequestHandler): Router;
+  router(requireAccountKey: RequestHandler): DeclaredRouter;
   /** Called by the relayer after new_account lands (grants the configured sign-up credit, default 0). */
   onAccountCreated(accountId: string): Promise<void>;
   /**

@@ -1,11 +1,5 @@
 import { toApiError } from "../http/errorHandler";
-import express, {
-  type NextFunction,
-  type Request,
-  type RequestHandler,
-  type Response,
-  type Router,
-} from "express";
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ApiError, isApiError } from "../errors";
@@ -16,6 +10,8 @@ import { intentNotFound } from "./paymentErrors";
 import type { Payments } from "./payments";
 import { type PaymentProcessor, ProcessorError } from "./processor";
 import { type SimulatedAction, SimulatedProcessor } from "./simulatedProcessor";
+import { declaredRouter, endpoint, runPlain, type DeclaredRouter, type Endpoint } from "../routes/endpoint";
+import * as s from "../routes/schemas";
 
 export interface RouterDeps {
   ledger: Ledger;
@@ -30,22 +26,39 @@ const SIMULATED_ACTIONS: readonly SimulatedAction[] = ["succeed", "fail", "proce
 const MAX_PAGE_SIZE = 100;
 const DEFAULT_PAGE_SIZE = 20;
 
-/**
- * /core/v1/billing. Mounted before the relayer's JSON parser, so it parses its own bodies: the
- * webhook needs the raw bytes for the signature check, the rest take small JSON bodies.
- */
-export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler): Router {
-  const { ledger, metering, payments, processor, prices } = deps;
-  const r = express.Router();
-  const json = express.json({ limit: "16kb", type: () => true });
-  const auth: RequestHandler[] = [requireAccountKey, requireAccountPrincipal];
+type BillingEndpoint = Endpoint<RouterDeps>;
 
-  r.get("/stripe_config", (_req, res) => {
-    res.json({ publishable_key: processor.publishableKey(), mode: processor.kind });
-  });
+const stripeConfig = endpoint<RouterDeps>("GET", "/stripe_config", {
+  caller: "public",
+  summary: "The payment processor's publishable key (null with the simulated processor) and its kind",
+  answer: s.out({
+    publishable_key: s.nullable(s.str()),
+    mode: { type: "string", enum: ["stripe", "simulated"] },
+  }),
+  errors: [],
+  handle: async ({ processor }) => ({
+    body: { publishable_key: processor.publishableKey(), mode: processor.kind },
+  }),
+});
 
-  r.get("/packages", (_req, res) => {
-    res.json({
+const packages = endpoint<RouterDeps>("GET", "/packages", {
+  caller: "public",
+  summary: "Credit packages (1 credit = 1 cent), the minimum payment and the prices",
+  answer: s.out({
+    items: s.arr(
+      s.out({ id: s.str(), name: s.str(), amount_cents: s.int(), credits: s.int(), price_display: s.str() }),
+    ),
+    minimum_payment_cents: s.int(),
+    prices: s.out({
+      write_cents: s.int(),
+      execution_cents_per_second: s.int(),
+      pin_cents_per_100kb: s.int(),
+      read_cents: s.int(),
+    }),
+  }),
+  errors: [],
+  handle: async ({ prices }) => ({
+    body: {
       items: CREDIT_PACKAGES.map((p) => ({
         ...p,
         credits: p.amount_cents,
@@ -58,10 +71,127 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
         pin_cents_per_100kb: prices.pin_cents_per_100kb,
         read_cents: 0,
       },
-    });
-  });
+    },
+  }),
+});
 
-  r.post("/webhook", express.raw({ type: () => true, limit: "512kb" }), async (req, res) => {
+/** Small JSON bodies: this router is mounted before the relayer's own parser and parses its own. */
+const json = express.json({ limit: "16kb", type: () => true });
+
+const createPaymentIntent = endpoint<RouterDeps>("POST", "/create_payment_intent", {
+  caller: "account",
+  summary: "Start a payment of amount_cents (at least 500): card or crypto, confirmed on the client",
+  body: s.obj({ amount_cents: s.int() }, ["amount_cents"]),
+  answer: s.out({
+    client_secret: s.nullable(s.str()),
+    payment_intent_id: s.str(),
+    amount_cents: s.int(),
+    status: s.str("The processor's PaymentIntent status"),
+  }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "owner_only",
+    "amount_below_minimum",
+    "amount_above_maximum",
+    "payment_processor_unavailable",
+    "payment_processor_error",
+  ],
+  before: [json],
+  handle: async ({ payments }, req, res) => ({
+    body: await payments.createIntent(
+      principal(res).accountId,
+      objectBody(req).amount_cents,
+      req.get("idempotency-key") || undefined,
+    ),
+  }),
+});
+
+const confirmPayment = endpoint<RouterDeps>("POST", "/confirm_payment", {
+  caller: "account",
+  summary: "Credit a settled payment exactly once (200), or say it is still processing (202)",
+  body: s.obj({ payment_intent_id: s.str() }, ["payment_intent_id"]),
+  answer: s.ref("ConfirmPayment"),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "owner_only",
+    "payment_intent_not_found",
+    "payment_failed",
+    "payment_canceled",
+    "payment_not_completed",
+    "payment_processor_unavailable",
+    "payment_processor_error",
+  ],
+  // A crypto payment still settling on chain: nothing credited yet, confirm again later.
+  alsoAnswers: { status: 202, description: "processing", schema: s.ref("ConfirmPayment") },
+  before: [json],
+  async handle({ payments }, req, res) {
+    const out = await payments.confirm(principal(res).accountId, objectBody(req).payment_intent_id);
+    return { status: out.httpStatus, body: out.body };
+  },
+});
+
+const cancelPayment = endpoint<RouterDeps>("POST", "/cancel_payment", {
+  caller: "account",
+  summary: "Abandon an unpaid payment intent",
+  body: s.obj({ payment_intent_id: s.str() }, ["payment_intent_id"]),
+  answer: s.out({ payment_intent_id: s.str(), status: s.str() }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "owner_only",
+    "payment_intent_not_found",
+    "payment_not_cancelable",
+    "payment_processor_unavailable",
+    "payment_processor_error",
+  ],
+  before: [json],
+  handle: async ({ payments }, req, res) => ({
+    body: await payments.cancel(principal(res).accountId, objectBody(req).payment_intent_id),
+  }),
+});
+
+const history = endpoint<RouterDeps>("GET", "/history", {
+  caller: "account",
+  summary: "The account's ledger entries, newest first",
+  params: s.pagingParams,
+  answer: s.page(
+    s.out({
+      id: s.int(),
+      type: { type: "string", enum: ["credit", "debit"] },
+      amount_cents: s.int(),
+      balance_after_cents: s.int(),
+      operation: s.str(),
+      reference: s.str(),
+      key_address: s.nullable(s.str()),
+      action_cid: s.nullable(
+        s.str(
+          "The action an execution charge paid for (inline code: the CID computed for it); null for other entries",
+        ),
+      ),
+      created_at: s.int("Unix seconds"),
+    }),
+  ),
+  errors: ["invalid_request", "invalid_pagination", "owner_only"],
+  async handle({ ledger, metering }, req, res) {
+    const pageNumber = intParam(req.query.page_number, 0, 0, Number.MAX_SAFE_INTEGER, "page_number");
+    const pageSize = intParam(req.query.page_size, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, "page_size");
+    await metering.flush();
+    const { items, total } = await ledger.history(principal(res).accountId, pageNumber, pageSize);
+    return { body: { items, page_number: pageNumber, page_size: pageSize, total } };
+  },
+});
+
+const webhook = endpoint<RouterDeps>("POST", "/webhook", {
+  caller: "public",
+  summary: "Stripe's webhook (signed with Stripe-Signature over the raw body)",
+  body: { type: "object" },
+  answer: s.out({ received: s.bool(), event_id: s.str(), outcome: s.str() }),
+  errors: [...s.BODY_ERRORS, "invalid_webhook_signature", "webhook_not_configured"],
+  // The signature is over the raw bytes.
+  before: [express.raw({ type: () => true, limit: "512kb" })],
+  async handle({ processor, payments }, req) {
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     let event;
     try {
@@ -82,80 +212,105 @@ export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler)
       throw e;
     }
     const outcome = await payments.handleEvent(event);
-    res.json({ received: true, event_id: event.id, outcome });
-  });
+    return { body: { received: true, event_id: event.id, outcome } };
+  },
+});
 
-  r.get("/balance", ...auth, async (_req, res) => {
+const simulatedTransition = endpoint<RouterDeps>("POST", "/simulated/intents/:id/:action", {
+  caller: "account",
+  summary:
+    "Simulated processor only (dev): move a payment intent as a card or wallet would (succeed, fail, process, cancel)",
+  params: [
+    s.idParam("id", s.str()),
+    s.idParam("action", { type: "string", enum: ["succeed", "fail", "process", "cancel"] }),
+  ],
+  answer: s.out({ payment_intent_id: s.str(), status: s.str(), last_error: s.nullable(s.str()) }),
+  errors: [
+    "owner_only",
+    "invalid_simulated_action",
+    "payment_intent_not_found",
+    "invalid_simulated_transition",
+  ],
+  // Dev-only: exists only while the simulated processor is active, never with Stripe.
+  when: ({ processor }) => processor instanceof SimulatedProcessor,
+  async handle({ processor, payments }, req, res) {
+    const id = String(req.params.id);
+    const action = String(req.params.action) as SimulatedAction;
+    if (!SIMULATED_ACTIONS.includes(action)) {
+      throw new ApiError(
+        "invalid_simulated_action",
+        `action must be one of ${SIMULATED_ACTIONS.join(", ")}`,
+        {
+          details: { action },
+        },
+      );
+    }
+    if ((await payments.intentAccount(id)) !== principal(res).accountId) throw intentNotFound(id);
+    let intent;
+    try {
+      intent = await (processor as SimulatedProcessor).transition(id, action);
+    } catch (e) {
+      if (e instanceof ProcessorError && e.kind === "unexpected_state") {
+        throw new ApiError("invalid_simulated_transition", e.message, {
+          details: { payment_intent_id: id, action },
+        });
+      }
+      throw e;
+    }
+    // What Stripe's webhook would do next: record the new state, crediting a success.
+    await payments.observeNow(intent);
+    return { body: { payment_intent_id: id, status: intent.status, last_error: intent.lastError } };
+  },
+});
+
+const balance = endpoint<RouterDeps>("GET", "/balance", {
+  caller: "account",
+  summary: "The account's credit balance (billing enabled; account key)",
+  answer: s.out({
+    balance_cents: s.int(),
+    balance_display: s.str(),
+    reserved_cents: s.int(
+      "Held by runs in flight (each reserves its time limit's price until it ends); balance_cents − reserved_cents can be spent",
+    ),
+  }),
+  errors: ["owner_only"],
+  async handle({ metering }, _req, res) {
     const view = await metering.balanceView(principal(res).accountId);
     // reserved_cents: what runs in flight hold; balance_cents − reserved_cents is what can be spent.
-    res.json({
-      balance_cents: view.balance_cents,
-      balance_display: formatCents(view.balance_cents),
-      reserved_cents: view.reserved_cents,
-    });
+    return {
+      body: {
+        balance_cents: view.balance_cents,
+        balance_display: formatCents(view.balance_cents),
+        reserved_cents: view.reserved_cents,
+      },
+    };
+  },
+});
+
+/** /core/v1/billing's endpoints, in the order the OpenAPI document lists them. */
+export const BILLING_ENDPOINTS: readonly BillingEndpoint[] = [
+  stripeConfig,
+  packages,
+  createPaymentIntent,
+  confirmPayment,
+  cancelPayment,
+  history,
+  webhook,
+  simulatedTransition,
+  balance,
+];
+
+/**
+ * /core/v1/billing. Mounted before the relayer's JSON parser, so it parses its own bodies: the
+ * webhook needs the raw bytes for the signature check, the rest take small JSON bodies.
+ */
+export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler): DeclaredRouter {
+  return declaredRouter(deps, BILLING_ENDPOINTS, {
+    guards: { account: [requireAccountKey, requireAccountPrincipal] },
+    run: (e) => runPlain(deps, e),
+    onError: (err: unknown, req: Request, res: Response, next: NextFunction) =>
+      renderError(err, req, res, next, deps.logger),
   });
-
-  r.post("/create_payment_intent", ...auth, json, async (req, res) => {
-    const body = objectBody(req);
-    const out = await payments.createIntent(
-      principal(res).accountId,
-      body.amount_cents,
-      req.get("idempotency-key") || undefined,
-    );
-    res.json(out);
-  });
-
-  r.post("/confirm_payment", ...auth, json, async (req, res) => {
-    const out = await payments.confirm(principal(res).accountId, objectBody(req).payment_intent_id);
-    res.status(out.httpStatus).json(out.body);
-  });
-
-  r.post("/cancel_payment", ...auth, json, async (req, res) => {
-    res.json(await payments.cancel(principal(res).accountId, objectBody(req).payment_intent_id));
-  });
-
-  r.get("/history", ...auth, async (req, res) => {
-    const pageNumber = intParam(req.query.page_number, 0, 0, Number.MAX_SAFE_INTEGER, "page_number");
-    const pageSize = intParam(req.query.page_size, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE, "page_size");
-    await metering.flush();
-    const { items, total } = await ledger.history(principal(res).accountId, pageNumber, pageSize);
-    res.json({ items, page_number: pageNumber, page_size: pageSize, total });
-  });
-
-  // Dev-only: exists only while the simulated processor is active, never with Stripe.
-  if (processor instanceof SimulatedProcessor) {
-    r.post("/simulated/intents/:id/:action", ...auth, async (req, res) => {
-      const id = String(req.params.id);
-      const action = String(req.params.action) as SimulatedAction;
-      if (!SIMULATED_ACTIONS.includes(action)) {
-        throw new ApiError(
-          "invalid_simulated_action",
-          `action must be one of ${SIMULATED_ACTIONS.join(", ")}`,
-          { details: { action } },
-        );
-      }
-      if ((await payments.intentAccount(id)) !== principal(res).accountId) throw intentNotFound(id);
-      let intent;
-      try {
-        intent = await processor.transition(id, action);
-      } catch (e) {
-        if (e instanceof ProcessorError && e.kind === "unexpected_state") {
-          throw new ApiError("invalid_simulated_transition", e.message, {
-            details: { payment_intent_id: id, action },
-          });
-        }
-        throw e;
-      }
-      // What Stripe's webhook would do next: record the new state, crediting a success.
-      await payments.observeNow(intent);
-      res.json({ payment_intent_id: id, status: intent.status, last_error: intent.lastError });
-    });
-  }
-
-  r.use((err: unknown, req: Request, res: Response, next: NextFunction) =>
-    renderError(err, req, res, next, deps.logger),
-  );
-  return r;
 }
 
 const requireAccountPrincipal: RequestHandler = (_req, res, next) => {

@@ -5,6 +5,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { ApiError } from "../errors";
+import type { DeclaredRouter } from "../routes/endpoint";
 
 /** One registered endpoint: its method in upper case and its Express path ("/core/v1/groups/:id"). */
 export type RegisteredRoute = [method: string, path: string];
@@ -26,6 +27,19 @@ export function routesOf(router: unknown, prefix: string): RegisteredRoute[] {
         if (on && method !== "_all") out.push([method.toUpperCase(), prefix + path]);
   }
   return out;
+}
+
+/**
+ * The routes of a declared router under `prefix`, checked against its declarations: a route registered
+ * on it some other way, or a declaration it lacks, is a startup error (nothing is served undocumented).
+ */
+export function declaredRoutes(router: DeclaredRouter, prefix: string): RegisteredRoute[] {
+  const registered = routesOf(router, prefix);
+  const declared = new Set(router.declared.map((e) => `${e.method} ${prefix}${e.path}`));
+  const stray = registered.find(([m, p]) => !declared.delete(`${m} ${p}`));
+  if (stray || declared.size > 0)
+    throw new Error(`route table: ${stray?.join(" ") ?? [...declared][0]} is not exactly as declared`);
+  return registered;
 }
 
 function patternToRegex(p: string): RegExp {

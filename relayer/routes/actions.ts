@@ -7,17 +7,18 @@
  * operation calls back `authorizePkp`, which re-checks (key, CID, PKP) against the *current* cache, so a
  * revocation processed mid-run is honoured by the next key operation.
  */
-import { Router } from "express";
 import { computeCid, isEnclaveError } from "../../enclave";
 import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 import { canPin, executionRefusal } from "../policy";
 import { cidHash } from "../permissions/projection";
-import { handler, type RelayerContext } from "../context";
+import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, isPkpAddress, parsePage, parsePkpId } from "../http/validate";
 import { parseCidField } from "./groups";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
 function readCode(b: BodyReader, maxBytes: number): string {
   const v = b.raw("code");
@@ -35,301 +36,387 @@ function readCode(b: BodyReader, maxBytes: number): string {
   return v;
 }
 
-export function actionRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-  const { limits } = ctx.cfg;
-
-  // Verified code by CID. Content is immutable, so once verified it never needs re-reading or re-hashing.
-  const verified = new Map<string, string>();
-  let verifiedBytes = 0;
-  const remember = (cid: string, code: string) => {
-    if (verifiedBytes > 64 * 1024 * 1024) {
-      verified.clear();
-      verifiedBytes = 0;
+/**
+ * Verified code by CID, one memory per relayer. Content is immutable, so once verified it never needs
+ * re-reading or re-hashing.
+ */
+class VerifiedCode {
+  private readonly byCid = new Map<string, string>();
+  private bytes = 0;
+  get(cid: string): string | undefined {
+    return this.byCid.get(cid);
+  }
+  remember(cid: string, code: string): void {
+    if (this.bytes > 64 * 1024 * 1024) {
+      this.byCid.clear();
+      this.bytes = 0;
     }
-    verified.set(cid, code);
-    verifiedBytes += code.length;
-  };
+    this.byCid.set(cid, code);
+    this.bytes += code.length;
+  }
+}
+const verifiedCode = new WeakMap<RelayerContext, VerifiedCode>();
 
-  /**
-   * Pin `bytes` for the caller's account: the billing gate, the quota (413 pin_quota_exceeded), the
-   * store, then the charge; nothing is stored or charged for a refused pin, and a pin the store could not
-   * write is released. A CID the account has already pinned is stored again (idempotent) but neither
-   * counted nor charged again. Returns the CIDv0 and what was charged.
-   */
-  async function pin(auth: AuthContext, bytes: Uint8Array): Promise<{ cid: string; charged_cents: number }> {
+/**
+ * Pin `bytes` for the caller's account: the billing gate, the quota (413 pin_quota_exceeded), the
+ * store, then the charge; nothing is stored or charged for a refused pin, and a pin the store could not
+ * write is released. A CID the account has already pinned is stored again (idempotent) but neither
+ * counted nor charged again. Returns the CIDv0 and what was charged.
+ */
+async function pin(
+  ctx: RelayerContext,
+  auth: AuthContext,
+  bytes: Uint8Array,
+): Promise<{ cid: string; charged_cents: number }> {
+  if (!canPin(auth)) {
+    throw new ApiError(
+      "not_authorized_to_pin",
+      "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
+    );
+  }
+  const cid = await computeCid(bytes);
+  const accountId = auth.principal.accountId;
+  if (!(await ctx.pins.has(accountId, cid)))
+    await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
+  const fresh = await ctx.pins.reserve(accountId, cid, bytes.length);
+  try {
+    await ctx.contentStore.put(bytes);
+  } catch (err) {
+    if (fresh) await ctx.pins.release(accountId, cid);
+    throw err;
+  }
+  const charged =
+    fresh && ctx.billing ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents : 0;
+  return { cid, charged_cents: charged };
+}
+
+/**
+ * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).
+ * Code fetched from the gateways is pinned for the caller's account (pin() above: same permission,
+ * quota and price as POST /actions), so fetching by CID cannot fill the disk for free.
+ */
+async function loadCode(ctx: RelayerContext, cid: string, auth: AuthContext): Promise<string> {
+  let verified = verifiedCode.get(ctx);
+  if (!verified) verifiedCode.set(ctx, (verified = new VerifiedCode()));
+  const hit = verified.get(cid);
+  if (hit !== undefined) return hit;
+  const code = await loadVerified(ctx, cid, auth);
+  verified.remember(cid, code);
+  return code;
+}
+
+async function loadVerified(ctx: RelayerContext, cid: string, auth: AuthContext): Promise<string> {
+  let bytes: Uint8Array | null = null;
+  try {
+    bytes = await ctx.contentStore.get(cid);
+  } catch (err) {
+    if (!isEnclaveError(err)) throw err;
+    ctx.logger.warn({ cid, code: err.code }, "content store entry does not match its CID");
+  }
+  if (!bytes && ctx.gateway) {
+    // Before any gateway traffic: a caller who may not pin cannot make the relayer fetch and store.
     if (!canPin(auth)) {
       throw new ApiError(
         "not_authorized_to_pin",
-        "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
-      );
-    }
-    const cid = await computeCid(bytes);
-    const accountId = auth.principal.accountId;
-    if (!(await ctx.pins.has(accountId, cid)))
-      await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
-    const fresh = await ctx.pins.reserve(accountId, cid, bytes.length);
-    try {
-      await ctx.contentStore.put(bytes);
-    } catch (err) {
-      if (fresh) await ctx.pins.release(accountId, cid);
-      throw err;
-    }
-    const charged =
-      fresh && ctx.billing
-        ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents
-        : 0;
-    return { cid, charged_cents: charged };
-  }
-
-  /**
-   * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).
-   * Code fetched from the gateways is pinned for the caller's account (pin() above: same permission,
-   * quota and price as POST /actions), so fetching by CID cannot fill the disk for free.
-   */
-  async function loadCode(cid: string, auth: AuthContext): Promise<string> {
-    const hit = verified.get(cid);
-    if (hit !== undefined) return hit;
-    const code = await loadVerified(cid, auth);
-    remember(cid, code);
-    return code;
-  }
-
-  async function loadVerified(cid: string, auth: AuthContext): Promise<string> {
-    let bytes: Uint8Array | null = null;
-    try {
-      bytes = await ctx.contentStore.get(cid);
-    } catch (err) {
-      if (!isEnclaveError(err)) throw err;
-      ctx.logger.warn({ cid, code: err.code }, "content store entry does not match its CID");
-    }
-    if (!bytes && ctx.gateway) {
-      // Before any gateway traffic: a caller who may not pin cannot make the relayer fetch and store.
-      if (!canPin(auth)) {
-        throw new ApiError(
-          "not_authorized_to_pin",
-          `${cid} is not stored here; fetching it from IPFS pins it for the account, which this key may not do.`,
-          { details: { cid } },
-        );
-      }
-      try {
-        bytes = await ctx.gateway.fetch(cid);
-      } catch (err) {
-        if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
-        else if (isEnclaveError(err)) {
-          throw new ApiError(
-            "action_fetch_failed",
-            `The IPFS gateways could not deliver ${cid} (${err.code}).`,
-            { details: { cid, reason: err.code } },
-          );
-        } else throw err;
-      }
-      if (bytes) {
-        if (bytes.length > limits.ipfsCodeBytes)
-          throw new ApiError(
-            "code_too_large",
-            `The code of ${cid} is larger than ${limits.ipfsCodeBytes} bytes.`,
-          );
-        // Refusals (permission, quota, credits) are the caller's answer. A store that cannot write is
-        // not: the verified code is still served, unstored and uncounted (pin() released it), as before
-        // pins were counted.
-        await pin(auth, bytes).catch((err: unknown) => {
-          if (err instanceof ApiError) throw err;
-          ctx.logger.warn({ cid, err: String(err) }, "could not store code fetched from the gateways");
-        });
-      }
-    }
-    if (!bytes)
-      throw new ApiError(
-        "action_not_found",
-        `No code is known for ${cid}; pin it with POST /actions or send it inline.`,
+        `${cid} is not stored here; fetching it from IPFS pins it for the account, which this key may not do.`,
         { details: { cid } },
       );
-    return Buffer.from(bytes).toString("utf8");
+    }
+    try {
+      bytes = await ctx.gateway.fetch(cid);
+    } catch (err) {
+      if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
+      else if (isEnclaveError(err)) {
+        throw new ApiError(
+          "action_fetch_failed",
+          `The IPFS gateways could not deliver ${cid} (${err.code}).`,
+          { details: { cid, reason: err.code } },
+        );
+      } else throw err;
+    }
+    if (bytes) {
+      if (bytes.length > ctx.cfg.limits.ipfsCodeBytes)
+        throw new ApiError(
+          "code_too_large",
+          `The code of ${cid} is larger than ${ctx.cfg.limits.ipfsCodeBytes} bytes.`,
+        );
+      // Refusals (permission, quota, credits) are the caller's answer. A store that cannot write is
+      // not: the verified code is still served, unstored and uncounted (pin() released it), as before
+      // pins were counted.
+      await pin(ctx, auth, bytes).catch((err: unknown) => {
+        if (err instanceof ApiError) throw err;
+        ctx.logger.warn({ cid, err: String(err) }, "could not store code fetched from the gateways");
+      });
+    }
   }
-
-  r.post(
-    "/actions",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const b = new BodyReader(req.body);
-      const code = readCode(b, limits.inlineCodeBytes);
-      b.done();
-      const bytes = new TextEncoder().encode(code);
-      const { cid, charged_cents } = await pin(authOf(res), bytes);
-      const { used_bytes, quota_bytes } = await ctx.pins.usage(authOf(res).principal.accountId);
-      return { status: 201, body: { cid, bytes: bytes.length, charged_cents, used_bytes, quota_bytes } };
-    }),
-  );
-
-  r.post(
-    "/actions/cid",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req) => {
-      const b = new BodyReader(req.body);
-      const code = readCode(b, limits.inlineCodeBytes);
-      b.done();
-      return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
-    }),
-  );
-
-  // Registered before /actions/:cid, which would otherwise read "pinned" as a CID.
-  r.get(
-    "/actions/pinned",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      // The same rule as pinning: a key that may not pin has no use for the account's stored code.
-      if (!canPin(auth))
-        throw new ApiError(
-          "not_authorized_to_pin",
-          "Only the account key, or a usage key that may manage actions or execute in some group, can list the account's pinned actions.",
-        );
-      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
-      const { items, total } = await ctx.pins.list(auth.principal.accountId, page.pageNumber, page.pageSize);
-      return { body: { items, page_number: page.pageNumber, page_size: page.pageSize, total } };
-    }),
-  );
-
-  r.get(
-    "/actions/:cid",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const cid = parseCidField(req.params.cid, "cid");
-      return { body: { cid, code: await loadCode(cid, authOf(res)) } };
-    }),
-  );
-
-  r.post(
-    "/svc_action",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      const b = new BodyReader(req.body);
-      const hasCode = b.has("code");
-      const hasCid = b.has("cid");
-      if (hasCode === hasCid)
-        throw new ApiError("invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", {
-          details: { field: "code" },
-        });
-      const inline = hasCode ? readCode(b, limits.inlineCodeBytes) : undefined;
-      const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
-      const pkpRaw = b.raw("pkp_id");
-      let pkpId: string | undefined;
-      if (pkpRaw !== undefined && pkpRaw !== null) {
-        pkpId = isPkpAddress(pkpRaw) ? resolveAddress(ctx, auth, pkpRaw) : parsePkpId(pkpRaw, "pkp_id");
-      }
-      const jsParams = b.raw("js_params");
-      const operatorTimeLimitMs = ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
-      const timeoutMs = readTimeoutMs(b.raw("timeout_ms"), operatorTimeLimitMs);
-      b.done();
-      if (
-        jsParams !== undefined &&
-        Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > limits.jsParamsBytes
-      ) {
-        throw new ApiError(
-          "js_params_too_large",
-          `\`js_params\` is larger than ${limits.jsParamsBytes} bytes.`,
-          { details: { field: "js_params", max: limits.jsParamsBytes } },
-        );
-      }
-      const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
-      const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
-      if (refusal) throw refusal;
-      const code = inline ?? (await loadCode(cid, auth));
-      // Admission reserves the run's worst case (its limit at the price) until it is settled below:
-      // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md).
-      const timeLimitMs = timeoutMs ?? operatorTimeLimitMs;
-      const reservation = await ctx.billing?.reserveExecution(auth.principal, timeLimitMs);
-      const unreserve = async () => {
-        if (reservation) await ctx.billing?.releaseExecution(reservation);
-      };
-      let release: () => void;
-      try {
-        release = await ctx.executionCap.enter(auth.principal.accountId);
-      } catch (err) {
-        await unreserve();
-        throw err;
-      }
-      let result;
-      try {
-        result = await ctx.executor.run({
-          // Runs and key operations are shared fairly between accounts (docs/actions.md).
-          account: auth.principal.accountId,
-          code,
-          cid,
-          jsParams,
-          authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
-          // Checked just above with the rest of the request; the executor confirms it (after reading
-          // the account's epoch) and serves this PKP's signatures in the worker until the account
-          // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw
-          // the key: the expiration read when the request was authenticated may have changed since.
-          runPkp:
-            pkpId === undefined
-              ? undefined
-              : {
-                  ref: pkpId,
-                  scope: Number(auth.principal.accountId),
-                  authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
-                },
-          // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
-          // What the action sees as Lit.Headers: the request's ids, never its credentials.
-          requestHeaders: {
-            "x-request-id": String(res.locals.requestId),
-            "x-correlation-id": String(res.locals.correlationId),
-          },
-          // Code fetched by CID may be larger than inline code (design §6, docs/background.md: 512 KB vs 256 KB).
-          limits: {
-            ...(inline === undefined ? { maxCodeBytes: limits.ipfsCodeBytes } : {}),
-            ...(timeoutMs !== undefined ? { wallTimeMs: timeoutMs } : {}),
-          },
-        });
-      } catch (err) {
-        await unreserve();
-        if (err instanceof ExecutorBusyError) {
-          throw new ApiError("executor_busy", "Every sandbox worker is busy; retry shortly.", {
-            retryAfter: err.retryAfterSeconds,
-          });
-        }
-        if (err instanceof ExecutorClosedError)
-          throw new ApiError("executor_busy", "The executor is shutting down.", { retryAfter: 5 });
-        throw err;
-      } finally {
-        release();
-      }
-      ctx.metrics.executions.inc({ has_error: String(result.has_error) });
-      // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
-      // measured a hair over it).
-      // Settling charges the time used (capped at the limit it was reserved for) and releases the rest.
-      const charged =
-        ctx.billing && reservation
-          ? (
-              await ctx.billing.settleExecution(
-                reservation,
-                result.execution_ms,
-                res.locals.requestId as string,
-                cid,
-              )
-            ).charged_cents
-          : 0;
-      return {
-        body: {
-          response: result.response,
-          logs: result.logs,
-          has_error: result.has_error,
-          ...(result.error ? { error: result.error } : {}),
-          // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API.
-          ...(result.signatures ? { signatures: result.signatures } : {}),
-          cid,
-          execution_ms: result.execution_ms,
-          charged_cents: charged,
-        },
-      };
-    }),
-  );
-
-  return r;
+  if (!bytes)
+    throw new ApiError(
+      "action_not_found",
+      `No code is known for ${cid}; pin it with POST /actions or send it inline.`,
+      { details: { cid } },
+    );
+  return Buffer.from(bytes).toString("utf8");
 }
+
+const postActions = endpoint<RelayerContext>("POST", "/actions", {
+  caller: "key",
+  scopes: ["group:manageActions", "execute"],
+  summary: "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
+  status: 201,
+  body: s.obj({ code: s.str() }, ["code"]),
+  answer: s.out({
+    cid: s.str(),
+    bytes: s.int(),
+    charged_cents: s.int(),
+    used_bytes: s.int(),
+    quota_bytes: s.int(),
+  }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "code_too_large",
+    "not_authorized_to_pin",
+    "pin_quota_exceeded",
+    "insufficient_credits",
+    "spend_cap_reached",
+  ],
+  async handle(ctx, req, res) {
+    const b = new BodyReader(req.body);
+    const code = readCode(b, ctx.cfg.limits.inlineCodeBytes);
+    b.done();
+    const bytes = new TextEncoder().encode(code);
+    const { cid, charged_cents } = await pin(ctx, authOf(res), bytes);
+    const { used_bytes, quota_bytes } = await ctx.pins.usage(authOf(res).principal.accountId);
+    return { status: 201, body: { cid, bytes: bytes.length, charged_cents, used_bytes, quota_bytes } };
+  },
+});
+
+const postActionsCid = endpoint<RelayerContext>("POST", "/actions/cid", {
+  caller: "key",
+  summary: "Compute the CID of code without storing it",
+  body: s.obj({ code: s.str() }, ["code"]),
+  answer: s.out({ cid: s.str() }),
+  errors: [...s.BODY_ERRORS, "invalid_request", "code_too_large"],
+  async handle(ctx, req) {
+    const b = new BodyReader(req.body);
+    const code = readCode(b, ctx.cfg.limits.inlineCodeBytes);
+    b.done();
+    return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
+  },
+});
+
+// Registered before /actions/:cid, which would otherwise read "pinned" as a CID.
+const getActionsPinned = endpoint<RelayerContext>("GET", "/actions/pinned", {
+  caller: "key",
+  scopes: ["group:manageActions", "execute"],
+  summary: "The account's pinned actions, newest first (account key, or a usage key that may pin)",
+  params: s.pagingParams,
+  answer: s.page(
+    s.out({
+      cid: s.str(),
+      bytes: s.int(),
+      pinned_at: s.str("When the account first pinned this CID (ISO 8601, UTC)"),
+    }),
+  ),
+  errors: ["invalid_pagination", "not_authorized_to_pin"],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    // The same rule as pinning: a key that may not pin has no use for the account's stored code.
+    if (!canPin(auth))
+      throw new ApiError(
+        "not_authorized_to_pin",
+        "Only the account key, or a usage key that may manage actions or execute in some group, can list the account's pinned actions.",
+      );
+    const page = parsePage(req.query as Record<string, unknown>, ctx.cfg.limits.maxPageSize);
+    const { items, total } = await ctx.pins.list(auth.principal.accountId, page.pageNumber, page.pageSize);
+    return { body: { items, page_number: page.pageNumber, page_size: page.pageSize, total } };
+  },
+});
+
+const getActionsCid = endpoint<RelayerContext>("GET", "/actions/:cid", {
+  caller: "key",
+  summary: "The code of a CID (a CID fetched from IPFS is pinned for the account)",
+  params: [s.idParam("cid", s.str())],
+  answer: s.out({ cid: s.str(), code: s.str() }),
+  errors: [
+    "invalid_cid",
+    "action_not_found",
+    "action_fetch_failed",
+    "code_too_large",
+    "not_authorized_to_pin",
+    "pin_quota_exceeded",
+    "insufficient_credits",
+    "spend_cap_reached",
+  ],
+  async handle(ctx, req, res) {
+    const cid = parseCidField(req.params.cid, "cid");
+    return { body: { cid, code: await loadCode(ctx, cid, authOf(res)) } };
+  },
+});
+
+const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
+  caller: "key",
+  scopes: ["execute"],
+  summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
+  body: s.obj({
+    code: s.str("Inline JavaScript"),
+    cid: s.str(),
+    pkp_id: s.pkpId,
+    js_params: {},
+    timeout_ms: {
+      ...s.int(
+        "Time limit of this run in ms, at most the service's (30000 unless configured; a refusal names it in details.max); a run stopped at it is charged ceil(timeout_ms / 1000) seconds",
+      ),
+      minimum: 1,
+    },
+  }),
+  answer: s.ref("ExecutionResult"),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "invalid_cid",
+    "invalid_pkp_id",
+    "pkp_not_found",
+    "code_too_large",
+    "js_params_too_large",
+    "not_authorized_to_execute",
+    "account_chain_secured",
+    "action_not_found",
+    "action_fetch_failed",
+    "not_authorized_to_pin",
+    "pin_quota_exceeded",
+    "too_many_concurrent_executions",
+    "executor_busy",
+    "insufficient_credits",
+    "spend_cap_reached",
+  ],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    const b = new BodyReader(req.body);
+    const hasCode = b.has("code");
+    const hasCid = b.has("cid");
+    if (hasCode === hasCid)
+      throw new ApiError("invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", {
+        details: { field: "code" },
+      });
+    const inline = hasCode ? readCode(b, ctx.cfg.limits.inlineCodeBytes) : undefined;
+    const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
+    const pkpRaw = b.raw("pkp_id");
+    let pkpId: string | undefined;
+    if (pkpRaw !== undefined && pkpRaw !== null) {
+      pkpId = isPkpAddress(pkpRaw) ? resolveAddress(ctx, auth, pkpRaw) : parsePkpId(pkpRaw, "pkp_id");
+    }
+    const jsParams = b.raw("js_params");
+    const operatorTimeLimitMs = ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
+    const timeoutMs = readTimeoutMs(b.raw("timeout_ms"), operatorTimeLimitMs);
+    b.done();
+    if (
+      jsParams !== undefined &&
+      Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > ctx.cfg.limits.jsParamsBytes
+    ) {
+      throw new ApiError(
+        "js_params_too_large",
+        `\`js_params\` is larger than ${ctx.cfg.limits.jsParamsBytes} bytes.`,
+        { details: { field: "js_params", max: ctx.cfg.limits.jsParamsBytes } },
+      );
+    }
+    const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
+    const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
+    if (refusal) throw refusal;
+    const code = inline ?? (await loadCode(ctx, cid, auth));
+    // Admission reserves the run's worst case (its limit at the price) until it is settled below:
+    // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md).
+    const timeLimitMs = timeoutMs ?? operatorTimeLimitMs;
+    const reservation = await ctx.billing?.reserveExecution(auth.principal, timeLimitMs);
+    const unreserve = async () => {
+      if (reservation) await ctx.billing?.releaseExecution(reservation);
+    };
+    let release: () => void;
+    try {
+      release = await ctx.executionCap.enter(auth.principal.accountId);
+    } catch (err) {
+      await unreserve();
+      throw err;
+    }
+    let result;
+    try {
+      result = await ctx.executor.run({
+        // Runs and key operations are shared fairly between accounts (docs/actions.md).
+        account: auth.principal.accountId,
+        code,
+        cid,
+        jsParams,
+        authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+        // Checked just above with the rest of the request; the executor confirms it (after reading
+        // the account's epoch) and serves this PKP's signatures in the worker until the account
+        // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw
+        // the key: the expiration read when the request was authenticated may have changed since.
+        runPkp:
+          pkpId === undefined
+            ? undefined
+            : {
+                ref: pkpId,
+                scope: Number(auth.principal.accountId),
+                authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
+              },
+        // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
+        // What the action sees as Lit.Headers: the request's ids, never its credentials.
+        requestHeaders: {
+          "x-request-id": String(res.locals.requestId),
+          "x-correlation-id": String(res.locals.correlationId),
+        },
+        // Code fetched by CID may be larger than inline code (design §6, docs/background.md: 512 KB vs 256 KB).
+        limits: {
+          ...(inline === undefined ? { maxCodeBytes: ctx.cfg.limits.ipfsCodeBytes } : {}),
+          ...(timeoutMs !== undefined ? { wallTimeMs: timeoutMs } : {}),
+        },
+      });
+    } catch (err) {
+      await unreserve();
+      if (err instanceof ExecutorBusyError) {
+        throw new ApiError("executor_busy", "Every sandbox worker is busy; retry shortly.", {
+          retryAfter: err.retryAfterSeconds,
+        });
+      }
+      if (err instanceof ExecutorClosedError)
+        throw new ApiError("executor_busy", "The executor is shutting down.", { retryAfter: 5 });
+      throw err;
+    } finally {
+      release();
+    }
+    ctx.metrics.executions.inc({ has_error: String(result.has_error) });
+    // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
+    // measured a hair over it).
+    // Settling charges the time used (capped at the limit it was reserved for) and releases the rest.
+    const charged =
+      ctx.billing && reservation
+        ? (
+            await ctx.billing.settleExecution(
+              reservation,
+              result.execution_ms,
+              res.locals.requestId as string,
+              cid,
+            )
+          ).charged_cents
+        : 0;
+    return {
+      body: {
+        response: result.response,
+        logs: result.logs,
+        has_error: result.has_error,
+        ...(result.error ? { error: result.error } : {}),
+        // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API.
+        ...(result.signatures ? { signatures: result.signatures } : {}),
+        cid,
+        execution_ms: result.execution_ms,
+        charged_cents: charged,
+      },
+    };
+  },
+});
+
+export const ACTION_ENDPOINTS = [postActions, postActionsCid, getActionsPinned, getActionsCid, postSvcAction];
 
 /**
  * `timeout_ms`: a caller may ask for a shorter time limit than the operator's (a runaway run then

@@ -18,17 +18,18 @@
  * simulation passes (the registry's own refusal, e.g. 403 missing_scope). The registry checks the scope
  * again on chain.
  */
-import { Router, type Request } from "express";
 import { TypedDataEncoder, getAddress, isAddress, type TypedDataField } from "ethers";
 import { FORWARD_REQUEST_TYPES } from "../../enclave";
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { requestGasFor } from "../chain/sender";
-import { chargeLandedWrite, handler, type RelayerContext } from "../context";
+import { landWrite, type RelayerContext } from "../context";
 import { currentClaim } from "../idempotency";
 import { ApiError } from "../errors";
 import { recoverAddress } from "../http/ethSignatures";
 import { BodyReader } from "../http/validate";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
 /** Registry calls a usage key may make through a forward request: the writes its scopes can allow. */
 export const FORWARDABLE_CALLS = [
@@ -70,138 +71,191 @@ export const MAX_FORWARD_GAS = 5_000_000n;
 const FORWARDER_NAME = "SigilForwarder";
 const FORWARDER_VERSION = "1";
 
-export function forwardRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-  const domain = () => ({
-    name: FORWARDER_NAME,
-    version: FORWARDER_VERSION,
-    chainId: ctx.chainId,
-    verifyingContract: ctx.cfg.forwarderAddress,
-  });
+/** The EIP-712 domain of this deployment's forwarder. */
+const forwarderDomain = (ctx: RelayerContext) => ({
+  name: FORWARDER_NAME,
+  version: FORWARDER_VERSION,
+  chainId: ctx.chainId,
+  verifyingContract: ctx.cfg.forwarderAddress,
+});
 
-  r.post(
-    "/forward/prepare",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      if (auth.principal.kind !== "usage")
-        throw new ApiError(
-          "invalid_request",
-          "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
-        );
-      const b = new BodyReader(req.body);
-      const data = hexField(b.raw("data"), "data");
-      b.done();
-      const operation = allowedCall(data);
-      const from = auth.principal.keyAddress;
-      const gas = requestGasFor(await ctx.sender.simulateAs(from, "usage", data));
-      const nonce = await ctx.sender.nextForwarderNonce(from);
-      const d = domain();
-      return {
-        body: {
-          operation,
-          request: {
-            from,
-            to: ctx.cfg.registryAddress,
-            value: "0",
-            gas: gas.toString(),
-            nonce: nonce.toString(),
-            deadline: Math.floor(Date.now() / 1000) + PREPARED_DEADLINE_SECONDS,
-            data,
-          },
-          domain: {
-            name: d.name,
-            version: d.version,
-            chain_id: d.chainId,
-            verifying_contract: d.verifyingContract,
-          },
-          types: FORWARD_REQUEST_TYPES,
+const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", {
+  caller: "key",
+  summary:
+    "A forward request for a registry call, ready for a usage key to sign (nonce, gas from a simulation, deadline, EIP-712 domain)",
+  body: s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]),
+  answer: s.out({
+    operation: s.str("The registry function called"),
+    request: s.ref("ForwardRequestFields"),
+    domain: s.out({ name: s.str(), version: s.str(), chain_id: s.int(), verifying_contract: s.address }),
+    types: s.out({ ForwardRequest: s.arr(s.out({ name: s.str(), type: s.str() })) }),
+  }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "forward_call_not_allowed",
+    "missing_scope",
+    "group_not_found",
+    "pkp_not_found",
+    "pkp_already_in_group",
+    "pkp_not_in_group",
+    "action_already_in_group",
+    "action_not_in_group",
+    "too_many_members",
+    "too_many_groups",
+    "write_reverted",
+  ],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    if (auth.principal.kind !== "usage")
+      throw new ApiError(
+        "invalid_request",
+        "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
+      );
+    const b = new BodyReader(req.body);
+    const data = hexField(b.raw("data"), "data");
+    b.done();
+    const operation = allowedCall(data);
+    const from = auth.principal.keyAddress;
+    const gas = requestGasFor(await ctx.sender.simulateAs(from, "usage", data));
+    const nonce = await ctx.sender.nextForwarderNonce(from);
+    const d = forwarderDomain(ctx);
+    return {
+      body: {
+        operation,
+        request: {
+          from,
+          to: ctx.cfg.registryAddress,
+          value: "0",
+          gas: gas.toString(),
+          nonce: nonce.toString(),
+          deadline: Math.floor(Date.now() / 1000) + PREPARED_DEADLINE_SECONDS,
+          data,
         },
-      };
-    }),
-  );
+        domain: {
+          name: d.name,
+          version: d.version,
+          chain_id: d.chainId,
+          verifying_contract: d.verifyingContract,
+        },
+        types: FORWARD_REQUEST_TYPES,
+      },
+    };
+  },
+});
 
-  r.post(
-    "/forward",
-    handler(ctx, async (req: Request, res) => {
-      const signed = readForwardRequest(req.body);
-      if (getAddress(signed.to) !== getAddress(ctx.cfg.registryAddress))
-        throw notAllowed("the target is not this deployment's registry", "wrong_target");
-      if (signed.value !== 0n) throw notAllowed("a forward request may not carry value", "value");
-      if (signed.gas <= 0n || signed.gas > MAX_FORWARD_GAS)
-        throw notAllowed(`gas must be between 1 and ${MAX_FORWARD_GAS}`, "gas_out_of_range");
-      const operation = allowedCall(signed.data);
-      // Under an Idempotency-Key: recorded before it is sent, reconciled with the chain on a retry
-      // (whose request may have expired since it executed: the retry still answers from its receipt).
-      const journal = currentClaim()?.nextWrite();
-      const now = Math.floor(Date.now() / 1000);
-      if (signed.deadline <= now && !journal?.recorded())
-        throw new ApiError(
-          "forward_request_expired",
-          `The forward request's deadline passed ${now - signed.deadline} s ago.`,
-          {
-            details: { deadline: signed.deadline, now },
-          },
-        );
-      if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
-        throw new ApiError(
-          "forward_request_expired",
-          `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
-          { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
-        );
-      const digest = TypedDataEncoder.hash(
-        domain(),
-        FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>,
+const postForward = endpoint<RelayerContext>("POST", "/forward", {
+  caller: "public",
+  summary:
+    "Submit a forward request the usage key signed itself (no key sent: the signature is the credential)",
+  body: s.obj(
+    {
+      ...s.forwardRequestFields,
+      signature: s.str("EIP-712 signature, 0x + 65 bytes"),
+    },
+    ["from", "to", "value", "gas", "nonce", "deadline", "data", "signature"],
+  ),
+  answer: s.out({
+    tx_hash: s.txHash,
+    block_number: s.int(),
+    operation: s.str(),
+    pkp_id: s.nullable(s.pkpId),
+    group_id: s.nullable(s.int()),
+  }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "forward_call_not_allowed",
+    "forward_request_expired",
+    "forward_signature_invalid",
+    "unknown_api_key",
+    "api_key_expired",
+    "rate_limited",
+    "forward_nonce_mismatch",
+    "missing_scope",
+    "group_not_found",
+    "pkp_not_found",
+    "pkp_already_in_group",
+    "pkp_not_in_group",
+    "action_already_in_group",
+    "action_not_in_group",
+    "too_many_members",
+    "too_many_groups",
+    "write_reverted",
+    "chain_unavailable",
+    "gas_wallet_unfunded",
+    "insufficient_credits",
+    "spend_cap_reached",
+  ],
+  async handle(ctx, req, res) {
+    const signed = readForwardRequest(req.body);
+    if (getAddress(signed.to) !== getAddress(ctx.cfg.registryAddress))
+      throw notAllowed("the target is not this deployment's registry", "wrong_target");
+    if (signed.value !== 0n) throw notAllowed("a forward request may not carry value", "value");
+    if (signed.gas <= 0n || signed.gas > MAX_FORWARD_GAS)
+      throw notAllowed(`gas must be between 1 and ${MAX_FORWARD_GAS}`, "gas_out_of_range");
+    const operation = allowedCall(signed.data);
+    // Under an Idempotency-Key: recorded before it is sent, reconciled with the chain on a retry
+    // (whose request may have expired since it executed: the retry still answers from its receipt).
+    const journal = currentClaim()?.nextWrite();
+    const now = Math.floor(Date.now() / 1000);
+    if (signed.deadline <= now && !journal?.recorded())
+      throw new ApiError(
+        "forward_request_expired",
+        `The forward request's deadline passed ${now - signed.deadline} s ago.`,
         {
-          from: signed.from,
-          to: signed.to,
-          value: signed.value,
-          gas: signed.gas,
-          nonce: signed.nonce,
-          deadline: signed.deadline,
-          data: signed.data,
+          details: { deadline: signed.deadline, now },
         },
       );
-      if (recoverAddress(digest, signed.signature) !== signed.from)
-        throw new ApiError(
-          "forward_signature_invalid",
-          "The signature is not `from`'s over this request for this chain's forwarder (altered, or signed for another chain or forwarder).",
-          { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
-        );
-      const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
-      res.locals.auth = auth;
-      res.locals.principal = auth.principal;
-      if (!journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
-      let result;
-      try {
-        result = await ctx.sender.writeSigned(signed, "usage", journal);
-        ctx.metrics.chainWrites.inc({ result: "ok" });
-      } catch (err) {
-        ctx.metrics.chainWrites.inc({ result: err instanceof ApiError ? err.code : "error" });
-        throw err;
-      }
-      try {
-        if (!ctx.cache.isApplied(result.txHash)) await ctx.cache.syncTo(result.blockNumber);
-      } catch (err) {
-        ctx.logger.warn({ err: (err as Error).message }, "cache sync after a forwarded write failed");
-      }
-      // Other instances honour this write from their next request on: durable before the answer leaves.
-      await ctx.writeMark?.record(result.blockNumber);
-      await chargeLandedWrite(ctx, auth.principal, BILLED_AS[operation], result);
-      const { pkpId, groupId } = createdIds(ctx, result.logs);
-      return {
-        body: {
-          tx_hash: result.txHash,
-          block_number: result.blockNumber,
-          operation,
-          pkp_id: pkpId,
-          group_id: groupId,
-        },
-      };
-    }),
-  );
-  return r;
-}
+    if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
+      throw new ApiError(
+        "forward_request_expired",
+        `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
+        { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
+      );
+    const digest = TypedDataEncoder.hash(
+      forwarderDomain(ctx),
+      FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>,
+      {
+        from: signed.from,
+        to: signed.to,
+        value: signed.value,
+        gas: signed.gas,
+        nonce: signed.nonce,
+        deadline: signed.deadline,
+        data: signed.data,
+      },
+    );
+    if (recoverAddress(digest, signed.signature) !== signed.from)
+      throw new ApiError(
+        "forward_signature_invalid",
+        "The signature is not `from`'s over this request for this chain's forwarder (altered, or signed for another chain or forwarder).",
+        { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
+      );
+    const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
+    res.locals.auth = auth;
+    res.locals.principal = auth.principal;
+    const result = await landWrite(ctx, {
+      payer: { principal: auth.principal, operation: BILLED_AS[operation] },
+      journal,
+      send: (j) => ctx.sender.writeSigned(signed, "usage", j),
+    });
+    const { pkpId, groupId } = createdIds(ctx, result.logs);
+    return {
+      body: {
+        tx_hash: result.txHash,
+        block_number: result.blockNumber,
+        operation,
+        pkp_id: pkpId,
+        group_id: groupId,
+      },
+    };
+  },
+});
+
+export const FORWARD_ENDPOINTS = [postForwardPrepare, postForward];
 
 function notAllowed(why: string, reason: string): ApiError {
   return new ApiError("forward_call_not_allowed", `This forward request is not one the API relays: ${why}.`, {

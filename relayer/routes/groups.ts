@@ -3,14 +3,14 @@
  * Every refusal is checked from the cache first (precise 403/404/409 without gas); the registry checks
  * again on chain.
  */
-import { Router } from "express";
+import type { Request, Response } from "express";
 import { getAddress } from "ethers";
 import { isValidCid, parseCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
 import { cidHash, type AccountProjection } from "../permissions/projection";
-import { firstEvent, handler, write, type RelayerContext } from "../context";
+import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import {
   BodyReader,
@@ -23,6 +23,8 @@ import {
 } from "../http/validate";
 import { groupDetail, groupSummary } from "../present";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
 const MAX_CID_BYTES = 128;
 
@@ -65,171 +67,233 @@ function noDuplicates(list: string[], field: string): void {
   }
 }
 
-export function groupRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-  const { limits } = ctx.cfg;
+const postGroups = endpoint<RelayerContext>("POST", "/groups", {
+  caller: "key",
+  scopes: ["group:create"],
+  summary: "Create a group (group:create; initial members need the wildcard scopes)",
+  status: 201,
+  body: s.obj({ name: s.str(), description: s.str(), pkps: s.arr(s.pkpId), actions: s.arr(s.str("CID")) }),
+  answer: s.out({ ...s.groupFields, tx_hash: s.txHash }),
+  errors: [
+    ...s.WRITE_ERRORS,
+    "missing_scope",
+    "invalid_pkp_id",
+    "pkp_not_found",
+    "invalid_cid",
+    "too_many_groups",
+  ],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    const b = new BodyReader(req.body);
+    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength });
+    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
+    const pkps = b
+      .array("pkps", ctx.cfg.limits.maxArrayEntries)
+      .map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
+    const cids = b
+      .array("actions", ctx.cfg.limits.maxArrayEntries)
+      .map((x, i) => parseCidField(x, `actions[${i}]`));
+    b.done();
+    noDuplicates(pkps, "pkps");
+    noDuplicates(cids, "actions");
+    requireWriteScope(auth, Scope.CreateGroup, 0);
+    // Initial members only where the key could add them afterwards: the wildcard (the new id is unknown).
+    if (pkps.length) requireWriteScope(auth, Scope.AddPkp, 0);
+    if (cids.length) requireWriteScope(auth, Scope.ManageActions, 0);
+    const out = await write(
+      ctx,
+      auth,
+      "create_group",
+      registryInterface.encodeFunctionData("createGroup", [name, description, pkps, cids]),
+    );
+    const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
+    return {
+      status: 201,
+      body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash },
+    };
+  },
+});
 
-  r.post(
-    "/groups",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      const b = new BodyReader(req.body);
-      const name = b.string("name", { max: limits.maxNameLength });
-      const description = b.string("description", { max: limits.maxDescriptionLength });
-      const pkps = b
-        .array("pkps", limits.maxArrayEntries)
-        .map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
-      const cids = b
-        .array("actions", limits.maxArrayEntries)
-        .map((x, i) => parseCidField(x, `actions[${i}]`));
-      b.done();
-      noDuplicates(pkps, "pkps");
-      noDuplicates(cids, "actions");
-      requireWriteScope(auth, Scope.CreateGroup, 0);
-      // Initial members only where the key could add them afterwards: the wildcard (the new id is unknown).
-      if (pkps.length) requireWriteScope(auth, Scope.AddPkp, 0);
-      if (cids.length) requireWriteScope(auth, Scope.ManageActions, 0);
-      const out = await write(
-        ctx,
-        auth,
-        "create_group",
-        registryInterface.encodeFunctionData("createGroup", [name, description, pkps, cids]),
-      );
-      const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
-      return {
-        status: 201,
-        body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash },
-      };
+const getGroups = endpoint<RelayerContext>("GET", "/groups", {
+  caller: "key",
+  summary: "List groups",
+  params: s.pagingParams,
+  answer: s.page(
+    s.out({
+      group_id: s.int(),
+      name: s.str(),
+      description: s.str(),
+      pkp_count: s.int(),
+      action_count: s.int(),
     }),
-  );
+  ),
+  errors: ["invalid_pagination"],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    const page = parsePage(req.query as Record<string, unknown>, ctx.cfg.limits.maxPageSize);
+    const groups = [...auth.account.groups.values()].sort((a, b) => a.id - b.id);
+    const p = paginate(groups, page);
+    return { body: { ...p, items: p.items.map(groupSummary) } };
+  },
+});
 
-  r.get(
-    "/groups",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      const page = parsePage(req.query as Record<string, unknown>, limits.maxPageSize);
-      const groups = [...auth.account.groups.values()].sort((a, b) => a.id - b.id);
-      const p = paginate(groups, page);
-      return { body: { ...p, items: p.items.map(groupSummary) } };
-    }),
-  );
+const getGroupsId = endpoint<RelayerContext>("GET", "/groups/:id", {
+  caller: "key",
+  summary: "A group with its members (PKP ids and CIDs)",
+  params: [s.idParam("id", s.int())],
+  answer: s.ref("Group"),
+  errors: ["invalid_group_id", "group_not_found"],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    const id = parseGroupId(req.params.id, "id");
+    return { body: groupDetail(requireGroup(auth.account, id)) };
+  },
+});
 
-  r.get(
-    "/groups/:id",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      const id = parseGroupId(req.params.id, "id");
-      return { body: groupDetail(requireGroup(auth.account, id)) };
-    }),
-  );
+const deleteGroupsId = endpoint<RelayerContext>("DELETE", "/groups/:id", {
+  caller: "key",
+  scopes: ["group:delete"],
+  summary: "Delete a group (group:delete)",
+  params: [s.idParam("id", s.int())],
+  answer: s.out({ group_id: s.int(), deleted: { type: "boolean", const: true }, tx_hash: s.txHash }),
+  errors: [...s.WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"],
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    const id = parseGroupId(req.params.id, "id");
+    requireGroup(auth.account, id);
+    requireWriteScope(auth, Scope.DeleteGroup, 0);
+    const out = await write(
+      ctx,
+      auth,
+      "delete_group",
+      registryInterface.encodeFunctionData("deleteGroup", [id]),
+    );
+    return { body: { group_id: id, deleted: true, tx_hash: out.txHash } };
+  },
+});
 
-  r.delete(
-    "/groups/:id",
-    ctx.auth.requireKey(),
-    handler(ctx, async (req, res) => {
-      const auth = authOf(res);
-      const id = parseGroupId(req.params.id, "id");
-      requireGroup(auth.account, id);
-      requireWriteScope(auth, Scope.DeleteGroup, 0);
-      const out = await write(
-        ctx,
-        auth,
-        "delete_group",
-        registryInterface.encodeFunctionData("deleteGroup", [id]),
-      );
-      return { body: { group_id: id, deleted: true, tx_hash: out.txHash } };
-    }),
-  );
-
-  /** Members: `{add, remove}`; removals are sent first, then additions (one transaction each). */
-  function members(kind: "actions" | "pkps") {
-    return handler(ctx, async (req, res) => {
-      const auth: AuthContext = authOf(res);
-      const id = parseGroupId(req.params.id, "id");
-      const b = new BodyReader(req.body);
-      const parse =
-        kind === "actions"
-          ? (x: unknown, f: string) => parseCidField(x, f)
-          : (x: unknown, f: string) =>
-              isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f);
-      const add = b.array("add", limits.maxArrayEntries).map((x, i) => parse(x, `add[${i}]`));
-      const remove = b.array("remove", limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
-      b.done();
-      if (add.length === 0 && remove.length === 0)
-        throw new ApiError("invalid_request", "Send at least one entry in `add` or `remove`.", {
-          details: { field: "add" },
-        });
-      noDuplicates([...add, ...remove], "add and remove");
-      const group = requireGroup(auth.account, id);
-      if (kind === "actions") {
-        if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
-        for (const cid of add) {
-          if (group.actions.has(cidHash(cid)))
-            throw new ApiError("action_already_in_group", `Action ${cid} is already in group ${id}.`, {
-              details: { group_id: id, cid },
-            });
-        }
-        for (const cid of remove) {
-          if (!group.actions.has(cidHash(cid)))
-            throw new ApiError("action_not_in_group", `Action ${cid} is not in group ${id}.`, {
-              details: { group_id: id, cid },
-            });
-        }
-      } else {
-        if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
-        if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
-        for (const p of add) {
-          if (!auth.account.pkps.has(p))
-            throw new ApiError("pkp_not_found", `PKP ${p} does not exist in this account.`, {
-              details: { pkp_id: p },
-            });
-          if (group.pkps.has(p))
-            throw new ApiError("pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
-              details: { group_id: id, pkp_id: p },
-            });
-        }
-        for (const p of remove) {
-          if (!group.pkps.has(p))
-            throw new ApiError("pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
-              details: { group_id: id, pkp_id: p },
-            });
-        }
+/** Members: `{add, remove}`; removals are sent first, then additions (one transaction each). */
+function changeMembers(kind: "actions" | "pkps") {
+  return async (ctx: RelayerContext, req: Request, res: Response) => {
+    const auth: AuthContext = authOf(res);
+    const id = parseGroupId(req.params.id, "id");
+    const b = new BodyReader(req.body);
+    const parse =
+      kind === "actions"
+        ? (x: unknown, f: string) => parseCidField(x, f)
+        : (x: unknown, f: string) =>
+            isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f);
+    const add = b.array("add", ctx.cfg.limits.maxArrayEntries).map((x, i) => parse(x, `add[${i}]`));
+    const remove = b.array("remove", ctx.cfg.limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
+    b.done();
+    if (add.length === 0 && remove.length === 0)
+      throw new ApiError("invalid_request", "Send at least one entry in `add` or `remove`.", {
+        details: { field: "add" },
+      });
+    noDuplicates([...add, ...remove], "add and remove");
+    const group = requireGroup(auth.account, id);
+    if (kind === "actions") {
+      if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
+      for (const cid of add) {
+        if (group.actions.has(cidHash(cid)))
+          throw new ApiError("action_already_in_group", `Action ${cid} is already in group ${id}.`, {
+            details: { group_id: id, cid },
+          });
       }
-      const txs: string[] = [];
-      const [addFn, removeFn] =
-        kind === "actions" ? ["addActions", "removeActions"] : ["addPkps", "removePkps"];
-      if (remove.length)
-        txs.push(
-          (
-            await write(
-              ctx,
-              auth,
-              `group_${kind}_remove`,
-              registryInterface.encodeFunctionData(removeFn, [id, remove]),
-            )
-          ).txHash,
-        );
-      if (add.length)
-        txs.push(
-          (
-            await write(
-              ctx,
-              auth,
-              `group_${kind}_add`,
-              registryInterface.encodeFunctionData(addFn, [id, add]),
-            )
-          ).txHash,
-        );
-      const now = (await ctx.cache.account(auth.account.id)).groups.get(id);
-      return { body: { ...(now ? groupDetail(now) : { group_id: id }), tx_hashes: txs } };
-    });
-  }
-
-  r.post("/groups/:id/actions", ctx.auth.requireKey(), members("actions"));
-  r.post("/groups/:id/pkps", ctx.auth.requireKey(), members("pkps"));
-
-  return r;
+      for (const cid of remove) {
+        if (!group.actions.has(cidHash(cid)))
+          throw new ApiError("action_not_in_group", `Action ${cid} is not in group ${id}.`, {
+            details: { group_id: id, cid },
+          });
+      }
+    } else {
+      if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
+      if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
+      for (const p of add) {
+        if (!auth.account.pkps.has(p))
+          throw new ApiError("pkp_not_found", `PKP ${p} does not exist in this account.`, {
+            details: { pkp_id: p },
+          });
+        if (group.pkps.has(p))
+          throw new ApiError("pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
+            details: { group_id: id, pkp_id: p },
+          });
+      }
+      for (const p of remove) {
+        if (!group.pkps.has(p))
+          throw new ApiError("pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
+            details: { group_id: id, pkp_id: p },
+          });
+      }
+    }
+    const txs: string[] = [];
+    const [addFn, removeFn] =
+      kind === "actions" ? ["addActions", "removeActions"] : ["addPkps", "removePkps"];
+    if (remove.length)
+      txs.push(
+        (
+          await write(
+            ctx,
+            auth,
+            `group_${kind}_remove`,
+            registryInterface.encodeFunctionData(removeFn, [id, remove]),
+          )
+        ).txHash,
+      );
+    if (add.length)
+      txs.push(
+        (await write(ctx, auth, `group_${kind}_add`, registryInterface.encodeFunctionData(addFn, [id, add])))
+          .txHash,
+      );
+    const now = (await ctx.cache.account(auth.account.id)).groups.get(id);
+    return { body: { ...(now ? groupDetail(now) : { group_id: id }), tx_hashes: txs } };
+  };
 }
+
+const postGroupsIdActions = endpoint<RelayerContext>("POST", "/groups/:id/actions", {
+  caller: "key",
+  scopes: ["group:manageActions"],
+  summary: "Add and remove action CIDs (group:manageActions)",
+  params: [s.idParam("id", s.int())],
+  body: s.obj({ add: s.arr(s.str("CID")), remove: s.arr(s.str("CID")) }),
+  answer: s.membersAnswer,
+  errors: [
+    ...s.WRITE_ERRORS,
+    "missing_scope",
+    "invalid_cid",
+    "group_not_found",
+    "action_already_in_group",
+    "action_not_in_group",
+    "too_many_members",
+  ],
+  handle: changeMembers("actions"),
+});
+
+const postGroupsIdPkps = endpoint<RelayerContext>("POST", "/groups/:id/pkps", {
+  caller: "key",
+  scopes: ["group:addPkp", "group:removePkp"],
+  summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
+  params: [s.idParam("id", s.int())],
+  body: s.obj({ add: s.arr(s.pkpId), remove: s.arr(s.pkpId) }),
+  answer: s.membersAnswer,
+  errors: [
+    ...s.WRITE_ERRORS,
+    "missing_scope",
+    "invalid_pkp_id",
+    "pkp_not_found",
+    "group_not_found",
+    "pkp_already_in_group",
+    "pkp_not_in_group",
+    "too_many_members",
+  ],
+  handle: changeMembers("pkps"),
+});
+
+export const GROUP_ENDPOINTS = [
+  postGroups,
+  getGroups,
+  getGroupsId,
+  deleteGroupsId,
+  postGroupsIdActions,
+  postGroupsIdPkps,
+];

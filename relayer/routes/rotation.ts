@@ -8,15 +8,16 @@
  * neither, and checks the scopes it copies against the ones the old key holds (a stale copy is refused:
  * 409 rotation_scopes_changed). Owner only (policy.ts, requireRotator); charged as one write.
  */
-import { Router } from "express";
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
-import { firstEvent, handler, write, type RelayerContext } from "../context";
+import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader } from "../http/validate";
 import { requireRotator } from "../policy";
 import { keyItem } from "../present";
 import { resolveTargetKey, scopesArg } from "./keys";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
 /** The registry's MAX_ROTATION_OVERLAP: 30 days (a test checks that the two agree). */
 export const MAX_ROTATION_OVERLAP_SECONDS = 30 * 24 * 60 * 60;
@@ -41,76 +42,111 @@ function readOverlap(b: BodyReader): number {
   return v;
 }
 
-export function rotationRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-
-  r.post(
-    "/rotate_usage_api_key",
-    ctx.auth.requireKey(),
-    handler(
-      ctx,
-      async (req, res) => {
-        const auth = authOf(res);
-        requireRotator(auth);
-        const b = new BodyReader(req.body);
-        const old = resolveTargetKey(ctx, b, auth);
-        const overlap = readOverlap(b);
-        const now = Math.floor(Date.now() / 1000);
-        const expiration = b.expiration("expiration", now);
-        b.done();
-        // Same rule as the registry (which would refuse the write too): an expired key has nothing left
-        // to hand over.
-        if (old.expiration !== 0 && now >= old.expiration) {
-          throw new ApiError("usage_key_expired", `Usage key ${old.address} expired at ${old.expiration}.`, {
-            details: { id: old.address, expiration: old.expiration },
-          });
-        }
-        const accountId = auth.account.id.toString();
-        const gen = ctx.enclave.generateUsageKey();
-        // The cap goes in before the key exists on chain, so the new key is never usable uncapped. If the
-        // write then fails, the row names an address nobody holds: harmless.
-        const cap = ctx.billing ? (await ctx.billing.keySpend(old.address)).cap_cents : null;
-        if (cap !== null) await ctx.billing!.setKeySpendCap(accountId, gen.address, cap);
-        const out = await write(
-          ctx,
-          auth,
-          "rotate_usage_api_key",
-          registryInterface.encodeFunctionData("rotateKey", [
-            old.address,
-            overlap,
-            gen.address,
-            gen.keyHash,
-            old.name,
-            old.description,
-            expiration,
-            scopesArg(old.scopes),
-          ]),
-        );
-        firstEvent(out, "KeyAdded");
-        const oldUntil = Number(firstEvent(out, "KeyUpdated").args.expiration);
-        const account = await ctx.cache.account(auth.account.id);
-        const rec = account.keys.get(gen.address) ?? {
-          address: gen.address,
-          keyHash: gen.keyHash,
-          name: old.name,
-          description: old.description,
-          expiration,
-          createdAt: null,
-          scopes: old.scopes,
-        };
-        return {
-          status: 201,
-          body: {
-            usage_api_key: gen.apiKey,
-            ...(await keyItem(rec, ctx.billing)),
-            previous_key: { id: old.address, expiration: oldUntil },
-            tx_hash: out.txHash,
-          },
-        };
+const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_api_key", {
+  caller: "key",
+  summary:
+    "Replace a usage key: a new key with the same scopes, name, description and spend cap (value returned once); the old one expires after overlap_seconds",
+  status: 201,
+  body: s.obj(
+    {
+      ...s.keyTarget,
+      overlap_seconds: {
+        type: "integer",
+        minimum: 0,
+        maximum: 2592000,
+        description: "Seconds the old key keeps working after the rotation lands (0 = stops at once)",
       },
-      { secretFields: { names: ["usage_api_key"], mode: "encrypt" } },
-    ),
-  );
+      expiration: s.expiration,
+    },
+    ["overlap_seconds"],
+  ),
+  answer: s.out(
+    {
+      usage_api_key: {
+        oneOf: [s.str("The new key (shown once)"), s.out({ sealed: s.str() }), { type: "null" }],
+      },
+      usage_api_key_withheld: { type: "boolean", const: true },
+      ...s.usageKeyFields,
+      previous_key: s.out({
+        id: s.address,
+        expiration: s.int("Unix seconds (chain time) from which the old key is refused"),
+      }),
+      tx_hash: s.txHash,
+    },
+    ["usage_api_key_withheld"],
+  ),
+  errors: [
+    ...s.WRITE_ERRORS,
+    "owner_only",
+    "usage_key_not_found",
+    "usage_key_expired",
+    "invalid_usage_api_key",
+    "invalid_address",
+    "expiration_in_past",
+    "overlap_too_long",
+    "rotation_scopes_changed",
+    "address_in_use",
+  ],
+  secretFields: { names: ["usage_api_key"], mode: "encrypt" },
+  async handle(ctx, req, res) {
+    const auth = authOf(res);
+    requireRotator(auth);
+    const b = new BodyReader(req.body);
+    const old = resolveTargetKey(ctx, b, auth);
+    const overlap = readOverlap(b);
+    const now = Math.floor(Date.now() / 1000);
+    const expiration = b.expiration("expiration", now);
+    b.done();
+    // Same rule as the registry (which would refuse the write too): an expired key has nothing left
+    // to hand over.
+    if (old.expiration !== 0 && now >= old.expiration) {
+      throw new ApiError("usage_key_expired", `Usage key ${old.address} expired at ${old.expiration}.`, {
+        details: { id: old.address, expiration: old.expiration },
+      });
+    }
+    const accountId = auth.account.id.toString();
+    const gen = ctx.enclave.generateUsageKey();
+    // The cap goes in before the key exists on chain, so the new key is never usable uncapped. If the
+    // write then fails, the row names an address nobody holds: harmless.
+    const cap = ctx.billing ? (await ctx.billing.keySpend(old.address)).cap_cents : null;
+    if (cap !== null) await ctx.billing!.setKeySpendCap(accountId, gen.address, cap);
+    const out = await write(
+      ctx,
+      auth,
+      "rotate_usage_api_key",
+      registryInterface.encodeFunctionData("rotateKey", [
+        old.address,
+        overlap,
+        gen.address,
+        gen.keyHash,
+        old.name,
+        old.description,
+        expiration,
+        scopesArg(old.scopes),
+      ]),
+    );
+    firstEvent(out, "KeyAdded");
+    const oldUntil = Number(firstEvent(out, "KeyUpdated").args.expiration);
+    const account = await ctx.cache.account(auth.account.id);
+    const rec = account.keys.get(gen.address) ?? {
+      address: gen.address,
+      keyHash: gen.keyHash,
+      name: old.name,
+      description: old.description,
+      expiration,
+      createdAt: null,
+      scopes: old.scopes,
+    };
+    return {
+      status: 201,
+      body: {
+        usage_api_key: gen.apiKey,
+        ...(await keyItem(rec, ctx.billing)),
+        previous_key: { id: old.address, expiration: oldUntil },
+        tx_hash: out.txHash,
+      },
+    };
+  },
+});
 
-  return r;
-}
+export const ROTATION_ENDPOINTS = [postRotateUsageApiKey];

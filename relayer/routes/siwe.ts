@@ -6,48 +6,92 @@
  * POST /core/v1/auth/siwe/sign_out: the session ends itself. Signed by its session key with the SIWE
  * headers; from then on every instance refuses the session (siwe_session_revoked).
  */
-import { Router } from "express";
-import { handler, type RelayerContext } from "../context";
+import { type RelayerContext } from "../context";
 import { BodyReader } from "../http/validate";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
-export function siweRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-  r.post(
-    "/auth/siwe",
-    handler(ctx, async (req) => {
-      const b = new BodyReader(req.body);
-      const message = b.string("message", { required: true, nonEmpty: true, max: 4096 });
-      const signature = b.string("signature", { required: true, nonEmpty: true, max: 200 });
-      b.done();
-      // Bound to the service's own public URLs (relayer/http/siwe.ts), never to the request's Host.
-      const { session, account, mode } = await ctx.auth.signInWithEthereum(message, signature);
-      return {
-        body: {
-          account_id: account.id,
-          owner_address: session.owner,
-          mode,
-          session_key: session.sessionKey,
-          expires_at: session.expiresAt,
-          access: "read" as const,
-        },
-      };
-    }),
-  );
-  r.post(
-    "/auth/siwe/sign_out",
-    handler(ctx, async (req) => {
-      // Nothing to read from the body; an unexpected field is still refused.
-      new BodyReader(req.body ?? {}).done();
-      const { session, outcome } = await ctx.auth.signOutOwnerSession(req);
-      return {
-        body: {
-          status: outcome,
-          account_id: session.accountId,
-          session_key: session.sessionKey,
-          expires_at: session.expiresAt,
-        },
-      };
-    }),
-  );
-  return r;
-}
+const postAuthSiwe = endpoint<RelayerContext>("POST", "/auth/siwe", {
+  caller: "public",
+  summary:
+    "Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = one of this service's public URLs, never the Host header; chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read.",
+  body: {
+    type: "object",
+    additionalProperties: false,
+    required: ["message", "signature"],
+    properties: {
+      message: s.str("The EIP-4361 message the owner's wallet signed (personal_sign)"),
+      signature: s.str("The wallet's 65-byte signature, 0x hex"),
+    },
+  },
+  answer: s.out({
+    account_id: s.int(),
+    owner_address: s.address,
+    mode: s.str(),
+    session_key: s.address,
+    expires_at: s.int(),
+    access: { type: "string", enum: ["read"] },
+  }),
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "string_too_long",
+    "siwe_invalid",
+    "siwe_wrong_domain",
+    "siwe_wrong_chain",
+    "siwe_expired",
+    "siwe_not_owner",
+    "siwe_owner_is_contract",
+    "siwe_nonce_replayed",
+    "rate_limited",
+    "chain_unavailable",
+  ],
+  async handle(ctx, req) {
+    const b = new BodyReader(req.body);
+    const message = b.string("message", { required: true, nonEmpty: true, max: 4096 });
+    const signature = b.string("signature", { required: true, nonEmpty: true, max: 200 });
+    b.done();
+    // Bound to the service's own public URLs (relayer/http/siwe.ts), never to the request's Host.
+    const { session, account, mode } = await ctx.auth.signInWithEthereum(message, signature);
+    return {
+      body: {
+        account_id: account.id,
+        owner_address: session.owner,
+        mode,
+        session_key: session.sessionKey,
+        expires_at: session.expiresAt,
+        access: "read" as const,
+      },
+    };
+  },
+});
+
+const postAuthSiweSignOut = endpoint<RelayerContext>("POST", "/auth/siwe/sign_out", {
+  caller: "session",
+  summary:
+    "Ends the wallet session that signs this request (signed by its session key, with Sigil-Siwe and Sigil-Siwe-Signature): every instance refuses it from then on (siwe_session_revoked), until it would have expired. status: signed_out, already_signed_out (a second sign-out) or expired (nothing left to end). The body is empty or {}.",
+  body: { type: "object", additionalProperties: false, properties: {} },
+  answer: s.out({
+    status: { type: "string", enum: ["signed_out", "already_signed_out", "expired"] },
+    account_id: s.int(),
+    session_key: s.address,
+    expires_at: s.int("Unix seconds: when the session would have expired"),
+  }),
+  errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "database_unavailable"],
+  async handle(ctx, req) {
+    // Nothing to read from the body; an unexpected field is still refused.
+    new BodyReader(req.body ?? {}).done();
+    const { session, outcome } = await ctx.auth.signOutOwnerSession(req);
+    return {
+      body: {
+        status: outcome,
+        account_id: session.accountId,
+        session_key: session.sessionKey,
+        expires_at: session.expiresAt,
+      },
+    };
+  },
+});
+
+export const SIWE_ENDPOINTS = [postAuthSiwe, postAuthSiweSignOut];

@@ -1,44 +1,86 @@
-/** GET config (public chain facts, limits, prices), /health and /metrics. */
+/** GET config (public chain facts, limits, prices), the OpenAPI document, /health and /metrics. */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { Router } from "express";
 import type { RelayerContext } from "../context";
-import { handler } from "../context";
 import { ApiError } from "../errors";
+import { endpoint } from "./endpoint";
+import * as s from "./schemas";
 
-export function configRoute(ctx: RelayerContext): Router {
-  const r = Router();
-  r.get(
-    "/config",
-    handler(ctx, async () => ({
-      body: {
-        chain_id: ctx.chainId,
-        registry_address: ctx.cfg.registryAddress,
-        forwarder_address: ctx.cfg.forwarderAddress,
-        deploy_block: ctx.cfg.deployBlock,
-        limits: {
-          inline_code_bytes: ctx.cfg.limits.inlineCodeBytes,
-          ipfs_code_bytes: ctx.cfg.limits.ipfsCodeBytes,
-          js_params_bytes: ctx.cfg.limits.jsParamsBytes,
-          max_body_bytes: ctx.cfg.maxBodyBytes,
-          max_page_size: ctx.cfg.limits.maxPageSize,
-          max_name_bytes: ctx.cfg.limits.maxNameLength,
-          max_array_entries: ctx.cfg.limits.maxArrayEntries,
-          poll_interval_ms: ctx.cfg.pollIntervalMs,
-        },
-        rate_limits: {
-          per_key_per_minute: ctx.cfg.rateLimits.perKeyPerMinute,
-          per_account_per_minute: ctx.cfg.rateLimits.perAccountPerMinute,
-          new_account_per_ip_per_hour: ctx.cfg.rateLimits.newAccountPerIpPerHour,
-          concurrent_executions_per_account: ctx.cfg.rateLimits.concurrentExecutionsPerAccount,
-          per_ip_per_minute: ctx.cfg.rateLimits.perIpPerMinute,
-        },
-        prices: ctx.billing ? ctx.billing.prices() : null,
-        billing_enabled: ctx.billing !== null,
+const config = endpoint<RelayerContext>("GET", "/config", {
+  caller: "public",
+  summary: "Chain id, contract addresses, limits, prices",
+  answer: s.out({
+    chain_id: s.int(),
+    registry_address: s.address,
+    forwarder_address: s.address,
+    deploy_block: s.int(),
+    limits: s.out({
+      inline_code_bytes: s.int(),
+      ipfs_code_bytes: s.int(),
+      js_params_bytes: s.int(),
+      max_body_bytes: s.int(),
+      max_page_size: s.int(),
+      max_name_bytes: s.int(),
+      max_array_entries: s.int(),
+      poll_interval_ms: s.int(),
+    }),
+    rate_limits: s.out({
+      per_key_per_minute: s.int(),
+      per_account_per_minute: s.int(),
+      new_account_per_ip_per_hour: s.int(),
+      concurrent_executions_per_account: s.int(),
+      per_ip_per_minute: s.int(),
+    }),
+    prices: s.nullable(
+      s.out({
+        write_cents: s.int(),
+        execution_cents_per_second: s.int(),
+        pin_cents_per_100kb: s.int(),
+        minimum_payment_cents: s.int(),
+      }),
+    ),
+    billing_enabled: s.bool(),
+  }),
+  errors: [],
+  handle: async (ctx) => ({
+    body: {
+      chain_id: ctx.chainId,
+      registry_address: ctx.cfg.registryAddress,
+      forwarder_address: ctx.cfg.forwarderAddress,
+      deploy_block: ctx.cfg.deployBlock,
+      limits: {
+        inline_code_bytes: ctx.cfg.limits.inlineCodeBytes,
+        ipfs_code_bytes: ctx.cfg.limits.ipfsCodeBytes,
+        js_params_bytes: ctx.cfg.limits.jsParamsBytes,
+        max_body_bytes: ctx.cfg.maxBodyBytes,
+        max_page_size: ctx.cfg.limits.maxPageSize,
+        max_name_bytes: ctx.cfg.limits.maxNameLength,
+        max_array_entries: ctx.cfg.limits.maxArrayEntries,
+        poll_interval_ms: ctx.cfg.pollIntervalMs,
       },
-    })),
-  );
-  return r;
-}
+      rate_limits: {
+        per_key_per_minute: ctx.cfg.rateLimits.perKeyPerMinute,
+        per_account_per_minute: ctx.cfg.rateLimits.perAccountPerMinute,
+        new_account_per_ip_per_hour: ctx.cfg.rateLimits.newAccountPerIpPerHour,
+        concurrent_executions_per_account: ctx.cfg.rateLimits.concurrentExecutionsPerAccount,
+        per_ip_per_minute: ctx.cfg.rateLimits.perIpPerMinute,
+      },
+      prices: ctx.billing ? ctx.billing.prices() : null,
+      billing_enabled: ctx.billing !== null,
+    },
+  }),
+});
+
+/** The OpenAPI document, which app.ts assembles from every declaration when it builds the app. */
+const openapiDocument = endpoint<RelayerContext>("GET", "/openapi.json", {
+  caller: "public",
+  summary: "This document",
+  answer: { type: "object" },
+  errors: [],
+  handle: async (_ctx, req) => ({ body: req.app.locals.openapi }),
+});
+
+export const CONFIG_ENDPOINTS = [config];
+export const DOCUMENT_ENDPOINTS = [openapiDocument];
 
 /**
  * GET /health. Anyone (a load balancer, a status page) sees only `{status, last_processed_block}`: "ok" or
@@ -48,19 +90,30 @@ export function configRoute(ctx: RelayerContext): Router {
  * `X-Operator-Token` equal to the configured operator token (SIGIL_OPERATOR_TOKEN). Without a configured
  * token there is no detailed view; a token header that does not match is 401 invalid_operator_token.
  */
-export function healthRoutes(ctx: RelayerContext): Router {
-  const r = Router();
-  r.get("/health", async (req, res, next) => {
+const health = endpoint<RelayerContext>("GET", "/health", {
+  caller: "public",
+  summary:
+    "{status}: ok or degraded (503). With X-Operator-Token: chain, cache, executor pool and gas wallets",
+  params: [
+    {
+      name: "X-Operator-Token",
+      in: "header",
+      required: false,
+      schema: { type: "string" },
+      description: "The operator token (SIGIL_OPERATOR_TOKEN): unlocks the detailed view",
+    },
+  ],
+  answer: s.ref("Health"),
+  errors: ["invalid_operator_token"],
+  // Degraded is 503 with the same document (load balancers read the status alone).
+  alsoAnswers: { status: 503, description: "degraded", schema: s.ref("Health") },
+  async handle(ctx, req, res) {
     const offered = req.get("x-operator-token");
-    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
-      next(
-        new ApiError(
-          "invalid_operator_token",
-          "X-Operator-Token does not match the operator token this relayer was configured with.",
-        ),
+    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered))
+      throw new ApiError(
+        "invalid_operator_token",
+        "X-Operator-Token does not match the operator token this relayer was configured with.",
       );
-      return;
-    }
     let head: number | null = null;
     let chainError: string | null = null;
     try {
@@ -120,33 +173,66 @@ export function healthRoutes(ctx: RelayerContext): Router {
       },
       degraded_reasons: reasons,
     });
-  });
-  /**
-   * GET /metrics: the same rule as /health for deployment details. Anyone gets the public metrics (gas
-   * wallets by index, no address); with the operator token (X-Operator-Token, or Authorization: Bearer
-   * for scrapers that only send that) the answer also maps each wallet index to its address. A token that
-   * does not match is 401 invalid_operator_token.
-   */
-  r.get("/metrics", async (req, res, next) => {
+  },
+});
+
+/**
+ * GET /metrics: the same rule as /health for deployment details. Anyone gets the public metrics (gas
+ * wallets by index, no address); with the operator token (X-Operator-Token, or Authorization: Bearer
+ * for scrapers that only send that) the answer also maps each wallet index to its address. A token that
+ * does not match is 401 invalid_operator_token.
+ */
+const metrics = endpoint<RelayerContext>("GET", "/metrics", {
+  caller: "public",
+  summary:
+    "Prometheus metrics. Gas wallets by index; with the operator token, also sigil_gas_wallet_info{wallet, address}",
+  answer: {},
+  errors: ["invalid_operator_token"],
+  // Text, not JSON: the operation is written out.
+  operation: {
+    summary:
+      "Prometheus metrics. Gas wallets by index; with the operator token, also sigil_gas_wallet_info{wallet, address}",
+    security: [],
+    parameters: [
+      {
+        name: "X-Operator-Token",
+        in: "header",
+        required: false,
+        schema: { type: "string" },
+        description:
+          "The operator token (SIGIL_OPERATOR_TOKEN; or Authorization: Bearer <token>): adds the gas wallet addresses",
+      },
+    ],
+    responses: {
+      "200": { description: "text/plain exposition format" },
+      "400": {
+        description:
+          "json_too_deep, header_too_long, invalid_query (the HTTP guard answers before any route)",
+        content: { "application/json": { schema: s.ref("Error") } },
+      },
+      "401": {
+        description: "invalid_operator_token",
+        content: { "application/json": { schema: s.ref("Error") } },
+      },
+    },
+  },
+  async handle(ctx, req, res) {
     const bearer = /^Bearer (.+)$/i.exec(req.get("authorization") ?? "")?.[1];
     const offered = req.get("x-operator-token") ?? bearer;
-    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered)) {
-      next(
-        new ApiError(
-          "invalid_operator_token",
-          "The operator token does not match the one this relayer was configured with.",
-        ),
+    if (offered !== undefined && !operatorTokenMatches(ctx.cfg.operatorToken, offered))
+      throw new ApiError(
+        "invalid_operator_token",
+        "The operator token does not match the one this relayer was configured with.",
       );
-      return;
-    }
     let text = await ctx.metrics.registry.metrics();
     if (offered !== undefined)
       text += `${text.endsWith("\n") ? "" : "\n"}${await ctx.metrics.operatorRegistry.metrics()}`;
     res.setHeader("Content-Type", ctx.metrics.registry.contentType);
     res.send(text);
-  });
-  return r;
-}
+  },
+});
+
+export const HEALTH_ENDPOINTS = [health, metrics];
 
 /** Constant-time comparison of SHA-256 digests (equal lengths whatever was offered). */
 function operatorTokenMatches(configured: string | null, offered: string): boolean {
