@@ -502,7 +502,7 @@ describe("signing policies: the engine", () => {
           } else {
             // A refusal without a matching deny rule: no allow rule matched (default deny).
             if (!matching.some((r) => r.effect === "deny"))
-              expect(matching.filter((r) => r.effect === "allow")).to.be.empty;
+              expect(matching.filter((r) => r.effect === "allow")).to.have.length(0);
           }
           expect(d.operation).to.equal(op.kind);
         }),

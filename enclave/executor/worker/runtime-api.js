@@ -30,7 +30,8 @@ function readBytesOrString(args, field, fnName) {
   throw platformError("invalid_argument", `${fnName}: ${field} must be a string or a Uint8Array`);
 }
 
-function makeActions(run, harden) {
+/** `newSigner(pkpId, keyOp, version)` makes the ethers Signers of getSigner (pkp-signer.js). */
+function makeActions(run, harden, newSigner) {
   const utf8 = new TextDecoder("utf-8", { fatal: false });
 
   const pkpOp = (fnName, op, read) => async (args) => {
@@ -74,6 +75,19 @@ function makeActions(run, harden) {
     return asBytes ? bytes : utf8.decode(bytes);
   };
   const getPrivateKey = pkpOp("getPrivateKey", "pkpPrivateKey");
+  /** A transaction the enclave serializes, checks and signs: answers the signed raw transaction. */
+  const signTransaction = pkpOp("signTransaction", "pkpSignTransaction", (a) => ({
+    transaction: copyPlain(a.transaction, "signTransaction transaction"),
+  }));
+  /** An ethers v5 Signer for the PKP (for `ethers`), or with `{ ethers: 6 }` a v6 one (for `ethers6`). */
+  const getSigner = (args) => {
+    run.assertLive();
+    const a = argsObject(args, "getSigner");
+    const pkpId = readString(a, "pkpId", "getSigner");
+    if (a.ethers !== undefined && a.ethers !== 5 && a.ethers !== 6)
+      throw platformError("invalid_argument", "getSigner: ethers must be 5 or 6");
+    return newSigner(pkpId, (op, payload) => run.keyOp(op, payload), a.ethers);
+  };
 
   const getActionPrivateKey = async () => run.keyOp("actionPrivateKey", {});
   const actionKeyOf = (fnName, op, field) => async (args) => {
@@ -104,6 +118,8 @@ function makeActions(run, harden) {
     signEcdsa,
     signMessage,
     signTypedData,
+    signTransaction,
+    getSigner,
     encrypt,
     decrypt,
     getPrivateKey,
