@@ -16,6 +16,7 @@ import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import { accountRoutes } from "./routes/accounts";
 import { actionRoutes } from "./routes/actions";
+import { policyRoutes } from "./routes/policies";
 import { forwardRoutes } from "./routes/forward";
 import { groupRoutes } from "./routes/groups";
 import { keyRoutes } from "./routes/keys";
@@ -56,6 +57,9 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/actions/cid"],
   ["GET", "/core/v1/actions/pinned"],
   ["GET", "/core/v1/actions/:cid"],
+  ["POST", "/core/v1/policies"],
+  ["POST", "/core/v1/policies/evaluate"],
+  ["GET", "/core/v1/policies/:cid"],
   ["POST", "/core/v1/svc_action"],
   ["POST", "/core/v1/forward/prepare"],
   ["POST", "/core/v1/forward"],
@@ -151,6 +155,7 @@ export function buildApp(ctx: RelayerContext): Express {
     webhookRoutes(ctx),
     configRoute(ctx),
     siweRoutes(ctx),
+    policyRoutes(ctx),
   ]) {
     mount("/core/v1", router);
   }

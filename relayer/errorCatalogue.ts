@@ -291,6 +291,11 @@ export const ERROR_CATALOGUE = {
     why: "The endpoint has no delivery with this id.",
     fix: "List deliveries with GET /core/v1/webhooks/{id}/deliveries.",
   },
+  policy_not_found: {
+    status: 404,
+    why: "No signing-policy document is stored under the CID.",
+    fix: "Upload the document with POST /policies (it answers the CID), or send it inline as `policy`.",
+  },
   action_not_found: {
     status: 404,
     why: "The CID's code is neither in the content store nor on a configured IPFS gateway.",

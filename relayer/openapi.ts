@@ -7,6 +7,11 @@ import type { RelayerContext } from "./context";
 import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
 import { EVENT_TYPES } from "./webhooks/eventTypes";
+import { OPERATION_KINDS, POLICY_SCHEMA } from "../enclave/policy";
+
+/** The policy schema as a component (its $id is the document's own, not the API's). */
+const { $id: _policyId, ...POLICY_DOCUMENT_SCHEMA } = POLICY_SCHEMA;
+void _policyId;
 
 /** Every code an answer can carry: the relayer's and billing's (billing gates writes and executions). */
 const ALL_ERRORS: Record<string, { status: number }> = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
@@ -643,6 +648,57 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           ],
         }),
       },
+      "/core/v1/policies": {
+        post: op({
+          summary:
+            "Upload a signing-policy document: checked against the policy schema, then pinned like action code",
+          status: 201,
+          body: obj({ policy: ref("Policy") }, ["policy"]),
+          ok: out({ cid: str(), bytes: int(), charged_cents: int() }),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "invalid_policy",
+            "not_authorized_to_pin",
+            "pin_quota_exceeded",
+            "insufficient_credits",
+            "spend_cap_reached",
+          ],
+        }),
+      },
+      "/core/v1/policies/evaluate": {
+        post: op({
+          summary:
+            "Dry run: a policy (inline or by CID) against an operation; allow or deny with the deciding rule, nothing signed or counted",
+          body: obj(
+            {
+              policy: ref("Policy"),
+              cid: str("CID of an uploaded policy (instead of `policy`)"),
+              operation: ref("PolicyOperation"),
+              at: str("Evaluate as of this time (ISO 8601); default now (time rules are UTC)"),
+            },
+            ["operation"],
+          ),
+          ok: ref("PolicyDecision"),
+          errors: [
+            ...BODY_ERRORS,
+            "invalid_request",
+            "unknown_field",
+            "invalid_policy",
+            "invalid_cid",
+            "policy_not_found",
+          ],
+        }),
+      },
+      "/core/v1/policies/{cid}": {
+        get: op({
+          summary: "A stored signing-policy document",
+          params: [idParam("cid", str())],
+          ok: out({ cid: str(), policy: ref("Policy") }),
+          errors: ["invalid_cid", "invalid_policy", "policy_not_found"],
+        }),
+      },
       "/core/v1/svc_action": {
         post: op({
           summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
@@ -1235,6 +1291,38 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         },
       },
       schemas: {
+        Policy: POLICY_DOCUMENT_SCHEMA,
+        PolicyOperation: {
+          type: "object",
+          required: ["kind"],
+          description:
+            "What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt}",
+          properties: {
+            kind: { type: "string", enum: [...OPERATION_KINDS] },
+            transaction: {
+              type: "object",
+              description: "ethers TransactionRequest fields; chainId required",
+            },
+            domain: { type: "object" },
+            types: { type: "object" },
+            value: { type: "object" },
+            message: str(),
+            encoding: { type: "string", enum: ["utf8", "hex"] },
+            digest: str("0x + 64 hex digits"),
+          },
+        },
+        PolicyDecision: out(
+          {
+            allowed: bool(),
+            rule: str('The deciding rule\'s name, or "(default deny)" when no allow rule matched'),
+            operation: { type: "string", enum: [...OPERATION_KINDS] },
+            digest: str("What a signature would be made over"),
+            field: str("The condition that failed (refusals)"),
+            value: str("The value that failed it (refusals)"),
+            reason: str(),
+          },
+          ["digest", "field", "value"],
+        ),
         Error: obj(
           {
             error: obj(

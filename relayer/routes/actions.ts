@@ -13,6 +13,7 @@ import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../en
 import { authOf, type AuthContext } from "../auth";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 import { canPin, executionRefusal } from "../policy";
+import { pinContent } from "../pinning";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -51,36 +52,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
     verifiedBytes += code.length;
   };
 
-  /**
-   * Pin `bytes` for the caller's account: the billing gate, the quota (413 pin_quota_exceeded), the
-   * store, then the charge; nothing is stored or charged for a refused pin, and a pin the store could not
-   * write is released. A CID the account has already pinned is stored again (idempotent) but neither
-   * counted nor charged again. Returns the CIDv0 and what was charged.
-   */
-  async function pin(auth: AuthContext, bytes: Uint8Array): Promise<{ cid: string; charged_cents: number }> {
-    if (!canPin(auth)) {
-      throw new ApiError(
-        "not_authorized_to_pin",
-        "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
-      );
-    }
-    const cid = await computeCid(bytes);
-    const accountId = auth.principal.accountId;
-    if (!(await ctx.pins.has(accountId, cid)))
-      await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
-    const fresh = await ctx.pins.reserve(accountId, cid, bytes.length);
-    try {
-      await ctx.contentStore.put(bytes);
-    } catch (err) {
-      if (fresh) await ctx.pins.release(accountId, cid);
-      throw err;
-    }
-    const charged =
-      fresh && ctx.billing
-        ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents
-        : 0;
-    return { cid, charged_cents: charged };
-  }
+  const pin = (auth: AuthContext, bytes: Uint8Array) => pinContent(ctx, auth, bytes);
 
   /**
    * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).

@@ -1,0 +1,126 @@
+/**
+ * The policy endpoints over HTTP on the real stack (anvil, deployed registry, relayer): upload checks
+ * the schema and pins the document like action code, GET reads it back by CID, and the dry run
+ * answers allow/deny with the deciding rule for inline and stored policies.
+ */
+import { expect } from "chai";
+import { AbiCoder, getAddress } from "ethers";
+import { computeCid } from "../../enclave";
+import { setupAccount, startStack, type Stack } from "../helpers/stack";
+
+const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
+const ALICE = getAddress("0x00000000000000000000000000000000000a11ce");
+const MALLORY = getAddress("0x000000000000000000000000000000000000bad1");
+const transfer = (to: string, n: bigint) =>
+  "0xa9059cbb" + AbiCoder.defaultAbiCoder().encode(["address", "uint256"], [to, n]).slice(2);
+
+const POLICY = {
+  version: 1,
+  rules: [
+    {
+      name: "usdc-payouts",
+      effect: "allow",
+      operation: "transaction",
+      chainIds: [1],
+      erc20: { token: USDC, recipients: { in: [ALICE] }, amount: { max: "1000" } },
+    },
+    { name: "weekdays-only", effect: "deny", operation: "transaction", time: { days: [0, 6] } },
+  ],
+};
+
+describe("signing policies: the relayer's endpoints", function () {
+  this.timeout(180_000);
+  let s: Stack;
+  let key: string;
+
+  before(async () => {
+    s = await startStack();
+    key = (await setupAccount(s)).accountKey;
+  });
+  after(() => s?.close());
+
+  it("uploads a valid policy (pinned under the CID of its JSON) and reads it back", async () => {
+    const up = await s.api("POST", "/core/v1/policies", { key, body: { policy: POLICY } });
+    expect(up.status, JSON.stringify(up.body)).to.equal(201);
+    expect(up.body.cid).to.equal(await computeCid(new TextEncoder().encode(JSON.stringify(POLICY))));
+    const pinned = await s.api("GET", "/core/v1/actions/pinned", { key });
+    expect(pinned.body.items.map((i: { cid: string }) => i.cid)).to.include(up.body.cid);
+    const back = await s.api("GET", `/core/v1/policies/${up.body.cid}`, { key });
+    expect(back.status).to.equal(200);
+    expect(back.body).to.deep.equal({ cid: up.body.cid, policy: POLICY });
+  });
+
+  it("refuses an invalid policy with 400 invalid_policy listing the problems, and pins nothing", async () => {
+    const before = (await s.api("GET", "/core/v1/actions/pinned", { key })).body.total;
+    const bad = {
+      version: 1,
+      rules: [{ name: "x", effect: "allow", operation: "transaction", prefix: "a" }],
+    };
+    const r = await s.api("POST", "/core/v1/policies", { key, body: { policy: bad } });
+    expect(r.status).to.equal(400);
+    expect(r.body.error.code).to.equal("invalid_policy");
+    expect(r.body.error.details.errors.join()).to.contain('"prefix" is not a condition');
+    expect((await s.api("GET", "/core/v1/actions/pinned", { key })).body.total).to.equal(before);
+  });
+
+  it("a stored code that is not a policy is invalid_policy; an unknown CID is 404 policy_not_found", async () => {
+    const code = await s.api("POST", "/core/v1/actions", { key, body: { code: "return 1;" } });
+    const r = await s.api("GET", `/core/v1/policies/${code.body.cid}`, { key });
+    expect([r.status, r.body.error.code]).to.deep.equal([400, "invalid_policy"]);
+    const unknown = await computeCid(new TextEncoder().encode("nothing stored"));
+    const nf = await s.api("GET", `/core/v1/policies/${unknown}`, { key });
+    expect([nf.status, nf.body.error.code]).to.deep.equal([404, "policy_not_found"]);
+  });
+
+  it("evaluates inline and stored policies: allow or deny with the deciding rule and the failing value", async () => {
+    const { cid } = (await s.api("POST", "/core/v1/policies", { key, body: { policy: POLICY } })).body;
+    const tx = (to: string, n: bigint) => ({
+      kind: "transaction",
+      transaction: { chainId: 1, nonce: 0, gasLimit: 60000, gasPrice: 1, to: USDC, data: transfer(to, n) },
+    });
+    const monday = "2026-11-23T12:00:00Z";
+    const ok = await s.api("POST", "/core/v1/policies/evaluate", {
+      key,
+      body: { cid, operation: tx(ALICE, 1000n), at: monday },
+    });
+    expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+    expect(ok.body).to.include({ allowed: true, rule: "usdc-payouts", operation: "transaction" });
+    expect(ok.body.digest).to.match(/^0x[0-9a-f]{64}$/);
+    const stranger = await s.api("POST", "/core/v1/policies/evaluate", {
+      key,
+      body: { policy: POLICY, operation: tx(MALLORY, 1n), at: monday },
+    });
+    expect(stranger.body).to.include({
+      allowed: false,
+      rule: "usdc-payouts",
+      field: "erc20.recipients",
+      value: MALLORY,
+    });
+    const sunday = await s.api("POST", "/core/v1/policies/evaluate", {
+      key,
+      body: { cid, operation: tx(ALICE, 1n), at: "2026-11-22T12:00:00Z" },
+    });
+    expect(sunday.body).to.include({ allowed: false, rule: "weekdays-only" });
+    const exportKey = await s.api("POST", "/core/v1/policies/evaluate", {
+      key,
+      body: { cid, operation: { kind: "keyExport" } },
+    });
+    expect(exportKey.body).to.include({ allowed: false, rule: "(default deny)", operation: "keyExport" });
+  });
+
+  it("a malformed dry run is a 400, never a 500", async () => {
+    for (const body of [
+      { operation: { kind: "keyExport" } },
+      { policy: POLICY, cid: "x", operation: { kind: "keyExport" } },
+      { policy: POLICY, operation: { kind: "sign" } },
+      { policy: POLICY, operation: { kind: "transaction", transaction: { to: ALICE } } },
+      { policy: POLICY, operation: { kind: "message", message: "zz", encoding: "hex" } },
+      { policy: POLICY, operation: { kind: "keyExport" }, at: "yesterday" },
+      { policy: { version: 1 }, operation: { kind: "keyExport" } },
+    ]) {
+      const r = await s.api("POST", "/core/v1/policies/evaluate", { key, body });
+      expect(r.status, JSON.stringify(body)).to.equal(400);
+      expect(["invalid_request", "invalid_policy", "invalid_cid"]).to.include(r.body.error.code);
+    }
+  });
+});
