@@ -161,6 +161,13 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     mapping(uint64 accountId => mapping(uint64 groupId => Word)) private _actionWords;
 
     /**
+     * @dev A group's signing policy: keccak256 of its CID string, or zero for none. A slot of its own: the hash
+     * fills a word, and the group's other words are written by other operations. deleteGroup leaves it in
+     * place (group ids are never reused); `groupPolicy` answers zero for a group that is not live.
+     */
+    mapping(uint64 accountId => mapping(uint64 groupId => bytes32 cidHash)) private _policies;
+
+    /**
      * @dev The address PKP ids are bound to (see createPkp): this registry's own, or, for a registry that
      * takes over an older registry's accounts (scripts/migrate), the older one's, so that every PKP keeps its
      * id, and with it its key (the enclave derives a PKP's key from its id).
@@ -519,6 +526,21 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
         }
     }
 
+    /**
+     * @inheritdoc IAccountRegistry
+     * @dev Only the hash is stored; the CID string is in the event, like an action's. Setting the policy a
+     * group already has is accepted (and emitted again), so a retried write never fails.
+     */
+    function setGroupPolicy(uint64 groupId, string calldata cid) external {
+        uint64 accountId = _authorize(Scope.ManageActions, groupId);
+        _requireGroup(accountId, groupId);
+        uint256 length = bytes(cid).length;
+        if (length > MAX_CID_BYTES) revert CidTooLong(length, MAX_CID_BYTES);
+        bytes32 cidHash = length == 0 ? bytes32(0) : _hashOf(cid);
+        _policies[accountId][groupId] = cidHash;
+        emit GroupPolicySet(accountId, groupId, cidHash, cid);
+    }
+
     // ------------------------------------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------------------------------------
@@ -649,6 +671,12 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool) {
         _requireGroup(accountId, groupId);
         return _actions[accountId][groupId][cidHash].bits != 0;
+    }
+
+    /// @inheritdoc IAccountRegistry
+    function groupPolicy(uint64 accountId, uint64 groupId) external view returns (bytes32 cidHash) {
+        if (!_groups[accountId][groupId].live) return bytes32(0);
+        return _policies[accountId][groupId];
     }
 
     /**

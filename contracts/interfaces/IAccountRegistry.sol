@@ -153,6 +153,10 @@ interface IAccountRegistry {
     event PkpAdded(uint64 indexed accountId, uint64 indexed groupId, bytes32 indexed pkpId);
     /// @notice A PKP was removed from a group. Only the account is indexed, as for `ActionRemoved`.
     event PkpRemoved(uint64 indexed accountId, uint64 groupId, bytes32 pkpId);
+    /// @notice Emitted when a group's signing policy is set (cid non-empty) or cleared (cid == "").
+    /// `cidHash` is keccak256 of `cid` (as for `ActionAdded`), or zero when the policy is cleared. Deleting a
+    /// group ends its policy too (`GroupDeleted`), without a separate event.
+    event GroupPolicySet(uint64 indexed accountId, uint64 indexed groupId, bytes32 cidHash, string cid);
 
     // ------------------------------------------------------------------------------------------------
     // Errors
@@ -329,6 +333,11 @@ interface IAccountRegistry {
     /// @notice Batch form of `removePkp`.
     function removePkps(uint64 groupId, bytes32[] calldata pkpIds) external;
 
+    /// @notice Sets (or with "" clears) the group's policy: the CID of a JSON policy document. Governed like the
+    /// group's actions: the owner, or a key holding the manage-actions scope on that group (same check as
+    /// addAction). The CID is checked like an action CID (at most MAX_CID_BYTES bytes, else `CidTooLong`).
+    function setGroupPolicy(uint64 groupId, string calldata cid) external;
+
     // ------------------------------------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------------------------------------
@@ -380,6 +389,10 @@ interface IAccountRegistry {
     /// @notice Whether the CID with keccak256 `cidHash` is listed in the live group `groupId` of `accountId`
     /// (reverts `UnknownGroup`).
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool);
+    /// @notice The group's policy CID hash (the same hash addAction uses for CIDs), or zero when it has none.
+    /// A group that is not live (deleted, or never created) has none: its policy ended with it.
+    function groupPolicy(uint64 accountId, uint64 groupId) external view returns (bytes32 cidHash);
+
     /// @notice Whether the live key `key` holds execute on some group that lists both `cidHash` and `pkpId`.
     /// An account's owner is answered too: it may execute in every group of its account (docs/background.md §5.4).
     function canExecute(address key, bytes32 cidHash, bytes32 pkpId) external view returns (bool);

@@ -42,6 +42,9 @@ export const REFERENCE: Record<string, { owner: number; payer: number }> = {
   "group.create.empty.third": { owner: 163_187, payer: 163_209 },
   "action.add.first": { owner: 107_723, payer: 107_745 },
   "action.add.second": { owner: 90_623, payer: 90_645 },
+  // The reference has no signing policies: setting one is compared with the reference's first addAction.
+  // test/contracts/gasSnapshot.test.ts also holds it to Sigil's own action.add.first, mode by mode.
+  "group.setPolicy": { owner: 107_723, payer: 107_745 },
   "pkp.addToGroup.first": { owner: 107_844, payer: 107_866 },
   "pkp.addToGroup.second": { owner: 90_744, payer: 90_766 },
   "key.add.first": { owner: 258_299, payer: 258_321 },
@@ -158,6 +161,12 @@ export const STEPS: Step[] = [
   { scenario: "group.create.full.second", call: (a) => GROUP(a, 2) },
   { scenario: "group.create.empty.third", call: (a) => GROUP(a, 3) },
   { scenario: "action.add.first", call: (a) => ["addAction", [1n, a.cid("X")]] },
+  // Isolated: measured in the state action.add.first leaves, then reverted, so no later line moves.
+  {
+    scenario: "group.setPolicy",
+    isolated: true,
+    call: (a) => ["setGroupPolicy", [1n, a.cid("policy")]],
+  },
   { scenario: "action.add.second", call: (a) => ["addAction", [1n, a.cid("Y")]] },
   { scenario: "pkp.addToGroup.first", call: (a) => ["addPkp", [1n, a.pkp(1)]] },
   { scenario: "pkp.addToGroup.second", call: (a) => ["addPkp", [1n, a.pkp(2)]] },

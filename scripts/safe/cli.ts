@@ -167,6 +167,16 @@ function scopesFrom(o: Record<string, unknown>): ScopeFields {
   };
 }
 
+/** Exactly one of --cid and --clear: a forgotten --cid must not clear a group's policy by accident. */
+function policyCidFrom(o: Record<string, unknown>): string {
+  const cid = typeof o.cid === "string" ? o.cid : undefined;
+  if ((cid === undefined) === (o.clear !== true))
+    throw new SafeCliError("invalid_argument", "give exactly one of --cid <cid> and --clear");
+  if (cid === "")
+    throw new SafeCliError("invalid_argument", "--cid is empty; use --clear to remove the policy");
+  return cid ?? "";
+}
+
 // commander hands options over untyped; each builder below reads the ones its command declares.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type CommandOpts = Record<string, any>;
@@ -235,6 +245,13 @@ const proposals: [Command, OpBuilder][] = [
       .requiredOption("--group <id>", "group id")
       .requiredOption("--cid <cid>", "action CID"),
     (o) => ({ op: "remove-action", groupId: o.group, cid: o.cid }),
+  ],
+  [
+    proposeCommand("set-group-policy", "set a group's signing policy, or clear it with --clear")
+      .requiredOption("--group <id>", "group id")
+      .option("--cid <cid>", "CID of the policy document")
+      .option("--clear", "remove the group's policy"),
+    (o) => ({ op: "set-group-policy", groupId: o.group, cid: policyCidFrom(o) }),
   ],
   [
     proposeCommand("add-pkp", "add a PKP to a group")

@@ -119,6 +119,31 @@ describe("AccountRegistry: forwarded calls (path A)", function () {
     expect((await readAccount(ctx.registry, 1n)).groups.get(Number(direct))?.name).to.equal("g");
   });
 
+  it("a request signed by a key holding manageActions on the group sets the group's policy", async function () {
+    const ctx = await loadFixture(twoAccountsFixture);
+    const [key] = ctx.keySigners;
+    await grantKey(ctx.registry, ctx.ownerA, key, scopes({ ManageActions: [1] }));
+    const request = await signRequest(
+      ctx,
+      key,
+      ctx.registry.interface.encodeFunctionData("setGroupPolicy", [1n, CID_HELLO]),
+    );
+    await expect(ctx.forwarder.connect(ctx.relayer).execute(request))
+      .to.emit(ctx.registry, "GroupPolicySet")
+      .withArgs(1n, 1n, cidHash(CID_HELLO), CID_HELLO);
+    expect(await ctx.registry.groupPolicy(1n, 1n)).to.equal(cidHash(CID_HELLO));
+  });
+
+  it("a forwarded policy write by a key scoped to another group fails with MissingScope", async function () {
+    const ctx = await loadFixture(twoAccountsFixture);
+    const [key] = ctx.keySigners;
+    await grantKey(ctx.registry, ctx.ownerA, key, scopes({ ManageActions: [2] }));
+    const data = ctx.registry.interface.encodeFunctionData("setGroupPolicy", [1n, CID_HELLO]);
+    await expect(simulateForwarded(ctx, key.address, data))
+      .to.be.revertedWithCustomError(ctx.registry, "MissingScope")
+      .withArgs(key.address, 1n, Scope.ManageActions, 1n);
+  });
+
   it("a request signed by the owner can perform owner-only operations", async function () {
     const ctx = await loadFixture(twoAccountsFixture);
     const key = ctx.keySigners[0].address;

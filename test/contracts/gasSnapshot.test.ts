@@ -34,6 +34,17 @@ describe("Gas snapshot", function () {
     expect(compareWithSnapshot(committed, figures)).to.deep.equal([]);
   });
 
+  it("setting a group's policy costs no more than adding its first action, in every mode", function () {
+    const gasOf = (mode: string, scenario: string) =>
+      figures.find((f) => f.mode === mode && f.scenario === scenario)?.gas;
+    for (const mode of ["direct", "single", "batch"]) {
+      const policy = gasOf(mode, "group.setPolicy");
+      const action = gasOf(mode, "action.add.first");
+      expect(policy, `${mode} group.setPolicy`).to.be.a("number");
+      expect(policy, `${mode}: group.setPolicy vs action.add.first`).to.be.at.most(action as number);
+    }
+  });
+
   it("the comparison refuses a write 1% above its line", function () {
     const raised = figures.map((f, i) => (i === 0 ? { ...f, gas: Math.floor(f.gas * 1.01) + 1 } : f));
     const [first] = figures;

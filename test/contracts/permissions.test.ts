@@ -96,6 +96,13 @@ const scopedOperations: ScopedOperation[] = [
     eventArgs: async (_ctx, accountId, groupId) => [accountId, groupId, cidHash(CID_HELLO)],
   },
   {
+    name: "setGroupPolicy",
+    scope: "ManageActions",
+    event: "GroupPolicySet",
+    send: (registry, _ctx, groupId) => registry.setGroupPolicy(groupId, CID_HELLO),
+    eventArgs: async (_ctx, accountId, groupId) => [accountId, groupId, cidHash(CID_HELLO), CID_HELLO],
+  },
+  {
     name: "addPkp",
     scope: "AddPkp",
     event: "PkpAdded",

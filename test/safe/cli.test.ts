@@ -102,4 +102,23 @@ describe("safe CLI", function () {
     const after = JSON.parse((await safe(["status", file])).stdout);
     expect(after.state).to.equal("executed");
   });
+
+  it("propose set-group-policy refuses neither --cid nor --clear, before touching the network", async function () {
+    const out = path.join(dataDir, "policy.json");
+    const r = await safe([
+      "propose",
+      "set-group-policy",
+      "--group",
+      "1",
+      "--safe",
+      ethers.ZeroAddress,
+      "--out",
+      out,
+    ]);
+    expect([r.code, JSON.parse(r.stderr).error.code, fs.existsSync(out)]).to.deep.equal([
+      2,
+      "invalid_argument",
+      false,
+    ]);
+  });
 });

@@ -254,6 +254,33 @@ describe("Safe tooling (path B)", function () {
         .with.property("code", "invalid_proposal_file");
     });
 
+    it("a Safe sets a group's policy with set-group-policy", async function () {
+      const cid = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+      await run({ op: "set-group-policy", groupId: 1, cid });
+      expect(await registry.groupPolicy(accountId, 1n)).to.equal(ethers.keccak256(ethers.toUtf8Bytes(cid)));
+    });
+
+    it("a Safe clears a group's policy with set-group-policy and an empty CID", async function () {
+      await run({
+        op: "set-group-policy",
+        groupId: 1,
+        cid: "QmbFMke1KXqnYyBBWxB74N4c5SBnJMVAiMNRcGu6x1AwQH",
+      });
+      await run({ op: "set-group-policy", groupId: 1, cid: "" });
+      expect(await registry.groupPolicy(accountId, 1n)).to.equal(ethers.ZeroHash);
+    });
+
+    it("set-group-policy encodes setGroupPolicy(groupId, cid)", function () {
+      const call = encodeRegistryCall({ op: "set-group-policy", groupId: "7", cid: "Qm-policy" });
+      expect([call.method, call.args]).to.deep.equal(["setGroupPolicy", [7n, "Qm-policy"]]);
+    });
+
+    it("set-group-policy refuses a group id that is not a u64", function () {
+      expect(() => encodeRegistryCall({ op: "set-group-policy", groupId: "-1", cid: "Qm-policy" }))
+        .to.throw(SafeCliError)
+        .with.property("code", "invalid_argument");
+    });
+
     it("refuses a view as a proposal", async function () {
       expect(() => encodeRegistryCall({ op: "call", method: "getAccount", args: [1] }))
         .to.throw(SafeCliError)

@@ -66,6 +66,8 @@ export type RegistryOp =
   | { op: "delete-group"; groupId: number | bigint | string }
   | { op: "add-action"; groupId: number | bigint | string; cid: string }
   | { op: "remove-action"; groupId: number | bigint | string; cid: string }
+  /** Sets a group's signing policy (the CID of its JSON document), or clears it with an empty `cid`. */
+  | { op: "set-group-policy"; groupId: number | bigint | string; cid: string }
   | { op: "add-pkp"; groupId: number | bigint | string; pkpId: string }
   | { op: "remove-pkp"; groupId: number | bigint | string; pkpId: string }
   | { op: "create-pkp"; name?: string; description?: string }
@@ -147,6 +149,8 @@ export function registryMethod(op: RegistryOp): { method: string; args: unknown[
       return { method: "addAction", args: [u64(op.groupId, "the group id"), op.cid] };
     case "remove-action":
       return { method: "removeAction", args: [u64(op.groupId, "the group id"), op.cid] };
+    case "set-group-policy":
+      return { method: "setGroupPolicy", args: [u64(op.groupId, "the group id"), op.cid] };
     case "add-pkp":
       return { method: "addPkp", args: [u64(op.groupId, "the group id"), bytes32(op.pkpId, "the PKP id")] };
     case "remove-pkp":
