@@ -40,6 +40,8 @@ export type {
   FetchPolicy,
   ModuleOptions,
   UnhandledRejectionMode,
+  PoliciesFor,
+  RunPolicyDecision,
 } from "./executor";
 // SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
 // next): which addresses are public, and an HTTP request that connects only to permitted addresses.

@@ -60,6 +60,7 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/policies"],
   ["POST", "/core/v1/policies/evaluate"],
   ["GET", "/core/v1/policies/:cid"],
+  ["POST", "/core/v1/groups/:id/policy"],
   ["POST", "/core/v1/svc_action"],
   ["POST", "/core/v1/forward/prepare"],
   ["POST", "/core/v1/forward"],

@@ -99,6 +99,7 @@ const groupFields: Record<string, Schema> = {
   description: str(),
   pkps: arr(pkpId),
   actions: arr(str("CID")),
+  policy_cid: nullable(str("CID of the group's signing policy (docs/policies.md); null: none")),
 };
 const txHash = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "The path-A transaction" };
 
@@ -531,7 +532,14 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           summary: "List groups",
           params: pagingParams,
           ok: page(
-            out({ group_id: int(), name: str(), description: str(), pkp_count: int(), action_count: int() }),
+            out({
+              group_id: int(),
+              name: str(),
+              description: str(),
+              pkp_count: int(),
+              action_count: int(),
+              policy_cid: nullable(str("CID of the group's signing policy; null: none")),
+            }),
           ),
           errors: ["invalid_pagination"],
         }),
@@ -687,6 +695,24 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "unknown_field",
             "invalid_policy",
             "invalid_cid",
+            "policy_not_found",
+          ],
+        }),
+      },
+      "/core/v1/groups/{id}/policy": {
+        post: op({
+          summary:
+            "Set (cid) or clear (cid: null) the group's signing policy (owner, or manageActions on the group)",
+          params: [idParam("id", int())],
+          body: obj({ cid: nullable(str("CID of an uploaded policy; null clears")) }, ["cid"]),
+          ok: out({ ...groupFields, tx_hash: txHash }),
+          errors: [
+            ...WRITE_ERRORS,
+            "invalid_group_id",
+            "group_not_found",
+            "missing_scope",
+            "invalid_cid",
+            "invalid_policy",
             "policy_not_found",
           ],
         }),

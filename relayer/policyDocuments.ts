@@ -27,16 +27,19 @@ const parsed = new Map<string, Policy>();
 const MAX_CACHED = 4096;
 
 /**
- * The policy stored under `cid`, or null when the store has no such content. Content that is not a
- * valid policy is 400 invalid_policy (a group can only name a CID: what it names is checked here).
+ * The policy stored under `cid` (the content store, else the IPFS gateways: a Safe may name a document
+ * it published elsewhere; both verify the bytes against the CID), or null when neither has it. Content
+ * that is not a valid policy is 400 invalid_policy (a group only names a CID: what it names is checked
+ * here). Documents from the gateways are kept in memory only: storing them would bypass pin quotas.
  */
 export async function loadPolicy(
-  ctx: Pick<RelayerContext, "contentStore">,
+  ctx: Pick<RelayerContext, "contentStore" | "gateway">,
   cid: string,
 ): Promise<Policy | null> {
   const hit = parsed.get(cid);
   if (hit !== undefined) return hit;
-  const bytes = await ctx.contentStore.get(cid);
+  let bytes = await ctx.contentStore.get(cid);
+  if (bytes === null && ctx.gateway) bytes = await ctx.gateway.fetch(cid).catch(() => null);
   if (bytes === null) return null;
   const checked = parsePolicy(bytes);
   if (!checked.ok)

@@ -14,6 +14,7 @@ import { authOf, type AuthContext } from "../auth";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 import { canPin, executionRefusal } from "../policy";
 import { pinContent } from "../pinning";
+import { policiesForRun } from "../runPolicies";
 import { cidHash } from "../permissions/projection";
 import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -232,6 +233,8 @@ export function actionRoutes(ctx: RelayerContext): Router {
           cid,
           jsParams,
           authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+          // The signing policies of the groups granting the run, checked at every signature.
+          policiesFor: policiesForRun(ctx, auth, cid),
           // Checked just above with the rest of the request; the executor confirms it (after reading
           // the account's epoch) and serves this PKP's signatures in the worker until the account
           // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw

@@ -99,7 +99,15 @@ export function groupRoutes(ctx: RelayerContext): Router {
       const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
       return {
         status: 201,
-        body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash },
+        body: {
+          group_id: groupId,
+          name,
+          description,
+          pkps,
+          actions: cids,
+          policy_cid: null,
+          tx_hash: out.txHash,
+        },
       };
     }),
   );

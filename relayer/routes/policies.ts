@@ -1,7 +1,7 @@
 /**
- * Signing-policy documents (docs/policies.md): upload (checked against the schema, then pinned like
- * action code), read back by CID, and a dry run that evaluates a policy against an operation without
- * signing anything or counting towards any window.
+ * Signing policies (docs/policies.md): upload a document (checked against the schema, then pinned like
+ * action code), read it back by CID, a dry run that evaluates a policy against an operation without
+ * signing anything or counting towards any window, and setting or clearing a group's policy (path A).
  */
 import { Router } from "express";
 import {
@@ -16,9 +16,12 @@ import {
   type Policy,
 } from "../../enclave/policy";
 import { authOf } from "../auth";
-import { handler, type RelayerContext } from "../context";
+import { registryInterface, Scope } from "../chain/abi";
+import { handler, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader } from "../http/validate";
+import { BodyReader, parseGroupId } from "../http/validate";
+import { requireGroup, requireWriteScope } from "../policy";
+import { groupDetail } from "../present";
 import { pinContent } from "../pinning";
 import { loadPolicy, policyBytes, readPolicy } from "../policyDocuments";
 import { parseCidField } from "./groups";
@@ -124,6 +127,43 @@ export function policyRoutes(ctx: RelayerContext): Router {
           });
       }
       return { body: evaluatePolicy(policy, facts, now) };
+    }),
+  );
+
+  /**
+   * Path A: set (`{cid}`) or clear (`{cid: null}`) a group's policy, governed like the group's actions
+   * (the owner, or a key with manageActions on the group). The document must be stored and valid first,
+   * so a group never names a policy the service cannot enforce as written.
+   */
+  r.post(
+    "/groups/:id/policy",
+    ctx.auth.requireKey(),
+    handler(ctx, async (req, res) => {
+      const auth = authOf(res);
+      const id = parseGroupId(req.params.id, "id");
+      const b = new BodyReader(req.body);
+      const raw = b.raw("cid");
+      b.done();
+      if (raw === undefined)
+        throw new ApiError(
+          "invalid_request",
+          "Send `cid` (a policy's CID), or `cid: null` to clear the policy.",
+          {
+            details: { field: "cid" },
+          },
+        );
+      const cid = raw === null ? null : parseCidField(raw, "cid");
+      requireGroup(auth.account, id);
+      requireWriteScope(auth, Scope.ManageActions, id);
+      if (cid !== null) await policyAt(cid);
+      const out = await write(
+        ctx,
+        auth,
+        cid === null ? "group_policy_clear" : "group_policy_set",
+        registryInterface.encodeFunctionData("setGroupPolicy", [id, cid ?? ""]),
+      );
+      const now = (await ctx.cache.account(auth.account.id)).groups.get(id);
+      return { body: { ...(now ? groupDetail(now) : { group_id: id }), tx_hash: out.txHash } };
     }),
   );
 

@@ -123,4 +123,90 @@ describe("signing policies: the relayer's endpoints", function () {
       expect(["invalid_request", "invalid_policy", "invalid_cid"]).to.include(r.body.error.code);
     }
   });
+  describe("a group's policy, set through the API and enforced in runs", () => {
+    const ACTION = `async function main(p) {
+      const out = {};
+      for (const m of p.messages) {
+        try { out[m] = await Actions.signMessage({ pkpId: p.pkp, message: m }); }
+        catch (e) { out[m] = e.code; }
+      }
+      return out;
+    }`;
+    const LOGIN_ONLY = {
+      version: 1,
+      rules: [{ name: "login-only", effect: "allow", operation: "message", prefix: "login:" }],
+    };
+    let a: Awaited<ReturnType<typeof setupAccount>>;
+    let usageKey: string;
+    const run = (key: string) =>
+      s.api("POST", "/core/v1/svc_action", {
+        key,
+        body: { cid: a.cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId, messages: ["login: 1", "pay me"] } },
+      });
+
+    before(async () => {
+      a = await setupAccount(s, ACTION);
+      const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+        key: a.accountKey,
+        body: { name: "runner", execute_in_groups: [a.groupId] },
+      });
+      usageKey = k.body.usage_api_key;
+    });
+
+    it("a group without a policy signs anything, as before", async () => {
+      const r = await run(usageKey);
+      expect(r.body.has_error, JSON.stringify(r.body)).to.equal(false);
+      expect(r.body.response["pay me"]).to.match(/^0x[0-9a-f]{130}$/);
+      const g = await s.api("GET", `/core/v1/groups/${a.groupId}`, { key: a.accountKey });
+      expect(g.body.policy_cid).to.equal(null);
+    });
+
+    it("setting the policy refuses what it does not allow, for a usage key and for the owner", async () => {
+      const { cid } = (
+        await s.api("POST", "/core/v1/policies", { key: a.accountKey, body: { policy: LOGIN_ONLY } })
+      ).body;
+      const set = await s.api("POST", `/core/v1/groups/${a.groupId}/policy`, {
+        key: a.accountKey,
+        body: { cid },
+      });
+      expect(set.status, JSON.stringify(set.body)).to.equal(200);
+      expect(set.body.policy_cid).to.equal(cid);
+      expect(set.body.tx_hash).to.match(/^0x[0-9a-f]{64}$/);
+      const listed = await s.api("GET", "/core/v1/groups", { key: a.accountKey });
+      expect(
+        listed.body.items.find((g: { group_id: number }) => g.group_id === a.groupId).policy_cid,
+      ).to.equal(cid);
+      for (const key of [usageKey, a.accountKey]) {
+        const r = await run(key);
+        expect(r.body.has_error, JSON.stringify(r.body)).to.equal(false);
+        expect(r.body.response["login: 1"]).to.match(/^0x[0-9a-f]{130}$/);
+        expect(r.body.response["pay me"]).to.equal("policy_denied");
+      }
+    });
+
+    it("a key without manageActions on the group cannot set it; an unknown document is refused before any write", async () => {
+      const r = await s.api("POST", `/core/v1/groups/${a.groupId}/policy`, {
+        key: usageKey,
+        body: { cid: null },
+      });
+      expect([r.status, r.body.error.code]).to.deep.equal([403, "missing_scope"]);
+      const unknown = await computeCid(new TextEncoder().encode("no such policy"));
+      const nf = await s.api("POST", `/core/v1/groups/${a.groupId}/policy`, {
+        key: a.accountKey,
+        body: { cid: unknown },
+      });
+      expect([nf.status, nf.body.error.code]).to.deep.equal([404, "policy_not_found"]);
+    });
+
+    it("clearing the policy restores today's behaviour", async () => {
+      const clear = await s.api("POST", `/core/v1/groups/${a.groupId}/policy`, {
+        key: a.accountKey,
+        body: { cid: null },
+      });
+      expect(clear.status, JSON.stringify(clear.body)).to.equal(200);
+      expect(clear.body.policy_cid).to.equal(null);
+      const r = await run(usageKey);
+      expect(r.body.response["pay me"]).to.match(/^0x[0-9a-f]{130}$/);
+    });
+  });
 });
