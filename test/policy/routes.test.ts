@@ -4,9 +4,20 @@
  * answers allow/deny with the deciding rule for inline and stored policies.
  */
 import { expect } from "chai";
-import { AbiCoder, getAddress } from "ethers";
+import { AbiCoder, Wallet, ZeroAddress, getAddress } from "ethers";
 import { computeCid } from "../../enclave";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
+import { DEV_KEYS } from "../helpers/anvil";
+import { AccountRegistry__factory } from "../../typechain-types";
+
+/** Polls `probe` until it holds (the relayer follows the chain by polling). */
+async function until(probe: () => Promise<boolean>, limitMs = 10_000): Promise<void> {
+  const t0 = Date.now();
+  while (!(await probe())) {
+    if (Date.now() - t0 > limitMs) throw new Error(`not observed within ${limitMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
 const ALICE = getAddress("0x00000000000000000000000000000000000a11ce");
@@ -207,6 +218,57 @@ describe("signing policies: the relayer's endpoints", function () {
       expect(clear.body.policy_cid).to.equal(null);
       const r = await run(usageKey);
       expect(r.body.response["pay me"]).to.match(/^0x[0-9a-f]{130}$/);
+    });
+  });
+  describe("path B: the owner's wallet sets a stricter policy on chain", () => {
+    it("the next run's signature outside it is refused, within a poll of the chain; clearing it on chain restores", async () => {
+      const owner = new Wallet(DEV_KEYS[1], s.provider);
+      const registry = AccountRegistry__factory.connect(s.deployment.registry, owner);
+      await (await registry.createAccount("wallet-owned", ZeroAddress)).wait();
+      const gen = s.enclave.generateUsageKey();
+      const scopes = {
+        canCreateGroups: false,
+        canDeleteGroups: false,
+        canCreatePkps: false,
+        manageIpfsIdsInGroups: [],
+        addPkpToGroups: [],
+        removePkpFromGroups: [],
+        executeInGroups: [0],
+      };
+      await (await registry.addKey(gen.address, gen.keyHash, "server", "", 0, scopes)).wait();
+      const pkpRc = await (await registry.createPkp("p", "")).wait();
+      const pkpId = registry.interface.parseLog(pkpRc!.logs[0])!.args.pkpId as string;
+      await until(async () => (await s.api("GET", "/core/v1/pkps", { key: gen.apiKey })).status === 200);
+      const code = `async function main(p) {
+        try { return await Actions.signMessage({ pkpId: p.pkp, message: "pay me" }); } catch (e) { return e.code; }
+      }`;
+      const cid = (await s.api("POST", "/core/v1/actions", { key: gen.apiKey, body: { code } })).body.cid;
+      const policyCid = (
+        await s.api("POST", "/core/v1/policies", {
+          key: gen.apiKey,
+          body: {
+            policy: { version: 1, rules: [{ name: "no-messages", effect: "deny", operation: "message" }] },
+          },
+        })
+      ).body.cid;
+      const gRc = await (await registry.createGroup("g", "", [pkpId], [cid])).wait();
+      const groupId = registry.interface.parseLog(gRc!.logs[0])!.args.groupId as bigint;
+      const run = async () =>
+        (
+          await s.api("POST", "/core/v1/svc_action", {
+            key: gen.apiKey,
+            body: { cid, pkp_id: pkpId, js_params: { pkp: pkpId } },
+          })
+        ).body;
+      await until(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
+
+      await (await registry.setGroupPolicy(groupId, policyCid)).wait();
+      await until(async () => (await run()).response === "policy_denied");
+      const g = await s.api("GET", `/core/v1/groups/${groupId}`, { key: gen.apiKey });
+      expect(g.body.policy_cid).to.equal(policyCid);
+
+      await (await registry.setGroupPolicy(groupId, "")).wait();
+      await until(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
     });
   });
 });
