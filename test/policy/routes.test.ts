@@ -220,6 +220,74 @@ describe("signing policies: the relayer's endpoints", function () {
       expect(r.body.response["pay me"]).to.match(/^0x[0-9a-f]{130}$/);
     });
   });
+  describe("several groups granting the same run are independent grants", () => {
+    it("allowed when one granting group allows it; a granting group without a policy allows everything", async () => {
+      const code = `async function main(p) {
+        const out = {};
+        for (const m of ["a: 1", "b: 1", "c: 1"]) {
+          try { await Actions.signMessage({ pkpId: p.pkp, message: m }); out[m] = "signed"; } catch (e) { out[m] = e.code; }
+        }
+        return out;
+      }`;
+      const a = await setupAccount(s, code);
+      const upload = async (prefix: string) =>
+        (
+          await s.api("POST", "/core/v1/policies", {
+            key: a.accountKey,
+            body: {
+              policy: {
+                version: 1,
+                rules: [{ name: `only-${prefix}`, effect: "allow", operation: "message", prefix }],
+              },
+            },
+          })
+        ).body.cid as string;
+      const second = await s.api("POST", "/core/v1/groups", {
+        key: a.accountKey,
+        body: { name: "g2", pkps: [a.pkpId], actions: [a.cid] },
+      });
+      const g2 = second.body.group_id as number;
+      const key = (
+        await s.api("POST", "/core/v1/add_usage_api_key", {
+          key: a.accountKey,
+          body: { name: "both", execute_in_groups: [a.groupId, g2] },
+        })
+      ).body.usage_api_key as string;
+      const run = async () =>
+        (
+          await s.api("POST", "/core/v1/svc_action", {
+            key,
+            body: { cid: a.cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId } },
+          })
+        ).body.response;
+      const setPolicy = (group: number, cid: string | null) =>
+        s.api("POST", `/core/v1/groups/${group}/policy`, { key: a.accountKey, body: { cid } });
+
+      await setPolicy(a.groupId, await upload("a:"));
+      // Group 2 has no policy: it grants everything.
+      expect(await run()).to.deep.equal({ "a: 1": "signed", "b: 1": "signed", "c: 1": "signed" });
+      await setPolicy(g2, await upload("b:"));
+      // Each group allows its own prefix: the union is allowed, the rest refused.
+      expect(await run()).to.deep.equal({ "a: 1": "signed", "b: 1": "signed", "c: 1": "policy_denied" });
+      // A key that executes in group 1 only is bound by group 1's policy alone.
+      const onlyFirst = (
+        await s.api("POST", "/core/v1/add_usage_api_key", {
+          key: a.accountKey,
+          body: { name: "first", execute_in_groups: [a.groupId] },
+        })
+      ).body.usage_api_key as string;
+      const r = await s.api("POST", "/core/v1/svc_action", {
+        key: onlyFirst,
+        body: { cid: a.cid, pkp_id: a.pkpId, js_params: { pkp: a.pkpId } },
+      });
+      expect(r.body.response).to.deep.equal({
+        "a: 1": "signed",
+        "b: 1": "policy_denied",
+        "c: 1": "policy_denied",
+      });
+    });
+  });
+
   describe("path B: the owner's wallet sets a stricter policy on chain", () => {
     it("the next run's signature outside it is refused, within a poll of the chain; clearing it on chain restores", async () => {
       const owner = new Wallet(DEV_KEYS[1], s.provider);
