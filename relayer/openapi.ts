@@ -1321,6 +1321,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         PolicyOperation: {
           type: "object",
           required: ["kind"],
+          additionalProperties: false,
           description:
             "What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt}",
           properties: {

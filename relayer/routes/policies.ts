@@ -27,6 +27,17 @@ import { loadPolicy, policyBytes, readPolicy } from "../policyDocuments";
 import { parseCidField } from "./groups";
 
 const PLAIN_KINDS = new Set(["keyExport", "encrypt", "decrypt"]);
+/** The fields of an operation (components.schemas.PolicyOperation in the OpenAPI document). */
+const OPERATION_FIELDS = new Set([
+  "kind",
+  "transaction",
+  "domain",
+  "types",
+  "value",
+  "message",
+  "encoding",
+  "digest",
+]);
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -44,6 +55,11 @@ function badOperation(message: string): ApiError {
  */
 export function readOperation(v: unknown): OperationFacts {
   if (!isObject(v)) throw badOperation("must be an object with a `kind`");
+  const unknown = Object.keys(v).find((k) => !OPERATION_FIELDS.has(k));
+  if (unknown !== undefined)
+    throw new ApiError("unknown_field", `\`operation.${unknown}\` is not a field of an operation.`, {
+      details: { field: `operation.${unknown}` },
+    });
   try {
     switch (v.kind) {
       case "transaction":
