@@ -6,6 +6,7 @@
 import { expect } from "chai";
 import { AbiCoder, Wallet, ZeroAddress, getAddress } from "ethers";
 import { computeCid } from "../../enclave";
+import { createSigil } from "../../sdk/index";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { DEV_KEYS } from "../helpers/anvil";
 import { AccountRegistry__factory } from "../../typechain-types";
@@ -220,6 +221,18 @@ describe("signing policies: the relayer's endpoints", function () {
       expect(r.body.response["pay me"]).to.match(/^0x[0-9a-f]{130}$/);
     });
   });
+  it("the SDK: upload, read, evaluate, set and clear a group's policy", async () => {
+    const a = await setupAccount(s);
+    const sigil = createSigil({ baseUrl: s.url, apiKey: a.accountKey });
+    const { cid } = await sigil.uploadPolicy(POLICY as never);
+    expect((await sigil.policy(cid)).policy).to.deep.equal(POLICY);
+    const d = await sigil.evaluatePolicy({ cid, operation: { kind: "keyExport" } });
+    expect(d).to.include({ allowed: false, rule: "(default deny)" });
+    expect((await sigil.setGroupPolicy(a.groupId, cid)).policy_cid).to.equal(cid);
+    expect((await sigil.group(a.groupId)).policy_cid).to.equal(cid);
+    expect((await sigil.setGroupPolicy(a.groupId, null)).policy_cid).to.equal(null);
+  });
+
   describe("several groups granting the same run are independent grants", () => {
     it("allowed when one granting group allows it; a granting group without a policy allows everything", async () => {
       const code = `async function main(p) {
