@@ -4,7 +4,8 @@
  *
  *  1. Executions over HTTP (hello world, and one PKP signature) at 1, 10 and 50 concurrent clients
  *     (at 50 also with the usage key never sent: signed requests, as a ratio to the bearer rate over
- *     alternated pairs of runs):
+ *     alternated pairs of runs; and with a five-rule signing policy on the PKP's group, as a ratio to the
+ *     same action without a policy over alternated pairs, goal ≥ 0.95):
  *     requests/s and p50/p95/p99, against a bare Express JSON echo endpoint in the same process as the
  *     relayer, hit by the same client. Goal: p95 of the one-signature action at 50 clients < 50 ms (the reference system's own
  *     target is 2 s).
@@ -151,6 +152,34 @@ async function main(): Promise<void> {
     for (const code of [hello, sign])
       cids.push(JSON.parse((await post(`${s.url}/core/v1/actions`, { code }, auth)).body).cid);
     await post(`${s.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: cids }, auth);
+    // A second PKP whose group has a five-rule signing policy (docs/policies.md) allowing the message.
+    const pkpP = JSON.parse((await post(`${s.url}/core/v1/pkps/create`, {}, auth)).body).pkp_id as string;
+    const signP = sign.replace(pkp, pkpP);
+    const cidP = JSON.parse((await post(`${s.url}/core/v1/actions`, { code: signP }, auth)).body)
+      .cid as string;
+    const fiveRules = {
+      version: 1,
+      rules: [
+        { name: "bench-messages", effect: "allow", operation: "message", prefix: "bench" },
+        { name: "no-night-messages", effect: "deny", operation: "message", prefix: "night" },
+        { name: "no-export", effect: "deny", operation: "keyExport" },
+        { name: "no-digests", effect: "deny", operation: "digest" },
+        {
+          name: "mainnet-only",
+          effect: "allow",
+          operation: "transaction",
+          chainIds: [1],
+          value: { max: "0" },
+        },
+      ],
+    };
+    const policyCid = JSON.parse((await post(`${s.url}/core/v1/policies`, { policy: fiveRules }, auth)).body)
+      .cid as string;
+    const groupP = JSON.parse(
+      (await post(`${s.url}/core/v1/groups`, { name: "bench-policy", pkps: [pkpP], actions: [cidP] }, auth))
+        .body,
+    ).group_id as number;
+    await post(`${s.url}/core/v1/groups/${groupP}/policy`, { cid: policyCid }, auth);
     const usage = JSON.parse(
       (await post(`${s.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth))
         .body,
@@ -164,6 +193,13 @@ async function main(): Promise<void> {
       expectStatus: 200,
       rejectHasError: true,
     });
+    const execUnderPolicy: HttpRequestSpec = {
+      url: `${s.url}/core/v1/svc_action`,
+      body: { cid: cidP, pkp_id: pkpP, js_params: { m: "bench" } },
+      headers: uauth,
+      expectStatus: 200,
+      rejectHasError: true,
+    };
     // Signed requests (one nonce each) by the SDK's signer, in this process. Every header set the runs
     // will send is made here, before the warm-up: signing thousands of requests leaves garbage that a
     // measured run would otherwise collect, and that is the bench's cost, not the relayer's.
@@ -198,6 +234,7 @@ async function main(): Promise<void> {
     // 10-client rows), so that JIT warmth is not what the ratio measures.
     await gen.http(10, 1_800, signedExec(warmSigned));
     await gen.http(4, 200, echoOp);
+    await gen.http(10, 600, execUnderPolicy);
 
     const loadAvg = () =>
       os
@@ -215,6 +252,7 @@ async function main(): Promise<void> {
     let sig50: Stats | null = null;
     let echo50: Stats | null = null;
     let signedRatio: number | null = null;
+    let policyRatio: number | null = null;
     for (const clients of writesOnly ? [] : [1, 10, 50]) {
       const n = quick ? 100 : clients === 1 ? 300 : 1_500;
       const base = await gen.http(clients, n, echoOp);
@@ -247,6 +285,22 @@ async function main(): Promise<void> {
         console.log(
           `\nsigned requests vs bearer key (one signature, ${clients} clients; ${SIGNED_PAIRS} alternated pairs of ${SIGNED_RUN}): ` +
             `${(signedRatio * 100).toFixed(1)}% of the bearer rate (pairs from ${(Math.min(...pairRatios) * 100).toFixed(0)}% to ${(Math.max(...pairRatios) * 100).toFixed(0)}%)`,
+        );
+        // The same action with a five-rule policy on its PKP's group, against none: alternated pairs.
+        const plainRuns: Stats[] = [];
+        const policyRuns: Stats[] = [];
+        for (let k = 0; k < SIGNED_PAIRS; k++) {
+          plainRuns.push(await gen.http(clients, SIGNED_RUN, exec(cids[1])));
+          policyRuns.push(await gen.http(clients, SIGNED_RUN, execUnderPolicy));
+        }
+        plainRuns.forEach((r, k) => {
+          console.log(row(`one signature, ${clients} clients, no policy ${k + 1}`, r, base));
+          console.log(row(`one signature, ${clients} clients, policy ${k + 1}`, policyRuns[k], base));
+        });
+        policyRatio = mean(policyRuns) / mean(plainRuns);
+        console.log(
+          `\nfive-rule signing policy vs none (one signature, ${clients} clients; ${SIGNED_PAIRS} alternated pairs of ${SIGNED_RUN}): ` +
+            `${(policyRatio * 100).toFixed(1)}% of the rate without a policy`,
         );
       }
     }
@@ -313,6 +367,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `- signed executions ≥ 90% of the bearer rate (one signature, 50 clients): ${signedRatio === null ? "?" : (signedRatio * 100).toFixed(1)}% → ${signedRatio !== null && signedRatio >= 0.9 ? "met" : "NOT met"}`,
+    );
+    console.log(
+      `- a five-rule signing policy ≥ 95% of the rate without one (one signature, 50 clients): ${policyRatio === null ? "?" : (policyRatio * 100).toFixed(1)}% → ${policyRatio !== null && policyRatio >= 0.95 ? "met" : "NOT met"}`,
     );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {

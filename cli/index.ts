@@ -18,6 +18,7 @@ import { registerConfig } from "./commands/config";
 import { registerGroups } from "./commands/groups";
 import { registerKeys } from "./commands/keys";
 import { registerPkps } from "./commands/pkps";
+import { registerPolicies } from "./commands/policies";
 import { registerRun } from "./commands/run";
 import { registerWebhooks } from "./commands/webhooks";
 import { DEFAULT_URL } from "./context";
@@ -45,6 +46,7 @@ export function buildProgram(): Command {
   registerPkps(program);
   registerGroups(program);
   registerActions(program);
+  registerPolicies(program);
   registerRun(program);
   registerBilling(program);
   registerWebhooks(program);

@@ -21,6 +21,7 @@ export type EnclaveErrorCode =
   | "gateway_timeout"
   | "gateway_error"
   | "decryption_failed"
+  | "policy_denied"
   | "root_key_missing"
   | "root_key_invalid"
   | "root_key_unavailable"

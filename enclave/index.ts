@@ -40,6 +40,8 @@ export type {
   FetchPolicy,
   ModuleOptions,
   UnhandledRejectionMode,
+  PoliciesFor,
+  RunPolicyDecision,
 } from "./executor";
 // SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
 // next): which addresses are public, and an HTTP request that connects only to permitted addresses.
@@ -47,3 +49,19 @@ export { classifyAddress, makeAddressGuard } from "./net/address-guard";
 export type { AddressCategory, AddressGuard } from "./net/address-guard";
 export { guardedLookup, guardedRequest, AddressRefusedError, BodyTooLargeError } from "./net/guarded-request";
 export type { GuardedResponse } from "./net/guarded-request";
+// Signing policies (docs/policies.md): the schema, the parsing of what is signed and the evaluation, as
+// pure functions (no keys): the relayer validates uploads and answers dry runs with the enclave's own rules.
+export {
+  OPERATION_KINDS,
+  POLICY_SCHEMA,
+  OperationError,
+  checkPolicy,
+  evaluatePolicy,
+  parseDigest,
+  parseMessage,
+  parsePolicy,
+  parseTransaction,
+  parseTypedData,
+  plainOperation,
+} from "./policy";
+export type { GroupPolicy, OperationFacts, Policy } from "./policy";

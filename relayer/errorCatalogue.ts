@@ -43,6 +43,11 @@ export const ERROR_CATALOGUE = {
     why: "A CID does not parse as an IPFS CID.",
     fix: "Use the `cid` returned by POST /actions or /actions/cid.",
   },
+  invalid_policy: {
+    status: 400,
+    why: "A signing-policy document does not satisfy the policy schema (docs/policies.md); `details.errors` lists each problem with its JSON path.",
+    fix: "Correct the fields named in details.errors; POST /core/v1/policies/evaluate checks a document without storing it.",
+  },
   invalid_address: {
     status: 400,
     why: "An address is not a 20-byte hex address, or is the zero address.",
@@ -285,6 +290,11 @@ export const ERROR_CATALOGUE = {
     status: 404,
     why: "The endpoint has no delivery with this id.",
     fix: "List deliveries with GET /core/v1/webhooks/{id}/deliveries.",
+  },
+  policy_not_found: {
+    status: 404,
+    why: "No signing-policy document is stored under the CID.",
+    fix: "Upload the document with POST /policies (it answers the CID), or send it inline as `policy`.",
   },
   action_not_found: {
     status: 404,

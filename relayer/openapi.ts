@@ -7,6 +7,7 @@
 import type { RelayerContext } from "./context";
 import { BILLING_ERROR_CATALOGUE } from "./billing/errorCatalogue";
 import { ERROR_CATALOGUE } from "./errorCatalogue";
+import { OPERATION_KINDS, POLICY_SCHEMA } from "../enclave";
 import { openApiPath, operationOf } from "./routes/endpoint";
 import { DOCUMENTED_GROUPS } from "./routes";
 import {
@@ -23,6 +24,10 @@ import {
   str,
   webhookFields,
 } from "./routes/schemas";
+
+/** The policy schema as a component (its $id is the document's own, not the API's). */
+const { $id: _policyId, ...POLICY_DOCUMENT_SCHEMA } = POLICY_SCHEMA;
+void _policyId;
 
 /** Every code an answer can carry: the relayer's and billing's (billing gates writes and executions). */
 const ALL_ERRORS = { ...ERROR_CATALOGUE, ...BILLING_ERROR_CATALOGUE };
@@ -65,6 +70,39 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
         },
       },
       schemas: {
+        Policy: POLICY_DOCUMENT_SCHEMA,
+        PolicyOperation: {
+          type: "object",
+          required: ["kind"],
+          additionalProperties: false,
+          description:
+            "What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt}",
+          properties: {
+            kind: { type: "string", enum: [...OPERATION_KINDS] },
+            transaction: {
+              type: "object",
+              description: "ethers TransactionRequest fields; chainId required",
+            },
+            domain: { type: "object" },
+            types: { type: "object" },
+            value: { type: "object" },
+            message: str(),
+            encoding: { type: "string", enum: ["utf8", "hex"] },
+            digest: str("0x + 64 hex digits"),
+          },
+        },
+        PolicyDecision: out(
+          {
+            allowed: bool(),
+            rule: str('The deciding rule\'s name, or "(default deny)" when no allow rule matched'),
+            operation: { type: "string", enum: [...OPERATION_KINDS] },
+            digest: str("What a signature would be made over"),
+            field: str("The condition that failed (refusals)"),
+            value: str("The value that failed it (refusals)"),
+            reason: str(),
+          },
+          ["digest", "field", "value"],
+        ),
         Error: obj(
           {
             error: obj(

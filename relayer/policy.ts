@@ -165,6 +165,18 @@ export function canExecute(caller: Caller, cidHash: string, pkpId?: string): boo
 }
 
 /**
+ * The groups whose signing policies bind a run of `cidHash` by this caller with `pkpId`
+ * (docs/policies.md, "Which policies apply"): for a usage key, the groups it may execute in that list
+ * both the action and the PKP (the groups that grant the run); for the owner, which needs no group,
+ * every group that holds the PKP, so a policy binds a PKP whoever runs it. Empty: no policy applies.
+ */
+export function grantingGroups(caller: Caller, cidHash: string, pkpId: string): GroupRecord[] {
+  if (caller.principal.kind === "account")
+    return [...caller.account.groups.values()].filter((g) => g.pkps.has(pkpId));
+  return executableGroups(caller).filter((g) => g.actions.has(cidHash) && g.pkps.has(pkpId));
+}
+
+/**
  * Why the caller may not run action `cid` (with `pkpId`, if given), or null. Asked when a request arrives
  * and again by every key operation of the run against the cache as it is then, so a revocation or a
  * switch to ChainSecured processed mid-run stops the run's next key operation.

@@ -41,6 +41,7 @@ export function groupSummary(g: GroupRecord) {
     description: g.description,
     pkp_count: g.pkps.size,
     action_count: g.actions.size,
+    policy_cid: g.policy,
   };
 }
 
@@ -51,5 +52,6 @@ export function groupDetail(g: GroupRecord) {
     description: g.description,
     pkps: [...g.pkps],
     actions: [...g.actions.values()],
+    policy_cid: g.policy,
   };
 }

@@ -177,6 +177,18 @@ export function createSigil(options: SigilOptions) {
         ? writes.updateGroupPkps(id, body)
         : post("/core/v1/groups/{id}/pkps", { params: { path: { id } }, body }),
 
+    /**
+     * Signing policies (docs/policies.md): upload a document (answers its CID), read one, a dry run, and
+     * set (`cid`) or clear (`null`) a group's policy. Setting a group's policy is a bearer-key write.
+     */
+    uploadPolicy: (policy: Body<"/core/v1/policies", "post">["policy"]) =>
+      post("/core/v1/policies", { body: { policy } }),
+    policy: (cid: string) => get("/core/v1/policies/{cid}", { params: { path: { cid } } }),
+    evaluatePolicy: (body: Body<"/core/v1/policies/evaluate", "post">) =>
+      post("/core/v1/policies/evaluate", { body }),
+    setGroupPolicy: (id: number, cid: string | null) =>
+      post("/core/v1/groups/{id}/policy", { params: { path: { id } }, body: { cid } }),
+
     pinAction: (code: string) => post("/core/v1/actions", { body: { code } }),
     actionCid: (code: string) => post("/core/v1/actions/cid", { body: { code } }),
     action: (cid: string) => get("/core/v1/actions/{cid}", { params: { path: { cid } } }),

@@ -25,6 +25,7 @@ export const ACTION_ERROR_CODES = [
   "fetch_failed",
   "fetch_response_too_large",
   "pkp_not_authorized",
+  "policy_denied",
   "invalid_argument",
   "key_op_failed",
   "key_op_too_large",

@@ -13,9 +13,10 @@ import { FairQueue, mayTakeWorker, workerShare } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
+import { PolicyGate, type PoliciesFor, type RunPolicyDecision } from "./policy-gate";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
-export type { ExecutorLimits, FetchPolicy, ModuleOptions };
+export type { ExecutorLimits, FetchPolicy, ModuleOptions, PoliciesFor, RunPolicyDecision };
 export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
@@ -36,6 +37,14 @@ export interface RunRequest {
    * this cid, pkp). Throw to refuse; the error's message is shown to the action.
    */
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  /**
+   * Signing policies (docs/policies.md): the policies of the groups that grant (caller key, this cid,
+   * pkp), asked with the canonical PKP id before every signature, key export, encryption and decryption,
+   * so a change applies to the run's next operation. Null: no policy applies to that PKP. Absent: no
+   * policy applies to the run. A run PKP that a policy applies to is never handed to the worker (runPkp):
+   * its operations all come to the enclave side to be checked.
+   */
+  policiesFor?: PoliciesFor;
   /**
    * The PKP the request named, if any. If authorizePkp approves it when the run is accepted, its key
    * is moved into the worker for this run, and its signatures, public key and address are served there
@@ -98,6 +107,12 @@ export interface RunResult {
    * only when the run made some and succeeded).
    */
   signatures?: Record<string, LegacySignature>;
+  /**
+   * Every signing-policy decision of the run, in order (present when policies were checked): the rule
+   * that decided, whether it allowed, the operation kind, the digest, the PKP, and for a refusal the
+   * value that failed. The audit log records them.
+   */
+  policy_decisions?: RunPolicyDecision[];
 }
 
 /** One named signature of the older signEcdsa API (docs/actions.md, "Older API"). */
@@ -245,6 +260,7 @@ export class ActionExecutor {
     if (imports.prepared !== null && this.full(account))
       throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
+    const policy = req.policiesFor === undefined ? undefined : new PolicyGate(req.policiesFor);
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
       // before authorizePkp looks, makes the worker fall back to per-operation authorization.
@@ -253,7 +269,14 @@ export class ActionExecutor {
       try {
         const { authorize, ref, notAfterMs } = req.runPkp;
         const granted = authorize ? await authorize(ref) : { pkpId: await req.authorizePkp(ref) };
-        if (typeof granted?.pkpId === "string") {
+        // Under a policy the worker must not sign by itself: leave the key on this side.
+        if (
+          typeof granted?.pkpId === "string" &&
+          policy !== undefined &&
+          !(await policy.unrestricted(granted.pkpId))
+        )
+          runKey = null;
+        else if (typeof granted?.pkpId === "string") {
           const until = Math.min(
             notAfterMs ?? Number.MAX_SAFE_INTEGER,
             typeof granted.notAfterMs === "number" ? granted.notAfterMs : Number.MAX_SAFE_INTEGER,
@@ -284,12 +307,15 @@ export class ActionExecutor {
         lenientRejections: (req.unhandledRejections ?? this.unhandledRejections) === "lenient",
         requestHeaders: { ...(req.requestHeaders ?? {}) },
         authorizePkp: req.authorizePkp,
+        policy,
         runKey,
         finish: (outcome) => {
           this.release(job);
           if (outcome.error?.code === "executor_closed") return reject(new ExecutorClosedError());
           this.avgRunMs = this.avgRunMs * 0.9 + outcome.executionMs * 0.1;
-          resolve(toResult(outcome));
+          const result = toResult(outcome);
+          if (policy !== undefined && policy.decisions.length > 0) result.policy_decisions = policy.decisions;
+          resolve(result);
         },
       };
       this.queue.push(account, job);
@@ -507,6 +533,8 @@ function checkRequestShape(req: RunRequest): void {
     throw new TypeError("run(req): cid must be a non-empty string");
   if (typeof req.authorizePkp !== "function")
     throw new TypeError("run(req): authorizePkp must be a function");
+  if (req.policiesFor !== undefined && typeof req.policiesFor !== "function")
+    throw new TypeError("run(req): policiesFor must be a function");
   if (req.runPkp !== undefined) {
     const p = req.runPkp;
     if (typeof p !== "object" || p === null || typeof p.ref !== "string" || !Number.isSafeInteger(p.scope))

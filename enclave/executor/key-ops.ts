@@ -11,8 +11,24 @@
  * (encrypt, decrypt, signatures) are computed by the crypto thread (crypto-thread.ts) with a key derived
  * for that one operation, so a flood of them cannot stall the main thread; whatever that thread cannot
  * answer exactly as the enclave would is served by the enclave here, which words any error.
+ *
+ * When signing policies apply to the run (policy-gate.ts), every signature, key export, encryption and
+ * decryption is parsed here, checked, and then made over the digest computed here: the signature is
+ * always over exactly what was checked. Transactions (`pkpSignTransaction`) are serialized and hashed
+ * here in every case, so the signed transaction returned is the one the enclave built.
  */
+import { Signature } from "ethers";
 import type { KeyCapabilities } from "../capabilities";
+import {
+  OperationError,
+  parseDigest,
+  parseMessage,
+  parseTransaction,
+  parseTypedData,
+  plainOperation,
+  type OperationFacts,
+} from "../policy";
+import type { PolicyGate } from "./policy-gate";
 import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
 import type { InFlightLimit } from "./in-flight-limit";
 import type { ExecutorLimits } from "./limits";
@@ -68,6 +84,8 @@ export interface KeyOpServer {
   limits: Pick<ExecutorLimits, "maxKeyOpPayloadBytes" | "maxTypedDataBytes">;
   /** The run's share of the crypto thread (in-flight-limit.ts); absent: no limit. */
   cryptoSlots?: InFlightLimit;
+  /** The run's signing-policy check; absent: no policy applies to the run. */
+  policy?: PolicyGate;
 }
 
 type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
@@ -95,6 +113,37 @@ async function offMain(
   return answer.value;
 }
 
+/** What is to be signed, parsed; a parse failure is the enclave's error of that kind. */
+function parsed<T extends OperationFacts>(code: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof OperationError) throw { code, shortMessage: e.message };
+    throw e;
+  }
+}
+
+/** Refuses (policy_denied) unless the run's policies allow the operation; nothing to do without them. */
+async function allowed(s: KeyOpServer, id: string, facts: OperationFacts): Promise<void> {
+  if (s.policy !== undefined) await s.policy.check(id, facts);
+}
+
+function signDigestHex(s: KeyOpServer, id: string, digest: string): Promise<unknown> {
+  const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
+  return offMain(
+    s,
+    () => s.keys.pkpKeyForRun(id),
+    { op: "signDigest", digest: bytes },
+    () => s.keys.pkpSignDigest(id, digest),
+  );
+}
+
+/** Under a policy: check, then sign the digest the check was made on. */
+async function checkedSignature(s: KeyOpServer, id: string, facts: OperationFacts & { digest: string }) {
+  await allowed(s, id, facts);
+  return signDigestHex(s, id, facts.digest);
+}
+
 // A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
 // like "constructor" must not reach Object.prototype.
 const PKP_OPS: Record<string, PkpOp> = {
@@ -102,10 +151,14 @@ const PKP_OPS: Record<string, PkpOp> = {
   // Cached by the enclave after the first call: cheap.
   pkpPublicKey: ({ keys }, id) => keys.pkpPublicKey(id),
   pkpAddress: ({ keys }, id) => keys.pkpAddress(id),
-  pkpPrivateKey: ({ keys }, id) => keys.pkpPrivateKey(id),
+  pkpPrivateKey: async (s, id) => {
+    await allowed(s, id, plainOperation("keyExport"));
+    return s.keys.pkpPrivateKey(id);
+  },
   pkpSignDigest: (s, id, a) => {
     const digest = hexOf(strOrBytes(a, "digest"));
     if (!DIGEST.test(digest)) return s.keys.pkpSignDigest(id, digest); // the enclave's invalid_digest
+    if (s.policy !== undefined) return checkedSignature(s, id, parseDigest(digest));
     const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
     return offMain(
       s,
@@ -116,6 +169,12 @@ const PKP_OPS: Record<string, PkpOp> = {
   },
   pkpSignMessage: (s, id, a) => {
     const message = strOrBytes(a, "message");
+    if (s.policy !== undefined)
+      return checkedSignature(
+        s,
+        id,
+        parsed("invalid_message", () => parseMessage(message)),
+      );
     return offMain(
       s,
       () => s.keys.pkpKeyForRun(id),
@@ -127,6 +186,12 @@ const PKP_OPS: Record<string, PkpOp> = {
     const domain = obj<Record<string, unknown>>(a, "domain");
     const types = obj<Record<string, Array<{ name: string; type: string }>>>(a, "types");
     const value = obj<Record<string, unknown>>(a, "value");
+    if (s.policy !== undefined)
+      return checkedSignature(
+        s,
+        id,
+        parsed("invalid_typed_data", () => parseTypedData(domain, types, value)),
+      );
     return offMain(
       s,
       () => s.keys.pkpKeyForRun(id),
@@ -134,8 +199,18 @@ const PKP_OPS: Record<string, PkpOp> = {
       () => s.keys.pkpSignTypedData(id, domain, types, value),
     );
   },
-  pkpEncrypt: (s, id, a) => {
+  /** A transaction the enclave serializes and hashes itself; answers the signed serialized transaction. */
+  pkpSignTransaction: async (s, id, a) => {
+    const facts = parsed("invalid_argument", () => parseTransaction(a.transaction));
+    await allowed(s, id, facts);
+    const signature = await signDigestHex(s, id, facts.digest);
+    const tx = facts.tx.clone();
+    tx.signature = Signature.from(signature as string);
+    return tx.serialized;
+  },
+  pkpEncrypt: async (s, id, a) => {
     const plaintext = strOrBytes(a, "plaintext");
+    await allowed(s, id, plainOperation("encrypt"));
     return offMain(
       s,
       () => s.keys.pkpAesKeyForOp(id),
@@ -143,8 +218,9 @@ const PKP_OPS: Record<string, PkpOp> = {
       () => s.keys.pkpEncrypt(id, plaintext),
     );
   },
-  pkpDecrypt: (s, id, a) => {
+  pkpDecrypt: async (s, id, a) => {
     const ciphertext = str(a, "ciphertext");
+    await allowed(s, id, plainOperation("decrypt"));
     return offMain(
       s,
       () => s.keys.pkpAesKeyForOp(id),

@@ -14,6 +14,7 @@ import { cryptoThread } from "./crypto-thread";
 import { InFlightLimit } from "./in-flight-limit";
 import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
+import type { PolicyGate } from "./policy-gate";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 import type { FetchPolicy } from "./fetch-policy";
@@ -73,6 +74,8 @@ export interface PoolJob {
   /** Request headers the action sees as Lit.Headers (x-request-id, x-correlation-id). */
   requestHeaders: Record<string, string>;
   authorizePkp: (pkpIdOrAddress: string) => Promise<string>;
+  /** The run's signing-policy check (policy-gate.ts); absent: no policy applies. */
+  policy?: PolicyGate;
   /**
    * The run's own PKP, already authorized through authorizePkp: its key is derived at dispatch and moved
    * into the worker for this run (worker/run-key.js). Null: every key operation comes to the main thread.
@@ -695,6 +698,7 @@ export class WorkerPool {
       crypto: cryptoThread(),
       limits: run.job.limits,
       cryptoSlots: run.cryptoSlots,
+      policy: run.job.policy,
     };
     // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
     // if the run ends first.

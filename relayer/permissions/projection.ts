@@ -27,6 +27,8 @@ export interface GroupRecord {
   description: string;
   pkps: Set<string>; // lower-case pkp ids, insertion ordered
   actions: Map<string, string>; // cidHash → cid, insertion ordered
+  /** The CID of the group's signing policy (docs/policies.md), or null for none. */
+  policy: string | null;
 }
 
 export interface PkpRecord {
@@ -177,6 +179,7 @@ export function applyEvent(
           description: a.description,
           pkps: new Set(),
           actions: new Map(),
+          policy: null,
         });
       acc.groupCount = Math.max(acc.groupCount, id);
       return {};
@@ -190,6 +193,11 @@ export function applyEvent(
     case "ActionRemoved":
       acc.groups.get(Number(a.groupId))?.actions.delete((a.cidHash as string).toLowerCase());
       return {};
+    case "GroupPolicySet": {
+      const g = acc.groups.get(Number(a.groupId));
+      if (g) g.policy = a.cid === "" ? null : (a.cid as string);
+      return {};
+    }
     case "PkpAdded":
       acc.groups.get(Number(a.groupId))?.pkps.add((a.pkpId as string).toLowerCase());
       return {};

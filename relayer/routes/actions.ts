@@ -12,6 +12,8 @@ import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../en
 import { authOf, type AuthContext } from "../auth";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
 import { canPin, executionRefusal } from "../policy";
+import { pinContent } from "../pinning";
+import { policiesForRun } from "../runPolicies";
 import { cidHash } from "../permissions/projection";
 import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -57,38 +59,8 @@ class VerifiedCode {
 }
 const verifiedCode = new WeakMap<RelayerContext, VerifiedCode>();
 
-/**
- * Pin `bytes` for the caller's account: the billing gate, the quota (413 pin_quota_exceeded), the
- * store, then the charge; nothing is stored or charged for a refused pin, and a pin the store could not
- * write is released. A CID the account has already pinned is stored again (idempotent) but neither
- * counted nor charged again. Returns the CIDv0 and what was charged.
- */
-async function pin(
-  ctx: RelayerContext,
-  auth: AuthContext,
-  bytes: Uint8Array,
-): Promise<{ cid: string; charged_cents: number }> {
-  if (!canPin(auth)) {
-    throw new ApiError(
-      "not_authorized_to_pin",
-      "Only the account key, or a usage key that may manage actions or execute in some group, can pin code.",
-    );
-  }
-  const cid = await computeCid(bytes);
-  const accountId = auth.principal.accountId;
-  if (!(await ctx.pins.has(accountId, cid)))
-    await ctx.billing?.assertCanAffordPin(auth.principal, bytes.length);
-  const fresh = await ctx.pins.reserve(accountId, cid, bytes.length);
-  try {
-    await ctx.contentStore.put(bytes);
-  } catch (err) {
-    if (fresh) await ctx.pins.release(accountId, cid);
-    throw err;
-  }
-  const charged =
-    fresh && ctx.billing ? (await ctx.billing.chargePin(auth.principal, bytes.length, cid)).charged_cents : 0;
-  return { cid, charged_cents: charged };
-}
+/** Pins `bytes` for the caller's account (relayer/pinning.ts: permission, billing, quota, store, charge). */
+const pin = (ctx: RelayerContext, auth: AuthContext, bytes: Uint8Array) => pinContent(ctx, auth, bytes);
 
 /**
  * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).
@@ -348,6 +320,8 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
         cid,
         jsParams,
         authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+        // The signing policies of the groups granting the run, checked at every signature.
+        policiesFor: policiesForRun(ctx, auth, cid),
         // Checked just above with the rest of the request; the executor confirms it (after reading
         // the account's epoch) and serves this PKP's signatures in the worker until the account
         // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw

@@ -44,6 +44,7 @@ export const FORWARDABLE_CALLS = [
   "removePkp",
   "addPkps",
   "removePkps",
+  "setGroupPolicy",
 ] as const;
 
 /** The operation names billing records, the same as for the bearer endpoints' writes. */
@@ -59,6 +60,7 @@ const BILLED_AS: Record<string, string> = {
   addPkps: "group_pkps_add",
   removePkp: "group_pkps_remove",
   removePkps: "group_pkps_remove",
+  setGroupPolicy: "group_policy_set",
 };
 
 /** A signed forward request may be valid for at most this long (seconds). */

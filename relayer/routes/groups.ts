@@ -109,7 +109,15 @@ const postGroups = endpoint<RelayerContext>("POST", "/groups", {
     const groupId = Number(firstEvent(out, "GroupCreated").args.groupId);
     return {
       status: 201,
-      body: { group_id: groupId, name, description, pkps, actions: cids, tx_hash: out.txHash },
+      body: {
+        group_id: groupId,
+        name,
+        description,
+        pkps,
+        actions: cids,
+        policy_cid: null,
+        tx_hash: out.txHash,
+      },
     };
   },
 });
@@ -125,6 +133,7 @@ const getGroups = endpoint<RelayerContext>("GET", "/groups", {
       description: s.str(),
       pkp_count: s.int(),
       action_count: s.int(),
+      policy_cid: s.nullable(s.str("CID of the group's signing policy; null: none")),
     }),
   ),
   errors: ["invalid_pagination"],

@@ -13,6 +13,7 @@ import { FORWARD_ENDPOINTS } from "./forward";
 import { GROUP_ENDPOINTS } from "./groups";
 import { KEY_ENDPOINTS } from "./keys";
 import { PKP_ENDPOINTS } from "./pkps";
+import { POLICY_ENDPOINTS } from "./policies";
 import { ROTATION_ENDPOINTS } from "./rotation";
 import { SIWE_ENDPOINTS } from "./siwe";
 import { CONFIG_ENDPOINTS, DOCUMENT_ENDPOINTS, HEALTH_ENDPOINTS } from "./system";
@@ -37,6 +38,7 @@ export const RELAYER_GROUPS: ReadonlyArray<EndpointGroup<RelayerContext>> = [
   core(PKP_ENDPOINTS),
   core(GROUP_ENDPOINTS),
   ACTION_GROUP,
+  core(POLICY_ENDPOINTS),
   core(FORWARD_ENDPOINTS),
   core(WEBHOOK_ENDPOINTS),
   core(CONFIG_ENDPOINTS),

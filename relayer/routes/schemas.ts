@@ -101,6 +101,7 @@ export const groupFields: Record<string, Schema> = {
   description: str(),
   pkps: arr(pkpId),
   actions: arr(str("CID")),
+  policy_cid: nullable(str("CID of the group's signing policy (docs/policies.md); null: none")),
 };
 export const txHash = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "The path-A transaction" };
 

@@ -100,6 +100,15 @@ export function describeLog(
           cid_hash: lower(a.cidHash),
         },
       };
+    case "GroupPolicySet":
+      return {
+        type: "group.policy_changed",
+        data: {
+          group_id: Number(a.groupId),
+          policy_cid: a.cid === "" ? null : a.cid,
+          cid_hash: a.cid === "" ? null : lower(a.cidHash),
+        },
+      };
     case "PkpAdded":
       return {
         type: "group.pkps_changed",

@@ -11,6 +11,7 @@ export const CHAIN_EVENT_TYPES = [
   "group.deleted",
   "group.actions_changed",
   "group.pkps_changed",
+  "group.policy_changed",
   "pkp.created",
   "ownership.transfer_started",
   "ownership.transfer_canceled",

@@ -1886,6 +1886,7 @@ export interface paths {
                 description: string;
                 pkp_count: number;
                 action_count: number;
+                policy_cid: string | null;
               }[];
               page_number: number;
               page_size: number;
@@ -1981,6 +1982,7 @@ export interface paths {
               description: string;
               pkps: string[];
               actions: string[];
+              policy_cid: string | null;
               /** @description The path-A transaction */
               tx_hash: string;
             };
@@ -2361,6 +2363,7 @@ export interface paths {
               description?: string;
               pkps?: string[];
               actions?: string[];
+              policy_cid?: string | null;
               tx_hashes: string[];
             };
           };
@@ -2512,6 +2515,7 @@ export interface paths {
               description?: string;
               pkps?: string[];
               actions?: string[];
+              policy_cid?: string | null;
               tx_hashes: string[];
             };
           };
@@ -3094,6 +3098,535 @@ export interface paths {
         };
         /** @description action_fetch_failed */
         502: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/policies": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Upload a signing-policy document: checked against the policy schema, then pinned like action code */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            policy: components["schemas"]["Policy"];
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              cid: string;
+              bytes: number;
+              charged_cents: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_policy */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, not_authorized_to_pin, spend_cap_reached */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large, pin_quota_exceeded */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/policies/evaluate": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Dry run: a policy (inline or by CID) against an operation; allow or deny with the deciding rule, nothing signed or counted */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            policy?: components["schemas"]["Policy"];
+            /** @description CID of an uploaded policy (instead of `policy`) */
+            cid?: string;
+            operation: components["schemas"]["PolicyOperation"];
+            /** @description Evaluate as of this time (ISO 8601); default now (time rules are UTC) */
+            at?: string;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["PolicyDecision"];
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_policy, invalid_cid */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description policy_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/groups/{id}/policy": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Set (cid) or clear (cid: null) the group's signing policy (owner, or manageActions on the group) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: number;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            cid: string | null;
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              group_id: number;
+              name: string;
+              description: string;
+              pkps: string[];
+              actions: string[];
+              policy_cid: string | null;
+              /** @description The path-A transaction */
+              tx_hash: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id, invalid_cid, invalid_policy */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, spend_cap_reached, missing_scope */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description group_not_found, policy_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable, gas_wallet_unfunded */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/policies/{cid}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A stored signing-policy document */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          cid: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              cid: string;
+              policy: components["schemas"]["Policy"];
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_cid, invalid_policy */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description policy_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
           headers: {
             [name: string]: unknown;
           };
@@ -4676,6 +5209,7 @@ export interface paths {
               | "group.deleted"
               | "group.actions_changed"
               | "group.pkps_changed"
+              | "group.policy_changed"
               | "pkp.created"
               | "ownership.transfer_started"
               | "ownership.transfer_canceled"
@@ -4707,6 +5241,7 @@ export interface paths {
                 | "group.deleted"
                 | "group.actions_changed"
                 | "group.pkps_changed"
+                | "group.policy_changed"
                 | "pkp.created"
                 | "ownership.transfer_started"
                 | "ownership.transfer_canceled"
@@ -4935,6 +5470,7 @@ export interface paths {
               | "group.deleted"
               | "group.actions_changed"
               | "group.pkps_changed"
+              | "group.policy_changed"
               | "pkp.created"
               | "ownership.transfer_started"
               | "ownership.transfer_canceled"
@@ -6207,6 +6743,102 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
   schemas: {
+    /**
+     * Signing policy
+     * @description What the PKPs of a group may sign. Deny wins inside a policy; an operation no allow rule matches is denied.
+     */
+    Policy: {
+      /** @constant */
+      version: 1;
+      description?: string;
+      rules: ({
+        name: string;
+        /** @enum {unknown} */
+        effect: "allow" | "deny";
+        /** @enum {unknown} */
+        operation: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+        time?: {
+          days?: number[];
+          hours?: {
+            from: number;
+            to: number;
+          };
+        };
+        chainIds?: number[];
+        to?: {
+          in?: string[];
+          notIn?: string[];
+        };
+        contractCreation?: boolean;
+        value?: {
+          min?: string;
+          max?: string;
+        };
+        selectors?: string[];
+        erc20?: {
+          token: string;
+          methods?: ("transfer" | "approve" | "transferFrom")[];
+          recipients?: {
+            in?: string[];
+            notIn?: string[];
+          };
+          amount?: {
+            min?: string;
+            max?: string;
+          };
+        };
+        domain?: {
+          chainIds?: number[];
+          verifyingContracts?: {
+            in?: string[];
+            notIn?: string[];
+          };
+          names?: string[];
+        };
+        primaryTypes?: string[];
+        permit?: {
+          token: string;
+          spenders?: {
+            in?: string[];
+            notIn?: string[];
+          };
+          amount?: {
+            min?: string;
+            max?: string;
+          };
+        };
+        prefix?: string;
+      } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown))[];
+    };
+    /** @description What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt} */
+    PolicyOperation: {
+      /** @enum {string} */
+      kind: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+      /** @description ethers TransactionRequest fields; chainId required */
+      transaction?: Record<string, never>;
+      domain?: Record<string, never>;
+      types?: Record<string, never>;
+      value?: Record<string, never>;
+      message?: string;
+      /** @enum {string} */
+      encoding?: "utf8" | "hex";
+      /** @description 0x + 64 hex digits */
+      digest?: string;
+    };
+    PolicyDecision: {
+      allowed: boolean;
+      /** @description The deciding rule's name, or "(default deny)" when no allow rule matched */
+      rule: string;
+      /** @enum {string} */
+      operation: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+      /** @description What a signature would be made over */
+      digest?: string;
+      /** @description The condition that failed (refusals) */
+      field?: string;
+      /** @description The value that failed it (refusals) */
+      value?: string;
+      reason: string;
+    };
     Error: {
       error: {
         /** @enum {string} */
@@ -6217,6 +6849,7 @@ export interface components {
           | "invalid_group_id"
           | "invalid_pkp_id"
           | "invalid_cid"
+          | "invalid_policy"
           | "invalid_address"
           | "invalid_usage_api_key"
           | "invalid_pagination"
@@ -6265,6 +6898,7 @@ export interface components {
           | "usage_key_not_found"
           | "webhook_not_found"
           | "webhook_delivery_not_found"
+          | "policy_not_found"
           | "action_not_found"
           | "method_not_allowed"
           | "account_chain_secured"
@@ -6342,6 +6976,7 @@ export interface components {
       description: string;
       pkps: string[];
       actions: string[];
+      policy_cid: string | null;
     };
     WebhookEndpoint: {
       id: string;
@@ -6355,6 +6990,7 @@ export interface components {
         | "group.deleted"
         | "group.actions_changed"
         | "group.pkps_changed"
+        | "group.policy_changed"
         | "pkp.created"
         | "ownership.transfer_started"
         | "ownership.transfer_canceled"

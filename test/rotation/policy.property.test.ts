@@ -54,7 +54,14 @@ describe("rotation: who may rotate (policy)", function () {
         const account = emptyAccount(1);
         account.keys.set(address, key);
         for (let g = 1; g <= 4; g++)
-          account.groups.set(g, { id: g, name: "", description: "", pkps: new Set(), actions: new Map() });
+          account.groups.set(g, {
+            id: g,
+            name: "",
+            description: "",
+            pkps: new Set(),
+            actions: new Map(),
+            policy: null,
+          });
         const got = refusal({ principal: { kind }, mode, account, key: kind === "usage" ? key : undefined });
         if (kind === "usage") {
           expect(got?.status).to.equal(403);

@@ -6,7 +6,7 @@ import { expect } from "chai";
 import { openApiContract, placeholderDocument } from "../helpers/openapiContract";
 
 const contract = openApiContract();
-const GROUP = { group_id: 1, name: "g", description: "", pkps: [], actions: [] };
+const GROUP = { group_id: 1, name: "g", description: "", pkps: [], actions: [], policy_cid: null };
 
 describe("OpenAPI contract validator", () => {
   it("accepts an answer the document describes", () => {

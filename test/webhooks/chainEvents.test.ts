@@ -78,6 +78,9 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
       .group_id;
     const k = await api("POST", "/core/v1/add_usage_api_key", { name: "ka", execute_in_groups: [group] });
     await api("POST", "/core/v1/update_usage_api_key", { id: k.id, name: "ka2", execute_in_groups: [0] });
+    const policy = { version: 1, rules: [{ name: "messages", effect: "allow", operation: "message" }] };
+    const policyCid = (await api("POST", "/core/v1/policies", { policy })).cid;
+    await api("POST", "/core/v1/groups/" + group + "/policy", { cid: policyCid });
     await api("POST", "/core/v1/groups/" + group + "/actions", { remove: [cidA] });
     await api("POST", "/core/v1/groups/" + group + "/pkps", { remove: [pkp] });
     await api("POST", "/core/v1/remove_usage_api_key", { id: k.id });
@@ -110,6 +113,7 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
     };
     await send(registry.addKey(gen.address, gen.keyHash, "kb", "", 0, scopes));
     await send(registry.updateKey(gen.address, "kb2", "", 0, { ...scopes, executeInGroups: [0] }));
+    await send(registry.setGroupPolicy(groupB, cidB));
     await send(registry.removeAction(groupB, cidB));
     await send(registry.removePkp(groupB, pkpB));
     await send(registry.removeKey(gen.address));

@@ -25,6 +25,7 @@ const PUBLIC_NAME = {
   pkpSignDigest: "signEcdsa",
   pkpSignMessage: "signMessage",
   pkpSignTypedData: "signTypedData",
+  pkpSignTransaction: "signTransaction",
   pkpEncrypt: "encrypt",
   pkpDecrypt: "decrypt",
   pkpPrivateKey: "getPrivateKey",
@@ -129,6 +130,12 @@ function keyOpArgsProblem(op, args, limits) {
       const max = limits.maxTypedDataBytes;
       const n = jsonSizeWithin([args.domain, args.types, args.value], max);
       return n > max ? tooLarge(op, "typed data", n, max, "maxTypedDataBytes") : null;
+    }
+    case "pkpSignTransaction": {
+      // Calldata is hex: twice a payload, plus the other fields.
+      const max = 2 * payloadMax + 4096;
+      const n = jsonSizeWithin(args.transaction, max);
+      return n > max ? tooLarge(op, "transaction", n, max, "2 × maxKeyOpPayloadBytes + 4096") : null;
     }
     default:
       return null;

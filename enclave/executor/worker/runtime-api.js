@@ -33,8 +33,9 @@ function readBytesOrString(args, field, fnName) {
 /**
  * The members of one run's API, unhardened: makeActions hands them out one by one, hardened on first
  * read (hardening costs far more than making a closure, and most runs use one or two members).
+ * `newSigner(pkpId, keyOp, version)` makes the ethers Signers of getSigner (pkp-signer.js).
  */
-function actionMembers(run) {
+function actionMembers(run, newSigner) {
   const utf8 = new TextDecoder("utf-8", { fatal: false });
 
   const pkpOp = (fnName, op, read) => async (args) => {
@@ -78,6 +79,19 @@ function actionMembers(run) {
     return asBytes ? bytes : utf8.decode(bytes);
   };
   const getPrivateKey = pkpOp("getPrivateKey", "pkpPrivateKey");
+  /** A transaction the enclave serializes, checks and signs: answers the signed raw transaction. */
+  const signTransaction = pkpOp("signTransaction", "pkpSignTransaction", (a) => ({
+    transaction: copyPlain(a.transaction, "signTransaction transaction"),
+  }));
+  /** An ethers v5 Signer for the PKP (for `ethers`), or with `{ ethers: 6 }` a v6 one (for `ethers6`). */
+  const getSigner = (args) => {
+    run.assertLive();
+    const a = argsObject(args, "getSigner");
+    const pkpId = readString(a, "pkpId", "getSigner");
+    if (a.ethers !== undefined && a.ethers !== 5 && a.ethers !== 6)
+      throw platformError("invalid_argument", "getSigner: ethers must be 5 or 6");
+    return newSigner(pkpId, (op, payload) => run.keyOp(op, payload), a.ethers);
+  };
 
   const getActionPrivateKey = async () => run.keyOp("actionPrivateKey", {});
   const actionKeyOf = (fnName, op, field) => async (args) => {
@@ -108,6 +122,8 @@ function actionMembers(run) {
     signEcdsa,
     signMessage,
     signTypedData,
+    signTransaction,
+    getSigner,
     encrypt,
     decrypt,
     getPrivateKey,
@@ -183,9 +199,9 @@ function descriptors(harden) {
  * nothing about it is writable or shared with another run (docs/actions.md, "Nothing shared is
  * writable").
  */
-function makeActions(run, harden) {
+function makeActions(run, harden, newSigner) {
   const actions = Object.defineProperties({}, descriptors(harden));
-  bindings.set(actions, { members: actionMembers(run), hardened: Object.create(null), harden });
+  bindings.set(actions, { members: actionMembers(run, newSigner), hardened: Object.create(null), harden });
   return Object.freeze(actions);
 }
 

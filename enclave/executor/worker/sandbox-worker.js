@@ -21,6 +21,7 @@ const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
 const { installLibraryTimers } = require("./library-timers");
 const { makeActions } = require("./runtime-api");
+const { makeSignerFactory } = require("./pkp-signer");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
@@ -74,6 +75,7 @@ const ethers5 = makeEthers5(
 // After the facades: what the facades left out is hardened too (ethers-facade.js), and the error
 // classes of Node's builtins that libraries may throw (node-errors.js).
 hardenEthersModules(harden);
+const newSigner = makeSignerFactory(harden);
 // Fail closed: a worker whose Node error classes stay writable must not run actions.
 if (!hardenNodeErrors(nodeErrors, harden))
   throw new Error("the action worker needs --expose-internals to harden Node's error classes");
@@ -241,7 +243,7 @@ async function execute(msg) {
   let value;
   try {
     const params = JSON.parse(msg.paramsJson);
-    const actions = makeActions(run, harden);
+    const actions = makeActions(run, harden, newSigner);
     const lazy = lazyCapabilities(run);
     run.fetch = lazy.fetch;
     run.sleep = lazy.sleep;

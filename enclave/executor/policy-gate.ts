@@ -1,0 +1,54 @@
+/**
+ * The signing-policy check of one run (docs/policies.md), on the enclave side: every signature, key
+ * export, encryption and decryption the run asks for passes here after authorization and before any
+ * key is used. The action cannot reach this object; it only sees a refusal as a `policy_denied` error.
+ *
+ * The policies are asked for afresh at every operation (the relayer's `policiesFor` reads them from its
+ * permission cache), so a policy changed while a run is in flight applies to that run's next operation.
+ * Each decision is kept, in order, for the run's result (`policy_decisions`), which the audit log records.
+ */
+import { EnclaveError } from "../errors";
+import {
+  evaluateGrants,
+  refusalMessage,
+  type GroupPolicy,
+  type OperationFacts,
+  type PolicyDecision,
+} from "../policy";
+
+/**
+ * The policies of the groups that grant (caller, CID, pkpId), or null when no policy applies to that PKP
+ * in this run (a granting group has none: as before policies existed).
+ */
+export type PoliciesFor = (
+  pkpId: string,
+) => Promise<readonly GroupPolicy[] | null> | readonly GroupPolicy[] | null;
+
+/** A decision as the run's result carries it: the PKP it was about, besides the engine's fields. */
+export type RunPolicyDecision = PolicyDecision & { pkp: string };
+
+export class PolicyGate {
+  readonly decisions: RunPolicyDecision[] = [];
+
+  constructor(
+    private readonly policiesFor: PoliciesFor,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  /** Resolves when the operation may go ahead; throws `policy_denied` naming the rule otherwise. */
+  async check(pkpId: string, facts: OperationFacts): Promise<void> {
+    const grants = await this.policiesFor(pkpId);
+    if (grants === null) return;
+    const decision = { ...evaluateGrants(grants, facts, this.now()), pkp: pkpId };
+    this.decisions.push(decision);
+    if (!decision.allowed) throw new EnclaveError("policy_denied", refusalMessage(decision));
+  }
+
+  /**
+   * Whether the run's own PKP may be handed to the worker (pool.ts, run keys): only when no policy
+   * applies to it, since the worker signs without coming back here.
+   */
+  async unrestricted(pkpId: string): Promise<boolean> {
+    return (await this.policiesFor(pkpId)) === null;
+  }
+}

@@ -1,0 +1,280 @@
+/**
+ * Rule evaluation: one policy against one operation, and the policies of every group that grants a
+ * run (docs/policies.md, "Semantics").
+ *
+ * - A rule matches an operation when its operation kind is the operation's and every condition it
+ *   states holds.
+ * - Inside one policy, deny wins: a matching deny rule refuses, whatever allow rules say. Otherwise a
+ *   matching allow rule allows. An operation no allow rule matches is refused (default deny), so a
+ *   policy with no rule for an operation kind refuses that kind.
+ * - Several groups that grant the same run are independent grants: the operation is allowed when one
+ *   granting group allows it, and a granting group with no policy allows everything.
+ *
+ * Every decision names the rule that decided it and, for a refusal, the value that failed.
+ */
+import { getAddress } from "ethers";
+import type { OperationFacts, TypedDataFacts } from "./operation";
+import type { AddressSet, AmountRange, OperationKind, Policy, PolicyRule, TimeCondition } from "./schema";
+import type { PermitGrant } from "./erc20";
+
+/** The outcome of checking one operation: what the audit log records, and what a refusal says. */
+export interface PolicyDecision {
+  allowed: boolean;
+  /** The deciding rule's name, or "(default deny)" / "(no policy)" when no rule decided. */
+  rule: string;
+  operation: OperationKind;
+  /** The group whose policy decided (when several groups were checked). */
+  group?: string;
+  /** What a signature is made over (transactions, typed data, messages, raw digests). */
+  digest?: string;
+  /** The condition that failed, e.g. "to" or "erc20.amount" (refusals only). */
+  field?: string;
+  /** The value that failed that condition, as text (refusals only). */
+  value?: string;
+  /** One sentence for people. */
+  reason: string;
+}
+
+export const DEFAULT_DENY = "(default deny)";
+export const NO_POLICY = "(no policy)";
+
+/** A rule's verdict on an operation: it matches, or the first condition that does not hold. */
+type Match = { ok: true } | { ok: false; field: string; value: string; reason: string };
+
+const MATCH: Match = { ok: true };
+function miss(field: string, value: string, reason: string): Match {
+  return { ok: false, field, value, reason };
+}
+
+function norm(a: string): string {
+  return getAddress(a);
+}
+
+function inSet(set: AddressSet, address: string): boolean {
+  const a = address.toLowerCase();
+  if ("in" in set) return set.in.some((x) => x.toLowerCase() === a);
+  return !set.notIn.some((x) => x.toLowerCase() === a);
+}
+
+function setText(set: AddressSet): string {
+  return "in" in set ? `not in the allowed list` : `in the excluded list`;
+}
+
+function inRange(range: AmountRange, v: bigint): Match | null {
+  if (range.max !== undefined && v > BigInt(range.max)) return miss("", v.toString(), `above ${range.max}`);
+  if (range.min !== undefined && v < BigInt(range.min)) return miss("", v.toString(), `below ${range.min}`);
+  return null;
+}
+
+function withField(m: Match | null, field: string, what: string): Match | null {
+  if (m === null || m.ok) return m;
+  return miss(field, m.value, `${what} ${m.value} is ${m.reason}`);
+}
+
+const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+function checkTime(t: TimeCondition, now: Date): Match | null {
+  const day = now.getUTCDay();
+  if (t.days !== undefined && !t.days.includes(day))
+    return miss("time.days", DAY_NAMES[day], `${DAY_NAMES[day]} (UTC) is not an allowed day`);
+  if (t.hours !== undefined) {
+    const h = now.getUTCHours();
+    const { from, to } = t.hours;
+    const inside = from < to ? h >= from && h < to : h >= from || h < to;
+    if (!inside)
+      return miss("time.hours", String(h), `${h}:00 UTC is outside the hours ${from}:00-${to}:00 UTC`);
+  }
+  return null;
+}
+
+function checkTransaction(r: PolicyRule, op: Extract<OperationFacts, { kind: "transaction" }>): Match {
+  const creation = op.to === null;
+  if (creation !== (r.contractCreation === true))
+    return creation
+      ? miss("contractCreation", "creation", "the transaction creates a contract")
+      : miss("contractCreation", op.to!, "the rule is about contract creations only");
+  if (r.chainIds !== undefined && !r.chainIds.some((c) => BigInt(c) === op.chainId))
+    return miss("chainIds", op.chainId.toString(), `chain ${op.chainId} is not an allowed chain`);
+  if (r.to !== undefined && op.to !== null && !inSet(r.to, op.to))
+    return miss("to", op.to, `recipient ${op.to} is ${setText(r.to)}`);
+  const v = r.value === undefined ? null : withField(inRange(r.value, op.value), "value", "value");
+  if (v !== null) return v;
+  if (r.selectors !== undefined && !r.selectors.some((s) => s.toLowerCase() === op.selector))
+    return miss("selectors", op.selector, `function selector ${op.selector} is not an allowed one`);
+  if (r.erc20 !== undefined) {
+    const e = r.erc20;
+    if (op.to === null || op.to !== norm(e.token))
+      return miss("erc20.token", op.to ?? "creation", `the transaction is not a call to token ${e.token}`);
+    if (op.erc20 === null)
+      return miss("erc20.method", op.selector, "the call is not an ERC-20 transfer, approve or transferFrom");
+    if (e.methods !== undefined && !e.methods.includes(op.erc20.method))
+      return miss("erc20.method", op.erc20.method, `${op.erc20.method} is not an allowed ERC-20 call`);
+    if (e.recipients !== undefined && !inSet(e.recipients, op.erc20.recipient))
+      return miss(
+        "erc20.recipients",
+        op.erc20.recipient,
+        `token recipient ${op.erc20.recipient} is ${setText(e.recipients)}`,
+      );
+    const a =
+      e.amount === undefined ? null : withField(inRange(e.amount, op.erc20.amount), "erc20.amount", "amount");
+    if (a !== null) return a;
+  }
+  return MATCH;
+}
+
+function permitMatches(p: NonNullable<PolicyRule["permit"]>, g: PermitGrant): Match {
+  if (g.token !== norm(p.token))
+    return miss("permit.token", g.token, `the permit is for token ${g.token}, not ${p.token}`);
+  if (p.spenders !== undefined && !inSet(p.spenders, g.spender))
+    return miss("permit.spenders", g.spender, `spender ${g.spender} is ${setText(p.spenders)}`);
+  const a = p.amount === undefined ? null : withField(inRange(p.amount, g.amount), "permit.amount", "amount");
+  return a ?? MATCH;
+}
+
+/**
+ * Permit conditions read every allowance a message grants: an allow rule matches when every allowance
+ * passes (a batch with one excessive entry is not allowed), a deny rule when any does.
+ */
+function checkTypedData(r: PolicyRule, op: TypedDataFacts): Match {
+  const d = r.domain;
+  if (d?.chainIds !== undefined && (op.chainId === null || !d.chainIds.some((c) => BigInt(c) === op.chainId)))
+    return miss(
+      "domain.chainIds",
+      String(op.chainId ?? "none"),
+      `domain chain ${op.chainId ?? "(none)"} is not allowed`,
+    );
+  if (d?.verifyingContracts !== undefined) {
+    const vc = op.verifyingContract;
+    if (vc === null || !inSet(d.verifyingContracts, vc))
+      return miss(
+        "domain.verifyingContracts",
+        vc ?? "none",
+        `verifying contract ${vc ?? "(none)"} is not allowed`,
+      );
+  }
+  if (d?.names !== undefined && (op.name === null || !d.names.includes(op.name)))
+    return miss("domain.names", op.name ?? "none", `domain name ${JSON.stringify(op.name)} is not allowed`);
+  if (r.primaryTypes !== undefined && !r.primaryTypes.includes(op.primaryType))
+    return miss("primaryTypes", op.primaryType, `primary type ${op.primaryType} is not allowed`);
+  if (r.permit !== undefined) {
+    if (op.permits.length === 0)
+      return miss("permit", op.primaryType, `${op.primaryType} is not a Permit or Permit2 message`);
+    const results = op.permits.map((g) => permitMatches(r.permit!, g));
+    if (r.effect === "allow") return results.find((m) => !m.ok) ?? MATCH;
+    return results.find((m) => m.ok) ?? results[0];
+  }
+  return MATCH;
+}
+
+function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  if (prefix.length > bytes.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Whether one rule matches the operation (its kind is assumed to be the operation's). */
+export function ruleMatches(r: PolicyRule, op: OperationFacts, now: Date): Match {
+  if (r.time !== undefined) {
+    const t = checkTime(r.time, now);
+    if (t !== null) return t;
+  }
+  switch (op.kind) {
+    case "transaction":
+      return checkTransaction(r, op);
+    case "typedData":
+      return checkTypedData(r, op);
+    case "message":
+      if (r.prefix !== undefined && !startsWith(op.bytes, Buffer.from(r.prefix, "utf8")))
+        return miss(
+          "prefix",
+          preview(op.bytes),
+          `the message does not start with ${JSON.stringify(r.prefix)}`,
+        );
+      return MATCH;
+    default:
+      return MATCH;
+  }
+}
+
+function preview(bytes: Uint8Array): string {
+  const text = Buffer.from(bytes.subarray(0, 32)).toString("utf8");
+  return bytes.length > 32 ? text + "…" : text;
+}
+
+function base(op: OperationFacts): Pick<PolicyDecision, "operation" | "digest"> {
+  return "digest" in op ? { operation: op.kind, digest: op.digest } : { operation: op.kind };
+}
+
+/** One policy's decision on one operation. */
+export function evaluatePolicy(policy: Policy, op: OperationFacts, now: Date = new Date()): PolicyDecision {
+  const rules = policy.rules.filter((r) => r.operation === op.kind);
+  for (const r of rules) {
+    if (r.effect !== "deny") continue;
+    if (ruleMatches(r, op, now).ok)
+      return { allowed: false, rule: r.name, ...base(op), reason: `denied by rule "${r.name}"` };
+  }
+  let firstMiss: { rule: string; m: Extract<Match, { ok: false }> } | null = null;
+  for (const r of rules) {
+    if (r.effect !== "allow") continue;
+    const m = ruleMatches(r, op, now);
+    if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: `allowed by rule "${r.name}"` };
+    firstMiss ??= { rule: r.name, m };
+  }
+  if (firstMiss !== null) {
+    const { rule, m } = firstMiss;
+    return { allowed: false, rule, ...base(op), field: m.field, value: m.value, reason: m.reason };
+  }
+  return {
+    allowed: false,
+    rule: DEFAULT_DENY,
+    ...base(op),
+    reason: `the policy has no rule allowing ${op.kind}`,
+  };
+}
+
+/** The policy (or null: none) of one group that grants the run. */
+export interface GroupPolicy {
+  group: string;
+  policy: Policy | null;
+}
+
+/**
+ * The decision for a run granted by `grants`: allowed when one granting group allows it (a group with
+ * no policy allows everything). A refusal reports the first group's refusal, and names that group.
+ * With no granting group at all nothing grants the operation: refused.
+ */
+export function evaluateGrants(
+  grants: readonly GroupPolicy[],
+  op: OperationFacts,
+  now: Date = new Date(),
+): PolicyDecision {
+  let firstRefusal: PolicyDecision | null = null;
+  for (const g of grants) {
+    if (g.policy === null)
+      return {
+        allowed: true,
+        rule: NO_POLICY,
+        group: g.group,
+        ...base(op),
+        reason: `group ${g.group} has no policy`,
+      };
+    const d = evaluatePolicy(g.policy, op, now);
+    if (d.allowed) return { ...d, group: g.group };
+    firstRefusal ??= { ...d, group: g.group };
+  }
+  return (
+    firstRefusal ?? {
+      allowed: false,
+      rule: DEFAULT_DENY,
+      ...base(op),
+      reason: "no group grants this operation",
+    }
+  );
+}
+
+/** The message of a `policy_denied` error: the rule, the group and the value that failed. */
+export function refusalMessage(d: PolicyDecision): string {
+  const where = d.group === undefined ? "" : ` (group ${d.group})`;
+  const failed = d.field === undefined ? "" : `; ${d.field} = ${d.value}`;
+  return `policy refused ${d.operation}: rule ${d.rule}${where}: ${d.reason}${failed}`;
+}

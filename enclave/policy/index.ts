@@ -1,0 +1,8 @@
+/**
+ * Signing policies (docs/policies.md): the document's schema, the parsing of what is signed, and the
+ * evaluation of rules. Pure functions: no keys, no I/O.
+ */
+export * from "./schema";
+export * from "./operation";
+export * from "./evaluate";
+export type { Erc20Call, PermitGrant } from "./erc20";

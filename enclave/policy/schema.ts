@@ -1,0 +1,276 @@
+/**
+ * The signing-policy document: its JSON Schema (served in the OpenAPI document and used to validate
+ * uploads) and the typed form the evaluator reads. docs/policies.md explains the rule language.
+ *
+ * The schema is closed (`additionalProperties: false` everywhere): a misspelt condition would otherwise
+ * be ignored, and a rule the author believes restricts something would allow it.
+ */
+import Ajv, { type ErrorObject } from "ajv";
+
+export const OPERATION_KINDS = [
+  "transaction",
+  "typedData",
+  "message",
+  "digest",
+  "keyExport",
+  "encrypt",
+  "decrypt",
+] as const;
+export type OperationKind = (typeof OPERATION_KINDS)[number];
+
+export const ERC20_METHODS = ["transfer", "approve", "transferFrom"] as const;
+export type Erc20Method = (typeof ERC20_METHODS)[number];
+
+/** A set of addresses a value must be in, or must not be in (exactly one of the two). */
+export type AddressSet = { in: string[] } | { notIn: string[] };
+
+/** Inclusive bounds on an unsigned integer, written as decimal strings (wei, token base units). */
+export interface AmountRange {
+  min?: string;
+  max?: string;
+}
+
+export interface TimeCondition {
+  /** UTC days of the week, 0 = Sunday. */
+  days?: number[];
+  /** UTC hours [from, to): from 0..23, to 1..24; from > to wraps past midnight. */
+  hours?: { from: number; to: number };
+}
+
+export interface PolicyRule {
+  name: string;
+  effect: "allow" | "deny";
+  operation: OperationKind;
+  time?: TimeCondition;
+  // transaction
+  chainIds?: number[];
+  to?: AddressSet;
+  contractCreation?: boolean;
+  value?: AmountRange;
+  selectors?: string[];
+  erc20?: { token: string; methods?: Erc20Method[]; recipients?: AddressSet; amount?: AmountRange };
+  // typedData
+  domain?: { chainIds?: number[]; verifyingContracts?: AddressSet; names?: string[] };
+  primaryTypes?: string[];
+  permit?: { token: string; spenders?: AddressSet; amount?: AmountRange };
+  // message
+  prefix?: string;
+}
+
+export interface Policy {
+  version: 1;
+  description?: string;
+  rules: PolicyRule[];
+}
+
+const address = { type: "string", pattern: "^0x[0-9a-fA-F]{40}$" } as const;
+const addressList = { type: "array", items: address, minItems: 1, maxItems: 256 } as const;
+const addressSet = {
+  type: "object",
+  additionalProperties: false,
+  minProperties: 1,
+  maxProperties: 1,
+  properties: { in: addressList, notIn: addressList },
+} as const;
+const uint = { type: "string", pattern: "^(0|[1-9][0-9]{0,77})$" } as const;
+const amountRange = {
+  type: "object",
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { min: uint, max: uint },
+} as const;
+const chainIds = {
+  type: "array",
+  minItems: 1,
+  maxItems: 64,
+  items: { type: "integer", minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+} as const;
+
+/** Conditions allowed per operation kind (besides `time`, which every rule may carry). */
+export const CONDITIONS_BY_OPERATION: Record<OperationKind, readonly string[]> = {
+  transaction: ["chainIds", "to", "contractCreation", "value", "selectors", "erc20"],
+  typedData: ["domain", "primaryTypes", "permit"],
+  message: ["prefix"],
+  digest: [],
+  keyExport: [],
+  encrypt: [],
+  decrypt: [],
+};
+
+const ruleProperties = {
+  name: { type: "string", pattern: "^[A-Za-z0-9_.:-]{1,64}$" },
+  effect: { enum: ["allow", "deny"] },
+  operation: { enum: [...OPERATION_KINDS] },
+  time: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      days: {
+        type: "array",
+        minItems: 1,
+        maxItems: 7,
+        uniqueItems: true,
+        items: { type: "integer", minimum: 0, maximum: 6 },
+      },
+      hours: {
+        type: "object",
+        additionalProperties: false,
+        required: ["from", "to"],
+        properties: {
+          from: { type: "integer", minimum: 0, maximum: 23 },
+          to: { type: "integer", minimum: 1, maximum: 24 },
+        },
+      },
+    },
+  },
+  chainIds,
+  to: addressSet,
+  contractCreation: { type: "boolean" },
+  value: amountRange,
+  selectors: {
+    type: "array",
+    minItems: 1,
+    maxItems: 256,
+    items: { type: "string", pattern: "^0x([0-9a-fA-F]{8})?$" },
+  },
+  erc20: {
+    type: "object",
+    additionalProperties: false,
+    required: ["token"],
+    properties: {
+      token: address,
+      methods: {
+        type: "array",
+        minItems: 1,
+        uniqueItems: true,
+        items: { enum: [...ERC20_METHODS] },
+      },
+      recipients: addressSet,
+      amount: amountRange,
+    },
+  },
+  domain: {
+    type: "object",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      chainIds,
+      verifyingContracts: addressSet,
+      names: { type: "array", minItems: 1, maxItems: 64, items: { type: "string", maxLength: 256 } },
+    },
+  },
+  primaryTypes: {
+    type: "array",
+    minItems: 1,
+    maxItems: 64,
+    items: { type: "string", pattern: "^[A-Za-z_$][A-Za-z0-9_$]{0,127}$" },
+  },
+  permit: {
+    type: "object",
+    additionalProperties: false,
+    required: ["token"],
+    properties: { token: address, spenders: addressSet, amount: amountRange },
+  },
+  prefix: { type: "string", minLength: 1, maxLength: 1024 },
+} as const;
+
+/** Each operation kind admits its own conditions only: `prefix` on a transaction rule is an error. */
+function ruleFor(kind: OperationKind): object {
+  const allowed = ["name", "effect", "operation", "time", ...CONDITIONS_BY_OPERATION[kind]];
+  return {
+    if: { properties: { operation: { const: kind } }, required: ["operation"] },
+    then: { propertyNames: { enum: allowed } },
+  };
+}
+
+export const POLICY_SCHEMA = {
+  $id: "https://sigil.dev/schemas/policy-v1.json",
+  title: "Signing policy",
+  description:
+    "What the PKPs of a group may sign. Deny wins inside a policy; an operation no allow rule matches is denied.",
+  type: "object",
+  additionalProperties: false,
+  required: ["version", "rules"],
+  properties: {
+    version: { const: 1 },
+    description: { type: "string", maxLength: 1024 },
+    rules: {
+      type: "array",
+      minItems: 1,
+      maxItems: 128,
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["name", "effect", "operation"],
+        properties: ruleProperties,
+        allOf: OPERATION_KINDS.map(ruleFor),
+      },
+    },
+  },
+} as const;
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+const validate = ajv.compile(POLICY_SCHEMA);
+
+/** Largest policy document accepted, in bytes of JSON. */
+export const MAX_POLICY_BYTES = 64 * 1024;
+
+export type PolicyCheck = { ok: true; policy: Policy } | { ok: false; errors: string[] };
+
+function describe(e: ErrorObject): string {
+  const where = e.instancePath === "" ? "the document" : e.instancePath;
+  if (e.keyword === "additionalProperties")
+    return `${where}: unknown field "${(e.params as { additionalProperty: string }).additionalProperty}"`;
+  if (e.keyword === "propertyNames")
+    return `${where}: "${(e.params as { propertyName: string }).propertyName}" is not a condition of this rule's operation`;
+  if (e.keyword === "enum" && e.instancePath.endsWith("/operation"))
+    return `${where}: must be one of ${OPERATION_KINDS.join(", ")}`;
+  return `${where}: ${e.message ?? "is invalid"}`;
+}
+
+/**
+ * Checks a parsed JSON value against the schema, then what a schema cannot say: rule names are unique
+ * and ranges are not empty. Errors are written for the author of the document.
+ */
+export function checkPolicy(doc: unknown): PolicyCheck {
+  if (!validate(doc)) {
+    const errors = (validate.errors ?? [])
+      .filter((e) => e.keyword !== "if")
+      .map(describe)
+      .filter((m, i, all) => all.indexOf(m) === i);
+    return { ok: false, errors: errors.slice(0, 20) };
+  }
+  const policy = doc as unknown as Policy;
+  const errors: string[] = [];
+  const seen = new Set<string>();
+  policy.rules.forEach((r, i) => {
+    if (seen.has(r.name)) errors.push(`/rules/${i}/name: "${r.name}" is used by an earlier rule`);
+    seen.add(r.name);
+    for (const [field, range] of [
+      ["value", r.value],
+      ["erc20/amount", r.erc20?.amount],
+      ["permit/amount", r.permit?.amount],
+    ] as const) {
+      if (range?.min !== undefined && range.max !== undefined && BigInt(range.min) > BigInt(range.max))
+        errors.push(`/rules/${i}/${field}: min is above max`);
+    }
+    if (r.time?.hours !== undefined && r.time.hours.from === r.time.hours.to % 24 && r.time.hours.to !== 24)
+      errors.push(`/rules/${i}/time/hours: from equals to (an empty window)`);
+  });
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, policy };
+}
+
+/** Parses and checks a policy document given as JSON text or bytes. */
+export function parsePolicy(text: string | Uint8Array): PolicyCheck {
+  const s = typeof text === "string" ? text : Buffer.from(text).toString("utf8");
+  if (Buffer.byteLength(s) > MAX_POLICY_BYTES)
+    return { ok: false, errors: [`the document is larger than ${MAX_POLICY_BYTES} bytes`] };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(s);
+  } catch {
+    return { ok: false, errors: ["the document is not valid JSON"] };
+  }
+  return checkPolicy(doc);
+}
