@@ -143,7 +143,7 @@ describe("relayer: path-A sender", function () {
  */
 async function rpcProxy(
   upstream: string,
-  mode: "unsupported" | "pending" | "slow" | "noSimulateV1",
+  mode: "unsupported" | "pending" | "slow" | "noSimulateV1" | "noSimulatedGroups",
 ): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
   const methods: string[] = [];
   const forward = async (body: unknown) => {
@@ -165,7 +165,15 @@ async function rpcProxy(
       };
       methods.push(call.method);
       let answer: unknown;
-      if (call.method === "eth_simulateV1" && mode === "noSimulateV1") {
+      if (
+        call.method === "eth_simulateV1" &&
+        mode === "noSimulatedGroups" &&
+        (call.params[0] as { blockStateCalls: Array<{ calls: unknown[] }> }).blockStateCalls[0].calls.length >
+          1
+      ) {
+        // A node that refuses a block of several calls (a limit of its own), as a node-level error.
+        answer = { jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "too many calls" } };
+      } else if (call.method === "eth_simulateV1" && mode === "noSimulateV1") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
       } else if (mode === "noSimulateV1") {
         answer = { ...(await forward(call)), id: call.id };
@@ -343,6 +351,32 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     }
     expect(proxy.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
     expect(proxy.methods.filter((m) => m === "eth_estimateGas")).to.have.length(2);
+  });
+
+  it("writes of several principals share one eth_simulateV1; a node refusing the group simulates each alone", async () => {
+    const keys = [accountKey];
+    for (let i = 0; i < 2; i++)
+      keys.push((await s.api("POST", "/core/v1/new_account", { body: {} })).body.api_key as string);
+    const writeAs = (sender: Sender, key: string, name: string) =>
+      sender.write({
+        apiKey: key,
+        principal: s.enclave.principalAddress(key),
+        kind: "account",
+        data: registryInterface.encodeFunctionData("createPkp", [name, ""]),
+      });
+    const together = await senderOn(s.chain.rpcUrl);
+    for (const r of await Promise.all(keys.map((k, i) => writeAs(together.sender, k, `together ${i}`))))
+      await expectMined(r.txHash, r.blockNumber);
+    expect(together.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
+
+    const proxy = await rpcProxy(s.chain.rpcUrl, "noSimulatedGroups");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    for (const r of await Promise.all(keys.map((k, i) => writeAs(sender, k, `alone ${i}`))))
+      await expectMined(r.txHash, r.blockNumber);
+    // The group once (refused), then each write on its own; never eth_estimateGas.
+    expect(proxy.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1 + keys.length);
+    expect(proxy.methods).to.not.include("eth_estimateGas");
   });
 
   it("a refusal decoded from eth_simulateV1 is the same typed error as from eth_estimateGas", async () => {
