@@ -18,6 +18,7 @@ import {
   simulatedCall,
 } from "../../relayer/chain/sender";
 import { forwarderInterface } from "../../relayer/chain/abi";
+import { SLOW_SYNC_SENDS_TO_STOP, SYNC_SEND_SLOW_MS } from "../../relayer/chain/send/broadcast";
 import { ApiError } from "../../relayer/errors";
 import { DEV_KEY } from "../helpers/anvil";
 import { startStack, type Stack } from "../helpers/stack";
@@ -143,7 +144,7 @@ describe("relayer: path-A sender", function () {
  */
 async function rpcProxy(
   upstream: string,
-  mode: "unsupported" | "pending" | "slow" | "noSimulateV1" | "noSimulatedGroups",
+  mode: "unsupported" | "pending" | "slow" | "noSimulateV1" | "noSimulatedGroups" | "firstSyncSlow",
 ): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
   const methods: string[] = [];
   const forward = async (body: unknown) => {
@@ -179,6 +180,11 @@ async function rpcProxy(
         answer = { ...(await forward(call)), id: call.id };
       } else if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
+      } else if (call.method === "eth_sendRawTransactionSync" && mode === "firstSyncSlow") {
+        // Mined at once, as anvil does; the first answer late, as when anvil was busy saving its state.
+        answer = { ...(await forward(call)), id: call.id };
+        if (methods.filter((m) => m === "eth_sendRawTransactionSync").length === 1)
+          await new Promise((r) => setTimeout(r, SYNC_SEND_SLOW_MS + 200));
       } else if (call.method === "eth_sendRawTransactionSync" && mode === "slow") {
         // Forwarded (so the chain has it), then no answer until after the client's timeout.
         await forward({ ...call, method: "eth_sendRawTransaction" });
@@ -288,11 +294,28 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     expect(sender.usesSyncSend()).to.equal(true);
   });
 
-  it("a sync send slower than the threshold (a chain that mines on an interval) turns sync sends off", async () => {
+  it("three sync sends in a row slower than the threshold (a chain that mines on an interval) turn sync sends off", async () => {
     const { sender } = await senderOn(s.chain.rpcUrl, "auto", 10_000, 0);
-    const r = await write(sender, "slow-sync");
-    await expectMined(r.txHash, r.blockNumber);
+    for (let i = 0; i < SLOW_SYNC_SENDS_TO_STOP; i++) {
+      expect(sender.usesSyncSend(), String(i)).to.equal(true);
+      const r = await write(sender, `slow-sync ${i}`);
+      await expectMined(r.txHash, r.blockNumber);
+    }
     expect(sender.usesSyncSend()).to.equal(false);
+  });
+
+  it("one slow sync send among fast ones (anvil busy saving its state) keeps sync sends on", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "firstSyncSlow");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    for (let i = 0; i < SLOW_SYNC_SENDS_TO_STOP + 1; i++) {
+      const r = await write(sender, `one slow ${i}`);
+      await expectMined(r.txHash, r.blockNumber);
+    }
+    expect(sender.usesSyncSend()).to.equal(true);
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(
+      SLOW_SYNC_SENDS_TO_STOP + 1,
+    );
   });
 
   it("a node without the method (-32601): the write lands by send + receipt polling, and sync stays off", async () => {
