@@ -264,6 +264,9 @@ export class Metering {
     requestId: string,
     actionCid?: string,
   ): Promise<ChargeResult> {
+    // A run is charged once: a reservation already settled or released charges nothing more. (The
+    // ledger's reference would refuse a second charge too, but it is not read for executions: below.)
+    if (r.state !== "running") return { charged_cents: 0, applied: false };
     const cents = executionPriceCents(this.prices, executionMs, r.timeLimitMs);
     try {
       return await this.charge(
@@ -273,6 +276,10 @@ export class Metering {
         "execution",
         actionCid ?? null,
         r,
+        // The reference is the request id, a random UUID this instance made for this request
+        // (relayer/http/context.ts), so no ledger can hold it yet: asking would be a round trip on
+        // every execution's answer for nothing (the ledger's UNIQUE reference still stands guard).
+        true,
       );
     } catch (e) {
       await this.releaseExecution(r);
@@ -584,6 +591,7 @@ export class Metering {
     operation: string,
     actionCid: string | null = null,
     reservation: Reservation | null = null,
+    referenceIsNew = false,
   ): Promise<ChargeResult> {
     // Refused here, before the write-behind buffer: the ledger would refuse it at flush time, and a
     // batch that cannot commit holds every other account's charges back until the process dies.
@@ -593,7 +601,7 @@ export class Metering {
     if (
       cents === 0 ||
       this.pending.has(reference) ||
-      (await this.alreadyCharged(reference)) ||
+      (!referenceIsNew && (await this.alreadyCharged(reference))) ||
       // Re-checked after the read: a concurrent charge of the same reference in this process may have
       // been buffered meanwhile. Across instances, the ledger's UNIQUE reference decides at flush time.
       this.pending.has(reference)

@@ -2,8 +2,10 @@
  * The embedded chain: anvil from the @foundry-rs/anvil npm package with its state in the data folder.
  *
  * anvil's `--state FILE` loads FILE at start and writes it on exit; SIGINT and SIGTERM both make anvil
- * write it (verified with anvil 1.7.1), SIGKILL does not, so `--state-interval` also dumps it every few
- * seconds and a hard kill loses at most that much. The binary is spawned directly (not through the
+ * write it (verified with anvil 1.7.1), SIGKILL does not, so while it runs the file is also saved by
+ * ChainStateSaver (./chainStateSaver.ts): after new blocks only, and never taking more than a twentieth
+ * of the time (anvil's own `--state-interval` rewrote the whole, ever-growing file every few seconds,
+ * idle or not). The binary is spawned directly (not through the
  * package's node wrapper, which re-raises the signal on itself before anvil has finished writing) and in
  * its own process group, so a terminal Ctrl-C reaches only `npm start`, which stops the API first and the
  * chain last. A pid file lets the next start clean up an anvil orphaned by a hard kill of its parent.
@@ -12,6 +14,7 @@ import { ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
+import { ChainStateSaver } from "./chainStateSaver";
 
 export interface AnvilOptions {
   /** The chain state file (created on first start). */
@@ -22,8 +25,13 @@ export interface AnvilOptions {
   /** 0 = pick a free port. */
   port: number;
   chainId: number;
-  /** Seconds between state dumps while running; default 2. */
+  /**
+   * Shortest time between two saves of the state file while running, in seconds; default 2 (longer
+   * once a save is costly: see ChainStateSaver). What a hard kill can lose.
+   */
   stateIntervalSeconds?: number;
+  /** Where a failed save of the state file is reported (default: nowhere; the next save retries). */
+  onStateSaveError?: (err: Error) => void;
   /** How long to wait for the RPC to answer; default 15 s. */
   readyTimeoutMs?: number;
   binary?: string;
@@ -35,6 +43,10 @@ export interface RunningAnvil {
   pid: number;
   /** Stops anvil with SIGTERM (it writes the state file) and waits for it to exit; SIGKILL after 10 s. */
   stop(): Promise<void>;
+  /** Saves the state file now, whatever changed (after start-up's deployment and funding). */
+  saveState(): Promise<void>;
+  /** The saver of the state file (its counters: tests, benchmarks). */
+  saver: ChainStateSaver;
   /** Resolves when the process exits for any reason (so the service can notice a crashed chain). */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -179,8 +191,6 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
   const args = [
     "--state",
     opts.statePath,
-    "--state-interval",
-    String(opts.stateIntervalSeconds ?? 2),
     "--chain-id",
     String(opts.chainId),
     "--host",
@@ -236,9 +246,20 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
     );
   }
 
+  const saver = new ChainStateSaver({
+    rpcUrl,
+    statePath: opts.statePath,
+    minIntervalMs: (opts.stateIntervalSeconds ?? 2) * 1000,
+    onError: opts.onStateSaveError,
+  });
+  saver.start();
+  void exited.then(() => saver.stop());
+
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      // A save in progress finishes first: anvil's own write on SIGTERM must be the last one.
+      await saver.stop();
       if (child.exitCode === null && child.signalCode === null) {
         child.kill("SIGTERM");
         const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
@@ -250,5 +271,5 @@ export async function startAnvil(opts: AnvilOptions): Promise<RunningAnvil> {
     })();
     return stopping;
   };
-  return { rpcUrl, port, pid: child.pid!, stop, exited };
+  return { rpcUrl, port, pid: child.pid!, stop, exited, saver, saveState: () => saver.saveIfChanged(true) };
 }

@@ -103,8 +103,8 @@ export interface SigilConfig {
   rpcUrl?: string;
   anvilPort: number;
   /**
-   * Embedded chain: seconds between anvil's dumps of its whole state file (what a kill -9 can lose).
-   * Each dump rewrites every block and transaction so far, so its cost grows with the chain's history.
+   * Embedded chain: the shortest time in seconds between two saves of its state file, made after new
+   * blocks only (about what a kill -9 can lose; longer once a save is costly: chainStateSaver.ts).
    */
   chainStateIntervalSeconds: number;
   /** Embedded chain: the id anvil is started with. External chain: the id it must report (optional). */
@@ -311,7 +311,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
       1,
       86_400,
-      "seconds between dumps of the embedded chain's state (the most a kill -9 loses)",
+      "the shortest time in seconds between saves of the embedded chain's state (about the most a kill -9 loses)",
     ) ?? 2;
   const chainId = int("SIGIL_CHAIN_ID", 1, 2 ** 32 - 1, "the chain id");
 

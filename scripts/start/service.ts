@@ -106,6 +106,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
         port: config.anvilPort,
         stateIntervalSeconds: config.chainStateIntervalSeconds,
         chainId: config.chainId!,
+        onStateSaveError: (err) => logger.warn({ err: err.message }, "saving the chain state file failed"),
       });
       cleanups.push(() => anvil!.stop());
       rpcUrl = anvil.rpcUrl;
@@ -162,6 +163,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
     step("funding the gas wallets");
     const gasAddresses = instanceGasAddresses(enclave, config.gasWallets, config.instanceId);
     const funding = await fundGasWallets({ provider, addresses: gasAddresses, devMode: config.devMode });
+    // The funding may have changed balances without a block: saved now, not only with the next block.
+    await anvil?.saveState();
     for (const low of funding.low)
       warn(
         `gas wallet ${low.address} holds only ${ethers.formatEther(low.balanceWei)} ETH: fund it, or writes will fail with 503.`,

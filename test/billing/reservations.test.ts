@@ -8,6 +8,7 @@ import { expect } from "chai";
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { type Billing, SimulatedProcessor, createBilling } from "../../relayer/billing";
+import { postgresStatementCount } from "../../relayer/db/engine";
 import { ApiError } from "../../relayer/errors";
 import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 import { principalFor, tempDir } from "./harness";
@@ -58,6 +59,28 @@ describeOnEngines("billing: reservations of runs in flight", function (engine) {
     children.clear();
     for (const b of billings.splice(0)) await b.close();
     tmp.cleanup();
+  });
+
+  it("a run is charged once, without asking the ledger: settling it again charges nothing", async () => {
+    const b = await open({ signupCreditCents: 100, chargeFlushMs: 600_000 }); // flushed when told
+    await b.onAccountCreated(A);
+    const r = await b.reserveExecution(owner, 3_000);
+    const before = postgresStatementCount();
+    expect(await b.settleExecution(r, 1_000, "req-once")).to.deep.equal({ charged_cents: 1, applied: true });
+    // PostgreSQL: only the shrink of the run's row to its charge (sent off the answer's path), no
+    // read of the ledger for a reference that is a fresh request id.
+    if (engine === "postgres") {
+      await new Promise((r) => setTimeout(r, 300)); // the shrink is sent after the answer
+      expect(postgresStatementCount() - before).to.equal(1);
+    }
+    await b.flushCharges();
+    expect(await b.settleExecution(r, 1_000, "req-once")).to.deep.equal({ charged_cents: 0, applied: false });
+    expect(await b.settleExecution(r, 1_000, "req-other")).to.deep.equal({
+      charged_cents: 0,
+      applied: false,
+    });
+    await b.flushCharges();
+    expect((await b.balance(A)).balance_cents).to.equal(99);
   });
 
   it("a settled run is charged exactly its time and the rest of its reservation is released", async () => {

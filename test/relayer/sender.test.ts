@@ -18,6 +18,7 @@ import {
   simulatedCall,
 } from "../../relayer/chain/sender";
 import { forwarderInterface } from "../../relayer/chain/abi";
+import { SLOW_SYNC_SENDS_TO_STOP, SYNC_SEND_SLOW_MS } from "../../relayer/chain/send/broadcast";
 import { ApiError } from "../../relayer/errors";
 import { DEV_KEY } from "../helpers/anvil";
 import { startStack, type Stack } from "../helpers/stack";
@@ -143,7 +144,7 @@ describe("relayer: path-A sender", function () {
  */
 async function rpcProxy(
   upstream: string,
-  mode: "unsupported" | "pending" | "slow" | "noSimulateV1",
+  mode: "unsupported" | "pending" | "slow" | "noSimulateV1" | "noSimulatedGroups" | "firstSyncSlow",
 ): Promise<{ url: string; methods: string[]; close(): Promise<void> }> {
   const methods: string[] = [];
   const forward = async (body: unknown) => {
@@ -165,12 +166,25 @@ async function rpcProxy(
       };
       methods.push(call.method);
       let answer: unknown;
-      if (call.method === "eth_simulateV1" && mode === "noSimulateV1") {
+      if (
+        call.method === "eth_simulateV1" &&
+        mode === "noSimulatedGroups" &&
+        (call.params[0] as { blockStateCalls: Array<{ calls: unknown[] }> }).blockStateCalls[0].calls.length >
+          1
+      ) {
+        // A node that refuses a block of several calls (a limit of its own), as a node-level error.
+        answer = { jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "too many calls" } };
+      } else if (call.method === "eth_simulateV1" && mode === "noSimulateV1") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
       } else if (mode === "noSimulateV1") {
         answer = { ...(await forward(call)), id: call.id };
       } else if (call.method === "eth_sendRawTransactionSync" && mode === "unsupported") {
         answer = { jsonrpc: "2.0", id: call.id, error: { code: -32601, message: "Method not found" } };
+      } else if (call.method === "eth_sendRawTransactionSync" && mode === "firstSyncSlow") {
+        // Mined at once, as anvil does; the first answer late, as when anvil was busy saving its state.
+        answer = { ...(await forward(call)), id: call.id };
+        if (methods.filter((m) => m === "eth_sendRawTransactionSync").length === 1)
+          await new Promise((r) => setTimeout(r, SYNC_SEND_SLOW_MS + 200));
       } else if (call.method === "eth_sendRawTransactionSync" && mode === "slow") {
         // Forwarded (so the chain has it), then no answer until after the client's timeout.
         await forward({ ...call, method: "eth_sendRawTransaction" });
@@ -280,11 +294,28 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     expect(sender.usesSyncSend()).to.equal(true);
   });
 
-  it("a sync send slower than the threshold (a chain that mines on an interval) turns sync sends off", async () => {
+  it("three sync sends in a row slower than the threshold (a chain that mines on an interval) turn sync sends off", async () => {
     const { sender } = await senderOn(s.chain.rpcUrl, "auto", 10_000, 0);
-    const r = await write(sender, "slow-sync");
-    await expectMined(r.txHash, r.blockNumber);
+    for (let i = 0; i < SLOW_SYNC_SENDS_TO_STOP; i++) {
+      expect(sender.usesSyncSend(), String(i)).to.equal(true);
+      const r = await write(sender, `slow-sync ${i}`);
+      await expectMined(r.txHash, r.blockNumber);
+    }
     expect(sender.usesSyncSend()).to.equal(false);
+  });
+
+  it("one slow sync send among fast ones (anvil busy saving its state) keeps sync sends on", async () => {
+    const proxy = await rpcProxy(s.chain.rpcUrl, "firstSyncSlow");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    for (let i = 0; i < SLOW_SYNC_SENDS_TO_STOP + 1; i++) {
+      const r = await write(sender, `one slow ${i}`);
+      await expectMined(r.txHash, r.blockNumber);
+    }
+    expect(sender.usesSyncSend()).to.equal(true);
+    expect(proxy.methods.filter((m) => m === "eth_sendRawTransactionSync")).to.have.length(
+      SLOW_SYNC_SENDS_TO_STOP + 1,
+    );
   });
 
   it("a node without the method (-32601): the write lands by send + receipt polling, and sync stays off", async () => {
@@ -343,6 +374,32 @@ describe("relayer: path-A sender, eth_sendRawTransactionSync", function () {
     }
     expect(proxy.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
     expect(proxy.methods.filter((m) => m === "eth_estimateGas")).to.have.length(2);
+  });
+
+  it("writes of several principals share one eth_simulateV1; a node refusing the group simulates each alone", async () => {
+    const keys = [accountKey];
+    for (let i = 0; i < 2; i++)
+      keys.push((await s.api("POST", "/core/v1/new_account", { body: {} })).body.api_key as string);
+    const writeAs = (sender: Sender, key: string, name: string) =>
+      sender.write({
+        apiKey: key,
+        principal: s.enclave.principalAddress(key),
+        kind: "account",
+        data: registryInterface.encodeFunctionData("createPkp", [name, ""]),
+      });
+    const together = await senderOn(s.chain.rpcUrl);
+    for (const r of await Promise.all(keys.map((k, i) => writeAs(together.sender, k, `together ${i}`))))
+      await expectMined(r.txHash, r.blockNumber);
+    expect(together.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1);
+
+    const proxy = await rpcProxy(s.chain.rpcUrl, "noSimulatedGroups");
+    cleanups.push(proxy.close);
+    const { sender } = await senderOn(proxy.url);
+    for (const r of await Promise.all(keys.map((k, i) => writeAs(sender, k, `alone ${i}`))))
+      await expectMined(r.txHash, r.blockNumber);
+    // The group once (refused), then each write on its own; never eth_estimateGas.
+    expect(proxy.methods.filter((m) => m === "eth_simulateV1")).to.have.length(1 + keys.length);
+    expect(proxy.methods).to.not.include("eth_estimateGas");
   });
 
   it("a refusal decoded from eth_simulateV1 is the same typed error as from eth_estimateGas", async () => {

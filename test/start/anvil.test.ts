@@ -88,6 +88,44 @@ describe("start: embedded chain (anvil)", function () {
     q.destroy();
   });
 
+  it("saves the state file only after new blocks: an idle chain's file is not rewritten", async () => {
+    const a = await start();
+    const statePath = path.join(dir, "chain-state.json");
+    const p = provider(a);
+    await p.send("evm_mine", []);
+    for (let i = 0; i < 40 && a.saver.saves === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(a.saver.saves).to.equal(1);
+    const written = fs.statSync(statePath).mtimeMs;
+    await new Promise((r) => setTimeout(r, 2500)); // two more 1 s looks, no block
+    expect(a.saver.saves).to.equal(1);
+    expect(fs.statSync(statePath).mtimeMs).to.equal(written);
+    await p.send("evm_mine", []);
+    for (let i = 0; i < 40 && a.saver.saves === 1; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(a.saver.saves).to.equal(2);
+    // What a save wrote is what anvil loads: a hard kill now keeps both blocks.
+    p.destroy();
+    process.kill(a.pid, "SIGKILL");
+    await a.exited;
+    const b = await start();
+    const q = provider(b);
+    expect(await q.getBlockNumber()).to.equal(2);
+    q.destroy();
+  });
+
+  it("saveState saves a change made without a block (the dev funding) at once", async () => {
+    const a = await start({ stateIntervalSeconds: 3600 });
+    const p = provider(a);
+    await p.send("anvil_setBalance", [WHO, "0x4242"]);
+    await a.saveState();
+    p.destroy();
+    process.kill(a.pid, "SIGKILL");
+    await a.exited;
+    const b = await start();
+    const q = provider(b);
+    expect(await q.getBalance(WHO)).to.equal(0x4242n);
+    q.destroy();
+  });
+
   it("says the port is in use instead of failing obscurely", async () => {
     const srv = net.createServer();
     await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));

@@ -19,8 +19,16 @@ import { pendingTransactionCount } from "./nonces";
 import { toReceipt, type RawReceipt, type Receipt } from "./receipts";
 import type { GasWallet } from "./walletPool";
 
-/** A sync send slower than this means the node does not mine on arrival: stop using sync sends. */
+/** A sync send slower than this may mean the node does not mine on arrival (see SLOW_SYNC_SENDS_TO_STOP). */
 export const SYNC_SEND_SLOW_MS = 500;
+/**
+ * Consecutive slow sync sends after which sync sends stop. A chain that mines on an interval makes every
+ * sync send slow; an automining chain makes one slow now and then (anvil writing its state file, a
+ * loaded machine), and turning sync sends off there for good multiplied its blocks: sends in parallel
+ * from every gas wallet, each its own block with a smaller batch, so more of anvil's per-block work per
+ * write (measured in bench:soak: blocks per write rose from ~0.2 to ~0.35 over 12,000 writes).
+ */
+export const SLOW_SYNC_SENDS_TO_STOP = 3;
 
 export interface BroadcasterOptions {
   provider: JsonRpcProvider;
@@ -30,8 +38,9 @@ export interface BroadcasterOptions {
   fees: FeeOracle;
   /**
    * "auto" tries eth_sendRawTransactionSync and falls back to send + poll for good when the node does
-   * not know the method, or when a sync send takes longer than SYNC_SEND_SLOW_MS (the chain mines on an
-   * interval: holding a gas wallet's nonce lock for a whole block would serialise that wallet). "off"
+   * not know the method, or when SLOW_SYNC_SENDS_TO_STOP sync sends in a row take longer than
+   * SYNC_SEND_SLOW_MS (the chain mines on an interval: holding a gas wallet's nonce lock for a whole
+   * block would serialise that wallet). "off"
    * never tries it.
    */
   syncSend?: "auto" | "off";
@@ -42,6 +51,8 @@ export interface BroadcasterOptions {
 
 export class Broadcaster {
   private syncSend: boolean;
+  /** Sync sends in a row that were slower than the threshold. */
+  private slowInARow = 0;
 
   constructor(private readonly o: BroadcasterOptions) {
     this.syncSend = o.syncSend !== "off";
@@ -152,7 +163,9 @@ export class Broadcaster {
       }
       throw err;
     }
-    if (performance.now() - started > (this.o.syncSendSlowMs ?? SYNC_SEND_SLOW_MS)) this.syncSend = false;
+    if (performance.now() - started > (this.o.syncSendSlowMs ?? SYNC_SEND_SLOW_MS)) {
+      if (++this.slowInARow >= SLOW_SYNC_SENDS_TO_STOP) this.syncSend = false;
+    } else this.slowInARow = 0;
     if (!raw || typeof raw !== "object" || typeof raw.transactionHash !== "string") {
       // Not a receipt: stop trusting sync sends, and poll for the transaction by its own hash.
       this.syncSend = false;

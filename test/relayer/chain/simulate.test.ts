@@ -6,7 +6,7 @@ import { expect } from "chai";
 import { Wallet } from "ethers";
 import { registryInterface } from "../../../relayer/chain/abi";
 import { makeProvider } from "../../../relayer/chain/rpc";
-import { requestGasFor, Simulator } from "../../../relayer/chain/send/simulate";
+import { requestGasFor, simulatedCalls, Simulator } from "../../../relayer/chain/send/simulate";
 import { ApiError } from "../../../relayer/errors";
 import { startStack, type Stack } from "../../helpers/stack";
 
@@ -69,6 +69,55 @@ describe("relayer/chain/send/simulate", function () {
       const e = caught as ApiError;
       expect([e.status, e.code], mode).to.deep.equal([409, "account_chain_secured"]);
     }
+  });
+
+  it("writes waiting together are simulated in one eth_simulateV1, each with its own gas or refusal", async () => {
+    const seen: string[] = [];
+    const sim = simulator("auto", seen);
+    const alone = await simulator("auto").simulate(createPkp(owner));
+    const stranger = Wallet.createRandom().address;
+    // Eight writes started in one event-loop turn, as eight HTTP requests parsed together are.
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => sim.simulate(createPkp(i === 3 ? stranger : owner))),
+    );
+    expect(seen).to.deep.equal(["eth_simulateV1"]);
+    outcomes.forEach((o, i) => {
+      if (i === 3) {
+        expect(o.status).to.equal("rejected");
+        const e = (o as PromiseRejectedResult).reason as ApiError;
+        expect([e.status, e.code]).to.deep.equal([409, "account_chain_secured"]);
+      } else {
+        expect(o.status, String(i)).to.equal("fulfilled");
+        // Each call runs on the state the earlier ones left (another PKP of the same owner): the gas
+        // moves a little, within the request's margin of what the call needs alone.
+        const gas = (o as PromiseFulfilledResult<bigint>).value;
+        expect(requestGasFor(gas) >= alone && requestGasFor(alone) >= gas, `${gas} vs ${alone}`).to.equal(
+          true,
+        );
+      }
+    });
+  });
+
+  it("writes that arrive while a simulation is in flight go together in the next one", async () => {
+    const seen: string[] = [];
+    const sim = simulator("auto", seen);
+    const first = sim.simulate(createPkp(owner));
+    await new Promise((r) => setImmediate(r)); // the first call is on its way
+    const later = Array.from({ length: 5 }, () => sim.simulate(createPkp(owner)));
+    await Promise.all([first, ...later]);
+    expect(seen).to.deep.equal(["eth_simulateV1", "eth_simulateV1"]);
+  });
+
+  it("reads the calls of a group's answer in order; any unreadable call makes the whole answer unreadable", () => {
+    const ok = { status: "0x1", gasUsed: "0x10", returnData: "0x" };
+    const revert = { status: "0x0", gasUsed: "0x1", returnData: "0x08c379a0" + "00".repeat(4) };
+    expect(simulatedCalls([{ calls: [ok, revert] }], 2)).to.deep.equal([
+      { ok: true, gasUsed: 16n },
+      { ok: false, revertData: revert.returnData },
+    ]);
+    expect(simulatedCalls([{ calls: [ok, revert] }], 3)).to.equal(null);
+    expect(simulatedCalls([{ calls: [ok, { status: "0x2" }] }], 2)).to.equal(null);
+    expect(simulatedCalls([], 0)).to.equal(null);
   });
 
   it("requestGasFor adds a quarter and 10,000", () => {
