@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { AbiCoder, Transaction, getAddress, verifyMessage } from "ethers";
 import { ActionExecutor, type RunRequest } from "../../enclave/executor";
 import type { GroupPolicy, Policy } from "../../enclave/policy";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "../executor/helpers";
+import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
 
 const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
 const ALICE = getAddress("0x00000000000000000000000000000000000a11ce");
