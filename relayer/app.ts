@@ -25,6 +25,8 @@ import { attestationRoutes } from "./routes/attestation";
 import { siweRoutes } from "./routes/siwe";
 import { configRoute, healthRoutes } from "./routes/system";
 import { webhookRoutes } from "./routes/webhooks";
+import { auditRoutes } from "./routes/audit";
+import { auditRefusals } from "./audit/refusals";
 
 /**
  * The relayer's own endpoints as the OpenAPI document describes them (its coverage test and the request
@@ -67,6 +69,8 @@ export const ROUTES: Array<[string, string]> = [
   ["POST", "/core/v1/webhooks/:id/rotate_secret"],
   ["GET", "/core/v1/webhooks/:id/deliveries"],
   ["POST", "/core/v1/webhooks/:id/deliveries/:delivery/resend"],
+  ["GET", "/core/v1/audit"],
+  ["GET", "/core/v1/audit/export"],
   ["GET", "/core/v1/config"],
   ["POST", "/core/v1/auth/siwe"],
   ["GET", "/core/v1/openapi.json"],
@@ -149,6 +153,7 @@ export function buildApp(ctx: RelayerContext): Express {
     groupRoutes(ctx),
     forwardRoutes(ctx),
     webhookRoutes(ctx),
+    auditRoutes(ctx),
     configRoute(ctx),
     siweRoutes(ctx),
   ]) {
@@ -158,6 +163,7 @@ export function buildApp(ctx: RelayerContext): Express {
   app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
   app.use(methodNotAllowed(routes));
+  app.use(auditRefusals(ctx)); // a refusal's audit entry is written before its answer
   app.use(errorHandler(ctx.logger));
   return app;
 }

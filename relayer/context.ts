@@ -28,6 +28,8 @@ import type { PinLedger } from "./pins";
 import type { SharedWriteMark } from "./cluster/writeMark";
 import type { ProfileStore } from "./store";
 import type { Webhooks } from "./webhooks";
+import type { AuditLog } from "./audit/log";
+import { recordWrite, writeEvents } from "./audit/record";
 import { clientIp } from "./http/context";
 
 export interface RelayerContext {
@@ -53,6 +55,8 @@ export interface RelayerContext {
   executionCap: ExecutionCap;
   /** Outgoing webhooks: endpoints, event scanners, deliveries (relayer/webhooks/). */
   webhooks: Webhooks;
+  /** The verifiable audit log (relayer/audit/); null when the operator turned it off. */
+  audit: AuditLog | null;
   metrics: RelayerMetrics;
   logger: Logger;
 }
@@ -92,24 +96,32 @@ export async function write(
     data,
     journal,
   );
-  await chargeLandedWrite(ctx, auth.principal, operation, result);
+  await chargeLandedWrite(ctx, auth, operation, result);
   return result;
 }
 
 /**
  * Charge one landed path-A write, relayer-signed or client-signed alike: per forward request (chain,
  * forwarder, signer, nonce), never per transaction, since a batch carries many writes under one hash.
+ * Then its audit-log entry, before the answer (docs/audit-log.md).
  */
 export async function chargeLandedWrite(
   ctx: RelayerContext,
-  principal: AuthContext["principal"],
+  auth: Pick<AuthContext, "principal" | "ownerSession" | "requestId">,
   operation: Parameters<NonNullable<RelayerContext["billing"]>["chargeWrite"]>[1],
   landed: LandedWrite,
 ): Promise<void> {
-  await ctx.billing?.chargeWrite(principal, operation, {
+  const charge = await ctx.billing?.chargeWrite(auth.principal, operation, {
     chainId: ctx.chainId,
     forwarder: ctx.cfg.forwarderAddress,
     ...landed.forwardRequest,
+  });
+  await recordWrite(ctx.audit, auth, {
+    operation,
+    txHash: landed.txHash,
+    blockNumber: landed.blockNumber,
+    events: writeEvents(landed.logs, ctx.cfg.registryAddress),
+    chargedCents: charge?.charged_cents ?? 0,
   });
 }
 

@@ -33,6 +33,7 @@ import { sessionRevocationsFor } from "./cluster/siweRevocations";
 import { ensureSqliteSiweTables } from "./cluster/siweTables";
 import { openRelayerDb, ProfileStore } from "./store";
 import { Webhooks } from "./webhooks";
+import { AuditLog } from "./audit/log";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
 export type { Principal } from "./auth";
@@ -181,6 +182,20 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     logger,
     options: cfg.webhooks,
   });
+  // The audit log shares the webhooks' database (the ledger's, the shared PostgreSQL, or its own file).
+  const audit =
+    cfg.audit.enabled === false
+      ? null
+      : new AuditLog(
+          opts.billing?.db ?? shared ?? ownWebhookDb!,
+          {
+            address: enclave.attestationIdentity().address,
+            sign: (digest) => enclave.signAuditCheckpoint(digest),
+          },
+          cfg.instanceId ?? "default",
+          cfg.audit,
+          logger,
+        );
   let stopListening: (() => Promise<void>) | null = null;
   if (shared && cfg.databaseUrl) {
     writeMark = new SharedWriteMark(shared, SharedWriteMark.scopeOf(chainId, cfg.registryAddress));
@@ -272,6 +287,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         )
       : new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     webhooks,
+    audit,
     metrics,
     logger,
   };
@@ -297,6 +313,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   }
   cache.start();
   webhooks.start();
+  audit?.start();
   sender.startBalanceMonitor();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
@@ -363,6 +380,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.closeAllConnections();
       });
       await webhooks.stop();
+      await audit?.stop();
       // No catch-up started by a notification after the cache stopped.
       await stopListening?.();
       await cache!.stop();

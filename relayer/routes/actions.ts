@@ -18,6 +18,7 @@ import { handler, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, isPkpAddress, parsePage, parsePkpId } from "../http/validate";
 import { parseCidField } from "./groups";
+import { recordExecution } from "../audit/record";
 
 function readCode(b: BodyReader, maxBytes: number): string {
   const v = b.raw("code");
@@ -251,6 +252,12 @@ export function actionRoutes(ctx: RelayerContext): Router {
         await unreserve();
         throw err;
       }
+      // Every PKP a key operation of the run was authorized for (the audit log's `pkps_used`).
+      const pkpsUsed = new Set<string>();
+      const used = <T extends string | { pkpId: string }>(granted: T): T => {
+        pkpsUsed.add(typeof granted === "string" ? granted : granted.pkpId);
+        return granted;
+      };
       let result;
       try {
         result = await ctx.executor.run({
@@ -259,7 +266,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
           code,
           cid,
           jsParams,
-          authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+          authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref).then(used),
           // Checked just above with the rest of the request; the executor confirms it (after reading
           // the account's epoch) and serves this PKP's signatures in the worker until the account
           // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw
@@ -270,7 +277,7 @@ export function actionRoutes(ctx: RelayerContext): Router {
               : {
                   ref: pkpId,
                   scope: Number(auth.principal.accountId),
-                  authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
+                  authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref).then(used),
                 },
           // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
           // What the action sees as Lit.Headers: the request's ids, never its credentials.
@@ -312,6 +319,15 @@ export function actionRoutes(ctx: RelayerContext): Router {
               )
             ).charged_cents
           : 0;
+      // Before the answer: an answered run has its entry (docs/audit-log.md).
+      await recordExecution(ctx.audit, auth, {
+        requestId: String(res.locals.requestId),
+        cid,
+        pkpNamed: pkpId ?? null,
+        pkpsUsed,
+        result,
+        chargedCents: charged,
+      });
       return {
         body: {
           response: result.response,

@@ -169,6 +169,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
           { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
         );
       const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
+      auth.requestId = String(res.locals.requestId);
       res.locals.auth = auth;
       res.locals.principal = auth.principal;
       if (!journal?.recorded()) await ctx.billing?.assertCanAfford(auth.principal, "write");
@@ -187,7 +188,7 @@ export function forwardRoutes(ctx: RelayerContext): Router {
       }
       // Other instances honour this write from their next request on: durable before the answer leaves.
       await ctx.writeMark?.record(result.blockNumber);
-      await chargeLandedWrite(ctx, auth.principal, BILLED_AS[operation], result);
+      await chargeLandedWrite(ctx, auth, BILLED_AS[operation], result);
       const { pkpId, groupId } = createdIds(ctx, result.logs);
       return {
         body: {

@@ -1,0 +1,149 @@
+/**
+ * The account's audit log (docs/audit-log.md): GET /core/v1/audit lists entries newest first with
+ * filters and a cursor; GET /core/v1/audit/export streams the verifiable JSON Lines export (entries and
+ * signed checkpoints). Account key (or the owner's wallet session): the log is the account's.
+ */
+import { Router } from "express";
+import { authOf } from "../auth";
+import { AUDIT_KINDS, type AuditKind } from "../audit/entries";
+import { exportLines } from "../audit/export";
+import type { AuditFilter } from "../audit/store";
+import { handler, type RelayerContext } from "../context";
+import { ApiError } from "../errors";
+
+const OUTCOMES = ["ok", "error", "refused"] as const;
+const MAX_LIMIT = 500;
+
+function invalid(field: string, expected: string): ApiError {
+  return new ApiError("invalid_request", `\`${field}\` must be ${expected}.`, { details: { field } });
+}
+
+/** An instant: integer milliseconds since the epoch, or an ISO 8601 date-time. */
+function readTime(query: Record<string, unknown>, field: string): number | undefined {
+  const raw = query[field];
+  if (raw === undefined || raw === "") return undefined;
+  if (typeof raw === "string") {
+    if (/^[0-9]{1,15}$/.test(raw)) return Number(raw);
+    if (/^\d{4}-\d{2}-\d{2}/.test(raw)) {
+      const ms = Date.parse(raw);
+      if (Number.isFinite(ms)) return ms;
+    }
+  }
+  throw invalid(field, "milliseconds since 1970 or an ISO 8601 date-time");
+}
+
+function readOne<T extends string>(
+  query: Record<string, unknown>,
+  field: string,
+  allowed: readonly T[],
+): T | undefined {
+  const raw = query[field];
+  if (raw === undefined || raw === "") return undefined;
+  if (typeof raw === "string" && (allowed as readonly string[]).includes(raw)) return raw as T;
+  throw invalid(field, `one of ${allowed.join(", ")}`);
+}
+
+function readPattern(
+  query: Record<string, unknown>,
+  field: string,
+  re: RegExp,
+  what: string,
+): string | undefined {
+  const raw = query[field];
+  if (raw === undefined || raw === "") return undefined;
+  if (typeof raw === "string" && re.test(raw)) return raw.toLowerCase();
+  throw invalid(field, what);
+}
+
+export function readAuditFilter(query: Record<string, unknown>): AuditFilter {
+  return {
+    fromMs: readTime(query, "from"),
+    toMs: readTime(query, "to"),
+    kind: readOne<AuditKind>(query, "type", AUDIT_KINDS),
+    principal: readPattern(query, "usage_key", /^0x[0-9a-fA-F]{40}$/, "a key's address (0x + 40 hex)"),
+    cid: (() => {
+      const raw = query.cid;
+      if (raw === undefined || raw === "") return undefined;
+      if (typeof raw === "string" && /^[A-Za-z0-9]{10,128}$/.test(raw)) return raw;
+      throw invalid("cid", "a CID");
+    })(),
+    pkp: readPattern(query, "pkp", /^0x[0-9a-fA-F]{64}$/, "a PKP id (0x + 64 hex)"),
+    outcome: readOne(query, "outcome", OUTCOMES),
+  };
+}
+
+export function auditRoutes(ctx: RelayerContext): Router {
+  const r = Router();
+
+  r.get(
+    "/audit",
+    ctx.auth.requireAccountKey(),
+    handler(ctx, async (req, res) => {
+      const query = req.query as Record<string, unknown>;
+      const filter = readAuditFilter(query);
+      const cursorRaw = query.cursor;
+      let cursor: number | null = null;
+      if (cursorRaw !== undefined && cursorRaw !== "") {
+        if (typeof cursorRaw !== "string" || !/^[1-9][0-9]{0,15}$/.test(cursorRaw))
+          throw invalid("cursor", "the next_cursor of a previous page");
+        cursor = Number(cursorRaw);
+      }
+      const limitRaw = query.limit;
+      let limit = 50;
+      if (limitRaw !== undefined && limitRaw !== "") {
+        if (
+          typeof limitRaw !== "string" ||
+          !/^[0-9]{1,4}$/.test(limitRaw) ||
+          +limitRaw < 1 ||
+          +limitRaw > MAX_LIMIT
+        )
+          throw invalid("limit", `an integer from 1 to ${MAX_LIMIT}`);
+        limit = Number(limitRaw);
+      }
+      const account = authOf(res).principal.accountId;
+      if (!ctx.audit) return { body: { items: [], next_cursor: null } };
+      // This instance's own entries are in the chain before it reads (read-your-writes).
+      await ctx.audit.flush();
+      const items = await ctx.audit.store.list(account, filter, cursor, limit + 1);
+      const page = items.slice(0, limit);
+      return {
+        body: {
+          items: page.map((e) => ({ ...e, time: new Date(e.time_ms).toISOString() })),
+          next_cursor: items.length > limit ? String(page[page.length - 1].seq) : null,
+        },
+      };
+    }),
+  );
+
+  r.get("/audit/export", ctx.auth.requireAccountKey(), async (req, res, next) => {
+    try {
+      const query = req.query as Record<string, unknown>;
+      const { fromMs, toMs } = readAuditFilter(query);
+      const account = authOf(res).principal.accountId;
+      if (!ctx.audit)
+        throw new ApiError("invalid_request", "The audit log is turned off on this service.", {
+          details: { field: "audit" },
+        });
+      await ctx.audit.flush();
+      const lines = exportLines(ctx.audit.store, account, ctx.enclave.attestationIdentity().address, {
+        fromMs,
+        toMs,
+      });
+      // The first line is read before the status is sent: a failure there is still a JSON error.
+      const first = await lines.next();
+      res.status(200);
+      res.setHeader("Content-Type", "application/x-ndjson; charset=utf-8");
+      res.setHeader("Content-Disposition", `attachment; filename="sigil-audit-${account}.jsonl"`);
+      if (!first.done) res.write(first.value);
+      for await (const line of lines) {
+        if (!res.write(line)) await new Promise<void>((resolve) => res.once("drain", resolve));
+      }
+      res.end();
+    } catch (err) {
+      if (res.headersSent) res.destroy(err as Error);
+      else next(err);
+    }
+  });
+
+  return r;
+}
