@@ -97,6 +97,43 @@ const groupFields: Record<string, Schema> = {
 };
 const txHash = { type: "string", pattern: "^0x[0-9a-f]{64}$", description: "The path-A transaction" };
 
+/** An audit-log entry (relayer/audit/entries.ts): `data` has one shape per kind (docs/audit-log.md). */
+const auditEntry = out({
+  account: str(),
+  seq: int("Gap-free, from 1, per account"),
+  prev_hash: str("SHA-256 (0x hex) of the previous entry; zeros for the first"),
+  hash: str("SHA-256 (0x hex) of this entry's canonical JSON"),
+  kind: { type: "string", enum: ["execution", "write", "chain_write", "refusal", "billing"] },
+  time_ms: int(),
+  time: str("ISO 8601"),
+  data: { type: "object" },
+});
+const AUDIT_QUERY = [
+  {
+    name: "from",
+    in: "query",
+    schema: { type: "string" },
+    description: "ms since 1970 or ISO 8601 (inclusive)",
+  },
+  {
+    name: "to",
+    in: "query",
+    schema: { type: "string" },
+    description: "ms since 1970 or ISO 8601 (exclusive)",
+  },
+  {
+    name: "type",
+    in: "query",
+    schema: { type: "string", enum: ["execution", "write", "chain_write", "refusal", "billing"] },
+  },
+  { name: "usage_key", in: "query", schema: { type: "string" }, description: "The acting key's address" },
+  { name: "cid", in: "query", schema: { type: "string" } },
+  { name: "pkp", in: "query", schema: { type: "string" }, description: "A PKP id" },
+  { name: "outcome", in: "query", schema: { type: "string", enum: ["ok", "error", "refused"] } },
+  { name: "cursor", in: "query", schema: { type: "string" } },
+  { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 500, default: 50 } },
+];
+
 const pagingParams = [
   { name: "page_number", in: "query", schema: { type: "integer", minimum: 0, default: 0 } },
   { name: "page_size", in: "query", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
@@ -183,6 +220,17 @@ function alsoAnswers(o: ReturnType<typeof op>, status: number, description: stri
     responses: {
       ...o.responses,
       [String(status)]: { description, content: { "application/json": { schema } } },
+    },
+  };
+}
+
+/** An operation whose success answer is JSON Lines (application/x-ndjson), not one JSON document. */
+function jsonLines(o: ReturnType<typeof op>) {
+  return {
+    ...o,
+    responses: {
+      ...o.responses,
+      "200": { description: "JSON Lines", content: { "application/x-ndjson": { schema: str() } } },
     },
   };
 }
@@ -1024,6 +1072,31 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
             "webhook_delivery_in_progress",
           ],
         }),
+      },
+      "/core/v1/audit": {
+        get: op({
+          summary:
+            "The account's audit log, newest first (account key; docs/audit-log.md): filters and a cursor",
+          auth: "account",
+          params: AUDIT_QUERY,
+          ok: out({
+            items: arr(auditEntry),
+            next_cursor: nullable(str("Pass as `cursor` for the next (older) page; null on the last")),
+          }),
+          errors: ["owner_only", "invalid_request"],
+        }),
+      },
+      "/core/v1/audit/export": {
+        get: jsonLines(
+          op({
+            summary:
+              "The verifiable export (JSON Lines: a header, the entries, the signed checkpoints); check it offline with the SDK's verifyAuditExport or `sigil audit verify`",
+            auth: "account",
+            params: AUDIT_QUERY.filter((p) => p.name === "from" || p.name === "to"),
+            ok: str(),
+            errors: ["owner_only", "invalid_request"],
+          }),
+        ),
       },
       "/core/v1/config": {
         get: op({

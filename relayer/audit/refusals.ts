@@ -19,7 +19,8 @@ export function auditRefusals(ctx: RelayerContext) {
       next(err);
       return;
     }
-    const route = req.route?.path ? req.baseUrl + req.route.path : req.path;
+    // The path as requested (ids included, the query string left out): express has reset baseUrl by now.
+    const route = req.originalUrl.split("?")[0];
     recordRefusal(
       ctx.audit,
       {
