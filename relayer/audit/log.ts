@@ -23,6 +23,12 @@ export interface AuditOptions {
   retentionDays?: number;
   /** Refusals recorded per account per minute (default 60); the rest are counted in the next one. */
   refusalsPerMinute?: number;
+  /**
+   * How long the chainer waits after an entry before chaining (default 0: the next turn of the event
+   * loop, behind the answer). A longer window chains more entries per transaction; the entries are
+   * written either way, so a crash within it loses nothing (the next sweep chains them).
+   */
+  chainAfterMs?: number;
 }
 
 export class AuditLog {
@@ -30,6 +36,7 @@ export class AuditLog {
   private readonly waiting = new Set<string>();
   private draining: Promise<void> | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
+  private chainTimer: NodeJS.Timeout | null = null;
   private lastPrune = 0;
   private stopped = false;
   private readonly refusalBudget = new Map<
@@ -82,7 +89,17 @@ export class AuditLog {
 
   private schedule(account: string): void {
     this.waiting.add(account);
-    if (!this.stopped) void this.kick();
+    if (this.stopped) return;
+    const after = this.opts.chainAfterMs ?? 0;
+    if (after <= 0) {
+      void this.kick();
+      return;
+    }
+    this.chainTimer ??= setTimeout(() => {
+      this.chainTimer = null;
+      void this.kick();
+    }, after);
+    this.chainTimer.unref();
   }
 
   /**
@@ -127,6 +144,8 @@ export class AuditLog {
 
   /** Waits until every entry this instance recorded so far is chained. */
   async flush(): Promise<void> {
+    if (this.chainTimer) clearTimeout(this.chainTimer);
+    this.chainTimer = null;
     while (this.draining || this.waiting.size > 0) await this.kick();
   }
 
