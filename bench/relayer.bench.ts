@@ -30,6 +30,7 @@ import { signRequest } from "sigil/sdk";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
+import { auditOverhead, printAuditOverhead } from "./auditLog";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -279,6 +280,10 @@ async function main(): Promise<void> {
       `\nall runs: raw ${f(rawRps)} tx/s, path A ${f(relRps)} writes/s → ${(relRps / rawRps).toFixed(2)}×`,
     );
 
+    // The audit log's cost: log on vs off on two stacks built alike (bench/auditLog.ts).
+    const audit = writesOnly ? null : await auditOverhead(gen, "sqlite", quick);
+    if (audit) printAuditOverhead(audit);
+
     console.log("\n## Goals\n");
     const g1 = sig50 !== null && sig50.p95 < 50;
     const g2 = relRps >= 0.5 * rawRps;
@@ -291,6 +296,10 @@ async function main(): Promise<void> {
     console.log(
       `- signed executions ≥ 90% of the bearer rate (one signature, 50 clients): ${signedRatio === null ? "?" : (signedRatio * 100).toFixed(1)}% → ${signedRatio !== null && signedRatio >= 0.9 ? "met" : "NOT met"}`,
     );
+    if (audit)
+      console.log(
+        `- executions with the audit log ≥ 95% of the rate without (SQLite; bench:audit adds PostgreSQL): ${audit.ratio.toFixed(3)} → ${audit.ratio >= 0.95 ? "met" : "NOT met"}`,
+      );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {
     await gen.stop();
