@@ -34,6 +34,7 @@ import { ensureSqliteSiweTables } from "./cluster/siweTables";
 import { openRelayerDb, ProfileStore } from "./store";
 import { Webhooks } from "./webhooks";
 import { AuditLog } from "./audit/log";
+import { AuditChainWrites, registryLogsFrom } from "./audit/chainWrites";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
 export type { Principal } from "./auth";
@@ -196,6 +197,21 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           cfg.audit,
           logger,
         );
+  if (audit) {
+    // Path-B writes, from the registry's logs (the integrator's follower can replace registryLogsFrom).
+    const chainWrites = new AuditChainWrites({
+      log: audit,
+      provider,
+      logs: registryLogsFrom(provider, cfg.registryAddress),
+      registry: cfg.registryAddress,
+      forwarder: cfg.forwarderAddress,
+      chainId,
+      deployBlock: cfg.deployBlock,
+      confirmations: cfg.confirmations,
+      logger,
+    });
+    audit.followChain(() => chainWrites.scanOnce());
+  }
   let stopListening: (() => Promise<void>) | null = null;
   if (shared && cfg.databaseUrl) {
     writeMark = new SharedWriteMark(shared, SharedWriteMark.scopeOf(chainId, cfg.registryAddress));

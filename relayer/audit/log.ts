@@ -37,6 +37,7 @@ export class AuditLog {
   private draining: Promise<void> | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
   private chainTimer: NodeJS.Timeout | null = null;
+  private chainScan: (() => Promise<number>) | null = null;
   private lastPrune = 0;
   private stopped = false;
   private readonly refusalBudget = new Map<
@@ -87,6 +88,16 @@ export class AuditLog {
     return { admit: true, suppressed };
   }
 
+  /** Entries written by another path (the chain follower's transaction): chained behind it like any. */
+  chainSoon(accounts: Iterable<string>): void {
+    for (const a of accounts) this.schedule(a);
+  }
+
+  /** Path-B writes: read from the registry's logs on every sweep (chainWrites.ts). */
+  followChain(scan: () => Promise<number>): void {
+    this.chainScan = scan;
+  }
+
   private schedule(account: string): void {
     this.waiting.add(account);
     if (this.stopped) return;
@@ -131,6 +142,11 @@ export class AuditLog {
 
   /** Chains everything pending (any instance's), checkpoints stale heads, prunes when retention is set. */
   async sweep(now = Date.now()): Promise<void> {
+    // The chain being out of reach must not hold back the chaining of what requests recorded.
+    if (this.chainScan)
+      await this.chainScan().catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, "audit: reading path-B writes failed; retried"),
+      );
     for (const a of await this.store.accountsPending()) this.waiting.add(a);
     await this.flush();
     await this.store.checkpointStale();

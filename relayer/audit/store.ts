@@ -104,20 +104,20 @@ export class AuditStore {
   }
 
   /** `?` placeholders as the engine wants them. */
-  private sql(text: string): string {
+  sql(text: string): string {
     if (this.db.kind !== "postgres") return text;
     let i = 0;
     return text.replace(/\?/g, () => `$${++i}`);
   }
 
-  private exec<R>(on: Sql, text: string, params: unknown[] = []): Promise<R[]> {
+  exec<R>(on: Sql, text: string, params: unknown[] = []): Promise<R[]> {
     return on.exec(this.sql(text), params, { prepared: true }) as Promise<R[]>;
   }
 
-  /** The request path's only write: one row, no lock. */
-  async enqueue(e: PendingEntry): Promise<void> {
+  /** The request path's only write: one row, no lock (`on`: inside the caller's transaction). */
+  async enqueue(e: PendingEntry, on: Sql = this.db): Promise<void> {
     await this.exec(
-      this.db,
+      on,
       "INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
       [e.account, e.kind, e.timeMs, canonicalJson(e.data), e.principal, e.cid, pkpColumn(e.pkps), e.outcome],
     );

@@ -502,6 +502,14 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("signature", "text", (c) => c.notNull())
           .addPrimaryKeyConstraint("audit_checkpoints_pk", ["account_id", "seq"]),
       );
+      // How far the registry's logs were read for path-B writes (relayer/audit/chainWrites.ts), per
+      // chain and registry, shared by every instance.
+      await run(
+        db.schema
+          .createTable("audit_chain_cursor")
+          .addColumn("name", "text", (c) => c.primaryKey())
+          .addColumn("block", big, (c) => c.notNull()),
+      );
     },
   },
 ];
