@@ -13,6 +13,7 @@
  *
  * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
  */
+import type { Statement } from "better-sqlite3";
 import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
@@ -30,7 +31,7 @@ export interface AuditStoreOptions {
   checkpointEvery?: number;
   /** …or once the last one is this old and entries were chained since (default 5 minutes). */
   checkpointMs?: number;
-  /** Rows chained per transaction (default 500). */
+  /** Rows chained per transaction (default 200). */
   batch?: number;
   now?: () => number;
 }
@@ -83,6 +84,9 @@ interface HeadRow {
   checkpoint_ms: number;
 }
 
+/** Entries per INSERT statement when chaining (11 parameters each). */
+const INSERT_ROWS = 50;
+
 /** The PKP column: every id between commas, so one LIKE '%,id,%' finds an entry naming it. */
 const pkpColumn = (pkps: string[]) => (pkps.length ? "," + pkps.join(",") + "," : "");
 
@@ -91,6 +95,7 @@ export class AuditStore {
   readonly checkpointMs: number;
   private readonly batch: number;
   private readonly now: () => number;
+  private readonly statements = new Map<string, Statement>();
 
   constructor(
     readonly db: DataLayer,
@@ -99,7 +104,7 @@ export class AuditStore {
   ) {
     this.checkpointEvery = opts.checkpointEvery ?? 100;
     this.checkpointMs = opts.checkpointMs ?? 5 * 60_000;
-    this.batch = opts.batch ?? 500;
+    this.batch = opts.batch ?? 200;
     this.now = opts.now ?? Date.now;
   }
 
@@ -111,6 +116,18 @@ export class AuditStore {
   }
 
   exec<R>(on: Sql, text: string, params: unknown[] = []): Promise<R[]> {
+    const handle = this.db.sqlite;
+    if (handle) {
+      // SQLite: one connection (a transaction's statements run on it too); statements kept prepared,
+      // as the data layer's prepared queries are (its raw exec prepares on every call).
+      let st = this.statements.get(text);
+      if (!st) {
+        st = handle.prepare(text);
+        if (this.statements.size > 200) this.statements.clear();
+        this.statements.set(text, st);
+      }
+      return Promise.resolve((st.reader ? st.all(...params) : (st.run(...params), [])) as R[]);
+    }
     return on.exec(this.sql(text), params, { prepared: true }) as Promise<R[]>;
   }
 
@@ -180,15 +197,24 @@ export class AuditStore {
     }
     let { seq, hash } = head;
     let signed = { seq: head.checkpoint_seq, ms: head.checkpoint_ms };
+    const rows: unknown[][] = [];
     for (const p of pending) {
       const data = JSON.parse(p.data) as AuditData;
       const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: p.time_ms, data };
       const h = entryHash(next);
-      await this.exec(
-        tx,
-        "INSERT INTO audit_entries (account_id, seq, prev_hash, hash, kind, time_ms, data, principal, cid, pkps, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [account, next.seq, hash, h, p.kind, p.time_ms, p.data, p.principal, p.cid, p.pkps, p.outcome],
-      );
+      rows.push([
+        account,
+        next.seq,
+        hash,
+        h,
+        p.kind,
+        p.time_ms,
+        p.data,
+        p.principal,
+        p.cid,
+        p.pkps,
+        p.outcome,
+      ]);
       seq = next.seq;
       hash = h;
       // Exactly every checkpointEvery entries, however many one pass chains.
@@ -197,6 +223,16 @@ export class AuditStore {
         await this.checkpointIfDue(tx, account, at, true);
         signed = { seq, ms: this.now() };
       }
+    }
+    // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
+    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+      const chunk = rows.slice(i, i + INSERT_ROWS);
+      await this.exec(
+        tx,
+        "INSERT INTO audit_entries (account_id, seq, prev_hash, hash, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
+          chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+        chunk.flat(),
+      );
     }
     const ids = pending.map((p) => p.id);
     await this.exec(tx, `DELETE FROM audit_pending WHERE id IN (${ids.map(() => "?").join(", ")})`, ids);
