@@ -38,6 +38,7 @@ export interface ChainWritesOptions {
 
 export class AuditChainWrites {
   private readonly cursor: string;
+  private cursorExists = false;
 
   constructor(private readonly o: ChainWritesOptions) {
     this.cursor = `audit:${o.chainId}:${o.registry.toLowerCase()}`;
@@ -47,11 +48,14 @@ export class AuditChainWrites {
   async scanOnce(): Promise<number> {
     const { store } = this.o.log;
     const db = store.db;
-    await store.exec(
-      db,
-      "INSERT INTO audit_chain_cursor (name, block) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-      [this.cursor, this.o.deployBlock - 1],
-    );
+    if (!this.cursorExists) {
+      await store.exec(
+        db,
+        "INSERT INTO audit_chain_cursor (name, block) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        [this.cursor, this.o.deployBlock - 1],
+      );
+      this.cursorExists = true;
+    }
     const [row] = await store.exec<{ block: number }>(
       db,
       "SELECT block FROM audit_chain_cursor WHERE name = ?",

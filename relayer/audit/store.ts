@@ -159,19 +159,19 @@ export class AuditStore {
     }
   }
 
+  /** The account's head, locked for this transaction (created at the genesis on first use). */
   private async lockHead(tx: Sql, account: string): Promise<HeadRow> {
+    const lock = this.db.kind === "postgres" ? " FOR UPDATE" : "";
+    const select =
+      "SELECT seq, hash, checkpoint_seq, checkpoint_ms FROM audit_heads WHERE account_id = ?" + lock;
+    const [head] = await this.exec<HeadRow>(tx, select, [account]);
+    if (head) return head;
     await this.exec(
       tx,
       "INSERT INTO audit_heads (account_id, seq, hash, checkpoint_seq, checkpoint_ms) VALUES (?, 0, ?, 0, ?) ON CONFLICT (account_id) DO NOTHING",
       [account, GENESIS_HASH, this.now()],
     );
-    const lock = this.db.kind === "postgres" ? " FOR UPDATE" : "";
-    const [head] = await this.exec<HeadRow>(
-      tx,
-      "SELECT seq, hash, checkpoint_seq, checkpoint_ms FROM audit_heads WHERE account_id = ?" + lock,
-      [account],
-    );
-    return head;
+    return (await this.exec<HeadRow>(tx, select, [account]))[0];
   }
 
   private async chainBatch(tx: Sql, account: string): Promise<number> {
