@@ -96,6 +96,9 @@ export class AuditStore {
   private readonly batch: number;
   private readonly now: () => number;
   private readonly statements = new Map<string, Statement>();
+  private readonly queued: Array<{ e: PendingEntry; resolve: () => void; reject: (err: unknown) => void }> =
+    [];
+  private inserting = false;
 
   constructor(
     readonly db: DataLayer,
@@ -131,12 +134,55 @@ export class AuditStore {
     return on.exec(this.sql(text), params, { prepared: true }) as Promise<R[]>;
   }
 
-  /** The request path's only write: one row, no lock (`on`: inside the caller's transaction). */
-  async enqueue(e: PendingEntry, on: Sql = this.db): Promise<void> {
+  /**
+   * The request path's only write: one row, no lock. Entries recorded while an earlier INSERT is on its
+   * way go together in the next one (a group commit: one round trip and one WAL flush for many
+   * requests under load); each caller still returns only once its row is committed. `on`: inside the
+   * caller's own transaction instead (written at once, with it).
+   */
+  enqueue(e: PendingEntry, on?: Sql): Promise<void> {
+    if (on) return this.insertPending(on, [e]);
+    return new Promise<void>((resolve, reject) => {
+      this.queued.push({ e, resolve, reject });
+      if (!this.inserting) void this.insertQueued();
+    });
+  }
+
+  private async insertQueued(): Promise<void> {
+    this.inserting = true;
+    try {
+      while (this.queued.length > 0) {
+        const batch = this.queued.splice(0, INSERT_ROWS);
+        try {
+          await this.insertPending(
+            this.db,
+            batch.map((q) => q.e),
+          );
+          for (const q of batch) q.resolve();
+        } catch (err) {
+          for (const q of batch) q.reject(err);
+        }
+      }
+    } finally {
+      this.inserting = false;
+    }
+  }
+
+  private async insertPending(on: Sql, entries: PendingEntry[]): Promise<void> {
     await this.exec(
       on,
-      "INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      [e.account, e.kind, e.timeMs, canonicalJson(e.data), e.principal, e.cid, pkpColumn(e.pkps), e.outcome],
+      "INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
+        entries.map(() => "(?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+      entries.flatMap((e) => [
+        e.account,
+        e.kind,
+        e.timeMs,
+        canonicalJson(e.data),
+        e.principal,
+        e.cid,
+        pkpColumn(e.pkps),
+        e.outcome,
+      ]),
     );
   }
 
