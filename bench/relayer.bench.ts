@@ -31,6 +31,7 @@ import { signRequest } from "sigil/sdk";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
+import { auditOverhead, printAuditOverhead } from "./auditLog";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -356,6 +357,10 @@ async function main(): Promise<void> {
       `\nall runs: raw ${f(rawRps)} tx/s, path A ${f(relRps)} writes/s → ${(relRps / rawRps).toFixed(2)}×`,
     );
 
+    // The audit log's cost: log on vs off on two stacks built alike (bench/auditLog.ts).
+    const audit = writesOnly ? null : await auditOverhead(gen, "sqlite", quick);
+    if (audit) printAuditOverhead(audit);
+
     console.log("\n## Goals\n");
     const g1 = sig50 !== null && sig50.p95 < 50;
     const g2 = relRps >= rawRps;
@@ -371,6 +376,10 @@ async function main(): Promise<void> {
     console.log(
       `- a five-rule signing policy ≥ 95% of the rate without one (one signature, 50 clients): ${policyRatio === null ? "?" : (policyRatio * 100).toFixed(1)}% → ${policyRatio !== null && policyRatio >= 0.95 ? "met" : "NOT met"}`,
     );
+    if (audit)
+      console.log(
+        `- executions with the audit log ≥ 95% of the rate without (SQLite; bench:audit adds PostgreSQL): ${audit.ratio.toFixed(3)} → ${audit.ratio >= 0.95 ? "met" : "NOT met"}`,
+      );
     console.log(`\nload average at the end: ${loadAvg()}`);
   } finally {
     await gen.stop();

@@ -5,13 +5,15 @@
  *
  * Exit codes: 0 ok; 1 usage error (bad flags or arguments); 2 the API answered with an error (its code
  * is printed), or the action itself failed; 3 the service could not be reached; 4 an attestation was
- * refused (`sigil attestation verify`, the failed check named).
+ * refused (`sigil attestation verify`, the failed check named) or an audit export does not verify
+ * (`sigil audit verify`, the first broken sequence named).
  */
 import { Command, CommanderError } from "commander";
 import { SigilError } from "sigil/sdk";
 import { connectionMessage, isConnectionError, UsageError } from "./api";
 import { registerAccount } from "./commands/account";
 import { registerAttestation } from "./commands/attestation";
+import { registerAudit } from "./commands/audit";
 import { registerActions } from "./commands/actions";
 import { registerBilling } from "./commands/billing";
 import { registerConfig } from "./commands/config";
@@ -52,6 +54,7 @@ export function buildProgram(): Command {
   registerWebhooks(program);
   registerConfig(program);
   registerAttestation(program);
+  registerAudit(program);
   // Subcommands inherit exitOverride only if set on each; do it once for the whole tree.
   const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
   for (const c of all(program)) c.exitOverride();

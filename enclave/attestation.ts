@@ -81,6 +81,30 @@ export function signAttestationFields(root: Uint8Array, fields: Record<string, u
   return withIdentityKey(root, (k) => signDigest(k, digest));
 }
 
+/**
+ * Audit-log checkpoints (docs/audit-log.md) are signed by the same identity key, as an EIP-191 personal
+ * message over this prefix followed by the checkpoint's digest (0x + 64 hex). The domain keeps the two
+ * uses apart: an attestation document's message is canonical JSON, which always starts with "{", so no
+ * checkpoint signature can be presented as an attestation (or the reverse); and a transaction or an
+ * EIP-712 forward request is never an EIP-191 personal message, so none can be either.
+ */
+export const AUDIT_CHECKPOINT_DOMAIN = "sigil-audit-checkpoint/v1:";
+
+const DIGEST_HEX = /^0x[0-9a-f]{64}$/;
+
+/** The exact text the identity key signs for a checkpoint digest (lowercase hex only). */
+export function auditCheckpointMessage(digest: string): string {
+  if (typeof digest !== "string" || !DIGEST_HEX.test(digest))
+    throw new TypeError("auditCheckpointMessage: the digest must be 0x followed by 64 lowercase hex digits");
+  return AUDIT_CHECKPOINT_DOMAIN + digest;
+}
+
+/** The identity key's EIP-191 signature over auditCheckpointMessage(digest). */
+export function signAuditCheckpointDigest(root: Uint8Array, digest: string): string {
+  const message = Buffer.from(hashMessage(auditCheckpointMessage(digest)).slice(2), "hex");
+  return withIdentityKey(root, (k) => signDigest(k, message));
+}
+
 // ---- Measurement ----------------------------------------------------------------------------------
 
 export interface Measurement {

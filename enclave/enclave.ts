@@ -27,7 +27,12 @@ import { Lru } from "./lru";
 import { decodeRootKey } from "./rootKey";
 import { rootKeyProvider, type RootKeyOptions, type TeeSource } from "./rootKeyProviders";
 import { GasSigner, gasWalletDerivation } from "./gasSigner";
-import { attestationReportData, identityOf, signAttestationFields } from "./attestation";
+import {
+  attestationReportData,
+  identityOf,
+  signAttestationFields,
+  signAuditCheckpointDigest,
+} from "./attestation";
 import type { KeyCapabilities } from "./capabilities";
 
 // ethers hashes addresses (checksums), typed data and messages for the enclave: natively from here on.
@@ -258,6 +263,16 @@ export class Enclave implements KeyCapabilities {
   /** The identity key's EIP-191 signature over the canonical JSON of an attestation document's fields. */
   signAttestation(fields: Record<string, unknown>): string {
     return signAttestationFields(this.#root, fields);
+  }
+
+  /**
+   * The identity key's signature over an audit-log checkpoint digest (a SHA-256, 0x + 64 lowercase hex),
+   * under the checkpoint domain (attestation.ts, AUDIT_CHECKPOINT_DOMAIN): it can never pass for an
+   * attestation document's signature, a transaction or a forward request. Only a digest goes in, so
+   * nothing but a 32-byte value the caller computed is ever signed this way.
+   */
+  signAuditCheckpoint(digest: string): string {
+    return signAuditCheckpointDigest(this.#root, digest);
   }
 
   /** Which TEE stands behind this enclave: "none", or "tdx" with dstack's compose hash and app id. */

@@ -12,6 +12,8 @@ export { keyHash } from "./apiKeys";
 export { keccak256Bytes } from "./keccak";
 // Attestation: the document format, its canonical serialisation, and the measurement of enclave/.
 export { ATTESTATION_FORMAT, attestationReportData, canonicalJson, measureEnclave } from "./attestation";
+// Audit-log checkpoints are signed by the identity key under their own domain (docs/audit-log.md).
+export { AUDIT_CHECKPOINT_DOMAIN, auditCheckpointMessage } from "./attestation";
 // Where the root key comes from (file for development, dstack's KMS in a TDX CVM): configuration only.
 export { ROOT_KEY_PROVIDERS, DSTACK_ROOT_KEY_PATH, DSTACK_ROOT_KEY_PURPOSE } from "./rootKeyProviders";
 export type { RootKeyOptions, RootKeyProviderName } from "./rootKeyProviders";

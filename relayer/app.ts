@@ -10,6 +10,7 @@ import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
 import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
+import { auditRefusals } from "./audit/refusals";
 import { httpGuard } from "./http/guard";
 import { declaredRoutes, methodNotAllowed, type RegisteredRoute } from "./http/routeTable";
 import { perIpLimit } from "./rateLimit";
@@ -93,6 +94,7 @@ export function buildApp(ctx: RelayerContext): Express {
   app.use(dashboardRoutes(ctx)); // the web dashboard at / (static files, see relayer/http/dashboard.ts)
 
   app.use(methodNotAllowed(routes));
+  app.use(auditRefusals(ctx)); // a refusal's audit entry is written before its answer
   app.use(errorHandler(ctx.logger));
   return app;
 }

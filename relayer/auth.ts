@@ -43,6 +43,8 @@ export interface AuthContext {
    * key the owner's SIWE message names, and may only read (the service never acts as the owner).
    */
   ownerSession?: { sessionKey: string; expiresAt: number };
+  /** The request this context authenticated (the audit log's entries name it). */
+  requestId?: string;
 }
 
 /** Methods an owner's wallet session may use: reading only. */
@@ -281,14 +283,16 @@ export class Authenticator {
     }
     pending.then(
       (auth) => {
+        auth.requestId = String(res.locals.requestId);
+        // Known from here on, refused or not: a refusal of a recognised key is the account's (audit log).
+        res.locals.auth = auth;
+        res.locals.principal = auth.principal;
         if (accountOnly && auth.principal.kind !== "account") {
           next(
             new ApiError("owner_only", "This endpoint needs the account key; a usage key can never use it."),
           );
           return;
         }
-        res.locals.auth = auth;
-        res.locals.principal = auth.principal;
         next();
       },
       (err) => next(err),

@@ -9,6 +9,7 @@ import type { ExecutorLimits, FetchPolicy, ModuleOptions, UnhandledRejectionMode
 import type { Billing } from "./billing";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 import type { WebhookOptions } from "./webhooks";
+import type { AuditOptions } from "./audit/log";
 
 export interface RateLimitOptions {
   /** Requests per minute per usage key (docs/background.md: 60). */
@@ -128,6 +129,8 @@ export interface RelayerOptions {
   maxBodyBytes?: number;
   /** Outgoing webhooks (docs/webhooks.md): allowed private addresses, retry schedule, timeouts. */
   webhooks?: WebhookOptions;
+  /** The verifiable audit log (docs/audit-log.md): on by default; checkpoints, retention, refusal limit. */
+  audit?: AuditOptions;
   /**
    * Bytes of pinned code per account (POST /actions and code fetched from IPFS for it), default
    * 10 MiB; 0 refuses every pin (docs/actions.md, "Pinning: quota and price").
@@ -185,6 +188,7 @@ export interface RelayerConfig {
   maxPriorityFeePerGas: bigint;
   maxBodyBytes: number;
   webhooks: WebhookOptions;
+  audit: AuditOptions;
   operatorToken: string | null;
   trustProxy: TrustProxy;
   unknownTtlMs: number;
@@ -258,6 +262,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     webhooks: opts.webhooks ?? {},
+    audit: opts.audit ?? {},
     operatorToken: opts.operatorToken || null,
     trustProxy: checkTrustProxy(opts.trustProxy ?? false),
     unknownTtlMs: Math.max(0, opts.unknownTtlMs ?? 5_000),

@@ -29,6 +29,8 @@ import type { PinLedger } from "./pins";
 import type { SharedWriteMark } from "./cluster/writeMark";
 import type { ProfileStore } from "./profiles";
 import type { Webhooks } from "./webhooks";
+import type { AuditLog } from "./audit/log";
+import { recordWrite, writeEvents } from "./audit/record";
 import { clientIp } from "./http/context";
 import type { HandlerResult } from "./routes/endpoint";
 
@@ -56,6 +58,8 @@ export interface RelayerContext {
   executionCap: ExecutionCap;
   /** Outgoing webhooks: endpoints, event scanners, deliveries (relayer/webhooks/). */
   webhooks: Webhooks;
+  /** The verifiable audit log (relayer/audit/); null when the operator turned it off. */
+  audit: AuditLog | null;
   metrics: RelayerMetrics;
   logger: Logger;
 }
@@ -88,7 +92,7 @@ export async function write(
   }
   const who = { apiKey: auth.apiKey, principal: auth.signer, kind: auth.principal.kind };
   return landWrite(ctx, {
-    payer: { principal: auth.principal, operation, revocation: opts.revocation },
+    payer: { auth, operation, revocation: opts.revocation },
     send: (journal) => ctx.sender.write({ ...who, data }, journal),
   });
 }
@@ -110,7 +114,11 @@ export interface LandingWrite {
    * write an earlier attempt already sent is not a new write: its price was (or will be) charged for
    * that request, so it is not refused for a balance that charge used up.
    */
-  payer?: { principal: AuthContext["principal"]; operation: BilledOperation; revocation?: boolean };
+  payer?: {
+    auth: Pick<AuthContext, "principal" | "ownerSession" | "requestId">;
+    operation: BilledOperation;
+    revocation?: boolean;
+  };
   /**
    * The request's write journal (relayer/idempotency.ts): under an Idempotency-Key the signed request is
    * recorded before it is sent, and a retry after a crash reconciles it instead of writing again. Taken
@@ -129,7 +137,7 @@ export interface LandingWrite {
 export async function landWrite(ctx: RelayerContext, w: LandingWrite): Promise<WriteOutcome> {
   const journal = w.journal ?? currentClaim()?.nextWrite();
   if (w.payer && !w.payer.revocation && !journal?.recorded())
-    await ctx.billing?.assertCanAfford(w.payer.principal, "write");
+    await ctx.billing?.assertCanAfford(w.payer.auth.principal, "write");
   let result: LandedWrite;
   try {
     result = await w.send(journal);
@@ -150,12 +158,21 @@ export async function landWrite(ctx: RelayerContext, w: LandingWrite): Promise<W
   }
   // Other instances honour this write from their next request on: durable before the answer leaves.
   await ctx.writeMark?.record(result.blockNumber);
-  if (w.payer)
-    await ctx.billing?.chargeWrite(w.payer.principal, w.payer.operation, {
+  if (w.payer) {
+    const charge = await ctx.billing?.chargeWrite(w.payer.auth.principal, w.payer.operation, {
       chainId: ctx.chainId,
       forwarder: ctx.cfg.forwarderAddress,
       ...result.forwardRequest,
     });
+    // Its audit-log entry, before the answer (docs/audit-log.md).
+    await recordWrite(ctx.audit, w.payer.auth, {
+      operation: w.payer.operation,
+      txHash: result.txHash,
+      blockNumber: result.blockNumber,
+      events: writeEvents(result.logs, ctx.cfg.registryAddress),
+      chargedCents: charge?.charged_cents ?? 0,
+    });
+  }
   return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
 }
 

@@ -38,6 +38,8 @@ import { SharedNonceStore } from "./cluster/sharedNonces";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
+import { AuditLog } from "./audit/log";
+import { AuditChainWrites, registryLogsFrom } from "./audit/chainWrites";
 
 export type { RelayerOptions, RateLimitOptions } from "./config";
 export type { Principal } from "./auth";
@@ -180,6 +182,35 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     logger,
     options: cfg.webhooks,
   });
+  // The audit log shares the webhooks' database (the ledger's, or the relayer's one database).
+  const audit =
+    cfg.audit.enabled === false
+      ? null
+      : new AuditLog(
+          opts.billing?.db ?? db,
+          {
+            address: enclave.attestationIdentity().address,
+            sign: (digest) => enclave.signAuditCheckpoint(digest),
+          },
+          cfg.instanceId ?? "default",
+          cfg.audit,
+          logger,
+        );
+  if (audit) {
+    // Path-B writes, from the registry's logs (the integrator's follower can replace registryLogsFrom).
+    const chainWrites = new AuditChainWrites({
+      log: audit,
+      provider,
+      logs: registryLogsFrom(provider, cfg.registryAddress),
+      registry: cfg.registryAddress,
+      forwarder: cfg.forwarderAddress,
+      chainId,
+      deployBlock: cfg.deployBlock,
+      confirmations: cfg.confirmations,
+      logger,
+    });
+    audit.followChain(() => chainWrites.scanOnce());
+  }
   let stopListening: (() => Promise<void>) | null = null;
   if (shared && cfg.databaseUrl) {
     writeMark = new SharedWriteMark(shared, SharedWriteMark.scopeOf(chainId, cfg.registryAddress));
@@ -267,6 +298,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         )
       : new ConcurrencyCap(cfg.rateLimits.concurrentExecutionsPerAccount),
     webhooks,
+    audit,
     metrics,
     logger,
   };
@@ -292,6 +324,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   }
   cache.start();
   webhooks.start();
+  audit?.start();
   sender.startBalanceMonitor();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
@@ -358,6 +391,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.closeAllConnections();
       });
       await webhooks.stop();
+      await audit?.stop();
       // No catch-up started by a notification after the cache stopped.
       await stopListening?.();
       await cache!.stop();

@@ -210,6 +210,31 @@ export function createSigil(options: SigilOptions) {
       return signOutOwnerSession((path, init) => post(path, init));
     },
 
+    /**
+     * The account's audit log (account key or owner session; docs/audit-log.md), newest first, every
+     * page followed through its cursor. Filters: from/to (ms or ISO 8601), type, usage_key, cid, pkp, outcome.
+     */
+    auditEntries: async function* (filter: Omit<Query<"/core/v1/audit", "get">, "cursor"> = {}) {
+      let cursor: string | undefined;
+      do {
+        const page = await get("/core/v1/audit", {
+          params: { query: { ...filter, ...(cursor ? { cursor } : {}) } },
+        });
+        yield* page.items;
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor);
+    },
+    /**
+     * The verifiable export (JSON Lines text: header, entries, signed checkpoints) of the whole log or of
+     * a time range (widened to the checkpoints around it). Check it offline with verifyAuditExport.
+     */
+    exportAudit: async (range: { from?: string; to?: string } = {}): Promise<string> => {
+      const r = await api.GET("/core/v1/audit/export", {
+        params: { query: range },
+        parseAs: "text",
+      });
+      return r.data as string;
+    },
     /** Runs an action: its `response`, `logs`, `has_error` (and `error`), `execution_ms`, `charged_cents`. */
     execute,
     /** Executes until the service accepts (right after a permission change); see waitUntilExecutable.ts. */

@@ -26,6 +26,23 @@ export {
   type VerifiedAttestation,
 } from "./attestation";
 export {
+  verifyAuditExport,
+  parseAuditExport,
+  auditEntryHash,
+  auditCheckpointDigest,
+  AUDIT_EXPORT_FORMAT,
+  AUDIT_CHECKPOINT_DOMAIN,
+  type AuditEntry,
+  type AuditEntryKind,
+  type AuditCheckpoint,
+  type AuditExportHeader,
+  type AuditLine,
+  type AuditBreak,
+  type AuditBreakReason,
+  type AuditVerification,
+  type VerifyAuditOptions,
+} from "./audit";
+export {
   verifyTdxAttestation,
   verifyTdxQuote,
   checkTdxBinding,

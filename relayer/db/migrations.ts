@@ -472,6 +472,82 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 14,
+    description:
+      "audit log: entries awaiting their chain, the per-account hash chains, heads, signed checkpoints",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // The audit log (relayer/audit/, docs/audit-log.md). A request writes its entry here before it
+      // answers, unchained (no lock, no read of the chain's head); one writer per account at a time
+      // moves them into the account's chain behind the answers (`audit_heads` row lock).
+      await run(
+        db.schema
+          .createTable("audit_pending")
+          .addColumn("id", kind === "postgres" ? "bigserial" : "integer", (c) =>
+            kind === "postgres" ? c.primaryKey() : c.primaryKey().autoIncrement(),
+          )
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("kind", "text", (c) => c.notNull())
+          .addColumn("time_ms", big, (c) => c.notNull())
+          .addColumn("data", "text", (c) => c.notNull())
+          .addColumn("principal", "text")
+          .addColumn("cid", "text")
+          .addColumn("pkps", "text", (c) => c.notNull())
+          .addColumn("outcome", "text", (c) => c.notNull()),
+      );
+      await run(
+        db.schema.createIndex("audit_pending_by_account").on("audit_pending").columns(["account_id", "id"]),
+      );
+      await run(
+        db.schema
+          .createTable("audit_entries")
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("seq", big, (c) => c.notNull())
+          .addColumn("prev_hash", "text", (c) => c.notNull())
+          .addColumn("hash", "text", (c) => c.notNull())
+          .addColumn("kind", "text", (c) => c.notNull())
+          .addColumn("time_ms", big, (c) => c.notNull())
+          .addColumn("data", "text", (c) => c.notNull())
+          .addColumn("principal", "text")
+          .addColumn("cid", "text")
+          .addColumn("pkps", "text", (c) => c.notNull())
+          .addColumn("outcome", "text", (c) => c.notNull())
+          .addPrimaryKeyConstraint("audit_entries_pk", ["account_id", "seq"]),
+      );
+      await run(
+        db.schema.createIndex("audit_entries_by_time").on("audit_entries").columns(["account_id", "time_ms"]),
+      );
+      await run(
+        db.schema
+          .createTable("audit_heads")
+          .addColumn("account_id", "text", (c) => c.primaryKey())
+          .addColumn("seq", big, (c) => c.notNull())
+          .addColumn("hash", "text", (c) => c.notNull())
+          .addColumn("checkpoint_seq", big, (c) => c.notNull())
+          .addColumn("checkpoint_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createTable("audit_checkpoints")
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("seq", big, (c) => c.notNull())
+          .addColumn("head_hash", "text", (c) => c.notNull())
+          .addColumn("time_ms", big, (c) => c.notNull())
+          .addColumn("signer", "text", (c) => c.notNull())
+          .addColumn("signature", "text", (c) => c.notNull())
+          .addPrimaryKeyConstraint("audit_checkpoints_pk", ["account_id", "seq"]),
+      );
+      // How far the registry's logs were read for path-B writes (relayer/audit/chainWrites.ts), per
+      // chain and registry, shared by every instance.
+      await run(
+        db.schema
+          .createTable("audit_chain_cursor")
+          .addColumn("name", "text", (c) => c.primaryKey())
+          .addColumn("block", big, (c) => c.notNull()),
+      );
+    },
+  },
 ];
 
 /**

@@ -19,6 +19,7 @@ import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { BodyReader, isPkpAddress, parsePage, parsePkpId } from "../http/validate";
 import { parseCidField } from "./groups";
+import { recordExecution } from "../audit/record";
 import { endpoint } from "./endpoint";
 import * as s from "./schemas";
 
@@ -311,6 +312,12 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
       await unreserve();
       throw err;
     }
+    // Every PKP a key operation of the run was authorized for (the audit log's `pkps_used`).
+    const pkpsUsed = new Set<string>();
+    const used = <T extends string | { pkpId: string }>(granted: T): T => {
+      pkpsUsed.add(typeof granted === "string" ? granted : granted.pkpId);
+      return granted;
+    };
     let result;
     try {
       result = await ctx.executor.run({
@@ -319,7 +326,7 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
         code,
         cid,
         jsParams,
-        authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref),
+        authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref).then(used),
         // The signing policies of the groups granting the run, checked at every signature.
         policiesFor: policiesForRun(ctx, auth, cid),
         // Checked just above with the rest of the request; the executor confirms it (after reading
@@ -332,7 +339,7 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
             : {
                 ref: pkpId,
                 scope: Number(auth.principal.accountId),
-                authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref),
+                authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref).then(used),
               },
         // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
         // What the action sees as Lit.Headers: the request's ids, never its credentials.
@@ -374,6 +381,15 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
             )
           ).charged_cents
         : 0;
+    // Before the answer: an answered run has its entry (docs/audit-log.md).
+    await recordExecution(ctx.audit, auth, {
+      requestId: String(res.locals.requestId),
+      cid,
+      pkpNamed: pkpId ?? null,
+      pkpsUsed,
+      result,
+      chargedCents: charged,
+    });
     return {
       body: {
         response: result.response,

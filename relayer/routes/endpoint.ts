@@ -42,6 +42,8 @@ export interface Endpoint<C> {
   /** The success status (200 unless given) and the answer's schema. */
   status?: number;
   answer: Schema;
+  /** The answer's media type when it is not one JSON document (JSON Lines: "application/x-ndjson"). */
+  answerMediaType?: string;
   /** A second success answer (e.g. 202 "processing", 503 "degraded") with its own schema. */
   alsoAnswers?: { status: number; description: string; schema: Schema };
   /** The codes this endpoint itself can answer (the caller's and the guard's common ones are added). */
@@ -163,7 +165,10 @@ const json = (schema: Schema) => ({ "application/json": { schema } });
 export function operationOf(e: Endpoint<never>): Record<string, unknown> {
   if (e.operation) return e.operation;
   const responses: Record<string, unknown> = {
-    [String(e.status ?? 200)]: { description: "OK", content: json(e.answer) },
+    [String(e.status ?? 200)]: {
+      description: "OK",
+      content: e.answerMediaType ? { [e.answerMediaType]: { schema: e.answer } } : json(e.answer),
+    },
   };
   const byStatus = new Map<number, string[]>();
   const common = e.caller === "public" ? [] : CREDENTIAL_ERRORS;

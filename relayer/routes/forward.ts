@@ -237,10 +237,11 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
         { details: { chain_id: ctx.chainId, forwarder_address: ctx.cfg.forwarderAddress } },
       );
     const auth = await ctx.auth.authenticateUsageKey(signed.from, null);
+    auth.requestId = String(res.locals.requestId);
     res.locals.auth = auth;
     res.locals.principal = auth.principal;
     const result = await landWrite(ctx, {
-      payer: { principal: auth.principal, operation: BILLED_AS[operation] },
+      payer: { auth, operation: BILLED_AS[operation] },
       journal,
       send: (j) => ctx.sender.writeSigned(signed, "usage", j),
     });

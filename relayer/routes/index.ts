@@ -8,6 +8,7 @@ import { handler, type RelayerContext } from "../context";
 import { ACCOUNT_ENDPOINTS } from "./accounts";
 import { ACTION_ENDPOINTS } from "./actions";
 import { ATTESTATION_ENDPOINTS } from "./attestation";
+import { AUDIT_ENDPOINTS } from "./audit";
 import { declaredRouter, type DeclaredRouter, type Endpoint, type EndpointGroup } from "./endpoint";
 import { FORWARD_ENDPOINTS } from "./forward";
 import { GROUP_ENDPOINTS } from "./groups";
@@ -41,6 +42,7 @@ export const RELAYER_GROUPS: ReadonlyArray<EndpointGroup<RelayerContext>> = [
   core(POLICY_ENDPOINTS),
   core(FORWARD_ENDPOINTS),
   core(WEBHOOK_ENDPOINTS),
+  core(AUDIT_ENDPOINTS),
   core(CONFIG_ENDPOINTS),
   core(ATTESTATION_ENDPOINTS),
   core(SIWE_ENDPOINTS),

@@ -42,6 +42,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_EXECUTOR_POOL_SIZE",
   "SIGIL_EXECUTOR_RESERVE_WORKERS",
   "SIGIL_ISOLATE_ACCOUNTS",
+  "SIGIL_AUDIT_LOG",
+  "SIGIL_AUDIT_RETENTION_DAYS",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
   "SIGIL_FETCH",
@@ -140,6 +142,9 @@ export interface SigilConfig {
   executorReserveWorkers?: number;
   /** A worker never runs two accounts' code without being replaced (docs/actions.md); default off. */
   isolateAccounts?: boolean;
+  /** The verifiable audit log (docs/audit-log.md): on unless false; entries kept this many days (absent: forever). */
+  auditLog: boolean;
+  auditRetentionDays?: number;
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
   /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
@@ -463,6 +468,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     "the number of workers kept free for an account arriving while another fills the pool",
   );
   const isolateAccounts = bool("SIGIL_ISOLATE_ACCOUNTS");
+  const auditLog = bool("SIGIL_AUDIT_LOG") ?? true;
+  const auditRetentionDays = int(
+    "SIGIL_AUDIT_RETENTION_DAYS",
+    1,
+    36_500,
+    "the number of days audit-log entries are kept (unset: forever)",
+  );
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
     try {
@@ -637,6 +649,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     executorPoolSize,
     executorReserveWorkers,
     isolateAccounts,
+    auditLog,
+    auditRetentionDays,
     ipfsGateways,
     fetchAllowHosts,
     fetchEnabled,

@@ -237,6 +237,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       ipfsGateways: config.ipfsGateways,
       webhooks: { allowAddresses: config.webhookAllowAddresses ?? [] },
+      audit: { enabled: config.auditLog, retentionDays: config.auditRetentionDays },
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
       operatorToken: config.operatorToken,

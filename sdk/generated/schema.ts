@@ -6102,6 +6102,222 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/core/v1/audit": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The account's audit log, newest first (account key; docs/audit-log.md): filters and a cursor */
+    get: {
+      parameters: {
+        query?: {
+          /** @description ms since 1970 or ISO 8601 (inclusive) */
+          from?: string;
+          /** @description ms since 1970 or ISO 8601 (exclusive) */
+          to?: string;
+          type?: "execution" | "write" | "chain_write" | "refusal" | "billing";
+          /** @description The acting key's address */
+          usage_key?: string;
+          cid?: string;
+          /** @description A PKP id */
+          pkp?: string;
+          outcome?: "ok" | "error" | "refused";
+          cursor?: string;
+          limit?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                account: string;
+                /** @description Gap-free, from 1, per account */
+                seq: number;
+                /** @description SHA-256 (0x hex) of the previous entry; zeros for the first */
+                prev_hash: string;
+                /** @description SHA-256 (0x hex) of this entry's canonical JSON */
+                hash: string;
+                /** @enum {string} */
+                kind: "execution" | "write" | "chain_write" | "refusal" | "billing";
+                time_ms: number;
+                /** @description ISO 8601 */
+                time: string;
+                data: Record<string, never>;
+              }[];
+              next_cursor: string | null;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/audit/export": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The verifiable export (JSON Lines: a header, the entries, the signed checkpoints); check it offline with the SDK's verifyAuditExport or `sigil audit verify` */
+    get: {
+      parameters: {
+        query?: {
+          /** @description ms since 1970 or ISO 8601 (inclusive) */
+          from?: string;
+          /** @description ms since 1970 or ISO 8601 (exclusive) */
+          to?: string;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description JSON Lines */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/x-ndjson": string;
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/core/v1/config": {
     parameters: {
       query?: never;

@@ -1,0 +1,140 @@
+/**
+ * What the audit log costs an execution (docs/audit-log.md): the one-signature action at 50 concurrent
+ * clients on a stack with the log on, as a ratio of the same on a stack with it off, measured in the
+ * same run. Both stacks are built alike (anvil, contracts, relayer with 2 sandbox workers, the same
+ * account setup) and exist at once, idle but for the run being measured; runs alternate off/on in pairs
+ * (the order flipping each pair), so drift in the machine's load hits both alike. The ratio is of the
+ * mean rates. On PostgreSQL each stack has its own embedded server.
+ *
+ * `npm run bench:audit` runs it alone (SQLite, then PostgreSQL); bench:relayer prints it too.
+ */
+import { startStack, type Stack } from "../testkit/stack";
+import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
+import { keepAliveAgent, postBytes } from "./httpPost";
+import type { HttpRequestSpec } from "./loadgen";
+import { LoadGenerator, type Stats } from "./loadgenClient";
+
+const agent = keepAliveAgent();
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
+
+/** An account with a PKP, a one-signature action in a group, and a usage key that may run it. */
+async function setup(s: Stack): Promise<HttpRequestSpec> {
+  const acct = JSON.parse((await post(`${s.url}/core/v1/new_account`, {})).body);
+  const auth = { "x-api-key": acct.api_key as string };
+  const pkp = JSON.parse((await post(`${s.url}/core/v1/pkps/create`, {}, auth)).body).pkp_id as string;
+  const code = `async function main(p) { return await Actions.signMessage({ pkpId: "${pkp}", message: p.m }); }`;
+  const cid = JSON.parse((await post(`${s.url}/core/v1/actions`, { code }, auth)).body).cid as string;
+  await post(`${s.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: [cid] }, auth);
+  const usage = JSON.parse(
+    (await post(`${s.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)).body,
+  ).usage_api_key as string;
+  return {
+    url: `${s.url}/core/v1/svc_action`,
+    body: { cid, pkp_id: pkp, js_params: { m: "bench" } },
+    headers: { "x-api-key": usage },
+    expectStatus: 200,
+    rejectHasError: true,
+  };
+}
+
+export interface AuditOverhead {
+  engine: "sqlite" | "postgres";
+  off: Stats[];
+  on: Stats[];
+  /** Mean requests/s with the log on over the same with it off. */
+  ratio: number;
+}
+
+export async function auditOverhead(
+  gen: LoadGenerator,
+  engine: "sqlite" | "postgres",
+  quick: boolean,
+): Promise<AuditOverhead> {
+  const servers: BenchPostgres[] = [];
+  const stacks: Stack[] = [];
+  try {
+    const stackFor = async (enabled: boolean) => {
+      let databaseUrl: string | undefined;
+      if (engine === "postgres") {
+        const pg = await startBenchPostgres(enabled ? "sigil_audit_on" : "sigil_audit_off");
+        servers.push(pg);
+        databaseUrl = pg.url;
+      }
+      const s = await startStack({
+        databaseUrl,
+        rateLimits: {
+          perKeyPerMinute: 1e9,
+          perAccountPerMinute: 1e9,
+          newAccountPerIpPerHour: 1e9,
+          concurrentExecutionsPerAccount: 1000,
+        },
+        executor: { poolSize: 2 },
+        audit: { enabled },
+      });
+      stacks.push(s);
+      return s;
+    };
+    const offOp = await setup(await stackFor(false));
+    const onOp = await setup(await stackFor(true));
+    for (const op of [offOp, onOp]) await gen.http(10, quick ? 100 : 1_500, op); // warm-up
+    const pairs = quick ? 1 : 4;
+    const n = quick ? 100 : 1_500;
+    const off: Stats[] = [];
+    const on: Stats[] = [];
+    for (let k = 0; k < pairs; k++) {
+      if (k % 2 === 0) {
+        off.push(await gen.http(50, n, offOp));
+        on.push(await gen.http(50, n, onOp));
+      } else {
+        on.push(await gen.http(50, n, onOp));
+        off.push(await gen.http(50, n, offOp));
+      }
+    }
+    const mean = (xs: Stats[]) => xs.reduce((a, x) => a + x.rps, 0) / xs.length;
+    return { engine, off, on, ratio: mean(on) / mean(off) };
+  } finally {
+    for (const s of stacks) await s.close();
+    for (const pg of servers) await pg.stop();
+  }
+}
+
+const f = (x: number) => x.toFixed(1);
+
+export function printAuditOverhead(r: AuditOverhead): void {
+  console.log(`\n## The audit log's cost (${r.engine}): one signature, 50 clients, log on vs off\n`);
+  console.log("| run | n | req/s | p50 ms | p95 ms | p99 ms |\n|---|---|---|---|---|---|");
+  r.off.forEach((off, k) => {
+    const on = r.on[k];
+    console.log(
+      `| log off, pair ${k + 1} | ${off.n} | ${f(off.rps)} | ${f(off.p50)} | ${f(off.p95)} | ${f(off.p99)} |`,
+    );
+    console.log(
+      `| log on, pair ${k + 1} | ${on.n} | ${f(on.rps)} | ${f(on.p50)} | ${f(on.p95)} | ${f(on.p99)} |`,
+    );
+  });
+  console.log(
+    `\nlog on / log off (${r.engine}): ${r.ratio.toFixed(3)} → goal ≥ 0.95 ${r.ratio >= 0.95 ? "met" : "NOT met"}`,
+  );
+}
+
+async function main(): Promise<void> {
+  const quick = process.env.BENCH_QUICK === "1";
+  const engines = (process.env.BENCH_AUDIT_ENGINES ?? "sqlite,postgres").split(",") as Array<
+    "sqlite" | "postgres"
+  >;
+  const gen = LoadGenerator.start();
+  try {
+    for (const engine of engines) printAuditOverhead(await auditOverhead(gen, engine, quick));
+  } finally {
+    await gen.stop();
+    agent.destroy();
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,453 @@
+/**
+ * The audit log's tables (migration 14, docs/audit-log.md "Several instances"):
+ *
+ *  - `audit_pending`: entries as requests wrote them, before answering. An INSERT, nothing else: no lock,
+ *    no read of the chain's head, so the request path never waits for another request of the account.
+ *  - `audit_entries`: each account's chain. `chain(account)` moves the account's pending rows into it in
+ *    one transaction that holds the account's `audit_heads` row (SELECT … FOR UPDATE on PostgreSQL; SQLite
+ *    runs one writer at a time anyway): one writer per account at a time, whichever instance it runs on,
+ *    and accounts never wait for each other. A pending row is deleted in the transaction that chains it,
+ *    so each is chained exactly once; a crash before the commit leaves it pending for the next pass.
+ *  - `audit_checkpoints`: the head (sequence, hash) at least every `checkpointEvery` entries or
+ *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it.
+ *
+ * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
+ */
+import type { Statement } from "better-sqlite3";
+import { canonicalJson } from "../../enclave";
+import type { DataLayer, Sql } from "../db";
+import type { AuditData, AuditKind, PendingEntry } from "./entries";
+import { GENESIS_HASH, checkpointDigest, entryHash } from "./format";
+
+export interface CheckpointSigner {
+  /** The identity key's address (the attestation document's identity). */
+  readonly address: string;
+  /** The identity key's signature over a checkpoint digest (Enclave.signAuditCheckpoint). */
+  sign(digest: string): string;
+}
+
+export interface AuditStoreOptions {
+  /** Sign a checkpoint once the head is this many entries past the last one (default 100). */
+  checkpointEvery?: number;
+  /** …or once the last one is this old and entries were chained since (default 5 minutes). */
+  checkpointMs?: number;
+  /** Rows chained per transaction (default 200). */
+  batch?: number;
+  now?: () => number;
+}
+
+export interface StoredEntry {
+  account: string;
+  seq: number;
+  prev_hash: string;
+  hash: string;
+  kind: AuditKind;
+  time_ms: number;
+  data: AuditData;
+}
+
+export interface StoredCheckpoint {
+  account: string;
+  seq: number;
+  head_hash: string;
+  time_ms: number;
+  signer: string;
+  signature: string;
+}
+
+export interface AuditFilter {
+  fromMs?: number;
+  toMs?: number;
+  kind?: AuditKind;
+  /** The acting key's (or sender's) address, lowercase. */
+  principal?: string;
+  cid?: string;
+  /** A PKP id, lowercase. */
+  pkp?: string;
+  outcome?: "ok" | "error" | "refused";
+}
+
+interface EntryRow {
+  account_id: string;
+  seq: number;
+  prev_hash: string;
+  hash: string;
+  kind: string;
+  time_ms: number;
+  data: string;
+}
+
+interface HeadRow {
+  seq: number;
+  hash: string;
+  checkpoint_seq: number;
+  checkpoint_ms: number;
+}
+
+/** Entries per INSERT statement when chaining (11 parameters each). */
+const INSERT_ROWS = 50;
+
+/** The PKP column: every id between commas, so one LIKE '%,id,%' finds an entry naming it. */
+const pkpColumn = (pkps: string[]) => (pkps.length ? "," + pkps.join(",") + "," : "");
+
+export class AuditStore {
+  readonly checkpointEvery: number;
+  readonly checkpointMs: number;
+  private readonly batch: number;
+  private readonly now: () => number;
+  private readonly statements = new Map<string, Statement>();
+  private readonly queued: Array<{ e: PendingEntry; resolve: () => void; reject: (err: unknown) => void }> =
+    [];
+  private inserting = false;
+
+  constructor(
+    readonly db: DataLayer,
+    private readonly signer: CheckpointSigner,
+    opts: AuditStoreOptions = {},
+  ) {
+    this.checkpointEvery = opts.checkpointEvery ?? 100;
+    this.checkpointMs = opts.checkpointMs ?? 5 * 60_000;
+    this.batch = opts.batch ?? 200;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** `?` placeholders as the engine wants them. */
+  sql(text: string): string {
+    if (this.db.kind !== "postgres") return text;
+    let i = 0;
+    return text.replace(/\?/g, () => `$${++i}`);
+  }
+
+  exec<R>(on: Sql, text: string, params: unknown[] = []): Promise<R[]> {
+    const handle = this.db.sqlite;
+    if (handle) {
+      // SQLite: one connection (a transaction's statements run on it too); statements kept prepared,
+      // as the data layer's prepared queries are (its raw exec prepares on every call).
+      let st = this.statements.get(text);
+      if (!st) {
+        st = handle.prepare(text);
+        if (this.statements.size > 200) this.statements.clear();
+        this.statements.set(text, st);
+      }
+      return Promise.resolve((st.reader ? st.all(...params) : (st.run(...params), [])) as R[]);
+    }
+    return on.exec(this.sql(text), params, { prepared: true }) as Promise<R[]>;
+  }
+
+  /**
+   * The request path's only write: one row, no lock. Entries recorded while an earlier INSERT is on its
+   * way go together in the next one (a group commit: one round trip and one WAL flush for many
+   * requests under load); each caller still returns only once its row is committed. `on`: inside the
+   * caller's own transaction instead (written at once, with it).
+   */
+  enqueue(e: PendingEntry, on?: Sql): Promise<void> {
+    if (on) return this.insertPending(on, [e]);
+    return new Promise<void>((resolve, reject) => {
+      this.queued.push({ e, resolve, reject });
+      if (!this.inserting) void this.insertQueued();
+    });
+  }
+
+  private async insertQueued(): Promise<void> {
+    this.inserting = true;
+    try {
+      while (this.queued.length > 0) {
+        const batch = this.queued.splice(0, INSERT_ROWS);
+        try {
+          await this.insertPending(
+            this.db,
+            batch.map((q) => q.e),
+          );
+          for (const q of batch) q.resolve();
+        } catch (err) {
+          for (const q of batch) q.reject(err);
+        }
+      }
+    } finally {
+      this.inserting = false;
+    }
+  }
+
+  private async insertPending(on: Sql, entries: PendingEntry[]): Promise<void> {
+    await this.exec(
+      on,
+      "INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
+        entries.map(() => "(?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+      entries.flatMap((e) => [
+        e.account,
+        e.kind,
+        e.timeMs,
+        canonicalJson(e.data),
+        e.principal,
+        e.cid,
+        pkpColumn(e.pkps),
+        e.outcome,
+      ]),
+    );
+  }
+
+  /** Accounts with entries waiting for their chain (a restart's or another instance's leftovers too). */
+  async accountsPending(): Promise<string[]> {
+    const rows = await this.exec<{ account_id: string }>(
+      this.db,
+      "SELECT DISTINCT account_id FROM audit_pending",
+    );
+    return rows.map((r) => r.account_id);
+  }
+
+  /** Chains every pending entry of the account; returns how many. */
+  async chain(account: string): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.db.transaction((tx) => this.chainBatch(tx, account));
+      total += n;
+      if (n < this.batch) return total;
+    }
+  }
+
+  /** The account's head, locked for this transaction (created at the genesis on first use). */
+  private async lockHead(tx: Sql, account: string): Promise<HeadRow> {
+    const lock = this.db.kind === "postgres" ? " FOR UPDATE" : "";
+    const select =
+      "SELECT seq, hash, checkpoint_seq, checkpoint_ms FROM audit_heads WHERE account_id = ?" + lock;
+    const [head] = await this.exec<HeadRow>(tx, select, [account]);
+    if (head) return head;
+    await this.exec(
+      tx,
+      "INSERT INTO audit_heads (account_id, seq, hash, checkpoint_seq, checkpoint_ms) VALUES (?, 0, ?, 0, ?) ON CONFLICT (account_id) DO NOTHING",
+      [account, GENESIS_HASH, this.now()],
+    );
+    return (await this.exec<HeadRow>(tx, select, [account]))[0];
+  }
+
+  private async chainBatch(tx: Sql, account: string): Promise<number> {
+    const head = await this.lockHead(tx, account);
+    // Read after the head's lock: another writer's rows for this account are committed or not ours.
+    const pending = await this.exec<{
+      id: number;
+      kind: AuditKind;
+      time_ms: number;
+      data: string;
+      principal: string | null;
+      cid: string | null;
+      pkps: string;
+      outcome: string;
+    }>(
+      tx,
+      "SELECT id, kind, time_ms, data, principal, cid, pkps, outcome FROM audit_pending WHERE account_id = ? ORDER BY id LIMIT ?",
+      [account, this.batch],
+    );
+    if (pending.length === 0) {
+      await this.checkpointIfDue(tx, account, head, false);
+      return 0;
+    }
+    let { seq, hash } = head;
+    let signed = { seq: head.checkpoint_seq, ms: head.checkpoint_ms };
+    const rows: unknown[][] = [];
+    for (const p of pending) {
+      const data = JSON.parse(p.data) as AuditData;
+      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: p.time_ms, data };
+      const h = entryHash(next);
+      rows.push([
+        account,
+        next.seq,
+        hash,
+        h,
+        p.kind,
+        p.time_ms,
+        p.data,
+        p.principal,
+        p.cid,
+        p.pkps,
+        p.outcome,
+      ]);
+      seq = next.seq;
+      hash = h;
+      // Exactly every checkpointEvery entries, however many one pass chains.
+      if (seq - signed.seq >= this.checkpointEvery) {
+        const at = { seq, hash, checkpoint_seq: signed.seq, checkpoint_ms: signed.ms };
+        await this.checkpointIfDue(tx, account, at, true);
+        signed = { seq, ms: this.now() };
+      }
+    }
+    // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
+    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+      const chunk = rows.slice(i, i + INSERT_ROWS);
+      await this.exec(
+        tx,
+        "INSERT INTO audit_entries (account_id, seq, prev_hash, hash, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
+          chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+        chunk.flat(),
+      );
+    }
+    const ids = pending.map((p) => p.id);
+    await this.exec(tx, `DELETE FROM audit_pending WHERE id IN (${ids.map(() => "?").join(", ")})`, ids);
+    await this.exec(tx, "UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?", [
+      seq,
+      hash,
+      account,
+    ]);
+    await this.checkpointIfDue(
+      tx,
+      account,
+      { seq, hash, checkpoint_seq: signed.seq, checkpoint_ms: signed.ms },
+      false,
+    );
+    return pending.length;
+  }
+
+  /**
+   * Signs the head when it is due (or `force`: a head not yet covered), in the chaining transaction.
+   */
+  private async checkpointIfDue(tx: Sql, account: string, head: HeadRow, force: boolean): Promise<boolean> {
+    if (head.seq <= head.checkpoint_seq) return false;
+    const now = this.now();
+    const due =
+      force ||
+      head.seq - head.checkpoint_seq >= this.checkpointEvery ||
+      now - head.checkpoint_ms >= this.checkpointMs;
+    if (!due) return false;
+    const fields = { account, seq: head.seq, head_hash: head.hash, time_ms: now };
+    const signature = this.signer.sign(checkpointDigest(fields));
+    await this.exec(
+      tx,
+      "INSERT INTO audit_checkpoints (account_id, seq, head_hash, time_ms, signer, signature) VALUES (?, ?, ?, ?, ?, ?)",
+      [account, head.seq, head.hash, now, this.signer.address, signature],
+    );
+    await this.exec(tx, "UPDATE audit_heads SET checkpoint_seq = ?, checkpoint_ms = ? WHERE account_id = ?", [
+      head.seq,
+      now,
+      account,
+    ]);
+    return true;
+  }
+
+  /** Signs the account's head now if entries were chained since its last checkpoint (export, prune). */
+  async checkpointNow(account: string): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const head = await this.lockHead(tx, account);
+      await this.checkpointIfDue(tx, account, head, true);
+    });
+  }
+
+  /** Checkpoints heads whose last checkpoint is older than checkpointMs (the periodic sweep). */
+  async checkpointStale(): Promise<number> {
+    const rows = await this.exec<{ account_id: string }>(
+      this.db,
+      "SELECT account_id FROM audit_heads WHERE seq > checkpoint_seq AND checkpoint_ms <= ?",
+      [this.now() - this.checkpointMs],
+    );
+    for (const r of rows) {
+      await this.db.transaction(async (tx) => {
+        const head = await this.lockHead(tx, r.account_id);
+        await this.checkpointIfDue(tx, r.account_id, head, false);
+      });
+    }
+    return rows.length;
+  }
+
+  /** Newest first, after `beforeSeq` (the cursor), at most `limit`. */
+  async list(
+    account: string,
+    f: AuditFilter,
+    beforeSeq: number | null,
+    limit: number,
+  ): Promise<StoredEntry[]> {
+    const where = ["account_id = ?"];
+    const params: unknown[] = [account];
+    const add = (clause: string, v: unknown) => {
+      where.push(clause);
+      params.push(v);
+    };
+    if (beforeSeq !== null) add("seq < ?", beforeSeq);
+    if (f.fromMs !== undefined) add("time_ms >= ?", f.fromMs);
+    if (f.toMs !== undefined) add("time_ms < ?", f.toMs);
+    if (f.kind !== undefined) add("kind = ?", f.kind);
+    if (f.principal !== undefined) add("principal = ?", f.principal);
+    if (f.cid !== undefined) add("cid = ?", f.cid);
+    if (f.pkp !== undefined) add("pkps LIKE ?", `%,${f.pkp},%`);
+    if (f.outcome !== undefined) add("outcome = ?", f.outcome);
+    params.push(limit);
+    const rows = await this.exec<EntryRow>(
+      this.db,
+      `SELECT account_id, seq, prev_hash, hash, kind, time_ms, data FROM audit_entries WHERE ${where.join(" AND ")} ORDER BY seq DESC LIMIT ?`,
+      params,
+    );
+    return rows.map(toEntry);
+  }
+
+  /** The account's chain in order, from `fromSeq`, a page at a time (the export streams it). */
+  async *entries(account: string, fromSeq = 1, page = 1000): AsyncGenerator<StoredEntry> {
+    let next = fromSeq;
+    for (;;) {
+      const rows = await this.exec<EntryRow>(
+        this.db,
+        "SELECT account_id, seq, prev_hash, hash, kind, time_ms, data FROM audit_entries WHERE account_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+        [account, next, page],
+      );
+      for (const r of rows) yield toEntry(r);
+      if (rows.length < page) return;
+      next = rows[rows.length - 1].seq + 1;
+    }
+  }
+
+  async checkpoints(account: string, fromSeq = 0): Promise<StoredCheckpoint[]> {
+    const rows = await this.exec<{
+      seq: number;
+      head_hash: string;
+      time_ms: number;
+      signer: string;
+      signature: string;
+    }>(
+      this.db,
+      "SELECT seq, head_hash, time_ms, signer, signature FROM audit_checkpoints WHERE account_id = ? AND seq >= ? ORDER BY seq",
+      [account, fromSeq],
+    );
+    return rows.map((r) => ({ account, ...r }));
+  }
+
+  /** The first sequence still kept (1 unless pruned), or null when the account has no entries. */
+  async firstSeq(account: string): Promise<number | null> {
+    const [row] = await this.exec<{ s: number | null }>(
+      this.db,
+      "SELECT MIN(seq) AS s FROM audit_entries WHERE account_id = ?",
+      [account],
+    );
+    return row?.s === null || row?.s === undefined ? null : Number(row.s);
+  }
+
+  /**
+   * Retention: deletes each account's entries up to its newest checkpoint older than `beforeMs` (every
+   * entry it covers was recorded before it; checkpoints are kept), always a whole prefix of the chain. The oldest kept entry's previous hash is then exactly
+   * that checkpoint's signed head, so what remains still verifies. Returns how many entries went.
+   */
+  async prune(beforeMs: number): Promise<number> {
+    const covers = await this.exec<{ account_id: string; s: number }>(
+      this.db,
+      "SELECT account_id, MAX(seq) AS s FROM audit_checkpoints WHERE time_ms < ? GROUP BY account_id",
+      [beforeMs],
+    );
+    let removed = 0;
+    for (const c of covers) {
+      const rows = await this.exec<{ seq: number }>(
+        this.db,
+        "DELETE FROM audit_entries WHERE account_id = ? AND seq <= ? RETURNING seq",
+        [c.account_id, c.s],
+      );
+      removed += rows.length;
+    }
+    return removed;
+  }
+}
+
+function toEntry(r: EntryRow): StoredEntry {
+  return {
+    account: r.account_id,
+    seq: Number(r.seq),
+    prev_hash: r.prev_hash,
+    hash: r.hash,
+    kind: r.kind as AuditKind,
+    time_ms: Number(r.time_ms),
+    data: JSON.parse(r.data) as AuditData,
+  };
+}
