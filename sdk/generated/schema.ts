@@ -6245,7 +6245,7 @@ export interface paths {
       };
       requestBody?: never;
       responses: {
-        /** @description JSON Lines */
+        /** @description OK */
         200: {
           headers: {
             [name: string]: unknown;
