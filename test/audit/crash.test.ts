@@ -85,7 +85,7 @@ describe("audit log: kill -9 after answering loses no entry", function () {
     child = null;
 
     // Dead before chaining: every answered run's entry is there, unchained.
-    const raw = new BetterSqlite3(path.join(s.dataDir, "webhooks.sqlite"));
+    const raw = new BetterSqlite3(path.join(s.dataDir, "relayer.sqlite"));
     try {
       const pending = raw
         .prepare("SELECT data FROM audit_pending WHERE account_id = ? AND kind = 'execution'")

@@ -23,7 +23,7 @@ describe("audit log: path-B writes from the registry's logs", function () {
   });
 
   const entries = () => {
-    const raw = new BetterSqlite3(path.join(s.dataDir, "webhooks.sqlite"), { readonly: true });
+    const raw = new BetterSqlite3(path.join(s.dataDir, "relayer.sqlite"), { readonly: true });
     try {
       return raw
         .prepare("SELECT account_id, seq, kind, data FROM audit_entries ORDER BY account_id, seq")

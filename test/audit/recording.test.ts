@@ -190,7 +190,7 @@ describe("audit log: recording in a running service", function () {
 
     // One row edited in the database: the next export fails at its sequence.
     const BetterSqlite3 = (await import("better-sqlite3")).default;
-    const raw = new BetterSqlite3(path.join(s.dataDir, "webhooks.sqlite"));
+    const raw = new BetterSqlite3(path.join(s.dataDir, "relayer.sqlite"));
     try {
       const row = raw
         .prepare("SELECT data FROM audit_entries WHERE seq = 2 AND account_id = ?")
@@ -213,8 +213,8 @@ describe("audit log: recording in a running service", function () {
   });
 
   it("no key, parameter or response body is in the database", async () => {
-    const files = fs.readdirSync(s.dataDir).filter((f) => f.startsWith("webhooks.sqlite"));
-    expect(files).to.include("webhooks.sqlite");
+    const files = fs.readdirSync(s.dataDir).filter((f) => f.startsWith("relayer.sqlite"));
+    expect(files).to.include("relayer.sqlite");
     const bytes = Buffer.concat(files.map((f) => fs.readFileSync(path.join(s.dataDir, f))));
     const secrets = [
       a.accountKey,
