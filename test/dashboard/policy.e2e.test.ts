@@ -39,6 +39,8 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
   let chainTab: WatchedPage | undefined;
   let account: Awaited<ReturnType<typeof setupAccount>>;
   let setCid = "";
+  let chainKey = "";
+  let chainGroupId = 0;
 
   before(async function () {
     rig = await startDashboardRig();
@@ -151,6 +153,8 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
 
   it("for a ChainSecured account, offers the owner's setGroupPolicy transaction: the Safe file decodes to it, the wallet sends it", async () => {
     const chainAccount = await setupAccount(stack);
+    chainKey = chainAccount.accountKey;
+    chainGroupId = chainAccount.groupId;
     const owner = new Wallet(ANVIL_KEY_1, stack.provider);
     const t = await stack.api("POST", "/core/v1/account/transfer_ownership", {
       key: chainAccount.accountKey,
@@ -199,5 +203,47 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
       .waitFor({ timeout: 60_000 });
     expect(await groupPolicyCid(chainAccount.accountKey, chainAccount.groupId)).to.equal(setCid);
     await editor(chainTab).getByTestId("policy-cid").filter({ hasText: setCid }).waitFor();
+  });
+
+  it("signed in with the wallet (read-only), the owner clears the policy and sets it again by its CID, as transactions", async () => {
+    const { page } = chainTab!;
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in with wallet" }).click();
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
+    await openGroup(chainTab!, chainGroupId);
+    await editor(chainTab!).getByTestId("policy-cid").filter({ hasText: setCid }).waitFor();
+    // No preview (a POST the wallet session may not make); the stored document is shown.
+    await editor(chainTab!).getByTestId("policy-read-only").waitFor();
+    expect(await editor(chainTab!).getByRole("button", { name: "Preview" }).count()).to.equal(0);
+    expect(JSON.parse(await policyField(chainTab!).inputValue())).to.deep.equal(POLICY);
+
+    await editor(chainTab!).getByRole("button", { name: "Clear policy" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Clear policy" }).click();
+    let preview = page.getByTestId("tx-preview");
+    await preview.waitFor();
+    expect(await preview.getByTestId("tx-function").textContent()).to.equal("setGroupPolicy");
+    await preview.getByRole("button", { name: "Send with wallet" }).click();
+    await editor(chainTab!).getByTestId("policy-none").waitFor({ timeout: 60_000 });
+    expect(await groupPolicyCid(chainKey, chainGroupId)).to.equal(null);
+
+    const cidField = editor(chainTab!).getByLabel("CID of an uploaded policy");
+    const propose = editor(chainTab!).getByRole("button", { name: "Set policy (owner transaction)…" });
+    await cidField.fill("not-a-cid");
+    await propose.click();
+    await editor(chainTab!).getByText("A CID (Qm… or b…)").waitFor();
+    await cidField.fill(setCid);
+    await propose.click();
+    preview = page.getByTestId("tx-preview");
+    await preview.waitFor();
+    expect(await preview.textContent()).to.contain(setCid);
+    // What is proposed is shown first: the document stored under that CID.
+    expect(JSON.parse(await policyField(chainTab!).inputValue())).to.deep.equal(POLICY);
+    await preview.getByRole("button", { name: "Send with wallet" }).click();
+    await editor(chainTab!)
+      .getByTestId("policy-cid")
+      .filter({ hasText: setCid })
+      .waitFor({ timeout: 60_000 });
+    expect(await groupPolicyCid(chainKey, chainGroupId)).to.equal(setCid);
+    expect(await seriousViolations(page)).to.deep.equal([]);
   });
 });

@@ -4,7 +4,8 @@
  * policy decides for an operation (`POST /policies/evaluate`: nothing signed, nothing written), then
  * setting or clearing it. In API mode setting is an upload and a path-A write, confirmed first; for a
  * ChainSecured account it is the owner's `setGroupPolicy` transaction, previewed like every other owner
- * write (sent by a wallet, or downloaded as a Safe Transaction Builder file).
+ * write (sent by a wallet, or downloaded as a Safe Transaction Builder file). A wallet session may only
+ * read, so there the owner names a policy already uploaded (by its CID) instead of uploading one.
  */
 import { useState } from "react";
 import type { Session, ShownError } from "../api";
@@ -16,6 +17,7 @@ import {
   type OperationKind,
 } from "../policyExamples";
 import { useAction, useLoad } from "../useLoad";
+import { isCid } from "../validate";
 import type { ChainOwner } from "../useOwnerTransactions";
 import { ownerTx, type OwnerTx } from "../wallet";
 import { useToast } from "./Toasts";
@@ -79,6 +81,10 @@ export function GroupPolicy({
   const [decision, setDecision] = useState<Decision | null>(null);
   /** The uploaded CID waiting for the path-A confirmation (API mode). */
   const [uploaded, setUploaded] = useState<string | null>(null);
+  /** A wallet session (read-only): the CID of a policy uploaded elsewhere, to propose. */
+  const [cidText, setCidText] = useState("");
+  const [cidError, setCidError] = useState<string | null>(null);
+  const readOnly = session.kind === "owner";
   const preview = useAction();
   const upload = useAction();
   const write = useAction();
@@ -123,14 +129,34 @@ export function GroupPolicy({
       .run(() => sigil.uploadPolicy(policy as Parameters<typeof sigil.uploadPolicy>[0]))
       .then((r) => {
         if (!r) return;
-        if (owner)
-          propose([
-            ownerTx(`Set the policy of group ${title}`, owner.chainId, owner.registry, "setGroupPolicy", [
-              groupId,
-              r.cid,
-            ]),
-          ]);
+        if (owner) proposeSet(r.cid);
         else setUploaded(r.cid);
+      });
+  };
+
+  /** The owner's setGroupPolicy transaction, previewed (and, for a Safe, downloadable). */
+  const proposeSet = (cid: string) =>
+    propose([
+      ownerTx(`Set the policy of group ${title}`, owner!.chainId, owner!.registry, "setGroupPolicy", [
+        groupId,
+        cid,
+      ]),
+    ]);
+
+  /**
+   * A wallet session may only read: it names a policy uploaded with the account key or the CLI, which
+   * is read back (a GET) and shown in the editor before the transaction is proposed.
+   */
+  const proposeByCid = () => {
+    const cid = cidText.trim();
+    setCidError(isCid(cid) ? null : "A CID (Qm… or b…) of a policy uploaded to this service.");
+    if (!isCid(cid)) return;
+    void upload
+      .run(() => sigil.policy(cid))
+      .then((r) => {
+        if (!r) return;
+        setText(JSON.stringify(r.policy, null, 2));
+        proposeSet(r.cid);
       });
   };
 
@@ -192,88 +218,109 @@ export function GroupPolicy({
         </div>
       ) : null}
 
-      <fieldset>
-        <legend>Preview: what would this policy decide?</legend>
-        <Field label="Operation">
-          {(p) => (
-            <select
-              {...p}
-              value={kind}
-              onChange={(e) => {
-                const k = e.target.value as OperationKind;
-                setKind(k);
-                setOpText(exampleOperation(k, chainId));
-                setDecision(null);
-              }}
-            >
-              {OPERATION_KINDS.map((k) => (
-                <option key={k} value={k}>
-                  {KIND_LABELS[k]}
-                </option>
-              ))}
-            </select>
-          )}
-        </Field>
-        <Field
-          label="Operation fields (JSON)"
-          hint="Without `kind`: the picker above sets it"
-          error={opError}
-        >
-          {(p) => (
-            <textarea
-              {...p}
-
-              rows={6}
-              spellCheck={false}
-              value={opText}
-              onChange={(e) => {
-                setOpText(e.target.value);
-                setDecision(null);
-              }}
-            />
-          )}
-        </Field>
-        <Field label="At (optional, UTC)" hint="ISO 8601; time rules are evaluated as of this moment">
-          {(p) => <input {...p} value={at} placeholder="now" onChange={(e) => setAt(e.target.value)} />}
-        </Field>
-        <button type="button" disabled={preview.pending} onClick={runPreview}>
-          {preview.pending ? "Checking…" : "Preview"}
-        </button>
-        {preview.error?.code !== "invalid_policy" ? <ErrorNote error={preview.error} /> : null}
-        {decision ? (
-          <dl
-            className={decision.allowed ? "result" : "result error"}
-            data-testid="policy-decision"
-            role="status"
+      {readOnly ? (
+        <div data-testid="policy-read-only">
+          <p className="muted">
+            Signed in with a wallet, this page may only read: the preview and uploading a document need the
+            account key (or <code>npx sigil policies upload</code>). Name a policy already uploaded, and your
+            wallet or Safe sets it.
+          </p>
+          <Field label="CID of an uploaded policy" error={cidError}>
+            {(p) => (
+              <input {...p} value={cidText} spellCheck={false} onChange={(e) => setCidText(e.target.value)} />
+            )}
+          </Field>
+        </div>
+      ) : (
+        <fieldset>
+          <legend>Preview: what would this policy decide?</legend>
+          <Field label="Operation">
+            {(p) => (
+              <select
+                {...p}
+                value={kind}
+                onChange={(e) => {
+                  const k = e.target.value as OperationKind;
+                  setKind(k);
+                  setOpText(exampleOperation(k, chainId));
+                  setDecision(null);
+                }}
+              >
+                {OPERATION_KINDS.map((k) => (
+                  <option key={k} value={k}>
+                    {KIND_LABELS[k]}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field
+            label="Operation fields (JSON)"
+            hint="Without `kind`: the picker above sets it"
+            error={opError}
           >
-            <dt>Decision</dt>
-            <dd data-testid="policy-verdict">{decision.allowed ? "Allowed" : "Denied"}</dd>
-            <dt>Deciding rule</dt>
-            <dd>
-              <code data-testid="policy-rule">{decision.rule}</code>
-            </dd>
-            {decision.field ? (
-              <>
-                <dt>Condition</dt>
-                <dd>
-                  <code>{decision.field}</code> = <code>{decision.value}</code>
-                </dd>
-              </>
-            ) : null}
-            <dt>Why</dt>
-            <dd>{decision.reason}</dd>
-          </dl>
-        ) : null}
-      </fieldset>
+            {(p) => (
+              <textarea
+                {...p}
+
+                rows={6}
+                spellCheck={false}
+                value={opText}
+                onChange={(e) => {
+                  setOpText(e.target.value);
+                  setDecision(null);
+                }}
+              />
+            )}
+          </Field>
+          <Field label="At (optional, UTC)" hint="ISO 8601; time rules are evaluated as of this moment">
+            {(p) => <input {...p} value={at} placeholder="now" onChange={(e) => setAt(e.target.value)} />}
+          </Field>
+          <button type="button" disabled={preview.pending} onClick={runPreview}>
+            {preview.pending ? "Checking…" : "Preview"}
+          </button>
+          {preview.error?.code !== "invalid_policy" ? <ErrorNote error={preview.error} /> : null}
+          {decision ? (
+            <dl
+              className={decision.allowed ? "result" : "result error"}
+              data-testid="policy-decision"
+              role="status"
+            >
+              <dt>Decision</dt>
+              <dd data-testid="policy-verdict">{decision.allowed ? "Allowed" : "Denied"}</dd>
+              <dt>Deciding rule</dt>
+              <dd>
+                <code data-testid="policy-rule">{decision.rule}</code>
+              </dd>
+              {decision.field ? (
+                <>
+                  <dt>Condition</dt>
+                  <dd>
+                    <code>{decision.field}</code> = <code>{decision.value}</code>
+                  </dd>
+                </>
+              ) : null}
+              <dt>Why</dt>
+              <dd>{decision.reason}</dd>
+            </dl>
+          ) : null}
+        </fieldset>
+      )}
 
       <div className="row">
         <button
           type="button"
           className="primary"
           disabled={upload.pending || write.pending}
-          onClick={setPolicy}
+          onClick={readOnly ? proposeByCid : setPolicy}
         >
-          {upload.pending ? "Uploading…" : owner ? "Set policy (owner transaction)…" : "Set policy…"}
+          {upload.pending
+            ? readOnly
+              ? "Reading…"
+              : "Uploading…"
+            : owner
+              ? "Set policy (owner transaction)…"
+              : "Set policy…"}
         </button>
         {policyCid ? (
           <ConfirmButton
