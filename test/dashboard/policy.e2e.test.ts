@@ -41,6 +41,7 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
   let setCid = "";
   let chainKey = "";
   let chainGroupId = 0;
+  let chainActionCid = "";
 
   before(async function () {
     rig = await startDashboardRig();
@@ -155,6 +156,7 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
     const chainAccount = await setupAccount(stack);
     chainKey = chainAccount.accountKey;
     chainGroupId = chainAccount.groupId;
+    chainActionCid = chainAccount.cid;
     const owner = new Wallet(ANVIL_KEY_1, stack.provider);
     const t = await stack.api("POST", "/core/v1/account/transfer_ownership", {
       key: chainAccount.accountKey,
@@ -196,6 +198,10 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
     expect(call.name).to.equal("setGroupPolicy");
     expect(Number(call.args[0])).to.equal(chainAccount.groupId);
     expect(call.args[1]).to.equal(setCid); // the same document, so the same CID
+    // Byte for byte what the Safe tool proposes (npm run safe: propose set-group-policy).
+    expect(tx.data).to.equal(
+      encodeRegistryCall({ op: "set-group-policy", groupId: chainAccount.groupId, cid: setCid }).data,
+    );
     expect(await groupPolicyCid(chainAccount.accountKey, chainAccount.groupId)).to.equal(null);
     await preview.getByRole("button", { name: "Send with wallet" }).click();
     await chainTab.page
@@ -245,5 +251,25 @@ describe("dashboard: a group's signing policy (Chromium)", function () {
       .waitFor({ timeout: 60_000 });
     expect(await groupPolicyCid(chainKey, chainGroupId)).to.equal(setCid);
     expect(await seriousViolations(page)).to.deep.equal([]);
+  });
+
+  it("explains a group whose on-chain policy is not a policy document (set by the owner directly) inline", async () => {
+    // Path B accepts any CID: here the CID of the account's action code, stored but not a policy.
+    const owner = new Wallet(ANVIL_KEY_1, stack.provider);
+    await (
+      await owner.sendTransaction({
+        to: stack.deployment.registry,
+        data: encodeRegistryCall({ op: "set-group-policy", groupId: chainGroupId, cid: chainActionCid }).data,
+      })
+    ).wait();
+    const until = Date.now() + 30_000;
+    while ((await groupPolicyCid(chainKey, chainGroupId)) !== chainActionCid && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 200));
+    await chainTab!.page.reload(); // a fresh page: the group list and its editor read the chain's change
+    await openGroup(chainTab!, chainGroupId);
+    await editor(chainTab!).getByTestId("policy-cid").filter({ hasText: chainActionCid }).waitFor();
+    await editor(chainTab!).getByRole("alert").filter({ hasText: "invalid_policy" }).waitFor();
+    // The editor is still there: the owner can set a readable policy or clear this one.
+    await editor(chainTab!).getByRole("button", { name: "Clear policy" }).waitFor();
   });
 });
