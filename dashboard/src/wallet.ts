@@ -34,6 +34,8 @@ const KEY_SCOPES = KEY_SCOPES_TUPLE;
 export const ownerCalls = new Interface([
   ...REGISTRY_WRITE_ABI,
   "function acceptOwnership(uint64 accountId)",
+  // A group's signing policy: a CID, or "" to clear (docs/policies.md).
+  "function setGroupPolicy(uint64 groupId, string cid)",
   // Usage-key management: the owner's alone (contracts/interfaces/IAccountRegistry.sol).
   `function addKey(address key, bytes32 keyHash, string name, string description, uint64 expiration, ${KEY_SCOPES})`,
   `function updateKey(address key, string name, string description, uint64 expiration, ${KEY_SCOPES})`,

@@ -6,6 +6,7 @@ import { useAction, useLoad } from "../useLoad";
 import { isCid } from "../validate";
 import { ownerTx, type OwnerTx } from "../wallet";
 import { chainOwnerOf, useOwnerTransactions, type ChainOwner } from "../useOwnerTransactions";
+import { GroupPolicy } from "../components/GroupPolicy";
 
 type Pkp = { pkp_id: string; name: string; address: string };
 
@@ -107,7 +108,7 @@ function CidListField(props: { value: string; onChange: (text: string) => void; 
 export function Groups({ session }: { session: Session }) {
   const { sigil } = session;
   const data = useLoad(async () => {
-    const [groups, pkps, owner, pinned] = await Promise.all([
+    const [groups, pkps, owner, pinned, chainId] = await Promise.all([
       collect(sigil.groups()),
       collect(sigil.pkps()),
       // ChainSecured: the account key may read, but only the owner's own transactions change the account.
@@ -117,8 +118,13 @@ export function Groups({ session }: { session: Session }) {
         (r) => r.items,
         () => [] as PinnedAction[],
       ),
+      // The chain the policy editor's examples name (a key that may not read the config gets mainnet's).
+      sigil.config().then(
+        (c) => c.chain_id,
+        () => 1,
+      ),
     ]);
-    return { groups, pkps, owner, pinned };
+    return { groups, pkps, owner, pinned, chainId };
   });
   const toast = useToast();
   const [name, setName] = useState("");
@@ -202,6 +208,7 @@ export function Groups({ session }: { session: Session }) {
               <th scope="col">Name</th>
               <th scope="col">PKPs</th>
               <th scope="col">Actions</th>
+              <th scope="col">Policy</th>
               <th scope="col">
                 <span className="sr-only">Operations</span>
               </th>
@@ -214,6 +221,13 @@ export function Groups({ session }: { session: Session }) {
                 <td data-label="Name">{g.name || <span className="muted">unnamed</span>}</td>
                 <td data-label="PKPs">{g.pkp_count}</td>
                 <td data-label="Actions">{g.action_count}</td>
+                <td data-label="Policy" data-policy-cid={g.policy_cid ?? ""}>
+                  {g.policy_cid ? (
+                    <code title={g.policy_cid}>{short(g.policy_cid, 10)}</code>
+                  ) : (
+                    <span className="muted">none</span>
+                  )}
+                </td>
                 <td className="row">
                   <button
                     type="button"
@@ -255,7 +269,8 @@ export function Groups({ session }: { session: Session }) {
       ) : null}
       {editing !== null && data.data ? (
         <GroupEditor
-          key={editing}
+          // A new policy (an owner transaction the list reload saw) remounts the editor with it.
+          key={`${editing}:${data.data.groups.find((g) => g.group_id === editing)?.policy_cid ?? ""}`}
           session={session}
           groupId={editing}
           pkps={data.data.pkps}
@@ -263,6 +278,7 @@ export function Groups({ session }: { session: Session }) {
           onChanged={data.reload}
           owner={owner}
           propose={propose}
+          chainId={data.data.chainId}
         />
       ) : null}
       {previews}
@@ -279,6 +295,7 @@ function GroupEditor({
   onChanged,
   owner,
   propose,
+  chainId,
 }: {
   session: Session;
   groupId: number;
@@ -287,6 +304,7 @@ function GroupEditor({
   onChanged: () => void;
   owner: ChainOwner | null;
   propose: (txs: OwnerTx[]) => void;
+  chainId: number;
 }) {
   const { sigil } = session;
   const group = useLoad(() => sigil.group(groupId));
@@ -375,6 +393,20 @@ function GroupEditor({
         </button>
         <ErrorNote error={save.error} />
       </form>
+      <GroupPolicy
+        key={g.policy_cid ?? "none"}
+        session={session}
+        groupId={groupId}
+        groupName={g.name}
+        policyCid={g.policy_cid ?? null}
+        chainId={chainId}
+        owner={owner}
+        propose={propose}
+        onChanged={() => {
+          group.reload();
+          onChanged();
+        }}
+      />
     </section>
   );
 }
