@@ -179,7 +179,8 @@ export function createSigil(options: SigilOptions) {
 
     /**
      * Signing policies (docs/policies.md): upload a document (answers its CID), read one, a dry run, and
-     * set (`cid`) or clear (`null`) a group's policy. Setting a group's policy is a bearer-key write.
+     * set (`cid`) or clear (`null`) a group's policy (a signed forward request when the client signs,
+     * like the other group writes).
      */
     uploadPolicy: (policy: Body<"/core/v1/policies", "post">["policy"]) =>
       post("/core/v1/policies", { body: { policy } }),
@@ -187,7 +188,9 @@ export function createSigil(options: SigilOptions) {
     evaluatePolicy: (body: Body<"/core/v1/policies/evaluate", "post">) =>
       post("/core/v1/policies/evaluate", { body }),
     setGroupPolicy: (id: number, cid: string | null) =>
-      post("/core/v1/groups/{id}/policy", { params: { path: { id } }, body: { cid } }),
+      writes
+        ? writes.setGroupPolicy(id, cid)
+        : post("/core/v1/groups/{id}/policy", { params: { path: { id } }, body: { cid } }),
 
     pinAction: (code: string) => post("/core/v1/actions", { body: { code } }),
     actionCid: (code: string) => post("/core/v1/actions/cid", { body: { code } }),

@@ -104,6 +104,14 @@ export function forwardWrites(deps: ForwardDeps) {
       members(id, body, "addActions", "removeActions"),
     updateGroupPkps: (id: number, body: Body<"/core/v1/groups/{id}/pkps", "post">) =>
       members(id, body, "addPkps", "removePkps"),
+    /** Sets (`cid`) or clears (`null`) the group's signing policy; the document must be uploaded first. */
+    async setGroupPolicy(
+      id: number,
+      cid: string | null,
+    ): Promise<Answer<"/core/v1/groups/{id}/policy", "post">> {
+      const out = await call("setGroupPolicy", [id, cid ?? ""]);
+      return { ...(await group(id)), tx_hash: out.tx_hash };
+    },
   };
 }
 

@@ -13,6 +13,7 @@ export const REGISTRY_WRITE_ABI = [
   "function removeActions(uint64 groupId, string[] cids)",
   "function addPkps(uint64 groupId, bytes32[] pkpIds)",
   "function removePkps(uint64 groupId, bytes32[] pkpIds)",
+  "function setGroupPolicy(uint64 groupId, string cid)",
 ] as const;
 
 export const registryWrites = new Interface(REGISTRY_WRITE_ABI);

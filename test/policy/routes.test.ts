@@ -233,6 +233,20 @@ describe("signing policies: the relayer's endpoints", function () {
     expect((await sigil.setGroupPolicy(a.groupId, null)).policy_cid).to.equal(null);
   });
 
+  it("the SDK with a usage key that signs: setting and clearing a group's policy is a signed forward request", async () => {
+    const a = await setupAccount(s);
+    const k = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "policy editor", manage_ipfs_ids_in_groups: [a.groupId] },
+    });
+    expect(k.status, JSON.stringify(k.body)).to.equal(201);
+    const { cid } = await createSigil({ baseUrl: s.url, apiKey: a.accountKey }).uploadPolicy(POLICY as never);
+    const editor = createSigil({ baseUrl: s.url, apiKey: k.body.usage_api_key });
+    expect(editor.keyAddress, "the client signs with the usage key").to.be.a("string");
+    expect((await editor.setGroupPolicy(a.groupId, cid)).policy_cid).to.equal(cid);
+    expect((await editor.setGroupPolicy(a.groupId, null)).policy_cid).to.equal(null);
+  });
+
   describe("several groups granting the same run are independent grants", () => {
     it("allowed when one granting group allows it; a granting group without a policy allows everything", async () => {
       const code = `async function main(p) {
