@@ -148,13 +148,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     mapping(uint64 accountId => mapping(uint64 groupId => bytes32 cidHash)) private _policies;
 
     /**
-     * @dev A group's signing policy: keccak256 of its CID string, or zero for none. A slot of its own: the hash
-     * fills a word, and the group's other words are written by other operations. deleteGroup leaves it in
-     * place (group ids are never reused); `groupPolicy` answers zero for a group that is not live.
-     */
-    mapping(uint64 accountId => mapping(uint64 groupId => bytes32 cidHash)) private _policies;
-
-    /**
      * @dev The address PKP ids are bound to (see createPkp): this registry's own, or, for a registry that
      * takes over an older registry's accounts (scripts/migrate), the older one's, so that every PKP keeps its
      * id, and with it its key (the enclave derives a PKP's key from its id).
@@ -664,12 +657,6 @@ contract AccountRegistry is IAccountRegistry, ERC2771Context {
     function isActionInGroup(uint64 accountId, uint64 groupId, bytes32 cidHash) external view returns (bool) {
         _requireGroup(accountId, groupId);
         return _actionSets[accountId][groupId].contains(cidHash);
-    }
-
-    /// @inheritdoc IAccountRegistry
-    function groupPolicy(uint64 accountId, uint64 groupId) external view returns (bytes32 cidHash) {
-        if (!_groups[accountId][groupId].live) return bytes32(0);
-        return _policies[accountId][groupId];
     }
 
     /// @inheritdoc IAccountRegistry
