@@ -41,6 +41,7 @@ export type {
   ModuleOptions,
   UnhandledRejectionMode,
   PoliciesFor,
+  PolicyWindowCounters,
   RunPolicyDecision,
 } from "./executor";
 // SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
@@ -63,5 +64,6 @@ export {
   parseTransaction,
   parseTypedData,
   plainOperation,
+  windowExcess,
 } from "./policy";
-export type { GroupPolicy, OperationFacts, Policy } from "./policy";
+export type { GroupPolicy, OperationFacts, Policy, WindowClaim, WindowUse, WindowExcess } from "./policy";
