@@ -191,7 +191,8 @@ const ruleProperties = {
       "At most maxCount signatures and at most maxValue in total per PKP over the last `seconds` (rolling), per chain and per token; allow rules only",
     additionalProperties: false,
     required: ["seconds"],
-    anyOf: [{ required: ["maxCount"] }, { required: ["maxValue"] }],
+    // `seconds` and at least one bound (the other fields are those three only).
+    minProperties: 2,
     properties: {
       seconds: { type: "integer", minimum: 1, maximum: 366 * 24 * 3600 },
       maxCount: { type: "integer", minimum: 1, maximum: 10_000 },
@@ -249,6 +250,8 @@ function describe(e: ErrorObject): string {
     return `${where}: unknown field "${(e.params as { additionalProperty: string }).additionalProperty}"`;
   if (e.keyword === "propertyNames")
     return `${where}: "${(e.params as { propertyName: string }).propertyName}" is not a condition of this rule's operation`;
+  if (e.keyword === "minProperties" && e.instancePath.endsWith("/window"))
+    return `${where}: a window needs maxCount, maxValue or both`;
   if (e.keyword === "enum" && e.instancePath.endsWith("/operation"))
     return `${where}: must be one of ${OPERATION_KINDS.join(", ")}`;
   return `${where}: ${e.message ?? "is invalid"}`;

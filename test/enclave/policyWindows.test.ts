@@ -95,6 +95,10 @@ describe("policy windows: the engine", () => {
         const r = bad({ window });
         expect(r.ok, JSON.stringify(window)).to.equal(false);
       }
+      expect(bad({ window: { seconds: 60 } })).to.deep.equal({
+        ok: false,
+        errors: ["/rules/0/window: a window needs maxCount, maxValue or both"],
+      });
       const deny = bad({ effect: "deny", window: { seconds: 60, maxCount: 1 } });
       expect(deny).to.deep.equal({
         ok: false,
