@@ -9,10 +9,11 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import fc from "fast-check";
 import { openEngine, migrate, type DataLayer } from "../../relayer/db";
 import { PolicyWindowStore } from "../../relayer/policyWindows";
 import { startRelayer, type RunningRelayer } from "../../relayer";
-import type { WindowClaim } from "../../enclave";
+import { windowExcess, type WindowClaim, type WindowUse } from "../../enclave";
 import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
@@ -119,6 +120,34 @@ describeOnEngines("policy windows: the shared counters", function (engine) {
     expect(await s2.reserve(c))
       .to.have.property("excess")
       .that.includes({ value: "4" });
+  });
+
+  it("takes and releases decide exactly as the engine's arithmetic does (fast-check)", async () => {
+    const store = new PolicyWindowStore(await open());
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.option(fc.bigInt({ min: 0n, max: 60n }), { nil: null }),
+        fc.array(fc.tuple(fc.bigInt({ min: 0n, max: 25n }), fc.boolean()), { maxLength: 14 }),
+        async (maxCount, maxValue, steps) => {
+          const key = `model-${++run}`;
+          const model: WindowUse[] = [];
+          for (const [amount, releaseIt] of steps) {
+            const c = claim({ key, maxCount, maxValue, amount, periodMs: 3_600_000 });
+            const expected = windowExcess(c, model, Date.now());
+            const got = await store.reserve(c);
+            expect("excess" in got ? got.excess : null).to.deep.equal(expected);
+            if ("release" in got) {
+              if (releaseIt) await got.release();
+              else model.push({ id: String(model.length), atMs: Date.now(), amount });
+            }
+          }
+          expect(await store.uses(key)).to.have.length(model.length);
+        },
+      ),
+      { seed: 27, numRuns: 40 },
+    );
   });
 
   it("uses leave the window as they age out of its period (rolling)", async () => {
