@@ -43,6 +43,7 @@ export type {
   ModuleOptions,
   UnhandledRejectionMode,
   PoliciesFor,
+  PolicyWindowCounters,
   RunPolicyDecision,
 } from "./executor";
 // SSRF protection for every feature that contacts user-supplied URLs (actions' fetch today, webhooks
@@ -65,5 +66,6 @@ export {
   parseTransaction,
   parseTypedData,
   plainOperation,
+  windowExcess,
 } from "./policy";
-export type { GroupPolicy, OperationFacts, Policy } from "./policy";
+export type { GroupPolicy, OperationFacts, Policy, WindowClaim, WindowUse, WindowExcess } from "./policy";

@@ -27,6 +27,7 @@ import type { RelayerMetrics } from "./metrics";
 import type { ExecutionCap, RateLimiter } from "./rateLimit";
 import type { PinLedger } from "./pins";
 import type { SharedWriteMark } from "./cluster/writeMark";
+import type { PolicyWindowStore } from "./policyWindows";
 import type { ProfileStore } from "./profiles";
 import type { Webhooks } from "./webhooks";
 import type { AuditLog } from "./audit/log";
@@ -50,6 +51,8 @@ export interface RelayerContext {
   writeMark: SharedWriteMark | null;
   idempotency: IdempotencyStore;
   profiles: ProfileStore;
+  /** The counters of signing-policy windows, shared through the data layer (relayer/policyWindows.ts). */
+  policyWindows: PolicyWindowStore;
   pins: PinLedger;
   auth: Authenticator;
   newAccountLimit: RateLimiter;

@@ -35,6 +35,7 @@ import { PinLedger } from "./pins";
 import { PinnedCode } from "./pinnedCode";
 import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
 import { SharedNonceStore } from "./cluster/sharedNonces";
+import { PolicyWindowStore } from "./policyWindows";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
@@ -253,6 +254,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     writeMark,
     idempotency: new IdempotencyStore(db, enclave),
     profiles: new ProfileStore(db),
+    policyWindows: new PolicyWindowStore(db),
     // On PostgreSQL a quota holds across every instance.
     pins: new PinLedger(db, cfg.limits.pinQuotaBytes),
     auth: new Authenticator(

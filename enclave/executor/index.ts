@@ -14,9 +14,17 @@ import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
 import { PolicyGate, type PoliciesFor, type RunPolicyDecision } from "./policy-gate";
+import type { PolicyWindowCounters } from "./policy-windows";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
-export type { ExecutorLimits, FetchPolicy, ModuleOptions, PoliciesFor, RunPolicyDecision };
+export type {
+  ExecutorLimits,
+  FetchPolicy,
+  ModuleOptions,
+  PoliciesFor,
+  PolicyWindowCounters,
+  RunPolicyDecision,
+};
 export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
 
@@ -45,6 +53,11 @@ export interface RunRequest {
    * its operations all come to the enclave side to be checked.
    */
   policiesFor?: PoliciesFor;
+  /**
+   * The shared counters of policy windows (policy-windows.ts), where a rule that allowed a signature
+   * takes one use of its window first. Absent: a rule with a window allows nothing.
+   */
+  policyWindows?: PolicyWindowCounters;
   /**
    * The PKP the request named, if any. If authorizePkp approves it when the run is accepted, its key
    * is moved into the worker for this run, and its signatures, public key and address are served there
@@ -260,7 +273,10 @@ export class ActionExecutor {
     if (imports.prepared !== null && this.full(account))
       throw new ExecutorBusyError(this.retryAfterSeconds());
     let runKey: RunKeyGrant | null = null;
-    const policy = req.policiesFor === undefined ? undefined : new PolicyGate(req.policiesFor);
+    const policy =
+      req.policiesFor === undefined
+        ? undefined
+        : new PolicyGate(req.policiesFor, undefined, req.policyWindows);
     if (req.runPkp !== undefined) {
       // Read the epoch before authorizing: a change applied after this read, even one that lands
       // before authorizePkp looks, makes the worker fall back to per-operation authorization.

@@ -128,6 +128,26 @@ async function allowed(s: KeyOpServer, id: string, facts: OperationFacts): Promi
   if (s.policy !== undefined) await s.policy.check(id, facts);
 }
 
+/**
+ * Checks, then signs; a window use the check took is given back when no signature comes out (the
+ * signing failed), so a failure does not count against the window.
+ */
+async function signIfAllowed<T>(
+  s: KeyOpServer,
+  id: string,
+  facts: OperationFacts,
+  sign: () => Promise<T>,
+): Promise<T> {
+  if (s.policy === undefined) return sign();
+  const release = await s.policy.check(id, facts);
+  try {
+    return await sign();
+  } catch (e) {
+    await release().catch(() => undefined);
+    throw e;
+  }
+}
+
 function signDigestHex(s: KeyOpServer, id: string, digest: string): Promise<unknown> {
   const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
   return offMain(
@@ -140,8 +160,7 @@ function signDigestHex(s: KeyOpServer, id: string, digest: string): Promise<unkn
 
 /** Under a policy: check, then sign the digest the check was made on. */
 async function checkedSignature(s: KeyOpServer, id: string, facts: OperationFacts & { digest: string }) {
-  await allowed(s, id, facts);
-  return signDigestHex(s, id, facts.digest);
+  return signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest));
 }
 
 // A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
@@ -202,11 +221,12 @@ const PKP_OPS: Record<string, PkpOp> = {
   /** A transaction the enclave serializes and hashes itself; answers the signed serialized transaction. */
   pkpSignTransaction: async (s, id, a) => {
     const facts = parsed("invalid_argument", () => parseTransaction(a.transaction));
-    await allowed(s, id, facts);
-    const signature = await signDigestHex(s, id, facts.digest);
-    const tx = facts.tx.clone();
-    tx.signature = Signature.from(signature as string);
-    return tx.serialized;
+    return signIfAllowed(s, id, facts, async () => {
+      const signature = await signDigestHex(s, id, facts.digest);
+      const tx = facts.tx.clone();
+      tx.signature = Signature.from(signature as string);
+      return tx.serialized;
+    });
   },
   pkpEncrypt: async (s, id, a) => {
     const plaintext = strOrBytes(a, "plaintext");

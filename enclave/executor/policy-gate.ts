@@ -15,6 +15,12 @@ import {
   type OperationFacts,
   type PolicyDecision,
 } from "../policy";
+import {
+  NOTHING_TO_RELEASE,
+  reserveWindow,
+  type PolicyWindowCounters,
+  type ReleaseWindow,
+} from "./policy-windows";
 
 /**
  * The policies of the groups that grant (caller, CID, pkpId), or null when no policy applies to that PKP
@@ -33,15 +39,30 @@ export class PolicyGate {
   constructor(
     private readonly policiesFor: PoliciesFor,
     private readonly now: () => Date = () => new Date(),
+    /** The shared window counters (policy-windows.ts); absent: a rule with a window allows nothing. */
+    private readonly windows?: PolicyWindowCounters,
   ) {}
 
-  /** Resolves when the operation may go ahead; throws `policy_denied` naming the rule otherwise. */
-  async check(pkpId: string, facts: OperationFacts): Promise<void> {
+  /**
+   * Resolves when the operation may go ahead, with what gives back the window use it took (call it
+   * when the signature is not produced); throws `policy_denied` naming the rule otherwise.
+   */
+  async check(pkpId: string, facts: OperationFacts): Promise<ReleaseWindow> {
     const grants = await this.policiesFor(pkpId);
-    if (grants === null) return;
-    const decision = { ...evaluateGrants(grants, facts, this.now()), pkp: pkpId };
+    if (grants === null) return NOTHING_TO_RELEASE;
+    const evaluated = evaluateGrants(grants, facts, this.now());
+    // Windows: taken only for an allowed operation, after every other rule (policy-windows.ts).
+    const { decision: windowed, release } = await reserveWindow(
+      this.windows,
+      grants,
+      evaluated,
+      facts,
+      pkpId,
+    );
+    const decision = { ...windowed, pkp: pkpId };
     this.decisions.push(decision);
     if (!decision.allowed) throw new EnclaveError("policy_denied", refusalMessage(decision));
+    return release;
   }
 
   /**

@@ -5,4 +5,5 @@
 export * from "./schema";
 export * from "./operation";
 export * from "./evaluate";
+export * from "./window";
 export type { Erc20Call, PermitGrant } from "./erc20";

@@ -37,6 +37,16 @@ export interface TimeCondition {
   hours?: { from: number; to: number };
 }
 
+/**
+ * At most `maxCount` signatures and at most `maxValue` in total (wei, or the rule's token's base units)
+ * per PKP over the last `seconds` (rolling), counted per chain and per token (window.ts).
+ */
+export interface PolicyWindow {
+  seconds: number;
+  maxCount?: number;
+  maxValue?: string;
+}
+
 export interface PolicyRule {
   name: string;
   effect: "allow" | "deny";
@@ -55,6 +65,8 @@ export interface PolicyRule {
   permit?: { token: string; spenders?: AddressSet; amount?: AmountRange };
   // message
   prefix?: string;
+  // allow rules of the signing operations
+  window?: PolicyWindow;
 }
 
 export interface Policy {
@@ -88,10 +100,10 @@ const chainIds = {
 
 /** Conditions allowed per operation kind (besides `time`, which every rule may carry). */
 export const CONDITIONS_BY_OPERATION: Record<OperationKind, readonly string[]> = {
-  transaction: ["chainIds", "to", "contractCreation", "value", "selectors", "erc20"],
-  typedData: ["domain", "primaryTypes", "permit"],
-  message: ["prefix"],
-  digest: [],
+  transaction: ["chainIds", "to", "contractCreation", "value", "selectors", "erc20", "window"],
+  typedData: ["domain", "primaryTypes", "permit", "window"],
+  message: ["prefix", "window"],
+  digest: ["window"],
   keyExport: [],
   encrypt: [],
   decrypt: [],
@@ -173,6 +185,20 @@ const ruleProperties = {
     properties: { token: address, spenders: addressSet, amount: amountRange },
   },
   prefix: { type: "string", minLength: 1, maxLength: 1024 },
+  window: {
+    type: "object",
+    description:
+      "At most maxCount signatures and at most maxValue in total per PKP over the last `seconds` (rolling), per chain and per token; allow rules only",
+    additionalProperties: false,
+    required: ["seconds"],
+    // `seconds` and at least one bound (the other fields are those three only).
+    minProperties: 2,
+    properties: {
+      seconds: { type: "integer", minimum: 1, maximum: 366 * 24 * 3600 },
+      maxCount: { type: "integer", minimum: 1, maximum: 10_000 },
+      maxValue: uint,
+    },
+  },
 } as const;
 
 /** Each operation kind admits its own conditions only: `prefix` on a transaction rule is an error. */
@@ -224,6 +250,8 @@ function describe(e: ErrorObject): string {
     return `${where}: unknown field "${(e.params as { additionalProperty: string }).additionalProperty}"`;
   if (e.keyword === "propertyNames")
     return `${where}: "${(e.params as { propertyName: string }).propertyName}" is not a condition of this rule's operation`;
+  if (e.keyword === "minProperties" && e.instancePath.endsWith("/window"))
+    return `${where}: a window needs maxCount, maxValue or both`;
   if (e.keyword === "enum" && e.instancePath.endsWith("/operation"))
     return `${where}: must be one of ${OPERATION_KINDS.join(", ")}`;
   return `${where}: ${e.message ?? "is invalid"}`;
@@ -255,10 +283,23 @@ export function checkPolicy(doc: unknown): PolicyCheck {
       if (range?.min !== undefined && range.max !== undefined && BigInt(range.min) > BigInt(range.max))
         errors.push(`/rules/${i}/${field}: min is above max`);
     }
+    if (r.window !== undefined && r.effect !== "allow")
+      errors.push(
+        `/rules/${i}/window: only an allow rule can have a window (it bounds what the rule allows)`,
+      );
+    if (r.window?.maxValue !== undefined && !countsValue(r))
+      errors.push(
+        `/rules/${i}/window/maxValue: this rule signs nothing with a value (a transaction, or typed data with a permit, has one)`,
+      );
     if (r.time?.hours !== undefined && r.time.hours.from === r.time.hours.to % 24 && r.time.hours.to !== 24)
       errors.push(`/rules/${i}/time/hours: from equals to (an empty window)`);
   });
   return errors.length > 0 ? { ok: false, errors } : { ok: true, policy };
+}
+
+/** Whether a rule's window can bound a total: transactions (wei or the token) and permits (the token). */
+function countsValue(r: PolicyRule): boolean {
+  return r.operation === "transaction" || (r.operation === "typedData" && r.permit !== undefined);
 }
 
 /** Parses and checks a policy document given as JSON text or bytes. */

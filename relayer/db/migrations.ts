@@ -548,6 +548,23 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 15,
+    description: "policy windows: the uses of each signing-policy window, shared by every instance",
+    async up({ kind, db, run }) {
+      // One row per window counter (PKP, group, rule, chain, token; relayer/policyWindows.ts): the uses
+      // still inside its period, as a JSON array of [reservation id, taken at ms, amount as a decimal
+      // string]. One row, so taking a use is one conditional upsert under that row's lock on
+      // PostgreSQL. Logged (not UNLOGGED like the rate buckets): a window must survive a crash.
+      await run(
+        db.schema
+          .createTable("policy_windows")
+          .addColumn("window_key", "text", (c) => c.primaryKey())
+          .addColumn("uses", kind === "postgres" ? "jsonb" : "text", (c) => c.notNull())
+          .addColumn("updated_ms", ms(kind), (c) => c.notNull()),
+      );
+    },
+  },
 ];
 
 /**

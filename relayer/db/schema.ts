@@ -127,6 +127,11 @@ export interface Schema {
   siwe_revocations: { session_key: string; expires_s: number; revoked_ms: number };
   /** The off-chain profile of each account (migration 12): personal data stays off chain. */
   account_profile: { account_id: string; description: string; email: string | null; created_ms: number };
+  /**
+   * The uses inside each signing-policy window (migration 15; relayer/policyWindows.ts): `uses` is a
+   * JSON array of [reservation id, taken at ms, amount as a decimal string] (jsonb on PostgreSQL).
+   */
+  policy_windows: { window_key: string; uses: unknown; updated_ms: number };
   /** The bytes of every pinned CID (migration 13), whoever pinned it: what the CID hashes. */
   pinned_code: { cid: string; code: Uint8Array; created_ms: number };
   /**

@@ -329,6 +329,8 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
         authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref).then(used),
         // The signing policies of the groups granting the run, checked at every signature.
         policiesFor: policiesForRun(ctx, auth, cid),
+        // Where a rule with a window takes its use, before the signature (shared by every instance).
+        policyWindows: ctx.policyWindows,
         // Checked just above with the rest of the request; the executor confirms it (after reading
         // the account's epoch) and serves this PKP's signatures in the worker until the account
         // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw

@@ -7024,6 +7024,12 @@ export interface components {
           };
         };
         prefix?: string;
+        /** @description At most maxCount signatures and at most maxValue in total per PKP over the last `seconds` (rolling), per chain and per token; allow rules only */
+        window?: {
+          seconds: number;
+          maxCount?: number;
+          maxValue?: string;
+        };
       } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown))[];
     };
     /** @description What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt} */
