@@ -1,6 +1,6 @@
 /**
  * The counters of signing-policy windows (docs/policies.md, "Windows"), in the data layer (migration
- * 16), so every instance on one PostgreSQL database shares them and they survive restarts.
+ * 15), so every instance on one PostgreSQL database shares them and they survive restarts.
  *
  * One row per counter (PKP, group, rule, chain, token) holds the uses still inside its period. Taking
  * a use is a reservation made before the signature exists, and it is atomic:

@@ -65,6 +65,14 @@ for (const engine of ENGINES)
         "idempotency",
         "rate_buckets",
         "execution_leases",
+        "account_profile",
+        "pinned_code",
+        "audit_pending",
+        "audit_entries",
+        "audit_heads",
+        "audit_checkpoints",
+        "audit_chain_cursor",
+        "policy_windows",
         "schema_version",
       ]);
     });
