@@ -25,14 +25,12 @@ interface Row {
 
 /** The table's rows as the page shows them now. */
 async function rows(page: Page): Promise<Row[]> {
-  return page
-    .locator("[data-testid=activity-table] tbody tr")
-    .evaluateAll((trs) =>
-      trs.map((tr) => ({
-        seq: Number(tr.getAttribute("data-seq")),
-        kind: tr.getAttribute("data-kind") ?? "",
-      })),
-    );
+  return page.locator("[data-testid=activity-table] tbody tr").evaluateAll((trs) =>
+    trs.map((tr) => ({
+      seq: Number(tr.getAttribute("data-seq")),
+      kind: tr.getAttribute("data-kind") ?? "",
+    })),
+  );
 }
 
 /** Waits (bounded) until the rows satisfy `ok`, and returns them. */
@@ -157,6 +155,26 @@ describe("dashboard: the Activity page (audit log), in Chromium", function () {
       .evaluateAll((els) => els.map((e) => e.getAttribute("data-field")));
     expect(fields).to.deep.equal(Object.keys(api.body.items[0].data));
     await check(page, "activity-detail");
+    // At phone width the table becomes cards and long hashes wrap: nothing wider than the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const overflow = (await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+      )) as number;
+      // The widest offenders, named in the failure.
+      const wide = await page.evaluate(() =>
+        [...document.querySelectorAll("#main *")]
+          .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+          .slice(0, 5)
+          .map(
+            (e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`,
+          ),
+      );
+      expect(overflow, `horizontal overflow at 390 px: ${wide.join(", ")}`).to.be.at.most(0);
+      await check(page, "activity-detail-390");
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 900 });
+    }
     await page.getByRole("button", { name: "Close" }).click();
     await page.getByRole("button", { name: "Clear" }).click();
   });
@@ -235,6 +253,9 @@ describe("dashboard: the Activity page (audit log), in Chromium", function () {
     await page.getByRole("alert").filter({ hasText: "owner_only" }).first().waitFor();
     expect(await page.getByTestId("audit-error-explained").first().textContent()).to.contain("account key");
     expect(await page.getByTestId("activity-table").count()).to.equal(0);
+    // Nothing offered that cannot work for this key: no filters, no export.
+    expect(await page.getByRole("button", { name: "Download export" }).count()).to.equal(0);
+    expect(await page.getByRole("button", { name: "Apply filters" }).count()).to.equal(0);
     await check(page, "activity-usage-key");
   });
 });

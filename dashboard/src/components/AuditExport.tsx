@@ -152,7 +152,7 @@ export function AuditExport({ session }: { session: Session }) {
           />
         )}
       </Field>
-      <div className="row">
+      <div className="inline-form">
         <button
           type="button"
           disabled={!downloaded || !!identityError}

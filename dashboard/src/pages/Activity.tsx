@@ -79,6 +79,9 @@ export default function Activity({ session }: { session: Session }) {
   const set = (k: keyof AuditFilter) => (e: { target: { value: string } }) =>
     setDraft((d) => ({ ...d, [k]: e.target.value }));
 
+  // The log is not this key's to read: the explanation alone, no filters or export that cannot work.
+  if (list.error?.code === "owner_only") return <AuditErrorNote error={list.error} />;
+
   return (
     <>
       <p className="muted">
