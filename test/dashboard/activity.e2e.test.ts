@@ -162,14 +162,10 @@ describe("dashboard: the Activity page (audit log), in Chromium", function () {
         "document.documentElement.scrollWidth - document.documentElement.clientWidth",
       )) as number;
       // The widest offenders, named in the failure.
-      const wide = await page.evaluate(() =>
-        [...document.querySelectorAll("#main *")]
-          .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
-          .slice(0, 5)
-          .map(
-            (e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`,
-          ),
-      );
+      const wide = (await page.evaluate(`[...document.querySelectorAll("#main *")]
+        .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+        .slice(0, 5)
+        .map((e) => e.tagName.toLowerCase() + "." + e.className + " " + Math.round(e.getBoundingClientRect().right))`)) as string[];
       expect(overflow, `horizontal overflow at 390 px: ${wide.join(", ")}`).to.be.at.most(0);
       await check(page, "activity-detail-390");
     } finally {
