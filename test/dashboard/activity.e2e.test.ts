@@ -239,6 +239,39 @@ describe("dashboard: the Activity page (audit log), in Chromium", function () {
     expect(await broken.getByTestId("audit-break-seq").textContent()).to.equal("2");
     expect(await broken.textContent()).to.contain("hash_mismatch");
     await check(page, "activity-verify-broken");
+
+    // Nothing of the log is kept in the browser's storage: the export lived in the page's memory only.
+    const stored = (await page.evaluate(
+      "JSON.stringify([Object.values(sessionStorage), Object.values(localStorage)])",
+    )) as string;
+    expect(stored).not.to.contain(requestId);
+  });
+
+  it("a time range export (the browser's local time, sent as UTC) verifies too, widened to its checkpoints", async () => {
+    const { page } = owner;
+    // The last ten minutes, as a datetime-local value in the browser's own time zone.
+    const local = (await page.evaluate(
+      `(() => { const d = new Date(Date.now() - 10 * 60_000 - new Date().getTimezoneOffset() * 60_000);
+        return d.toISOString().slice(0, 16); })()`,
+    )) as string;
+    await page.getByLabel("Export from", { exact: true }).fill(local);
+    const [request, download] = await Promise.all([
+      page.waitForRequest((r) => new URL(r.url()).pathname === "/core/v1/audit/export"),
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download export" }).click(),
+    ]);
+    // Sent as UTC, ten minutes ago to the minute whatever the browser's time zone.
+    const from = new URL(request.url()).searchParams.get("from")!;
+    expect(from).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:00\.000Z$/);
+    expect(Math.abs(Date.parse(from) - (Date.now() - 10 * 60_000))).to.be.below(2 * 60_000);
+    const text = fs.readFileSync((await download.path())!, "utf8");
+    const v = verifyAuditExport(text, { identity });
+    expect(v.ok, JSON.stringify(v.break)).to.equal(true);
+    // Up to the head, like the whole log's export (nothing was chained since).
+    expect(v.lastSeq).to.equal(verifyAuditExport(downloaded, { identity }).lastSeq);
+    await page.getByRole("button", { name: "Verify the downloaded export" }).click();
+    await page.getByTestId("audit-verified").waitFor();
+    await page.getByLabel("Export from", { exact: true }).fill("");
   });
 
   it("a usage key is told the log is the account's (owner_only), not shown a blank page", async () => {
