@@ -7,6 +7,7 @@
  * and an edited copy is refused with the sequence it breaks at; a usage key is told whose log it is.
  */
 import * as fs from "node:fs";
+import { AxeBuilder } from "@axe-core/playwright";
 import { expect } from "chai";
 import type { Browser, Page } from "playwright-core";
 import { verifyAttestation, verifyAuditExport } from "../../sdk/index";
@@ -102,6 +103,9 @@ describe("dashboard: the Activity page (audit log), in Chromium", function () {
     expect(after.slice(0, 2).map((r) => r.kind)).to.deep.equal(["write", "execution"]);
     expect(after[0].seq).to.equal(before[0].seq + 2);
     await check(page, "activity");
+    // Like the walk-through's pages: no axe violation of any impact, not only serious ones.
+    const all = (await new AxeBuilder({ page }).analyze()).violations.map((v) => `${v.id} (${v.impact})`);
+    expect(all, "axe, any impact").to.deep.equal([]);
   });
 
   it("a filter narrows them; a backwards time range is refused inline and nothing is sent", async () => {
