@@ -20,6 +20,8 @@ import { forgetRuns } from "./recentRuns";
 
 // The action editor carries CodeMirror: loaded when the page is opened, not on the first page.
 const Actions = lazy(() => import("./pages/Actions"));
+// The audit log's page carries the export verifier: loaded when opened.
+const Activity = lazy(() => import("./pages/Activity"));
 
 interface PageDef {
   id: string;
@@ -35,6 +37,8 @@ const PAGES: PageDef[] = [
   { id: "keys", title: "Usage keys", accountOnly: true, owner: true },
   { id: "actions", title: "Actions", accountOnly: false, owner: false },
   { id: "billing", title: "Billing", accountOnly: true, owner: true },
+  // Listed for a usage key too: the page says whose log it is when the service refuses it.
+  { id: "activity", title: "Activity", accountOnly: false, owner: true },
   { id: "ownership", title: "Ownership", accountOnly: true, owner: false },
 ];
 
@@ -194,6 +198,12 @@ function PageBody({ id, session, hash }: { id: string; session: Session; hash: s
       return <Billing session={session} hash={hash} />;
     case "ownership":
       return <Ownership session={session} />;
+    case "activity":
+      return (
+        <Suspense fallback={<Loading what="the activity log" />}>
+          <Activity session={session} />
+        </Suspense>
+      );
     default:
       return <Overview session={session} />;
   }
