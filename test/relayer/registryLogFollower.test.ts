@@ -8,13 +8,18 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import pino from "pino";
 import { NonceManager, Wallet, ZeroAddress, type JsonRpcProvider } from "ethers";
-import { RegistryLogFollower, type LogSubscription } from "../../relayer/chain/logs/follower";
+import {
+  RegistryLogFollower,
+  type FollowerOptions,
+  type LogSubscription,
+} from "../../relayer/chain/logs/follower";
 import { blockRanges, getLogs, nextConfirmedRange } from "../../relayer/chain/logs/ranges";
 import { deploySigil, type SigilDeployment } from "../../scripts/deploy";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEY, startChain, type TestChain } from "../helpers/anvil";
-import { quietLogger, testProvider } from "../helpers/stack";
+import { testProvider } from "../helpers/stack";
 
 /** What a subscription saw: the events it holds (block:name), its batches, rollbacks and resets. */
 function recorder() {
@@ -70,23 +75,25 @@ describe("registry-log follower", function () {
   const mine = (n: number) => provider.send("anvil_mine", ["0x" + n.toString(16)]);
   function follower(
     o: { dataDir?: string; confirmations?: number; pollIntervalMs?: number; maxRange?: number } = {},
+    provider_: FollowerOptions["provider"] = provider,
   ) {
     const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sigil-follower-"));
     dirs.push(dataDir);
+    const lines: Array<Record<string, unknown>> = [];
     const f = new RegistryLogFollower({
-      provider,
+      provider: provider_,
       registry: d.registry,
       chainId: 31337,
       deployBlock: d.deployBlock,
       dataDir,
       pollIntervalMs: o.pollIntervalMs ?? 60_000,
-      logger: quietLogger(),
+      logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }),
       confirmations: o.confirmations,
       maxRange: o.maxRange,
     });
     const r = recorder();
     f.subscribe(r.subscription);
-    return { f, r, dataDir };
+    return { f, r, dataDir, lines };
   }
 
   describe("range splitting", function () {
@@ -163,8 +170,9 @@ describe("registry-log follower", function () {
 
   describe("reorganisations", function () {
     it("anvil_reorg: the replaced block's event is rolled back, a re-mined one is applied once", async () => {
-      const { f, r } = follower({ confirmations: 2 });
+      const { f, r, lines } = follower({ confirmations: 2 });
       const block = await createPkp("replaced");
+      const replacedHash = (await provider.getBlock(block))!.hash!.toLowerCase();
       await f.syncTo(await head());
       expect(r.held.filter((e) => e.block === block)).to.have.length(1);
       await provider.send("anvil_reorg", [1, []]);
@@ -172,9 +180,52 @@ describe("registry-log follower", function () {
       await f.syncTo(await head());
       expect(r.rollbacks).to.deep.equal([block]);
       expect(r.held.filter((e) => e.block >= block)).to.deep.equal([]);
+      // The log says which block disagreed, and both hashes.
+      const warned = lines.filter((l) => String(l.msg).startsWith("chain reorganisation"));
+      expect(warned).to.have.length(1);
+      expect(warned[0]).to.include({ block, processedHash: replacedHash });
+      expect(warned[0].chainHash).to.equal((await provider.getBlock(block))!.hash!.toLowerCase());
+      expect(warned[0].chainHash).to.not.equal(replacedHash);
       const again = await createPkp("after");
       await f.syncTo(again);
       expect(r.held.filter((e) => e.block >= block)).to.deep.equal([{ block: again, name: "PkpCreated" }]);
+    });
+
+    it("a head read answered before our own receipt's block was mined is no reorganisation", async () => {
+      // Under load, a poll's head read can be answered (block N) before a block N+1 of ours is mined,
+      // and arrive after that block's receipt was applied (rememberBlock, as applyOwnTransaction does).
+      // The node is real; only the head read's answer is held back, as a busy machine would.
+      let holdNext = false;
+      let asked!: () => void;
+      let release!: () => void;
+      const headAsked = new Promise<void>((res) => (asked = res));
+      const released = new Promise<void>((res) => (release = res));
+      const slow = {
+        send: async (method: string, params: unknown[]) => {
+          const answer = await provider.send(method, params);
+          if (holdNext && method === "eth_getBlockByNumber" && params[0] === "latest") {
+            holdNext = false;
+            asked();
+            await released;
+          }
+          return answer;
+        },
+      };
+      const { f, r, lines } = follower({}, slow);
+      await f.syncTo(await head());
+      expect(f.lastProcessedBlock).to.equal(await head());
+      holdNext = true;
+      f.start(); // its first poll reads the head now, and the answer is held back
+      await headAsked;
+      const ours = await createPkp("ours");
+      expect(ours).to.equal(f.lastProcessedBlock + 1);
+      f.rememberBlock(ours, (await provider.getBlock(ours))!.hash!);
+      release();
+      await f.syncTo(ours);
+      await f.stop();
+      expect(r.rollbacks).to.deep.equal([]);
+      expect(lines.filter((l) => String(l.msg).includes("reorganisation"))).to.deep.equal([]);
+      expect(r.held.filter((e) => e.block === ours)).to.deep.equal([{ block: ours, name: "PkpCreated" }]);
     });
 
     it("evm_revert below the cursor: every consumer starts over at the head", async () => {
