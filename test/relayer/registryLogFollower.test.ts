@@ -74,7 +74,13 @@ describe("registry-log follower", function () {
   const head = async () => provider.getBlockNumber();
   const mine = (n: number) => provider.send("anvil_mine", ["0x" + n.toString(16)]);
   function follower(
-    o: { dataDir?: string; confirmations?: number; pollIntervalMs?: number; maxRange?: number } = {},
+    o: {
+      dataDir?: string;
+      confirmations?: number;
+      pollIntervalMs?: number;
+      maxRange?: number;
+      checkpointEveryMs?: number;
+    } = {},
     provider_: FollowerOptions["provider"] = provider,
   ) {
     const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sigil-follower-"));
@@ -90,6 +96,7 @@ describe("registry-log follower", function () {
       logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }),
       confirmations: o.confirmations,
       maxRange: o.maxRange,
+      checkpointEveryMs: o.checkpointEveryMs,
     });
     const r = recorder();
     f.subscribe(r.subscription);
@@ -269,6 +276,48 @@ describe("registry-log follower", function () {
       await third.f.syncTo(await head());
       expect(third.r.rollbacks).to.deep.equal([later]);
       expect(third.r.batches[0][0]).to.equal(later);
+    });
+
+    const saved = (dataDir: string) => {
+      const file = path.join(dataDir, "event-cursor.json");
+      const block = (JSON.parse(fs.readFileSync(file, "utf8")) as { block: number }).block;
+      return { block, mtimeNs: fs.statSync(file, { bigint: true }).mtimeNs };
+    };
+    const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+    it("is rewritten only when the cursor moved: idle polls leave the file alone", async () => {
+      const { f, dataDir } = follower({ pollIntervalMs: 10, checkpointEveryMs: 200 });
+      await f.syncTo(await head());
+      f.start();
+      const ours = await createPkp("moves the cursor");
+      const deadline = Date.now() + 10_000;
+      while (saved(dataDir).block !== ours && Date.now() < deadline) await sleep(20);
+      expect(saved(dataDir).block).to.equal(ours); // a later poll writes what an earlier one skipped
+      const written = saved(dataDir).mtimeNs;
+      await sleep(1_500); // some hundred polls, past the 200 ms spacing many times over, no new block
+      expect(saved(dataDir).mtimeNs).to.equal(written);
+      await f.stop();
+      expect(f.lastProcessedBlock).to.equal(ours);
+    });
+
+    it("is written at most every `checkpointEveryMs`; a crash then replays from an older cursor, never skips", async () => {
+      const first = follower({ checkpointEveryMs: 60_000 });
+      await first.f.syncTo(await head());
+      const checkpointed = saved(first.dataDir).block;
+      expect(checkpointed).to.equal(first.f.lastProcessedBlock);
+      const applied = [await createPkp("not yet checkpointed 1"), await createPkp("not yet checkpointed 2")];
+      await first.f.syncTo(applied[1]);
+      expect(first.f.lastProcessedBlock).to.equal(applied[1]);
+      expect(saved(first.dataDir).block).to.equal(checkpointed);
+      // A crash now (`first` never stops): the next process resumes at the checkpoint, at or before
+      // the last applied block, and sees the events after it again.
+      const second = follower({ dataDir: first.dataDir, checkpointEveryMs: 60_000 });
+      await second.f.syncTo(applied[1]);
+      expect(second.r.batches[0][0]).to.equal(checkpointed + 1);
+      expect(second.r.held.map((e) => e.block)).to.deep.equal(applied);
+      // Stopping writes it at once.
+      await second.f.stop();
+      expect(saved(first.dataDir).block).to.equal(applied[1]);
     });
   });
 });

@@ -81,6 +81,11 @@ export interface FollowerOptions {
   /** Widest range of one batch (default DEFAULT_LOG_RANGE). */
   maxRange?: number;
   /**
+   * At most one cursor checkpoint per this many ms while following (default 5 s, cursorFile.ts); a
+   * rollback, a reset and `stop` write it at once.
+   */
+  checkpointEveryMs?: number;
+  /**
    * The newest block a write through any instance landed in (the cross-instance high-water mark,
    * relayer/cluster): `freshen` catches up to it. Absent: no such check.
    */
@@ -386,8 +391,10 @@ export class RegistryLogFollower {
     return out;
   }
 
+  /** Unforced: only when the cursor moved, and not too often (CursorFile.save); forced: now. */
   private writeCheckpoint(force: boolean): void {
+    const cursor = this.cursor;
     // The processed blocks' hashes: a restart after a reorganisation (or during one) still detects it.
-    this.checkpoint.write({ block: this.cursor, hashes: this.window.snapshot(this.cursor) }, force);
+    this.checkpoint.save(cursor, () => this.window.snapshot(cursor), force);
   }
 }
