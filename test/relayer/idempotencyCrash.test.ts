@@ -18,6 +18,7 @@ import { Wallet, type TypedDataField } from "ethers";
 import { FORWARD_REQUEST_TYPES } from "../../enclave";
 import { forwarderInterface, registryInterface } from "../../relayer/chain/abi";
 import type { RecordedForwardRequest } from "../../relayer/chain/sender";
+import { reconcile, type Reconciled } from "../../relayer/chain/send/reconcile";
 import { fingerprint, sealContextOf } from "../../relayer/idempotency";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { startRelayer, type RunningRelayer } from "../../relayer";
@@ -180,6 +181,46 @@ describeOnEngines("relayer: an Idempotency-Key write retried after a crash lands
     expect(r.body.pkp_id).to.equal(landed.id);
     expect(r.body.name).to.equal(name);
     expect(await named(name)).to.deep.equal([landed]);
+    await expectBillingClean();
+  });
+
+  it("mined, but recorded with a start block past it: found by the search over the whole chain", async () => {
+    const { name, idem } = fresh();
+    await sentWithoutAnswer(name, idem);
+    await mine();
+    await automine(true);
+    const [landed] = await named(name);
+    const [row] = await records("SELECT writes FROM idempotency WHERE key = $1", [idem]);
+    const [w] = JSON.parse(row.writes as string) as RecordedForwardRequest[];
+    // A deep reorganisation could leave the recorded start block after the execution: the search from
+    // it finds nothing, the one over the whole chain must find it.
+    await mine();
+    const asked: Array<[number, number]> = [];
+    const recording = {
+      send: async (method: string, params: unknown[]) => {
+        if (method === "eth_getLogs") {
+          const { fromBlock, toBlock } = params[0] as { fromBlock: string; toBlock: string };
+          asked.push([Number(fromBlock), Number(toBlock)]);
+        }
+        return s.provider.send(method, params);
+      },
+    };
+    const head = await s.provider.getBlockNumber();
+    const found = await reconcile(recording, s.deployment.forwarder, { ...w, fromBlock: head });
+    expect(found.kind).to.equal("executed");
+    const executed = found as Extract<Reconciled, { kind: "executed" }>;
+    const receipt = await s.provider.getTransactionReceipt(executed.result.txHash);
+    const created = receipt!.logs
+      .map((l) => registryInterface.parseLog(l))
+      .find((e) => e?.name === "PkpCreated");
+    expect(String(created!.args.pkpId).toLowerCase()).to.equal(landed.id);
+    expect(asked).to.deep.equal([
+      [head, head],
+      [0, head],
+    ]);
+    const r = await create(name, idem); // answered (and charged) by the relayer's own reconciliation
+    expect(r.status, JSON.stringify(r.body)).to.equal(201);
+    expect(r.body.pkp_id).to.equal(landed.id);
     await expectBillingClean();
   });
 

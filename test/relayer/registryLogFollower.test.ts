@@ -8,13 +8,18 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import pino from "pino";
 import { NonceManager, Wallet, ZeroAddress, type JsonRpcProvider } from "ethers";
-import { RegistryLogFollower, type LogSubscription } from "../../relayer/chain/logs/follower";
+import {
+  RegistryLogFollower,
+  type FollowerOptions,
+  type LogSubscription,
+} from "../../relayer/chain/logs/follower";
 import { blockRanges, getLogs, nextConfirmedRange } from "../../relayer/chain/logs/ranges";
 import { deploySigil, type SigilDeployment } from "../../scripts/deploy";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEY, startChain, type TestChain } from "../helpers/anvil";
-import { quietLogger, testProvider } from "../helpers/stack";
+import { testProvider } from "../helpers/stack";
 
 /** What a subscription saw: the events it holds (block:name), its batches, rollbacks and resets. */
 function recorder() {
@@ -69,24 +74,33 @@ describe("registry-log follower", function () {
   const head = async () => provider.getBlockNumber();
   const mine = (n: number) => provider.send("anvil_mine", ["0x" + n.toString(16)]);
   function follower(
-    o: { dataDir?: string; confirmations?: number; pollIntervalMs?: number; maxRange?: number } = {},
+    o: {
+      dataDir?: string;
+      confirmations?: number;
+      pollIntervalMs?: number;
+      maxRange?: number;
+      checkpointEveryMs?: number;
+    } = {},
+    provider_: FollowerOptions["provider"] = provider,
   ) {
     const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sigil-follower-"));
     dirs.push(dataDir);
+    const lines: Array<Record<string, unknown>> = [];
     const f = new RegistryLogFollower({
-      provider,
+      provider: provider_,
       registry: d.registry,
       chainId: 31337,
       deployBlock: d.deployBlock,
       dataDir,
       pollIntervalMs: o.pollIntervalMs ?? 60_000,
-      logger: quietLogger(),
+      logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }),
       confirmations: o.confirmations,
       maxRange: o.maxRange,
+      checkpointEveryMs: o.checkpointEveryMs,
     });
     const r = recorder();
     f.subscribe(r.subscription);
-    return { f, r, dataDir };
+    return { f, r, dataDir, lines };
   }
 
   describe("range splitting", function () {
@@ -163,8 +177,9 @@ describe("registry-log follower", function () {
 
   describe("reorganisations", function () {
     it("anvil_reorg: the replaced block's event is rolled back, a re-mined one is applied once", async () => {
-      const { f, r } = follower({ confirmations: 2 });
+      const { f, r, lines } = follower({ confirmations: 2 });
       const block = await createPkp("replaced");
+      const replacedHash = (await provider.getBlock(block))!.hash!.toLowerCase();
       await f.syncTo(await head());
       expect(r.held.filter((e) => e.block === block)).to.have.length(1);
       await provider.send("anvil_reorg", [1, []]);
@@ -172,9 +187,52 @@ describe("registry-log follower", function () {
       await f.syncTo(await head());
       expect(r.rollbacks).to.deep.equal([block]);
       expect(r.held.filter((e) => e.block >= block)).to.deep.equal([]);
+      // The log says which block disagreed, and both hashes.
+      const warned = lines.filter((l) => String(l.msg).startsWith("chain reorganisation"));
+      expect(warned).to.have.length(1);
+      expect(warned[0]).to.include({ block, processedHash: replacedHash });
+      expect(warned[0].chainHash).to.equal((await provider.getBlock(block))!.hash!.toLowerCase());
+      expect(warned[0].chainHash).to.not.equal(replacedHash);
       const again = await createPkp("after");
       await f.syncTo(again);
       expect(r.held.filter((e) => e.block >= block)).to.deep.equal([{ block: again, name: "PkpCreated" }]);
+    });
+
+    it("a head read answered before our own receipt's block was mined is no reorganisation", async () => {
+      // Under load, a poll's head read can be answered (block N) before a block N+1 of ours is mined,
+      // and arrive after that block's receipt was applied (rememberBlock, as applyOwnTransaction does).
+      // The node is real; only the head read's answer is held back, as a busy machine would.
+      let holdNext = false;
+      let asked!: () => void;
+      let release!: () => void;
+      const headAsked = new Promise<void>((res) => (asked = res));
+      const released = new Promise<void>((res) => (release = res));
+      const slow = {
+        send: async (method: string, params: unknown[]) => {
+          const answer = await provider.send(method, params);
+          if (holdNext && method === "eth_getBlockByNumber" && params[0] === "latest") {
+            holdNext = false;
+            asked();
+            await released;
+          }
+          return answer;
+        },
+      };
+      const { f, r, lines } = follower({}, slow);
+      await f.syncTo(await head());
+      expect(f.lastProcessedBlock).to.equal(await head());
+      holdNext = true;
+      f.start(); // its first poll reads the head now, and the answer is held back
+      await headAsked;
+      const ours = await createPkp("ours");
+      expect(ours).to.equal(f.lastProcessedBlock + 1);
+      f.rememberBlock(ours, (await provider.getBlock(ours))!.hash!);
+      release();
+      await f.syncTo(ours);
+      await f.stop();
+      expect(r.rollbacks).to.deep.equal([]);
+      expect(lines.filter((l) => String(l.msg).includes("reorganisation"))).to.deep.equal([]);
+      expect(r.held.filter((e) => e.block === ours)).to.deep.equal([{ block: ours, name: "PkpCreated" }]);
     });
 
     it("evm_revert below the cursor: every consumer starts over at the head", async () => {
@@ -218,6 +276,48 @@ describe("registry-log follower", function () {
       await third.f.syncTo(await head());
       expect(third.r.rollbacks).to.deep.equal([later]);
       expect(third.r.batches[0][0]).to.equal(later);
+    });
+
+    const saved = (dataDir: string) => {
+      const file = path.join(dataDir, "event-cursor.json");
+      const block = (JSON.parse(fs.readFileSync(file, "utf8")) as { block: number }).block;
+      return { block, mtimeNs: fs.statSync(file, { bigint: true }).mtimeNs };
+    };
+    const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+    it("is rewritten only when the cursor moved: idle polls leave the file alone", async () => {
+      const { f, dataDir } = follower({ pollIntervalMs: 10, checkpointEveryMs: 200 });
+      await f.syncTo(await head());
+      f.start();
+      const ours = await createPkp("moves the cursor");
+      const deadline = Date.now() + 10_000;
+      while (saved(dataDir).block !== ours && Date.now() < deadline) await sleep(20);
+      expect(saved(dataDir).block).to.equal(ours); // a later poll writes what an earlier one skipped
+      const written = saved(dataDir).mtimeNs;
+      await sleep(1_500); // some hundred polls, past the 200 ms spacing many times over, no new block
+      expect(saved(dataDir).mtimeNs).to.equal(written);
+      await f.stop();
+      expect(f.lastProcessedBlock).to.equal(ours);
+    });
+
+    it("is written at most every `checkpointEveryMs`; a crash then replays from an older cursor, never skips", async () => {
+      const first = follower({ checkpointEveryMs: 60_000 });
+      await first.f.syncTo(await head());
+      const checkpointed = saved(first.dataDir).block;
+      expect(checkpointed).to.equal(first.f.lastProcessedBlock);
+      const applied = [await createPkp("not yet checkpointed 1"), await createPkp("not yet checkpointed 2")];
+      await first.f.syncTo(applied[1]);
+      expect(first.f.lastProcessedBlock).to.equal(applied[1]);
+      expect(saved(first.dataDir).block).to.equal(checkpointed);
+      // A crash now (`first` never stops): the next process resumes at the checkpoint, at or before
+      // the last applied block, and sees the events after it again.
+      const second = follower({ dataDir: first.dataDir, checkpointEveryMs: 60_000 });
+      await second.f.syncTo(applied[1]);
+      expect(second.r.batches[0][0]).to.equal(checkpointed + 1);
+      expect(second.r.held.map((e) => e.block)).to.deep.equal(applied);
+      // Stopping writes it at once.
+      await second.f.stop();
+      expect(saved(first.dataDir).block).to.equal(applied[1]);
     });
   });
 });

@@ -12,8 +12,9 @@
  * processed blocks (at least 2: depth 0 means "only the latest block can be replaced", blockWindow.ts).
  * Every poll reads the head block (one eth_getBlockByNumber, instead of eth_blockNumber) and checks it
  * links to what was processed (same hash, or its parent's, or the hash at the newest processed height);
- * only when that fails does it read the hash at each remembered height (concurrently) to find the fork
- * point. Then the cursor returns to the block before the fork point, the checkpoint is rewritten at once,
+ * only when that fails does it read the hash at each remembered height (concurrently, each at its own
+ * height, even above the head just read: that read may predate a block of ours applied meanwhile) to
+ * find the fork point; the log line of a reorganisation names the block and both hashes. Then the cursor returns to the block before the fork point, the checkpoint is rewritten at once,
  * and every subscription undoes the replaced blocks (`onRollback`); the poll goes on from there, so the
  * events the new blocks carry (the same one re-mined, or none) are handed out exactly once. A fork below
  * the remembered window, or a head below the cursor with no remembered hash to compare, makes every
@@ -79,6 +80,11 @@ export interface FollowerOptions {
   confirmations?: number;
   /** Widest range of one batch (default DEFAULT_LOG_RANGE). */
   maxRange?: number;
+  /**
+   * At most one cursor checkpoint per this many ms while following (default 5 s, cursorFile.ts); a
+   * rollback, a reset and `stop` write it at once.
+   */
+  checkpointEveryMs?: number;
   /**
    * The newest block a write through any instance landed in (the cross-instance high-water mark,
    * relayer/cluster): `freshen` catches up to it. Absent: no such check.
@@ -264,7 +270,7 @@ export class RegistryLogFollower {
     for (const [h, hdr] of headers) {
       const ours = this.window.hashAt(h);
       // A block applied ahead of the cursor that the chain replaced before the poll got here.
-      if (ours !== undefined && ours !== hdr.hash) this.rollback(h);
+      if (ours !== undefined && ours !== hdr.hash) this.rollback(h, hdr.hash);
     }
     const logs: FetchedLog[] = await getLogs(this.o.provider, { address: this.o.registry }, from, to, {
       maxRange: to - from + 1,
@@ -301,34 +307,53 @@ export class RegistryLogFollower {
     else if (head.number === top + 1) linked = head.parentHash;
     else if (head.number > top + 1) linked = (await this.header(top))?.hash;
     if (linked !== undefined && linked === this.window.hashAt(top)) return;
-    const remembered = this.window.heights.filter((h) => h <= head.number);
+    // Every remembered height is read at its own height, those above `head` too: `head` may be a read
+    // answered before a block of ours was mined whose receipt was applied (rememberBlock) while the
+    // answer was on its way, so "the head is below it" says nothing about that block. A read issued
+    // now, after it was remembered, that finds no block there does mean the chain got shorter.
+    const remembered = this.window.heights;
     const found = await this.headers(remembered, head);
     const canonical = new Map<number, string | undefined>();
-    for (const h of this.window.heights) canonical.set(h, found.get(h)?.hash);
+    for (const h of remembered) canonical.set(h, found.get(h)?.hash);
     const fork = this.window.forkPoint(canonical);
     if (fork === null) return;
     if (fork === "deep") {
+      const oldest = remembered[0];
       this.o.logger.error(
-        { cursor: this.cursor, head: head.number, window: this.window.size },
+        {
+          cursor: this.cursor,
+          head: head.number,
+          window: this.window.size,
+          ...this.disagreement(oldest, canonical.get(oldest)),
+        },
         "chain reorganisation deeper than the confirmation depth: registry-log consumers start over",
       );
       this.reset(head);
       return;
     }
-    this.rollback(fork);
+    this.rollback(fork, canonical.get(fork));
   }
 
-  /** Undoes every processed block from `fork` on. Synchronous: no request sees a half-rolled-back state. */
-  private rollback(fork: number): void {
+  /**
+   * Undoes every processed block from `fork` on (`chainHash`: the chain's block there now, undefined if
+   * it has none). Synchronous: no request sees a half-rolled-back state.
+   */
+  private rollback(fork: number, chainHash: string | undefined): void {
     const before = this.cursor;
+    const evidence = this.disagreement(fork, chainHash);
     this.window.dropFrom(fork);
     this.cursor = Math.min(this.cursor, fork - 1);
     for (const s of this.subscriptions) s.onRollback(fork);
     this.writeCheckpoint(true);
     this.o.logger.warn(
-      { fork, cursor: before, rolledBackTo: this.cursor },
+      { fork, cursor: before, rolledBackTo: this.cursor, ...evidence },
       "chain reorganisation: registry log consumers rolled back to the fork point",
     );
+  }
+
+  /** What a reorganisation's log line carries: the block, the hash we processed, the chain's hash now. */
+  private disagreement(block: number, chainHash: string | undefined) {
+    return { block, processedHash: this.window.hashAt(block) ?? null, chainHash: chainHash ?? null };
   }
 
   private reset(head: BlockHeader): void {
@@ -366,8 +391,10 @@ export class RegistryLogFollower {
     return out;
   }
 
+  /** Unforced: only when the cursor moved, and not too often (CursorFile.save); forced: now. */
   private writeCheckpoint(force: boolean): void {
+    const cursor = this.cursor;
     // The processed blocks' hashes: a restart after a reorganisation (or during one) still detects it.
-    this.checkpoint.write({ block: this.cursor, hashes: this.window.snapshot(this.cursor) }, force);
+    this.checkpoint.save(cursor, () => this.window.snapshot(cursor), force);
   }
 }

@@ -11,11 +11,15 @@
  * The order of the reads matters: the nonce is read at one fixed block before the logs are searched up
  * to that block, so an execution landing between the two reads cannot make a used nonce look like
  * another request's.
+ *
+ * The search follows the shared range rule (relayer/chain/logs/ranges.ts): ranges of at most the
+ * common 5,000-block cap, in chain order, so a node that fails answers at once rather than after a
+ * halving over a whole chain's span.
  */
-import type { JsonRpcProvider } from "ethers";
 import { ApiError } from "../../errors";
 import { forwarderInterface } from "../abi";
 import { EXECUTED_FORWARD_REQUEST_TOPIC } from "../batch";
+import { blockRanges, DEFAULT_LOG_RANGE, getLogs, type LogRpc } from "../logs/ranges";
 import { withRetry } from "../rpc";
 import type { RawReceipt } from "./receipts";
 import type { RawLog, RecordedForwardRequest, WriteResult } from "./types";
@@ -25,18 +29,17 @@ export type Reconciled =
   | { kind: "pending" }
   | { kind: "dead"; reason: "nonce_used" | "expired" };
 
-/** Blocks per eth_getLogs query (hosted endpoints refuse wide ranges). */
-const LOG_QUERY_BLOCKS = 5_000;
 const NONCES = forwarderInterface.getFunction("nonces")!;
 
 export async function reconcile(
-  provider: JsonRpcProvider,
+  provider: LogRpc,
   forwarder: string,
   r: RecordedForwardRequest,
   onTransient?: (err: unknown) => void,
 ): Promise<Reconciled> {
+  const retry = <T>(fn: () => Promise<T>) => withRetry(fn, 3, onTransient);
   const rpc = <T>(method: string, params: unknown[]) =>
-    withRetry(() => provider.send(method, params) as Promise<T>, 3, onTransient);
+    retry(() => provider.send(method, params) as Promise<T>);
   const head = await rpc<{ number: string; timestamp: string }>("eth_getBlockByNumber", ["latest", false]);
   const headNumber = Number(BigInt(head.number));
   const raw = await rpc<string>("eth_call", [
@@ -50,33 +53,35 @@ export async function reconcile(
     if (Number(BigInt(head.timestamp)) > r.deadline) return { kind: "dead", reason: "expired" };
     return { kind: "pending" };
   }
-  let found = await findExecution(rpc, forwarder, r, nonce, r.fromBlock, headNumber);
+  const search = (fromBlock: number) =>
+    findExecution({ provider, rpc, retry }, forwarder, r, nonce, fromBlock, headNumber);
+  let found = await search(r.fromBlock);
   // The nonce is used, so some request's event is on chain; not finding any from the recorded block
   // means that block was too late (a deep reorganisation): search the whole chain before concluding.
-  if (found === "none") found = await findExecution(rpc, forwarder, r, nonce, 0, headNumber);
+  if (found === "none") found = await search(0);
   return typeof found === "object" ? found : { kind: "dead", reason: "nonce_used" };
 }
 
 async function findExecution(
-  rpc: <T>(method: string, params: unknown[]) => Promise<T>,
+  chain: {
+    provider: LogRpc;
+    rpc: <T>(method: string, params: unknown[]) => Promise<T>;
+    retry: <T>(fn: () => Promise<T>) => Promise<T>;
+  },
   forwarder: string,
   r: RecordedForwardRequest,
   nonce: bigint,
   fromBlock: number,
   toBlock: number,
 ): Promise<Reconciled | "another" | "none"> {
+  const { rpc } = chain;
   const signerTopic = "0x" + r.from.slice(2).toLowerCase().padStart(64, "0");
   const signature = r.signature.slice(2).toLowerCase();
-  for (let from = Math.max(0, fromBlock); from <= toBlock; from += LOG_QUERY_BLOCKS) {
-    const to = Math.min(toBlock, from + LOG_QUERY_BLOCKS - 1);
-    const logs = await rpc<RawLog[]>("eth_getLogs", [
-      {
-        address: forwarder,
-        topics: [EXECUTED_FORWARD_REQUEST_TOPIC, signerTopic],
-        fromBlock: "0x" + from.toString(16),
-        toBlock: "0x" + to.toString(16),
-      },
-    ]);
+  const filter = { address: forwarder, topics: [EXECUTED_FORWARD_REQUEST_TOPIC, signerTopic] };
+  // Range by range, stopping at the first execution of this nonce: the fallback search spans the whole
+  // chain, and what it looks for is usually near its start.
+  for (const [a, b] of blockRanges(fromBlock, toBlock, DEFAULT_LOG_RANGE)) {
+    const logs: RawLog[] = await getLogs(chain.provider, filter, a, b, { retry: chain.retry });
     for (const l of logs) {
       if (BigInt("0x" + l.data.slice(2, 66)) !== nonce) continue;
       // The nonce was used; by this request only if its transaction carries this signature.
