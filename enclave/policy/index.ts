@@ -6,3 +6,4 @@ export * from "./schema";
 export * from "./operation";
 export * from "./evaluate";
 export type { Erc20Call, PermitGrant } from "./erc20";
+export * from "./stateless";
