@@ -285,19 +285,20 @@ export class ActionExecutor {
       try {
         const { authorize, ref, notAfterMs } = req.runPkp;
         const granted = authorize ? await authorize(ref) : { pkpId: await req.authorizePkp(ref) };
-        // Under a policy the worker must not sign by itself: leave the key on this side.
-        if (
-          typeof granted?.pkpId === "string" &&
-          policy !== undefined &&
-          !(await policy.unrestricted(granted.pkpId))
-        )
-          runKey = null;
-        else if (typeof granted?.pkpId === "string") {
+        // Under a policy the worker signs by itself only when it can check every applicable policy
+        // itself (policy-gate.ts, handOver); otherwise the key stays on this side.
+        const handOver =
+          typeof granted?.pkpId !== "string"
+            ? null
+            : policy === undefined
+              ? { policies: null }
+              : await policy.handOver(granted.pkpId);
+        if (handOver !== null) {
           const until = Math.min(
             notAfterMs ?? Number.MAX_SAFE_INTEGER,
             typeof granted.notAfterMs === "number" ? granted.notAfterMs : Number.MAX_SAFE_INTEGER,
           );
-          runKey = { pkpId: granted.pkpId, slot, epoch, notAfterMs: until };
+          runKey = { pkpId: granted.pkpId, slot, epoch, notAfterMs: until, policies: handOver.policies };
         }
       } catch {
         runKey = null; // not authorized: the action's own requests get the refusal, per operation

@@ -11,6 +11,7 @@ import { EnclaveError } from "../errors";
 import {
   evaluateGrants,
   refusalMessage,
+  statelessGrants,
   type GroupPolicy,
   type OperationFacts,
   type PolicyDecision,
@@ -66,10 +67,19 @@ export class PolicyGate {
   }
 
   /**
-   * Whether the run's own PKP may be handed to the worker (pool.ts, run keys): only when no policy
-   * applies to it, since the worker signs without coming back here.
+   * With which policies the run's own PKP may be handed to the worker (pool.ts, run keys): `policies`
+   * null when none applies (as before policies existed); the policies themselves when every one is
+   * stateless (the worker's trusted side then checks each signature with the same engine,
+   * worker/run-key.js); null when the key must stay here, because a policy needs this gate's state.
    */
-  async unrestricted(pkpId: string): Promise<boolean> {
-    return (await this.policiesFor(pkpId)) === null;
+  async handOver(pkpId: string): Promise<{ policies: readonly GroupPolicy[] | null } | null> {
+    const grants = await this.policiesFor(pkpId);
+    if (grants === null) return { policies: null };
+    return statelessGrants(grants) ? { policies: grants } : null;
+  }
+
+  /** A decision the worker's trusted side made on a signature it made itself (worker/run-key.js). */
+  noteWorkerDecision(decision: RunPolicyDecision): void {
+    this.decisions.push(decision);
   }
 }

@@ -14,7 +14,8 @@ import { cryptoThread } from "./crypto-thread";
 import { InFlightLimit } from "./in-flight-limit";
 import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
-import type { PolicyGate } from "./policy-gate";
+import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
+import type { GroupPolicy } from "../policy";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 import type { FetchPolicy } from "./fetch-policy";
@@ -92,6 +93,24 @@ export interface RunKeyGrant {
   slot: number;
   epoch: number;
   notAfterMs: number;
+  /**
+   * The stateless policies the worker checks every signature of this PKP against (policy-gate.ts,
+   * handOver), read after the epoch above; null: no policy applies.
+   */
+  policies: readonly GroupPolicy[] | null;
+}
+
+/** The shape of a decision posted by the worker (the worker also runs hostile code: checked). */
+function isWorkerDecision(d: unknown): d is RunPolicyDecision {
+  if (typeof d !== "object" || d === null) return false;
+  const x = d as Record<string, unknown>;
+  return (
+    x.allowed === true &&
+    typeof x.rule === "string" &&
+    typeof x.operation === "string" &&
+    typeof x.pkp === "string" &&
+    typeof x.reason === "string"
+  );
 }
 
 export interface RunOutcome {
@@ -639,6 +658,12 @@ export class WorkerPool {
         break;
       case "fetch":
         run.fetches++;
+        break;
+      case "decision":
+        // A signature the worker's trusted side checked against the run's policies and made itself
+        // (worker/run-key.js): its decision joins the run's, for the result and the audit log.
+        if (run.job.policy !== undefined && isWorkerDecision(m.decision))
+          run.job.policy.noteWorkerDecision(m.decision);
         break;
       case "keyop":
         if (typeof m.callId !== "number" || typeof m.op !== "string") return;

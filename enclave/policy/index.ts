@@ -7,3 +7,4 @@ export * from "./operation";
 export * from "./evaluate";
 export * from "./window";
 export type { Erc20Call, PermitGrant } from "./erc20";
+export * from "./stateless";

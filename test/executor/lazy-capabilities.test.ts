@@ -54,6 +54,8 @@ describe("executor: capabilities made on first read", function () {
         "signEcdsa",
         "signMessage",
         "signTypedData",
+        "signTransaction",
+        "getSigner",
         "encrypt",
         "decrypt",
         "getPrivateKey",

@@ -16,9 +16,19 @@
  * operations by the same libsecp256k1 binding the enclave uses, in the executor's signer thread
  * (signer-thread.js explains why not here). The key is only reachable from this module's closure (not
  * from the Compartment), and is zeroed when the run ends.
+ *
+ * Under signing policies (docs/policies.md) the key is handed over only when every policy that applies
+ * is stateless (enclave/policy/stateless.ts); it comes with those policies, and each message or digest
+ * signature is checked here by the enclave's own engine (enclave/policy/evaluate.js) over the digest
+ * computed here, the one then signed. An allowed signature's decision is reported to the main thread
+ * (the run's policy_decisions); anything refused, and typed data, goes to the main thread's policy gate,
+ * which decides afresh and words the refusal. The same epoch that cancels the key cancels the policies
+ * with it: a policy change makes the main thread bump it, so the run's next signature is checked there
+ * against the new policy.
  */
 const { getAddress } = require("ethers");
 const { keccak, messageDigest, typedDataDigest, isPlainObject } = require("./digests");
+const { evaluateGrants } = require("../../policy/evaluate");
 
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 const SERVED = new Set(["pkpPublicKey", "pkpAddress", "pkpSignDigest", "pkpSignMessage", "pkpSignTypedData"]);
@@ -35,9 +45,10 @@ function toHex(bytes) {
  * @param epochs the shared Int32Array of epochs (null: the grant is refused)
  * @param curve the signer thread's client: request(op, key, digest?) resolves with its answer, or null
  *   when it cannot answer (then the operation goes to the main thread)
+ * @param noteDecision called with the policy decision of each signature made here under a policy
  */
-function makeRunKey(grant, epochs, curve) {
-  const { pkpId, slot, epoch, notAfterMs } = grant;
+function makeRunKey(grant, epochs, curve, noteDecision = () => {}) {
+  const { pkpId, slot, epoch, notAfterMs, policies = null } = grant;
   let key = grant.key instanceof ArrayBuffer ? new Uint8Array(grant.key) : new Uint8Array(0);
   if (
     typeof pkpId !== "string" ||
@@ -48,7 +59,8 @@ function makeRunKey(grant, epochs, curve) {
     !Number.isInteger(slot) ||
     slot < 0 ||
     slot >= epochs.length ||
-    typeof notAfterMs !== "number"
+    typeof notAfterMs !== "number" ||
+    (policies !== null && !Array.isArray(policies))
   ) {
     key.fill(0);
     return null;
@@ -81,6 +93,19 @@ function makeRunKey(grant, epochs, curve) {
     if (r === null || !(r.signature instanceof Uint8Array) || typeof r.recid !== "number") return undefined;
     return toHex(r.signature) + (27 + r.recid).toString(16);
   };
+  /**
+   * Sign `digest` if the run's policies (none: anything) allow `facts`, checked here now; undefined
+   * when they do not (the main thread's gate then decides and words the refusal).
+   */
+  const checkedSign = async (digest, facts) => {
+    if (policies === null) return sign(digest);
+    const decision = evaluateGrants(policies, facts, new Date());
+    if (!decision.allowed) return undefined;
+    const signature = await sign(digest);
+    if (signature !== undefined) noteDecision({ ...decision, pkp: pkpId });
+    return signature;
+  };
+  const hex = (bytes) => "0x" + Buffer.from(bytes).toString("hex");
   const digestBytes = (d) => {
     if (d instanceof Uint8Array) return d.length === 32 ? Uint8Array.from(d) : null;
     return typeof d === "string" && DIGEST.test(d) ? Uint8Array.from(Buffer.from(d.slice(2), "hex")) : null;
@@ -107,15 +132,18 @@ function makeRunKey(grant, epochs, curve) {
         return (await addr()) ?? undefined;
       case "pkpSignDigest": {
         const d = digestBytes(args.digest);
-        return d === null ? undefined : sign(d);
+        return d === null ? undefined : checkedSign(d, { kind: "digest", digest: hex(d) });
       }
       case "pkpSignMessage": {
         const m = args.message;
         if (typeof m !== "string" && !(m instanceof Uint8Array)) return undefined;
         const digest = messageDigest(m);
-        return digest === null ? undefined : sign(digest);
+        if (digest === null) return undefined;
+        const bytes = typeof m === "string" ? Buffer.from(m, "utf8") : Uint8Array.from(m);
+        return checkedSign(digest, { kind: "message", digest: hex(digest), bytes });
       }
       case "pkpSignTypedData": {
+        if (policies !== null) return undefined; // its facts are parsed on the enclave side only
         const digest = typedDataDigest(args.domain, args.types, args.value);
         return digest === null ? undefined : sign(digest); // null: the enclave words the refusal
       }

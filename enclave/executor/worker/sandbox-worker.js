@@ -237,7 +237,10 @@ function unhandledRejectionError(run) {
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
   run.importDetails = importDetails(msg.imports);
-  if (msg.runKey) run.runKey = makeRunKey(msg.runKey, epochs, curve);
+  if (msg.runKey)
+    run.runKey = makeRunKey(msg.runKey, epochs, curve, (decision) =>
+      post({ type: "decision", runId: run.runId, decision }),
+    );
   current = run;
   let error = null;
   let value;

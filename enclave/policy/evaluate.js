@@ -1,3 +1,4 @@
+"use strict";
 /**
  * Rule evaluation: one policy against one operation, and the policies of every group that grants a
  * run (docs/policies.md, "Semantics").
@@ -11,69 +12,49 @@
  *   granting group allows it, and a granting group with no policy allows everything.
  *
  * Every decision names the rule that decided it and, for a refusal, the value that failed.
+ *
+ * Plain JavaScript (types in evaluate.d.ts) because it is the one engine of both sides that enforce
+ * policies: the enclave's policy gate, and the action worker's trusted side (worker/run-key.js), which
+ * checks the run's own PKP's signatures itself when every applicable policy is stateless.
  */
-import { getAddress } from "ethers";
-import type { OperationFacts, TypedDataFacts } from "./operation";
-import type { AddressSet, AmountRange, OperationKind, Policy, PolicyRule, TimeCondition } from "./schema";
-import type { PermitGrant } from "./erc20";
+const { getAddress } = require("ethers");
 
-/** The outcome of checking one operation: what the audit log records, and what a refusal says. */
-export interface PolicyDecision {
-  allowed: boolean;
-  /** The deciding rule's name, or "(default deny)" / "(no policy)" when no rule decided. */
-  rule: string;
-  operation: OperationKind;
-  /** The group whose policy decided (when several groups were checked). */
-  group?: string;
-  /** What a signature is made over (transactions, typed data, messages, raw digests). */
-  digest?: string;
-  /** The condition that failed, e.g. "to" or "erc20.amount" (refusals only). */
-  field?: string;
-  /** The value that failed that condition, as text (refusals only). */
-  value?: string;
-  /** One sentence for people. */
-  reason: string;
-}
+const DEFAULT_DENY = "(default deny)";
+const NO_POLICY = "(no policy)";
 
-export const DEFAULT_DENY = "(default deny)";
-export const NO_POLICY = "(no policy)";
-
-/** A rule's verdict on an operation: it matches, or the first condition that does not hold. */
-type Match = { ok: true } | { ok: false; field: string; value: string; reason: string };
-
-const MATCH: Match = { ok: true };
-function miss(field: string, value: string, reason: string): Match {
+const MATCH = Object.freeze({ ok: true });
+function miss(field, value, reason) {
   return { ok: false, field, value, reason };
 }
 
-function norm(a: string): string {
+function norm(a) {
   return getAddress(a);
 }
 
-function inSet(set: AddressSet, address: string): boolean {
+function inSet(set, address) {
   const a = address.toLowerCase();
   if ("in" in set) return set.in.some((x) => x.toLowerCase() === a);
   return !set.notIn.some((x) => x.toLowerCase() === a);
 }
 
-function setText(set: AddressSet): string {
+function setText(set) {
   return "in" in set ? `not in the allowed list` : `in the excluded list`;
 }
 
-function inRange(range: AmountRange, v: bigint): Match | null {
+function inRange(range, v) {
   if (range.max !== undefined && v > BigInt(range.max)) return miss("", v.toString(), `above ${range.max}`);
   if (range.min !== undefined && v < BigInt(range.min)) return miss("", v.toString(), `below ${range.min}`);
   return null;
 }
 
-function withField(m: Match | null, field: string, what: string): Match | null {
+function withField(m, field, what) {
   if (m === null || m.ok) return m;
   return miss(field, m.value, `${what} ${m.value} is ${m.reason}`);
 }
 
 const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
-function checkTime(t: TimeCondition, now: Date): Match | null {
+function checkTime(t, now) {
   const day = now.getUTCDay();
   if (t.days !== undefined && !t.days.includes(day))
     return miss("time.days", DAY_NAMES[day], `${DAY_NAMES[day]} (UTC) is not an allowed day`);
@@ -87,12 +68,12 @@ function checkTime(t: TimeCondition, now: Date): Match | null {
   return null;
 }
 
-function checkTransaction(r: PolicyRule, op: Extract<OperationFacts, { kind: "transaction" }>): Match {
+function checkTransaction(r, op) {
   const creation = op.to === null;
   if (creation !== (r.contractCreation === true))
     return creation
       ? miss("contractCreation", "creation", "the transaction creates a contract")
-      : miss("contractCreation", op.to!, "the rule is about contract creations only");
+      : miss("contractCreation", op.to, "the rule is about contract creations only");
   if (r.chainIds !== undefined && !r.chainIds.some((c) => BigInt(c) === op.chainId))
     return miss("chainIds", op.chainId.toString(), `chain ${op.chainId} is not an allowed chain`);
   if (r.to !== undefined && op.to !== null && !inSet(r.to, op.to))
@@ -122,7 +103,7 @@ function checkTransaction(r: PolicyRule, op: Extract<OperationFacts, { kind: "tr
   return MATCH;
 }
 
-function permitMatches(p: NonNullable<PolicyRule["permit"]>, g: PermitGrant): Match {
+function permitMatches(p, g) {
   if (g.token !== norm(p.token))
     return miss("permit.token", g.token, `the permit is for token ${g.token}, not ${p.token}`);
   if (p.spenders !== undefined && !inSet(p.spenders, g.spender))
@@ -135,7 +116,7 @@ function permitMatches(p: NonNullable<PolicyRule["permit"]>, g: PermitGrant): Ma
  * Permit conditions read every allowance a message grants: an allow rule matches when every allowance
  * passes (a batch with one excessive entry is not allowed), a deny rule when any does.
  */
-function checkTypedData(r: PolicyRule, op: TypedDataFacts): Match {
+function checkTypedData(r, op) {
   const d = r.domain;
   if (d?.chainIds !== undefined && (op.chainId === null || !d.chainIds.some((c) => BigInt(c) === op.chainId)))
     return miss(
@@ -159,21 +140,21 @@ function checkTypedData(r: PolicyRule, op: TypedDataFacts): Match {
   if (r.permit !== undefined) {
     if (op.permits.length === 0)
       return miss("permit", op.primaryType, `${op.primaryType} is not a Permit or Permit2 message`);
-    const results = op.permits.map((g) => permitMatches(r.permit!, g));
+    const results = op.permits.map((g) => permitMatches(r.permit, g));
     if (r.effect === "allow") return results.find((m) => !m.ok) ?? MATCH;
     return results.find((m) => m.ok) ?? results[0];
   }
   return MATCH;
 }
 
-function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+function startsWith(bytes, prefix) {
   if (prefix.length > bytes.length) return false;
   for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
   return true;
 }
 
 /** Whether one rule matches the operation (its kind is assumed to be the operation's). */
-export function ruleMatches(r: PolicyRule, op: OperationFacts, now: Date): Match {
+function ruleMatches(r, op, now) {
   if (r.time !== undefined) {
     const t = checkTime(r.time, now);
     if (t !== null) return t;
@@ -196,24 +177,24 @@ export function ruleMatches(r: PolicyRule, op: OperationFacts, now: Date): Match
   }
 }
 
-function preview(bytes: Uint8Array): string {
+function preview(bytes) {
   const text = Buffer.from(bytes.subarray(0, 32)).toString("utf8");
   return bytes.length > 32 ? text + "…" : text;
 }
 
-function base(op: OperationFacts): Pick<PolicyDecision, "operation" | "digest"> {
+function base(op) {
   return "digest" in op ? { operation: op.kind, digest: op.digest } : { operation: op.kind };
 }
 
 /** One policy's decision on one operation. */
-export function evaluatePolicy(policy: Policy, op: OperationFacts, now: Date = new Date()): PolicyDecision {
+function evaluatePolicy(policy, op, now = new Date()) {
   const rules = policy.rules.filter((r) => r.operation === op.kind);
   for (const r of rules) {
     if (r.effect !== "deny") continue;
     if (ruleMatches(r, op, now).ok)
       return { allowed: false, rule: r.name, ...base(op), reason: `denied by rule "${r.name}"` };
   }
-  let firstMiss: { rule: string; m: Extract<Match, { ok: false }> } | null = null;
+  let firstMiss = null;
   for (const r of rules) {
     if (r.effect !== "allow") continue;
     const m = ruleMatches(r, op, now);
@@ -232,23 +213,13 @@ export function evaluatePolicy(policy: Policy, op: OperationFacts, now: Date = n
   };
 }
 
-/** The policy (or null: none) of one group that grants the run. */
-export interface GroupPolicy {
-  group: string;
-  policy: Policy | null;
-}
-
 /**
  * The decision for a run granted by `grants`: allowed when one granting group allows it (a group with
  * no policy allows everything). A refusal reports the first group's refusal, and names that group.
  * With no granting group at all nothing grants the operation: refused.
  */
-export function evaluateGrants(
-  grants: readonly GroupPolicy[],
-  op: OperationFacts,
-  now: Date = new Date(),
-): PolicyDecision {
-  let firstRefusal: PolicyDecision | null = null;
+function evaluateGrants(grants, op, now = new Date()) {
+  let firstRefusal = null;
   for (const g of grants) {
     if (g.policy === null)
       return {
@@ -273,8 +244,10 @@ export function evaluateGrants(
 }
 
 /** The message of a `policy_denied` error: the rule, the group and the value that failed. */
-export function refusalMessage(d: PolicyDecision): string {
+function refusalMessage(d) {
   const where = d.group === undefined ? "" : ` (group ${d.group})`;
   const failed = d.field === undefined ? "" : `; ${d.field} = ${d.value}`;
   return `policy refused ${d.operation}: rule ${d.rule}${where}: ${d.reason}${failed}`;
 }
+
+module.exports = { DEFAULT_DENY, NO_POLICY, ruleMatches, evaluatePolicy, evaluateGrants, refusalMessage };
