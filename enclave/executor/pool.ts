@@ -252,6 +252,13 @@ export class WorkerPool {
   private watchdog: NodeJS.Timeout | null = null;
   private idleRss = process.memoryUsage.rss();
   private idleRssReadAt = performance.now();
+  /**
+   * Set when a worker became ready: a new worker (a replacement, say) adds its whole footprint to the
+   * RSS at once, far more than the slack, so the baseline must be re-read before the next run however
+   * recent it is, or that run would be taken for an off-heap allocation (memory_limit) while it merely
+   * failed to answer a probe.
+   */
+  private idleRssStale = true;
   /** Called whenever a worker becomes idle, so the owner can hand it the next queued job. */
   onIdle: () => void = () => {};
   /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
@@ -369,7 +376,8 @@ export class WorkerPool {
 
   private refreshIdleRss(): void {
     const now = performance.now();
-    if (now - this.idleRssReadAt < IDLE_RSS_REFRESH_MS) return;
+    if (!this.idleRssStale && now - this.idleRssReadAt < IDLE_RSS_REFRESH_MS) return;
+    this.idleRssStale = false;
     this.idleRss = process.memoryUsage.rss();
     this.idleRssReadAt = now;
   }
@@ -624,6 +632,7 @@ export class WorkerPool {
     if (slot.state === "dead") return;
     if (m.type === "ready") {
       slot.state = "idle";
+      this.idleRssStale = true;
       this.idle.push(slot);
       this.startupFailures = 0;
       if (this.allStarted()) for (const w of this.readyWaiters.splice(0)) w.resolve();
