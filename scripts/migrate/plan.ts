@@ -2,7 +2,7 @@
  * Reads one account of an old registry (its events and views) and plans the writes that rebuild it in a new
  * registry with the same ids: account id, PKP counters (hence PKP ids, when the new registry continues the
  * old one's PKP id domain), group ids (deleted groups included, so later ids line up), members, and the
- * usage keys that still count. The old registry is read with its own ABI (its events may be indexed
+ * usage keys that still count, and each group's signing policy (registries that have them). The old registry is read with its own ABI (its events may be indexed
  * differently from the current ones), given as an ethers Interface.
  */
 import { Contract, ZeroAddress, type Interface, type Provider } from "ethers";
@@ -97,6 +97,10 @@ export async function planAccount(
         break;
       case "ActionRemoved":
         writes.push({ fn: "removeAction", args: [a.groupId, cids.get(a.cidHash)] });
+        break;
+      case "GroupPolicySet":
+        // Replayed in log order like actions: a later set (or a clear, cid "") wins, as it did on chain.
+        writes.push({ fn: "setGroupPolicy", args: [a.groupId, a.cid] });
         break;
       case "KeyAdded":
         keys.set(a.key, { keyHash: a.keyHash, name: a.name, description: a.description });

@@ -1,7 +1,7 @@
 /**
  * Checks, on chain, that an account rebuilt in the new registry reads the same as in the old one: the
  * header (name, master key, counters), every PKP (id, name, description, in order), every live group (id,
- * member counts, in listGroups order), every PKP and CID the groups ever named, and every copied key's
+ * member counts, in listGroups order, signing policy), every PKP and CID the groups ever named, and every copied key's
  * scopes and expiration. Returns the differences (empty when the account matches).
  */
 import { Contract, type Interface, type Provider } from "ethers";
@@ -79,7 +79,15 @@ export async function verifyAccount(
   const groups = await groupsOf(before);
   same("live groups", groups, await groupsOf(after));
 
+  // A registry from before signing policies has no groupPolicy view: its groups had none to copy.
+  const hasPolicies = oldRegistry.iface.getFunction("groupPolicy") !== null;
   for (const [groupId] of groups) {
+    if (hasPolicies)
+      same(
+        `signing policy of group ${groupId}`,
+        await before.groupPolicy(id, groupId),
+        await after.groupPolicy(id, groupId),
+      );
     for (const pkpId of plan.pkpIdsNamed)
       same(
         `PKP ${pkpId} in group ${groupId}`,

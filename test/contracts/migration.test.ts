@@ -164,6 +164,50 @@ async function migratedFixture() {
   return { ...f, outcomes };
 }
 
+/**
+ * A current-layout registry as the old one (it has signing policies): account 1 with three groups, the
+ * first's policy set then replaced, the second's set then cleared, the third's never set.
+ */
+async function policyRegistryFixture() {
+  const [deployer, apiOwner, masterKey] = await ethers.getSigners();
+  const before = await deploySigil(deployer);
+  const old = AccountRegistry__factory.connect(before.registry, apiOwner);
+  await old.createAccount("policies", masterKey.address);
+  for (const name of ["replaced", "cleared", "none"]) await old.createGroup(name, "", [], []);
+  await old.setGroupPolicy(1n, CID_HELLO);
+  await old.setGroupPolicy(1n, CID_Z);
+  await old.setGroupPolicy(2n, CID_EMPTY);
+  await old.setGroupPolicy(2n, "");
+  const next = await deploySigil(deployer, {
+    continues: { pkpIdDomain: before.registry, forwarder: before.forwarder },
+  });
+  const f = {
+    deployer,
+    apiOwner,
+    old: old as unknown as Contract,
+    forwarder: SigilForwarder__factory.connect(before.forwarder, deployer),
+    deployBlock: before.deployBlock,
+    registry: AccountRegistry__factory.connect(next.registry, deployer),
+  };
+  await migrateRegistry({
+    provider: ethers.provider,
+    payer: deployer,
+    old: {
+      address: before.registry,
+      iface: AccountRegistry__factory.createInterface(),
+      fromBlock: f.deployBlock,
+    },
+    newRegistry: next.registry,
+    forwarder: before.forwarder,
+    ownerSigner: (owner) =>
+      owner === apiOwner.address ? walletRequestSigner(asWallet(apiOwner)) : undefined,
+    state: emptyState(),
+    save: () => {},
+    progress: () => {},
+  });
+  return f;
+}
+
 describe("Registry migration (scripts/migrate)", function () {
   it("gives every PKP of every account the same id in the new registry", async function () {
     const { old, registry } = await loadFixture(migratedFixture);
@@ -277,5 +321,14 @@ describe("Registry migration (scripts/migrate)", function () {
     expect(await rejection(migrate(other))).to.match(
       /^account 1 does not read the same after migration:\naccount 1: PKPs differs/,
     );
+  });
+
+  it("carries each group's signing policy over, the last one set (a cleared policy stays clear)", async function () {
+    const { registry } = await loadFixture(policyRegistryFixture);
+    expect([
+      await registry.groupPolicy(1n, 1n),
+      await registry.groupPolicy(1n, 2n),
+      await registry.groupPolicy(1n, 3n),
+    ]).to.deep.equal([cidHash(CID_Z), ethers.ZeroHash, ethers.ZeroHash]);
   });
 });
