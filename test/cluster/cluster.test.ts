@@ -16,6 +16,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { JsonRpcProvider } from "ethers";
 import { Client } from "pg";
+import { eventually } from "../../testkit/eventually";
 import { startCluster, type Cluster } from "../../scripts/cluster/cluster";
 import { auditWriteCharges } from "../../relayer/billing/audit";
 import { main as auditMain } from "../../scripts/audit-billing";
@@ -58,16 +59,6 @@ async function call(
   };
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe("cluster: three instance processes, one killed with SIGKILL mid-burst", function () {
   this.timeout(240_000);
   let dir: string;
@@ -107,20 +98,21 @@ describe("cluster: three instance processes, one killed with SIGKILL mid-burst",
     accountId = String(a.body.account_id);
     // The others learn of the account from the chain within a poll interval.
     for (const x of cluster.instances)
-      await until(`${x.id} to know the account`, async () =>
-        (await call(x.url, "GET", "/core/v1/account", key)).status === 200 ? true : undefined,
-      );
+      await eventually(async () => (await call(x.url, "GET", "/core/v1/account", key)).status === 200, {
+        what: `${x.id} to know the account`,
+        timeoutMs: 15_000,
+      });
     // Executions need a group that lists the action's CID (the account key executes in its groups).
     const cid = (await call(urlOf("instance-1"), "POST", "/core/v1/actions/cid", key, { code: CODE })).body
       .cid;
     const g = await call(urlOf("instance-1"), "POST", "/core/v1/groups", key, { name: "g", actions: [cid] });
     expect(g.status, JSON.stringify(g.body)).to.equal(201);
     for (const x of cluster.instances)
-      await until(`${x.id} to know the group`, async () =>
-        (await call(x.url, "POST", "/core/v1/svc_action", key, { code: CODE, js_params: { n: 1 } }))
-          .status === 200
-          ? true
-          : undefined,
+      await eventually(
+        async () =>
+          (await call(x.url, "POST", "/core/v1/svc_action", key, { code: CODE, js_params: { n: 1 } }))
+            .status === 200,
+        { what: `${x.id} to know the group`, timeoutMs: 15_000 },
       );
     walletsBefore = await gasWallets(KILLED);
   });

@@ -9,6 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
+import { eventually } from "../../testkit/eventually";
 import { startCluster, type Cluster } from "../../scripts/cluster/cluster";
 
 type Json = Record<string, unknown>;
@@ -23,16 +24,6 @@ async function call(url: string, method: string, route: string, key?: string, bo
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: r.status, body: (await r.json()) as Json };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe("cluster: code pinned through one instance runs through another", function () {
@@ -56,9 +47,10 @@ describe("cluster: code pinned through one instance runs through another", funct
     const a = await call(one, "POST", "/core/v1/new_account", undefined, { account_name: "pins" });
     expect(a.status, JSON.stringify(a.body)).to.equal(201);
     key = a.body.api_key as string;
-    await until("instance 2 to know the account", async () =>
-      (await call(two, "GET", "/core/v1/account", key)).status === 200 ? true : undefined,
-    );
+    await eventually(async () => (await call(two, "GET", "/core/v1/account", key)).status === 200, {
+      what: "instance 2 to know the account",
+      timeoutMs: 20_000,
+    });
   });
   after(async function () {
     await cluster?.close();
@@ -80,10 +72,13 @@ describe("cluster: code pinned through one instance runs through another", funct
     expect(read.status, JSON.stringify(read.body)).to.equal(200);
     expect(read.body.code).to.equal(code);
     // The group reaches instance 2 through the chain; the code through the database.
-    const run = await until("instance 2 to run the action", async () => {
-      const r = await call(two, "POST", "/core/v1/svc_action", key, { cid, js_params: { n: 21 } });
-      return r.status === 403 ? undefined : r;
-    });
+    const run = await eventually(
+      async () => {
+        const r = await call(two, "POST", "/core/v1/svc_action", key, { cid, js_params: { n: 21 } });
+        return r.status === 403 ? undefined : r;
+      },
+      { what: "instance 2 to run the action", timeoutMs: 20_000 },
+    );
     expect(run.status, JSON.stringify(run.body)).to.equal(200);
     expect(run.body.response).to.deep.equal({ twice: 42, tag: dir });
   });

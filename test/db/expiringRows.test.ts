@@ -6,6 +6,7 @@
  * at most one sweep per period.
  */
 import { expect } from "chai";
+import { eventually } from "../../testkit/eventually";
 import { type DataLayer, ExpiringRows, SweepThrottle, openDataLayer } from "../../relayer/db";
 import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
 
@@ -88,7 +89,7 @@ describeOnEngines("data layer: expiring rows (claim, sweep)", function (engine) 
       "INSERT INTO signed_nonces (key_address, nonce, expires_s) VALUES ('x', 'old-1', 10), ('x', 'old-2', 10)",
     );
     await rows.claim(["x", "first"], 1_000, 500); // sweeps (the first claim of the process may)
-    await until(async () => (await count("signed_nonces")) === 1);
+    await eventually(async () => (await count("signed_nonces")) === 1, { timeoutMs: 5_000 });
     await db.exec("INSERT INTO signed_nonces (key_address, nonce, expires_s) VALUES ('x', 'old-3', 10)");
     await rows.claim(["x", "second"], 1_000, 500); // within the period: no sweep
     await new Promise((r) => setTimeout(r, 100));
@@ -120,11 +121,3 @@ describe("data layer: SweepThrottle", () => {
     expect(errors).to.deep.equal(["database gone"]);
   });
 });
-
-async function until(ok: () => Promise<boolean>, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

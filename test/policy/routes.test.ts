@@ -4,21 +4,13 @@
  * answers allow/deny with the deciding rule for inline and stored policies.
  */
 import { expect } from "chai";
+import { eventually } from "../../testkit/eventually";
 import { AbiCoder, Wallet, ZeroAddress, getAddress } from "ethers";
 import { computeCid } from "../../enclave";
 import { createSigil } from "../../sdk/index";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { DEV_KEYS } from "../helpers/anvil";
 import { AccountRegistry__factory } from "../../typechain-types";
-
-/** Polls `probe` until it holds (the relayer follows the chain by polling). */
-async function until(probe: () => Promise<boolean>, limitMs = 10_000): Promise<void> {
-  const t0 = Date.now();
-  while (!(await probe())) {
-    if (Date.now() - t0 > limitMs) throw new Error(`not observed within ${limitMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
 const ALICE = getAddress("0x00000000000000000000000000000000000a11ce");
@@ -333,7 +325,7 @@ describe("signing policies: the relayer's endpoints", function () {
       await (await registry.addKey(gen.address, gen.keyHash, "server", "", 0, scopes)).wait();
       const pkpRc = await (await registry.createPkp("p", "")).wait();
       const pkpId = registry.interface.parseLog(pkpRc!.logs[0])!.args.pkpId as string;
-      await until(async () => (await s.api("GET", "/core/v1/pkps", { key: gen.apiKey })).status === 200);
+      await eventually(async () => (await s.api("GET", "/core/v1/pkps", { key: gen.apiKey })).status === 200);
       const code = `async function main(p) {
         try { return await Actions.signMessage({ pkpId: p.pkp, message: "pay me" }); } catch (e) { return e.code; }
       }`;
@@ -355,15 +347,15 @@ describe("signing policies: the relayer's endpoints", function () {
             body: { cid, pkp_id: pkpId, js_params: { pkp: pkpId } },
           })
         ).body;
-      await until(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
+      await eventually(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
 
       await (await registry.setGroupPolicy(groupId, policyCid)).wait();
-      await until(async () => (await run()).response === "policy_denied");
+      await eventually(async () => (await run()).response === "policy_denied");
       const g = await s.api("GET", `/core/v1/groups/${groupId}`, { key: gen.apiKey });
       expect(g.body.policy_cid).to.equal(policyCid);
 
       await (await registry.setGroupPolicy(groupId, "")).wait();
-      await until(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
+      await eventually(async () => /^0x[0-9a-f]{130}$/.test(String((await run()).response)));
     });
   });
 });

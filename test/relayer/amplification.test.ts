@@ -14,6 +14,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
+import { timeUntil } from "../../testkit/eventually";
 import { AbiCoder, keccak256, Wallet, ZeroAddress } from "ethers";
 import { startRelayer, type RelayerOptions } from "../../relayer";
 import { resolveConfig } from "../../relayer/config";
@@ -136,15 +137,6 @@ describe("relayer: no request is an amplifier", function () {
     };
     running.push(r);
     return r;
-  }
-
-  async function until(probe: () => Promise<boolean>, limitMs: number): Promise<number> {
-    const t0 = Date.now();
-    for (;;) {
-      if (await probe()) return Date.now() - t0;
-      if (Date.now() - t0 > limitMs) throw new Error(`not observed within ${limitMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
   }
 
   describe("a flood of unknown keys and PKP ids", () => {
@@ -293,7 +285,9 @@ describe("relayer: no request is an amplifier", function () {
         executeInGroups: [],
       };
       await (await registry.addKey(gen.address, gen.keyHash, "server", "", 0, noScopes)).wait();
-      await until(async () => (await r.api("GET", "/core/v1/pkps", gen.apiKey)).status === 200, 3 * POLL_MS);
+      await timeUntil(async () => (await r.api("GET", "/core/v1/pkps", gen.apiKey)).status === 200, {
+        timeoutMs: 3 * POLL_MS,
+      });
     });
 
     // The poller indexes the master key of every AccountCreated it sees, ahead of any remembered miss.
@@ -305,10 +299,9 @@ describe("relayer: no request is an amplifier", function () {
         "unknown_api_key",
       );
       await (await registry.createAccount("master key on chain", gen.address)).wait();
-      await until(
-        async () => (await r.api("GET", "/core/v1/account", gen.apiKey)).status === 200,
-        3 * POLL_MS,
-      );
+      await timeUntil(async () => (await r.api("GET", "/core/v1/account", gen.apiKey)).status === 200, {
+        timeoutMs: 3 * POLL_MS,
+      });
     });
 
     it("a usage key created through the API works on its very next request", async () => {

@@ -3,6 +3,7 @@
  * honoured by the relayer within one poll interval: revocations, removed actions, ownership moves.
  */
 import { expect } from "chai";
+import { timeUntil } from "../../testkit/eventually";
 import { Wallet, ZeroAddress } from "ethers";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEYS } from "../helpers/anvil";
@@ -20,16 +21,6 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
   after(async () => {
     await s?.close();
   });
-
-  /** Polls `probe` until it returns true; returns the elapsed milliseconds. */
-  async function until(probe: () => Promise<boolean>, limitMs: number): Promise<number> {
-    const t0 = Date.now();
-    for (;;) {
-      if (await probe()) return Date.now() - t0;
-      if (Date.now() - t0 > limitMs) throw new Error(`not observed within ${limitMs} ms`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
 
   describe("an account owned by a wallet", () => {
     let registry: ReturnType<typeof AccountRegistry__factory.connect>;
@@ -59,7 +50,9 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
       const pkpRc = await (await registry.createPkp("p", "")).wait();
       pkpId = registry.interface.parseLog(pkpRc!.logs[0])!.args.pkpId;
       // The key was registered on chain a moment ago: the relayer sees it within one poll interval.
-      await until(async () => (await s.api("GET", "/core/v1/pkps", { key: usageKey })).status === 200, 5_000);
+      await timeUntil(async () => (await s.api("GET", "/core/v1/pkps", { key: usageKey })).status === 200, {
+        timeoutMs: 5_000,
+      });
       const pinned = await s.api("POST", "/core/v1/actions", {
         key: usageKey,
         body: { code: "async function main() { return 'ok'; }" },
@@ -70,9 +63,9 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
     });
 
     it("the wallet's usage key executes through the relayer", async () => {
-      await until(
+      await timeUntil(
         async () => (await s.api("GET", `/core/v1/groups/${groupId}`, { key: usageKey })).status === 200,
-        5_000,
+        { timeoutMs: 5_000 },
       );
       const r = await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } });
       expect(r.status, JSON.stringify(r.body)).to.equal(200);
@@ -81,29 +74,29 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
 
     it("an action removed on chain is refused within one poll interval", async () => {
       await (await registry.removeAction(groupId, cid)).wait();
-      const ms = await until(
+      const ms = await timeUntil(
         async () =>
           (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
             .status === 403,
-        5_000,
+        { timeoutMs: 5_000 },
       );
       expect(ms).to.be.lessThan(POLL_MS + 200);
     });
 
     it("a key revoked on chain gets 401 within one poll interval", async () => {
       await (await registry.addAction(groupId, cid)).wait();
-      await until(
+      await timeUntil(
         async () =>
           (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
             .status === 200,
-        5_000,
+        { timeoutMs: 5_000 },
       );
       await (await registry.removeKey(usageAddress)).wait();
-      const ms = await until(
+      const ms = await timeUntil(
         async () =>
           (await s.api("POST", "/core/v1/svc_action", { key: usageKey, body: { cid, pkp_id: pkpId } }))
             .status === 401,
-        5_000,
+        { timeoutMs: 5_000 },
       );
       expect(ms).to.be.lessThan(POLL_MS + 200);
       const r = await s.api("GET", "/core/v1/pkps", { key: usageKey });
@@ -155,10 +148,10 @@ describe("relayer: path-B writes reach the relayer within one poll interval", fu
       await (
         await AccountRegistry__factory.connect(s.deployment.registry, wallet).acceptOwnership(accountId)
       ).wait();
-      await until(
+      await timeUntil(
         async () =>
           (await s.api("GET", "/core/v1/account", { key: accountKey })).body.mode === "chain_secured",
-        5_000,
+        { timeoutMs: 5_000 },
       );
       const w = await s.api("POST", "/core/v1/pkps/create", { key: accountKey, body: {} });
       expect(w.status).to.equal(409);
