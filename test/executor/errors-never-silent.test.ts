@@ -5,7 +5,7 @@
  */
 import { expect } from "chai";
 import { ActionExecutor, type RunResult } from "../../enclave/executor";
-import { makeKeys, makeRunner, pkpIds, type Runner, expectOk } from "./helpers";
+import { makeKeys, makeRunner, useExecutor, pkpIds, expectOk } from "./helpers";
 
 function expectError(r: RunResult, code: string, message: string): void {
   expect(r.has_error, JSON.stringify(r)).to.equal(true);
@@ -16,18 +16,8 @@ function expectError(r: RunResult, code: string, message: string): void {
 describe("executor: errors are never silent", function () {
   const keys = makeKeys();
   const { allowed, refused } = pkpIds();
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-
-  after(async function () {
-    await executor.close();
-  });
+  const pool = useExecutor(keys);
+  const run = pool.run;
 
   describe("undeclared names", function () {
     it("throws ReferenceError when main reads an undeclared name", async function () {

@@ -49,6 +49,31 @@ export function makeRunner(executor: ActionExecutor, keys: KeyCapabilities): Run
   return (code, extra = {}) => executor.run({ code, cid: TEST_CID, authorizePkp, ...extra });
 }
 
+/**
+ * A one-worker executor for the enclosing describe block: started in its `before`, closed in its
+ * `after`. `run` may be taken at once (it delegates to the runner made in `before`); `executor` is read
+ * inside tests and hooks.
+ */
+export function useExecutor(keys: KeyCapabilities): { readonly executor: ActionExecutor; run: Runner } {
+  let executor: ActionExecutor | undefined;
+  let runner: Runner | undefined;
+  before(async function () {
+    executor = new ActionExecutor({ keys, poolSize: 1 });
+    await executor.ready();
+    runner = makeRunner(executor, keys);
+  });
+  after(async function () {
+    await executor?.close();
+  });
+  return {
+    get executor() {
+      if (!executor) throw new Error("useExecutor: the executor starts in the block's before hook");
+      return executor;
+    },
+    run: (code, extra) => runner!(code, extra),
+  };
+}
+
 export async function waitFor(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!cond()) {

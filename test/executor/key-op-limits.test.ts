@@ -6,21 +6,13 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import { ethers } from "ethers";
-import { ActionExecutor, DEFAULT_LIMITS } from "../../enclave/executor";
+import { DEFAULT_LIMITS } from "../../enclave/executor";
 import { cryptoThread, type CryptoThreadClient } from "../../enclave/executor/crypto-thread";
 import { InFlightLimit } from "../../enclave/executor/in-flight-limit";
 import { serveKeyOp } from "../../enclave/executor/key-ops";
 import { keyOpArgsProblem } from "../../enclave/executor/worker/arg-limits";
 import type { KeyCapabilities } from "../../enclave/capabilities";
-import {
-  expectHealthy,
-  makeAuthorizer,
-  makeKeys,
-  makeRunner,
-  pkpIds,
-  TEST_CID,
-  type Runner,
-} from "./helpers";
+import { expectHealthy, makeAuthorizer, makeKeys, pkpIds, TEST_CID, useExecutor } from "./helpers";
 
 const MAX = DEFAULT_LIMITS.maxKeyOpPayloadBytes;
 
@@ -28,18 +20,8 @@ describe("executor: key-operation argument limits", function () {
   this.timeout(30_000);
   const keys = makeKeys();
   const { allowed } = pkpIds();
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-
-  after(async function () {
-    await executor.close();
-  });
+  const pool = useExecutor(keys);
+  const run = pool.run;
 
   it("has the documented defaults", function () {
     expect(DEFAULT_LIMITS).to.include({ maxKeyOpPayloadBytes: 128 * 1024, maxTypedDataBytes: 32 * 1024 });
@@ -103,7 +85,7 @@ describe("executor: key-operation argument limits", function () {
   });
 
   it("leaves the pool healthy", async function () {
-    await expectHealthy(executor, run);
+    await expectHealthy(pool.executor, run);
   });
 });
 
@@ -124,18 +106,8 @@ describe("executor: heavy key operations off the main thread", function () {
       };
     },
   }) as KeyCapabilities;
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-
-  after(async function () {
-    await executor.close();
-  });
+  const pool = useExecutor(keys);
+  const run = pool.run;
 
   beforeEach(() => {
     inMain.length = 0;

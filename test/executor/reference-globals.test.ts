@@ -5,24 +5,13 @@
 import { expect } from "chai";
 import { createHash, createHmac } from "node:crypto";
 import { ethers } from "ethers";
-import { ActionExecutor } from "../../enclave/executor";
-import { TEST_CID, makeKeys, makeRunner, pkpIds, type Runner, expectOk as ok } from "./helpers";
+import { TEST_CID, makeKeys, useExecutor, pkpIds, expectOk as ok } from "./helpers";
 
 describe("executor: reference runtime globals", function () {
   const keys = makeKeys();
   const { allowed, refused } = pkpIds();
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-
-  after(async function () {
-    await executor.close();
-  });
+  const pool = useExecutor(keys);
+  const run = pool.run;
 
   describe("crypto (WebCrypto)", function () {
     it("fills arrays with getRandomValues and makes v4 UUIDs", async function () {

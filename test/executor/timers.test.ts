@@ -4,23 +4,12 @@
  * to the run that made them.
  */
 import { expect } from "chai";
-import { ActionExecutor } from "../../enclave/executor";
-import { makeKeys, makeRunner, type Runner, expectOk as ok, expectHealthy } from "./helpers";
+import { makeKeys, useExecutor, expectOk as ok, expectHealthy } from "./helpers";
 
 describe("executor: timers", function () {
   const keys = makeKeys();
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-
-  after(async function () {
-    await executor.close();
-  });
+  const pool = useExecutor(keys);
+  const run = pool.run;
 
   describe("setTimeout", function () {
     it("resolves an awaited promise after the delay", async function () {
@@ -154,7 +143,7 @@ describe("executor: timers", function () {
       expect(first.error?.code).to.equal("timeout");
       const second = await run(`await sleep(400); return "clean";`);
       expect(ok(second)).to.equal("clean");
-      await expectHealthy(executor, run);
+      await expectHealthy(pool.executor, run);
     });
 
     it("cannot be replaced for later runs", async function () {
