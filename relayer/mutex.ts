@@ -1,15 +1,23 @@
 /** Minimal async mutexes: one lock, and one lock per key (dropped when idle so memory stays bounded). */
 export class Mutex {
   private tail: Promise<void> = Promise.resolve();
+  private holders = 0;
+
+  /** Whether a `run` holds the lock or waits for it. */
+  get busy(): boolean {
+    return this.holders > 0;
+  }
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
     const prev = this.tail;
     let release!: () => void;
     this.tail = new Promise<void>((r) => (release = r));
+    this.holders++;
     await prev;
     try {
       return await fn();
     } finally {
+      this.holders--;
       release();
     }
   }

@@ -4,6 +4,7 @@
  * relayer instance, through a `pg` pool). Callers run prepared queries (prepared.ts) and transactions;
  * they never see which engine they talk to, except through `kind` where SQL must differ.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import BetterSqlite3, { type Database as SqliteHandle, type Statement } from "better-sqlite3";
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
@@ -113,6 +114,12 @@ class SqliteExecutor implements Sql {
  */
 class SqliteLayer extends SqliteExecutor implements DataLayer {
   private readonly txLock = new Mutex();
+  /**
+   * Set inside a transaction's callback (and whatever it awaits). One connection serves the whole
+   * process, so a statement sent while a transaction is open would run inside it and roll back with
+   * it: a statement from outside the transaction waits for it to end instead (`outside`).
+   */
+  private readonly transactionScope = new AsyncLocalStorage<{ open: boolean }>();
   readonly sqlite: SqliteHandle;
 
   constructor(pathOrHandle: string | SqliteHandle) {
@@ -131,22 +138,50 @@ class SqliteLayer extends SqliteExecutor implements DataLayer {
     return this.handle.open;
   }
 
+  /**
+   * Runs a statement of the layer itself: at once when no transaction is open or when it comes from
+   * the open transaction's own callback (which may call helpers that use the layer), else after the
+   * transactions queued before it.
+   */
+  private outside<T>(statement: () => Promise<T>): Promise<T> {
+    if (!this.txLock.busy || this.transactionScope.getStore()?.open) return statement();
+    return this.txLock.run(statement);
+  }
+
+  override all<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R[]> {
+    return this.outside(() => super.all(q, args));
+  }
+  override first<R>(q: Prepared<R>, args?: readonly unknown[]): Promise<R | undefined> {
+    return this.outside(() => super.first(q, args));
+  }
+  override run(q: Prepared<unknown>, args?: readonly unknown[]): Promise<number> {
+    return this.outside(() => super.run(q, args));
+  }
+  override exec(sqlText: string, params?: readonly unknown[]): Promise<unknown[]> {
+    return this.outside(() => super.exec(sqlText, params));
+  }
+
   transaction<T>(fn: (tx: Sql) => Promise<T>, opts: { durable?: boolean } = {}): Promise<T> {
     // One connection per process: transactions of this process queue here (a second BEGIN on the
     // same connection would fail), other processes wait on the file lock (busy_timeout).
-    return this.txLock.run(async () => {
-      if (opts.durable) this.handle.pragma("synchronous = FULL");
-      this.handle.exec("BEGIN IMMEDIATE");
-      try {
-        const result = await fn(this);
-        this.handle.exec("COMMIT");
-        return result;
-      } catch (e) {
-        if (this.handle.inTransaction) this.handle.exec("ROLLBACK");
-        throw e;
-      } finally {
-        if (opts.durable) this.handle.pragma("synchronous = NORMAL");
-      }
+    return this.txLock.run(() => {
+      const scope = { open: true };
+      return this.transactionScope.run(scope, async () => {
+        if (opts.durable) this.handle.pragma("synchronous = FULL");
+        this.handle.exec("BEGIN IMMEDIATE");
+        try {
+          const result = await fn(this);
+          this.handle.exec("COMMIT");
+          return result;
+        } catch (e) {
+          if (this.handle.inTransaction) this.handle.exec("ROLLBACK");
+          throw e;
+        } finally {
+          // Work the callback left running (not awaited) no longer belongs to this transaction.
+          scope.open = false;
+          if (opts.durable) this.handle.pragma("synchronous = NORMAL");
+        }
+      });
     });
   }
 
