@@ -1,0 +1,82 @@
+/**
+ * The chain-event source of the trigger service: one watcher per configured chain (watcher.ts), all
+ * woken when the trigger directory changes, all stopped together. It talks to the service only through
+ * the two interfaces of model.ts: the directory it reads triggers from and the intake it hands firings
+ * to. The RPC connections are opened here, to the operator's configured URLs and nothing else.
+ */
+import type { Logger } from "pino";
+import type { ChainEndpoint } from "../../chains";
+import { makeProvider } from "../../chain/rpc";
+import type { DataLayer } from "../../db";
+import type { TriggerDirectory, TriggerIntake } from "../model";
+import { ChainCursorStore } from "./cursors";
+import { ChainWatcher } from "./watcher";
+
+export interface ChainEventSourceOptions {
+  intake: TriggerIntake;
+  directory: TriggerDirectory;
+  /** The relayer's data layer (migration 17's `trigger_chain_cursors` lives there). */
+  db: DataLayer;
+  /** The operator's chains (relayer/chains.ts resolveChains). */
+  chains: readonly ChainEndpoint[];
+  logger: Logger;
+  /** Time between polls of each chain (default 2 s). */
+  pollIntervalMs?: number;
+  /** Longest wait between polls of a chain that is down (default 30 s). */
+  maxBackoffMs?: number;
+  /** Timeout of one RPC request (default 10 s). */
+  rpcTimeoutMs?: number;
+  /** Widest block range one eth_getLogs asks for (default 5,000). */
+  maxRange?: number;
+}
+
+export class ChainEventSource {
+  readonly cursors: ChainCursorStore;
+  private readonly watchers: ChainWatcher[] = [];
+  private readonly closers: Array<() => void> = [];
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(private readonly o: ChainEventSourceOptions) {
+    this.cursors = new ChainCursorStore(o.db);
+  }
+
+  /** Starts one watcher per chain; polling begins at once. Never throws for a chain that is down. */
+  start(): void {
+    if (this.watchers.length) return;
+    for (const chain of this.o.chains) {
+      const { provider, close } = makeProvider(chain.rpcUrl, chain.chainId, this.o.rpcTimeoutMs ?? 10_000);
+      this.closers.push(close);
+      this.watchers.push(
+        new ChainWatcher({
+          chain,
+          rpc: provider,
+          intake: this.o.intake,
+          directory: this.o.directory,
+          cursors: this.cursors,
+          logger: this.o.logger,
+          pollIntervalMs: this.o.pollIntervalMs ?? 2_000,
+          maxBackoffMs: this.o.maxBackoffMs,
+          maxRange: this.o.maxRange,
+        }),
+      );
+    }
+    this.unsubscribe = this.o.directory.onChange(() => {
+      for (const w of this.watchers) w.wake();
+    });
+    for (const w of this.watchers) w.start();
+  }
+
+  /** Stops every watcher (waiting for polls under way) and closes the RPC connections. */
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    await Promise.all(this.watchers.map((w) => w.stop()));
+    this.watchers.length = 0;
+    for (const close of this.closers.splice(0)) close();
+  }
+
+  /** Drops a deleted trigger's cursor (a re-created trigger starts at its own from_block anyway). */
+  forget(triggerId: string): Promise<void> {
+    return this.cursors.forget(triggerId);
+  }
+}
