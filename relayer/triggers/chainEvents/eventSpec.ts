@@ -65,10 +65,26 @@ export function parseEventSpec(signature: string): ParsedEvent {
   return { fragment, full: fragment.format("full"), topic0: fragment.topicHash.toLowerCase(), indexedKnown };
 }
 
+/** All lowercase, all uppercase, or a correct EIP-55 checksum (what ethers' getAddress accepts). */
+function isChecksumOk(address: string): boolean {
+  try {
+    getAddress(address);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A topic filter: 32 bytes of hex, or a 20-byte address (left-padded, as Solidity indexes addresses). */
 export function normalizeTopic(value: unknown, position: number): string | null {
   if (value === null || value === undefined) return null;
-  if (typeof value === "string" && ADDRESS.test(value)) return zeroPadValue(value.toLowerCase(), 32);
+  if (typeof value === "string" && ADDRESS.test(value)) {
+    if (!isChecksumOk(value))
+      throw invalid(`topics[${position}] is an address with a wrong checksum: check it for a typo.`, {
+        field: `topics[${position}]`,
+      });
+    return zeroPadValue(value.toLowerCase(), 32);
+  }
   if (typeof value === "string" && TOPIC.test(value.toLowerCase())) return value.toLowerCase();
   throw invalid(
     `topics[${position}] must be null (any), a 0x-prefixed 32-byte hex topic or a 20-byte address.`,
@@ -123,6 +139,10 @@ export function chainEventSpecFrom(
     throw invalid("`address` must be the emitting contract's 0x-prefixed 20-byte address.", {
       field: "address",
     });
+  if (!isChecksumOk(input.address))
+    throw invalid("`address` has a wrong checksum (mixed case that is not EIP-55): check it for a typo.", {
+      field: "address",
+    });
   const spec: ChainEventSpec = {
     chainId: input.chainId,
     address: input.address.toLowerCase(),
@@ -149,11 +169,10 @@ export function validateChainEventSpec(
     throw new ApiError("chain_not_configured", `Chain ${spec.chainId} is not one this service watches.`, {
       details: { chain_id: spec.chainId, configured: chains.map((c) => c.chainId) },
     });
-  if (!ADDRESS.test(spec.address) || BigInt(spec.address) === 0n)
-    throw invalid("`address` must be the emitting contract's 0x-prefixed 20-byte address.", {
+  if (!/^0x[0-9a-f]{40}$/.test(spec.address) || BigInt(spec.address) === 0n)
+    throw invalid("`address` must be the emitting contract's lowercase 0x-prefixed 20-byte address.", {
       field: "address",
     });
-  getAddress(spec.address);
   if (!TOPIC.test(spec.topic0))
     throw invalid("`topic0` must be a 0x-prefixed 32-byte hex topic.", { field: "topic0" });
   if (spec.event !== null) {
