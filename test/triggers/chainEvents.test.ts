@@ -12,6 +12,8 @@ import { getAddress, zeroPadValue, ZeroAddress } from "ethers";
 import type { ChainEndpoint } from "../../relayer/chains";
 import { migrate, openEngine, type DataLayer } from "../../relayer/db";
 import { ChainEventSource, firingIdOf } from "../../relayer/triggers/chainEvents";
+import { ChainCursorStore } from "../../relayer/triggers/chainEvents/cursors";
+import { ChainWatcher } from "../../relayer/triggers/chainEvents/watcher";
 import type { Firing } from "../../relayer/triggers/model";
 import { startChain, type TestChain } from "../helpers/anvil";
 import { describeOnEngines, freshDatabaseUrl } from "../helpers/postgres";
@@ -40,10 +42,14 @@ interface Rig {
   dir: string;
 }
 
-async function openRig(confirmations: number, databaseUrl?: string): Promise<Rig> {
-  const chain = await startChain();
-  const tok = await deployToken(chain.rpcUrl);
+async function openRig(
+  confirmations: number,
+  databaseUrl?: string,
+  opts: { keepState?: boolean } = {},
+): Promise<Rig> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-chainev-"));
+  const chain = await startChain(opts.keepState ? { stateFile: path.join(dir, "anvil-state.json") } : {});
+  const tok = await deployToken(chain.rpcUrl);
   const db = openEngine({ databaseUrl, sqlitePath: path.join(dir, "relayer.sqlite") });
   await migrate(db);
   return {
@@ -292,6 +298,97 @@ describeOnEngines("chain-event triggers: restart over the same database", functi
     expect(intake.handed.map((f) => f.firingId)).to.deep.equal(
       [before, ...whileDown].map((m) => `chain:31337:${m.txHash}:0`),
     );
+  });
+});
+
+describe("chain-event triggers: requests per poll", function () {
+  this.timeout(60_000);
+  let r: Rig | undefined;
+  after(async () => closeRig(r));
+
+  it("one eth_getLogs per distinct filter; triggers on one event share it; a chain nobody watches is not asked", async () => {
+    r = await openRig(1);
+    const rig = r;
+    const asked: string[] = [];
+    // The real provider, with each method it is asked for written down.
+    const rpc = {
+      send: (method: string, params: unknown[]) => {
+        asked.push(method);
+        return rig.tok.provider.send(method, params);
+      },
+    };
+    const intake = new RecordingIntake();
+    const directory = new TestDirectory();
+    const watcher = new ChainWatcher({
+      chain: rig.chains[0],
+      rpc,
+      intake,
+      directory,
+      cursors: new ChainCursorStore(rig.db),
+      logger: pino({ level: "silent" }),
+      pollIntervalMs: 1_000,
+    });
+    await watcher.pollOnce();
+    expect(asked).to.deep.equal([]);
+
+    const head = await rig.tok.head();
+    const triggers = [ALICE, BOB, null].map((to) =>
+      chainTrigger({ address: rig.tok.address, event: TRANSFER, topics: [null, to] }, rig.chains, head),
+    );
+    for (const t of triggers) directory.put(t);
+    await rig.tok.mint(ALICE, 1n);
+    await rig.tok.mint(BOB, 1n);
+    await rig.tok.mine(1);
+    await watcher.pollOnce();
+    expect(asked.filter((m) => m === "eth_getLogs")).to.have.length(1);
+    expect(intake.handed).to.have.length(4);
+    // Caught up, nothing new confirmed: the head and the cursor's block, no eth_getLogs.
+    asked.length = 0;
+    await watcher.pollOnce();
+    expect(asked).to.deep.equal(["eth_blockNumber", "eth_getBlockByNumber"]);
+  });
+});
+
+describe("chain-event triggers: a chain that goes down", function () {
+  this.timeout(120_000);
+  let r: Rig | undefined;
+  after(async () => closeRig(r));
+
+  it("is retried with backoff and logged; once back, the log emitted before the outage fires (nothing skipped)", async () => {
+    r = await openRig(2, undefined, { keepState: true });
+    const intake = new RecordingIntake();
+    const directory = new TestDirectory();
+    const lines: Array<{ msg: string; failures?: number }> = [];
+    const src = new ChainEventSource({
+      intake,
+      directory,
+      db: r.db,
+      chains: r.chains,
+      logger: pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) }),
+      pollIntervalMs: 20,
+      maxBackoffMs: 200,
+    });
+    const t = chainTrigger({ address: r.tok.address, event: TRANSFER }, r.chains, await r.tok.head());
+    directory.put(t);
+    src.start();
+    try {
+      const m = await r.tok.mint(ALICE, 4n);
+      await directory.polls(2);
+      await r.chain.stop(); // the log is not confirmed yet, and the chain is gone
+      await eventually(() => lines.some((l) => /poll failed/.test(l.msg)), "the failure logged");
+      const polls = directory.reads;
+      await new Promise((res) => setTimeout(res, 600));
+      // Backing off: far fewer polls than one per 20 ms.
+      expect(directory.reads - polls).to.be.lessThan(10);
+      await r.chain.restart();
+      await r.tok.mine(2);
+      await eventually(() => intake.handed.length === 1, "the firing after the outage");
+      expect(intake.handed[0].firingId).to.equal(`chain:31337:${m.txHash}:0`);
+      expect(lines.filter((l) => /poll failed/.test(l.msg))[0].failures).to.equal(1);
+      await eventually(() => lines.some((l) => /reachable again/.test(l.msg)), "the recovery logged");
+    } finally {
+      await src.stop();
+    }
   });
 });
 
