@@ -424,6 +424,20 @@ describe("chain-event triggers: start and stop", function () {
       const onDown = chainTrigger({ address: r.tok.address, event: TRANSFER, chainId: 999 }, [down], 0);
       directory.put(onDown);
       src.start();
+      // What the service calls at creation: the head read through the source's own connection.
+      const head = await r.tok.head();
+      const spec = await src.specFrom({ chainId: 31337, address: r.tok.address, event: TRANSFER });
+      expect(spec.fromBlock).to.equal(head);
+      const refused = async (chainId: number) => {
+        try {
+          await src.specFrom({ chainId, address: r.tok.address, event: TRANSFER });
+        } catch (e) {
+          return (e as { code: string }).code;
+        }
+        return "accepted";
+      };
+      expect(await refused(1)).to.equal("chain_not_configured");
+      expect(await refused(999)).to.equal("chain_unavailable");
       const m = await r.tok.mint(ALICE, 1n);
       await eventually(() => intake.runsOf(t.id).length === 1, "the firing on the chain that is up");
       expect(intake.runsOf(t.id)[0].firingId).to.equal(`chain:31337:${m.txHash}:0`);

@@ -75,6 +75,16 @@ function isChecksumOk(address: string): boolean {
   }
 }
 
+/** The configured chain with this id; throws 400 chain_not_configured (listing the configured ids). */
+export function configuredChain(chains: readonly ChainEndpoint[], chainId: number): ChainEndpoint {
+  const chain = chainById(chains, chainId);
+  if (!chain)
+    throw new ApiError("chain_not_configured", `Chain ${chainId} is not one this service watches.`, {
+      details: { chain_id: chainId, configured: chains.map((c) => c.chainId) },
+    });
+  return chain;
+}
+
 /** A topic filter: 32 bytes of hex, or a 20-byte address (left-padded, as Solidity indexes addresses). */
 export function normalizeTopic(value: unknown, position: number): string | null {
   if (value === null || value === undefined) return null;
@@ -165,10 +175,7 @@ export function validateChainEventSpec(
   chains: readonly ChainEndpoint[],
   head: number,
 ): void {
-  if (!chainById(chains, spec.chainId))
-    throw new ApiError("chain_not_configured", `Chain ${spec.chainId} is not one this service watches.`, {
-      details: { chain_id: spec.chainId, configured: chains.map((c) => c.chainId) },
-    });
+  configuredChain(chains, spec.chainId);
   if (!/^0x[0-9a-f]{40}$/.test(spec.address) || BigInt(spec.address) === 0n)
     throw invalid("`address` must be the emitting contract's lowercase 0x-prefixed 20-byte address.", {
       field: "address",

@@ -7,6 +7,7 @@ export {
   MAX_BACKFILL_BLOCKS,
   MAX_TOPIC_FILTERS,
   chainEventSpecFrom,
+  configuredChain,
   parseEventSpec,
   validateChainEventSpec,
   type ChainEventInput,

@@ -237,7 +237,10 @@ export class ChainWatcher {
           input: { kind: "chain_event", chainId: this.chainId, log, args: decoder.args(log) },
         });
       } catch (err) {
-        this.o.logger.warn(
+        // A full queue is the trigger's own backpressure, expected while it is busy: not worth a warning
+        // on every poll. Anything else (the database down) is.
+        const queueFull = (err as { code?: unknown }).code === "trigger_queue_full";
+        this.o.logger[queueFull ? "debug" : "warn"](
           {
             chain: this.o.chain.name,
             triggerId: member.trigger.id,
