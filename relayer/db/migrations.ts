@@ -585,7 +585,10 @@ export const MIGRATIONS: readonly Migration[] = [
           .addColumn("updated_ms", ms(kind), (c) => c.notNull()),
       );
       await run(
-        db.schema.createIndex("trigger_chain_cursors_by_chain").on("trigger_chain_cursors").column("chain_id"),
+        db.schema
+          .createIndex("trigger_chain_cursors_by_chain")
+          .on("trigger_chain_cursors")
+          .column("chain_id"),
       );
     },
   },
