@@ -385,6 +385,8 @@ describe("chain-event triggers: a chain that goes down", function () {
       await eventually(() => intake.handed.length === 1, "the firing after the outage");
       expect(intake.handed[0].firingId).to.equal(`chain:31337:${m.txHash}:0`);
       expect(lines.filter((l) => /poll failed/.test(l.msg))[0].failures).to.equal(1);
+      // The operator's RPC URL (hosted ones carry an API key) is never in a log line.
+      expect(JSON.stringify(lines)).to.not.contain(r.chain.rpcUrl);
       await eventually(() => lines.some((l) => /reachable again/.test(l.msg)), "the recovery logged");
     } finally {
       await src.stop();

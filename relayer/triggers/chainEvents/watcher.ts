@@ -132,7 +132,7 @@ export class ChainWatcher {
           {
             chain: this.o.chain.name,
             failures: this.failures,
-            err: err instanceof Error ? err.message : String(err),
+            err: this.describe(err),
           },
           "chain-event triggers: poll failed; retrying with backoff (nothing is skipped)",
         );
@@ -245,7 +245,7 @@ export class ChainWatcher {
             chain: this.o.chain.name,
             triggerId: member.trigger.id,
             block: log.blockNumber,
-            err: err instanceof Error ? err.message : String(err),
+            err: this.describe(err),
           },
           "chain-event triggers: firing refused; the log is handed over again on a later poll",
         );
@@ -272,6 +272,15 @@ export class ChainWatcher {
   private forgetDecodersExcept(triggers: Trigger[]): void {
     const live = new Set(triggers.map((t) => t.id));
     for (const id of this.decoders.keys()) if (!live.has(id)) this.decoders.delete(id);
+  }
+
+  /**
+   * An error for the log, without the RPC URL: hosted endpoints carry their API key in it, and the
+   * operator's secrets are never logged.
+   */
+  private describe(err: unknown): string {
+    const message = err instanceof Error ? err.message : String(err);
+    return message.split(this.o.chain.rpcUrl).join(`<${this.o.chain.name} rpc>`);
   }
 
   /** The hash of the chain's block at `height` (lowercase), undefined when the node has none there. */
