@@ -252,6 +252,21 @@ describe("chain-event triggers: the watcher on anvil", function () {
     expect(intake.runsOf(backfill.id)).to.have.length(4);
   });
 
+  it("a stored signature that does not parse stalls nobody: its trigger gets the raw log with args null", async () => {
+    const head = await r.tok.head();
+    const good = chainTrigger({ address: r.tok.address, event: TRANSFER }, r.chains, head);
+    const made = chainTrigger({ address: r.tok.address, event: TRANSFER }, r.chains, head);
+    // Written around the creation checks (a hand-edited row, an older release's rules).
+    const bad = { ...made, chainEvent: { ...made.chainEvent!, event: "Transfer(address indexed from," } };
+    directory.put(bad);
+    directory.put(good);
+    await r.tok.mint(ALICE, 8n);
+    await r.tok.mine(3);
+    await eventually(() => intake.handed.length === 2, "both triggers fired");
+    expect(inputOf(intake.runsOf(good.id)[0]).args!.value).to.equal("8");
+    expect(inputOf(intake.runsOf(bad.id)[0]).args).to.equal(null);
+  });
+
   it("a refused firing (queue full) is handed again later, never skipped", async () => {
     const t = chainTrigger({ address: r.tok.address, event: TRANSFER }, r.chains, await r.tok.head());
     intake.refuse = t.id;

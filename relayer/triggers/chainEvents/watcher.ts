@@ -264,7 +264,18 @@ export class ChainWatcher {
     const event = trigger.chainEvent!.event;
     const known = this.decoders.get(trigger.id);
     if (known && known.event === event) return known.decoder;
-    const decoder = new EventDecoder(event);
+    let decoder: EventDecoder;
+    try {
+      decoder = new EventDecoder(event);
+    } catch (err) {
+      // A stored signature that no longer parses (written around parseEventSpec): this trigger still
+      // gets its raw logs, and one bad trigger never stalls the others on the chain.
+      this.o.logger.warn(
+        { chain: this.o.chain.name, triggerId: trigger.id, err: this.describe(err) },
+        "chain-event triggers: the trigger's event signature does not parse; its runs get args: null",
+      );
+      decoder = new EventDecoder(null);
+    }
     this.decoders.set(trigger.id, { event, decoder });
     return decoder;
   }
