@@ -12,7 +12,7 @@ import { getAddress, zeroPadValue, ZeroAddress } from "ethers";
 import type { ChainEndpoint } from "../../relayer/chains";
 import { migrate, openEngine, type DataLayer } from "../../relayer/db";
 import { ChainEventSource, firingIdOf } from "../../relayer/triggers/chainEvents";
-import { ChainCursorStore } from "../../relayer/triggers/chainEvents/cursors";
+import { ChainCursorStore, specKey } from "../../relayer/triggers/chainEvents/cursors";
 import { ChainWatcher } from "../../relayer/triggers/chainEvents/watcher";
 import type { Firing } from "../../relayer/triggers/model";
 import { startChain, type TestChain } from "../helpers/anvil";
@@ -313,6 +313,71 @@ describeOnEngines("chain-event triggers: restart over the same database", functi
     expect(intake.handed.map((f) => f.firingId)).to.deep.equal(
       [before, ...whileDown].map((m) => `chain:31337:${m.txHash}:0`),
     );
+  });
+
+  it("cursors: advancing never moves back, a rewind does, an edited spec starts over", async () => {
+    const url = engine === "postgres" ? await freshDatabaseUrl() : undefined;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-chainev-cursors-"));
+    const db = openEngine({ databaseUrl: url, sqlitePath: path.join(dir, "relayer.sqlite") });
+    try {
+      await migrate(db);
+      const store = new ChainCursorStore(db);
+      const chains: ChainEndpoint[] = [
+        { chainId: 31337, name: "embedded", rpcUrl: "http://127.0.0.1:1", confirmations: 0 },
+      ];
+      const t = chainTrigger({ address: "0x" + "22".repeat(20), event: TRANSFER, fromBlock: 1 }, chains, 100);
+      const spec = t.chainEvent!;
+      const at = async (s = spec) => (await store.forChain(31337, new Map([[t.id, specKey(s)]]))).get(t.id);
+      expect(await at()).to.equal(undefined);
+      await store.advance(t.id, spec, { block: 10, blockHash: "0xaa" });
+      await store.advance(t.id, spec, { block: 5, blockHash: "0xbb" }); // a slower instance, finishing late
+      expect(await at()).to.deep.equal({ block: 10, blockHash: "0xaa" });
+      await store.rewind(t.id, spec, { block: 3, blockHash: null });
+      expect(await at()).to.deep.equal({ block: 3, blockHash: null });
+      await store.rewind(t.id, spec, { block: 7, blockHash: null }); // a rewind never moves forward
+      expect(await at()).to.deep.equal({ block: 3, blockHash: null });
+      const edited = { ...spec, fromBlock: 1 + 1 };
+      expect(await at(edited)).to.equal(undefined); // the old cursor means nothing for the new spec
+      await store.advance(t.id, edited, { block: 1, blockHash: null });
+      expect(await at(edited)).to.deep.equal({ block: 1, blockHash: null });
+      await store.forget(t.id);
+      expect(await at(edited)).to.equal(undefined);
+    } finally {
+      await db.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("two instances at once on one database: one run per log, the cursor at the confirmed tip", async () => {
+    const url = engine === "postgres" ? await freshDatabaseUrl() : undefined;
+    const rig = await openRig(1, url);
+    const other = openEngine({ databaseUrl: url, sqlitePath: path.join(rig.dir, "relayer.sqlite") });
+    await migrate(other);
+    const intake = new RecordingIntake(); // the service's store, shared by both instances
+    const directory = new TestDirectory();
+    const t = chainTrigger({ address: rig.tok.address, event: TRANSFER }, rig.chains, await rig.tok.head());
+    directory.put(t);
+    const sources = [source(rig, intake, directory), source({ ...rig, db: other }, intake, directory)];
+    for (const s of sources) s.start();
+    try {
+      const mints = [];
+      for (let i = 0; i < 5; i++) mints.push(await rig.tok.mint(i % 2 ? ALICE : BOB, BigInt(i + 1)));
+      await rig.tok.mine(1);
+      await eventually(() => intake.runsOf(t.id).length === 5, "five runs");
+      await directory.polls(6);
+      expect(intake.runsOf(t.id).map((f) => f.firingId)).to.deep.equal(
+        mints.map((m) => `chain:31337:${m.txHash}:0`),
+      );
+      const tip = (await rig.tok.head()) - 1;
+      const rows = (await rig.db.exec("SELECT block FROM trigger_chain_cursors")) as Array<{
+        block: unknown;
+      }>;
+      expect(rows.map((x) => Number(x.block))).to.deep.equal([tip]);
+    } finally {
+      for (const s of sources) await s.stop();
+      await other.close();
+      await closeRig(rig);
+    }
   });
 });
 
