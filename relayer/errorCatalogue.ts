@@ -98,6 +98,21 @@ export const ERROR_CATALOGUE = {
     why: "`event_types` is empty, mixes `*` with types, or names a type that does not exist (`details.known` lists them).",
     fix: 'Send a list of the types in docs/webhooks.md, or ["*"] for all of them.',
   },
+  invalid_chain_event: {
+    status: 400,
+    why: "A chain-event trigger's spec is wrong: a bad contract address, an event signature that does not parse, a topic0 that is not the event's hash, or more than three topic filters; `details.field` names the field.",
+    fix: "Correct the named field (docs/triggers-chain-events.md): a full event signature with `indexed`, topic filters as 32-byte topics or addresses.",
+  },
+  chain_not_configured: {
+    status: 400,
+    why: "The chain id is not one of the chains this service is configured to reach (`details.configured` lists them).",
+    fix: "Use one of the listed chain ids, or ask the operator to add the chain to SIGIL_CHAINS.",
+  },
+  backfill_too_deep: {
+    status: 400,
+    why: "A chain-event trigger's `from_block` lies more than 50,000 blocks behind the chain's head.",
+    fix: "Start the backfill at most 50,000 blocks back (`details.head` is the head); older history belongs to an indexer.",
+  },
   json_too_deep: {
     status: 400,
     why: "The JSON body is nested deeper than 32 levels (objects and arrays, `js_params` included), counted before anything parses it.",

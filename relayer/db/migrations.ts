@@ -565,6 +565,33 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 17,
+    description: "chain-event triggers: how far each trigger's logs were read, shared by every instance",
+    async up({ kind, db, run }) {
+      // One row per chain-event trigger (relayer/triggers/chainEvents/cursors.ts): the last block read
+      // for it, that block's hash (re-checked on every poll: a mismatch means a reorganisation deeper
+      // than the confirmation depth, and the watcher rewinds), and the key of the spec it was read for
+      // (an edited trigger starts over at its new from_block). Deliberately no foreign key: the trigger
+      // table belongs to the trigger service, and a dangling row is only forgotten bookkeeping.
+      await run(
+        db.schema
+          .createTable("trigger_chain_cursors")
+          .addColumn("trigger_id", "text", (c) => c.primaryKey())
+          .addColumn("chain_id", ms(kind), (c) => c.notNull())
+          .addColumn("spec_key", "text", (c) => c.notNull())
+          .addColumn("block", ms(kind), (c) => c.notNull())
+          .addColumn("block_hash", "text")
+          .addColumn("updated_ms", ms(kind), (c) => c.notNull()),
+      );
+      await run(
+        db.schema
+          .createIndex("trigger_chain_cursors_by_chain")
+          .on("trigger_chain_cursors")
+          .column("chain_id"),
+      );
+    },
+  },
 ];
 
 /**

@@ -132,6 +132,18 @@ export interface Schema {
    * JSON array of [reservation id, taken at ms, amount as a decimal string] (jsonb on PostgreSQL).
    */
   policy_windows: { window_key: string; uses: unknown; updated_ms: number };
+  /**
+   * How far each chain-event trigger's logs were read (migration 17; relayer/triggers/chainEvents/
+   * cursors.ts): the last block handed over, its hash (null when not known), and the spec it was read for.
+   */
+  trigger_chain_cursors: {
+    trigger_id: string;
+    chain_id: number;
+    spec_key: string;
+    block: number;
+    block_hash: string | null;
+    updated_ms: number;
+  };
   /** The bytes of every pinned CID (migration 13), whoever pinned it: what the CID hashes. */
   pinned_code: { cid: string; code: Uint8Array; created_ms: number };
   /**

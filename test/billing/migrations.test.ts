@@ -73,6 +73,7 @@ for (const engine of ENGINES)
         "audit_checkpoints",
         "audit_chain_cursor",
         "policy_windows",
+        "trigger_chain_cursors",
         "schema_version",
       ]);
     });
