@@ -91,11 +91,18 @@ async function target(setup: Setup, databaseUrl: string): Promise<Target> {
 
 /** One line per statement shape: literals (quoted strings, numbers) folded, whitespace collapsed. */
 function shapeOf(sqlText: string): string {
-  return sqlText
-    .replace(/\s+/g, " ")
-    .replace(/'[^']*'/g, "'…'")
-    .replace(/\b\d+\b/g, "#")
-    .trim();
+  return (
+    sqlText
+      .replace(/\s+/g, " ")
+      .replace(/'[^']*'/g, "'…'")
+      .replace(/\b\d+\b/g, "#")
+      // A list of inlined ids (released leases, shrinks) or of VALUES rows (a batch of audit entries) of
+      // any length is one shape.
+      .replace(/'…'(, '…')+/g, "'…', …")
+      .replace(/(\('…', #\))(, \('…', #\))+/g, "$1, …")
+      .replace(/(\((\$#, )*\$#\))(, \((\$#, )*\$#\))+/g, "$1, …")
+      .trim()
+  );
 }
 
 /** A short name for a statement shape, for the table (the first words that tell them apart). */
