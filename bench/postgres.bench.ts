@@ -11,7 +11,9 @@
  * with p50/p95, requests/s, and the statements this process sent to PostgreSQL per request
  * (relayer/db/engine.ts counts them; background work of the idle instance, such as webhook polling,
  * is included, which is why the 1-client row is the exact per-request figure). PostgreSQL is printed as a
- * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run.
+ * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run. `BENCH_PG_50=1`: only the
+ * 50-client execution row, three alternated pairs, each pair's ratio printed (the figure of
+ * docs/performance.md; round trips per statement: `npm run bench:pgtrips`).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import * as os from "node:os";
@@ -154,13 +156,20 @@ async function main(): Promise<void> {
       "clients: a separate Node process (bench/loadgen.ts); 2 alternated runs per engine and row\n",
     );
     console.log(header);
-    const rounds = 2;
-    const rowsOf: Array<[string, (t: Target) => Promise<Stats>]> = [
-      ["hello world, 1 client", (t) => gen.http(1, quick ? 50 : 300, t.hello)],
-      ["hello world, 10 clients", (t) => gen.http(10, quick ? 200 : 1_500, t.hello)],
-      ["hello world, 50 clients", (t) => gen.http(50, quick ? 200 : 1_500, t.hello)],
-      ["path-A createPkp, 8 clients", (t) => gen.httpPerClient(t.writes, quick ? 5 : 25)],
+    const only50 = process.env.BENCH_PG_50 === "1";
+    const rounds = only50 ? 3 : 2;
+    const fifty: [string, (t: Target) => Promise<Stats>] = [
+      "hello world, 50 clients",
+      (t) => gen.http(50, quick ? 200 : 1_500, t.hello),
     ];
+    const rowsOf: Array<[string, (t: Target) => Promise<Stats>]> = only50
+      ? [fifty]
+      : [
+          ["hello world, 1 client", (t) => gen.http(1, quick ? 50 : 300, t.hello)],
+          ["hello world, 10 clients", (t) => gen.http(10, quick ? 200 : 1_500, t.hello)],
+          fifty,
+          ["path-A createPkp, 8 clients", (t) => gen.httpPerClient(t.writes, quick ? 5 : 25)],
+        ];
     for (const [name, run] of rowsOf) {
       const runs = new Map<string, Measured[]>(targets.map((t) => [t.engine, []]));
       for (let r = 0; r < rounds; r++)
@@ -168,6 +177,12 @@ async function main(): Promise<void> {
       const base = mean(runs.get("sqlite")!);
       console.log(row(name, "sqlite", base));
       console.log(row(name, "postgres", mean(runs.get("postgres")!), base));
+      if (only50) {
+        const pairs = runs
+          .get("postgres")!
+          .map((m, i) => (m.stats.rps / runs.get("sqlite")![i].stats.rps).toFixed(2) + "×");
+        console.log(`\nPostgreSQL / SQLite req/s per alternated pair: ${pairs.join(", ")}`);
+      }
     }
   } finally {
     await gen.stop();

@@ -36,6 +36,82 @@ export interface HistoryItem {
   created_at: number;
 }
 
+/**
+ * From this many entries on, a PostgreSQL batch is written with two statements (which references
+ * exist, then one INSERT of the rest) instead of one INSERT per entry: under load the write-behind
+ * flush carries dozens of charges, and each INSERT was a round trip.
+ */
+const MANY_ENTRIES = 3;
+
+const PG_EXISTING = "SELECT reference FROM ledger_entries WHERE reference = ANY($1::text[])";
+const PG_INSERT_MANY = `
+INSERT INTO ledger_entries (account_id, kind, amount_cents, balance_after_cents, reference, key_address,
+                            operation, created_at, action_cid)
+SELECT a, k, amt, bal, ref, ka, op, $8::bigint, cid
+  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $9::text[])
+       WITH ORDINALITY AS e(a, k, amt, bal, ref, ka, op, cid, ord)
+ ORDER BY ord
+ON CONFLICT (reference) DO NOTHING
+RETURNING reference`;
+
+/**
+ * PostgreSQL, many entries: the references already in the ledger are read first (they apply nothing,
+ * as in insertEach), the others go in one INSERT in order, each with its balance after (ids follow
+ * the order, so history reads as before). The accounts' rows are locked (FOR UPDATE) by the caller.
+ * A reference that another instance inserted between the read and the INSERT (a retry of the same
+ * write racing on two instances) would make later balances wrong: then nothing of this transaction
+ * commits (the error rolls it back; the flush retries and the read sees it).
+ */
+async function insertMany(
+  tx: Sql,
+  entries: readonly LedgerEntryInput[],
+  running: Map<string, { start: number; balance: number }>,
+  now: number,
+): Promise<AppliedEntry[]> {
+  const existing = new Set(
+    (
+      (await tx.exec(PG_EXISTING, [entries.map((e) => e.reference)], { prepared: true })) as Array<{
+        reference: string;
+      }>
+    ).map((r) => r.reference),
+  );
+  const out: AppliedEntry[] = [];
+  const rows: LedgerEntryInput[] = [];
+  const balances: number[] = [];
+  const seen = new Set<string>();
+  for (const e of entries) {
+    const acc = running.get(e.accountId)!;
+    if (existing.has(e.reference) || seen.has(e.reference)) {
+      out.push({ applied: false, balanceCents: acc.balance });
+      continue;
+    }
+    seen.add(e.reference);
+    acc.balance += e.kind === "credit" ? e.amountCents : -e.amountCents;
+    rows.push(e);
+    balances.push(acc.balance);
+    out.push({ applied: true, balanceCents: acc.balance });
+  }
+  if (rows.length === 0) return out;
+  const inserted = await tx.exec(
+    PG_INSERT_MANY,
+    [
+      rows.map((e) => e.accountId),
+      rows.map((e) => e.kind),
+      rows.map((e) => e.amountCents),
+      balances,
+      rows.map((e) => e.reference),
+      rows.map((e) => e.keyAddress),
+      rows.map((e) => e.operation),
+      now,
+      rows.map((e) => e.actionCid ?? null),
+    ],
+    { prepared: true },
+  );
+  if (inserted.length !== rows.length)
+    throw new Error("ledger: a reference was recorded concurrently; the batch is retried");
+  return out;
+}
+
 // The queries, written once for both engines (relayer/db/prepared.ts).
 const Q = {
   ensure: prepare("ledger.ensure", (db, a) =>
@@ -174,10 +250,27 @@ export class Ledger {
       const b = (await tx.first(Q.balanceForUpdate[tx.kind], [accountId]))?.balance_cents ?? 0;
       running.set(accountId, { start: b, balance: b });
     }
-    const out: AppliedEntry[] = [];
-    for (const e of entries) {
+    for (const e of entries)
       if (!Number.isSafeInteger(e.amountCents) || e.amountCents <= 0)
         throw new Error(`ledger amount must be a positive integer, got ${e.amountCents}`);
+    const out =
+      tx.kind === "postgres" && entries.length >= MANY_ENTRIES
+        ? await insertMany(tx, entries, running, now)
+        : await this.insertEach(tx, entries, running, now);
+    for (const [accountId, acc] of running)
+      if (acc.balance !== acc.start) await tx.run(Q.addBalance, [acc.balance - acc.start, accountId]);
+    return out;
+  }
+
+  /** One INSERT per entry, each knowing whether the one before applied (SQLite; small batches). */
+  private async insertEach(
+    tx: Sql,
+    entries: readonly LedgerEntryInput[],
+    running: Map<string, { start: number; balance: number }>,
+    now: number,
+  ): Promise<AppliedEntry[]> {
+    const out: AppliedEntry[] = [];
+    for (const e of entries) {
       const acc = running.get(e.accountId)!;
       const after = acc.balance + (e.kind === "credit" ? e.amountCents : -e.amountCents);
       const inserted = await tx.run(Q.insert, [
@@ -198,8 +291,6 @@ export class Ledger {
       acc.balance = after;
       out.push({ applied: true, balanceCents: after });
     }
-    for (const [accountId, acc] of running)
-      if (acc.balance !== acc.start) await tx.run(Q.addBalance, [acc.balance - acc.start, accountId]);
     return out;
   }
 

@@ -12,7 +12,7 @@ import {
   readStanding,
   renew,
   reserve,
-  shrink,
+  shrinkSettled,
   verdict,
 } from "./reservations";
 import {
@@ -63,6 +63,13 @@ export const DEFAULT_CHARGE_FLUSH_MS = 50;
  */
 export const DEFAULT_RESERVATION_SLACK_MS = 60_000;
 const MAX_PENDING_CHARGES = 256;
+/**
+ * PostgreSQL: how long a settled row waits for this instance's next admission to carry its shrink
+ * (in the same round trip) before it is sent on its own, together with every other one waiting.
+ * Under load the next admission comes within a millisecond, and one client's next request within a
+ * few; an idle instance pays one statement. Not armed when the flush (which deletes the rows) comes first.
+ */
+export const SHRINK_RIDE_MS = 20;
 
 export interface ChargeResult {
   charged_cents: number;
@@ -162,6 +169,8 @@ export class Metering {
   private readonly shrinks = new Map<string, Reservation>();
   private renewTimer: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** PostgreSQL: sends the shrinks no admission carried within SHRINK_RIDE_MS. */
+  private shrinkTimer: NodeJS.Timeout | null = null;
   /** The flush in progress: flushes never overlap (a charge is committed by exactly one of them). */
   private flushing: Promise<void> | null = null;
 
@@ -228,8 +237,7 @@ export class Metering {
       };
     }
     const extra = this.localExtra(p.accountId, key, now);
-    const shrinks =
-      this.db.kind === "sqlite" ? [...this.shrinks.values()].map((r) => [r.id, r.cents] as const) : [];
+    const shrinks = this.waitingShrinks();
     const { standing, reservation } = await reserve(this.db, {
       principal: p,
       keyAddress: key,
@@ -303,16 +311,33 @@ export class Metering {
       return;
     }
     // Until the row shrinks it holds more than the charge: a refusal a moment early at worst, never a
-    // run too many. SQLite (one instance per file): the shrink rides along with this instance's next
-    // reservation, whose check it is for, instead of a commit of its own (≈ 0.015 ms per run).
-    // PostgreSQL: sent at once, off the answer's path, so the other instances see it too.
+    // run too many. The shrink rides along with this instance's next reservation, whose check it is
+    // for, instead of a commit of its own (SQLite: ≈ 0.015 ms per run; PostgreSQL: a round trip).
+    // PostgreSQL: other instances see the row too, so one no admission carried within SHRINK_RIDE_MS
+    // is sent on its own (with every other one waiting then), off the answer's path.
     this.shrinks.set(r.id, r);
-    if (this.db.kind === "postgres")
-      shrink(this.db, r.id, r.cents).then(
-        () => this.shrinks.delete(r.id),
-        () => undefined, // the flush deletes the row anyway
-      );
+    if (this.db.kind === "postgres" && this.flushMs > SHRINK_RIDE_MS) this.armShrink();
     this.arm();
+  }
+
+  /** Settled rows not shrunk yet, as [id, cents] (for the next admission or the shrink timer). */
+  private waitingShrinks(): Array<readonly [string, number]> {
+    return [...this.shrinks.values()].map((r) => [r.id, r.cents] as const);
+  }
+
+  private armShrink(): void {
+    if (this.shrinkTimer) return;
+    this.shrinkTimer = setTimeout(() => {
+      this.shrinkTimer = null;
+      const shrinks = this.waitingShrinks();
+      shrinkSettled(this.db, shrinks).then(
+        () => {
+          for (const [id] of shrinks) this.shrinks.delete(id);
+        },
+        () => undefined, // the flush deletes the rows anyway
+      );
+    }, SHRINK_RIDE_MS);
+    this.shrinkTimer.unref();
   }
 
   /**
@@ -455,6 +480,8 @@ export class Metering {
   stop(): void {
     if (this.renewTimer) clearInterval(this.renewTimer);
     this.renewTimer = null;
+    if (this.shrinkTimer) clearTimeout(this.shrinkTimer);
+    this.shrinkTimer = null;
   }
 
   /** One forward request that landed: charged once per request, whatever transaction carried it. */

@@ -10,12 +10,21 @@
  * keeps this instance's own view (charges not yet committed, reservations whose row has expired).
  *
  * Atomicity. SQLite: one BEGIN IMMEDIATE transaction (the file's write lock, across processes too).
- * PostgreSQL: one round trip of three statements (the simple-query protocol runs them as one implicit
- * transaction): an advisory lock per account, so one account's admissions take turns across
- * instances; a sweep of the account's expired rows; then one statement that reads the balance, the
- * key's spend and the live reservations and inserts ours only if it fits. That statement starts after
- * the lock is ours, so its snapshot holds every reservation admitted before. A flush that replaces a
- * reservation by its charge commits both in one transaction, so any snapshot sees one or the other.
+ * PostgreSQL: one round trip (the simple-query protocol runs its statements as one implicit
+ * transaction): this instance's settled rows shrunk to their charges (riding along, see below); an
+ * advisory lock per account, so one account's admissions take turns across instances; a sweep of the
+ * account's expired rows; then one statement that reads the balance, the key's spend and the live
+ * reservations and inserts ours only if it fits. That statement starts after the lock is ours, so its
+ * snapshot holds every reservation admitted before. A flush that replaces a reservation by its charge
+ * commits both in one transaction, so any snapshot sees one or the other.
+ *
+ * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it
+ * is visible to every instance at once, as any commit, but does not wait for the write-ahead log to
+ * reach the disk while it holds the account's lock (a flush per admission, 1–5 ms on a loaded
+ * machine, serialised per account). A crash of the database server can lose the rows admitted in its
+ * last fraction of a second: those runs then stop counting against the balance and the cap until
+ * they settle (a few runs too many possible in that moment, never a charge lost: charges commit
+ * synchronously, in the flush). docs/consistency.md, "Reservations of runs in flight".
  */
 import { randomUUID } from "node:crypto";
 import { type DataLayer, type Sql, prepare } from "../db";
@@ -157,8 +166,8 @@ export interface ReserveRequest {
   nowMs: number;
   extra: LocalExtra;
   /**
-   * SQLite: rows of this instance's settled runs to shrink to their charge first, inside the same
-   * transaction (no commit of their own; see Metering.afterSettle). Ignored on PostgreSQL.
+   * Rows of this instance's settled runs to shrink to their charge first, in the same transaction
+   * (SQLite) or round trip (PostgreSQL), instead of a commit of their own (see Metering.afterSettle).
    */
   shrinks?: ReadonlyArray<readonly [id: string, cents: number]>;
 }
@@ -187,7 +196,7 @@ export async function reserve(
   });
   if (isPostgresLayer(db)) {
     const results = await db.script(reserveScript(id, r));
-    const row = (results[2] as Array<Record<string, unknown>>)[0];
+    const row = (results[results.length - 1] as Array<Record<string, unknown>>)[0];
     const standing = toStanding(row);
     return { standing, reservation: Number(row.admitted) === 1 ? made() : null };
   }
@@ -205,6 +214,27 @@ export async function reserve(
 
 const ACCOUNT_ID = /^[0-9]{1,30}$/;
 const ADDRESS = /^0x[0-9a-f]{40}$/;
+/** Reservation ids are this module's own randomUUID()s. */
+const RESERVATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * PostgreSQL: shrinks settled rows to their charges. Rows another transaction holds (a flush deleting
+ * them) are skipped, never waited for, so this can run inside an admission without a deadlock; a row
+ * skipped or already gone is deleted by the flush that commits its charge.
+ */
+function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): string {
+  for (const [sid, cents] of shrinks) {
+    if (!RESERVATION_ID.test(sid)) throw new Error(`reservation: not a reservation id: ${sid}`);
+    if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`reservation: not cents: ${cents}`);
+  }
+  const ids = shrinks.map(([sid]) => `'${sid}'`).join(", ");
+  const values = shrinks.map(([sid, cents]) => `('${sid}', ${cents})`).join(", ");
+  return `UPDATE billing_reservations r SET cents = v.cents
+      FROM (VALUES ${values}) AS v(id, cents)
+     WHERE r.reservation_id = v.id AND r.cents > v.cents
+       AND r.reservation_id IN (SELECT reservation_id FROM billing_reservations
+                                 WHERE reservation_id IN (${ids}) FOR UPDATE SKIP LOCKED)`;
+}
 
 /**
  * The PostgreSQL admission in one round trip. The simple protocol has no parameters, so every value
@@ -217,7 +247,11 @@ function reserveScript(id: string, r: ReserveRequest): string {
   if (!ACCOUNT_ID.test(a)) throw new Error(`reservation: not an account id: ${a}`);
   if (!ADDRESS.test(k)) throw new Error(`reservation: not a key address: ${k}`);
   const live = `expires_ms > ${r.nowMs}`;
+  const shrinks = r.shrinks ?? [];
   return [
+    // Durability: see the head of this file.
+    `SET LOCAL synchronous_commit TO off`,
+    ...(shrinks.length > 0 ? [shrinkStatement(shrinks)] : []),
     `SELECT pg_advisory_xact_lock(hashtext('sigil:reservations:${a}'))`,
     // SKIP LOCKED: a row a flush is deleting right now is left to it (no waiting, no deadlock).
     `DELETE FROM billing_reservations WHERE reservation_id IN (
@@ -239,9 +273,21 @@ function reserveScript(id: string, r: ReserveRequest): string {
   ].join(";\n");
 }
 
-/** A settled run's row shrinks to its charge, so others see the exact amount before the flush. */
-export async function shrink(db: Sql, id: string, cents: number): Promise<void> {
-  await db.run(Q.shrink, [id, cents]);
+/**
+ * Settled rows shrink to their charges, so others see the exact amounts before the flush. PostgreSQL:
+ * all of them in one autocommitted statement (asynchronous commit, like an admission: a shrink lost
+ * in a crash of the server leaves the worst case counting, a refusal a moment early at most).
+ */
+export async function shrinkSettled(
+  db: DataLayer,
+  shrinks: ReadonlyArray<readonly [id: string, cents: number]>,
+): Promise<void> {
+  if (shrinks.length === 0) return;
+  if (isPostgresLayer(db)) {
+    await db.script(`SET LOCAL synchronous_commit TO off;\n${shrinkStatement(shrinks)}`);
+    return;
+  }
+  for (const [id, cents] of shrinks) await db.run(Q.shrink, [id, cents]);
 }
 
 /** Moves a live row's expiry; false if the row is gone or had expired (then it counts nowhere). */

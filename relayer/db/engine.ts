@@ -241,6 +241,22 @@ export function postgresStatementCount(database?: string): number {
   return database === undefined ? statementsSent : (statementsByDatabase.get(database) ?? 0);
 }
 
+/** While a tally runs: statements sent, per statement text (BEGIN, COMMIT and scripts included). */
+let tally: Map<string, number> | null = null;
+
+/**
+ * Starts counting statements per text (the round-trip tables of `npm run bench:pgtrips` and the tests
+ * that pin them); the returned function stops the tally and gives its counts. One tally at a time.
+ */
+export function tallyPostgresStatements(): () => Map<string, number> {
+  const mine = new Map<string, number>();
+  tally = mine;
+  return () => {
+    if (tally === mine) tally = null;
+    return mine;
+  };
+}
+
 /**
  * The name a statement is prepared under on each connection: derived from its text, so two texts
  * never share a name (pg refuses that) and the same text always finds its earlier preparation. Named
@@ -265,15 +281,16 @@ class PostgresExecutor implements Sql {
     this.database = t.options?.database ?? t.database ?? "";
   }
 
-  protected count(): void {
+  protected count(sqlText: string): void {
     statementsSent++;
     statementsByDatabase.set(this.database, (statementsByDatabase.get(this.database) ?? 0) + 1);
+    if (tally) tally.set(sqlText, (tally.get(sqlText) ?? 0) + 1);
   }
 
   private async query(q: Prepared<unknown>, args: readonly unknown[]) {
     const c = q.compile("postgres");
     return this.guard(() => {
-      this.count();
+      this.count(c.sql);
       return this.target.query({ name: statementName(c.sql), text: c.sql, values: bind(c, args) });
     });
   }
@@ -293,7 +310,7 @@ class PostgresExecutor implements Sql {
   ): Promise<unknown[]> {
     return (
       await this.guard(() => {
-        this.count();
+        this.count(sqlText);
         return opts.prepared
           ? this.target.query({ name: statementName(sqlText), text: sqlText, values: params as unknown[] })
           : this.target.query(sqlText, params as unknown[]);
@@ -331,15 +348,15 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     const client = await this.guard(() => this.pool.connect());
     let broken = false;
     try {
-      this.count();
+      this.count("BEGIN");
       await this.guard(() => client.query("BEGIN"));
       const result = await fn(new PostgresExecutor(client));
-      this.count();
+      this.count("COMMIT");
       await this.guard(() => client.query("COMMIT"));
       return result;
     } catch (e) {
       try {
-        this.count();
+        this.count("ROLLBACK");
         await client.query("ROLLBACK");
       } catch {
         broken = true; // the connection is gone: do not hand it to the next caller
@@ -358,7 +375,7 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
    */
   async script(sqlText: string): Promise<unknown[][]> {
     const result = await this.guard(() => {
-      this.count();
+      this.count(sqlText);
       return this.pool.query(sqlText);
     });
     const results = (Array.isArray(result) ? result : [result]) as Array<{ rows: unknown[] }>;

@@ -13,6 +13,7 @@ export {
   isPostgresUrl,
   openEngine,
   postgresStatementCount,
+  tallyPostgresStatements,
 } from "./engine";
 export {
   MIGRATIONS,

@@ -83,6 +83,35 @@ describeOnEngines("billing: reservations of runs in flight", function (engine) {
     expect((await b.balance(A)).balance_cents).to.equal(99);
   });
 
+  it("a settled run's row shrinks to its charge in the next admission's round trip, not one of its own", async () => {
+    const b = await open({ signupCreditCents: 100, chargeFlushMs: 600_000 }); // flushed when told
+    await b.onAccountCreated(A);
+    const first = await b.reserveExecution(owner, 30_000);
+    const before = postgresStatementCount();
+    await b.settleExecution(first, 1_000, "req-ride-1");
+    const second = await b.reserveExecution(owner, 30_000);
+    // PostgreSQL: the admission is the only statement sent, and it carried the shrink (the row holds
+    // the charge, not the 30-cent worst case); SQLite: the same, inside its transaction.
+    if (engine === "postgres") expect(postgresStatementCount() - before).to.equal(1);
+    const cents = async (id: string) =>
+      Number(
+        (
+          (await b.db.exec(
+            engine === "postgres"
+              ? "SELECT cents FROM billing_reservations WHERE reservation_id = $1"
+              : "SELECT cents FROM billing_reservations WHERE reservation_id = ?",
+            [id],
+          )) as Array<{ cents: number }>
+        )[0].cents,
+      );
+    expect(await cents(first.id)).to.equal(1);
+    expect(await cents(second.id)).to.equal(30);
+    await b.settleExecution(second, 2_500, "req-ride-2");
+    await b.flushCharges();
+    expect((await b.balance(A)).balance_cents).to.equal(96);
+    expect(await rows(b)).to.equal(0);
+  });
+
   it("a settled run is charged exactly its time and the rest of its reservation is released", async () => {
     const b = await open({ signupCreditCents: 100 });
     await b.onAccountCreated(A);
