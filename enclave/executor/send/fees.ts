@@ -4,7 +4,7 @@
  * from `eth_maxPriorityFeePerGas`, else the median tip of the last block) on chains whose blocks have a
  * base fee, `gasPrice` from `eth_gasPrice` on the others.
  */
-import type { JsonRpcClient } from "./rpc";
+import { RpcUnreachableError, type JsonRpcClient } from "./rpc";
 
 export type Fees =
   { type: 2; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { type: 0; gasPrice: bigint };
@@ -21,8 +21,11 @@ export async function suggestFees(rpc: JsonRpcClient, withinMs: number): Promise
   let history: FeeHistory | null = null;
   try {
     history = await rpc.call<FeeHistory>("eth_feeHistory", ["0x1", "latest", [50]], withinMs);
-  } catch {
-    history = null; // a chain without EIP-1559 (or an RPC without the method): legacy below
+  } catch (e) {
+    // The node answered an error: a chain without EIP-1559 (or an RPC without the method), legacy
+    // below. No answer at all says nothing about the chain: the send fails (send_rpc_failed).
+    if (e instanceof RpcUnreachableError) throw e;
+    history = null;
   }
   const bases = history?.baseFeePerGas ?? [];
   const nextBase = bases.length > 0 ? bases[bases.length - 1] : null;
@@ -30,7 +33,8 @@ export async function suggestFees(rpc: JsonRpcClient, withinMs: number): Promise
     let tip: bigint;
     try {
       tip = BigInt(await rpc.call<string>("eth_maxPriorityFeePerGas", [], withinMs));
-    } catch {
+    } catch (e) {
+      if (e instanceof RpcUnreachableError) throw e;
       const r = history?.reward?.[0]?.[0];
       tip = typeof r === "string" ? BigInt(r) : FALLBACK_TIP;
     }

@@ -2,7 +2,6 @@
  * The arguments of `Actions.sendTransaction` as the enclave side reads them (the worker copied them
  * into plain data; they are read again here, as everything from a worker is).
  */
-import { SendError } from "./errors";
 
 /** The transaction fields an action may give; nonce, chain id and `from` are the send's to fill. */
 const ACTION_FIELDS = new Set([

@@ -20,7 +20,10 @@ export class RpcAnswerError extends Error {
 
 /** No usable answer: a network failure, a timeout, an HTTP error, a body that is not JSON-RPC. */
 export class RpcUnreachableError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly timedOut = false,
+  ) {
     super(message);
     this.name = "RpcUnreachableError";
   }
@@ -34,9 +37,25 @@ export class JsonRpcClient {
     private readonly timeoutMs: number,
   ) {}
 
-  /** Calls `method`; at most `timeoutMs` (or `withinMs` when shorter). */
+  /**
+   * Calls `method`; at most `timeoutMs` (or `withinMs` when shorter). A read whose connection failed
+   * before any answer is tried once more (a kept-alive connection the server had just closed is the
+   * usual cause); a broadcast never is here: its caller decides what an unknown outcome means.
+   */
   async call<T = unknown>(method: string, params: unknown[], withinMs?: number): Promise<T> {
-    const ms = Math.max(1, Math.min(this.timeoutMs, withinMs ?? this.timeoutMs));
+    const started = performance.now();
+    try {
+      return await this.once<T>(method, params, withinMs);
+    } catch (e) {
+      if (!(e instanceof RpcUnreachableError) || e.timedOut || method === "eth_sendRawTransaction") throw e;
+      const left = withinMs === undefined ? undefined : withinMs - (performance.now() - started);
+      if (left !== undefined && left <= 0) throw e;
+      return this.once<T>(method, params, left);
+    }
+  }
+
+  private async once<T>(method: string, params: unknown[], withinMs?: number): Promise<T> {
+    const ms = Math.max(1, Math.ceil(Math.min(this.timeoutMs, withinMs ?? this.timeoutMs)));
     let res: Response;
     try {
       res = await fetch(this.url, {

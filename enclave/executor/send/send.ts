@@ -261,8 +261,10 @@ export class SendService {
           );
         if (!(e instanceof RpcAnswerError)) throw e;
         await release().catch(() => undefined); // refused: no signature went out
-        if (ALREADY_KNOWN.test(e.message) && (await known(rpc, hash, within)))
-          return { value: { hash, nonce }, outcome: "taken" }; // this very transaction is already in the pool
+        // This very transaction is already in the pool or mined (a broadcast the node had taken before
+        // answering an error): it is sent, and must not be signed again under another nonce.
+        if ((ALREADY_KNOWN.test(e.message) || NONCE_LOW.test(e.message)) && (await known(rpc, hash, within)))
+          return { value: { hash, nonce }, outcome: "taken" };
         if (NONCE_LOW.test(e.message) || ALREADY_KNOWN.test(e.message)) {
           if (attempt === 0) {
             // Another sender (another instance, a wallet) used the PKP's nonces: re-read once, retry.
