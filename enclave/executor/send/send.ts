@@ -104,6 +104,13 @@ export class SendService {
         { chain_id: req.chainId },
       );
     }
+    if (!/^https?:\/\//i.test(entry.chain.rpcUrl))
+      // ws(s) URLs serve chain-event triggers; a send's requests are plain HTTP (rpc.ts).
+      throw new SendError(
+        "send_rpc_failed",
+        `chain ${req.chainId}'s RPC URL is not http(s); sendTransaction needs an http(s) URL (SIGIL_CHAINS)`,
+        { chain_id: req.chainId },
+      );
     const rpc = entry.rpc;
     const within = () => {
       const left = run.deadline - performance.now();
