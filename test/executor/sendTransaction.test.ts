@@ -283,6 +283,44 @@ describe("executor: Actions.sendTransaction", function () {
     expect(otherChain.code).to.equal("invalid_argument");
   });
 
+  it("a fee below the base fee gets send_underpriced, and its nonce is given back", async () => {
+    const nonce = await provider.getTransactionCount(pkpAddress, "pending");
+    const out = await send({ tx: { to: RECIPIENT, value: 1, maxFeePerGas: 1, maxPriorityFeePerGas: 1 } });
+    expect(out.code, JSON.stringify(out)).to.equal("send_underpriced");
+    const next = await send({ tx: { to: RECIPIENT, value: 1 }, wait: true });
+    expect(next.ok!.nonce).to.equal(nonce);
+  });
+
+  it("uses legacy fees on a chain without EIP-1559", async () => {
+    const legacy = await startChain({ args: ["--hardfork", "berlin"] });
+    const other = new ActionExecutor({
+      keys,
+      poolSize: 1,
+      chains: [{ chainId: CHAIN_ID, rpcUrl: legacy.rpcUrl }],
+    });
+    const legacyProvider = new JsonRpcProvider(legacy.rpcUrl, CHAIN_ID, {
+      staticNetwork: true,
+      cacheTimeout: -1,
+    });
+    try {
+      await legacyProvider.send("anvil_setBalance", [pkpAddress, "0x" + (10n ** 18n).toString(16)]);
+      await other.ready();
+      const runOther = makeRunner(other, keys);
+      const r = await runOther(SEND_ACTION, {
+        jsParams: { pkpId: PKP, chainId: CHAIN_ID, tx: { to: RECIPIENT, value: 3 }, wait: true },
+      });
+      const out = expectOk(r) as SendOutcome;
+      expect(out.code, JSON.stringify(out)).to.equal(undefined);
+      const mined = await legacyProvider.getTransaction(out.ok!.hash);
+      expect(mined!.type).to.equal(0);
+      expect(await legacyProvider.getBalance(RECIPIENT)).to.equal(3n);
+    } finally {
+      legacyProvider.destroy();
+      await other.close();
+      await legacy.stop();
+    }
+  });
+
   it("counts each send as a key operation", async () => {
     const r = await run(SEND_ACTION, {
       jsParams: { pkpId: PKP, chainId: CHAIN_ID, tx: { to: RECIPIENT, value: 1 } },
