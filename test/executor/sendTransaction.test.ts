@@ -321,6 +321,14 @@ describe("executor: Actions.sendTransaction", function () {
     }
   });
 
+  it("honours an action's legacy type on an EIP-1559 chain (a gas price from the node)", async () => {
+    const out = await send({ tx: { to: RECIPIENT, value: 1, type: 0 }, wait: true });
+    expect(out.code, JSON.stringify(out)).to.equal(undefined);
+    const mined = await provider.getTransaction(out.ok!.hash);
+    expect(mined!.type).to.equal(0);
+    expect(mined!.gasPrice > 0n).to.equal(true);
+  });
+
   it("counts each send as a key operation", async () => {
     const r = await run(SEND_ACTION, {
       jsParams: { pkpId: PKP, chainId: CHAIN_ID, tx: { to: RECIPIENT, value: 1 } },

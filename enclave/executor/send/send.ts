@@ -134,7 +134,7 @@ export class SendService {
           rpc,
           req.chainId,
           from,
-          { ...base.fields, ...feeFields(fees), gasLimit },
+          { ...base.fields, ...feeFields(fees, base.fields.accessList !== undefined), gasLimit },
           slot,
           sign,
           within,
@@ -155,6 +155,14 @@ export class SendService {
   private async fees(rpc: JsonRpcClient, base: Normalized, within: () => number): Promise<Fees> {
     const f = base.fees;
     if (f.gasPrice !== undefined) return { type: 0, gasPrice: f.gasPrice };
+    if (base.legacy) {
+      // The action asked for a type 0 or 1 transaction: a gas price, whatever the chain supports.
+      try {
+        return { type: 0, gasPrice: BigInt(await rpc.call<string>("eth_gasPrice", [], within())) };
+      } catch (e) {
+        throw rpcFailure("reading the gas price", e);
+      }
+    }
     if (f.maxFeePerGas !== undefined && f.maxPriorityFeePerGas !== undefined)
       return { type: 2, maxFeePerGas: f.maxFeePerGas, maxPriorityFeePerGas: f.maxPriorityFeePerGas };
     let suggested: Fees;
@@ -366,6 +374,8 @@ interface Normalized {
   value: bigint;
   data: string;
   gasLimit?: bigint;
+  /** The action asked for type 0 or 1 (legacy gas price). */
+  legacy: boolean;
   fees: { gasPrice?: bigint; maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint };
   /** What the signature carries besides nonce, chain id, gas and fees. */
   fields: Record<string, unknown>;
@@ -392,6 +402,7 @@ function normalize(req: SendRequest): Normalized {
     value: tx.value,
     data: tx.data,
     gasLimit: given.gasLimit !== undefined ? tx.gasLimit : undefined,
+    legacy: given.type !== undefined && tx.type !== null && tx.type < 2,
     fees: {
       gasPrice: given.gasPrice !== undefined ? (tx.gasPrice ?? undefined) : undefined,
       maxFeePerGas: given.maxFeePerGas !== undefined ? (tx.maxFeePerGas ?? undefined) : undefined,
@@ -402,14 +413,15 @@ function normalize(req: SendRequest): Normalized {
   };
 }
 
-function feeFields(fees: Fees): Record<string, unknown> {
+/** The fee fields and the type they make (legacy with an access list is type 1, EIP-2930). */
+function feeFields(fees: Fees, accessList: boolean): Record<string, unknown> {
   return fees.type === 2
     ? {
         type: 2,
         maxFeePerGas: fees.maxFeePerGas.toString(),
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas.toString(),
       }
-    : { type: 0, gasPrice: fees.gasPrice.toString() };
+    : { type: accessList ? 1 : 0, gasPrice: fees.gasPrice.toString() };
 }
 
 function feeDetails(fields: Record<string, unknown>): Record<string, string> {
