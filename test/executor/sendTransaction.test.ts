@@ -4,7 +4,9 @@
  * method the service called (a refused send must never reach `eth_sendRawTransaction`).
  */
 import { expect } from "chai";
+import * as fs from "node:fs";
 import * as http from "node:http";
+import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { JsonRpcProvider, NonceManager, Wallet, getAddress, parseEther } from "ethers";
 import { ActionExecutor, type RunRequest } from "../../enclave/executor";
@@ -327,6 +329,18 @@ describe("executor: Actions.sendTransaction", function () {
     const mined = await provider.getTransaction(out.ok!.hash);
     expect(mined!.type).to.equal(0);
     expect(mined!.gasPrice > 0n).to.equal(true);
+  });
+
+  it("runs docs/actions.md's EVM send example as written", async () => {
+    const doc = fs.readFileSync(path.join(__dirname, "..", "..", "docs", "actions.md"), "utf8");
+    const section = doc.slice(doc.indexOf("## EVM send"));
+    const code = /```js\n([\s\S]*?)```/.exec(section)![1];
+    const counter = await target.getAddress();
+    const r = await run(code, { jsParams: { pkpId: PKP, to: RECIPIENT, counter, chainId: CHAIN_ID } });
+    const out = expectOk(r) as { paid: string; call: string; block: number; value: string };
+    expect(out.value).to.equal("42");
+    expect((await provider.getTransactionReceipt(out.paid))!.status).to.equal(1);
+    expect((await provider.getTransactionReceipt(out.call))!.blockNumber).to.equal(out.block);
   });
 
   it("counts each send as a key operation", async () => {
