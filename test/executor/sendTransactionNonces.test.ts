@@ -81,6 +81,18 @@ describe("executor: sendTransaction's nonce manager", () => {
     expect(await m.withNonce(2, ADDRESS, b.readPending, use)).to.equal(100);
   });
 
+  it("re-reads a counter left idle (a dropped transaction or a reset chain leaves no lasting gap)", async () => {
+    const m = new NonceManager(50);
+    const c = chain(4);
+    const use = async (slot: { nonce: number }) => ({ value: slot.nonce, outcome: "taken" as const });
+    expect(await m.withNonce(1, ADDRESS, c.readPending, use)).to.equal(4);
+    expect(await m.withNonce(1, ADDRESS, c.readPending, use)).to.equal(5); // within the burst: the counter
+    c.state.pending = 5; // the transaction with nonce 5 was dropped
+    await new Promise((r) => setTimeout(r, 80));
+    expect(await m.withNonce(1, ADDRESS, c.readPending, use)).to.equal(5);
+    expect(c.state.reads).to.equal(2);
+  });
+
   it("resync takes the chain's count (after a nonce too low)", async () => {
     const m = new NonceManager();
     const c = chain(3);

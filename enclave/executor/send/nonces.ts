@@ -36,6 +36,9 @@ export function withNonceOutcome<E extends Error>(e: E, outcome: NonceOutcome): 
 
 class Counter {
   next: number | null = null;
+  /** When a send last held the lock (performance.now()), and how many hold it or wait for it. */
+  lastUsed = 0;
+  holders = 0;
   private tail: Promise<void> = Promise.resolve();
 
   /** Runs fn after every earlier holder has finished (a FIFO lock). */
@@ -52,8 +55,19 @@ class Counter {
   }
 }
 
+/**
+ * A counter left alone this long is read again from the chain at its next use: a transaction dropped
+ * from the pool, or a chain reset, would otherwise leave every later send queued behind a gap for as
+ * long as the process lives. Within a burst the counter is what keeps sends apart; between bursts the
+ * chain's own count is the truth.
+ */
+export const NONCE_IDLE_MS = 10_000;
+
 export class NonceManager {
   private readonly counters = new Map<string, Counter>();
+  private uses = 0;
+
+  constructor(private readonly idleMs = NONCE_IDLE_MS) {}
 
   /**
    * Runs `use` with a nonce, under the (chain, address) lock. `use` says what became of the nonce: as
@@ -69,33 +83,46 @@ export class NonceManager {
     let counter = this.counters.get(key);
     if (counter === undefined) this.counters.set(key, (counter = new Counter()));
     const c = counter;
-    return c.exclusive(async () => {
-      if (c.next === null) c.next = await readPending();
-      const slot = {
-        nonce: c.next,
-        async resync() {
-          c.next = null;
-          const n = await readPending();
-          c.next = n;
-          slot.nonce = n;
-          return n;
-        },
-      };
-      let outcome: NonceOutcome = "unknown";
-      try {
-        const r = await use(slot);
-        outcome = r.outcome;
-        return r.value;
-      } catch (e) {
-        outcome = (e as { nonceOutcome?: NonceOutcome }).nonceOutcome ?? "free";
-        throw e;
-      } finally {
-        // taken: the next send uses the next nonce. free: this nonce is still unused (nobody else held
-        // the lock), so the counter stays on it. unknown: forget it; the next send asks the chain.
-        if (outcome === "taken") c.next = slot.nonce + 1;
-        else if (outcome === "unknown") c.next = null;
-        else c.next = slot.nonce;
-      }
-    });
+    if (++this.uses % 1000 === 0) this.prune();
+    c.holders++;
+    return c
+      .exclusive(async () => {
+        if (c.next !== null && performance.now() - c.lastUsed > this.idleMs) c.next = null;
+        if (c.next === null) c.next = await readPending();
+        const slot = {
+          nonce: c.next,
+          async resync() {
+            c.next = null;
+            const n = await readPending();
+            c.next = n;
+            slot.nonce = n;
+            return n;
+          },
+        };
+        let outcome: NonceOutcome = "unknown";
+        try {
+          const r = await use(slot);
+          outcome = r.outcome;
+          return r.value;
+        } catch (e) {
+          outcome = (e as { nonceOutcome?: NonceOutcome }).nonceOutcome ?? "free";
+          throw e;
+        } finally {
+          // taken: the next send uses the next nonce. free: this nonce is still unused (nobody else held
+          // the lock), so the counter stays on it. unknown: forget it; the next send asks the chain.
+          if (outcome === "taken") c.next = slot.nonce + 1;
+          else if (outcome === "unknown") c.next = null;
+          else c.next = slot.nonce;
+          c.lastUsed = performance.now();
+        }
+      })
+      .finally(() => c.holders--);
+  }
+
+  /** Drops idle counters nobody holds (they would be re-read anyway): memory stays bounded. */
+  private prune(): void {
+    const now = performance.now();
+    for (const [key, c] of this.counters)
+      if (c.holders === 0 && now - c.lastUsed > this.idleMs) this.counters.delete(key);
   }
 }
