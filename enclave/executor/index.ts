@@ -15,7 +15,7 @@ import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
 import { PolicyGate, type PoliciesFor, type RunPolicyDecision } from "./policy-gate";
 import type { PolicyWindowCounters } from "./policy-windows";
-import { SendService, type SendChain, type SendServiceOptions } from "./send/send";
+import { SendService, type SendChain, type SendServiceOptions } from "./send";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
 export type {

@@ -2,7 +2,14 @@
  * `Actions.sendTransaction` (docs/actions.md, "EVM send"): the executor side. The relayer hands the
  * executor its chain list as `{chainId, rpcUrl}` pairs (the enclave never imports the relayer).
  */
-export { SendService, type SendChain, type SendRun, type SignChecked, type SendAnswer } from "./send";
+export {
+  SendService,
+  type SendAnswer,
+  type SendChain,
+  type SendRun,
+  type SendServiceOptions,
+  type SignChecked,
+} from "./send";
 export { SendError, SEND_ERROR_CODES, type SendErrorCode } from "./errors";
 
 /**

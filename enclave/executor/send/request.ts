@@ -2,6 +2,7 @@
  * The arguments of `Actions.sendTransaction` as the enclave side reads them (the worker copied them
  * into plain data; they are read again here, as everything from a worker is).
  */
+import { Transaction, type TransactionLike } from "ethers";
 
 /** The transaction fields an action may give; nonce, chain id and `from` are the send's to fill. */
 const ACTION_FIELDS = new Set([
@@ -68,4 +69,48 @@ export function readSendRequest(args: Record<string, unknown>): SendRequest {
     confirmations = n;
   }
   return { chainId, tx, confirmations };
+}
+
+export interface Normalized {
+  to: string | null;
+  value: bigint;
+  data: string;
+  gasLimit?: bigint;
+  /** The action asked for type 0 or 1 (legacy gas price). */
+  legacy: boolean;
+  fees: { gasPrice?: bigint; maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint };
+  /** What the signature carries besides nonce, chain id, gas and fees. */
+  fields: Record<string, unknown>;
+}
+
+/** The action's fields through ethers' own parser (the one signTransaction uses), as plain values. */
+export function normalize(req: SendRequest): Normalized {
+  let tx: Transaction;
+  try {
+    tx = Transaction.from({ ...req.tx, chainId: req.chainId, nonce: 0 } as TransactionLike<string>);
+  } catch (e) {
+    const why = (e as { shortMessage?: string }).shortMessage ?? (e as Error).message;
+    throw {
+      code: "invalid_argument",
+      shortMessage: `sendTransaction: the transaction does not parse: ${why}`,
+    };
+  }
+  const given = req.tx;
+  const fields: Record<string, unknown> = { value: tx.value.toString(), data: tx.data };
+  if (tx.to !== null) fields.to = tx.to;
+  if (given.accessList !== undefined) fields.accessList = tx.accessList;
+  return {
+    to: tx.to,
+    value: tx.value,
+    data: tx.data,
+    gasLimit: given.gasLimit !== undefined ? tx.gasLimit : undefined,
+    legacy: given.type !== undefined && tx.type !== null && tx.type < 2,
+    fees: {
+      gasPrice: given.gasPrice !== undefined ? (tx.gasPrice ?? undefined) : undefined,
+      maxFeePerGas: given.maxFeePerGas !== undefined ? (tx.maxFeePerGas ?? undefined) : undefined,
+      maxPriorityFeePerGas:
+        given.maxPriorityFeePerGas !== undefined ? (tx.maxPriorityFeePerGas ?? undefined) : undefined,
+    },
+    fields,
+  };
 }

@@ -12,12 +12,13 @@
  *    `signTransaction`: a refused send never reaches `eth_sendRawTransaction`), broadcast;
  * 3. the wait for the receipt holds no lock and no key-operation slot.
  */
-import { keccak256, Transaction, type TransactionLike } from "ethers";
+import { keccak256 } from "ethers";
 import { SendError } from "./errors";
 import { suggestFees, type Fees } from "./fees";
 import { NonceManager, withNonceOutcome, type NonceSlot } from "./nonces";
 import { decodeRevert } from "./revert";
-import { readSendRequest, type SendRequest } from "./request";
+import { normalize, readSendRequest, type Normalized } from "./request";
+import { waitForReceipt, type SendReceipt } from "./receipt";
 import { JsonRpcClient, RpcAnswerError, RpcUnreachableError } from "./rpc";
 
 /** A chain the executor may send to: the structural half of the relayer's ChainEndpoint. */
@@ -41,13 +42,7 @@ export type SignChecked = (
   transaction: Record<string, unknown>,
 ) => Promise<{ raw: string; release: () => Promise<void> }>;
 
-export interface SendReceipt {
-  status: number;
-  blockNumber: number;
-  /** Decimal string (gas amounts can exceed 2^53 in principle; JSON has no bigint). */
-  gasUsed: string;
-  logs: { address: string; topics: string[]; data: string; logIndex: number }[];
-}
+export type { SendReceipt };
 
 export interface SendAnswer {
   hash: string;
@@ -142,7 +137,7 @@ export class SendService {
     );
     run.broadcastDone?.();
     if (req.confirmations === 0) return { hash, nonce, from };
-    const receipt = await this.waitForReceipt(rpc, hash, req.confirmations, run);
+    const receipt = await waitForReceipt(rpc, hash, req.confirmations, run, this.pollMs);
     if (receipt === null)
       throw new SendError(
         "send_wait_timeout",
@@ -320,97 +315,6 @@ export class SendService {
       }
     }
   }
-
-  /** The receipt once `confirmations` blocks include it; null when the run's limit comes first. */
-  private async waitForReceipt(
-    rpc: JsonRpcClient,
-    hash: string,
-    confirmations: number,
-    run: SendRun,
-  ): Promise<SendReceipt | null> {
-    for (;;) {
-      const left = run.deadline - performance.now();
-      if (left <= 0 || !run.live()) return null;
-      try {
-        const r = await rpc.call<RawReceipt | null>("eth_getTransactionReceipt", [hash], left);
-        if (r !== null && r.blockNumber) {
-          const block = Number(BigInt(r.blockNumber));
-          const head =
-            confirmations <= 1 ? block : Number(BigInt(await rpc.call<string>("eth_blockNumber", [], left)));
-          if (head - block + 1 >= confirmations) return receiptOf(r);
-        }
-      } catch {
-        // A failed poll is retried until the deadline: the transaction is out, only the wait is left.
-      }
-      const pause = Math.min(this.pollMs, run.deadline - performance.now());
-      if (pause > 0) await new Promise((r) => setTimeout(r, pause));
-    }
-  }
-}
-
-interface RawReceipt {
-  status?: string;
-  blockNumber?: string;
-  gasUsed?: string;
-  logs?: { address: string; topics: string[]; data: string; logIndex: string }[];
-}
-
-function receiptOf(r: RawReceipt): SendReceipt {
-  return {
-    status: Number(BigInt(r.status ?? "0x0")),
-    blockNumber: Number(BigInt(r.blockNumber ?? "0x0")),
-    gasUsed: BigInt(r.gasUsed ?? "0x0").toString(),
-    logs: (r.logs ?? []).map((l) => ({
-      address: l.address,
-      topics: [...l.topics],
-      data: l.data,
-      logIndex: Number(BigInt(l.logIndex)),
-    })),
-  };
-}
-
-interface Normalized {
-  to: string | null;
-  value: bigint;
-  data: string;
-  gasLimit?: bigint;
-  /** The action asked for type 0 or 1 (legacy gas price). */
-  legacy: boolean;
-  fees: { gasPrice?: bigint; maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint };
-  /** What the signature carries besides nonce, chain id, gas and fees. */
-  fields: Record<string, unknown>;
-}
-
-/** The action's fields through ethers' own parser (the one signTransaction uses), as plain values. */
-function normalize(req: SendRequest): Normalized {
-  let tx: Transaction;
-  try {
-    tx = Transaction.from({ ...req.tx, chainId: req.chainId, nonce: 0 } as TransactionLike<string>);
-  } catch (e) {
-    const why = (e as { shortMessage?: string }).shortMessage ?? (e as Error).message;
-    throw {
-      code: "invalid_argument",
-      shortMessage: `sendTransaction: the transaction does not parse: ${why}`,
-    };
-  }
-  const given = req.tx;
-  const fields: Record<string, unknown> = { value: tx.value.toString(), data: tx.data };
-  if (tx.to !== null) fields.to = tx.to;
-  if (given.accessList !== undefined) fields.accessList = tx.accessList;
-  return {
-    to: tx.to,
-    value: tx.value,
-    data: tx.data,
-    gasLimit: given.gasLimit !== undefined ? tx.gasLimit : undefined,
-    legacy: given.type !== undefined && tx.type !== null && tx.type < 2,
-    fees: {
-      gasPrice: given.gasPrice !== undefined ? (tx.gasPrice ?? undefined) : undefined,
-      maxFeePerGas: given.maxFeePerGas !== undefined ? (tx.maxFeePerGas ?? undefined) : undefined,
-      maxPriorityFeePerGas:
-        given.maxPriorityFeePerGas !== undefined ? (tx.maxPriorityFeePerGas ?? undefined) : undefined,
-    },
-    fields,
-  };
 }
 
 /** The fee fields and the type they make (legacy with an access list is type 1, EIP-2930). */
