@@ -61,6 +61,12 @@ describe("executor: sendTransaction through the relayer's chain list", function 
     expect(ok.from).to.equal(from);
     expect(ok.receipt.status).to.equal(1);
     expect(await s.provider.getBalance(to)).to.equal(7n);
+    // In the audit log like any signing run: one key operation, on the PKP.
+    const audit = await s.api("GET", "/core/v1/audit?type=execution", { key: a.accountKey });
+    expect(audit.status, JSON.stringify(audit.body)).to.equal(200);
+    const entry = audit.body.items.find((e: { data: { cid: string } }) => e.data.cid === a.cid);
+    expect(entry.data.key_operation_count).to.equal(1);
+    expect(entry.data.pkps_used).to.deep.equal([a.pkpId.toLowerCase()]);
     const refused = await exec(84532);
     expect(refused.body.response.code).to.equal("chain_not_configured");
   });
