@@ -245,6 +245,13 @@ describe("executor: Actions.sendTransaction", function () {
     expect(out.code, JSON.stringify(out)).to.equal("chain_not_configured");
     expect(out.message).to.contain("999999");
     expect(proxy.methods).to.deep.equal([]);
+    // Uncaught, it is the run's error, with its own code.
+    const uncaught = await run(
+      `async function main(p) { await Actions.sendTransaction({ pkpId: p.pkpId, chainId: 5, tx: { to: p.to } }); }`,
+      { jsParams: { pkpId: PKP, to: RECIPIENT } },
+    );
+    expect(uncaught.has_error).to.equal(true);
+    expect(uncaught.error!.code).to.equal("chain_not_configured");
   });
 
   it("a wait that would outlive the run ends with send_wait_timeout and the hash", async () => {
