@@ -10,6 +10,7 @@ import type { Billing } from "./billing";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 import type { WebhookOptions } from "./webhooks";
 import type { AuditOptions } from "./audit/log";
+import { resolveChains, type ChainEndpoint } from "./chains";
 
 export interface RateLimitOptions {
   /** Requests per minute per usage key (docs/background.md: 60). */
@@ -70,6 +71,13 @@ export interface RelayerOptions {
   gasBalancePollMs?: number;
   /** Blocks a registry log must be buried under before it counts as final (reorg safety); default 0. */
   confirmations?: number;
+  /**
+   * The operator's chains besides the registry's (SIGIL_CHAINS, relayer/chains.ts); an entry with the
+   * registry's chain id replaces the default one. Default: none.
+   */
+  chains?: ChainEndpoint[];
+  /** The registry's chain is the embedded anvil (named "embedded" in the chain list, else "registry"). */
+  embeddedChain?: boolean;
   /** Registry event polling interval, default 250 ms. */
   pollIntervalMs?: number;
   executor?: {
@@ -169,6 +177,11 @@ export interface RelayerConfig {
   gasLowBalanceWei: bigint | undefined;
   gasBalancePollMs: number;
   confirmations: number;
+  /**
+   * Every chain actions send to and triggers follow: the registry's first, then the operator's
+   * (relayerChains). Filled by startRelayer once the registry's chain id is known.
+   */
+  chains: ChainEndpoint[];
   pollIntervalMs: number;
   executorPoolSize?: number;
   executorReserveWorkers?: number;
@@ -221,6 +234,20 @@ export const DEFAULT_RATE_LIMITS: Required<RateLimitOptions> = {
   perIpPerMinute: 600,
 };
 
+/**
+ * The chain list (relayer/chains.ts): the registry's chain, at the registry's confirmation depth, then
+ * the operator's. Throws ChainsConfigError when the operator's list names a chain twice.
+ */
+export function relayerChains(opts: RelayerOptions, registryChainId: number): ChainEndpoint[] {
+  const registry: ChainEndpoint = {
+    chainId: registryChainId,
+    name: opts.embeddedChain ? "embedded" : "registry",
+    rpcUrl: opts.rpcUrl,
+    confirmations: Math.max(0, Math.floor(opts.confirmations ?? 0)),
+  };
+  return resolveChains(registry, opts.chains ?? []);
+}
+
 export function resolveConfig(opts: RelayerOptions): RelayerConfig {
   if (!opts.rpcUrl) throw new Error("RelayerOptions.rpcUrl is required");
   if (!opts.dataDir) throw new Error("RelayerOptions.dataDir is required");
@@ -240,6 +267,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     gasLowBalanceWei: opts.gasLowBalanceWei,
     gasBalancePollMs: Math.max(100, opts.gasBalancePollMs ?? 30_000),
     confirmations: Math.max(0, Math.floor(opts.confirmations ?? 0)),
+    chains: opts.chainId === undefined ? [] : relayerChains(opts, opts.chainId),
     pollIntervalMs: Math.max(20, opts.pollIntervalMs ?? 250),
     executorPoolSize: opts.executor?.poolSize,
     executorReserveWorkers: opts.executor?.reserveWorkers,

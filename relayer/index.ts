@@ -18,7 +18,7 @@ import { PermissionCache } from "./permissions/permissionCache";
 import { RegistryReader } from "./chain/registryReader";
 import { fetchChainId, makeProvider } from "./chain/rpc";
 import { Sender } from "./chain/sender";
-import { resolveConfig, type RelayerOptions } from "./config";
+import { relayerChains, resolveConfig, type RelayerOptions } from "./config";
 import type { RelayerContext } from "./context";
 import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
@@ -65,6 +65,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   cfg.forwarderAddress = getAddress(cfg.forwarderAddress);
 
   const chainId = cfg.chainId ?? (await fetchChainId(cfg.rpcUrl, cfg.rpcTimeoutMs));
+  cfg.chains = relayerChains(opts, chainId);
   const rpc = makeProvider(cfg.rpcUrl, chainId, cfg.rpcTimeoutMs);
   const provider = rpc.provider;
 
@@ -150,6 +151,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           },
     unhandledRejections: cfg.executorUnhandledRejections,
     modules: cfg.executorModules,
+    // Actions.sendTransaction: the operator's chains, as the enclave's structural pairs.
+    chains: cfg.chains.map(({ chainId: id, rpcUrl }) => ({ chainId: id, rpcUrl })),
   });
   // Every table of the relayer in one database (relayer/relayerDatabase.ts); a data folder of an earlier
   // release is upgraded into it here, before anything reads it.

@@ -3,6 +3,8 @@
  * `has_error: true` and one of ACTION_ERROR_CODES (documented in docs/actions.md). Only two things
  * reject `run()`: a full queue (ExecutorBusyError) and a closed executor (ExecutorClosedError).
  */
+import { SEND_ERROR_CODES } from "./send/errors";
+
 export const ACTION_ERROR_CODES = [
   "action_threw",
   "syntax_error",
@@ -42,6 +44,8 @@ export const ACTION_ERROR_CODES = [
   "import_limit",
   "import_timeout",
   "imports_disabled",
+  // Actions.sendTransaction (send/errors.ts)
+  ...SEND_ERROR_CODES,
 ] as const;
 
 export type ActionErrorCode = (typeof ACTION_ERROR_CODES)[number];

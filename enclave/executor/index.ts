@@ -15,6 +15,7 @@ import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
 import { PolicyGate, type PoliciesFor, type RunPolicyDecision } from "./policy-gate";
 import type { PolicyWindowCounters } from "./policy-windows";
+import { SendService, type SendChain, type SendServiceOptions } from "./send";
 
 export { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError, ACTION_ERROR_CODES };
 export type {
@@ -24,6 +25,7 @@ export type {
   PoliciesFor,
   PolicyWindowCounters,
   RunPolicyDecision,
+  SendChain,
 };
 export { DEFAULT_MODULE_ORIGIN } from "./modules/specifier";
 export type { ActionErrorCode } from "./errors";
@@ -164,6 +166,13 @@ export interface ExecutorOptions {
   fetch?: FetchPolicy | false;
   /** ES module imports (docs/actions.md); default `{}`: jsDelivr, memory only. false disables them. */
   modules?: ModuleOptions | false;
+  /**
+   * The chains `Actions.sendTransaction` may send to, with the operator's RPC URL of each (docs/actions.md,
+   * "EVM send"); absent or empty: every send answers chain_not_configured.
+   */
+  chains?: readonly SendChain[];
+  /** sendTransaction's RPC timeout and receipt polling (send/send.ts); tests shorten them. */
+  send?: SendServiceOptions;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -232,6 +241,7 @@ export class ActionExecutor {
       heapMb: this.limits.heapMb,
       epochs: this.epochs,
       isolateAccounts: opts.isolateAccounts,
+      send: new SendService(opts.chains ?? [], opts.send),
     });
     this.pool.onIdle = () => this.pump();
     this.pool.onRequeue = (job) => {

@@ -32,11 +32,14 @@ import type { PolicyGate } from "./policy-gate";
 import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
 import type { InFlightLimit } from "./in-flight-limit";
 import type { ExecutorLimits } from "./limits";
+import { SendError, type SendRun, type SendService } from "./send";
 import { keyOpArgsProblem } from "./worker/arg-limits";
 
 export interface KeyOpError {
   code: string;
   message: string;
+  /** Plain data the action reads as `error.details` (sendTransaction's errors). */
+  details?: Record<string, unknown>;
 }
 
 export type KeyOpAnswer = { ok: true; value: unknown } | { ok: false; error: KeyOpError };
@@ -45,6 +48,8 @@ type Args = Record<string, unknown>;
 
 /** Messages from the capability are written by the enclave and never contain key material. */
 function capabilityError(e: unknown): KeyOpError {
+  // A send's error carries details the action reads (e.g. the hash of a send whose wait ran out).
+  if (e instanceof SendError) return { code: e.code, message: e.message, details: { ...e.details } };
   if (typeof e === "object" && e !== null && typeof (e as { code?: unknown }).code === "string") {
     const err = e as { code: string; shortMessage?: unknown; message?: unknown };
     const message = typeof err.shortMessage === "string" ? err.shortMessage : String(err.message);
@@ -86,6 +91,8 @@ export interface KeyOpServer {
   cryptoSlots?: InFlightLimit;
   /** The run's signing-policy check; absent: no policy applies to the run. */
   policy?: PolicyGate;
+  /** `Actions.sendTransaction`: the executor's chains and the run's deadline; absent: no chain. */
+  send?: { service: SendService; run: SendRun };
 }
 
 type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
@@ -163,6 +170,28 @@ async function checkedSignature(s: KeyOpServer, id: string, facts: OperationFact
   return signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest));
 }
 
+/**
+ * A transaction parsed, checked against the run's policies and signed over the digest of what was
+ * parsed; with what gives back the window use the check took (a send the chain refused calls it).
+ */
+async function signTransactionChecked(
+  s: KeyOpServer,
+  id: string,
+  transaction: unknown,
+): Promise<{ raw: string; release: () => Promise<void> }> {
+  const facts = parsed("invalid_argument", () => parseTransaction(transaction));
+  const release = s.policy === undefined ? async () => undefined : await s.policy.check(id, facts);
+  try {
+    const signature = await signDigestHex(s, id, facts.digest);
+    const tx = facts.tx.clone();
+    tx.signature = Signature.from(signature as string);
+    return { raw: tx.serialized, release: async () => void (await release()) };
+  } catch (e) {
+    await release().catch(() => undefined);
+    throw e;
+  }
+}
+
 // A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
 // like "constructor" must not reach Object.prototype.
 const PKP_OPS: Record<string, PkpOp> = {
@@ -219,14 +248,16 @@ const PKP_OPS: Record<string, PkpOp> = {
     );
   },
   /** A transaction the enclave serializes and hashes itself; answers the signed serialized transaction. */
-  pkpSignTransaction: async (s, id, a) => {
-    const facts = parsed("invalid_argument", () => parseTransaction(a.transaction));
-    return signIfAllowed(s, id, facts, async () => {
-      const signature = await signDigestHex(s, id, facts.digest);
-      const tx = facts.tx.clone();
-      tx.signature = Signature.from(signature as string);
-      return tx.serialized;
-    });
+  pkpSignTransaction: async (s, id, a) => (await signTransactionChecked(s, id, a.transaction)).raw,
+  /**
+   * Fill, simulate, sign (exactly as pkpSignTransaction, policies included) and broadcast on one of
+   * the operator's chains (send/send.ts).
+   */
+  pkpSendTransaction: async (s, id, a) => {
+    if (s.send === undefined)
+      throw new SendError("chain_not_configured", "this service has no chain configured for sendTransaction");
+    const from = (await s.keys.pkpAddress(id)) as string;
+    return s.send.service.send(a, from, (tx) => signTransactionChecked(s, id, tx), s.send.run);
   },
   pkpEncrypt: async (s, id, a) => {
     const plaintext = strOrBytes(a, "plaintext");

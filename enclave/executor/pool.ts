@@ -14,6 +14,7 @@ import { cryptoThread } from "./crypto-thread";
 import { InFlightLimit } from "./in-flight-limit";
 import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
+import { sendDeadline, type SendService } from "./send";
 import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
 import type { ExecutorLimits } from "./limits";
@@ -168,6 +169,8 @@ export interface PoolOptions {
    * before it takes this one (docs/actions.md, "Isolation between accounts"; off by default).
    */
   isolateAccounts?: boolean;
+  /** `Actions.sendTransaction`'s chains and nonces (send/); absent: no chain is configured. */
+  send?: SendService;
 }
 
 /**
@@ -271,12 +274,15 @@ export class WorkerPool {
   /** Key operations that reach the main thread, fair between accounts. */
   private readonly keyOps = new KeyOpScheduler(KEY_OPS_IN_FLIGHT_PER_ACCOUNT, KEY_OPS_PER_TURN);
 
+  private readonly send: SendService | undefined;
+
   constructor(opts: PoolOptions) {
     this.keys = opts.keys;
     this.epochs = opts.epochs;
     this.heapMb = opts.heapMb;
     this.poolSize = opts.poolSize;
     this.isolateAccounts = opts.isolateAccounts === true;
+    this.send = opts.send;
     for (let i = 0; i < opts.poolSize; i++) this.spawn();
   }
 
@@ -727,19 +733,41 @@ export class WorkerPool {
       return;
     }
     run.keyOps++;
+    const live = () => !run.done && slot.run === run;
+    // The task's end frees the account's key-operation slot: a send frees it once broadcast, so that
+    // its wait for the receipt does not hold up the account's other operations.
+    let freeSlot: () => void = () => undefined;
+    const send =
+      this.send === undefined || op !== "pkpSendTransaction"
+        ? undefined
+        : {
+            service: this.send,
+            run: {
+              deadline: sendDeadline(run.startedAt, run.job.limits.wallTimeMs),
+              live,
+              broadcastDone: () => freeSlot(),
+            },
+          };
     const served = {
       keys: this.keys,
       crypto: cryptoThread(),
       limits: run.job.limits,
       cryptoSlots: run.cryptoSlots,
       policy: run.job.policy,
+      send,
     };
     // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
     // if the run ends first.
     this.keyOps.submit(
       run.job.account,
-      () => serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {}).then(reply),
-      () => !run.done && slot.run === run,
+      () =>
+        new Promise<void>((slotFreed) => {
+          freeSlot = slotFreed;
+          void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {})
+            .then(reply)
+            .finally(slotFreed);
+        }),
+      live,
     );
   }
 

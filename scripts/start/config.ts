@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { publicUrlProblem } from "../../relayer/config";
+import { ChainsConfigError, parseChainsEnv, type ChainEndpoint } from "../../relayer/chains";
 
 /** Every variable `npm start` reads. The README and docs/configuration.md document the same list. */
 export const CONFIG_VARIABLES = [
@@ -19,6 +20,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_ANVIL_PORT",
   "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
   "SIGIL_CHAIN_ID",
+  "SIGIL_CHAINS",
   "SIGIL_DEV_MODE",
   "SIGIL_ROOT_KEY",
   "SIGIL_ROOT_KEY_PROVIDER",
@@ -127,6 +129,11 @@ export interface SigilConfig {
   gasLowBalanceWei?: bigint;
   /** Blocks a registry log must be buried under before it counts as final (reorg safety). */
   confirmations: number;
+  /**
+   * SIGIL_CHAINS: the chains besides the registry's that actions send to and triggers follow
+   * (relayer/chains.ts); the registry's own chain is added by the relayer.
+   */
+  chains: ChainEndpoint[];
   /** Cap on the tip of path-A transactions on EIP-1559 chains, in wei (relayer default when absent). */
   maxPriorityFeePerGas?: bigint;
   signupCreditCents: number;
@@ -185,6 +192,29 @@ export class ConfigError extends Error {
     super(`Sigil cannot start: the configuration is invalid.\n${problems.map((p) => `  - ${p}`).join("\n")}`);
     this.name = "ConfigError";
   }
+}
+
+const CHAINS_EXAMPLE = `[{"chain_id":84532,"name":"base-sepolia","rpc_url":"https://sepolia.base.org","confirmations":3}]`;
+
+/** SIGIL_CHAINS (relayer/chains.ts), each problem a sentence with the fix; absent: no extra chain. */
+function parseChains(raw: string | undefined, problems: string[]): ChainEndpoint[] {
+  let chains: ChainEndpoint[];
+  try {
+    chains = parseChainsEnv(raw);
+  } catch (e) {
+    if (!(e instanceof ChainsConfigError)) throw e;
+    problems.push(`${e.message} Give a JSON array of chains, e.g. ${CHAINS_EXAMPLE}.`);
+    return [];
+  }
+  const seen = new Set<number>();
+  for (const c of chains) {
+    if (seen.has(c.chainId))
+      problems.push(
+        `SIGIL_CHAINS names chain ${c.chainId} twice: a chain has one RPC URL and one confirmation depth; keep one entry.`,
+      );
+    seen.add(c.chainId);
+  }
+  return chains;
 }
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
@@ -428,6 +458,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       1_000,
       "how many blocks a registry log must be buried under before it counts as final",
     ) ?? 0;
+  const chains = parseChains(get("SIGIL_CHAINS"), problems);
   const maxPriorityFeePerGas = gweiToWei(get("SIGIL_MAX_PRIORITY_FEE_GWEI"), problems);
   const signupCreditCents =
     int("SIGIL_SIGNUP_CREDIT_CENTS", 0, 1_000_000, "credit granted to each new account") ??
@@ -640,6 +671,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     instanceId,
     gasLowBalanceWei,
     confirmations,
+    chains,
     maxPriorityFeePerGas,
     signupCreditCents,
     prices,

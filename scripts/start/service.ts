@@ -225,6 +225,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       instanceId: config.instanceId,
       gasLowBalanceWei: config.gasLowBalanceWei,
       confirmations: config.confirmations,
+      chains: config.chains,
+      embeddedChain: config.rpcUrl === undefined,
       maxPriorityFeePerGas: config.maxPriorityFeePerGas,
       executor: {
         poolSize: config.executorPoolSize,

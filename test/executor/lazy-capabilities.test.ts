@@ -55,6 +55,7 @@ describe("executor: capabilities made on first read", function () {
         "signMessage",
         "signTypedData",
         "signTransaction",
+        "sendTransaction",
         "getSigner",
         "encrypt",
         "decrypt",

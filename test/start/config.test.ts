@@ -140,6 +140,50 @@ describe("start: configuration", () => {
     expect(problems.join("\n")).not.to.contain(secret);
   });
 
+  it("reads SIGIL_CHAINS (none by default) into the chain list", () => {
+    expect(loadConfig({}, cwd).chains).to.deep.equal([]);
+    const c = loadConfig(
+      {
+        SIGIL_CHAINS: JSON.stringify([
+          { chain_id: 84532, name: "base-sepolia", rpc_url: "https://sepolia.base.org", confirmations: 3 },
+          { chain_id: 31337, name: "embedded", rpc_url: "http://127.0.0.1:8545" },
+        ]),
+      },
+      cwd,
+    );
+    expect(c.chains).to.deep.equal([
+      { chainId: 84532, name: "base-sepolia", rpcUrl: "https://sepolia.base.org", confirmations: 3 },
+      { chainId: 31337, name: "embedded", rpcUrl: "http://127.0.0.1:8545", confirmations: 0 },
+    ]);
+    expect(c.sources.SIGIL_CHAINS).to.equal("env");
+  });
+
+  it("refuses a SIGIL_CHAINS that is not JSON, has a bad entry, or names a chain twice, saying how to fix it", () => {
+    const one = (v: string) => problemsOf({ SIGIL_CHAINS: v }, cwd);
+    const notJson = one("base-sepolia");
+    expect(notJson).to.have.length(1);
+    expect(notJson[0]).to.match(/^SIGIL_CHAINS is not JSON.*e\.g\. \[\{"chain_id":84532/);
+    expect(one(`{"chain_id":1}`)[0]).to.match(/^SIGIL_CHAINS must be a JSON array\./);
+    expect(one(`[{"chain_id":0,"name":"x","rpc_url":"https://a.example"}]`)[0]).to.match(
+      /^SIGIL_CHAINS\[0\]\.chain_id must be a positive integer\./,
+    );
+    expect(one(`[{"chain_id":1,"name":"Main Net","rpc_url":"https://a.example"}]`)[0]).to.match(
+      /^SIGIL_CHAINS\[0\]\.name must be/,
+    );
+    expect(one(`[{"chain_id":1,"name":"main","rpc_url":"ftp://a.example"}]`)[0]).to.match(
+      /^SIGIL_CHAINS\[0\]\.rpc_url must be an http\(s\) or ws\(s\) URL\./,
+    );
+    expect(
+      one(`[{"chain_id":1,"name":"main","rpc_url":"https://a.example","confirmations":-1}]`)[0],
+    ).to.match(/^SIGIL_CHAINS\[0\]\.confirmations must be a non-negative integer\./);
+    const twice = one(
+      `[{"chain_id":5,"name":"a","rpc_url":"https://a.example"},{"chain_id":5,"name":"b","rpc_url":"https://b.example"}]`,
+    );
+    expect(twice).to.deep.equal([
+      "SIGIL_CHAINS names chain 5 twice: a chain has one RPC URL and one confirmation depth; keep one entry.",
+    ]);
+  });
+
   it("rejects a non-http RPC URL", () => {
     expect(
       problemsOf({ SIGIL_RPC_URL: "localhost:8545", SIGIL_ROOT_KEY: "ab".repeat(32) }, cwd),

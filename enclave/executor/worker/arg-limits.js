@@ -26,6 +26,7 @@ const PUBLIC_NAME = {
   pkpSignMessage: "signMessage",
   pkpSignTypedData: "signTypedData",
   pkpSignTransaction: "signTransaction",
+  pkpSendTransaction: "sendTransaction",
   pkpEncrypt: "encrypt",
   pkpDecrypt: "decrypt",
   pkpPrivateKey: "getPrivateKey",
@@ -131,7 +132,8 @@ function keyOpArgsProblem(op, args, limits) {
       const n = jsonSizeWithin([args.domain, args.types, args.value], max);
       return n > max ? tooLarge(op, "typed data", n, max, "maxTypedDataBytes") : null;
     }
-    case "pkpSignTransaction": {
+    case "pkpSignTransaction":
+    case "pkpSendTransaction": {
       // Calldata is hex: twice a payload, plus the other fields.
       const max = 2 * payloadMax + 4096;
       const n = jsonSizeWithin(args.transaction, max);

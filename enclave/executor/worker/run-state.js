@@ -169,6 +169,9 @@ class RunState {
       const e = msg.fatal
         ? this.fail(msg.error.code, msg.error.message)
         : platformError(msg.error.code, msg.error.message);
+      // What the action may read about the failure (sendTransaction: the hash, the revert reason).
+      const d = msg.error.details;
+      if (typeof d === "object" && d !== null) e.details = Object.freeze({ ...d });
       call.reject(e);
     }
     this.noteSettled();

@@ -8,6 +8,7 @@
  */
 const { platformError, copyPlain } = require("./values");
 const { makeLegacySignEcdsa } = require("./legacy-sign");
+const { readSendArgs } = require("./send-args");
 
 function argsObject(args, fnName) {
   if (typeof args !== "object" || args === null) {
@@ -83,6 +84,8 @@ function actionMembers(run, newSigner) {
   const signTransaction = pkpOp("signTransaction", "pkpSignTransaction", (a) => ({
     transaction: copyPlain(a.transaction, "signTransaction transaction"),
   }));
+  /** Fill, simulate, sign (policies as above) and broadcast on an operator's chain: `{hash, nonce, from, receipt?}`. */
+  const sendTransaction = pkpOp("sendTransaction", "pkpSendTransaction", readSendArgs);
   /** An ethers v5 Signer for the PKP (for `ethers`), or with `{ ethers: 6 }` a v6 one (for `ethers6`). */
   const getSigner = (args) => {
     run.assertLive();
@@ -123,6 +126,7 @@ function actionMembers(run, newSigner) {
     signMessage,
     signTypedData,
     signTransaction,
+    sendTransaction,
     getSigner,
     encrypt,
     decrypt,
