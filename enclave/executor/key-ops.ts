@@ -33,6 +33,7 @@ import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-t
 import type { InFlightLimit } from "./in-flight-limit";
 import type { ExecutorLimits } from "./limits";
 import { keyOpArgsProblem } from "./worker/arg-limits";
+import { CHAIN_KEY_OPS } from "./chain-key-ops";
 
 export interface KeyOpError {
   code: string;
@@ -249,6 +250,12 @@ const PKP_OPS: Record<string, PkpOp> = {
     );
   },
 };
+
+// Ed25519 and Schnorr (chain-key-ops.ts): the same authorization, scheduling and policy check.
+for (const name of Object.keys(CHAIN_KEY_OPS)) {
+  const chainOp = CHAIN_KEY_OPS[name];
+  PKP_OPS[name] = (s, id, a) => chainOp(s.keys, id, a, (facts, sign) => signIfAllowed(s, id, facts, sign));
+}
 
 export async function serveKeyOp(
   server: KeyOpServer,
