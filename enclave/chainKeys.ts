@@ -20,6 +20,7 @@ import { randomBytes } from "node:crypto";
 import { ed25519 } from "@noble/curves/ed25519";
 import { schnorr, secp256k1 } from "@noble/curves/secp256k1";
 import { base58, bech32m } from "@scure/base";
+import { nativeSecp } from "./secp";
 
 const N = secp256k1.CURVE.n;
 const Point = secp256k1.ProjectivePoint;
@@ -35,6 +36,7 @@ function to32Bytes(n: bigint): Uint8Array {
 // ---- Ed25519 ----------------------------------------------------------------------------------------
 
 export function ed25519PublicKey(seed: Uint8Array): Uint8Array {
+  // noble, not node:crypto: OpenSSL's key objects cost more to build than noble's whole computation.
   return ed25519.getPublicKey(seed);
 }
 
@@ -69,9 +71,18 @@ export function taprootTweak(xOnly: Uint8Array, merkleRoot: Uint8Array | null): 
 
 /** The tweaked output key x(Q), Q = lift_x(x(P)) + t·G: what a P2TR output commits to. */
 export function taprootOutputKey(xOnly: Uint8Array, merkleRoot: Uint8Array | null): Uint8Array {
+  // libsecp256k1 where built (public data only: the point lift_x(x) is 0x02 ‖ x), else noble.
+  if (!nativeSecp) return taprootOutputKeyNoble(xOnly, merkleRoot);
+  const t = to32Bytes(taprootTweak(xOnly, merkleRoot));
+  return nativeSecp.publicKeyTweakAdd(Uint8Array.from([0x02, ...xOnly]), t, true).slice(1);
+}
+
+/** The same with noble alone (where the native binding is not built; a test compares the two). */
+export function taprootOutputKeyNoble(xOnly: Uint8Array, merkleRoot: Uint8Array | null): Uint8Array {
   const P = schnorr.utils.lift_x(toBigInt(xOnly));
-  const Q = P.add(Point.BASE.multiply(taprootTweak(xOnly, merkleRoot)));
-  return Q.toRawBytes(true).slice(1);
+  return P.add(Point.BASE.multiply(taprootTweak(xOnly, merkleRoot)))
+    .toRawBytes(true)
+    .slice(1);
 }
 
 /** The secret of the tweaked key (d' + t mod n): a fresh array the caller zeroes. */
@@ -112,7 +123,9 @@ export function publicKeysOf(
   ethAddress: string,
   ed25519Public: Uint8Array,
 ): PkpPublicKeys {
-  const compressed = Point.fromHex(secpUncompressed).toRawBytes(true);
+  const compressed = nativeSecp
+    ? nativeSecp.publicKeyConvert(secpUncompressed, true)
+    : Point.fromHex(secpUncompressed).toRawBytes(true);
   const xOnly = compressed.slice(1);
   const outputKey = taprootOutputKey(xOnly, null);
   return {

@@ -25,12 +25,14 @@ import {
 } from "@solana/kit";
 import { Enclave, EnclaveError } from "../../enclave";
 import { deriveEd25519Seed, deriveSecp256k1, hkdfBytes, ids, LABELS } from "../../enclave/derive";
+import { taprootOutputKey, taprootOutputKeyNoble } from "../../enclave/chainKeys";
 
 bitcoin.initEccLib(ecc);
 
 const ROOT = "0x" + "5a".repeat(32);
 const id = (n: number) => ethers.zeroPadValue(ethers.toBeHex(n), 32);
 const bytes = (h: string) => ethers.getBytes(h);
+const hexOf = (b: Uint8Array) => ethers.hexlify(b);
 const DIGEST = ethers.keccak256(ethers.toUtf8Bytes("chain keys"));
 
 describe("enclave: Ed25519 and Schnorr keys of every PKP", function () {
@@ -139,6 +141,14 @@ describe("enclave: Ed25519 and Schnorr keys of every PKP", function () {
       EnclaveError,
       "Invalid PKP id",
     );
+  });
+
+  it("the Taproot output key is the same from libsecp256k1 and from noble, with and without a merkle root", () => {
+    for (let i = 0; i < 20; i++) {
+      const xOnly = schnorr.getPublicKey(randomBytes(32));
+      for (const root of [null, randomBytes(32)])
+        expect(hexOf(taprootOutputKey(xOnly, root))).to.equal(hexOf(taprootOutputKeyNoble(xOnly, root)));
+    }
   });
 
   it("keys are distinct per PKP and per scheme", () => {
