@@ -65,6 +65,8 @@ export {
   parseEd25519,
   parseMessage,
   parseSchnorrDigest,
+  parseSolanaMessage,
+  parseTaprootInput,
   parsePolicy,
   parseTransaction,
   parseTypedData,

@@ -9,10 +9,10 @@ import { expect } from "chai";
 import fc from "fast-check";
 import { ethers } from "ethers";
 import { ed25519 } from "@noble/curves/ed25519";
-import { ActionExecutor } from "../../enclave/executor";
 import {
+  ActionExecutor,
+  Enclave,
   checkPolicy,
-  evaluateGrants,
   evaluatePolicy,
   parseEd25519,
   parseSchnorrDigest,
@@ -20,8 +20,7 @@ import {
   parseTaprootInput,
   type GroupPolicy,
   type Policy,
-} from "../../enclave/policy";
-import { Enclave } from "../../enclave";
+} from "../../enclave";
 import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "../executor/helpers";
 import {
   MEMO_PROGRAM,
@@ -145,7 +144,7 @@ describe("signing policies: ed25519 (Solana) and schnorr (Taproot) rules", funct
           fc.option(fc.string({ maxLength: 20 }), { nil: undefined }),
           (lamports, memo) => {
             const facts = parseSolanaMessage(solanaTransferMessage(SOL, RECIPIENT, lamports, memo), SOL);
-            const d = evaluateGrants([{ group: "3", policy: SOLANA_POLICY }], facts);
+            const d = evaluatePolicy(SOLANA_POLICY, facts);
             const expected = memo === undefined && lamports <= 5_000_000n;
             if (d.allowed !== expected) return false;
             if (memo !== undefined) return d.rule === "no-memos"; // deny wins, whatever the amount
