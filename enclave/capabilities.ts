@@ -35,6 +35,12 @@ export interface KeyCapabilities {
     digest: string,
     opts?: { tweak?: "taproot" | null; merkleRoot?: string | null },
   ): string;
+  /**
+   * The PKP's Ed25519 seed as a fresh 32-byte array that the caller owns and must zero. Only for the
+   * executor, which sends it with one already authorized Ed25519 signature to its crypto thread, like
+   * pkpAesKeyForOp; it never reaches an action worker.
+   */
+  pkpEd25519SeedForOp(pkpId: string): Uint8Array;
   /** AES-256-GCM with the PKP's symmetric key; returns the versioned hex envelope (see docs/enclave.md). */
   pkpEncrypt(pkpId: string, plaintext: string | Uint8Array): string;
   /** Inverse of pkpEncrypt; throws EnclaveError("decryption_failed") on any tampering. */

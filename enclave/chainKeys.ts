@@ -16,33 +16,30 @@
  * The math is @noble/curves' (audited); the tests verify every signature with a second, independent
  * verifier (@bitcoinerlab/secp256k1 for Schnorr, @solana/kit for Ed25519) and bitcoinjs-lib's P2TR.
  */
-import { randomBytes } from "node:crypto";
 import { ed25519 } from "@noble/curves/ed25519";
 import { schnorr, secp256k1 } from "@noble/curves/secp256k1";
 import { base58, bech32m } from "@scure/base";
 import { nativeSecp } from "./secp";
+import {
+  ed25519Sign,
+  schnorrSign,
+  schnorrSignWith,
+  taprootSecret,
+  taprootTweak,
+  to32Bytes,
+  toBigInt,
+} from "./chainSign";
 
-const N = secp256k1.CURVE.n;
+// The signing functions live in chainSign.js (the crypto thread runs them too).
+export { ed25519Sign, schnorrSign, schnorrSignWith, taprootSecret, taprootTweak };
+
 const Point = secp256k1.ProjectivePoint;
-
-function toBigInt(bytes: Uint8Array): bigint {
-  return BigInt("0x" + (Buffer.from(bytes).toString("hex") || "0"));
-}
-
-function to32Bytes(n: bigint): Uint8Array {
-  return Uint8Array.from(Buffer.from(n.toString(16).padStart(64, "0"), "hex"));
-}
 
 // ---- Ed25519 ----------------------------------------------------------------------------------------
 
 export function ed25519PublicKey(seed: Uint8Array): Uint8Array {
   // noble, not node:crypto: OpenSSL's key objects cost more to build than noble's whole computation.
   return ed25519.getPublicKey(seed);
-}
-
-/** RFC 8032 Ed25519 (deterministic): 64 bytes R ‖ S. */
-export function ed25519Sign(seed: Uint8Array, message: Uint8Array): Uint8Array {
-  return ed25519.sign(message, seed);
 }
 
 /** A Solana address: the base58 of the 32-byte Ed25519 public key. */
@@ -55,18 +52,6 @@ export function solanaAddress(publicKey: Uint8Array): string {
 /** The x-only public key (32 bytes) of a secp256k1 public key given compressed or uncompressed. */
 export function xOnlyOf(publicKey: Uint8Array): Uint8Array {
   return Point.fromHex(publicKey).toRawBytes(true).slice(1);
-}
-
-/** t = tagged_hash("TapTweak", x(P) ‖ merkleRoot) mod n, merkleRoot omitted for a key-path-only output. */
-export function taprootTweak(xOnly: Uint8Array, merkleRoot: Uint8Array | null): bigint {
-  const h =
-    merkleRoot === null
-      ? schnorr.utils.taggedHash("TapTweak", xOnly)
-      : schnorr.utils.taggedHash("TapTweak", xOnly, merkleRoot);
-  const t = toBigInt(h);
-  // BIP-341: a tweak of n or more is invalid (probability about 2^-128).
-  if (t >= N) throw new RangeError("taproot tweak out of range");
-  return t;
 }
 
 /** The tweaked output key x(Q), Q = lift_x(x(P)) + t·G: what a P2TR output commits to. */
@@ -83,23 +68,6 @@ export function taprootOutputKeyNoble(xOnly: Uint8Array, merkleRoot: Uint8Array 
   return P.add(Point.BASE.multiply(taprootTweak(xOnly, merkleRoot)))
     .toRawBytes(true)
     .slice(1);
-}
-
-/** The secret of the tweaked key (d' + t mod n): a fresh array the caller zeroes. */
-export function taprootSecret(secret: Uint8Array, merkleRoot: Uint8Array | null): Uint8Array {
-  const d = toBigInt(secret);
-  const P = Point.BASE.multiply(d);
-  const even = P.toAffine().y % 2n === 0n;
-  const xOnly = P.toRawBytes(true).slice(1);
-  const tweaked = ((even ? d : N - d) + taprootTweak(xOnly, merkleRoot)) % N;
-  if (tweaked === 0n) throw new RangeError("taproot tweak cancels the key");
-  return to32Bytes(tweaked);
-}
-
-/** BIP-340 signature (64 bytes) of a 32-byte digest, with fresh auxiliary randomness as BIP-340 advises. */
-export function schnorrSign(secret: Uint8Array, digest: Uint8Array): Uint8Array {
-  if (digest.length !== 32) throw new RangeError("digest must be 32 bytes");
-  return schnorr.sign(digest, secret, randomBytes(32));
 }
 
 /** The segwit v1 (P2TR) address of an output key: bech32m, `bc` on mainnet and `tb` on testnet. */

@@ -460,6 +460,10 @@ export class Enclave implements KeyCapabilities {
     return deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
   }
 
+  pkpEd25519SeedForOp(pkpId: string): Uint8Array {
+    return deriveEd25519Seed(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+  }
+
   pkpAesKeyForOp(pkpId: string): Uint8Array {
     return deriveAesKey(this.#root, ids.pkp(pkpIdBytes(pkpId)));
   }

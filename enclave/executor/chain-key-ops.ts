@@ -23,11 +23,21 @@ type Args = Record<string, unknown>;
 /** key-ops.ts's check-then-sign of the run (no policy: sign). */
 export type SignIfAllowed = <T>(facts: OperationFacts, sign: () => Promise<T>) => Promise<T>;
 
+/**
+ * The run's signatures by this PKP (key-ops.ts): on the crypto thread with a key derived for the one
+ * operation, or in the enclave where the thread cannot answer. 0x-hex, 64 bytes.
+ */
+export interface ChainSigner {
+  ed25519(message: Uint8Array): Promise<string>;
+  schnorr(digest: string, tweak: "taproot" | null, merkleRoot: string | null): Promise<string>;
+}
+
 export type ChainKeyOp = (
   keys: KeyCapabilities,
   pkpId: string,
   args: Args,
   signIfAllowed: SignIfAllowed,
+  signer: ChainSigner,
 ) => unknown;
 
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
@@ -64,43 +74,35 @@ export const CHAIN_KEY_OPS: Record<string, ChainKeyOp> = {
   /** Public: no policy. The worker picks the scheme's key (chain-actions.js). */
   pkpPublicKeys: (keys, id) => keys.pkpPublicKeys(id),
 
-  pkpSignEd25519: (keys, id, a, signIfAllowed) => {
+  pkpSignEd25519: (_keys, _id, a, signIfAllowed, signer) => {
     const facts = parsed("signEd25519", () => parseEd25519(a.message));
-    return signIfAllowed(facts, async () => keys.pkpSignEd25519(id, facts.message));
+    return signIfAllowed(facts, () => signer.ed25519(facts.message));
   },
 
-  pkpSignSchnorr: (keys, id, a, signIfAllowed) => {
+  pkpSignSchnorr: (_keys, _id, a, signIfAllowed, signer) => {
     const tweak = a.tweak ?? null;
     if (tweak !== null && tweak !== "taproot") invalid('signSchnorr: tweak must be "taproot" or null');
     const merkleRoot = hexOf(a.merkleRoot, "signSchnorr: merkleRoot");
     if (merkleRoot !== null && (tweak === null || !DIGEST.test(merkleRoot)))
       invalid('signSchnorr: merkleRoot must be 32 bytes, with tweak "taproot"');
     const facts = parsed("signSchnorr", () => parseSchnorrDigest(a.digest));
-    return signIfAllowed(facts, async () =>
-      keys.pkpSignSchnorr(id, facts.digest, { tweak: tweak as "taproot" | null, merkleRoot }),
-    );
+    return signIfAllowed(facts, () => signer.schnorr(facts.digest, tweak as "taproot" | null, merkleRoot));
   },
 
   /** A compiled Solana transaction message the PKP signs: {signature (0x-hex, 64 bytes), address}. */
-  pkpSignSolanaMessage: (keys, id, a, signIfAllowed) => {
+  pkpSignSolanaMessage: (keys, id, a, signIfAllowed, signer) => {
     const address = keys.pkpPublicKeys(id).ed25519.solanaAddress;
     const facts = parsed("solana.signTransactionMessage", () => parseSolanaMessage(a.messageBytes, address));
-    return signIfAllowed(facts, async () => ({
-      signature: keys.pkpSignEd25519(id, facts.message),
-      address,
-    }));
+    return signIfAllowed(facts, async () => ({ signature: await signer.ed25519(facts.message), address }));
   },
 
   /** One key-path input of a PSBT, signed with the Taproot key: the updated PSBT, base64. */
-  pkpSignTaprootInput: (keys, id, a, signIfAllowed) => {
+  pkpSignTaprootInput: (keys, id, a, signIfAllowed, signer) => {
     const facts = parsed("bitcoin.signTaprootInput", () =>
       parseTaprootInput(a.psbtBase64, a.inputIndex, ownTaprootScript(keys, id)),
     );
     return signIfAllowed(facts, async () => {
-      const signature = Buffer.from(
-        keys.pkpSignSchnorr(id, facts.digest, { tweak: "taproot" }).slice(2),
-        "hex",
-      );
+      const signature = Buffer.from((await signer.schnorr(facts.digest, "taproot", null)).slice(2), "hex");
       // BIP-341: a 64-byte signature means SIGHASH_DEFAULT; any other type is appended.
       const tapKeySig =
         facts.sighashType === 0 ? signature : Buffer.concat([signature, Buffer.of(facts.sighashType)]);

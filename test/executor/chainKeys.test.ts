@@ -12,6 +12,7 @@ import { ed25519 } from "@noble/curves/ed25519";
 import { schnorr } from "@noble/curves/secp256k1";
 import * as ecc from "@bitcoinerlab/secp256k1";
 import { ActionExecutor } from "../../enclave/executor";
+import { cryptoThread } from "../../enclave/executor/crypto-thread";
 import { Enclave } from "../../enclave";
 import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
 import {
@@ -184,6 +185,45 @@ describe("executor: Ed25519 and Schnorr signatures in actions", function () {
     expect(out[0]).to.match(/^invalid_argument: .*does not spend this PKP's Taproot output/);
     expect(out[1]).to.match(/^invalid_argument: .*does not parse/);
     expect(out[2]).to.match(/^invalid_argument: .*input 3 does not exist/);
+  });
+
+  it("the crypto thread signs Ed25519 and Schnorr itself (off the main thread), as the enclave would", async () => {
+    const thread = cryptoThread();
+    expect(thread).to.not.equal(null);
+    const message = Uint8Array.of(9, 8, 7);
+    const ed = await thread!.request({ op: "signEd25519", message }, keys.pkpEd25519SeedForOp(PKP));
+    expect(ed?.value).to.equal(keys.pkpSignEd25519(PKP, message)); // deterministic: byte for byte
+    const digest = ethers.keccak256(ethers.toUtf8Bytes("off the main thread"));
+    const merkleRoot = ethers.keccak256(ethers.toUtf8Bytes("a script tree"));
+    for (const [tweak, root, key] of [
+      [null, null, pub.taproot.xOnly],
+      ["taproot", null, pub.taproot.tweakedXOnly],
+    ] as const) {
+      const r = await thread!.request(
+        { op: "signSchnorr", digest: bytes(digest), tweak, merkleRoot: root },
+        keys.pkpKeyForRun(PKP),
+      );
+      expect(ecc.verifySchnorr(bytes(digest), bytes(key), bytes(r!.value as string)), String(tweak)).to.equal(
+        true,
+      );
+    }
+    // With a merkle root: verifies against the enclave's own tweak of that root (the enclave signs the same key).
+    const withRoot = await thread!.request(
+      { op: "signSchnorr", digest: bytes(digest), tweak: "taproot", merkleRoot: bytes(merkleRoot) },
+      keys.pkpKeyForRun(PKP),
+    );
+    const fromEnclave = keys.pkpSignSchnorr(PKP, digest, { tweak: "taproot", merkleRoot });
+    const { taprootOutputKey } = await import("../../enclave/chainKeys");
+    const outputKey = taprootOutputKey(bytes(pub.taproot.xOnly), bytes(merkleRoot));
+    expect(ecc.verifySchnorr(bytes(digest), outputKey, bytes(withRoot!.value as string))).to.equal(true);
+    expect(ecc.verifySchnorr(bytes(digest), outputKey, bytes(fromEnclave))).to.equal(true);
+    // What it cannot answer exactly as the enclave would, it refuses (the caller falls back).
+    expect(
+      await thread!.request(
+        { op: "signSchnorr", digest: Uint8Array.of(1), tweak: null },
+        keys.pkpKeyForRun(PKP),
+      ),
+    ).to.equal(null);
   });
 
   it("the new members are hardened per run: an action cannot change them for itself or the next run", async () => {
