@@ -26,6 +26,7 @@ import {
 import { Enclave, EnclaveError } from "../../enclave";
 import { deriveEd25519Seed, deriveSecp256k1, hkdfBytes, ids, LABELS } from "../../enclave/derive";
 import { taprootOutputKey, taprootOutputKeyNoble } from "../../enclave/chainKeys";
+import { referenceTaprootOutputKey, referenceVerify } from "./bip340Reference";
 
 bitcoin.initEccLib(ecc);
 
@@ -131,6 +132,26 @@ describe("enclave: Ed25519 and Schnorr keys of every PKP", function () {
     });
     const treeSig = enclave.pkpSignSchnorr(pkp, DIGEST, { tweak: "taproot", merkleRoot });
     expect(ecc.verifySchnorr(bytes(DIGEST), withTree.pubkey!, bytes(treeSig))).to.equal(true);
+  });
+
+  it("a third verifier written from the BIPs' pseudo-code (no library) accepts the signatures and the tweak", () => {
+    const keys = enclave.pkpPublicKeys(pkp);
+    const xOnly = bytes(keys.taproot.xOnly);
+    expect(hexOf(referenceTaprootOutputKey(xOnly, null))).to.equal(keys.taproot.tweakedXOnly);
+    const merkleRoot = randomBytes(32);
+    expect(hexOf(referenceTaprootOutputKey(xOnly, merkleRoot))).to.equal(
+      hexOf(taprootOutputKey(xOnly, merkleRoot)),
+    );
+    const plain = enclave.pkpSignSchnorr(pkp, DIGEST);
+    const tweaked = enclave.pkpSignSchnorr(pkp, DIGEST, { tweak: "taproot" });
+    expect(referenceVerify(xOnly, bytes(DIGEST), bytes(plain))).to.equal(true);
+    expect(referenceVerify(bytes(keys.taproot.tweakedXOnly), bytes(DIGEST), bytes(tweaked))).to.equal(true);
+    // And it can fail: another message, another key, one flipped bit.
+    expect(referenceVerify(xOnly, randomBytes(32), bytes(plain))).to.equal(false);
+    expect(referenceVerify(bytes(keys.taproot.tweakedXOnly), bytes(DIGEST), bytes(plain))).to.equal(false);
+    const flipped = bytes(plain);
+    flipped[40] ^= 1;
+    expect(referenceVerify(xOnly, bytes(DIGEST), flipped)).to.equal(false);
   });
 
   it("refuses malformed Schnorr inputs with typed errors", () => {
