@@ -108,6 +108,17 @@ async function main(): Promise<void> {
       () => fresh.pkpAddress(pkpIds[pkpCursor++ % pkpIds.length]),
     ],
     ["PKP sign a digest (derive + sign)", (i) => enclave.pkpSignDigest(pkp, digestHex[i % 256])],
+    [
+      "PKP public keys on every chain, uncached (Ed25519 + Taproot tweak)",
+      () => fresh.pkpPublicKeys(pkpIds[pkpCursor++ % pkpIds.length]),
+      30,
+    ],
+    ["PKP Ed25519 signature of 1 KB (derive + sign)", () => enclave.pkpSignEd25519(pkp, kb)],
+    ["PKP BIP-340 Schnorr signature (derive + sign)", (i) => enclave.pkpSignSchnorr(pkp, digestHex[i % 256])],
+    [
+      "PKP Taproot key-path signature (derive + tweak + sign)",
+      (i) => enclave.pkpSignSchnorr(pkp, digestHex[i % 256], { tweak: "taproot" }),
+    ],
     ["PKP encrypt 1 KB (derive AES key + AES-256-GCM)", () => enclave.pkpEncrypt(pkp, kb)],
     ["PKP decrypt 1 KB", () => enclave.pkpDecrypt(pkp, envelope)],
     ["gas transaction, type 0, 1 KB data (lean path)", (i) => gasSigner.signTransaction(legacyTx(i))],

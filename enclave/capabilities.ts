@@ -7,6 +7,8 @@
  * Hex strings are 0x-prefixed. `pkpId` is always the canonical bytes32 id here: resolving a PKP address
  * to its id is the authorization callback's job.
  */
+import type { PkpPublicKeys } from "./chainKeys";
+
 export interface KeyCapabilities {
   /** Uncompressed secp256k1 public key (0x04…) of the PKP. */
   pkpPublicKey(pkpId: string): string;
@@ -23,6 +25,22 @@ export interface KeyCapabilities {
     types: Record<string, Array<{ name: string; type: string }>>,
     value: Record<string, unknown>,
   ): string;
+  /** Public keys and addresses of the PKP on every chain it signs for (enclave/chainKeys.ts). */
+  pkpPublicKeys(pkpId: string): PkpPublicKeys;
+  /** Ed25519 signature (64 bytes, 0x-hex) by the PKP's Ed25519 key of a message (bytes or 0x-hex). */
+  pkpSignEd25519(pkpId: string, message: string | Uint8Array): string;
+  /** BIP-340 Schnorr signature (64 bytes, 0x-hex) of a digest; `tweak: "taproot"` signs with the BIP-341 key. */
+  pkpSignSchnorr(
+    pkpId: string,
+    digest: string,
+    opts?: { tweak?: "taproot" | null; merkleRoot?: string | null },
+  ): string;
+  /**
+   * The PKP's Ed25519 seed as a fresh 32-byte array that the caller owns and must zero. Only for the
+   * executor, which sends it with one already authorized Ed25519 signature to its crypto thread, like
+   * pkpAesKeyForOp; it never reaches an action worker.
+   */
+  pkpEd25519SeedForOp(pkpId: string): Uint8Array;
   /** AES-256-GCM with the PKP's symmetric key; returns the versioned hex envelope (see docs/enclave.md). */
   pkpEncrypt(pkpId: string, plaintext: string | Uint8Array): string;
   /** Inverse of pkpEncrypt; throws EnclaveError("decryption_failed") on any tampering. */

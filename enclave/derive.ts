@@ -19,6 +19,11 @@ import { secp256k1 } from "@noble/curves/secp256k1";
 export const LABELS = {
   pkpSigning: "sigil/pkp/v1/secp256k1/",
   pkpAes: "sigil/pkp/v1/aes-256-gcm/",
+  /**
+   * A PKP's Ed25519 seed: its own label, so the seed is an independent HKDF output and never the
+   * secp256k1 scalar (or anything computable from it) reused on another curve (chainKeys.ts).
+   */
+  pkpEd25519: "sigil/pkp/v1/ed25519/",
   action: "sigil/action/v1/",
   owner: "sigil/owner/v1/",
   gas: "sigil/gas/v1/",
@@ -68,6 +73,11 @@ export function deriveSecp256k1(root: Uint8Array, label: Label, id: Uint8Array):
 
 export function deriveAesKey(root: Uint8Array, id: Uint8Array): Uint8Array {
   return hkdfBytes(root, LABELS.pkpAes, id, 32);
+}
+
+/** A PKP's 32-byte Ed25519 seed (RFC 8032 secret key): HKDF under its own label, never the secp256k1 key. */
+export function deriveEd25519Seed(root: Uint8Array, id: Uint8Array): Uint8Array {
+  return hkdfBytes(root, LABELS.pkpEd25519, id, 32);
 }
 
 /** Key of records the relayer keeps at rest (stored idempotent answers), one per record context. */

@@ -16,7 +16,15 @@ import {
 import { keccak256Bytes, registerNativeKeccakWithEthers } from "./keccak";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
-import { deriveAesKey, deriveRecordKey, deriveSecp256k1, ids, LABELS } from "./derive";
+import { deriveAesKey, deriveEd25519Seed, deriveRecordKey, deriveSecp256k1, ids, LABELS } from "./derive";
+import {
+  ed25519PublicKey,
+  ed25519Sign,
+  publicKeysOf,
+  schnorrSign,
+  taprootSecret,
+  type PkpPublicKeys,
+} from "./chainKeys";
 import { ApiKeyParser, decodeApiKey, generateKeyString } from "./apiKeys";
 import type { GeneratedApiKey, ParsedApiKey, ApiKeyKind } from "./apiKeys";
 import { addressOf, addressOfPublicKey, hex, publicKeyOf, signDigest } from "./secp";
@@ -131,6 +139,8 @@ export class Enclave implements KeyCapabilities {
   readonly #apiKeys = new ApiKeyParser();
   /** Public keys only: deriving a PKP's address on every list request would redo the EC multiplication. */
   readonly #pkpPublicKeys = new Lru<string, Uint8Array>(10_000);
+  /** Every public form of a PKP's keys (public): the Ed25519 key and the Taproot tweak cost curve work. */
+  readonly #pkpKeySets = new Lru<string, PkpPublicKeys>(10_000);
   /** PKP addresses (public), so address lookups skip the keccak and checksum of the public key. */
   readonly #pkpAddresses = new Lru<string, string>(10_000);
   /**
@@ -363,6 +373,76 @@ export class Enclave implements KeyCapabilities {
     return this.#withPkpKey(pkpId, (k) => signDigest(k, hexToBytes(digest)));
   }
 
+  /**
+   * The PKP's public keys and addresses on every chain it signs for (chainKeys.ts): secp256k1 (EVM),
+   * Ed25519 (Solana) and Taproot. Public data, computed inside the enclave and cached; a fresh copy
+   * each call.
+   */
+  pkpPublicKeys(pkpId: string): PkpPublicKeys {
+    const id = pkpIdBytes(pkpId);
+    const cacheKey = hex(id);
+    let set = this.#pkpKeySets.get(cacheKey);
+    if (set === undefined) {
+      const seed = deriveEd25519Seed(this.#root, ids.pkp(id));
+      let edPublic: Uint8Array;
+      try {
+        edPublic = ed25519PublicKey(seed);
+      } finally {
+        seed.fill(0);
+      }
+      set = publicKeysOf(this.#pkpPublic(pkpId), this.pkpAddress(pkpId), edPublic);
+      this.#pkpKeySets.set(cacheKey, set);
+    }
+    return structuredClone(set);
+  }
+
+  /** Ed25519 signature (64 bytes, 0x-hex) of a message given as bytes or 0x-hex, by the PKP's Ed25519 key. */
+  pkpSignEd25519(pkpId: string, message: string | Uint8Array): string {
+    const bytes = ed25519MessageBytes(message);
+    const seed = deriveEd25519Seed(this.#root, ids.pkp(pkpIdBytes(pkpId)));
+    try {
+      return hex(ed25519Sign(seed, bytes));
+    } finally {
+      seed.fill(0);
+    }
+  }
+
+  /**
+   * BIP-340 Schnorr signature (64 bytes, 0x-hex) of a 32-byte digest by the PKP's secp256k1 key, or with
+   * `tweak: "taproot"` by its BIP-341 tweaked key (key-path spend; `merkleRoot` when the output also
+   * commits to a script tree). Fresh auxiliary randomness each call.
+   */
+  pkpSignSchnorr(
+    pkpId: string,
+    digest: string,
+    opts: { tweak?: "taproot" | null; merkleRoot?: string | null } = {},
+  ): string {
+    if (typeof digest !== "string" || !DIGEST.test(digest)) {
+      throw new EnclaveError("invalid_digest", "Invalid digest.", {
+        details: "expected 0x followed by 64 hex characters",
+      });
+    }
+    const tweak = opts.tweak ?? null;
+    const merkleRoot = opts.merkleRoot ?? null;
+    if (tweak !== null && tweak !== "taproot")
+      throw new EnclaveError("invalid_digest", "Invalid Schnorr tweak.", {
+        details: 'tweak is "taproot" or null',
+      });
+    if (merkleRoot !== null && (tweak === null || typeof merkleRoot !== "string" || !DIGEST.test(merkleRoot)))
+      throw new EnclaveError("invalid_digest", "Invalid merkle root.", {
+        details: 'merkleRoot is 0x followed by 64 hex characters, with tweak "taproot"',
+      });
+    return this.#withPkpKey(pkpId, (k) => {
+      if (tweak === null) return hex(schnorrSign(k, hexToBytes(digest)));
+      const tweaked = taprootSecret(k, merkleRoot === null ? null : hexToBytes(merkleRoot));
+      try {
+        return hex(schnorrSign(tweaked, hexToBytes(digest)));
+      } finally {
+        tweaked.fill(0);
+      }
+    });
+  }
+
   pkpEncrypt(pkpId: string, plaintext: string | Uint8Array): string {
     const bytes = toMessageBytes(plaintext);
     return this.#withAesKey(pkpId, (k) => seal(k, bytes));
@@ -378,6 +458,10 @@ export class Enclave implements KeyCapabilities {
 
   pkpKeyForRun(pkpId: string): Uint8Array {
     return deriveSecp256k1(this.#root, LABELS.pkpSigning, ids.pkp(pkpIdBytes(pkpId)));
+  }
+
+  pkpEd25519SeedForOp(pkpId: string): Uint8Array {
+    return deriveEd25519Seed(this.#root, ids.pkp(pkpIdBytes(pkpId)));
   }
 
   pkpAesKeyForOp(pkpId: string): Uint8Array {
@@ -497,6 +581,15 @@ export function pkpIdBytes(pkpId: unknown): Uint8Array {
 
 function hexToBytes(h: string): Uint8Array {
   return Uint8Array.from(Buffer.from(h.slice(2), "hex"));
+}
+
+/** An Ed25519 message: bytes, or 0x-hex (a text string would be ambiguous: its UTF-8, or the hex it spells?). */
+function ed25519MessageBytes(m: unknown): Uint8Array {
+  if (m instanceof Uint8Array) return Uint8Array.from(m);
+  if (typeof m === "string" && /^0x([0-9a-fA-F]{2})*$/.test(m)) return hexToBytes(m);
+  throw new EnclaveError("invalid_message", "Invalid message.", {
+    details: "expected bytes or 0x-prefixed hex",
+  });
 }
 
 function toMessageBytes(m: unknown): Uint8Array {

@@ -24,6 +24,7 @@ export { ContentStore } from "./contentStore";
 export { GatewayClient } from "./gateway";
 export type { GatewayClientOptions } from "./gateway";
 export type { KeyCapabilities } from "./capabilities";
+export type { PkpPublicKeys } from "./chainKeys";
 // The action executor (SES workers). It runs on the enclave side: it holds a KeyCapabilities (the
 // Enclave) and answers its workers' key operations after the relayer's authorization callback.
 export {
@@ -61,7 +62,11 @@ export {
   checkPolicy,
   evaluatePolicy,
   parseDigest,
+  parseEd25519,
   parseMessage,
+  parseSchnorrDigest,
+  parseSolanaMessage,
+  parseTaprootInput,
   parsePolicy,
   parseTransaction,
   parseTypedData,

@@ -76,7 +76,7 @@ export function buildOpenApi(ctx: Pick<RelayerContext, "chainId" | "cfg">) {
           required: ["kind"],
           additionalProperties: false,
           description:
-            "What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt}",
+            "What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, {kind: ed25519, message (0x-hex)}, {kind: schnorr, digest}, or {kind: keyExport|encrypt|decrypt}",
           properties: {
             kind: { type: "string", enum: [...OPERATION_KINDS] },
             transaction: {

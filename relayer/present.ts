@@ -25,10 +25,16 @@ export async function keyItem(k: KeyRecord, billing: Billing | null) {
 }
 
 export function pkpItem(p: PkpRecord, enclave: Enclave) {
+  // Public forms of the PKP's Ed25519 and Schnorr keys (enclave/chainKeys.ts), cached by the enclave.
+  const keys = enclave.pkpPublicKeys(p.id);
   return {
     pkp_id: p.id,
     address: enclave.pkpAddress(p.id),
     public_key: enclave.pkpPublicKey(p.id),
+    solana_address: keys.ed25519.solanaAddress,
+    taproot_address: keys.taproot.address,
+    ed25519_public_key: keys.ed25519.publicKey,
+    schnorr_public_key: keys.taproot.xOnly,
     name: p.name,
     description: p.description,
   };

@@ -22,6 +22,10 @@ export function registerPkps(program: Command): void {
           ["pkp id", r.pkp_id],
           ["address", r.address],
           ["public key", r.public_key],
+          ["solana address", r.solana_address],
+          ["taproot address", r.taproot_address],
+          ["ed25519 public key", r.ed25519_public_key],
+          ["schnorr public key", r.schnorr_public_key],
         ]),
       );
     });
@@ -38,10 +42,12 @@ export function registerPkps(program: Command): void {
       });
       out.result(r, () =>
         table(
-          ["pkp id", "address", "name"],
+          ["pkp id", "address", "solana address", "taproot address", "name"],
           (r.items ?? []).map((p) => [
             String(p.pkp_id ?? p.id),
             String(p.address ?? ""),
+            String(p.solana_address ?? ""),
+            String(p.taproot_address ?? ""),
             String(p.name ?? ""),
           ]),
         ),
@@ -50,7 +56,7 @@ export function registerPkps(program: Command): void {
 
   pkps
     .command("show <pkpId>")
-    .description("public key and address of a PKP (no key needed)")
+    .description("public keys and addresses of a PKP: EVM, Solana, Taproot (no key needed)")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { client, out } = contextOf(cmd);
       const r = await client.request<Record<string, unknown>>(

@@ -11,6 +11,8 @@ export const OPERATION_KINDS = [
   "keyExport",
   "encrypt",
   "decrypt",
+  "ed25519",
+  "schnorr",
 ] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 
@@ -23,6 +25,8 @@ export const KIND_LABELS: Record<OperationKind, string> = {
   keyExport: "Key export",
   encrypt: "Encrypt",
   decrypt: "Decrypt",
+  ed25519: "Ed25519 (Solana)",
+  schnorr: "Schnorr (Bitcoin Taproot)",
 };
 
 const ZERO = "0x0000000000000000000000000000000000000001";
@@ -63,7 +67,11 @@ export function exampleOperation(kind: OperationKind, chainId: number): string {
       case "message":
         return { message: "Sign in to app.example" };
       case "digest":
+      case "schnorr":
         return { digest: "0x" + "11".repeat(32) };
+      case "ed25519":
+        // Any bytes as 0x-hex; a compiled Solana transaction message is read as one.
+        return { message: "0x68656c6c6f" };
       default:
         return {};
     }

@@ -21,7 +21,7 @@ export interface CryptoAnswer {
 }
 
 export interface CryptoRequest {
-  op: "signDigest" | "signMessage" | "signTypedData" | "encrypt" | "decrypt";
+  op: "signDigest" | "signMessage" | "signTypedData" | "signEd25519" | "signSchnorr" | "encrypt" | "decrypt";
   [field: string]: unknown;
 }
 

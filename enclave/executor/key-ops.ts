@@ -34,6 +34,7 @@ import type { InFlightLimit } from "./in-flight-limit";
 import type { ExecutorLimits } from "./limits";
 import { SendError, type SendRun, type SendService } from "./send";
 import { keyOpArgsProblem } from "./worker/arg-limits";
+import { CHAIN_KEY_OPS, type ChainSigner } from "./chain-key-ops";
 
 export interface KeyOpError {
   code: string;
@@ -280,6 +281,39 @@ const PKP_OPS: Record<string, PkpOp> = {
     );
   },
 };
+
+/** Ed25519 and Schnorr signatures by `id`, off the main thread like the others (offMain). */
+function chainSigner(s: KeyOpServer, id: string): ChainSigner {
+  const bytes = (h: string) => Uint8Array.from(Buffer.from(h.slice(2), "hex"));
+  return {
+    ed25519: async (message) =>
+      (await offMain(
+        s,
+        () => s.keys.pkpEd25519SeedForOp(id),
+        { op: "signEd25519", message },
+        () => s.keys.pkpSignEd25519(id, message),
+      )) as string,
+    schnorr: async (digest, tweak, merkleRoot) =>
+      (await offMain(
+        s,
+        () => s.keys.pkpKeyForRun(id),
+        {
+          op: "signSchnorr",
+          digest: bytes(digest),
+          tweak,
+          merkleRoot: merkleRoot === null ? null : bytes(merkleRoot),
+        },
+        () => s.keys.pkpSignSchnorr(id, digest, { tweak, merkleRoot }),
+      )) as string,
+  };
+}
+
+// Ed25519 and Schnorr (chain-key-ops.ts): the same authorization, scheduling and policy check.
+for (const name of Object.keys(CHAIN_KEY_OPS)) {
+  const chainOp = CHAIN_KEY_OPS[name];
+  PKP_OPS[name] = (s, id, a) =>
+    chainOp(s.keys, id, a, (facts, sign) => signIfAllowed(s, id, facts, sign), chainSigner(s, id));
+}
 
 export async function serveKeyOp(
   server: KeyOpServer,

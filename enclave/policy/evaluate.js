@@ -147,6 +147,84 @@ function checkTypedData(r, op) {
   return MATCH;
 }
 
+/**
+ * Solana conditions of an ed25519 rule. An allow rule matches a transaction message every program of
+ * which is listed and whose System transfers move at most maxLamports; a deny rule, one that calls any
+ * listed program or moves more. Either way, bytes that are not a Solana transaction message do not match
+ * a rule with Solana conditions (a raw signature never passes for a checked transaction).
+ */
+function checkSolana(r, op) {
+  const s = r.solana;
+  if (s === undefined) return MATCH;
+  if (op.solana === null)
+    return miss(
+      "solana",
+      "not a transaction",
+      "the message is not a Solana transaction message (legacy or v0)",
+    );
+  const deny = r.effect === "deny";
+  if (s.programIds !== undefined) {
+    const listed = (p) => s.programIds.includes(p);
+    if (deny) {
+      const hit = op.solana.programIds.find(listed);
+      if (hit === undefined) return miss("solana.programIds", "", "no listed program is called");
+    } else {
+      const bad = op.solana.programIds.find((p) => !listed(p));
+      if (bad !== undefined)
+        return miss("solana.programIds", bad, `program ${bad} is not an allowed program`);
+    }
+  }
+  if (s.maxLamports !== undefined) {
+    const above = op.solana.lamports > BigInt(s.maxLamports);
+    if (above !== deny)
+      return miss(
+        "solana.maxLamports",
+        op.solana.lamports.toString(),
+        deny
+          ? `System transfers of ${op.solana.lamports} lamports are not above ${s.maxLamports}`
+          : `System transfers of ${op.solana.lamports} lamports are above ${s.maxLamports}`,
+      );
+  }
+  return MATCH;
+}
+
+/**
+ * Bitcoin conditions of a schnorr rule, read from a Taproot PSBT input's transaction (outputs that pay
+ * the PKP's own script, change, are not counted). An allow rule matches when every output pays a listed
+ * script and their total is at most maxAmount; a deny rule when any output pays a listed script or the
+ * total is more. A raw digest matches no rule with Bitcoin conditions.
+ */
+function checkBitcoin(r, op) {
+  const b = r.bitcoin;
+  if (b === undefined) return MATCH;
+  if (op.bitcoin === null)
+    return miss("bitcoin", op.digest, "a raw digest is not a Taproot input the rule can read");
+  const deny = r.effect === "deny";
+  if (b.outputScripts !== undefined) {
+    const listed = (o) => b.outputScripts.some((x) => x.toLowerCase() === o.script);
+    if (deny) {
+      if (!op.bitcoin.outputs.some(listed))
+        return miss("bitcoin.outputScripts", "", "no output pays a listed script");
+    } else {
+      const bad = op.bitcoin.outputs.find((o) => !listed(o));
+      if (bad !== undefined)
+        return miss("bitcoin.outputScripts", bad.script, `output script ${bad.script} is not an allowed one`);
+    }
+  }
+  if (b.maxAmount !== undefined) {
+    const above = op.bitcoin.amount > BigInt(b.maxAmount);
+    if (above !== deny)
+      return miss(
+        "bitcoin.maxAmount",
+        op.bitcoin.amount.toString(),
+        deny
+          ? `outputs of ${op.bitcoin.amount} sat are not above ${b.maxAmount}`
+          : `outputs of ${op.bitcoin.amount} sat are above ${b.maxAmount}`,
+      );
+  }
+  return MATCH;
+}
+
 function startsWith(bytes, prefix) {
   if (prefix.length > bytes.length) return false;
   for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
@@ -172,6 +250,10 @@ function ruleMatches(r, op, now) {
           `the message does not start with ${JSON.stringify(r.prefix)}`,
         );
       return MATCH;
+    case "ed25519":
+      return checkSolana(r, op);
+    case "schnorr":
+      return checkBitcoin(r, op);
     default:
       return MATCH;
   }

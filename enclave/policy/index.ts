@@ -4,6 +4,7 @@
  */
 export * from "./schema";
 export * from "./operation";
+export * from "./chainOperations";
 export * from "./evaluate";
 export * from "./window";
 export type { Erc20Call, PermitGrant } from "./erc20";

@@ -15,13 +15,10 @@ import {
 } from "ethers";
 import { decodeErc20Call, decodePermits, type Erc20Call, type PermitGrant } from "./erc20";
 import type { OperationKind } from "./schema";
+import { OperationError } from "./operationError";
+import type { Ed25519Facts, SchnorrFacts } from "./chainOperations";
 
-export class OperationError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "OperationError";
-  }
-}
+export { OperationError } from "./operationError";
 
 export interface TransactionFacts {
   kind: "transaction";
@@ -64,7 +61,8 @@ export interface PlainFacts {
   kind: "keyExport" | "encrypt" | "decrypt";
 }
 
-export type OperationFacts = TransactionFacts | TypedDataFacts | MessageFacts | DigestFacts | PlainFacts;
+export type OperationFacts =
+  TransactionFacts | TypedDataFacts | MessageFacts | DigestFacts | PlainFacts | Ed25519Facts | SchnorrFacts;
 
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 

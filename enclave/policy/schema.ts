@@ -15,6 +15,8 @@ export const OPERATION_KINDS = [
   "keyExport",
   "encrypt",
   "decrypt",
+  "ed25519",
+  "schnorr",
 ] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 
@@ -65,6 +67,10 @@ export interface PolicyRule {
   permit?: { token: string; spenders?: AddressSet; amount?: AmountRange };
   // message
   prefix?: string;
+  // ed25519: what a Solana transaction message may do (docs/policies.md, "ed25519")
+  solana?: { programIds?: string[]; maxLamports?: string };
+  // schnorr: what a Taproot input's transaction may pay (docs/policies.md, "schnorr")
+  bitcoin?: { outputScripts?: string[]; maxAmount?: string };
   // allow rules of the signing operations
   window?: PolicyWindow;
 }
@@ -107,6 +113,8 @@ export const CONDITIONS_BY_OPERATION: Record<OperationKind, readonly string[]> =
   keyExport: [],
   encrypt: [],
   decrypt: [],
+  ed25519: ["solana"],
+  schnorr: ["bitcoin"],
 };
 
 const ruleProperties = {
@@ -185,6 +193,39 @@ const ruleProperties = {
     properties: { token: address, spenders: addressSet, amount: amountRange },
   },
   prefix: { type: "string", minLength: 1, maxLength: 1024 },
+  solana: {
+    type: "object",
+    description:
+      "A Solana transaction message: the programs its instructions may call, and the most lamports its System transfers may move",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      programIds: {
+        type: "array",
+        minItems: 1,
+        maxItems: 256,
+        uniqueItems: true,
+        items: { type: "string", pattern: "^[1-9A-HJ-NP-Za-km-z]{32,44}$" },
+      },
+      maxLamports: uint,
+    },
+  },
+  bitcoin: {
+    type: "object",
+    description:
+      "A Taproot input's transaction: the output scripts it may pay (0x-hex; change back to the PKP is not counted) and the most satoshis it may pay them",
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+      outputScripts: {
+        type: "array",
+        minItems: 1,
+        maxItems: 256,
+        items: { type: "string", pattern: "^0x([0-9a-fA-F]{2}){1,520}$" },
+      },
+      maxAmount: uint,
+    },
+  },
   window: {
     type: "object",
     description:

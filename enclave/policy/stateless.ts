@@ -25,6 +25,8 @@ const STATELESS_RULE_FIELDS: ReadonlySet<string> = new Set<keyof PolicyRule>([
   "primaryTypes",
   "permit",
   "prefix",
+  "solana",
+  "bitcoin",
 ]);
 
 const STATELESS_POLICY_FIELDS: ReadonlySet<string> = new Set<keyof Policy>([

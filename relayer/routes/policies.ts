@@ -7,7 +7,9 @@ import {
   OperationError,
   evaluatePolicy,
   parseDigest,
+  parseEd25519,
   parseMessage,
+  parseSchnorrDigest,
   parseTransaction,
   parseTypedData,
   plainOperation,
@@ -52,7 +54,8 @@ function badOperation(message: string): ApiError {
  * The operation of a dry run, parsed exactly as the enclave parses what an action asks to sign:
  * `{kind: "transaction", transaction}`, `{kind: "typedData", domain, types, value}`,
  * `{kind: "message", message}` (a 0x-hex message with `encoding: "hex"` is bytes),
- * `{kind: "digest", digest}`, or `{kind: "keyExport" | "encrypt" | "decrypt"}`.
+ * `{kind: "digest", digest}`, `{kind: "ed25519", message}` (0x-hex bytes, read as a Solana transaction
+ * message when it is one), `{kind: "schnorr", digest}`, or `{kind: "keyExport" | "encrypt" | "decrypt"}`.
  */
 export function readOperation(v: unknown): OperationFacts {
   if (!isObject(v)) throw badOperation("must be an object with a `kind`");
@@ -77,11 +80,15 @@ export function readOperation(v: unknown): OperationFacts {
       }
       case "digest":
         return parseDigest(v.digest);
+      case "ed25519":
+        return parseEd25519(v.message);
+      case "schnorr":
+        return parseSchnorrDigest(v.digest);
       default:
         if (typeof v.kind === "string" && PLAIN_KINDS.has(v.kind))
           return plainOperation(v.kind as "keyExport" | "encrypt" | "decrypt");
         throw new OperationError(
-          "kind must be transaction, typedData, message, digest, keyExport, encrypt or decrypt",
+          "kind must be transaction, typedData, message, digest, ed25519, schnorr, keyExport, encrypt or decrypt",
         );
     }
   } catch (e) {

@@ -92,6 +92,12 @@ export const pkpFields: Record<string, Schema> = {
   pkp_id: pkpId,
   address,
   public_key: str("Uncompressed secp256k1 public key, 0x04…"),
+  solana_address: str("Solana address: base58 of the PKP's Ed25519 public key"),
+  taproot_address: str(
+    "Bitcoin mainnet Taproot (P2TR, bc1p…) address of the PKP's tweaked key, no script tree",
+  ),
+  ed25519_public_key: str("Ed25519 public key, 0x + 64 hex"),
+  schnorr_public_key: str("BIP-340 x-only public key (untweaked), 0x + 64 hex"),
   name: str(),
   description: str(),
 };

@@ -1567,6 +1567,14 @@ export interface paths {
               address: string;
               /** @description Uncompressed secp256k1 public key, 0x04… */
               public_key: string;
+              /** @description Solana address: base58 of the PKP's Ed25519 public key */
+              solana_address: string;
+              /** @description Bitcoin mainnet Taproot (P2TR, bc1p…) address of the PKP's tweaked key, no script tree */
+              taproot_address: string;
+              /** @description Ed25519 public key, 0x + 64 hex */
+              ed25519_public_key: string;
+              /** @description BIP-340 x-only public key (untweaked), 0x + 64 hex */
+              schnorr_public_key: string;
               name: string;
               description: string;
               /** @description The path-A transaction */
@@ -1706,6 +1714,14 @@ export interface paths {
                 address: string;
                 /** @description Uncompressed secp256k1 public key, 0x04… */
                 public_key: string;
+                /** @description Solana address: base58 of the PKP's Ed25519 public key */
+                solana_address: string;
+                /** @description Bitcoin mainnet Taproot (P2TR, bc1p…) address of the PKP's tweaked key, no script tree */
+                taproot_address: string;
+                /** @description Ed25519 public key, 0x + 64 hex */
+                ed25519_public_key: string;
+                /** @description BIP-340 x-only public key (untweaked), 0x + 64 hex */
+                schnorr_public_key: string;
                 name: string;
                 description: string;
               }[];
@@ -6972,7 +6988,16 @@ export interface components {
         /** @enum {unknown} */
         effect: "allow" | "deny";
         /** @enum {unknown} */
-        operation: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+        operation:
+          | "transaction"
+          | "typedData"
+          | "message"
+          | "digest"
+          | "keyExport"
+          | "encrypt"
+          | "decrypt"
+          | "ed25519"
+          | "schnorr";
         time?: {
           days?: number[];
           hours?: {
@@ -7024,18 +7049,37 @@ export interface components {
           };
         };
         prefix?: string;
+        /** @description A Solana transaction message: the programs its instructions may call, and the most lamports its System transfers may move */
+        solana?: {
+          programIds?: string[];
+          maxLamports?: string;
+        };
+        /** @description A Taproot input's transaction: the output scripts it may pay (0x-hex; change back to the PKP is not counted) and the most satoshis it may pay them */
+        bitcoin?: {
+          outputScripts?: string[];
+          maxAmount?: string;
+        };
         /** @description At most maxCount signatures and at most maxValue in total per PKP over the last `seconds` (rolling), per chain and per token; allow rules only */
         window?: {
           seconds: number;
           maxCount?: number;
           maxValue?: string;
         };
-      } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown))[];
+      } & (unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown & unknown))[];
     };
-    /** @description What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, or {kind: keyExport|encrypt|decrypt} */
+    /** @description What would be signed: {kind: transaction, transaction}, {kind: typedData, domain, types, value}, {kind: message, message, encoding?: utf8|hex}, {kind: digest, digest}, {kind: ed25519, message (0x-hex)}, {kind: schnorr, digest}, or {kind: keyExport|encrypt|decrypt} */
     PolicyOperation: {
       /** @enum {string} */
-      kind: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+      kind:
+        | "transaction"
+        | "typedData"
+        | "message"
+        | "digest"
+        | "keyExport"
+        | "encrypt"
+        | "decrypt"
+        | "ed25519"
+        | "schnorr";
       /** @description ethers TransactionRequest fields; chainId required */
       transaction?: Record<string, never>;
       domain?: Record<string, never>;
@@ -7052,7 +7096,16 @@ export interface components {
       /** @description The deciding rule's name, or "(default deny)" when no allow rule matched */
       rule: string;
       /** @enum {string} */
-      operation: "transaction" | "typedData" | "message" | "digest" | "keyExport" | "encrypt" | "decrypt";
+      operation:
+        | "transaction"
+        | "typedData"
+        | "message"
+        | "digest"
+        | "keyExport"
+        | "encrypt"
+        | "decrypt"
+        | "ed25519"
+        | "schnorr";
       /** @description What a signature would be made over */
       digest?: string;
       /** @description The condition that failed (refusals) */
@@ -7188,6 +7241,14 @@ export interface components {
       address: string;
       /** @description Uncompressed secp256k1 public key, 0x04… */
       public_key: string;
+      /** @description Solana address: base58 of the PKP's Ed25519 public key */
+      solana_address: string;
+      /** @description Bitcoin mainnet Taproot (P2TR, bc1p…) address of the PKP's tweaked key, no script tree */
+      taproot_address: string;
+      /** @description Ed25519 public key, 0x + 64 hex */
+      ed25519_public_key: string;
+      /** @description BIP-340 x-only public key (untweaked), 0x + 64 hex */
+      schnorr_public_key: string;
       name: string;
       description: string;
       account_id: number;

@@ -124,6 +124,13 @@ describe("dashboard: end to end in Chromium", function () {
       },
     );
     expect(api.body.items.map((p) => [p.pkp_id, p.address])).to.deep.equal([[s.pkpId, s.pkpAddress]]);
+    // Its Solana and Bitcoin keys: the API's values, each with a copy button.
+    const listed = api.body.items[0] as unknown as Record<string, string>;
+    for (const field of ["solana_address", "taproot_address", "ed25519_public_key", "schnorr_public_key"]) {
+      const cell = row.locator(`[data-field=${field}]`);
+      expect(await cell.locator("code").getAttribute("title"), field).to.equal(listed[field]);
+      expect(await cell.getByRole("button", { name: /^Copy / }).count(), field).to.equal(1);
+    }
     await check(page, "pkps");
   });
 

@@ -36,7 +36,11 @@ describe("executor: capabilities made on first read", function () {
           kind: typeof Actions.getPublicKey,
           frozen: Object.isFrozen(Actions) && Object.isFrozen(Actions.signMessage),
           keys: Object.keys(Actions),
-          spread: Object.values({ ...Actions }).every((f) => typeof f === "function"),
+          // Every member is a function, but the two namespaces of chain helpers: frozen objects of functions.
+          spread: Object.entries({ ...Actions }).every(([k, f]) =>
+            k === "solana" || k === "bitcoin"
+              ? Object.isFrozen(f) && Object.values(f).every((g) => typeof g === "function")
+              : typeof f === "function"),
         };
       }`),
     );
@@ -64,6 +68,10 @@ describe("executor: capabilities made on first read", function () {
         "getActionPublicKey",
         "getActionAddress",
         "setResponse",
+        "signEd25519",
+        "signSchnorr",
+        "solana",
+        "bitcoin",
         "Encrypt",
         "Decrypt",
         "getLitActionPrivateKey",

@@ -5,11 +5,12 @@
  */
 import { expect } from "chai";
 import { eventually } from "../../testkit/eventually";
-import { AbiCoder, Wallet, ZeroAddress, getAddress } from "ethers";
+import { AbiCoder, Wallet, ZeroAddress, ethers, getAddress } from "ethers";
 import { computeCid } from "../../enclave";
 import { createSigil } from "../../sdk/index";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 import { DEV_KEYS } from "../helpers/anvil";
+import { solanaTransferMessage } from "../executor/chainFixtures";
 import { AccountRegistry__factory } from "../../typechain-types";
 
 const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
@@ -110,6 +111,31 @@ describe("signing policies: the relayer's endpoints", function () {
       body: { cid, operation: { kind: "keyExport" } },
     });
     expect(exportKey.body).to.include({ allowed: false, rule: "(default deny)", operation: "keyExport" });
+  });
+
+  it("dry-runs ed25519 (a Solana transfer message) and schnorr (a raw digest) operations", async () => {
+    const from = "sx1jK2ShyyPZEPZUUC3vExuakFfS4iqDK1hfSApdfcW";
+    const to = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM";
+    const policy = {
+      version: 1,
+      rules: [
+        { name: "sol", effect: "allow", operation: "ed25519", solana: { maxLamports: "1000" } },
+        { name: "btc", effect: "allow", operation: "schnorr", bitcoin: { maxAmount: "1000" } },
+      ],
+    };
+    const message = (lamports: bigint) => ethers.hexlify(solanaTransferMessage(from, to, lamports));
+    const evaluate = (operation: unknown) =>
+      s.api("POST", "/core/v1/policies/evaluate", { key, body: { policy, operation } });
+    const small = await evaluate({ kind: "ed25519", message: message(999n) });
+    expect(small.status, JSON.stringify(small.body)).to.equal(200);
+    expect(small.body).to.include({ allowed: true, rule: "sol", operation: "ed25519" });
+    const big = await evaluate({ kind: "ed25519", message: message(5000n) });
+    expect(big.body).to.include({ allowed: false, rule: "sol", field: "solana.maxLamports", value: "5000" });
+    const digest = await evaluate({ kind: "schnorr", digest: "0x" + "11".repeat(32) });
+    expect(digest.body).to.include({ allowed: false, rule: "btc", field: "bitcoin", operation: "schnorr" });
+    const bad = await evaluate({ kind: "ed25519", message: "not hex" });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.error.code).to.equal("invalid_request");
   });
 
   it("a malformed dry run is a 400, never a 500", async () => {

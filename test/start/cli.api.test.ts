@@ -234,6 +234,19 @@ describe("start: CLI commands against the real service", function () {
     expect((await ok(["actions", "get", cid])).code).to.equal(ACTION);
   });
 
+  it("pkps list and pkps show give each PKP's Solana and Taproot addresses and keys", async () => {
+    const shown = await ok(["pkps", "show", pkp], "");
+    expect(shown.solana_address).to.match(/^[1-9A-HJ-NP-Za-km-z]{32,44}$/);
+    expect(shown.taproot_address).to.match(/^bc1p[02-9ac-hj-np-z]{58}$/);
+    expect(shown.ed25519_public_key).to.match(/^0x[0-9a-f]{64}$/);
+    expect(shown.schnorr_public_key).to.match(/^0x[0-9a-f]{64}$/);
+    const listed = await sigil(["pkps", "list"]);
+    expect(listed.code).to.equal(0);
+    expect(listed.stdout.split("\n")[0]).to.match(/pkp id +address +solana address +taproot address +name/);
+    const row = listed.stdout.split("\n").find((l) => l.startsWith(pkp));
+    expect(row).to.contain(String(shown.solana_address)).and.contain(String(shown.taproot_address));
+  });
+
   it("keys remove by id revokes the key: it gets 401 next", async () => {
     await ok(["keys", "remove", usageKeyId]);
     const r = await sigil(["billing", "balance"], usageKey);

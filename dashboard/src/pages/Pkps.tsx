@@ -3,6 +3,7 @@ import { collect, type Session } from "../api";
 import { CopyButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 import { useToast } from "../components/Toasts";
+import { PkpChainKeys } from "../components/PkpChainKeys";
 import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 
 export function Pkps({ session }: { session: Session }) {
@@ -76,6 +77,7 @@ export function Pkps({ session }: { session: Session }) {
               <th scope="col">PKP id</th>
               <th scope="col">Address</th>
               <th scope="col">Public key</th>
+              <th scope="col">Solana and Bitcoin</th>
               <th scope="col">Groups</th>
             </tr>
           </thead>
@@ -94,6 +96,9 @@ export function Pkps({ session }: { session: Session }) {
                 <td data-label="Public key">
                   <code title={p.public_key}>{short(p.public_key)}</code>{" "}
                   <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
+                </td>
+                <td data-label="Solana and Bitcoin">
+                  <PkpChainKeys pkp={p} />
                 </td>
                 <td data-label="Groups">
                   {p.groups.length ? (

@@ -33,6 +33,11 @@ const PUBLIC_NAME = {
   actionPrivateKey: "getActionPrivateKey",
   actionPublicKey: "getActionPublicKey",
   actionAddress: "getActionAddress",
+  pkpPublicKeys: "getPublicKey",
+  pkpSignEd25519: "signEd25519",
+  pkpSignSchnorr: "signSchnorr",
+  pkpSignSolanaMessage: "solana.signTransactionMessage",
+  pkpSignTaprootInput: "bitcoin.signTaprootInput",
 };
 
 /** UTF-8 length of a string or byte length of bytes, or Infinity once it is certainly over `max`. */
@@ -111,6 +116,32 @@ function keyOpArgsProblem(op, args, limits) {
       if (d instanceof Uint8Array && d.byteLength > MAX_DIGEST_BYTES)
         return tooLarge(op, "digest", d.byteLength, MAX_DIGEST_BYTES, "fixed");
       return null;
+    }
+    case "pkpSignSchnorr":
+      for (const field of ["digest", "merkleRoot"]) {
+        const d = args[field];
+        if (typeof d === "string" && d.length > MAX_ID_CHARS)
+          return tooLarge(op, field, d.length, MAX_ID_CHARS, "fixed");
+        if (d instanceof Uint8Array && d.byteLength > MAX_DIGEST_BYTES)
+          return tooLarge(op, field, d.byteLength, MAX_DIGEST_BYTES, "fixed");
+      }
+      return null;
+    case "pkpSignEd25519":
+    case "pkpSignSolanaMessage": {
+      // Bytes, or 0x-hex of as many bytes (two characters each).
+      const field = op === "pkpSignEd25519" ? "message" : "messageBytes";
+      const v = args[field];
+      const max = typeof v === "string" ? 2 * payloadMax + 2 : payloadMax;
+      const n = payloadBytes(v, max);
+      return n > max
+        ? tooLarge(op, field, n, max, "maxKeyOpPayloadBytes of bytes (as 0x-hex: 2 × that + 2)")
+        : null;
+    }
+    case "pkpSignTaprootInput": {
+      // Base64: four characters per three bytes.
+      const max = Math.ceil((4 * payloadMax) / 3) + 4;
+      const n = payloadBytes(args.psbtBase64, max);
+      return n > max ? tooLarge(op, "psbtBase64", n, max, "maxKeyOpPayloadBytes of PSBT, base64") : null;
     }
     case "pkpSignMessage": {
       const n = payloadBytes(args.message, payloadMax);

@@ -9,6 +9,7 @@
 const { platformError, copyPlain } = require("./values");
 const { makeLegacySignEcdsa } = require("./legacy-sign");
 const { readSendArgs } = require("./send-args");
+const { chainMembers } = require("./chain-actions");
 
 function argsObject(args, fnName) {
   if (typeof args !== "object" || args === null) {
@@ -45,7 +46,9 @@ function actionMembers(run, newSigner) {
     return run.keyOp(op, payload);
   };
 
-  const getPublicKey = pkpOp("getPublicKey", "pkpPublicKey");
+  // Ed25519 and Schnorr (chain-actions.js); getPublicKey without `scheme` is the secp256k1 key as before.
+  const chain = chainMembers(run, pkpOp("getPublicKey", "pkpPublicKey"));
+  const getPublicKey = chain.getPublicKey;
   const getAddress = pkpOp("getAddress", "pkpAddress");
   const signEcdsaById = pkpOp("signEcdsa", "pkpSignDigest", (a) => ({
     digest: readBytesOrString(a, "digest", "signEcdsa"),
@@ -135,6 +138,10 @@ function actionMembers(run, newSigner) {
     getActionPublicKey,
     getActionAddress,
     setResponse,
+    signEd25519: chain.signEd25519,
+    signSchnorr: chain.signSchnorr,
+    solana: chain.solana,
+    bitcoin: chain.bitcoin,
     // The reference runtime's names, so its actions run unchanged.
     Encrypt: encrypt,
     Decrypt: decrypt,

@@ -32,11 +32,17 @@ try {
 // Loaded on first use: the signer thread never needs ethers (its workers hash themselves).
 let digests = null;
 let aes = null;
+let chainSign = null;
 const lazyDigests = () => (digests ??= require("./digests"));
+const lazyChainSign = () => (chainSign ??= require("../../chainSign"));
 const lazyAes = () => (aes ??= require("./aes-envelope"));
 
 function isDigest(d) {
   return d instanceof Uint8Array && d.length === 32;
+}
+
+function hexOf(bytes) {
+  return "0x" + Buffer.from(bytes).toString("hex");
 }
 
 /** r‖s‖v hex, v = 27 + recid: the enclave's format. */
@@ -68,6 +74,17 @@ function compute(req, key) {
       if (secp === null) return null;
       const digest = lazyDigests().typedDataDigest(req.domain, req.types, req.value);
       return digest === null ? null : { value: signatureHex(digest, key) };
+    }
+    // Ed25519 (the key is the PKP's Ed25519 seed) and BIP-340 Schnorr, plain or Taproot-tweaked.
+    case "signEd25519":
+      if (!(req.message instanceof Uint8Array)) return null;
+      return { value: hexOf(lazyChainSign().ed25519Sign(key, req.message)) };
+    case "signSchnorr": {
+      const tweak = req.tweak ?? null;
+      const merkleRoot = req.merkleRoot ?? null;
+      if (!isDigest(req.digest) || (tweak !== null && tweak !== "taproot")) return null;
+      if (merkleRoot !== null && (tweak === null || !isDigest(merkleRoot))) return null;
+      return { value: hexOf(lazyChainSign().schnorrSignWith(key, req.digest, tweak, merkleRoot)) };
     }
     case "encrypt":
       if (typeof req.plaintext !== "string" && !(req.plaintext instanceof Uint8Array)) return null;
