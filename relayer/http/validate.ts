@@ -5,7 +5,7 @@
  * numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
  */
 import { getAddress, isHexString, ZeroAddress } from "ethers";
-import { isValidCid, parseCid } from "../../enclave";
+import { parseCid } from "../../enclave";
 import { ApiError, type ErrorCode } from "../errors";
 
 const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
@@ -40,10 +40,13 @@ const MAX_CID_BYTES = 128;
 
 /** An IPFS CID, in its canonical form. */
 export function parseCidField(v: unknown, field: string): string {
-  if (typeof v !== "string" || v.length === 0 || v.length > MAX_CID_BYTES || !isValidCid(v)) {
-    throw invalid(field, "an IPFS CID (e.g. Qm… or bafy…)", v, "invalid_cid");
-  }
-  return parseCid(v);
+  if (typeof v === "string" && v.length > 0 && v.length <= MAX_CID_BYTES)
+    try {
+      return parseCid(v);
+    } catch {
+      // not a CID: refused below
+    }
+  throw invalid(field, "an IPFS CID (e.g. Qm… or bafy…)", v, "invalid_cid");
 }
 
 export function parseGroupId(v: unknown, field: string, allowWildcard = false): number {

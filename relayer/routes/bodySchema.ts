@@ -180,7 +180,7 @@ export function compileBody<C>(schema: Schema, checks: Record<string, FieldCheck
     if (body === null || typeof body !== "object" || Array.isArray(body))
       throw new ApiError("invalid_request", `The body must be a JSON object (got ${show(body)}).`);
     const sent = body as Record<string, unknown>;
-    if (exactlyOne && exactlyOne.filter((f) => sent[f] !== undefined && sent[f] !== null).length !== 1)
+    if (exactlyOne && countSent(sent, exactlyOne) !== 1)
       throw new ApiError(
         "invalid_request",
         `Send exactly one of ${exactlyOne.map((f) => `\`${f}\``).join(" and ")}.`,
@@ -204,4 +204,11 @@ export function compileBody<C>(schema: Schema, checks: Record<string, FieldCheck
           });
     return out;
   };
+}
+
+/** How many of `fields` were sent (null counts as not sent). */
+function countSent(sent: Record<string, unknown>, fields: string[]): number {
+  let n = 0;
+  for (const f of fields) if (sent[f] !== undefined && sent[f] !== null) n++;
+  return n;
 }
