@@ -96,7 +96,8 @@ export const pkpId: Typed<string> = {
 };
 /** A PKP named in a request: its id (any case) or its address, which the handler resolves. */
 export const pkpRef: Typed<string> = {
-  ...pkpId,
+  type: "string",
+  pattern: "^0x([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$",
   format: "pkp-ref",
   description: "PKP id (0x + 64 hex digits) or the PKP's address",
 };
