@@ -31,7 +31,9 @@ import {
   parsePkpId,
   show,
 } from "../http/validate";
-import type { Schema } from "./endpoint";
+
+/** A JSON Schema object (the same as endpoint.ts's, which imports this module). */
+type Schema = Record<string, unknown>;
 
 /** Reads one field's value (never undefined or an unwanted null: those are handled before). */
 type Reader = (v: unknown, field: string) => unknown;

@@ -113,6 +113,7 @@ describe("relayer: every route is declared once", function () {
     // @ts-expect-error: `declared` is missing.
     expect(() => declaredRoutes(express.Router(), "/x")).to.throw(TypeError);
   });
+
   it("every declared body compiles to a validator, and no handler reads the body behind it", () => {
     let bodies = 0;
     for (const g of DOCUMENTED_GROUPS)
@@ -122,9 +123,10 @@ describe("relayer: every route is declared once", function () {
         bodies++;
       }
     expect(bodies).to.be.greaterThan(20);
-    // The relayer's declarations never read the raw body: they receive it read.
+    // The relayer's declarations never read the raw body: they receive it read (endpoint.ts reads it
+    // for them).
     const dir = path.join(__dirname, "../../relayer/routes");
-    for (const f of fs.readdirSync(dir).filter((n) => n.endsWith(".ts"))) {
+    for (const f of fs.readdirSync(dir).filter((n) => n.endsWith(".ts") && n !== "endpoint.ts")) {
       const src = fs.readFileSync(path.join(dir, f), "utf8");
       expect(/\breq\.body\b|BodyReader/.test(src), `relayer/routes/${f} reads req.body itself`).to.equal(
         false,
@@ -134,7 +136,7 @@ describe("relayer: every route is declared once", function () {
     const billing = fs.readFileSync(path.join(__dirname, "../../relayer/billing/router.ts"), "utf8");
     for (const decl of billing.split(/\nconst \w+ = endpoint</).slice(1)) {
       const reads = /\breq\.body\b|objectBody\(req\)/.test(decl.split(/\n}\);\n/)[0]);
-      if (reads) expect(decl, decl.slice(0, 60)).to.match(/\n  ownBody: "/);
+      if (reads) expect(decl, decl.slice(0, 60)).to.match(/\n  ownBody:/);
     }
   });
 });
