@@ -151,6 +151,8 @@ interface FieldPlan<C> {
   hasDefault: boolean;
   def: unknown;
   read: Reader;
+  /** Read by a `format` (which refuses a missing value with its own code). */
+  formatted: boolean;
   /** The declaration's own check: it reads the field as sent, absent or null included. */
   check?: FieldCheck<C>;
 }
@@ -171,6 +173,7 @@ export function compileBody<C>(schema: Schema, checks: Record<string, FieldCheck
       hasDefault: "default" in s,
       def: s.default,
       read: readerOf(inner ?? s),
+      formatted: FORMATS[(inner ?? s).format as string] !== undefined,
       check: Object.prototype.hasOwnProperty.call(checks, name) ? checks[name] : undefined,
     };
   });
@@ -194,7 +197,11 @@ export function compileBody<C>(schema: Schema, checks: Record<string, FieldCheck
       if (f.check) out[f.name] = f.check(v, c);
       else if (f.nullable && v === null) out[f.name] = null;
       else if (v !== undefined && v !== null) out[f.name] = f.read(v, f.name);
-      else if (f.required) throw invalid(f.name, "sent", v);
+      else if (f.required) {
+        // A required id left out answers its format's code (invalid_address, …), like a bad one.
+        if (f.formatted) f.read(v, f.name);
+        throw invalid(f.name, "sent", v);
+      }
       // A fresh copy of an array default, so no handler can change the declaration's.
       else if (f.hasDefault) out[f.name] = structuredClone(f.def);
     }

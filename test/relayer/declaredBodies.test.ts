@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import { expect } from "chai";
 import express from "express";
+import { ApiError } from "../../relayer/errors";
 import { sendError, toApiError } from "../../relayer/http/errorHandler";
 import { compileBody } from "../../relayer/routes/bodySchema";
 import { declaredRouter, endpoint, runPlain, type BodyOf } from "../../relayer/routes/endpoint";
@@ -122,6 +123,13 @@ describe("relayer: a declared body is enforced without handler code", function (
       count: 2,
       limit: 8,
     });
+  });
+
+  it("a required id left out answers its format's code", () => {
+    const read = compileBody(s.obj({ new_owner: s.addressIn }, ["new_owner"]));
+    expect(() => read({}, null))
+      .to.throw(ApiError)
+      .with.property("code", "invalid_address");
   });
 
   it("a check for a field the body does not declare is refused at registration", () => {
