@@ -207,18 +207,9 @@ export interface RelayerConfig {
   unknownTtlMs: number;
   unknownMaxEntries: number;
   limits: {
-    /** Largest inline `code` (design §6.4, docs/background.md). */
-    inlineCodeBytes: number;
-    /** Largest code fetched from IPFS. */
+    /** Largest code fetched from IPFS (request bodies' limits are in their declarations: routes/schemas.ts). */
     ipfsCodeBytes: number;
-    /** Largest `js_params`, serialized. */
-    jsParamsBytes: number;
     maxPageSize: number;
-    /** Longest name and description accepted (the registry refuses longer ones too). */
-    maxNameLength: number;
-    maxDescriptionLength: number;
-    /** Entries in one scope array, and members added or removed in one call. */
-    maxArrayEntries: number;
     /** Pinned bytes per account. */
     pinQuotaBytes: number;
   };
@@ -296,13 +287,8 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     unknownTtlMs: Math.max(0, opts.unknownTtlMs ?? 5_000),
     unknownMaxEntries: Math.max(1, opts.unknownMaxEntries ?? 10_000),
     limits: {
-      inlineCodeBytes: 256 * 1024,
       ipfsCodeBytes: 512 * 1024,
-      jsParamsBytes: 64 * 1024,
       maxPageSize: 100,
-      maxNameLength: 256,
-      maxDescriptionLength: 1024,
-      maxArrayEntries: 64,
       pinQuotaBytes: opts.pinQuotaBytes ?? DEFAULT_PIN_QUOTA_BYTES,
     },
   };

@@ -98,6 +98,8 @@ const createPaymentIntent = endpoint<RouterDeps>("POST", "/create_payment_intent
     "payment_processor_error",
   ],
   before: [json],
+  ownBody:
+    "billing parses its own small JSON bodies; its payments module checks the values with billing's codes",
   handle: async ({ payments }, req, res) => ({
     body: await payments.createIntent(
       principal(res).accountId,
@@ -126,6 +128,8 @@ const confirmPayment = endpoint<RouterDeps>("POST", "/confirm_payment", {
   // A crypto payment still settling on chain: nothing credited yet, confirm again later.
   alsoAnswers: { status: 202, description: "processing", schema: s.ref("ConfirmPayment") },
   before: [json],
+  ownBody:
+    "billing parses its own small JSON bodies; its payments module checks the values with billing's codes",
   async handle({ payments }, req, res) {
     const out = await payments.confirm(principal(res).accountId, objectBody(req).payment_intent_id);
     return { status: out.httpStatus, body: out.body };
@@ -147,6 +151,8 @@ const cancelPayment = endpoint<RouterDeps>("POST", "/cancel_payment", {
     "payment_processor_error",
   ],
   before: [json],
+  ownBody:
+    "billing parses its own small JSON bodies; its payments module checks the values with billing's codes",
   handle: async ({ payments }, req, res) => ({
     body: await payments.cancel(principal(res).accountId, objectBody(req).payment_intent_id),
   }),
@@ -191,6 +197,7 @@ const webhook = endpoint<RouterDeps>("POST", "/webhook", {
   errors: [...s.BODY_ERRORS, "invalid_webhook_signature", "webhook_not_configured"],
   // The signature is over the raw bytes.
   before: [express.raw({ type: () => true, limit: "512kb" })],
+  ownBody: "the processor's signature covers the raw bytes",
   async handle({ processor, payments }, req) {
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     let event;

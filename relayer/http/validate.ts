@@ -5,12 +5,11 @@
  * numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
  */
 import { getAddress, isHexString, ZeroAddress } from "ethers";
+import { parseCid } from "../../enclave";
 import { ApiError, type ErrorCode } from "../errors";
 
 const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-/** With the `u` flag, paired surrogates form one code point, so only unpaired ones match. */
-const LONE_SURROGATE = /\p{Cs}/u;
 
 export function invalid(
   field: string,
@@ -24,7 +23,7 @@ export function invalid(
 }
 
 /** A short, safe rendering of a received value for error messages (never long, never a key). */
-function show(v: unknown): string {
+export function show(v: unknown): string {
   if (v === undefined) return "nothing";
   if (v === null) return "null";
   if (Array.isArray(v)) return `an array of ${v.length}`;
@@ -34,6 +33,20 @@ function show(v: unknown): string {
     return v.length > 40 ? `a string of ${v.length} characters` : JSON.stringify(v);
   }
   return `${typeof v} ${String(v)}`;
+}
+
+/** The longest CID the registry stores (its MAX_CID_BYTES). */
+const MAX_CID_BYTES = 128;
+
+/** An IPFS CID, in its canonical form. */
+export function parseCidField(v: unknown, field: string): string {
+  if (typeof v === "string" && v.length > 0 && v.length <= MAX_CID_BYTES)
+    try {
+      return parseCid(v);
+    } catch {
+      // not a CID: refused below
+    }
+  throw invalid(field, "an IPFS CID (e.g. Qm… or bafy…)", v, "invalid_cid");
 }
 
 export function parseGroupId(v: unknown, field: string, allowWildcard = false): number {
@@ -113,121 +126,4 @@ export function paginate<T>(
     page_size: page.pageSize,
     total: all.length,
   };
-}
-
-/** Reads a JSON object body field by field and refuses fields nobody read. */
-export class BodyReader {
-  private readonly body: Record<string, unknown>;
-  private readonly read = new Set<string>();
-
-  constructor(body: unknown) {
-    if (body === undefined) body = {};
-    if (body === null || typeof body !== "object" || Array.isArray(body)) {
-      throw new ApiError("invalid_request", `The body must be a JSON object (got ${show(body)}).`);
-    }
-    this.body = body as Record<string, unknown>;
-  }
-
-  has(name: string): boolean {
-    return this.body[name] !== undefined;
-  }
-
-  raw(name: string): unknown {
-    this.read.add(name);
-    return this.body[name];
-  }
-
-  string(name: string, opts: { required?: boolean; max: number; nonEmpty?: boolean; def?: string }): string {
-    const v = this.raw(name);
-    if (v === undefined || v === null) {
-      if (opts.required) throw invalid(name, "a string", v);
-      return opts.def ?? "";
-    }
-    if (typeof v !== "string") throw invalid(name, "a string", v);
-    // JSON may carry an unpaired surrogate ("\ud800"); no UTF-8 encoder (ethers' included) can encode
-    // it, so it would fail deep inside a write instead of here.
-    if (LONE_SURROGATE.test(v)) throw invalid(name, "well-formed Unicode text (no unpaired surrogate)", v);
-    if (opts.nonEmpty && v.trim() === "") throw invalid(name, "a non-empty string", v);
-    if (Buffer.byteLength(v, "utf8") > opts.max) {
-      throw new ApiError("string_too_long", `\`${name}\` is longer than ${opts.max} bytes.`, {
-        details: { field: name, max: opts.max },
-      });
-    }
-    return v;
-  }
-
-  optionalString(name: string, max: number): string | undefined {
-    if (this.body[name] === undefined || this.body[name] === null) {
-      this.read.add(name);
-      return undefined;
-    }
-    return this.string(name, { max });
-  }
-
-  bool(name: string, def = false): boolean {
-    const v = this.raw(name);
-    if (v === undefined || v === null) return def;
-    if (typeof v !== "boolean") throw invalid(name, "true or false", v);
-    return v;
-  }
-
-  array(name: string, maxEntries: number): unknown[] {
-    const v = this.raw(name);
-    if (v === undefined || v === null) return [];
-    if (!Array.isArray(v)) throw invalid(name, "an array", v);
-    if (v.length > maxEntries) {
-      throw new ApiError(
-        "too_many_entries",
-        `\`${name}\` has ${v.length} entries; at most ${maxEntries} are allowed.`,
-        {
-          details: { field: name, max: maxEntries },
-        },
-      );
-    }
-    return v;
-  }
-
-  /** A permission array of group ids: 0 is the wildcard. Duplicates are dropped, order kept. */
-  groupIds(name: string, maxEntries: number): number[] {
-    const ids = this.array(name, maxEntries).map((x, i) => parseGroupId(x, `${name}[${i}]`, true));
-    return [...new Set(ids)];
-  }
-
-  /** Unix seconds in the future, or null/absent for "never" (0 on chain). */
-  expiration(name: string, nowSeconds: number): number {
-    const v = this.raw(name);
-    if (v === undefined || v === null || v === 0) return 0;
-    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0 || v > 2 ** 63) {
-      throw invalid(name, "unix time in seconds (an integer), or null for no expiration", v);
-    }
-    if (v <= nowSeconds) {
-      throw new ApiError(
-        "expiration_in_past",
-        `\`${name}\` (${v}) is not in the future (now is ${nowSeconds}).`,
-        { details: { field: name } },
-      );
-    }
-    return v;
-  }
-
-  /** A per-key spend cap in cents (a non-negative integer), or null/absent for no cap. */
-  spendCap(name: string): number | null {
-    const v = this.raw(name);
-    if (v === undefined || v === null) return null;
-    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
-      throw invalid(name, "a non-negative integer number of cents, or null for no cap", v);
-    }
-    return v;
-  }
-
-  /** Refuse any field that no reader asked for. */
-  done(): void {
-    for (const k of Object.keys(this.body)) {
-      if (!this.read.has(k)) {
-        throw new ApiError("unknown_field", `Unknown field \`${k.slice(0, 64)}\`.`, {
-          details: { field: k.slice(0, 64) },
-        });
-      }
-    }
-  }
 }

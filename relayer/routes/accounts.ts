@@ -6,18 +6,23 @@ import { registryInterface } from "../chain/abi";
 import { firstEvent, submit, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { clientIp } from "../http/context";
-import { BodyReader, parseAddress } from "../http/validate";
 import { limitedAddress } from "../rateLimit";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,190}\.[^\s@]{1,60}$/;
+
+const newAccountBody = s.obj({
+  account_name: s.name,
+  account_description: s.description,
+  email: { ...s.str("E-mail address"), "x-sigil-max-bytes": 254, pattern: EMAIL.source } as s.Typed<string>,
+});
 
 const newAccount = endpoint<RelayerContext>("POST", "/new_account", {
   caller: "public",
   summary: "Create an account (returns the account key, once)",
   status: 201,
-  body: s.obj({ account_name: s.str(), account_description: s.str(), email: s.str() }),
+  body: newAccountBody,
   answer: s.out(
     {
       api_key: s.nullable(s.str("The account key (shown once: null in a replayed answer)")),
@@ -34,14 +39,9 @@ const newAccount = endpoint<RelayerContext>("POST", "/new_account", {
   ),
   errors: [...s.WRITE_ERRORS, "rate_limited"],
   secretFields: { names: ["api_key"], mode: "drop" },
-  async handle(ctx, req) {
-    const { limits } = ctx.cfg;
+  async handle(ctx, req, _res, body: BodyOf<typeof newAccountBody>) {
     await ctx.newAccountLimit.take(`ip:${limitedAddress(clientIp(req))}`, "new accounts from this IP");
-    const b = new BodyReader(req.body);
-    const name = b.string("account_name", { max: limits.maxNameLength });
-    const description = b.string("account_description", { max: limits.maxDescriptionLength });
-    const email = b.optionalString("email", 254);
-    b.done();
+    const { account_name: name, account_description: description, email } = body;
     if (email !== undefined && !EMAIL.test(email))
       throw new ApiError("invalid_request", "`email` must be an e-mail address.", {
         details: { field: "email" },
@@ -121,10 +121,12 @@ const accountInfo = endpoint<RelayerContext>("GET", "/account", {
   },
 });
 
+const transferBody = s.obj({ new_owner: s.addressIn }, ["new_owner"]);
+
 const transferOwnership = endpoint<RelayerContext>("POST", "/account/transfer_ownership", {
   caller: "key",
   summary: "Propose a new owner (account key, API mode)",
-  body: s.obj({ new_owner: s.address }, ["new_owner"]),
+  body: transferBody,
   answer: s.out({
     account_id: s.int(),
     owner_address: s.address,
@@ -133,12 +135,9 @@ const transferOwnership = endpoint<RelayerContext>("POST", "/account/transfer_ow
     next_step: s.str(),
   }),
   errors: [...s.WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, { new_owner: newOwner }: BodyOf<typeof transferBody>) {
     const auth = authOf(res);
     requireOwner(auth);
-    const b = new BodyReader(req.body);
-    const newOwner = parseAddress(b.raw("new_owner"), "new_owner");
-    b.done();
     if (getAddress(newOwner) === auth.account.owner)
       throw new ApiError("address_in_use", "The new owner is the current owner.");
     const out = await write(
@@ -163,12 +162,12 @@ const transferOwnership = endpoint<RelayerContext>("POST", "/account/transfer_ow
 const cancelOwnershipTransfer = endpoint<RelayerContext>("POST", "/account/cancel_ownership_transfer", {
   caller: "key",
   summary: "Withdraw a pending transfer (account key, API mode)",
+  body: s.obj({}),
   answer: s.out({ account_id: s.int(), pending_owner: { type: "null" }, tx_hash: s.txHash }),
   errors: [...s.WRITE_ERRORS, "owner_only", "no_pending_transfer"],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res) {
     const auth = authOf(res);
     requireOwner(auth);
-    new BodyReader(req.body).done();
     if (!auth.account.pendingOwner)
       throw new ApiError("no_pending_transfer", "The account has no pending ownership transfer.");
     const out = await write(

@@ -17,27 +17,18 @@ import { policiesForRun } from "../runPolicies";
 import { cidHash } from "../permissions/projection";
 import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, isPkpAddress, parsePage, parsePkpId } from "../http/validate";
-import { parseCidField } from "./groups";
+import { isPkpAddress, parseCidField, parsePage } from "../http/validate";
 import { recordExecution } from "../audit/record";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
-function readCode(b: BodyReader, maxBytes: number): string {
-  const v = b.raw("code");
-  if (typeof v !== "string")
-    throw new ApiError("invalid_request", "`code` must be a string of JavaScript.", {
-      details: { field: "code" },
-    });
-  if (v.trim() === "")
-    throw new ApiError("invalid_request", "`code` is empty.", { details: { field: "code" } });
-  if (Buffer.byteLength(v, "utf8") > maxBytes) {
-    throw new ApiError("code_too_large", `\`code\` is larger than ${maxBytes} bytes.`, {
-      details: { field: "code", max: maxBytes },
-    });
-  }
-  return v;
-}
+/** Inline JavaScript, as an action's `code` field. */
+const code = (description?: string): s.Typed<string> => ({
+  ...s.bytes(s.BODY_LIMITS.inlineCodeBytes, description),
+  "x-sigil-non-blank": true,
+  "x-sigil-too-large": "code_too_large",
+});
+const codeBody = s.obj({ code: code() }, ["code"]);
 
 /**
  * Verified code by CID, one memory per relayer. Content is immutable, so once verified it never needs
@@ -136,7 +127,7 @@ const postActions = endpoint<RelayerContext>("POST", "/actions", {
   scopes: ["group:manageActions", "execute"],
   summary: "Pin code in the content store (counted against the account's pin quota, billed once per CID)",
   status: 201,
-  body: s.obj({ code: s.str() }, ["code"]),
+  body: codeBody,
   answer: s.out({
     cid: s.str(),
     bytes: s.int(),
@@ -153,10 +144,7 @@ const postActions = endpoint<RelayerContext>("POST", "/actions", {
     "insufficient_credits",
     "spend_cap_reached",
   ],
-  async handle(ctx, req, res) {
-    const b = new BodyReader(req.body);
-    const code = readCode(b, ctx.cfg.limits.inlineCodeBytes);
-    b.done();
+  async handle(ctx, _req, res, { code }: BodyOf<typeof codeBody>) {
     const bytes = new TextEncoder().encode(code);
     const { cid, charged_cents } = await pin(ctx, authOf(res), bytes);
     const { used_bytes, quota_bytes } = await ctx.pins.usage(authOf(res).principal.accountId);
@@ -167,13 +155,10 @@ const postActions = endpoint<RelayerContext>("POST", "/actions", {
 const postActionsCid = endpoint<RelayerContext>("POST", "/actions/cid", {
   caller: "key",
   summary: "Compute the CID of code without storing it",
-  body: s.obj({ code: s.str() }, ["code"]),
+  body: codeBody,
   answer: s.out({ cid: s.str() }),
   errors: [...s.BODY_ERRORS, "invalid_request", "code_too_large"],
-  async handle(ctx, req) {
-    const b = new BodyReader(req.body);
-    const code = readCode(b, ctx.cfg.limits.inlineCodeBytes);
-    b.done();
+  async handle(_ctx, _req, _res, { code }: BodyOf<typeof codeBody>) {
     return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
   },
 });
@@ -227,22 +212,60 @@ const getActionsCid = endpoint<RelayerContext>("GET", "/actions/:cid", {
   },
 });
 
-const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
-  caller: "key",
-  scopes: ["execute"],
-  summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
-  body: s.obj({
-    code: s.str("Inline JavaScript"),
-    cid: s.str(),
-    pkp_id: s.pkpId,
+/** The operator's time limit of one run (the executor's wall time). */
+const operatorTimeLimit = (ctx: RelayerContext) =>
+  ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
+
+/**
+ * `timeout_ms`: a caller may ask for a shorter time limit than the operator's (a runaway run then
+ * costs at most ceil(timeout_ms / 1000) seconds). Absent or null: the operator's limit. A check of
+ * its own: the limit is the configuration's.
+ */
+function readTimeoutMs(v: unknown, ctx: RelayerContext): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  const operatorLimitMs = operatorTimeLimit(ctx);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > operatorLimitMs) {
+    throw new ApiError(
+      "invalid_request",
+      `\`timeout_ms\` must be an integer number of milliseconds from 1 to ${operatorLimitMs} (this service's limit).`,
+      { details: { field: "timeout_ms", min: 1, max: operatorLimitMs } },
+    );
+  }
+  return v;
+}
+
+/** `js_params`: any JSON, at most BODY_LIMITS.jsParamsBytes once serialized. */
+function readJsParams(v: unknown): unknown {
+  const max = s.BODY_LIMITS.jsParamsBytes;
+  if (v !== undefined && Buffer.byteLength(JSON.stringify(v) ?? "", "utf8") > max)
+    throw new ApiError("js_params_too_large", `\`js_params\` is larger than ${max} bytes.`, {
+      details: { field: "js_params", max },
+    });
+  return v;
+}
+
+const svcActionBody = s.exactlyOne(
+  ["code", "cid"],
+  s.obj({
+    code: code("Inline JavaScript"),
+    cid: s.cid(),
+    pkp_id: s.pkpRef,
     js_params: {},
     timeout_ms: {
       ...s.int(
         "Time limit of this run in ms, at most the service's (30000 unless configured; a refusal names it in details.max); a run stopped at it is charged ceil(timeout_ms / 1000) seconds",
       ),
       minimum: 1,
-    },
+    } as s.Typed<number>,
   }),
+);
+
+const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
+  caller: "key",
+  scopes: ["execute"],
+  summary: "Execute an action (some group the key may execute in lists the CID and the PKP)",
+  body: svcActionBody,
+  checks: { js_params: readJsParams, timeout_ms: readTimeoutMs },
   answer: s.ref("ExecutionResult"),
   errors: [
     ...s.BODY_ERRORS,
@@ -264,36 +287,12 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
     "insufficient_credits",
     "spend_cap_reached",
   ],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof svcActionBody>) {
     const auth = authOf(res);
-    const b = new BodyReader(req.body);
-    const hasCode = b.has("code");
-    const hasCid = b.has("cid");
-    if (hasCode === hasCid)
-      throw new ApiError("invalid_request", "Send exactly one of `code` (inline JavaScript) and `cid`.", {
-        details: { field: "code" },
-      });
-    const inline = hasCode ? readCode(b, ctx.cfg.limits.inlineCodeBytes) : undefined;
-    const givenCid = hasCid ? parseCidField(b.raw("cid"), "cid") : undefined;
-    const pkpRaw = b.raw("pkp_id");
-    let pkpId: string | undefined;
-    if (pkpRaw !== undefined && pkpRaw !== null) {
-      pkpId = isPkpAddress(pkpRaw) ? resolveAddress(ctx, auth, pkpRaw) : parsePkpId(pkpRaw, "pkp_id");
-    }
-    const jsParams = b.raw("js_params");
-    const operatorTimeLimitMs = ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
-    const timeoutMs = readTimeoutMs(b.raw("timeout_ms"), operatorTimeLimitMs);
-    b.done();
-    if (
-      jsParams !== undefined &&
-      Buffer.byteLength(JSON.stringify(jsParams) ?? "", "utf8") > ctx.cfg.limits.jsParamsBytes
-    ) {
-      throw new ApiError(
-        "js_params_too_large",
-        `\`js_params\` is larger than ${ctx.cfg.limits.jsParamsBytes} bytes.`,
-        { details: { field: "js_params", max: ctx.cfg.limits.jsParamsBytes } },
-      );
-    }
+    const { code: inline, cid: givenCid, js_params: jsParams, timeout_ms: timeoutMs } = body;
+    const operatorTimeLimitMs = operatorTimeLimit(ctx);
+    const pkpRef = body.pkp_id;
+    const pkpId = pkpRef !== undefined && isPkpAddress(pkpRef) ? resolveAddress(ctx, auth, pkpRef) : pkpRef;
     const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
     const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
     if (refusal) throw refusal;
@@ -409,22 +408,6 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
 });
 
 export const ACTION_ENDPOINTS = [postActions, postActionsCid, getActionsPinned, getActionsCid, postSvcAction];
-
-/**
- * `timeout_ms`: a caller may ask for a shorter time limit than the operator's (a runaway run then
- * costs at most ceil(timeout_ms / 1000) seconds). Absent or null: the operator's limit.
- */
-function readTimeoutMs(v: unknown, operatorLimitMs: number): number | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > operatorLimitMs) {
-    throw new ApiError(
-      "invalid_request",
-      `\`timeout_ms\` must be an integer number of milliseconds from 1 to ${operatorLimitMs} (this service's limit).`,
-      { details: { field: "timeout_ms", min: 1, max: operatorLimitMs } },
-    );
-  }
-  return v;
-}
 
 /** The account's PKP with this address, through the address index (no scan of the account's PKPs). */
 function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], address: string): string | null {

@@ -7,8 +7,34 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { ScopeEntry } from "../../vocabulary/scopes";
 import { catalogueEntry, type ErrorCode } from "../errors";
+import { compileBody, type FieldCheck } from "./bodySchema";
 
 export type Schema = Record<string, unknown>;
+
+declare const VALUE: unique symbol;
+declare const FILLED: unique symbol;
+/**
+ * A schema that also tells TypeScript what reading a value by it gives (V), and whether the field is
+ * always there once read (`Filled`: it has a default). Nothing of this exists at run time.
+ */
+export type Typed<V, Filled extends boolean = false> = Schema & {
+  readonly [VALUE]?: V;
+  readonly [FILLED]?: Filled;
+};
+/** A read field: there when required or defaulted, else possibly undefined. */
+type FieldOf<S, Required extends boolean> =
+  S extends Typed<infer V, infer F>
+    ? Required extends true
+      ? V
+      : F extends true
+        ? V
+        : V | undefined
+    : unknown;
+/** The read body of an object schema with these properties, `R` of them required. */
+export type ObjectOf<P, R> = { [K in keyof P]: FieldOf<P[K], K extends R ? true : false> };
+/** What a handler receives for a body declared by the schema S. */
+export type BodyOf<S> = S extends Typed<infer B, boolean> ? B : Body;
+export type Body = Record<string, unknown>;
 
 /**
  * Who may call an endpoint. "key": the account key or a usage key (bearer or signed request; the handler
@@ -38,7 +64,15 @@ export interface Endpoint<C> {
   tags?: string[];
   /** OpenAPI parameter objects: path ids, query strings, headers. */
   params?: unknown[];
+  /**
+   * The request body's schema: `declaredRouter` reads the body by it before the handler runs
+   * (bodySchema.ts) and hands the handler what it read.
+   */
   body?: Schema;
+  /** The declaration's own checks of some body fields (a limit from the configuration, say). */
+  checks?: Record<string, FieldCheck<C>>;
+  /** Why the handler reads `req.body` itself instead (billing's: raw bytes, its own parser). */
+  ownBody?: string;
   /** The success status (200 unless given) and the answer's schema. */
   status?: number;
   answer: Schema;
@@ -58,9 +92,10 @@ export interface Endpoint<C> {
   when?: (c: C) => boolean;
   /**
    * The handler. It returns the JSON answer, or nothing when it wrote the answer itself (`res`):
-   * `/health`'s two statuses, `/metrics`' text, billing's own answers.
+   * `/health`'s two statuses, `/metrics`' text, billing's own answers. `body` is the body as read by
+   * the declared schema (`{}` without one).
    */
-  handle(c: C, req: Request, res: Response): Promise<HandlerResult | void>;
+  handle(c: C, req: Request, res: Response, body: Body): Promise<HandlerResult | void>;
 }
 
 /** Declares an endpoint: its method and path, then the rest (the context its handler receives is typed). */
@@ -87,8 +122,11 @@ export type DeclaredRouter = RequestHandler & { readonly declared: ReadonlyArray
 export interface RouterOptions<C> {
   /** The middleware that admits each kind of caller ("public" and "session" need none). */
   guards: Partial<Record<Caller, RequestHandler[]>>;
-  /** Turns a declaration into the request handler (the relayer adds Idempotency-Key replays here). */
-  run: (e: Endpoint<C>) => RequestHandler;
+  /**
+   * Turns a declaration into the request handler (the relayer adds Idempotency-Key replays here). The
+   * declaration it receives reads its body before its handler runs.
+   */
+  run: (e: Runnable<C>) => RequestHandler;
   /** An error handler of the router's own (billing's, which is also mounted without the relayer). */
   onError?: express.ErrorRequestHandler;
 }
@@ -103,14 +141,30 @@ export function declaredRouter<C>(
   const declared = endpoints.filter((e) => !e.when || e.when(c));
   for (const e of declared) {
     const verb = e.method.toLowerCase() as "get" | "post" | "delete";
-    r[verb](e.path, ...(opts.guards[e.caller] ?? []), ...(e.before ?? []), opts.run(e));
+    r[verb](e.path, ...(opts.guards[e.caller] ?? []), ...(e.before ?? []), opts.run(readingBody(e)));
   }
   if (opts.onError) r.use(opts.onError);
   return Object.assign(r, { declared: declared as ReadonlyArray<Endpoint<never>> }) as DeclaredRouter;
 }
 
+/**
+ * The declaration with a handler that first reads the body by the declared schema, compiled once here.
+ * The read happens inside the handler, where the body parser's own refusals and Idempotency-Key replays
+ * already are, so a refused body answers exactly as a handler's own refusal did.
+ */
+function readingBody<C>(e: Endpoint<C>): Runnable<C> {
+  if (e.ownBody !== undefined || !e.body) return { ...e, handle: (c, req, res) => e.handle(c, req, res, {}) };
+  const read = compileBody(e.body, e.checks);
+  return { ...e, handle: (c, req, res) => e.handle(c, req, res, read(req.body, c)) };
+}
+
+/** A declaration whose handler reads its own body (`readingBody`): what a router's `run` receives. */
+export type Runnable<C> = Omit<Endpoint<C>, "handle"> & {
+  handle(c: C, req: Request, res: Response): Promise<HandlerResult | void>;
+};
+
 /** Runs a declaration as is: its JSON answer, or none if it wrote its own (billing's: no replays here). */
-export function runPlain<C>(c: C, e: Endpoint<C>): RequestHandler {
+export function runPlain<C>(c: C, e: Runnable<C>): RequestHandler {
   return async (req, res) => {
     const out = await e.handle(c, req, res);
     if (out) res.status(out.status ?? 200).json(out.body);

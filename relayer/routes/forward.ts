@@ -27,8 +27,7 @@ import { landWrite, type RelayerContext } from "../context";
 import { currentClaim } from "../idempotency";
 import { ApiError } from "../errors";
 import { recoverAddress } from "../http/ethSignatures";
-import { BodyReader } from "../http/validate";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
 /** Registry calls a usage key may make through a forward request: the writes its scopes can allow. */
@@ -81,11 +80,50 @@ const forwarderDomain = (ctx: RelayerContext) => ({
   verifyingContract: ctx.cfg.forwarderAddress,
 });
 
+/** A signed forward request as its checks read it (uint256 values as bigints). */
+interface SignedForwardRequest {
+  from: string;
+  to: string;
+  value: bigint;
+  gas: bigint;
+  nonce: bigint;
+  deadline: number;
+  data: string;
+  signature: string;
+}
+
+function forwardAddress(v: unknown, field: string): string {
+  if (typeof v !== "string" || !isAddress(v))
+    throw new ApiError("invalid_request", `\`${field}\` must be a 0x address.`, { details: { field } });
+  return getAddress(v.toLowerCase());
+}
+
+/** How /forward reads each field of the request (its own messages; uint256 values as bigints). */
+const FORWARD_REQUEST_CHECKS = {
+  from: (v: unknown) => forwardAddress(v, "from"),
+  to: (v: unknown) => forwardAddress(v, "to"),
+  value: (v: unknown) => uintField(v, "value"),
+  gas: (v: unknown) => uintField(v, "gas"),
+  nonce: (v: unknown) => uintField(v, "nonce"),
+  deadline: (v: unknown) => Number(uintField(v, "deadline")),
+  data: (v: unknown) => hexField(v, "data"),
+  signature: (v: unknown) => {
+    if (typeof v !== "string" || !/^0x[0-9a-fA-F]{130}$/.test(v))
+      throw new ApiError("invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
+        details: { field: "signature" },
+      });
+    return v;
+  },
+};
+
+const prepareBody = s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]);
+
 const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", {
   caller: "key",
   summary:
     "A forward request for a registry call, ready for a usage key to sign (nonce, gas from a simulation, deadline, EIP-712 domain)",
-  body: s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]),
+  body: prepareBody,
+  checks: { data: (v) => hexField(v, "data") },
   answer: s.out({
     operation: s.str("The registry function called"),
     request: s.ref("ForwardRequestFields"),
@@ -108,16 +146,13 @@ const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", 
     "too_many_groups",
     "write_reverted",
   ],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, { data }: BodyOf<typeof prepareBody>) {
     const auth = authOf(res);
     if (auth.principal.kind !== "usage")
       throw new ApiError(
         "invalid_request",
         "Forward requests are signed by usage keys; the account key writes through the other endpoints.",
       );
-    const b = new BodyReader(req.body);
-    const data = hexField(b.raw("data"), "data");
-    b.done();
     const operation = allowedCall(data);
     const from = auth.principal.keyAddress;
     const gas = requestGasFor(await ctx.sender.simulateAs(from, "usage", data));
@@ -158,6 +193,7 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
     },
     ["from", "to", "value", "gas", "nonce", "deadline", "data", "signature"],
   ),
+  checks: FORWARD_REQUEST_CHECKS,
   answer: s.out({
     tx_hash: s.txHash,
     block_number: s.int(),
@@ -191,8 +227,8 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
     "insufficient_credits",
     "spend_cap_reached",
   ],
-  async handle(ctx, req, res) {
-    const signed = readForwardRequest(req.body);
+  async handle(ctx, _req, res, body) {
+    const signed = body as unknown as SignedForwardRequest;
     if (getAddress(signed.to) !== getAddress(ctx.cfg.registryAddress))
       throw notAllowed("the target is not this deployment's registry", "wrong_target");
     if (signed.value !== 0n) throw notAllowed("a forward request may not carry value", "value");
@@ -302,32 +338,6 @@ function uintField(v: unknown, field: string): bigint {
       details: { field },
     },
   );
-}
-
-function readForwardRequest(body: unknown) {
-  const b = new BodyReader(body);
-  const address = (field: string) => {
-    const v = b.raw(field);
-    if (typeof v !== "string" || !isAddress(v))
-      throw new ApiError("invalid_request", `\`${field}\` must be a 0x address.`, {
-        details: { field },
-      });
-    return getAddress(v.toLowerCase());
-  };
-  const from = address("from");
-  const to = address("to");
-  const value = uintField(b.raw("value"), "value");
-  const gas = uintField(b.raw("gas"), "gas");
-  const nonce = uintField(b.raw("nonce"), "nonce");
-  const deadline = Number(uintField(b.raw("deadline"), "deadline"));
-  const data = hexField(b.raw("data"), "data");
-  const signature = b.raw("signature");
-  if (typeof signature !== "string" || !/^0x[0-9a-fA-F]{130}$/.test(signature))
-    throw new ApiError("invalid_request", "`signature` must be 0x + 65 bytes in hex.", {
-      details: { field: "signature" },
-    });
-  b.done();
-  return { from, to, value, gas, nonce, deadline, data, signature };
 }
 
 /** The PKP or group a forwarded write created (from its receipt's registry events). */

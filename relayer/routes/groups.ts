@@ -5,41 +5,23 @@
  */
 import type { Request, Response } from "express";
 import { getAddress } from "ethers";
-import { isValidCid, parseCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
 import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import {
-  BodyReader,
-  invalid,
-  isPkpAddress,
-  paginate,
-  parseGroupId,
-  parsePage,
-  parsePkpId,
-} from "../http/validate";
+import { isPkpAddress, paginate, parseGroupId, parsePage } from "../http/validate";
 import { groupDetail, groupSummary } from "../present";
 import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
-const MAX_CID_BYTES = 128;
-
-export function parseCidField(v: unknown, field: string): string {
-  if (typeof v !== "string" || v.length === 0 || v.length > MAX_CID_BYTES || !isValidCid(v)) {
-    throw invalid(field, "an IPFS CID (e.g. Qm… or bafy…)", v, "invalid_cid");
-  }
-  return parseCid(v);
-}
-
-/** A PKP reference of this account, by id or by address, as its canonical id. */
+/** A PKP reference of this account (`s.pkpRef`: an id, or an address), as its canonical id. */
 export function resolvePkpRef(
   ctx: RelayerContext,
   account: AccountProjection,
-  v: unknown,
+  v: string,
   field: string,
 ): string {
   if (isPkpAddress(v)) {
@@ -50,7 +32,7 @@ export function resolvePkpRef(
       details: { field, address: want },
     });
   }
-  const id = parsePkpId(v, field);
+  const id = v;
   if (!account.pkps.has(id))
     throw new ApiError("pkp_not_found", `PKP ${id} does not exist in this account.`, {
       details: { field, pkp_id: id },
@@ -67,12 +49,19 @@ function noDuplicates(list: string[], field: string): void {
   }
 }
 
+const createBody = s.obj({
+  name: s.name,
+  description: s.description,
+  pkps: s.list(s.pkpRef),
+  actions: s.list(s.cid()),
+});
+
 const postGroups = endpoint<RelayerContext>("POST", "/groups", {
   caller: "key",
   scopes: ["group:create"],
   summary: "Create a group (group:create; initial members need the wildcard scopes)",
   status: 201,
-  body: s.obj({ name: s.str(), description: s.str(), pkps: s.arr(s.pkpId), actions: s.arr(s.str("CID")) }),
+  body: createBody,
   answer: s.out({ ...s.groupFields, tx_hash: s.txHash }),
   errors: [
     ...s.WRITE_ERRORS,
@@ -82,18 +71,10 @@ const postGroups = endpoint<RelayerContext>("POST", "/groups", {
     "invalid_cid",
     "too_many_groups",
   ],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof createBody>) {
     const auth = authOf(res);
-    const b = new BodyReader(req.body);
-    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength });
-    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
-    const pkps = b
-      .array("pkps", ctx.cfg.limits.maxArrayEntries)
-      .map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
-    const cids = b
-      .array("actions", ctx.cfg.limits.maxArrayEntries)
-      .map((x, i) => parseCidField(x, `actions[${i}]`));
-    b.done();
+    const { name, description, actions: cids } = body;
+    const pkps = body.pkps.map((x, i) => resolvePkpRef(ctx, auth.account, x, `pkps[${i}]`));
     noDuplicates(pkps, "pkps");
     noDuplicates(cids, "actions");
     requireWriteScope(auth, Scope.CreateGroup, 0);
@@ -181,20 +162,21 @@ const deleteGroupsId = endpoint<RelayerContext>("DELETE", "/groups/:id", {
   },
 });
 
-/** Members: `{add, remove}`; removals are sent first, then additions (one transaction each). */
+/** Members: `{add, remove}`, CIDs or PKP references (an address is resolved to its PKP's id). */
+const membersBody = (member: s.Typed<string>) => s.obj({ add: s.list(member), remove: s.list(member) });
+const actionMembers = membersBody(s.cid());
+const pkpMembers = membersBody(s.pkpRef);
+
+/** Removals are sent first, then additions (one transaction each). */
 function changeMembers(kind: "actions" | "pkps") {
-  return async (ctx: RelayerContext, req: Request, res: Response) => {
+  return async (ctx: RelayerContext, req: Request, res: Response, body: BodyOf<typeof pkpMembers>) => {
     const auth: AuthContext = authOf(res);
     const id = parseGroupId(req.params.id, "id");
-    const b = new BodyReader(req.body);
-    const parse =
-      kind === "actions"
-        ? (x: unknown, f: string) => parseCidField(x, f)
-        : (x: unknown, f: string) =>
-            isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, f) : parsePkpId(x, f);
-    const add = b.array("add", ctx.cfg.limits.maxArrayEntries).map((x, i) => parse(x, `add[${i}]`));
-    const remove = b.array("remove", ctx.cfg.limits.maxArrayEntries).map((x, i) => parse(x, `remove[${i}]`));
-    b.done();
+    // Only a PKP's address needs the account (its id and any CID were read by the schema).
+    const resolve = (list: string[], field: string) =>
+      list.map((x, i) => (isPkpAddress(x) ? resolvePkpRef(ctx, auth.account, x, `${field}[${i}]`) : x));
+    const add = resolve(body.add, "add");
+    const remove = resolve(body.remove, "remove");
     if (add.length === 0 && remove.length === 0)
       throw new ApiError("invalid_request", "Send at least one entry in `add` or `remove`.", {
         details: { field: "add" },
@@ -264,7 +246,7 @@ const postGroupsIdActions = endpoint<RelayerContext>("POST", "/groups/:id/action
   scopes: ["group:manageActions"],
   summary: "Add and remove action CIDs (group:manageActions)",
   params: [s.idParam("id", s.int())],
-  body: s.obj({ add: s.arr(s.str("CID")), remove: s.arr(s.str("CID")) }),
+  body: actionMembers,
   answer: s.membersAnswer,
   errors: [
     ...s.WRITE_ERRORS,
@@ -283,7 +265,7 @@ const postGroupsIdPkps = endpoint<RelayerContext>("POST", "/groups/:id/pkps", {
   scopes: ["group:addPkp", "group:removePkp"],
   summary: "Add (group:addPkp) and remove (group:removePkp) PKPs",
   params: [s.idParam("id", s.int())],
-  body: s.obj({ add: s.arr(s.pkpId), remove: s.arr(s.pkpId) }),
+  body: pkpMembers,
   answer: s.membersAnswer,
   errors: [
     ...s.WRITE_ERRORS,

@@ -11,10 +11,10 @@ import { registryInterface } from "../chain/abi";
 import type { KeyRecord, KeyScopes } from "../permissions/projection";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, paginate, parseAddress, parsePage } from "../http/validate";
+import { paginate, parsePage } from "../http/validate";
 import { keyItem } from "../present";
 import { revokedKeys } from "../keyHistory";
-import { endpoint } from "./endpoint";
+import { endpoint, type Body, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
 /** `include` of list_api_keys: absent or "live" (the live keys), or "all" (also expired and revoked ones). */
@@ -28,14 +28,11 @@ function readInclude(v: unknown): boolean {
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-/** The seven permission fields; any left out take their default (false / []): docs/background.md §4.1 rule 2. */
-function readScopes(ctx: RelayerContext, b: BodyReader, auth: AuthContext): KeyScopes {
-  // Read in the struct's order (vocabulary/scopes.ts), so the first bad field is the one reported.
+/** The seven permission fields, as read by their schemas; any left out took their default (false / []). */
+function readScopes(body: Body, auth: AuthContext): KeyScopes {
+  // A group named twice is granted once.
   const scopes = Object.fromEntries(
-    SCOPES.map((w) => [
-      w.struct,
-      w.perGroup ? b.groupIds(w.field, ctx.cfg.limits.maxArrayEntries) : b.bool(w.field),
-    ]),
+    SCOPES.map((w) => [w.struct, w.perGroup ? [...new Set(body[w.field] as number[])] : body[w.field]]),
   ) as KeyScopes;
   // Same rule as the registry (a scope can name only live groups or the wildcard), said precisely.
   for (const { field, struct } of GROUP_SCOPES) {
@@ -56,14 +53,49 @@ function readScopes(ctx: RelayerContext, b: BodyReader, auth: AuthContext): KeyS
  * The optional per-key spend cap (off chain, in the billing ledger). It is applied only after the
  * registry write landed, so a refused write changes nothing. Without billing there is nothing to cap.
  */
-function readSpendCap(ctx: RelayerContext, b: BodyReader): number | null {
-  const cap = b.spendCap("spend_cap_cents");
+function readSpendCap(ctx: RelayerContext, body: Body): number | null {
+  const cap = body.spend_cap_cents as number | null;
   if (cap !== null && !ctx.billing) {
     throw new ApiError("invalid_request", "`spend_cap_cents` needs billing, which is off on this service.", {
       details: { field: "spend_cap_cents" },
     });
   }
   return cap;
+}
+
+/**
+ * `usage_api_key`: the value of a usage key, read as the key's address (the value itself goes no
+ * further). Its own check, since only the enclave can tell a key from a string.
+ */
+function usageKeyAddress(v: unknown, ctx: RelayerContext): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  const refuse = (message: string) =>
+    new ApiError("invalid_usage_api_key", message, { details: { field: "usage_api_key" } });
+  if (typeof v !== "string") throw refuse("`usage_api_key` must be a string.");
+  let parsed;
+  try {
+    parsed = ctx.enclave.parseApiKey(v);
+  } catch (err) {
+    if (isEnclaveError(err)) throw refuse("`usage_api_key` is not a valid key.");
+    throw err;
+  }
+  if (parsed.kind !== "usage")
+    throw refuse("`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).");
+  return parsed.address;
+}
+
+/** The checks of a body naming a key (`s.keyTarget`). */
+export const TARGET_CHECKS = { usage_api_key: usageKeyAddress };
+
+/** The live key an update/remove/rotation is about (the body sent exactly one of its value and its id). */
+export function targetKey(body: { usage_api_key?: string; id?: string }, auth: AuthContext): KeyRecord {
+  const address = (body.usage_api_key ?? body.id) as string;
+  const key = auth.account.keys.get(address);
+  if (!key)
+    throw new ApiError("usage_key_not_found", `No live usage key ${address} in this account.`, {
+      details: { id: address },
+    });
+  return key;
 }
 
 const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key", {
@@ -92,16 +124,13 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
     "string_too_long",
   ],
   secretFields: { names: ["usage_api_key"], mode: "encrypt" },
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof s.keyCreate>) {
     const auth = authOf(res);
     requireOwner(auth);
-    const b = new BodyReader(req.body);
-    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength });
-    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
-    const expiration = b.expiration("expiration", nowSeconds());
-    const scopes = readScopes(ctx, b, auth);
-    const spendCap = readSpendCap(ctx, b);
-    b.done();
+    const { name, description } = body;
+    const expiration = body.expiration ?? 0;
+    const scopes = readScopes(body, auth);
+    const spendCap = readSpendCap(ctx, body);
     const gen = ctx.enclave.generateUsageKey();
     const out = await write(
       ctx,
@@ -189,16 +218,20 @@ const getListApiKeys = endpoint<RelayerContext>("GET", "/list_api_keys", {
   },
 });
 
+const updateBody = s.targetingKey(
+  s.obj({
+    ...s.keyTarget,
+    name: s.name,
+    description: s.description,
+    expiration: s.expirationIn,
+    ...s.permissionFields,
+  }),
+);
+
 const postUpdateUsageApiKey = endpoint<RelayerContext>("POST", "/update_usage_api_key", {
   caller: "key",
   summary: "Replace all permissions (fields left out reset to default)",
-  body: s.obj({
-    ...s.keyTarget,
-    name: s.str(),
-    description: s.str(),
-    expiration: s.expiration,
-    ...s.permissionFields,
-  }),
+  body: updateBody,
   answer: s.keyAnswer,
   errors: [
     ...s.WRITE_ERRORS,
@@ -208,18 +241,16 @@ const postUpdateUsageApiKey = endpoint<RelayerContext>("POST", "/update_usage_ap
     "invalid_usage_api_key",
     "group_not_found",
   ],
-  async handle(ctx, req, res) {
+  checks: TARGET_CHECKS,
+  async handle(ctx, _req, res, body: BodyOf<typeof updateBody>) {
     const auth = authOf(res);
     requireOwner(auth);
-    const b = new BodyReader(req.body);
-    const key = resolveTargetKey(ctx, b, auth);
-    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength });
-    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
-    const expiration = b.expiration("expiration", nowSeconds());
-    const scopes = readScopes(ctx, b, auth);
+    const key = targetKey(body, auth);
+    const { name, description } = body;
+    const expiration = body.expiration ?? 0;
+    const scopes = readScopes(body, auth);
     // Full replace (docs/background.md §4.1 rule 2): a cap left out is reset to "no cap".
-    const spendCap = readSpendCap(ctx, b);
-    b.done();
+    const spendCap = readSpendCap(ctx, body);
     const out = await write(
       ctx,
       auth,
@@ -240,24 +271,28 @@ const postUpdateUsageApiKey = endpoint<RelayerContext>("POST", "/update_usage_ap
   },
 });
 
+// Metadata only: a field left out keeps its current value.
+const metadataBody = s.targetingKey(
+  s.obj({
+    ...s.keyTarget,
+    name: s.bytes(s.BODY_LIMITS.maxNameLength),
+    description: s.bytes(s.BODY_LIMITS.maxDescriptionLength),
+  }),
+);
+
 const postUpdateUsageApiKeyMetadata = endpoint<RelayerContext>("POST", "/update_usage_api_key_metadata", {
   caller: "key",
   summary: "Change name and description only",
-  body: s.obj({ ...s.keyTarget, name: s.str(), description: s.str() }),
+  body: metadataBody,
+  checks: TARGET_CHECKS,
   answer: s.keyAnswer,
   errors: [...s.WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof metadataBody>) {
     const auth = authOf(res);
     requireOwner(auth);
-    const b = new BodyReader(req.body);
-    const key = resolveTargetKey(ctx, b, auth);
-    // Metadata only: a field left out keeps its current value.
-    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength, def: key.name });
-    const description = b.string("description", {
-      max: ctx.cfg.limits.maxDescriptionLength,
-      def: key.description,
-    });
-    b.done();
+    const key = targetKey(body, auth);
+    const name = body.name ?? key.name;
+    const description = body.description ?? key.description;
     const out = await write(
       ctx,
       auth,
@@ -271,18 +306,19 @@ const postUpdateUsageApiKeyMetadata = endpoint<RelayerContext>("POST", "/update_
   },
 });
 
+const removeBody = s.targetingKey(s.obj(s.keyTarget));
+
 const postRemoveUsageApiKey = endpoint<RelayerContext>("POST", "/remove_usage_api_key", {
   caller: "key",
   summary: "Remove a usage key (refused from the next request on)",
-  body: s.obj(s.keyTarget),
+  body: removeBody,
+  checks: TARGET_CHECKS,
   answer: s.out({ id: s.address, removed: { type: "boolean", const: true }, tx_hash: s.txHash }),
   errors: [...s.WRITE_ERRORS, "owner_only", "usage_key_not_found", "invalid_usage_api_key"],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof removeBody>) {
     const auth = authOf(res);
     requireOwner(auth);
-    const b = new BodyReader(req.body);
-    const key = resolveTargetKey(ctx, b, auth);
-    b.done();
+    const key = targetKey(body, auth);
     // Revocation always goes through: never refused for credit (charged after, even into a debt).
     const out = await write(
       ctx,
@@ -302,54 +338,6 @@ export const KEY_ENDPOINTS = [
   postUpdateUsageApiKeyMetadata,
   postRemoveUsageApiKey,
 ];
-
-/** The key an update/remove/rotation is about: by value (`usage_api_key`) or by `id`; exactly one. */
-export function resolveTargetKey(ctx: RelayerContext, b: BodyReader, auth: AuthContext): KeyRecord {
-  const value = b.raw("usage_api_key");
-  const id = b.raw("id");
-  if ((value === undefined || value === null) === (id === undefined || id === null)) {
-    throw new ApiError(
-      "invalid_request",
-      "Send exactly one of `usage_api_key` (the key value) and `id` (the key's address).",
-      {
-        details: { field: "usage_api_key" },
-      },
-    );
-  }
-  let address: string;
-  if (value !== undefined && value !== null) {
-    if (typeof value !== "string")
-      throw new ApiError("invalid_usage_api_key", "`usage_api_key` must be a string.", {
-        details: { field: "usage_api_key" },
-      });
-    let parsed;
-    try {
-      parsed = ctx.enclave.parseApiKey(value);
-    } catch (err) {
-      if (isEnclaveError(err))
-        throw new ApiError("invalid_usage_api_key", "`usage_api_key` is not a valid key.", {
-          details: { field: "usage_api_key" },
-        });
-      throw err;
-    }
-    if (parsed.kind !== "usage") {
-      throw new ApiError(
-        "invalid_usage_api_key",
-        "`usage_api_key` holds an account key; send the usage key (docs/background.md §4.1).",
-        { details: { field: "usage_api_key" } },
-      );
-    }
-    address = parsed.address;
-  } else {
-    address = parseAddress(id, "id");
-  }
-  const key = auth.account.keys.get(address);
-  if (!key)
-    throw new ApiError("usage_key_not_found", `No live usage key ${address} in this account.`, {
-      details: { id: address },
-    });
-  return key;
-}
 
 /** KeyScopes as the registry's struct argument (addKey, updateKey, rotateKey). */
 export function scopesArg(s: KeyScopes) {

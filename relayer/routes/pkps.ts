@@ -4,25 +4,23 @@ import { requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, paginate, parsePage, parsePkpId } from "../http/validate";
+import { paginate, parsePage, parsePkpId } from "../http/validate";
 import { pkpItem } from "../present";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
+
+const createBody = s.obj({ name: s.name, description: s.description });
 
 const postPkpsCreate = endpoint<RelayerContext>("POST", "/pkps/create", {
   caller: "key",
   scopes: ["pkp:create"],
   summary: "Create a PKP (pkp:create)",
   status: 201,
-  body: s.obj({ name: s.str(), description: s.str() }),
+  body: createBody,
   answer: s.out({ ...s.pkpFields, tx_hash: s.txHash }),
   errors: [...s.WRITE_ERRORS, "missing_scope"],
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, { name, description }: BodyOf<typeof createBody>) {
     const auth = authOf(res);
-    const b = new BodyReader(req.body);
-    const name = b.string("name", { max: ctx.cfg.limits.maxNameLength });
-    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
-    b.done();
     requireWriteScope(auth, Scope.CreatePkp, 0);
     const out = await write(
       ctx,

@@ -20,13 +20,12 @@ import { authOf } from "../auth";
 import { registryInterface, Scope } from "../chain/abi";
 import { write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader, parseGroupId } from "../http/validate";
+import { parseCidField, parseGroupId } from "../http/validate";
 import { requireGroup, requireWriteScope } from "../policy";
 import { groupDetail } from "../present";
 import { pinContent } from "../pinning";
 import { loadPolicy, policyBytes, readPolicy } from "../policyDocuments";
-import { endpoint } from "./endpoint";
-import { parseCidField } from "./groups";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
 const PLAIN_KINDS = new Set(["keyExport", "encrypt", "decrypt"]);
@@ -117,37 +116,57 @@ const PIN_ERRORS = [
   "spend_cap_reached",
 ] as const;
 
+const uploadBody = s.obj({ policy: s.ref("Policy") as s.Typed<Policy> }, ["policy"]);
+
 const uploadPolicy = endpoint<RelayerContext>("POST", "/policies", {
   caller: "key",
   summary:
     "Upload a signing-policy document: checked against the policy schema, then pinned like action code",
   status: 201,
-  body: s.obj({ policy: s.ref("Policy") }, ["policy"]),
+  body: uploadBody,
+  checks: { policy: (v) => readPolicy(v) },
   answer: s.out({ cid: s.str(), bytes: s.int(), charged_cents: s.int() }),
   errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "invalid_policy", ...PIN_ERRORS],
-  async handle(ctx, req, res) {
-    const b = new BodyReader(req.body);
-    const policy = readPolicy(b.raw("policy"));
-    b.done();
+  async handle(ctx, _req, res, { policy }: BodyOf<typeof uploadBody>) {
     const bytes = policyBytes(policy);
     const { cid, charged_cents } = await pinContent(ctx, authOf(res), bytes);
     return { status: 201, body: { cid, bytes: bytes.length, charged_cents } };
   },
 });
 
+const evaluateBody = s.exactlyOne(
+  ["policy", "cid"],
+  s.obj(
+    {
+      policy: s.ref("Policy") as s.Typed<Policy>,
+      cid: s.cid("CID of an uploaded policy (instead of `policy`)"),
+      operation: s.ref("PolicyOperation") as s.Typed<OperationFacts>,
+      // Read as a Date by its check (readAt).
+      at: s.str("Evaluate as of this time (ISO 8601); default now (time rules are UTC)") as s.Typed<Date>,
+    },
+    ["operation"],
+  ),
+);
+
+/** `at`: an ISO 8601 time, read as a Date (now when absent). */
+function readAt(at: unknown): Date {
+  if (at === undefined) return new Date();
+  const when = typeof at === "string" ? new Date(at) : new Date(NaN);
+  if (Number.isNaN(when.getTime()))
+    throw new ApiError("invalid_request", "`at` must be an ISO 8601 time.", { details: { field: "at" } });
+  return when;
+}
+
 const evaluate = endpoint<RelayerContext>("POST", "/policies/evaluate", {
   caller: "key",
   summary:
     "Dry run: a policy (inline or by CID) against an operation; allow or deny with the deciding rule, nothing signed or counted",
-  body: s.obj(
-    {
-      policy: s.ref("Policy"),
-      cid: s.str("CID of an uploaded policy (instead of `policy`)"),
-      operation: s.ref("PolicyOperation"),
-      at: s.str("Evaluate as of this time (ISO 8601); default now (time rules are UTC)"),
-    },
-    ["operation"],
-  ),
+  body: evaluateBody,
+  checks: {
+    policy: (v) => (v === undefined ? undefined : readPolicy(v)),
+    operation: readOperation,
+    at: readAt,
+  },
   answer: s.ref("PolicyDecision"),
   errors: [
     ...s.BODY_ERRORS,
@@ -157,26 +176,9 @@ const evaluate = endpoint<RelayerContext>("POST", "/policies/evaluate", {
     "invalid_cid",
     "policy_not_found",
   ],
-  async handle(ctx, req) {
-    const b = new BodyReader(req.body);
-    const doc = b.raw("policy");
-    const cidField = b.raw("cid");
-    const operation = b.raw("operation");
-    const at = b.raw("at");
-    b.done();
-    if ((doc === undefined) === (cidField === undefined))
-      throw new ApiError("invalid_request", "Send exactly one of `policy` and `cid`.", {
-        details: { field: "policy" },
-      });
-    const policy = doc !== undefined ? readPolicy(doc) : await policyAt(ctx, parseCidField(cidField, "cid"));
-    const facts = readOperation(operation);
-    let now = new Date();
-    if (at !== undefined) {
-      now = typeof at === "string" ? new Date(at) : new Date(NaN);
-      if (Number.isNaN(now.getTime()))
-        throw new ApiError("invalid_request", "`at` must be an ISO 8601 time.", { details: { field: "at" } });
-    }
-    return { body: evaluatePolicy(policy, facts, now) };
+  async handle(ctx, _req, _res, body: BodyOf<typeof evaluateBody>) {
+    const policy = body.policy ?? (await policyAt(ctx, body.cid!));
+    return { body: evaluatePolicy(policy, body.operation, body.at!) };
   },
 });
 
@@ -185,12 +187,28 @@ const evaluate = endpoint<RelayerContext>("POST", "/policies/evaluate", {
  * (the owner, or a key with manageActions on the group). The document must be stored and valid first,
  * so a group never names a policy the service cannot enforce as written.
  */
+const setPolicyBody = s.obj({ cid: s.nullable(s.cid("CID of an uploaded policy; null clears")) }, ["cid"]);
+
+/** `cid`: a policy's CID, or null to clear; left out, it is asked for by name. */
+function readPolicyCid(raw: unknown): string | null {
+  if (raw === undefined)
+    throw new ApiError(
+      "invalid_request",
+      "Send `cid` (a policy's CID), or `cid: null` to clear the policy.",
+      {
+        details: { field: "cid" },
+      },
+    );
+  return raw === null ? null : parseCidField(raw, "cid");
+}
+
 const setGroupPolicy = endpoint<RelayerContext>("POST", "/groups/:id/policy", {
   caller: "key",
   scopes: ["group:manageActions"],
   summary: "Set (cid) or clear (cid: null) the group's signing policy (owner, or manageActions on the group)",
   params: [s.idParam("id", s.int())],
-  body: s.obj({ cid: s.nullable(s.str("CID of an uploaded policy; null clears")) }, ["cid"]),
+  body: setPolicyBody,
+  checks: { cid: readPolicyCid },
   answer: s.out({ ...s.groupFields, tx_hash: s.txHash }),
   errors: [
     ...s.WRITE_ERRORS,
@@ -201,21 +219,9 @@ const setGroupPolicy = endpoint<RelayerContext>("POST", "/groups/:id/policy", {
     "invalid_policy",
     "policy_not_found",
   ],
-  async handle(ctx, req, res) {
+  async handle(ctx, req, res, { cid }: BodyOf<typeof setPolicyBody>) {
     const auth = authOf(res);
     const id = parseGroupId(req.params.id, "id");
-    const b = new BodyReader(req.body);
-    const raw = b.raw("cid");
-    b.done();
-    if (raw === undefined)
-      throw new ApiError(
-        "invalid_request",
-        "Send `cid` (a policy's CID), or `cid: null` to clear the policy.",
-        {
-          details: { field: "cid" },
-        },
-      );
-    const cid = raw === null ? null : parseCidField(raw, "cid");
     requireGroup(auth.account, id);
     requireWriteScope(auth, Scope.ManageActions, id);
     if (cid !== null) await policyAt(ctx, cid);

@@ -12,19 +12,20 @@ import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { BodyReader } from "../http/validate";
 import { requireRotator } from "../policy";
 import { keyItem } from "../present";
-import { resolveTargetKey, scopesArg } from "./keys";
-import { endpoint } from "./endpoint";
+import { scopesArg, TARGET_CHECKS, targetKey } from "./keys";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
 /** The registry's MAX_ROTATION_OVERLAP: 30 days (a test checks that the two agree). */
 export const MAX_ROTATION_OVERLAP_SECONDS = 30 * 24 * 60 * 60;
 
-/** `overlap_seconds`: required, an integer from 0 to MAX_ROTATION_OVERLAP_SECONDS. */
-function readOverlap(b: BodyReader): number {
-  const v = b.raw("overlap_seconds");
+/**
+ * `overlap_seconds`: required, an integer from 0 to MAX_ROTATION_OVERLAP_SECONDS; its own check, since a
+ * longer overlap has its own code (overlap_too_long).
+ */
+function readOverlap(v: unknown): number {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
     throw new ApiError(
       "invalid_request",
@@ -42,24 +43,29 @@ function readOverlap(b: BodyReader): number {
   return v;
 }
 
-const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_api_key", {
-  caller: "key",
-  summary:
-    "Replace a usage key: a new key with the same scopes, name, description and spend cap (value returned once); the old one expires after overlap_seconds",
-  status: 201,
-  body: s.obj(
+const rotateBody = s.targetingKey(
+  s.obj(
     {
       ...s.keyTarget,
       overlap_seconds: {
         type: "integer",
         minimum: 0,
-        maximum: 2592000,
+        maximum: MAX_ROTATION_OVERLAP_SECONDS,
         description: "Seconds the old key keeps working after the rotation lands (0 = stops at once)",
-      },
-      expiration: s.expiration,
+      } as s.Typed<number>,
+      expiration: s.expirationIn,
     },
     ["overlap_seconds"],
   ),
+);
+
+const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_api_key", {
+  caller: "key",
+  summary:
+    "Replace a usage key: a new key with the same scopes, name, description and spend cap (value returned once); the old one expires after overlap_seconds",
+  status: 201,
+  body: rotateBody,
+  checks: { ...TARGET_CHECKS, overlap_seconds: readOverlap },
   answer: s.out(
     {
       usage_api_key: {
@@ -88,15 +94,13 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
     "address_in_use",
   ],
   secretFields: { names: ["usage_api_key"], mode: "encrypt" },
-  async handle(ctx, req, res) {
+  async handle(ctx, _req, res, body: BodyOf<typeof rotateBody>) {
     const auth = authOf(res);
     requireRotator(auth);
-    const b = new BodyReader(req.body);
-    const old = resolveTargetKey(ctx, b, auth);
-    const overlap = readOverlap(b);
+    const old = targetKey(body, auth);
+    const overlap = body.overlap_seconds;
     const now = Math.floor(Date.now() / 1000);
-    const expiration = b.expiration("expiration", now);
-    b.done();
+    const expiration = body.expiration ?? 0;
     // Same rule as the registry (which would refuse the write too): an expired key has nothing left
     // to hand over.
     if (old.expiration !== 0 && now >= old.expiration) {

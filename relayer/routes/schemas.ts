@@ -5,26 +5,39 @@
 import { SCOPES } from "../../vocabulary/scopes";
 import type { ErrorCode } from "../errors";
 import { EVENT_TYPES } from "../webhooks/eventTypes";
-import type { Schema } from "./endpoint";
+import type { ObjectOf, Schema, Typed } from "./endpoint";
 
-export const str = (description?: string): Schema => ({
-  type: "string",
-  ...(description ? { description } : {}),
-});
-export const int = (description?: string): Schema => ({
-  type: "integer",
-  ...(description ? { description } : {}),
-});
-export const bool = (description?: string): Schema => ({
+export type { Typed };
+
+/** What one request may carry (the registry refuses longer names and descriptions too). */
+export const BODY_LIMITS = {
+  /** Largest inline `code` (design §6.4, docs/background.md). */
+  inlineCodeBytes: 256 * 1024,
+  /** Largest `js_params`, serialized. */
+  jsParamsBytes: 64 * 1024,
+  maxNameLength: 256,
+  maxDescriptionLength: 1024,
+  /** Entries in one scope array, and members added or removed in one call. */
+  maxArrayEntries: 64,
+} as const;
+
+const described = (description?: string) => (description ? { description } : {});
+
+export const str = (description?: string): Typed<string> => ({ type: "string", ...described(description) });
+export const int = (description?: string): Typed<number> => ({ type: "integer", ...described(description) });
+export const bool = (description?: string): Typed<boolean> => ({
   type: "boolean",
-  ...(description ? { description } : {}),
+  ...described(description),
 });
-export const arr = (items: Schema, description?: string): Schema => ({
+export const arr = <I>(items: Typed<I, boolean>, description?: string): Typed<I[]> => ({
   type: "array",
   items,
-  ...(description ? { description } : {}),
+  ...described(description),
 });
-export const obj = (properties: Record<string, Schema>, required: string[] = []): Schema => ({
+export const obj = <P extends Record<string, Schema>, R extends string = never>(
+  properties: P,
+  required: R[] = [],
+): Typed<ObjectOf<P, R>, true> => ({
   type: "object",
   properties,
   required,
@@ -36,35 +49,96 @@ export const out = (properties: Record<string, Schema>, optional: string[] = [])
     properties,
     Object.keys(properties).filter((k) => !optional.includes(k)),
   );
-export const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
-export const nullable = (s: Schema): Schema => ({ oneOf: [s, { type: "null" }] });
 
-export const groupIds = arr(
-  { type: "integer", minimum: 0 },
-  "Group ids; 0 is the wildcard for every group of the account.",
+/** A request string of at most `maxBytes` UTF-8 bytes (string_too_long). */
+export const bytes = (maxBytes: number, description?: string): Typed<string> => ({
+  type: "string",
+  "x-sigil-max-bytes": maxBytes,
+  ...described(description),
+});
+/** Request text of at most `maxBytes` UTF-8 bytes, "" when left out. */
+export const text = (maxBytes: number, description?: string): Typed<string, true> =>
+  withDefault(bytes(maxBytes, description), "");
+export const name = text(BODY_LIMITS.maxNameLength);
+export const description = text(BODY_LIMITS.maxDescriptionLength);
+/** A request flag, false when left out. */
+export const flag = (): Typed<boolean, true> => ({ type: "boolean", default: false });
+/** A request list of at most `maxItems` (the house's limit unless given), [] when left out. */
+export const list = <I>(
+  items: Typed<I, boolean>,
+  maxItems: number = BODY_LIMITS.maxArrayEntries,
+  description?: string,
+): Typed<I[], true> => ({ type: "array", items, maxItems, default: [], ...described(description) });
+/** A request field that may be left out, with what it is then. */
+export function withDefault<V>(s: Typed<V, boolean>, value: V): Typed<V, true> {
+  return { ...s, default: value } as Typed<V, true>;
+}
+/** A body of which exactly one of `fields` must be sent (null counts as not sent). */
+export const exactlyOne = <S extends Schema>(fields: string[], body: S): S => ({
+  ...body,
+  "x-sigil-exactly-one": fields,
+});
+export const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+export const nullable = <V>(s: Typed<V, boolean>): Typed<V | null> => ({ oneOf: [s, { type: "null" }] });
+
+const GROUP_IDS = "Group ids; 0 is the wildcard for every group of the account.";
+export const groupIds = arr({ type: "integer", minimum: 0 } as Typed<number>, GROUP_IDS);
+/** A scope's groups in a request (invalid_group_id); duplicates are the handler's to drop. */
+const groupIdsIn = list(
+  { type: "integer", minimum: 0, format: "group-id" } as Typed<number>,
+  BODY_LIMITS.maxArrayEntries,
+  GROUP_IDS,
 );
-export const pkpId = {
+export const pkpId: Typed<string> = {
   type: "string",
   pattern: "^0x[0-9a-f]{64}$",
   description: "PKP id: 0x + 64 lower-case hex digits",
 };
-export const address = {
+/** A PKP named in a request: its id (any case) or its address, which the handler resolves. */
+export const pkpRef: Typed<string> = {
+  type: "string",
+  pattern: "^0x([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$",
+  format: "pkp-ref",
+  description: "PKP id (0x + 64 hex digits) or the PKP's address",
+};
+export const address: Typed<string> = {
   type: "string",
   pattern: "^0x[0-9a-fA-F]{40}$",
   description: "EIP-55 checksummed address",
 };
+/** An address in a request (checksum checked, zero refused: invalid_address). */
+export const addressIn: Typed<string> = { ...address, format: "address" };
+/** An IPFS CID in a request (invalid_cid). */
+export const cid = (description = "CID"): Typed<string> => ({ type: "string", format: "cid", description });
 /** The seven scopes' fields (request names or listed names), in struct order: vocabulary/scopes.ts. */
-export const scopeFields = (name: "field" | "listed"): Record<string, Schema> =>
-  Object.fromEntries(SCOPES.map((w) => [w[name], w.perGroup ? groupIds : bool()]));
+export const scopeFields = (names: "field" | "listed"): Record<string, Schema> =>
+  Object.fromEntries(
+    SCOPES.map((w) => [
+      w[names],
+      names === "listed" ? (w.perGroup ? groupIds : bool()) : w.perGroup ? groupIdsIn : flag(),
+    ]),
+  );
 export const permissionFields: Record<string, Schema> = {
   ...scopeFields("field"),
-  spend_cap_cents: nullable({
-    type: "integer",
-    minimum: 0,
-    description: "Per-key spend cap in cents (billing); null or absent = no cap. Update replaces it.",
-  }),
+  spend_cap_cents: withDefault(
+    nullable({
+      type: "integer",
+      minimum: 0,
+      description: "Per-key spend cap in cents (billing); null or absent = no cap. Update replaces it.",
+    } as Typed<number>),
+    null,
+  ),
 };
 export const expiration = nullable({ type: "integer", description: "Unix seconds; null = never" });
+/** A new expiration: unix seconds in the future (expiration_in_past), or null / 0 / absent for never. */
+export const expirationIn = withDefault(
+  nullable({
+    type: "integer",
+    format: "expiration",
+    description: "Unix seconds; null = never",
+  } as Typed<number>),
+  null,
+);
 
 export const usageKeyFields: Record<string, Schema> = {
   id: address,
@@ -205,5 +279,11 @@ export const deliveryItem = out({
   created: int("Unix seconds"),
 });
 export const webhookId = idParam("id", { type: "string" });
-export const keyCreate = obj({ name: str(), description: str(), expiration, ...permissionFields });
-export const keyTarget = { usage_api_key: str("The usage key value (not the account key)"), id: address };
+export const keyCreate = obj({ name, description, expiration: expirationIn, ...permissionFields });
+/** The key a request is about: by value or by id, exactly one (`x-sigil-exactly-one` on the body). */
+export const keyTarget = {
+  usage_api_key: str("The usage key value (not the account key)"),
+  id: addressIn,
+};
+/** A body naming a key by value or by id: exactly one of the two. */
+export const targetingKey = <S extends Schema>(body: S): S => exactlyOne(["usage_api_key", "id"], body);

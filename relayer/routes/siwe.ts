@@ -7,23 +7,25 @@
  * headers; from then on every instance refuses the session (siwe_session_revoked).
  */
 import { type RelayerContext } from "../context";
-import { BodyReader } from "../http/validate";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
+
+const siweBody = s.obj(
+  {
+    message: {
+      ...s.text(4096, "The EIP-4361 message the owner's wallet signed (personal_sign)"),
+      "x-sigil-non-blank": true,
+    },
+    signature: { ...s.text(200, "The wallet's 65-byte signature, 0x hex"), "x-sigil-non-blank": true },
+  },
+  ["message", "signature"],
+);
 
 const postAuthSiwe = endpoint<RelayerContext>("POST", "/auth/siwe", {
   caller: "public",
   summary:
     "Sign in with Ethereum (EIP-4361) as the EOA owner of a ChainSecured account: checks the message (domain = one of this service's public URLs, never the Host header; chain, expiry within an hour, a session-key resource) and spends its nonce. Later requests are signed by that session key and carry Sigil-Siwe (base64 of the message) and Sigil-Siwe-Signature; they may only read.",
-  body: {
-    type: "object",
-    additionalProperties: false,
-    required: ["message", "signature"],
-    properties: {
-      message: s.str("The EIP-4361 message the owner's wallet signed (personal_sign)"),
-      signature: s.str("The wallet's 65-byte signature, 0x hex"),
-    },
-  },
+  body: siweBody,
   answer: s.out({
     account_id: s.int(),
     owner_address: s.address,
@@ -47,11 +49,7 @@ const postAuthSiwe = endpoint<RelayerContext>("POST", "/auth/siwe", {
     "rate_limited",
     "chain_unavailable",
   ],
-  async handle(ctx, req) {
-    const b = new BodyReader(req.body);
-    const message = b.string("message", { required: true, nonEmpty: true, max: 4096 });
-    const signature = b.string("signature", { required: true, nonEmpty: true, max: 200 });
-    b.done();
+  async handle(ctx, _req, _res, { message, signature }: BodyOf<typeof siweBody>) {
     // Bound to the service's own public URLs (relayer/http/siwe.ts), never to the request's Host.
     const { session, account, mode } = await ctx.auth.signInWithEthereum(message, signature);
     return {
@@ -71,7 +69,7 @@ const postAuthSiweSignOut = endpoint<RelayerContext>("POST", "/auth/siwe/sign_ou
   caller: "session",
   summary:
     "Ends the wallet session that signs this request (signed by its session key, with Sigil-Siwe and Sigil-Siwe-Signature): every instance refuses it from then on (siwe_session_revoked), until it would have expired. status: signed_out, already_signed_out (a second sign-out) or expired (nothing left to end). The body is empty or {}.",
-  body: { type: "object", additionalProperties: false, properties: {} },
+  body: s.obj({}),
   answer: s.out({
     status: { type: "string", enum: ["signed_out", "already_signed_out", "expired"] },
     account_id: s.int(),
@@ -80,8 +78,6 @@ const postAuthSiweSignOut = endpoint<RelayerContext>("POST", "/auth/siwe/sign_ou
   }),
   errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "database_unavailable"],
   async handle(ctx, req) {
-    // Nothing to read from the body; an unexpected field is still refused.
-    new BodyReader(req.body ?? {}).done();
     const { session, outcome } = await ctx.auth.signOutOwnerSession(req);
     return {
       body: {

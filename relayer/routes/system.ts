@@ -48,13 +48,13 @@ const config = endpoint<RelayerContext>("GET", "/config", {
       forwarder_address: ctx.cfg.forwarderAddress,
       deploy_block: ctx.cfg.deployBlock,
       limits: {
-        inline_code_bytes: ctx.cfg.limits.inlineCodeBytes,
+        inline_code_bytes: s.BODY_LIMITS.inlineCodeBytes,
         ipfs_code_bytes: ctx.cfg.limits.ipfsCodeBytes,
-        js_params_bytes: ctx.cfg.limits.jsParamsBytes,
+        js_params_bytes: s.BODY_LIMITS.jsParamsBytes,
         max_body_bytes: ctx.cfg.maxBodyBytes,
         max_page_size: ctx.cfg.limits.maxPageSize,
-        max_name_bytes: ctx.cfg.limits.maxNameLength,
-        max_array_entries: ctx.cfg.limits.maxArrayEntries,
+        max_name_bytes: s.BODY_LIMITS.maxNameLength,
+        max_array_entries: s.BODY_LIMITS.maxArrayEntries,
         poll_interval_ms: ctx.cfg.pollIntervalMs,
       },
       rate_limits: {

@@ -5,27 +5,49 @@
  */
 import { authOf } from "../auth";
 import { type RelayerContext } from "../context";
-import { BodyReader, invalid, parsePage } from "../http/validate";
+import { parsePage } from "../http/validate";
 import {
   DEFAULT_ROTATION_GRACE_SECONDS,
   MAX_ROTATION_GRACE_SECONDS,
   parseEventTypes,
 } from "../webhooks/endpoints";
+import type { Subscription } from "../webhooks/eventTypes";
 import { MAX_URL_LENGTH } from "../webhooks/urlPolicy";
-import { endpoint } from "./endpoint";
+import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
-const urlField = (b: BodyReader, required: boolean) =>
-  b.string("url", { required, max: MAX_URL_LENGTH, nonEmpty: true });
+const url = { ...s.bytes(MAX_URL_LENGTH, "https:// URL"), "x-sigil-non-blank": true } as s.Typed<string>;
+/** `event_types` is read by the webhooks' own parser (invalid_event_type names the known types). */
+const eventTypes = (v: unknown) => (v === undefined ? undefined : parseEventTypes(v));
+
+const createBody = s.obj({ url, event_types: s.eventTypes, description: s.description }, [
+  "url",
+  "event_types",
+]);
+const updateBody = s.obj({
+  url,
+  event_types: s.eventTypes,
+  description: s.bytes(s.BODY_LIMITS.maxDescriptionLength),
+  enabled: s.bool(),
+});
+const rotateBody = s.obj({
+  expire_previous_in_seconds: s.withDefault(
+    {
+      type: "integer",
+      minimum: 0,
+      maximum: MAX_ROTATION_GRACE_SECONDS,
+      description: "Seconds the previous secret keeps signing (7 days at most)",
+    } as s.Typed<number>,
+    DEFAULT_ROTATION_GRACE_SECONDS,
+  ),
+});
 
 const postWebhooks = endpoint<RelayerContext>("POST", "/webhooks", {
   caller: "account",
   summary: "Register a webhook endpoint (account key); the answer holds its signing secret, once",
   status: 201,
-  body: s.obj({ url: s.str("https:// URL"), event_types: s.eventTypes, description: s.str() }, [
-    "url",
-    "event_types",
-  ]),
+  body: createBody,
+  checks: { event_types: eventTypes },
   answer: s.out({ ...s.webhookFields, secret: s.webhookSecret }),
   errors: [
     ...s.BODY_ERRORS,
@@ -40,16 +62,15 @@ const postWebhooks = endpoint<RelayerContext>("POST", "/webhooks", {
   ],
   // Kept sealed under the caller's key for an Idempotency-Key replay, like a new usage key.
   secretFields: { names: ["secret"], mode: "encrypt" },
-  async handle(ctx, req, res) {
-    const auth = authOf(res);
-    const b = new BodyReader(req.body);
-    const url = urlField(b, true);
-    const eventTypes = parseEventTypes(b.raw("event_types"));
-    const description = b.string("description", { max: ctx.cfg.limits.maxDescriptionLength });
-    b.done();
+  async handle(ctx, _req, res, body: BodyOf<typeof createBody>) {
+    const { url, event_types, description } = body;
     return {
       status: 201,
-      body: await ctx.webhooks.endpoints.create(auth.principal.accountId, { url, eventTypes, description }),
+      body: await ctx.webhooks.endpoints.create(authOf(res).principal.accountId, {
+        url,
+        eventTypes: event_types as Subscription,
+        description,
+      }),
     };
   },
 });
@@ -89,7 +110,8 @@ const postWebhooksId = endpoint<RelayerContext>("POST", "/webhooks/:id", {
   caller: "account",
   summary: "Update a webhook endpoint (url, event_types, description, enabled)",
   params: [s.webhookId],
-  body: s.obj({ url: s.str(), event_types: s.eventTypes, description: s.str(), enabled: s.bool() }),
+  body: updateBody,
+  checks: { event_types: eventTypes },
   answer: s.ref("WebhookEndpoint"),
   errors: [
     ...s.BODY_ERRORS,
@@ -102,17 +124,12 @@ const postWebhooksId = endpoint<RelayerContext>("POST", "/webhooks/:id", {
     "webhook_url_refused",
     "invalid_event_type",
   ],
-  async handle(ctx, req, res) {
-    const b = new BodyReader(req.body);
-    const url = b.has("url") ? urlField(b, true) : (b.raw("url"), undefined);
-    const eventTypes = b.has("event_types") ? parseEventTypes(b.raw("event_types")) : undefined;
-    const description = b.optionalString("description", ctx.cfg.limits.maxDescriptionLength);
-    const enabled = b.has("enabled") ? b.bool("enabled") : (b.raw("enabled"), undefined);
-    b.done();
+  async handle(ctx, req, res, body: BodyOf<typeof updateBody>) {
+    const { url, event_types, description, enabled } = body;
     return {
       body: await ctx.webhooks.endpoints.update(authOf(res).principal.accountId, String(req.params.id), {
         url,
-        eventTypes,
+        eventTypes: event_types as Subscription | undefined,
         description,
         enabled,
       }),
@@ -138,7 +155,7 @@ const postWebhooksIdRotateSecret = endpoint<RelayerContext>("POST", "/webhooks/:
   summary:
     "A new signing secret, returned once; the previous one keeps signing for expire_previous_in_seconds (default 86400, 0 = stop now)",
   params: [s.webhookId],
-  body: s.obj({ expire_previous_in_seconds: { type: "integer", minimum: 0, maximum: 604800 } }),
+  body: rotateBody,
   answer: s.out({
     id: s.str(),
     secret: s.webhookSecret,
@@ -146,30 +163,12 @@ const postWebhooksIdRotateSecret = endpoint<RelayerContext>("POST", "/webhooks/:
   }),
   errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "owner_only", "webhook_not_found"],
   secretFields: { names: ["secret"], mode: "encrypt" },
-  async handle(ctx, req, res) {
-    const b = new BodyReader(req.body);
-    const grace = b.raw("expire_previous_in_seconds");
-    b.done();
-    let graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS;
-    if (grace !== undefined && grace !== null) {
-      if (
-        typeof grace !== "number" ||
-        !Number.isSafeInteger(grace) ||
-        grace < 0 ||
-        grace > MAX_ROTATION_GRACE_SECONDS
-      )
-        throw invalid(
-          "expire_previous_in_seconds",
-          `an integer from 0 to ${MAX_ROTATION_GRACE_SECONDS} (7 days)`,
-          grace,
-        );
-      graceSeconds = grace;
-    }
+  async handle(ctx, req, res, body: BodyOf<typeof rotateBody>) {
     return {
       body: await ctx.webhooks.endpoints.rotate(
         authOf(res).principal.accountId,
         String(req.params.id),
-        graceSeconds,
+        body.expire_previous_in_seconds,
       ),
     };
   },
@@ -199,6 +198,7 @@ const resendDelivery = endpoint<RelayerContext>("POST", "/webhooks/:id/deliverie
   summary: "Send a delivery again as soon as possible (same event id, same body)",
   status: 202,
   params: [s.webhookId, s.idParam("delivery", { type: "string" })],
+  body: s.obj({}),
   answer: s.deliveryItem,
   errors: [
     ...s.BODY_ERRORS,
@@ -211,7 +211,6 @@ const resendDelivery = endpoint<RelayerContext>("POST", "/webhooks/:id/deliverie
     "webhook_delivery_in_progress",
   ],
   async handle(ctx, req, res) {
-    new BodyReader(req.body).done();
     const item = await ctx.webhooks.endpoints.resend(
       authOf(res).principal.accountId,
       String(req.params.id),

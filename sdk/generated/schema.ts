@@ -23,8 +23,11 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default  */
             account_name?: string;
+            /** @default  */
             account_description?: string;
+            /** @description E-mail address */
             email?: string;
           };
         };
@@ -276,7 +279,10 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
-            /** @description EIP-55 checksummed address */
+            /**
+             * Format: address
+             * @description EIP-55 checksummed address
+             */
             new_owner: string;
           };
         };
@@ -415,7 +421,11 @@ export interface paths {
         path?: never;
         cookie?: never;
       };
-      requestBody?: never;
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
       responses: {
         /** @description OK */
         200: {
@@ -549,20 +559,39 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default  */
             name?: string;
+            /** @default  */
             description?: string;
+            /** @default null */
             expiration?: number | null;
+            /** @default false */
             can_create_groups?: boolean;
+            /** @default false */
             can_delete_groups?: boolean;
+            /** @default false */
             can_create_pkps?: boolean;
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             manage_ipfs_ids_in_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             add_pkp_to_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             remove_pkp_from_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             execute_in_groups?: number[];
+            /** @default null */
             spend_cap_cents?: number | null;
           };
         };
@@ -861,22 +890,44 @@ export interface paths {
           "application/json": {
             /** @description The usage key value (not the account key) */
             usage_api_key?: string;
-            /** @description EIP-55 checksummed address */
+            /**
+             * Format: address
+             * @description EIP-55 checksummed address
+             */
             id?: string;
+            /** @default  */
             name?: string;
+            /** @default  */
             description?: string;
+            /** @default null */
             expiration?: number | null;
+            /** @default false */
             can_create_groups?: boolean;
+            /** @default false */
             can_delete_groups?: boolean;
+            /** @default false */
             can_create_pkps?: boolean;
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             manage_ipfs_ids_in_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             add_pkp_to_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             remove_pkp_from_groups?: number[];
-            /** @description Group ids; 0 is the wildcard for every group of the account. */
+            /**
+             * @description Group ids; 0 is the wildcard for every group of the account.
+             * @default []
+             */
             execute_in_groups?: number[];
+            /** @default null */
             spend_cap_cents?: number | null;
           };
         };
@@ -1044,7 +1095,10 @@ export interface paths {
           "application/json": {
             /** @description The usage key value (not the account key) */
             usage_api_key?: string;
-            /** @description EIP-55 checksummed address */
+            /**
+             * Format: address
+             * @description EIP-55 checksummed address
+             */
             id?: string;
             name?: string;
             description?: string;
@@ -1214,7 +1268,10 @@ export interface paths {
           "application/json": {
             /** @description The usage key value (not the account key) */
             usage_api_key?: string;
-            /** @description EIP-55 checksummed address */
+            /**
+             * Format: address
+             * @description EIP-55 checksummed address
+             */
             id?: string;
           };
         };
@@ -1365,10 +1422,14 @@ export interface paths {
           "application/json": {
             /** @description The usage key value (not the account key) */
             usage_api_key?: string;
-            /** @description EIP-55 checksummed address */
+            /**
+             * Format: address
+             * @description EIP-55 checksummed address
+             */
             id?: string;
             /** @description Seconds the old key keeps working after the rotation lands (0 = stops at once) */
             overlap_seconds: number;
+            /** @default null */
             expiration?: number | null;
           };
         };
@@ -1548,7 +1609,9 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default  */
             name?: string;
+            /** @default  */
             description?: string;
           };
         };
@@ -1978,9 +2041,13 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default  */
             name?: string;
+            /** @default  */
             description?: string;
+            /** @default [] */
             pkps?: string[];
+            /** @default [] */
             actions?: string[];
           };
         };
@@ -2361,7 +2428,9 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default [] */
             add?: string[];
+            /** @default [] */
             remove?: string[];
           };
         };
@@ -2513,7 +2582,9 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @default [] */
             add?: string[];
+            /** @default [] */
             remove?: string[];
           };
         };
@@ -3162,8 +3233,15 @@ export interface paths {
           "application/json": {
             /** @description Inline JavaScript */
             code?: string;
+            /**
+             * Format: cid
+             * @description CID
+             */
             cid?: string;
-            /** @description PKP id: 0x + 64 lower-case hex digits */
+            /**
+             * Format: pkp-ref
+             * @description PKP id (0x + 64 hex digits) or the PKP's address
+             */
             pkp_id?: string;
             js_params?: unknown;
             /** @description Time limit of this run in ms, at most the service's (30000 unless configured; a refusal names it in details.max); a run stopped at it is charged ceil(timeout_ms / 1000) seconds */
@@ -3454,7 +3532,10 @@ export interface paths {
         content: {
           "application/json": {
             policy?: components["schemas"]["Policy"];
-            /** @description CID of an uploaded policy (instead of `policy`) */
+            /**
+             * Format: cid
+             * @description CID of an uploaded policy (instead of `policy`)
+             */
             cid?: string;
             operation: components["schemas"]["PolicyOperation"];
             /** @description Evaluate as of this time (ISO 8601); default now (time rules are UTC) */
@@ -5234,6 +5315,7 @@ export interface paths {
               | "balance.low"
               | "*"
             )[];
+            /** @default  */
             description?: string;
           };
         };
@@ -5476,6 +5558,7 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /** @description https:// URL */
             url?: string;
             /** @description Event types, or ["*"] alone for every type */
             event_types?: (
@@ -5737,6 +5820,10 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
+            /**
+             * @description Seconds the previous secret keeps signing (7 days at most)
+             * @default 86400
+             */
             expire_previous_in_seconds?: number;
           };
         };
@@ -5996,7 +6083,11 @@ export interface paths {
         };
         cookie?: never;
       };
-      requestBody?: never;
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
       responses: {
         /** @description OK */
         202: {
@@ -6542,9 +6633,15 @@ export interface paths {
       requestBody: {
         content: {
           "application/json": {
-            /** @description The EIP-4361 message the owner's wallet signed (personal_sign) */
+            /**
+             * @description The EIP-4361 message the owner's wallet signed (personal_sign)
+             * @default
+             */
             message: string;
-            /** @description The wallet's 65-byte signature, 0x hex */
+            /**
+             * @description The wallet's 65-byte signature, 0x hex
+             * @default
+             */
             signature: string;
           };
         };

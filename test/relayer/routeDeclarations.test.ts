@@ -10,6 +10,7 @@ import { expect } from "chai";
 import express, { type Router } from "express";
 import { createBilling, SimulatedProcessor, type Billing } from "../../relayer/billing";
 import { declaredRoutes, type RegisteredRoute } from "../../relayer/http/routeTable";
+import { compileBody } from "../../relayer/routes/bodySchema";
 import { declaredRouter, endpoint, openApiPath, runPlain } from "../../relayer/routes/endpoint";
 import { DOCUMENTED_GROUPS } from "../../relayer/routes";
 import { startStack, type Stack } from "../helpers/stack";
@@ -111,5 +112,31 @@ describe("relayer: every route is declared once", function () {
     // And an Express router that was never declared is not a DeclaredRouter at all.
     // @ts-expect-error: `declared` is missing.
     expect(() => declaredRoutes(express.Router(), "/x")).to.throw(TypeError);
+  });
+
+  it("every declared body compiles to a validator, and no handler reads the body behind it", () => {
+    let bodies = 0;
+    for (const g of DOCUMENTED_GROUPS)
+      for (const e of g.endpoints) {
+        if (!e.body || e.ownBody !== undefined) continue;
+        expect(compileBody(e.body, e.checks), `${e.method} ${e.path}`).to.be.a("function");
+        bodies++;
+      }
+    expect(bodies).to.be.greaterThan(20);
+    // The relayer's declarations never read the raw body: they receive it read (endpoint.ts reads it
+    // for them).
+    const dir = path.join(__dirname, "../../relayer/routes");
+    for (const f of fs.readdirSync(dir).filter((n) => n.endsWith(".ts") && n !== "endpoint.ts")) {
+      const src = fs.readFileSync(path.join(dir, f), "utf8");
+      expect(/\breq\.body\b|BodyReader/.test(src), `relayer/routes/${f} reads req.body itself`).to.equal(
+        false,
+      );
+    }
+    // Billing's handlers read their own bodies, and each that does says why (ownBody).
+    const billing = fs.readFileSync(path.join(__dirname, "../../relayer/billing/router.ts"), "utf8");
+    for (const decl of billing.split(/\nconst \w+ = endpoint</).slice(1)) {
+      const reads = /\breq\.body\b|objectBody\(req\)/.test(decl.split(/\n}\);\n/)[0]);
+      if (reads) expect(decl, decl.slice(0, 60)).to.match(/\n  ownBody:/);
+    }
   });
 });
