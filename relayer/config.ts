@@ -2,6 +2,7 @@
  * Options of the relayer and their defaults. Everything a deployment may want to tune lives here, so the
  * rest of the code reads one resolved `RelayerConfig` instead of sprinkling `?? default` around.
  */
+import type { ChainEndpoint } from "./chains";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { Enclave } from "../enclave";
@@ -39,6 +40,15 @@ export type TrustProxy = false | number | string;
 
 export interface RelayerOptions {
   rpcUrl: string;
+  /**
+   * The chains besides the registry's that the service reaches (SIGIL_CHAINS, relayer/chains.ts); the
+   * registry's chain is always added. Chain-event triggers may name any chain of the resolved list.
+   */
+  chains?: ChainEndpoint[];
+  /** The registry chain's name in the list of chains (default "registry"; `npm start` says "embedded"). */
+  registryChainName?: string;
+  /** Triggers (docs/triggers.md): every field optional. */
+  triggers?: TriggerOptions;
   chainId?: number;
   registryAddress: string;
   forwarderAddress: string;
@@ -152,8 +162,37 @@ export interface RelayerOptions {
   unknownMaxEntries?: number;
 }
 
+/** RelayerOptions.triggers. */
+export interface TriggerOptions {
+  /** Triggers per account (default 50). */
+  maxPerAccount?: number;
+  /** Largest inbound hook body (default 64 KB), read raw before anything is parsed. */
+  hookBodyBytes?: number;
+  /** Inbound hook calls per trigger and per source IP per minute (defaults 600 and 300). */
+  hookPerTriggerPerMinute?: number;
+  hookPerIpPerMinute?: number;
+  /** Runs in flight per instance, lease length, poll interval (relayer/triggers/runner.ts). */
+  workers?: number;
+  leaseMs?: number;
+  pollMs?: number;
+  /** How often the scheduler looks for due minutes (default 5 s). */
+  scheduleTickMs?: number;
+  /** How often paused accounts are checked for a balance (default 5 s). */
+  resumeCheckMs?: number;
+  /** The clock of the scheduler and the runner (tests drive it); default Date.now. */
+  clock?: () => number;
+  /** Off: no runner and no scheduler on this instance (the API still stores triggers and firings). */
+  run?: boolean;
+}
+
 export interface RelayerConfig {
   rpcUrl: string;
+  /** Resolved at start (relayer/index.ts): the registry's chain first, then SIGIL_CHAINS' others. */
+  chains: ChainEndpoint[];
+  registryChainName: string;
+  /** Operator-given extra chains, before the registry's is added. */
+  extraChains: ChainEndpoint[];
+  triggers: Required<Omit<TriggerOptions, "clock">> & { clock: () => number };
   chainId?: number;
   registryAddress: string;
   forwarderAddress: string;
@@ -262,6 +301,23 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     webhooks: opts.webhooks ?? {},
+    chains: [],
+    registryChainName: opts.registryChainName ?? "registry",
+    extraChains: opts.chains ?? [],
+    triggers: {
+      maxPerAccount: 50,
+      hookBodyBytes: 64 * 1024,
+      hookPerTriggerPerMinute: 600,
+      hookPerIpPerMinute: 300,
+      workers: 4,
+      leaseMs: 60_000,
+      pollMs: 1_000,
+      scheduleTickMs: 5_000,
+      resumeCheckMs: 5_000,
+      run: true,
+      ...stripUndefined(opts.triggers ?? {}),
+      clock: opts.triggers?.clock ?? Date.now,
+    },
     audit: opts.audit ?? {},
     operatorToken: opts.operatorToken || null,
     trustProxy: checkTrustProxy(opts.trustProxy ?? false),

@@ -4,6 +4,7 @@
  * with what was wrong and how to fix it. Nothing here touches the network or the disk beyond reading
  * the optional config file.
  */
+import { ChainsConfigError, parseChainsEnv, type ChainEndpoint } from "../../relayer/chains";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
@@ -19,6 +20,7 @@ export const CONFIG_VARIABLES = [
   "SIGIL_ANVIL_PORT",
   "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
   "SIGIL_CHAIN_ID",
+  "SIGIL_CHAINS",
   "SIGIL_DEV_MODE",
   "SIGIL_ROOT_KEY",
   "SIGIL_ROOT_KEY_PROVIDER",
@@ -103,6 +105,8 @@ export interface SigilConfig {
   publicUrls?: string[];
   /** The external chain; absent = the embedded anvil chain in the data folder. */
   rpcUrl?: string;
+  /** SIGIL_CHAINS: the chains besides the registry's (relayer/chains.ts); the registry's is always added. */
+  chains: ChainEndpoint[];
   anvilPort: number;
   /**
    * Embedded chain: the shortest time in seconds between two saves of its state file, made after new
@@ -620,8 +624,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const logFileRaw = get("SIGIL_LOG_FILE");
   const logFile = logFileRaw === "-" ? "-" : path.resolve(cwd, logFileRaw ?? path.join(dataDir, "sigil.log"));
 
+  let chains: ChainEndpoint[] = [];
+  try {
+    chains = parseChainsEnv(get("SIGIL_CHAINS"));
+  } catch (err) {
+    if (!(err instanceof ChainsConfigError)) throw err;
+    problems.push(err.message);
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
+    chains,
     dataDir,
     host,
     port,

@@ -237,6 +237,8 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       ipfsGateways: config.ipfsGateways,
       webhooks: { allowAddresses: config.webhookAllowAddresses ?? [] },
+      chains: config.chains,
+      registryChainName: config.rpcUrl === undefined ? "embedded" : "registry",
       audit: { enabled: config.auditLog, retentionDays: config.auditRetentionDays },
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
