@@ -77,7 +77,8 @@ function rawBody(ctx: RelayerContext) {
 
 const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
   caller: "public",
-  summary: "Deliver an event to a webhook trigger: queues one run (202) with the body, raw bytes and safe headers",
+  summary:
+    "Deliver an event to a webhook trigger: queues one run (202) with the body, raw bytes and safe headers",
   params: [s.idParam("hook_id", { type: "string" })],
   status: 202,
   answer: s.out({ run_id: s.str(), firing_id: s.str() }),
@@ -119,7 +120,12 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
         triggerId: t.id,
         firingId,
         firedAt: Date.now(),
-        input: { kind: "webhook", body, rawBase64: raw.toString("base64"), headers: safeHeaders(req.headers) },
+        input: {
+          kind: "webhook",
+          body,
+          rawBase64: raw.toString("base64"),
+          headers: safeHeaders(req.headers),
+        },
       },
       t,
     );

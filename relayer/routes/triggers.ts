@@ -28,10 +28,16 @@ const triggerSchema = s.out(
     pkp_ids: s.arr(s.str()),
     js_params: { type: "object" },
     run_as: s.out({ key_address: s.address }),
-    schedule: s.out({ cron: s.str("Five fields, UTC"), missed: { type: "string", enum: ["skip", "run_once"] }, next_run_at: nstr }),
+    schedule: s.out({
+      cron: s.str("Five fields, UTC"),
+      missed: { type: "string", enum: ["skip", "run_once"] },
+      next_run_at: nstr,
+    }),
     webhook: s.out({
       url: s.str("The public URL to POST deliveries to"),
-      hmac: s.nullable(s.out({ header: s.str(), prefix: s.str(), encoding: { type: "string", enum: ["hex", "base64"] } })),
+      hmac: s.nullable(
+        s.out({ header: s.str(), prefix: s.str(), encoding: { type: "string", enum: ["hex", "base64"] } }),
+      ),
     }),
     chain_event: s.out({
       chain_id: s.int(),
@@ -41,11 +47,18 @@ const triggerSchema = s.out(
       topics: s.arr(nstr),
       from_block: s.int(),
     }),
-    limits: s.out({ runs_per_minute: s.int(), max_queued_runs: s.int(), concurrency: { type: "string", enum: ["serial", "parallel"] } }),
+    limits: s.out({
+      runs_per_minute: s.int(),
+      max_queued_runs: s.int(),
+      concurrency: { type: "string", enum: ["serial", "parallel"] },
+    }),
     retry: s.out({ max_attempts: s.int(), backoff_ms: s.int() }),
     created_at: s.str(),
     updated_at: s.str(),
-    webhook_secret: { type: "string", description: "The HMAC secret, answered once (create, or the update that adds an HMAC)" },
+    webhook_secret: {
+      type: "string",
+      description: "The HMAC secret, answered once (create, or the update that adds an HMAC)",
+    },
   },
   ["schedule", "webhook", "chain_event", "webhook_secret"],
 );
@@ -79,11 +92,22 @@ const triggerBody = s.obj({
   run_as: s.obj({ key_address: s.address }, ["key_address"]),
   schedule: s.obj({ cron: s.str(), missed: { type: "string", enum: ["skip", "run_once"] } }, ["cron"]),
   webhook: s.obj({ hmac: {} }),
-  chain_event: s.obj({ chain_id: s.int(), address: s.str(), event: s.str(), topic0: s.str(), topics: s.arr(nstr), from_block: s.int() }, [
-    "chain_id",
-    "address",
-  ]),
-  limits: s.obj({ runs_per_minute: s.int(), max_queued_runs: s.int(), concurrency: { type: "string", enum: ["serial", "parallel"] } }),
+  chain_event: s.obj(
+    {
+      chain_id: s.int(),
+      address: s.str(),
+      event: s.str(),
+      topic0: s.str(),
+      topics: s.arr(nstr),
+      from_block: s.int(),
+    },
+    ["chain_id", "address"],
+  ),
+  limits: s.obj({
+    runs_per_minute: s.int(),
+    max_queued_runs: s.int(),
+    concurrency: { type: "string", enum: ["serial", "parallel"] },
+  }),
   retry: s.obj({ max_attempts: s.int(), backoff_ms: s.int() }),
 });
 const triggerId = s.idParam("id", { type: "string" });
@@ -130,7 +154,10 @@ const postTriggers = endpoint<RelayerContext>("POST", "/triggers", {
     const { trigger, secret } = await ctx.triggers.create(auth, input);
     return {
       status: 201,
-      body: { ...triggerView(trigger, originOf(ctx, req), Date.now()), ...(secret ? { webhook_secret: secret } : {}) },
+      body: {
+        ...triggerView(trigger, originOf(ctx, req), Date.now()),
+        ...(secret ? { webhook_secret: secret } : {}),
+      },
     };
   },
 });
@@ -182,7 +209,10 @@ const postTrigger = endpoint<RelayerContext>("POST", "/triggers/:id", {
     const input = readTriggerBody(req.body, auth, env(ctx, auth.account), false);
     const { trigger, secret } = await ctx.triggers.update(auth, String(req.params.id), input);
     return {
-      body: { ...triggerView(trigger, originOf(ctx, req), Date.now()), ...(secret ? { webhook_secret: secret } : {}) },
+      body: {
+        ...triggerView(trigger, originOf(ctx, req), Date.now()),
+        ...(secret ? { webhook_secret: secret } : {}),
+      },
     };
   },
 });
@@ -228,7 +258,11 @@ const postFire = endpoint<RelayerContext>("POST", "/triggers/:id/fire", {
 const getRuns = endpoint<RelayerContext>("GET", "/triggers/:id/runs", {
   caller: "account",
   summary: "A trigger's runs, newest first (filter with ?status=)",
-  params: [...s.pagingParams, { name: "status", in: "query", schema: { type: "string", enum: [...RUN_STATUSES] } }, triggerId],
+  params: [
+    ...s.pagingParams,
+    { name: "status", in: "query", schema: { type: "string", enum: [...RUN_STATUSES] } },
+    triggerId,
+  ],
   answer: s.page(runSchema),
   errors: ["owner_only", "trigger_not_found", "invalid_pagination", "invalid_request"],
   async handle(ctx, req, res) {
@@ -245,7 +279,9 @@ const getRuns = endpoint<RelayerContext>("GET", "/triggers/:id/runs", {
       limit: page.pageSize,
       offset: page.pageNumber * page.pageSize,
     });
-    return { body: { items: items.map(runView), page_number: page.pageNumber, page_size: page.pageSize, total } };
+    return {
+      body: { items: items.map(runView), page_number: page.pageNumber, page_size: page.pageSize, total },
+    };
   },
 });
 

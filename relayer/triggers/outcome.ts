@@ -15,7 +15,12 @@ export type ErrorOutcome =
   | { kind: "skip"; code: "insufficient_credits" | "spend_cap_reached"; message: string }
   | { kind: "fail"; code: string; message: string };
 
-const TRANSIENT = new Set(["executor_busy", "too_many_concurrent_executions", "chain_unavailable", "database_unavailable"]);
+const TRANSIENT = new Set([
+  "executor_busy",
+  "too_many_concurrent_executions",
+  "chain_unavailable",
+  "database_unavailable",
+]);
 
 export function outcomeOf(err: unknown): ErrorOutcome {
   if (err instanceof ApiError) {

@@ -37,13 +37,19 @@ export const LOGS_LIMIT = 4 * 1024;
 
 export function truncate(text: string, limit: number): string {
   if (Buffer.byteLength(text, "utf8") <= limit) return text;
-  return Buffer.from(text, "utf8").subarray(0, limit).toString("utf8").replace(/\uFFFD$/, "") + "…[truncated]";
+  return (
+    Buffer.from(text, "utf8")
+      .subarray(0, limit)
+      .toString("utf8")
+      .replace(/\uFFFD$/, "") + "…[truncated]"
+  );
 }
 
 /** `js_params` of a triggered run: the trigger's own, plus what the firing carried under `trigger`. */
 export function jsParamsOf(t: StoredTrigger, run: Pick<RunRow, "firing_id" | "fired_ms" | "input">): unknown {
   const input = JSON.parse(run.input) as FiringInput;
-  const own = t.jsParams !== null && typeof t.jsParams === "object" && !Array.isArray(t.jsParams) ? t.jsParams : {};
+  const own =
+    t.jsParams !== null && typeof t.jsParams === "object" && !Array.isArray(t.jsParams) ? t.jsParams : {};
   return {
     ...own,
     trigger: {
@@ -146,7 +152,9 @@ export class TriggerRunner {
     };
     poll();
     const resume = () => {
-      void this.hooks.resumePaid().catch((err: unknown) => this.logger.warn({ err: String(err) }, "trigger resume check failed"));
+      void this.hooks
+        .resumePaid()
+        .catch((err: unknown) => this.logger.warn({ err: String(err) }, "trigger resume check failed"));
       this.resumeTimer = setTimeout(resume, this.resumeCheckMs);
       this.resumeTimer.unref();
     };
@@ -214,18 +222,28 @@ export class TriggerRunner {
     const trigger = await this.store.byId(row.trigger_id);
     const now = () => this.clock();
     if (!trigger) {
-      await this.store.finish(row.run_id, owner, { status: "skipped", skipReason: "trigger_deleted", nowMs: now() });
+      await this.store.finish(row.run_id, owner, {
+        status: "skipped",
+        skipReason: "trigger_deleted",
+        nowMs: now(),
+      });
       return;
     }
     const attempt = Number(row.attempt);
     if (attempt > trigger.retry.maxAttempts) {
       // Claimed again after its last attempt's instance died: out of attempts.
-      await this.endFailed(trigger, row, { code: "run_abandoned", message: `The run's instance stopped during attempt ${attempt - 1}, its last.` });
+      await this.endFailed(trigger, row, {
+        code: "run_abandoned",
+        message: `The run's instance stopped during attempt ${attempt - 1}, its last.`,
+      });
       return;
     }
-    const heartbeat = setInterval(() => {
-      void this.store.renew(row.run_id, owner, this.clock() + this.leaseMs).catch(() => undefined);
-    }, Math.max(50, Math.floor(this.leaseMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        void this.store.renew(row.run_id, owner, this.clock() + this.leaseMs).catch(() => undefined);
+      },
+      Math.max(50, Math.floor(this.leaseMs / 3)),
+    );
     heartbeat.unref();
     try {
       let auth: AuthContext;
@@ -246,16 +264,30 @@ export class TriggerRunner {
         const o = outcomeOf(err);
         if (o.kind === "retry") {
           if (o.code === "internal_error")
-            this.logger.error({ run: row.run_id, trigger: trigger.id, err: String(err) }, "trigger run failed inside the service");
+            this.logger.error(
+              { run: row.run_id, trigger: trigger.id, err: String(err) },
+              "trigger run failed inside the service",
+            );
           if (attempt < trigger.retry.maxAttempts) {
-            await this.store.retryLater(row.run_id, owner, now() + backoffDelayMs(trigger.retry.backoffMs, attempt), o);
+            await this.store.retryLater(
+              row.run_id,
+              owner,
+              now() + backoffDelayMs(trigger.retry.backoffMs, attempt),
+              o,
+            );
             return;
           }
           await this.endFailed(trigger, row, o);
           return;
         }
         if (o.kind === "skip") {
-          await this.store.finish(row.run_id, owner, { status: "skipped", skipReason: o.code, errorCode: o.code, errorMessage: o.message, nowMs: now() });
+          await this.store.finish(row.run_id, owner, {
+            status: "skipped",
+            skipReason: o.code,
+            errorCode: o.code,
+            errorMessage: o.message,
+            nowMs: now(),
+          });
           if (o.code === "insufficient_credits") await this.hooks.pause(trigger.accountId);
           return;
         }
@@ -270,8 +302,18 @@ export class TriggerRunner {
       };
       if (answer.has_error) {
         // The action's own error is its answer: final, not retried (it would most likely fail again).
-        const error = { code: answer.error?.code ?? "action_error", message: answer.error?.message ?? "The action threw." };
-        if (await this.store.finish(row.run_id, owner, { status: "failed", errorCode: error.code, errorMessage: error.message, ...ending }))
+        const error = {
+          code: answer.error?.code ?? "action_error",
+          message: answer.error?.message ?? "The action threw.",
+        };
+        if (
+          await this.store.finish(row.run_id, owner, {
+            status: "failed",
+            errorCode: error.code,
+            errorMessage: error.message,
+            ...ending,
+          })
+        )
           await this.hooks.runFailed(trigger, row.run_id, error);
         return;
       }
@@ -284,8 +326,19 @@ export class TriggerRunner {
     }
   }
 
-  private async endFailed(t: StoredTrigger, row: RunRow, error: { code: string; message: string }): Promise<void> {
-    if (await this.store.finish(row.run_id, this.instanceId, { status: "failed", errorCode: error.code, errorMessage: error.message, nowMs: this.clock() }))
+  private async endFailed(
+    t: StoredTrigger,
+    row: RunRow,
+    error: { code: string; message: string },
+  ): Promise<void> {
+    if (
+      await this.store.finish(row.run_id, this.instanceId, {
+        status: "failed",
+        errorCode: error.code,
+        errorMessage: error.message,
+        nowMs: this.clock(),
+      })
+    )
       await this.hooks.runFailed(t, row.run_id, error);
   }
 }

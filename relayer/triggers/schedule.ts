@@ -60,7 +60,10 @@ export function scheduleFiringId(minuteMs: number): string {
 }
 
 /** What one trigger should fire now, if anything (pure: the scheduler's rule, tested alone). */
-export function dueFiring(t: StoredTrigger, nowMs: number): { fire: number | null; advanceTo: number | null } {
+export function dueFiring(
+  t: StoredTrigger,
+  nowMs: number,
+): { fire: number | null; advanceTo: number | null } {
   if (!t.schedule) return { fire: null, advanceTo: null };
   const since = t.lastFiredMs ?? t.createdAt;
   const latest = latestDueMs(t.schedule.cron, since, nowMs);

@@ -62,7 +62,13 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
       },
       clock,
       logger,
-      { workers: o.workers, leaseMs: o.leaseMs, pollMs: o.pollMs, resumeCheckMs: o.resumeCheckMs, instanceId: ctx.cfg.instanceId ? `${ctx.cfg.instanceId}:${randomUUID().slice(0, 8)}` : undefined },
+      {
+        workers: o.workers,
+        leaseMs: o.leaseMs,
+        pollMs: o.pollMs,
+        resumeCheckMs: o.resumeCheckMs,
+        instanceId: ctx.cfg.instanceId ? `${ctx.cfg.instanceId}:${randomUUID().slice(0, 8)}` : undefined,
+      },
     );
     this.scheduler = new Scheduler(this.store, this, clock, logger, o.scheduleTickMs);
   }
@@ -113,9 +119,13 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
     const t = trigger ?? (await this.store.byId(firing.triggerId));
     if (!t || !t.enabled) throw notFound();
     if (t.paused)
-      throw new ApiError("insufficient_credits", "The account's triggers are paused until its balance is topped up.", {
-        details: { paused: t.paused },
-      });
+      throw new ApiError(
+        "insufficient_credits",
+        "The account's triggers are paused until its balance is topped up.",
+        {
+          details: { paused: t.paused },
+        },
+      );
     const now = this.clock();
     const r = await this.store.fire(
       {
@@ -149,11 +159,16 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
   }
 
   /** Creates a trigger; answers it and, for a webhook with an HMAC, its secret (shown this once). */
-  async create(auth: AuthContext, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }> {
+  async create(
+    auth: AuthContext,
+    input: TriggerInput,
+  ): Promise<{ trigger: StoredTrigger; secret: string | null }> {
     const accountId = auth.principal.accountId;
     const max = this.ctx.cfg.triggers.maxPerAccount;
     if ((await this.store.count(accountId)) >= max)
-      throw new ApiError("trigger_limit_reached", `The account already has ${max} triggers.`, { details: { max } });
+      throw new ApiError("trigger_limit_reached", `The account already has ${max} triggers.`, {
+        details: { max },
+      });
     const kind = input.kind!;
     requireSpec(kind, input);
     const now = this.clock();
@@ -173,7 +188,9 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
       schedule: kind === "schedule" ? input.schedule! : null,
       webhook: kind === "webhook" ? { hookId: newHookId(), hmac: input.webhook?.hmac ?? null } : null,
       chainEvent:
-        kind === "chain_event" ? { ...input.chainEvent!, fromBlock: await this.fromBlock(input.chainEvent!) } : null,
+        kind === "chain_event"
+          ? { ...input.chainEvent!, fromBlock: await this.fromBlock(input.chainEvent!) }
+          : null,
       limits: {
         runsPerMinute: input.limits?.runsPerMinute ?? BOUNDS.runsPerMinute.def,
         maxQueuedRuns: input.limits?.maxQueuedRuns ?? BOUNDS.maxQueuedRuns.def,
@@ -195,7 +212,11 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
   }
 
   /** A partial update; a webhook trigger that gains an HMAC gets a new secret (answered once). */
-  async update(auth: AuthContext, id: string, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }> {
+  async update(
+    auth: AuthContext,
+    id: string,
+    input: TriggerInput,
+  ): Promise<{ trigger: StoredTrigger; secret: string | null }> {
     const t = await this.get(auth, id);
     if (input.schedule && t.kind !== "schedule") throw wrongKind("schedule", t.kind);
     if (input.webhook && t.kind !== "webhook") throw wrongKind("webhook", t.kind);
@@ -247,7 +268,10 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
   async fireManual(auth: AuthContext, id: string): Promise<{ runId: string; firingId: string }> {
     const t = await this.get(auth, id);
     const firingId = `manual:${randomUUID()}`;
-    const out = await this.fire({ triggerId: t.id, firingId, firedAt: this.clock(), input: { kind: "manual" } }, t);
+    const out = await this.fire(
+      { triggerId: t.id, firingId, firedAt: this.clock(), input: { kind: "manual" } },
+      t,
+    );
     return { runId: out.runId, firingId };
   }
 
@@ -290,11 +314,19 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
     return this.resumePaid();
   }
 
-  private async emit(accountId: string, type: "trigger.run_failed" | "trigger.disabled", what: string, data: Record<string, unknown>): Promise<void> {
-    const eventId = "evt_" + createHash("sha256").update(`sigil/trigger-event/v1:${what}`).digest("hex").slice(0, 32);
+  private async emit(
+    accountId: string,
+    type: "trigger.run_failed" | "trigger.disabled",
+    what: string,
+    data: Record<string, unknown>,
+  ): Promise<void> {
+    const eventId =
+      "evt_" + createHash("sha256").update(`sigil/trigger-event/v1:${what}`).digest("hex").slice(0, 32);
     await this.ctx.webhooks
       .emit({ eventId, accountId, type, data })
-      .catch((err: unknown) => this.logger.warn({ err: String(err), type }, "could not store a trigger event"));
+      .catch((err: unknown) =>
+        this.logger.warn({ err: String(err), type }, "could not store a trigger event"),
+      );
   }
 
   /** A chain-event trigger's first block: the one given, else the chain's head now. */
@@ -307,7 +339,10 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
     try {
       return await p.getBlockNumber();
     } catch {
-      throw new ApiError("chain_unavailable", `Chain ${chain.chainId} (${chain.name}) did not answer; give chain_event.from_block or retry.`);
+      throw new ApiError(
+        "chain_unavailable",
+        `Chain ${chain.chainId} (${chain.name}) did not answer; give chain_event.from_block or retry.`,
+      );
     } finally {
       p.destroy();
     }
@@ -315,14 +350,24 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
 }
 
 function requireSpec(kind: TriggerKind, input: TriggerInput): void {
-  const need = { schedule: input.schedule, webhook: input.webhook ?? { hmac: null }, chain_event: input.chainEvent }[kind];
+  const need = {
+    schedule: input.schedule,
+    webhook: input.webhook ?? { hmac: null },
+    chain_event: input.chainEvent,
+  }[kind];
   if (!need)
-    throw new ApiError("invalid_trigger", `A ${kind} trigger needs \`${kind}\`.`, { details: { field: kind } });
+    throw new ApiError("invalid_trigger", `A ${kind} trigger needs \`${kind}\`.`, {
+      details: { field: kind },
+    });
   for (const other of ["schedule", "chain_event"] as const)
     if (other !== kind && (other === "schedule" ? input.schedule : input.chainEvent))
-      throw new ApiError("invalid_trigger", `A ${kind} trigger has no \`${other}\`.`, { details: { field: other } });
+      throw new ApiError("invalid_trigger", `A ${kind} trigger has no \`${other}\`.`, {
+        details: { field: other },
+      });
   if (kind !== "webhook" && input.webhook)
-    throw new ApiError("invalid_trigger", `A ${kind} trigger has no \`webhook\`.`, { details: { field: "webhook" } });
+    throw new ApiError("invalid_trigger", `A ${kind} trigger has no \`webhook\`.`, {
+      details: { field: "webhook" },
+    });
 }
 
 function wrongKind(field: string, kind: TriggerKind): ApiError {

@@ -6,7 +6,8 @@
 import { nextRunMs } from "./schedule";
 import type { RunRow, StoredTrigger } from "./store";
 
-const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString());
+const iso = (ms: number | null | undefined) =>
+  ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString();
 
 export function triggerView(t: StoredTrigger, origin: string, nowMs: number): Record<string, unknown> {
   return {
@@ -28,7 +29,9 @@ export function triggerView(t: StoredTrigger, origin: string, nowMs: number): Re
           },
         }
       : {}),
-    ...(t.webhook ? { webhook: { url: `${origin}/hooks/v1/${t.webhook.hookId}`, hmac: t.webhook.hmac } } : {}),
+    ...(t.webhook
+      ? { webhook: { url: `${origin}/hooks/v1/${t.webhook.hookId}`, hmac: t.webhook.hmac } }
+      : {}),
     ...(t.chainEvent
       ? {
           chain_event: {
