@@ -53,6 +53,8 @@ export interface RunningRelayer {
   url: string;
   port: number;
   app: Express;
+  /** The trigger service: where a chain-event source hands its firings (TriggerIntake, TriggerDirectory). */
+  triggers: TriggerService;
   close(): Promise<void>;
 }
 
@@ -400,6 +402,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     url: `http://${hostForUrl}:${port}`,
     port,
     app,
+    triggers: ctx.triggers,
     async close() {
       if (closed) return;
       closed = true;
