@@ -80,8 +80,8 @@ export class TriggerService implements TriggerIntake, TriggerDirectory {
     this.scheduler.start();
   }
 
+  /** Stops the scheduler and the runner (also one started alone, as tests do) and waits for runs. */
   async stop(): Promise<void> {
-    if (!this.started) return;
     this.started = false;
     await this.scheduler.stop();
     await this.runner.stop();
