@@ -38,6 +38,7 @@ import { SharedNonceStore } from "./cluster/sharedNonces";
 import { PolicyWindowStore } from "./policyWindows";
 import { resolveChains } from "./chains";
 import { TriggerService } from "./triggers/service";
+import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
@@ -54,7 +55,7 @@ export interface RunningRelayer {
   port: number;
   app: Express;
   /** The trigger service: where a chain-event source hands its firings (TriggerIntake, TriggerDirectory). */
-  triggers: TriggerService;
+  triggers: TriggerServiceApi;
   close(): Promise<void>;
 }
 

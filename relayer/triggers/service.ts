@@ -10,11 +10,12 @@ import type { RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import type { RateLimiter } from "../rateLimit";
 import { newSecret, SecretBox } from "../webhooks/secrets";
-import type { Firing, FireOutcome, Trigger, TriggerDirectory, TriggerIntake, TriggerKind } from "./model";
+import type { Firing, FireOutcome, Trigger, TriggerKind } from "./model";
 import { type Clock, TriggerRunner, summaryOf } from "./runner";
 import { Scheduler } from "./schedule";
 import { type StoredTrigger, TriggerStore } from "./store";
-import { BOUNDS, type TriggerInput } from "./validate";
+import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
+import { BOUNDS } from "./validate";
 
 export function notFound(): ApiError {
   return new ApiError("trigger_not_found", "No trigger with this id in this account.");
@@ -25,7 +26,7 @@ function newHookId(): string {
   return "hk_" + randomBytes(24).toString("base64url");
 }
 
-export class TriggerService implements TriggerIntake, TriggerDirectory {
+export class TriggerService implements TriggerServiceApi {
   readonly store: TriggerStore;
   readonly secrets: SecretBox;
   readonly runner: TriggerRunner;

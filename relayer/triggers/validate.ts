@@ -9,7 +9,8 @@ import { chainById, type ChainEndpoint } from "../chains";
 import { ApiError } from "../errors";
 import { BodyReader, invalid, isPkpAddress } from "../http/validate";
 import { parseCidField } from "../routes/groups";
-import type { ChainEventSpec, RetryPolicy, TriggerKind, TriggerLimits, WebhookSpec } from "./model";
+import type { ChainEventSpec, TriggerKind, WebhookSpec } from "./model";
+import type { TriggerInput } from "./serviceApi";
 import { validateCron } from "./schedule";
 
 export const KINDS: readonly TriggerKind[] = ["schedule", "webhook", "chain_event"];
@@ -42,23 +43,6 @@ function intIn(v: unknown, field: string, b: { min: number; max: number }): numb
   if (typeof v !== "number" || !Number.isInteger(v) || v < b.min || v > b.max)
     throw bad(field, `must be an integer from ${b.min} to ${b.max}.`);
   return v;
-}
-
-/** What a create or update body says (absent: undefined). */
-export interface TriggerInput {
-  name?: string;
-  kind?: TriggerKind;
-  enabled?: boolean;
-  cid?: string;
-  pkpIds?: string[];
-  jsParams?: unknown;
-  runAsKeyAddress?: string;
-  schedule?: { cron: string; missed: "skip" | "run_once" };
-  /** `hmac` true: a secret is made (or kept on update); false: none. */
-  webhook?: { hmac: WebhookSpec["hmac"] };
-  chainEvent?: Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null };
-  limits?: Partial<TriggerLimits>;
-  retry?: Partial<RetryPolicy>;
 }
 
 export function readTriggerBody(
