@@ -122,7 +122,12 @@ export class Webhooks {
    * delivery per subscribed endpoint; `eventId` is derived from what happened, so raising it twice
    * (two instances) stores it once.
    */
-  async emit(e: { eventId: string; accountId: string; type: EventType; data: Record<string, unknown> }): Promise<void> {
+  async emit(e: {
+    eventId: string;
+    accountId: string;
+    type: EventType;
+    data: Record<string, unknown>;
+  }): Promise<void> {
     const nowMs = Date.now();
     const added = await this.store.db.transaction(async (tx) => {
       const subs = (await this.store.subscribers(e.accountId, tx))
