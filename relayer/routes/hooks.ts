@@ -83,6 +83,10 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
   status: 202,
   answer: s.out({ run_id: s.str(), firing_id: s.str() }),
   errors: [
+    "invalid_request",
+    "invalid_idempotency_key",
+    "idempotency_key_reused",
+    "idempotency_key_in_flight",
     "payload_too_large",
     "rate_limited",
     "trigger_not_found",

@@ -8,7 +8,7 @@ import type { Request } from "express";
 import { authOf } from "../auth";
 import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
-import { parsePage } from "../http/validate";
+import { BodyReader, parsePage } from "../http/validate";
 import { pkpOfAddress } from "../execution/runAction";
 import type { RunStatus } from "../triggers/store";
 import { readTriggerBody } from "../triggers/validate";
@@ -223,8 +223,9 @@ const toggle = (enabled: boolean) =>
     summary: enabled ? "Enable a trigger" : "Disable a trigger (it fires nothing; its hook answers 404)",
     params: [triggerId],
     answer: triggerSchema,
-    errors: ["owner_only", "trigger_not_found"],
+    errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "owner_only", "trigger_not_found"],
     async handle(ctx, req, res) {
+      new BodyReader(req.body).done();
       const t = await ctx.triggers.setEnabled(authOf(res), String(req.params.id), enabled);
       return { body: triggerView(t, originOf(ctx, req), Date.now()) };
     },
@@ -248,8 +249,17 @@ const postFire = endpoint<RelayerContext>("POST", "/triggers/:id/fire", {
   params: [triggerId],
   status: 202,
   answer: s.out({ run_id: s.str(), firing_id: s.str() }),
-  errors: ["owner_only", "trigger_not_found", "trigger_queue_full", "insufficient_credits"],
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    "owner_only",
+    "trigger_not_found",
+    "trigger_queue_full",
+    "insufficient_credits",
+  ],
   async handle(ctx, req, res) {
+    new BodyReader(req.body).done();
     const { runId, firingId } = await ctx.triggers.fireManual(authOf(res), String(req.params.id));
     return { status: 202, body: { run_id: runId, firing_id: firingId } };
   },
