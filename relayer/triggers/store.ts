@@ -155,11 +155,11 @@ export class TriggerStore {
     );
   }
 
-  /** Writes every column but the id, account, creation time and last fired time. */
+  /** Writes every column but the id, account, creation time, last fired time and pause (setPaused owns it). */
   async update(t: StoredTrigger): Promise<boolean> {
     const row = rowOf(t);
     const cols = TRIGGER_COLUMNS.filter(
-      (c) => !["trigger_id", "account_id", "created_ms", "last_fired_ms"].includes(c),
+      (c) => !["trigger_id", "account_id", "created_ms", "last_fired_ms", "paused"].includes(c),
     );
     const rows = await this.db.transaction((tx) =>
       exec(
