@@ -23,6 +23,7 @@ import { registerPkps } from "./commands/pkps";
 import { registerPolicies } from "./commands/policies";
 import { registerRun } from "./commands/run";
 import { registerWebhooks } from "./commands/webhooks";
+import { registerTriggers } from "./commands/triggers";
 import { DEFAULT_URL } from "./context";
 
 const VERSION: string = (require("../package.json") as { version: string }).version;
@@ -52,6 +53,7 @@ export function buildProgram(): Command {
   registerRun(program);
   registerBilling(program);
   registerWebhooks(program);
+  registerTriggers(program);
   registerConfig(program);
   registerAttestation(program);
   registerAudit(program);

@@ -16,7 +16,8 @@ import { declaredRoutes, methodNotAllowed, type RegisteredRoute } from "./http/r
 import { perIpLimit } from "./rateLimit";
 import { buildOpenApi } from "./openapi";
 import type { DeclaredRouter } from "./routes/endpoint";
-import { ACTION_GROUP, RELAYER_GROUPS, relayerRouter } from "./routes";
+import { ACTION_GROUP, HOOK_GROUP, RELAYER_GROUPS, relayerRouter } from "./routes";
+import { hookEndpoints } from "./routes/hooks";
 
 /**
  * The relayer's own endpoints, as declared (relayer/routes/; billing's are in its group): the request
@@ -61,7 +62,6 @@ export function buildApp(ctx: RelayerContext): Express {
   // Before anything that authenticates, parses or reads the chain (rateLimit.ts).
   app.use("/core/v1", perIpLimit(ctx.ipLimit));
 
-  app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
   // Every endpoint is mounted through `mount`, from its declaration only, so the 405 table (`routes`)
   // and the OpenAPI document cannot miss one.
   const routes: RegisteredRoute[] = [];
@@ -70,6 +70,10 @@ export function buildApp(ctx: RelayerContext): Express {
     routes.push(...declaredRoutes(router, prefix));
     app.use(prefix || "/", router);
   };
+  // Webhook triggers read their bodies raw, under their own limit (routes/hooks.ts): before the guard.
+  mount(HOOK_GROUP.prefix, relayerRouter(ctx, hookEndpoints(ctx)));
+
+  app.use(httpGuard({ maxBodyBytes: ctx.cfg.maxBodyBytes }));
 
   if (ctx.billing) mount("/core/v1/billing", ctx.billing.router(ctx.auth.requireAccountKey()));
 

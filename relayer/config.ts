@@ -40,6 +40,8 @@ export type TrustProxy = false | number | string;
 
 export interface RelayerOptions {
   rpcUrl: string;
+  /** Triggers (docs/triggers.md): every field optional. */
+  triggers?: TriggerOptions;
   chainId?: number;
   registryAddress: string;
   forwarderAddress: string;
@@ -160,8 +162,32 @@ export interface RelayerOptions {
   unknownMaxEntries?: number;
 }
 
+/** RelayerOptions.triggers. */
+export interface TriggerOptions {
+  /** Triggers per account (default 50). */
+  maxPerAccount?: number;
+  /** Largest inbound hook body (default 64 KB), read raw before anything is parsed. */
+  hookBodyBytes?: number;
+  /** Inbound hook calls per trigger and per source IP per minute (defaults 600 and 300). */
+  hookPerTriggerPerMinute?: number;
+  hookPerIpPerMinute?: number;
+  /** Runs in flight per instance, lease length, poll interval (relayer/triggers/runner.ts). */
+  workers?: number;
+  leaseMs?: number;
+  pollMs?: number;
+  /** How often the scheduler looks for due minutes (default 5 s). */
+  scheduleTickMs?: number;
+  /** How often paused accounts are checked for a balance (default 5 s). */
+  resumeCheckMs?: number;
+  /** The clock of the scheduler and the runner (tests drive it); default Date.now. */
+  clock?: () => number;
+  /** Off: no runner and no scheduler on this instance (the API still stores triggers and firings). */
+  run?: boolean;
+}
+
 export interface RelayerConfig {
   rpcUrl: string;
+  triggers: Required<Omit<TriggerOptions, "clock">> & { clock: () => number };
   chainId?: number;
   registryAddress: string;
   forwarderAddress: string;
@@ -281,6 +307,20 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     maxPriorityFeePerGas: opts.maxPriorityFeePerGas ?? DEFAULT_MAX_PRIORITY_FEE_WEI,
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     webhooks: opts.webhooks ?? {},
+    triggers: {
+      maxPerAccount: 50,
+      hookBodyBytes: 64 * 1024,
+      hookPerTriggerPerMinute: 600,
+      hookPerIpPerMinute: 300,
+      workers: 4,
+      leaseMs: 60_000,
+      pollMs: 1_000,
+      scheduleTickMs: 5_000,
+      resumeCheckMs: 5_000,
+      run: true,
+      ...stripUndefined(opts.triggers ?? {}),
+      clock: opts.triggers?.clock ?? Date.now,
+    },
     audit: opts.audit ?? {},
     operatorToken: opts.operatorToken || null,
     trustProxy: checkTrustProxy(opts.trustProxy ?? false),

@@ -31,6 +31,7 @@ import type { PolicyWindowStore } from "./policyWindows";
 import type { ProfileStore } from "./profiles";
 import type { Webhooks } from "./webhooks";
 import type { AuditLog } from "./audit/log";
+import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { recordWrite, writeEvents } from "./audit/record";
 import { clientIp } from "./http/context";
 import type { HandlerResult } from "./routes/endpoint";
@@ -61,6 +62,8 @@ export interface RelayerContext {
   executionCap: ExecutionCap;
   /** Outgoing webhooks: endpoints, event scanners, deliveries (relayer/webhooks/). */
   webhooks: Webhooks;
+  /** Triggers: the account's, the intake sources fire into, the runner and the scheduler (relayer/triggers/). */
+  triggers: TriggerServiceApi;
   /** The verifiable audit log (relayer/audit/); null when the operator turned it off. */
   audit: AuditLog | null;
   metrics: RelayerMetrics;

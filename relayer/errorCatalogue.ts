@@ -28,6 +28,11 @@ export const ERROR_CATALOGUE = {
     why: "The body holds a field the endpoint does not know (often a typo, e.g. `exeucte_in_groups`).",
     fix: "Remove or correct the field; the message names it.",
   },
+  invalid_trigger: {
+    status: 400,
+    why: "A trigger field is wrong: the message names it (`details.field`) and what was expected (a 5-field cron expression, a known kind, limits in range, a configured chain id).",
+    fix: "Correct the named field (docs/triggers.md lists every field and its bounds).",
+  },
   invalid_group_id: {
     status: 400,
     why: "A group id is not a positive integer (0 is the wildcard in permission arrays, never a group).",
@@ -149,6 +154,11 @@ export const ERROR_CATALOGUE = {
     fix: "Sign a forward request (POST /forward/prepare, then POST /forward; the SDK does this), or send the key as a bearer credential.",
   },
   // 401: who are you?
+  webhook_signature_invalid: {
+    status: 401,
+    why: "An inbound hook call to a trigger that verifies an HMAC carried no signature header, or one that is not the HMAC-SHA256 of the raw body under the trigger's secret.",
+    fix: "Sign the raw body with the secret shown when the trigger was created, in the header the trigger names (docs/triggers.md).",
+  },
   missing_api_key: {
     status: 401,
     why: "No key in X-Api-Key or Authorization: Bearer.",
@@ -296,6 +306,16 @@ export const ERROR_CATALOGUE = {
     why: "The account has no live usage key with this value or id.",
     fix: "List keys with GET /list_api_keys.",
   },
+  trigger_not_found: {
+    status: 404,
+    why: "No trigger with this id (or hook id) in this account: it never existed, was deleted, or (for a hook) is disabled.",
+    fix: "List triggers with GET /core/v1/triggers.",
+  },
+  trigger_run_not_found: {
+    status: 404,
+    why: "The trigger has no run with this id.",
+    fix: "List its runs with GET /core/v1/triggers/{id}/runs.",
+  },
   webhook_not_found: {
     status: 404,
     why: "The account has no webhook endpoint with this id.",
@@ -323,6 +343,11 @@ export const ERROR_CATALOGUE = {
     fix: "Use one of the allowed methods.",
   },
   // 409: state conflicts
+  trigger_limit_reached: {
+    status: 409,
+    why: "The account already has the maximum number of triggers (50 unless the operator configured another).",
+    fix: "Delete a trigger you no longer need.",
+  },
   account_chain_secured: {
     status: 409,
     why: "The account's owner is no longer the service-managed address (ChainSecured mode), so the account key cannot write or execute on its behalf.",
@@ -444,6 +469,11 @@ export const ERROR_CATALOGUE = {
     status: 429,
     why: "Too many requests for this key, account or IP in the current window.",
     fix: "Wait for the number of seconds in Retry-After.",
+  },
+  trigger_queue_full: {
+    status: 429,
+    why: "The trigger already has `max_queued_runs` runs waiting, or fired `runs_per_minute` runs in the last minute; this firing was not stored and costs nothing.",
+    fix: "Retry after Retry-After, or raise the trigger's limits.",
   },
   too_many_concurrent_executions: {
     status: 429,

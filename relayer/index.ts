@@ -36,6 +36,8 @@ import { PinnedCode } from "./pinnedCode";
 import { SharedWriteMark, listenForWriteMarks } from "./cluster/writeMark";
 import { SharedNonceStore } from "./cluster/sharedNonces";
 import { PolicyWindowStore } from "./policyWindows";
+import { TriggerService } from "./triggers/service";
+import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
@@ -51,6 +53,8 @@ export interface RunningRelayer {
   url: string;
   port: number;
   app: Express;
+  /** The trigger service: where a chain-event source hands its firings (TriggerIntake, TriggerDirectory). */
+  triggers: TriggerServiceApi;
   close(): Promise<void>;
 }
 
@@ -233,7 +237,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     shared ? new SharedTokenBuckets(shared, name, capacity, windowMs) : new TokenBuckets(capacity, windowMs);
   // Wallet sign-in's origins: the configured public URLs, else (once listening) the URL listened on.
   let ownOrigins: readonly string[] = cfg.publicOrigins ?? [];
-  const ctx: RelayerContext = {
+  const base: Omit<RelayerContext, "triggers"> = {
     cfg,
     chainId,
     enclave,
@@ -307,6 +311,15 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     metrics,
     logger,
   };
+  const ctx = base as RelayerContext;
+  ctx.triggers = new TriggerService(
+    ctx,
+    db,
+    limiter("hook_ip", cfg.triggers.hookPerIpPerMinute, MINUTE),
+    limiter("hook_trigger", cfg.triggers.hookPerTriggerPerMinute, MINUTE),
+    cfg.triggers.clock,
+    logger,
+  );
 
   try {
     // Claims found in a database no other process uses belong to requests that never answered.
@@ -330,6 +343,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   cache.start();
   webhooks.start();
   audit?.start();
+  ctx.triggers.start();
   sender.startBalanceMonitor();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
@@ -386,6 +400,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     url: `http://${hostForUrl}:${port}`,
     port,
     app,
+    triggers: ctx.triggers,
     async close() {
       if (closed) return;
       closed = true;
@@ -395,6 +410,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      await ctx.triggers.stop();
       await webhooks.stop();
       await audit?.stop();
       // No catch-up started by a notification after the cache stopped.

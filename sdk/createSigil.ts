@@ -24,6 +24,7 @@ import type {
 import { waitUntilExecutable, type WaitOptions } from "./waitUntilExecutable";
 import { forwardWrites, type ForwardWrites } from "./forward";
 import { webhookOperations } from "./webhooks";
+import { triggerOperations } from "./triggers";
 
 export interface SigilOptions extends RetryOptions {
   /** Where the relayer listens, e.g. http://127.0.0.1:8080 */
@@ -198,6 +199,13 @@ export function createSigil(options: SigilOptions) {
 
     /** Webhook endpoints and their delivery logs (account key; docs/webhooks.md). */
     webhooks: webhookOperations({
+      get: get as (path: string, init?: unknown) => Promise<unknown>,
+      post: post as (path: string, init?: unknown) => Promise<unknown>,
+      delete: del as (path: string, init?: unknown) => Promise<unknown>,
+    }),
+
+    /** Triggers: schedules, inbound webhooks and chain events that run an action (account key; docs/triggers.md). */
+    triggers: triggerOperations({
       get: get as (path: string, init?: unknown) => Promise<unknown>,
       post: post as (path: string, init?: unknown) => Promise<unknown>,
       delete: del as (path: string, init?: unknown) => Promise<unknown>,

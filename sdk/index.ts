@@ -68,6 +68,14 @@ export {
   type WebhookDelivery,
 } from "./webhooks";
 export {
+  triggerOperations,
+  type Trigger,
+  type NewTrigger,
+  type TriggerUpdate,
+  type TriggerRun,
+  type TriggerRunStatus,
+} from "./triggers";
+export {
   signInWithEthereum,
   siweMessage,
   SESSION_KEY_RESOURCE,

@@ -566,6 +566,85 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 16,
+    description: "triggers and their runs: what fires an action, and one row per firing",
+    async up({ kind, db, run }) {
+      const big = ms(kind);
+      // One row per trigger (relayer/triggers/, docs/triggers.md). Specs that only one kind has are
+      // JSON text; the webhook's HMAC secret is sealed by the enclave like webhook endpoint secrets.
+      // `paused` is set when a run found the account's balance empty, cleared by a top-up.
+      await run(
+        db.schema
+          .createTable("triggers")
+          .addColumn("trigger_id", "text", (c) => c.primaryKey())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("name", "text", (c) => c.notNull())
+          .addColumn("kind", "text", (c) => c.notNull())
+          .addColumn("enabled", "integer", (c) => c.notNull())
+          .addColumn("paused", "text")
+          .addColumn("cid", "text", (c) => c.notNull())
+          .addColumn("pkp_ids", "text", (c) => c.notNull())
+          .addColumn("js_params", "text", (c) => c.notNull())
+          .addColumn("run_as", "text", (c) => c.notNull())
+          .addColumn("schedule", "text")
+          .addColumn("hook_id", "text", (c) => c.unique())
+          .addColumn("hmac", "text")
+          .addColumn("hmac_secret_sealed", "text")
+          .addColumn("chain_event", "text")
+          .addColumn("runs_per_minute", "integer", (c) => c.notNull())
+          .addColumn("max_queued_runs", "integer", (c) => c.notNull())
+          .addColumn("concurrency", "text", (c) => c.notNull())
+          .addColumn("max_attempts", "integer", (c) => c.notNull())
+          .addColumn("backoff_ms", big, (c) => c.notNull())
+          // A schedule's last fired minute (ms): what "missed" firings after downtime are counted from.
+          .addColumn("last_fired_ms", big)
+          .addColumn("created_ms", big, (c) => c.notNull())
+          .addColumn("updated_ms", big, (c) => c.notNull()),
+      );
+      await run(
+        db.schema.createIndex("triggers_by_account").on("triggers").columns(["account_id", "created_ms"]),
+      );
+      // One row per firing: the UNIQUE pair is what stores a firing once, whichever instance (or
+      // source) hands it over. A run is claimed under a lease (lease_owner, lease_expires_ms).
+      await run(
+        db.schema
+          .createTable("trigger_runs")
+          .addColumn("run_id", "text", (c) => c.primaryKey())
+          .addColumn("trigger_id", "text", (c) => c.notNull())
+          .addColumn("account_id", "text", (c) => c.notNull())
+          .addColumn("firing_id", "text", (c) => c.notNull())
+          .addColumn("status", "text", (c) => c.notNull())
+          .addColumn("skip_reason", "text")
+          .addColumn("attempt", "integer", (c) => c.notNull())
+          .addColumn("next_attempt_ms", big, (c) => c.notNull())
+          .addColumn("lease_owner", "text")
+          .addColumn("lease_expires_ms", big)
+          .addColumn("input", "text", (c) => c.notNull())
+          .addColumn("input_summary", "text", (c) => c.notNull())
+          .addColumn("response", "text")
+          .addColumn("error_code", "text")
+          .addColumn("error_message", "text")
+          .addColumn("logs", "text")
+          .addColumn("charged_cents", big, (c) => c.notNull())
+          .addColumn("fired_ms", big, (c) => c.notNull())
+          .addColumn("created_ms", big, (c) => c.notNull())
+          .addColumn("started_ms", big)
+          .addColumn("finished_ms", big)
+          .addColumn("instance", "text")
+          .addUniqueConstraint("trigger_runs_firing", ["trigger_id", "firing_id"]),
+      );
+      await run(
+        db.schema
+          .createIndex("trigger_runs_by_trigger")
+          .on("trigger_runs")
+          .columns(["trigger_id", "created_ms"]),
+      );
+      await run(
+        db.schema.createIndex("trigger_runs_due").on("trigger_runs").columns(["status", "next_attempt_ms"]),
+      );
+    },
+  },
+  {
     version: 17,
     description: "chain-event triggers: how far each trigger's logs were read, shared by every instance",
     async up({ kind, db, run }) {

@@ -132,6 +132,57 @@ export interface Schema {
    * JSON array of [reservation id, taken at ms, amount as a decimal string] (jsonb on PostgreSQL).
    */
   policy_windows: { window_key: string; uses: unknown; updated_ms: number };
+  /** Triggers (migration 16; relayer/triggers/store.ts): JSON text for the specs of one kind. */
+  triggers: {
+    trigger_id: string;
+    account_id: string;
+    name: string;
+    kind: string;
+    enabled: number;
+    paused: string | null;
+    cid: string;
+    pkp_ids: string;
+    js_params: string;
+    run_as: string;
+    schedule: string | null;
+    hook_id: string | null;
+    hmac: string | null;
+    hmac_secret_sealed: string | null;
+    chain_event: string | null;
+    runs_per_minute: number;
+    max_queued_runs: number;
+    concurrency: string;
+    max_attempts: number;
+    backoff_ms: number;
+    last_fired_ms: number | null;
+    created_ms: number;
+    updated_ms: number;
+  };
+  /** One row per firing of a trigger (migration 16), UNIQUE (trigger_id, firing_id). */
+  trigger_runs: {
+    run_id: string;
+    trigger_id: string;
+    account_id: string;
+    firing_id: string;
+    status: string;
+    skip_reason: string | null;
+    attempt: number;
+    next_attempt_ms: number;
+    lease_owner: string | null;
+    lease_expires_ms: number | null;
+    input: string;
+    input_summary: string;
+    response: string | null;
+    error_code: string | null;
+    error_message: string | null;
+    logs: string | null;
+    charged_cents: number;
+    fired_ms: number;
+    created_ms: number;
+    started_ms: number | null;
+    finished_ms: number | null;
+    instance: string | null;
+  };
   /**
    * How far each chain-event trigger's logs were read (migration 17; relayer/triggers/chainEvents/
    * cursors.ts): the last block handed over, its hash (null when not known), and the spec it was read for.

@@ -7,18 +7,15 @@
  * operation calls back `authorizePkp`, which re-checks (key, CID, PKP) against the *current* cache, so a
  * revocation processed mid-run is honoured by the next key operation.
  */
-import { computeCid, isEnclaveError } from "../../enclave";
-import { DEFAULT_LIMITS, ExecutorBusyError, ExecutorClosedError } from "../../enclave";
+import { computeCid } from "../../enclave";
 import { authOf, type AuthContext } from "../auth";
-import { pkpAddressIndexOf } from "../permissions/pkpAddressIndex";
-import { canPin, executionRefusal } from "../policy";
+import { canPin } from "../policy";
 import { pinContent } from "../pinning";
-import { policiesForRun } from "../runPolicies";
-import { cidHash } from "../permissions/projection";
+import { loadCode } from "../execution/loadCode";
+import { operatorTimeLimitMs, pkpOfAddress, runAction } from "../execution/runAction";
 import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { isPkpAddress, parseCidField, parsePage } from "../http/validate";
-import { recordExecution } from "../audit/record";
 import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
@@ -29,98 +26,6 @@ const code = (description?: string): s.Typed<string> => ({
   "x-sigil-too-large": "code_too_large",
 });
 const codeBody = s.obj({ code: code() }, ["code"]);
-
-/**
- * Verified code by CID, one memory per relayer. Content is immutable, so once verified it never needs
- * re-reading or re-hashing.
- */
-class VerifiedCode {
-  private readonly byCid = new Map<string, string>();
-  private bytes = 0;
-  get(cid: string): string | undefined {
-    return this.byCid.get(cid);
-  }
-  remember(cid: string, code: string): void {
-    if (this.bytes > 64 * 1024 * 1024) {
-      this.byCid.clear();
-      this.bytes = 0;
-    }
-    this.byCid.set(cid, code);
-    this.bytes += code.length;
-  }
-}
-const verifiedCode = new WeakMap<RelayerContext, VerifiedCode>();
-
-/** Pins `bytes` for the caller's account (relayer/pinning.ts: permission, billing, quota, store, charge). */
-const pin = (ctx: RelayerContext, auth: AuthContext, bytes: Uint8Array) => pinContent(ctx, auth, bytes);
-
-/**
- * Code of a CID: memory, then the content store, then the gateways (always verified against the CID).
- * Code fetched from the gateways is pinned for the caller's account (pin() above: same permission,
- * quota and price as POST /actions), so fetching by CID cannot fill the disk for free.
- */
-async function loadCode(ctx: RelayerContext, cid: string, auth: AuthContext): Promise<string> {
-  let verified = verifiedCode.get(ctx);
-  if (!verified) verifiedCode.set(ctx, (verified = new VerifiedCode()));
-  const hit = verified.get(cid);
-  if (hit !== undefined) return hit;
-  const code = await loadVerified(ctx, cid, auth);
-  verified.remember(cid, code);
-  return code;
-}
-
-async function loadVerified(ctx: RelayerContext, cid: string, auth: AuthContext): Promise<string> {
-  let bytes: Uint8Array | null = null;
-  try {
-    bytes = await ctx.contentStore.get(cid);
-  } catch (err) {
-    if (!isEnclaveError(err)) throw err;
-    ctx.logger.warn({ cid, code: err.code }, "content store entry does not match its CID");
-  }
-  if (!bytes && ctx.gateway) {
-    // Before any gateway traffic: a caller who may not pin cannot make the relayer fetch and store.
-    if (!canPin(auth)) {
-      throw new ApiError(
-        "not_authorized_to_pin",
-        `${cid} is not stored here; fetching it from IPFS pins it for the account, which this key may not do.`,
-        { details: { cid } },
-      );
-    }
-    try {
-      bytes = await ctx.gateway.fetch(cid);
-    } catch (err) {
-      if (isEnclaveError(err) && err.code === "content_not_found") bytes = null;
-      else if (isEnclaveError(err)) {
-        throw new ApiError(
-          "action_fetch_failed",
-          `The IPFS gateways could not deliver ${cid} (${err.code}).`,
-          { details: { cid, reason: err.code } },
-        );
-      } else throw err;
-    }
-    if (bytes) {
-      if (bytes.length > ctx.cfg.limits.ipfsCodeBytes)
-        throw new ApiError(
-          "code_too_large",
-          `The code of ${cid} is larger than ${ctx.cfg.limits.ipfsCodeBytes} bytes.`,
-        );
-      // Refusals (permission, quota, credits) are the caller's answer. A store that cannot write is
-      // not: the verified code is still served, unstored and uncounted (pin() released it), as before
-      // pins were counted.
-      await pin(ctx, auth, bytes).catch((err: unknown) => {
-        if (err instanceof ApiError) throw err;
-        ctx.logger.warn({ cid, err: String(err) }, "could not store code fetched from the gateways");
-      });
-    }
-  }
-  if (!bytes)
-    throw new ApiError(
-      "action_not_found",
-      `No code is known for ${cid}; pin it with POST /actions or send it inline.`,
-      { details: { cid } },
-    );
-  return Buffer.from(bytes).toString("utf8");
-}
 
 const postActions = endpoint<RelayerContext>("POST", "/actions", {
   caller: "key",
@@ -146,7 +51,7 @@ const postActions = endpoint<RelayerContext>("POST", "/actions", {
   ],
   async handle(ctx, _req, res, { code }: BodyOf<typeof codeBody>) {
     const bytes = new TextEncoder().encode(code);
-    const { cid, charged_cents } = await pin(ctx, authOf(res), bytes);
+    const { cid, charged_cents } = await pinContent(ctx, authOf(res), bytes);
     const { used_bytes, quota_bytes } = await ctx.pins.usage(authOf(res).principal.accountId);
     return { status: 201, body: { cid, bytes: bytes.length, charged_cents, used_bytes, quota_bytes } };
   },
@@ -212,10 +117,6 @@ const getActionsCid = endpoint<RelayerContext>("GET", "/actions/:cid", {
   },
 });
 
-/** The operator's time limit of one run (the executor's wall time). */
-const operatorTimeLimit = (ctx: RelayerContext) =>
-  ctx.cfg.executorLimits?.wallTimeMs ?? DEFAULT_LIMITS.wallTimeMs;
-
 /**
  * `timeout_ms`: a caller may ask for a shorter time limit than the operator's (a runaway run then
  * costs at most ceil(timeout_ms / 1000) seconds). Absent or null: the operator's limit. A check of
@@ -223,7 +124,7 @@ const operatorTimeLimit = (ctx: RelayerContext) =>
  */
 function readTimeoutMs(v: unknown, ctx: RelayerContext): number | undefined {
   if (v === undefined || v === null) return undefined;
-  const operatorLimitMs = operatorTimeLimit(ctx);
+  const operatorLimitMs = operatorTimeLimitMs(ctx);
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > operatorLimitMs) {
     throw new ApiError(
       "invalid_request",
@@ -290,129 +191,24 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
   async handle(ctx, _req, res, body: BodyOf<typeof svcActionBody>) {
     const auth = authOf(res);
     const { code: inline, cid: givenCid, js_params: jsParams, timeout_ms: timeoutMs } = body;
-    const operatorTimeLimitMs = operatorTimeLimit(ctx);
     const pkpRef = body.pkp_id;
     const pkpId = pkpRef !== undefined && isPkpAddress(pkpRef) ? resolveAddress(ctx, auth, pkpRef) : pkpRef;
     const cid = givenCid ?? (await computeCid(new TextEncoder().encode(inline!)));
-    const refusal = executionRefusal(auth, cid, cidHash(cid), pkpId);
-    if (refusal) throw refusal;
-    const code = inline ?? (await loadCode(ctx, cid, auth));
-    // Admission reserves the run's worst case (its limit at the price) until it is settled below:
-    // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md).
-    const timeLimitMs = timeoutMs ?? operatorTimeLimitMs;
-    const reservation = await ctx.billing?.reserveExecution(auth.principal, timeLimitMs);
-    const unreserve = async () => {
-      if (reservation) await ctx.billing?.releaseExecution(reservation);
-    };
-    let release: () => void;
-    try {
-      release = await ctx.executionCap.enter(auth.principal.accountId);
-    } catch (err) {
-      await unreserve();
-      throw err;
-    }
-    // Every PKP a key operation of the run was authorized for (the audit log's `pkps_used`).
-    const pkpsUsed = new Set<string>();
-    const used = <T extends string | { pkpId: string }>(granted: T): T => {
-      pkpsUsed.add(typeof granted === "string" ? granted : granted.pkpId);
-      return granted;
-    };
-    let result;
-    try {
-      result = await ctx.executor.run({
-        // Runs and key operations are shared fairly between accounts (docs/actions.md).
-        account: auth.principal.accountId,
-        code,
-        cid,
-        jsParams,
-        authorizePkp: (ref) => authorizePkp(ctx, auth, cid, ref).then(used),
-        // The signing policies of the groups granting the run, checked at every signature.
-        policiesFor: policiesForRun(ctx, auth, cid),
-        // Where a rule with a window takes its use, before the signature (shared by every instance).
-        policyWindows: ctx.policyWindows,
-        // Checked just above with the rest of the request; the executor confirms it (after reading
-        // the account's epoch) and serves this PKP's signatures in the worker until the account
-        // changes (the cache calls invalidateRunKeys) or the key expires, as that confirmation saw
-        // the key: the expiration read when the request was authenticated may have changed since.
-        runPkp:
-          pkpId === undefined
-            ? undefined
-            : {
-                ref: pkpId,
-                scope: Number(auth.principal.accountId),
-                authorize: (ref) => authorizeRunPkp(ctx, auth, cid, ref).then(used),
-              },
-        // fetch: the executor-wide policy (relayer/index.ts), including the host allow-list.
-        // What the action sees as Lit.Headers: the request's ids, never its credentials.
-        requestHeaders: {
-          "x-request-id": String(res.locals.requestId),
-          "x-correlation-id": String(res.locals.correlationId),
-        },
-        // Code fetched by CID may be larger than inline code (design §6, docs/background.md: 512 KB vs 256 KB).
-        limits: {
-          ...(inline === undefined ? { maxCodeBytes: ctx.cfg.limits.ipfsCodeBytes } : {}),
-          ...(timeoutMs !== undefined ? { wallTimeMs: timeoutMs } : {}),
-        },
-      });
-    } catch (err) {
-      await unreserve();
-      if (err instanceof ExecutorBusyError) {
-        throw new ApiError("executor_busy", "Every sandbox worker is busy; retry shortly.", {
-          retryAfter: err.retryAfterSeconds,
-        });
-      }
-      if (err instanceof ExecutorClosedError)
-        throw new ApiError("executor_busy", "The executor is shutting down.", { retryAfter: 5 });
-      throw err;
-    } finally {
-      release();
-    }
-    ctx.metrics.executions.inc({ has_error: String(result.has_error) });
-    // Billed for its time, but never past the limit it ran under (a run stopped at its limit is
-    // measured a hair over it).
-    // Settling charges the time used (capped at the limit it was reserved for) and releases the rest.
-    const charged =
-      ctx.billing && reservation
-        ? (
-            await ctx.billing.settleExecution(
-              reservation,
-              result.execution_ms,
-              res.locals.requestId as string,
-              cid,
-            )
-          ).charged_cents
-        : 0;
-    // Before the answer: an answered run has its entry (docs/audit-log.md).
-    await recordExecution(ctx.audit, auth, {
-      requestId: String(res.locals.requestId),
-      cid,
-      pkpNamed: pkpId ?? null,
-      pkpsUsed,
-      result,
-      chargedCents: charged,
-    });
     return {
-      body: {
-        response: result.response,
-        logs: result.logs,
-        has_error: result.has_error,
-        ...(result.error ? { error: result.error } : {}),
-        // Named signatures of the older signEcdsa({toSign, publicKey, sigName}) API.
-        ...(result.signatures ? { signatures: result.signatures } : {}),
+      body: await runAction(ctx, auth, {
         cid,
-        execution_ms: result.execution_ms,
-        charged_cents: charged,
-      },
+        ...(inline !== undefined ? { code: inline } : {}),
+        ...(pkpId !== undefined ? { pkpId } : {}),
+        jsParams,
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+        requestId: String(res.locals.requestId),
+        correlationId: String(res.locals.correlationId),
+      }),
     };
   },
 });
 
 export const ACTION_ENDPOINTS = [postActions, postActionsCid, getActionsPinned, getActionsCid, postSvcAction];
-
-/** The account's PKP with this address, through the address index (no scan of the account's PKPs). */
-function pkpOfAddress(ctx: RelayerContext, account: AuthContext["account"], address: string): string | null {
-  return pkpAddressIndexOf(ctx.enclave).lookup(account.pkps, address);
-}
 
 function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string): string {
   const id = pkpOfAddress(ctx, auth.account, address);
@@ -420,47 +216,4 @@ function resolveAddress(ctx: RelayerContext, auth: AuthContext, address: string)
   throw new ApiError("pkp_not_found", `No PKP of this account has address ${address}.`, {
     details: { address },
   });
-}
-
-/**
- * The executor's per-key-operation check: the caller's key must still be live and still hold execute on
- * a group listing this CID and this PKP, according to the cache as it is *now*.
- */
-async function authorizePkp(
-  ctx: RelayerContext,
-  auth: AuthContext,
-  cid: string,
-  ref: string,
-): Promise<string> {
-  return (await authorizeRunPkp(ctx, auth, cid, ref)).pkpId;
-}
-
-/** authorizePkp, and until when its answer holds: the caller key's expiration as this check saw it. */
-async function authorizeRunPkp(
-  ctx: RelayerContext,
-  auth: AuthContext,
-  cid: string,
-  ref: string,
-): Promise<{ pkpId: string; notAfterMs?: number }> {
-  let current: AuthContext;
-  try {
-    current = await ctx.auth.reauthenticate(auth);
-  } catch {
-    throw new Error("the caller's key is no longer valid");
-  }
-  let pkpId: string;
-  if (isPkpAddress(ref)) {
-    const hit = pkpOfAddress(ctx, current.account, ref);
-    if (!hit) throw new Error(`no PKP of this account has address ${ref}`);
-    pkpId = hit;
-  } else if (/^0x[0-9a-fA-F]{64}$/.test(String(ref))) {
-    pkpId = String(ref).toLowerCase();
-  } else {
-    throw new Error("expected a PKP id (0x + 64 hex) or a PKP address");
-  }
-  // The same rule as for a new request (the policy's), against the cache as it is now: a revocation or a
-  // switch to ChainSecured processed since the run started stops this key operation.
-  const refusal = executionRefusal(current, cid, cidHash(cid), pkpId);
-  if (refusal) throw new Error(refusal.message);
-  return { pkpId, notAfterMs: current.key?.expiration ? current.key.expiration * 1000 : undefined };
 }

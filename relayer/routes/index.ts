@@ -19,6 +19,8 @@ import { ROTATION_ENDPOINTS } from "./rotation";
 import { SIWE_ENDPOINTS } from "./siwe";
 import { CONFIG_ENDPOINTS, DOCUMENT_ENDPOINTS, HEALTH_ENDPOINTS } from "./system";
 import { WEBHOOK_ENDPOINTS } from "./webhooks";
+import { TRIGGER_ENDPOINTS } from "./triggers";
+import { HOOK_ENDPOINTS } from "./hooks";
 
 const core = (endpoints: ReadonlyArray<Endpoint<RelayerContext>>) => ({ prefix: "/core/v1", endpoints });
 
@@ -42,6 +44,7 @@ export const RELAYER_GROUPS: ReadonlyArray<EndpointGroup<RelayerContext>> = [
   core(POLICY_ENDPOINTS),
   core(FORWARD_ENDPOINTS),
   core(WEBHOOK_ENDPOINTS),
+  core(TRIGGER_ENDPOINTS),
   core(AUDIT_ENDPOINTS),
   core(CONFIG_ENDPOINTS),
   core(ATTESTATION_ENDPOINTS),
@@ -50,10 +53,17 @@ export const RELAYER_GROUPS: ReadonlyArray<EndpointGroup<RelayerContext>> = [
   { prefix: "", endpoints: HEALTH_ENDPOINTS },
 ];
 
-/** Every group the document lists, billing's (after the forward endpoints) included. */
-export const DOCUMENTED_GROUPS: ReadonlyArray<EndpointGroup<never>> = RELAYER_GROUPS.flatMap((g) =>
-  g.endpoints === FORWARD_ENDPOINTS ? [g, BILLING_GROUP] : [g],
-);
+/**
+ * Webhook triggers' public URLs: no credential, their own limits and their own raw body reader, so the
+ * app mounts them before the guard that reads /core/v1 bodies (app.ts).
+ */
+export const HOOK_GROUP: EndpointGroup<RelayerContext> = { prefix: "/hooks/v1", endpoints: HOOK_ENDPOINTS };
+
+/** Every group the document lists, billing's (after the forward endpoints) and the hooks included. */
+export const DOCUMENTED_GROUPS: ReadonlyArray<EndpointGroup<never>> = [
+  ...RELAYER_GROUPS.flatMap((g) => (g.endpoints === FORWARD_ENDPOINTS ? [g, BILLING_GROUP] : [g])),
+  HOOK_GROUP as EndpointGroup<never>,
+];
 
 /**
  * A relayer group as a router: "key" callers pass the key check, "account" callers the account-key

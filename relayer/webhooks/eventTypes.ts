@@ -20,7 +20,10 @@ export const CHAIN_EVENT_TYPES = [
 
 export const LEDGER_EVENT_TYPES = ["payment.credited", "balance.low"] as const;
 
-export const EVENT_TYPES = [...CHAIN_EVENT_TYPES, ...LEDGER_EVENT_TYPES] as const;
+/** Emitted by the trigger service (relayer/triggers/): a run that failed, triggers paused for credit. */
+export const TRIGGER_EVENT_TYPES = ["trigger.run_failed", "trigger.disabled"] as const;
+
+export const EVENT_TYPES = [...CHAIN_EVENT_TYPES, ...LEDGER_EVENT_TYPES, ...TRIGGER_EVENT_TYPES] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** What an endpoint subscribes to: a list of types, or every type ("*"). */

@@ -5313,6 +5313,8 @@ export interface paths {
               | "ownership.transferred"
               | "payment.credited"
               | "balance.low"
+              | "trigger.run_failed"
+              | "trigger.disabled"
               | "*"
             )[];
             /** @default  */
@@ -5346,6 +5348,8 @@ export interface paths {
                 | "ownership.transferred"
                 | "payment.credited"
                 | "balance.low"
+                | "trigger.run_failed"
+                | "trigger.disabled"
                 | "*"
               )[];
               description: string;
@@ -5576,6 +5580,8 @@ export interface paths {
               | "ownership.transferred"
               | "payment.credited"
               | "balance.low"
+              | "trigger.run_failed"
+              | "trigger.disabled"
               | "*"
             )[];
             description?: string;
@@ -6203,6 +6209,1580 @@ export interface paths {
         };
       };
     };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The account's triggers, oldest first */
+    get: {
+      parameters: {
+        query?: {
+          page_number?: number;
+          page_size?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                id: string;
+                name: string;
+                /** @enum {string} */
+                kind: "schedule" | "webhook" | "chain_event";
+                enabled: boolean;
+                paused: "insufficient_credits" | null;
+                cid: string;
+                pkp_ids: string[];
+                js_params: Record<string, never>;
+                run_as: {
+                  /** @description EIP-55 checksummed address */
+                  key_address: string;
+                };
+                schedule?: {
+                  /** @description Five fields, UTC */
+                  cron: string;
+                  /** @enum {string} */
+                  missed: "skip" | "run_once";
+                  next_run_at: string | null;
+                };
+                webhook?: {
+                  /** @description The public URL to POST deliveries to */
+                  url: string;
+                  hmac: {
+                    header: string;
+                    prefix: string;
+                    /** @enum {string} */
+                    encoding: "hex" | "base64";
+                  } | null;
+                };
+                chain_event?: {
+                  chain_id: number;
+                  address: string;
+                  event: string | null;
+                  topic0: string;
+                  topics: (string | null)[];
+                  from_block: number;
+                };
+                limits: {
+                  runs_per_minute: number;
+                  max_queued_runs: number;
+                  /** @enum {string} */
+                  concurrency: "serial" | "parallel";
+                };
+                retry: {
+                  max_attempts: number;
+                  backoff_ms: number;
+                };
+                created_at: string;
+                updated_at: string;
+                /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+                webhook_secret?: string;
+              }[];
+              page_number: number;
+              page_size: number;
+              total: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    /** Create a trigger: a schedule, an inbound webhook or a chain event runs an action as a usage key */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            name?: string;
+            /** @enum {string} */
+            kind?: "schedule" | "webhook" | "chain_event";
+            enabled?: boolean;
+            cid?: string;
+            pkp_ids?: string[];
+            js_params?: Record<string, never>;
+            run_as?: {
+              /** @description EIP-55 checksummed address */
+              key_address: string;
+            };
+            schedule?: {
+              cron: string;
+              /** @enum {string} */
+              missed?: "skip" | "run_once";
+            };
+            webhook?: {
+              hmac?: unknown;
+            };
+            chain_event?: {
+              chain_id: number;
+              address: string;
+              event?: string;
+              topic0?: string;
+              topics?: (string | null)[];
+              from_block?: number;
+            };
+            limits?: {
+              runs_per_minute?: number;
+              max_queued_runs?: number;
+              /** @enum {string} */
+              concurrency?: "serial" | "parallel";
+            };
+            retry?: {
+              max_attempts?: number;
+              backoff_ms?: number;
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        201: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              name: string;
+              /** @enum {string} */
+              kind: "schedule" | "webhook" | "chain_event";
+              enabled: boolean;
+              paused: "insufficient_credits" | null;
+              cid: string;
+              pkp_ids: string[];
+              js_params: Record<string, never>;
+              run_as: {
+                /** @description EIP-55 checksummed address */
+                key_address: string;
+              };
+              schedule?: {
+                /** @description Five fields, UTC */
+                cron: string;
+                /** @enum {string} */
+                missed: "skip" | "run_once";
+                next_run_at: string | null;
+              };
+              webhook?: {
+                /** @description The public URL to POST deliveries to */
+                url: string;
+                hmac: {
+                  header: string;
+                  prefix: string;
+                  /** @enum {string} */
+                  encoding: "hex" | "base64";
+                } | null;
+              };
+              chain_event?: {
+                chain_id: number;
+                address: string;
+                event: string | null;
+                topic0: string;
+                topics: (string | null)[];
+                from_block: number;
+              };
+              limits: {
+                runs_per_minute: number;
+                max_queued_runs: number;
+                /** @enum {string} */
+                concurrency: "serial" | "parallel";
+              };
+              retry: {
+                max_attempts: number;
+                backoff_ms: number;
+              };
+              created_at: string;
+              updated_at: string;
+              /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+              webhook_secret?: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description pkp_not_found, usage_key_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight, trigger_limit_reached */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large, js_params_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A trigger */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              name: string;
+              /** @enum {string} */
+              kind: "schedule" | "webhook" | "chain_event";
+              enabled: boolean;
+              paused: "insufficient_credits" | null;
+              cid: string;
+              pkp_ids: string[];
+              js_params: Record<string, never>;
+              run_as: {
+                /** @description EIP-55 checksummed address */
+                key_address: string;
+              };
+              schedule?: {
+                /** @description Five fields, UTC */
+                cron: string;
+                /** @enum {string} */
+                missed: "skip" | "run_once";
+                next_run_at: string | null;
+              };
+              webhook?: {
+                /** @description The public URL to POST deliveries to */
+                url: string;
+                hmac: {
+                  header: string;
+                  prefix: string;
+                  /** @enum {string} */
+                  encoding: "hex" | "base64";
+                } | null;
+              };
+              chain_event?: {
+                chain_id: number;
+                address: string;
+                event: string | null;
+                topic0: string;
+                topics: (string | null)[];
+                from_block: number;
+              };
+              limits: {
+                runs_per_minute: number;
+                max_queued_runs: number;
+                /** @enum {string} */
+                concurrency: "serial" | "parallel";
+              };
+              retry: {
+                max_attempts: number;
+                backoff_ms: number;
+              };
+              created_at: string;
+              updated_at: string;
+              /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+              webhook_secret?: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    /** Update a trigger (any field but its kind; absent fields keep their value) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            name?: string;
+            /** @enum {string} */
+            kind?: "schedule" | "webhook" | "chain_event";
+            enabled?: boolean;
+            cid?: string;
+            pkp_ids?: string[];
+            js_params?: Record<string, never>;
+            run_as?: {
+              /** @description EIP-55 checksummed address */
+              key_address: string;
+            };
+            schedule?: {
+              cron: string;
+              /** @enum {string} */
+              missed?: "skip" | "run_once";
+            };
+            webhook?: {
+              hmac?: unknown;
+            };
+            chain_event?: {
+              chain_id: number;
+              address: string;
+              event?: string;
+              topic0?: string;
+              topics?: (string | null)[];
+              from_block?: number;
+            };
+            limits?: {
+              runs_per_minute?: number;
+              max_queued_runs?: number;
+              /** @enum {string} */
+              concurrency?: "serial" | "parallel";
+            };
+            retry?: {
+              max_attempts?: number;
+              backoff_ms?: number;
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              name: string;
+              /** @enum {string} */
+              kind: "schedule" | "webhook" | "chain_event";
+              enabled: boolean;
+              paused: "insufficient_credits" | null;
+              cid: string;
+              pkp_ids: string[];
+              js_params: Record<string, never>;
+              run_as: {
+                /** @description EIP-55 checksummed address */
+                key_address: string;
+              };
+              schedule?: {
+                /** @description Five fields, UTC */
+                cron: string;
+                /** @enum {string} */
+                missed: "skip" | "run_once";
+                next_run_at: string | null;
+              };
+              webhook?: {
+                /** @description The public URL to POST deliveries to */
+                url: string;
+                hmac: {
+                  header: string;
+                  prefix: string;
+                  /** @enum {string} */
+                  encoding: "hex" | "base64";
+                } | null;
+              };
+              chain_event?: {
+                chain_id: number;
+                address: string;
+                event: string | null;
+                topic0: string;
+                topics: (string | null)[];
+                from_block: number;
+              };
+              limits: {
+                runs_per_minute: number;
+                max_queued_runs: number;
+                /** @enum {string} */
+                concurrency: "serial" | "parallel";
+              };
+              retry: {
+                max_attempts: number;
+                backoff_ms: number;
+              };
+              created_at: string;
+              updated_at: string;
+              /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+              webhook_secret?: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description pkp_not_found, usage_key_not_found, trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large, js_params_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    /** Delete a trigger and its run history */
+    delete: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              deleted: boolean;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}/enable": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Enable a trigger */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              name: string;
+              /** @enum {string} */
+              kind: "schedule" | "webhook" | "chain_event";
+              enabled: boolean;
+              paused: "insufficient_credits" | null;
+              cid: string;
+              pkp_ids: string[];
+              js_params: Record<string, never>;
+              run_as: {
+                /** @description EIP-55 checksummed address */
+                key_address: string;
+              };
+              schedule?: {
+                /** @description Five fields, UTC */
+                cron: string;
+                /** @enum {string} */
+                missed: "skip" | "run_once";
+                next_run_at: string | null;
+              };
+              webhook?: {
+                /** @description The public URL to POST deliveries to */
+                url: string;
+                hmac: {
+                  header: string;
+                  prefix: string;
+                  /** @enum {string} */
+                  encoding: "hex" | "base64";
+                } | null;
+              };
+              chain_event?: {
+                chain_id: number;
+                address: string;
+                event: string | null;
+                topic0: string;
+                topics: (string | null)[];
+                from_block: number;
+              };
+              limits: {
+                runs_per_minute: number;
+                max_queued_runs: number;
+                /** @enum {string} */
+                concurrency: "serial" | "parallel";
+              };
+              retry: {
+                max_attempts: number;
+                backoff_ms: number;
+              };
+              created_at: string;
+              updated_at: string;
+              /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+              webhook_secret?: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}/disable": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Disable a trigger (it fires nothing; its hook answers 404) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              name: string;
+              /** @enum {string} */
+              kind: "schedule" | "webhook" | "chain_event";
+              enabled: boolean;
+              paused: "insufficient_credits" | null;
+              cid: string;
+              pkp_ids: string[];
+              js_params: Record<string, never>;
+              run_as: {
+                /** @description EIP-55 checksummed address */
+                key_address: string;
+              };
+              schedule?: {
+                /** @description Five fields, UTC */
+                cron: string;
+                /** @enum {string} */
+                missed: "skip" | "run_once";
+                next_run_at: string | null;
+              };
+              webhook?: {
+                /** @description The public URL to POST deliveries to */
+                url: string;
+                hmac: {
+                  header: string;
+                  prefix: string;
+                  /** @enum {string} */
+                  encoding: "hex" | "base64";
+                } | null;
+              };
+              chain_event?: {
+                chain_id: number;
+                address: string;
+                event: string | null;
+                topic0: string;
+                topics: (string | null)[];
+                from_block: number;
+              };
+              limits: {
+                runs_per_minute: number;
+                max_queued_runs: number;
+                /** @enum {string} */
+                concurrency: "serial" | "parallel";
+              };
+              retry: {
+                max_attempts: number;
+                backoff_ms: number;
+              };
+              created_at: string;
+              updated_at: string;
+              /** @description The HMAC secret, answered once (create, or the update that adds an HMAC) */
+              webhook_secret?: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}/fire": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Fire a trigger now, by hand (firing id manual:<uuid>); the run is queued */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": Record<string, never>;
+        };
+      };
+      responses: {
+        /** @description OK */
+        202: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              run_id: string;
+              firing_id: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description unsupported_media_type */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited, trigger_queue_full */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A trigger's runs, newest first (filter with ?status=) */
+    get: {
+      parameters: {
+        query?: {
+          page_number?: number;
+          page_size?: number;
+          status?: "queued" | "running" | "succeeded" | "failed" | "skipped";
+        };
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              items: {
+                id: string;
+                trigger_id: string;
+                firing_id: string;
+                /** @enum {string} */
+                status: "queued" | "running" | "succeeded" | "failed" | "skipped";
+                skip_reason: string | null;
+                attempt: number;
+                input_summary: string;
+                response: unknown;
+                error: {
+                  code: string;
+                  message: string | null;
+                } | null;
+                logs: string | null;
+                charged_cents: number;
+                fired_at: string | null;
+                created_at: string | null;
+                started_at: string | null;
+                finished_at: string | null;
+                next_attempt_at: string | null;
+                instance: string | null;
+              }[];
+              page_number: number;
+              page_size: number;
+              total: number;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_pagination, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/core/v1/triggers/{id}/runs/{run_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One run of a trigger */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+          run_id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              id: string;
+              trigger_id: string;
+              firing_id: string;
+              /** @enum {string} */
+              status: "queued" | "running" | "succeeded" | "failed" | "skipped";
+              skip_reason: string | null;
+              attempt: number;
+              input_summary: string;
+              response: unknown;
+              error: {
+                code: string;
+                message: string | null;
+              } | null;
+              logs: string | null;
+              charged_cents: number;
+              fired_at: string | null;
+              created_at: string | null;
+              started_at: string | null;
+              finished_at: string | null;
+              next_attempt_at: string | null;
+              instance: string | null;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description missing_api_key, invalid_api_key, unknown_api_key, api_key_expired, signature_malformed, signature_body_mismatch, signature_expired, signature_invalid, signature_replayed, siwe_invalid, siwe_wrong_domain, siwe_wrong_chain, siwe_expired, siwe_not_owner, siwe_owner_is_contract, siwe_session_revoked */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description siwe_read_only, owner_only */
+        403: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found, trigger_run_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description chain_unavailable, database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -7068,6 +8648,128 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/hooks/v1/{hook_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Deliver an event to a webhook trigger: queues one run (202) with the body, raw bytes and safe headers */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          hook_id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description OK */
+        202: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": {
+              run_id: string;
+              firing_id: string;
+            };
+          };
+        };
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description webhook_signature_invalid */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description insufficient_credits */
+        402: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description trigger_not_found */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description idempotency_key_reused, idempotency_key_in_flight */
+        409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description payload_too_large */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description rate_limited, trigger_queue_full */
+        429: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description internal_error */
+        500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description database_unavailable */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -7218,6 +8920,7 @@ export interface components {
           | "invalid_json"
           | "invalid_request"
           | "unknown_field"
+          | "invalid_trigger"
           | "invalid_group_id"
           | "invalid_pkp_id"
           | "invalid_cid"
@@ -7242,6 +8945,7 @@ export interface components {
           | "forward_call_not_allowed"
           | "forward_request_expired"
           | "forward_request_required"
+          | "webhook_signature_invalid"
           | "missing_api_key"
           | "invalid_api_key"
           | "unknown_api_key"
@@ -7271,11 +8975,14 @@ export interface components {
           | "group_not_found"
           | "pkp_not_found"
           | "usage_key_not_found"
+          | "trigger_not_found"
+          | "trigger_run_not_found"
           | "webhook_not_found"
           | "webhook_delivery_not_found"
           | "policy_not_found"
           | "action_not_found"
           | "method_not_allowed"
+          | "trigger_limit_reached"
           | "account_chain_secured"
           | "idempotency_key_in_flight"
           | "idempotency_key_reused"
@@ -7300,6 +9007,7 @@ export interface components {
           | "unsupported_media_type"
           | "forward_nonce_mismatch"
           | "rate_limited"
+          | "trigger_queue_full"
           | "too_many_concurrent_executions"
           | "action_fetch_failed"
           | "attestation_unavailable"
@@ -7380,6 +9088,8 @@ export interface components {
         | "ownership.transferred"
         | "payment.credited"
         | "balance.low"
+        | "trigger.run_failed"
+        | "trigger.disabled"
         | "*"
       )[];
       description: string;

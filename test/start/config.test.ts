@@ -34,6 +34,24 @@ describe("start: configuration", () => {
     expect(c.logFile).to.equal(path.join(cwd, ".sigil", "sigil.log"));
   });
 
+  it("reads SIGIL_CHAINS (none by default) and names what is wrong in it", () => {
+    expect(loadConfig({}, cwd).chains).to.deep.equal([]);
+    const c = loadConfig(
+      {
+        SIGIL_CHAINS:
+          '[{"chain_id": 8453, "name": "base", "rpc_url": "https://rpc.example", "confirmations": 3}]',
+      },
+      cwd,
+    );
+    expect(c.chains).to.deep.equal([
+      { chainId: 8453, name: "base", rpcUrl: "https://rpc.example", confirmations: 3 },
+    ]);
+    expect(problemsOf({ SIGIL_CHAINS: '[{"chain_id": 0}]' }, cwd).join("\n")).to.contain(
+      "SIGIL_CHAINS[0].chain_id",
+    );
+    expect(problemsOf({ SIGIL_CHAINS: "nope" }, cwd).join("\n")).to.contain("SIGIL_CHAINS is not JSON");
+  });
+
   it("reads the actions' fetch policy and rejection mode (fetch on, public addresses only, strict by default)", () => {
     expect(loadConfig({}, cwd)).to.include({
       fetchEnabled: true,

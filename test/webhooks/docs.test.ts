@@ -22,7 +22,7 @@ describe("webhooks: docs/webhooks.md", () => {
     const codes = Object.keys(ERROR_CATALOGUE).filter(
       (c) => c.includes("webhook") || c === "invalid_event_type",
     );
-    expect(codes).to.have.length(8);
+    expect(codes).to.have.length(9);
     for (const c of codes) expect(doc, c).to.contain("`" + c + "`");
   });
 });

@@ -1,0 +1,60 @@
+/**
+ * What the rest of the relayer sees of the trigger service (`ctx.triggers`): an interface, so the
+ * context names it without importing the service (which runs actions through the context).
+ */
+import type { AuthContext } from "../auth";
+import type { RateLimiter } from "../rateLimit";
+import type {
+  ChainEventSpec,
+  Firing,
+  FireOutcome,
+  RetryPolicy,
+  TriggerDirectory,
+  TriggerIntake,
+  TriggerKind,
+  TriggerLimits,
+  WebhookSpec,
+} from "./model";
+import type { StoredTrigger, TriggerStore } from "./store";
+
+/** What a create or update body says (absent: undefined). */
+export interface TriggerInput {
+  name?: string;
+  kind?: TriggerKind;
+  enabled?: boolean;
+  cid?: string;
+  pkpIds?: string[];
+  jsParams?: unknown;
+  runAsKeyAddress?: string;
+  schedule?: { cron: string; missed: "skip" | "run_once" };
+  /** `hmac` true: a secret is made (or kept on update); false: none. */
+  webhook?: { hmac: WebhookSpec["hmac"] };
+  chainEvent?: Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null };
+  limits?: Partial<TriggerLimits>;
+  retry?: Partial<RetryPolicy>;
+}
+
+export interface TriggerServiceApi extends TriggerIntake, TriggerDirectory {
+  readonly store: TriggerStore;
+  /** Inbound hook calls per source IP and per trigger. */
+  readonly hookIpLimit: RateLimiter;
+  readonly hookTriggerLimit: RateLimiter;
+  /** The runner of this instance (tests start it alone). */
+  readonly runner: { start(): void; wake(): void };
+  /** A firing (the trigger, when the caller already read it, saves a lookup). */
+  fire(firing: Firing, trigger?: StoredTrigger): Promise<FireOutcome>;
+  get(auth: AuthContext, id: string): Promise<StoredTrigger>;
+  create(auth: AuthContext, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }>;
+  update(
+    auth: AuthContext,
+    id: string,
+    input: TriggerInput,
+  ): Promise<{ trigger: StoredTrigger; secret: string | null }>;
+  setEnabled(auth: AuthContext, id: string, enabled: boolean): Promise<StoredTrigger>;
+  remove(auth: AuthContext, id: string): Promise<void>;
+  fireManual(auth: AuthContext, id: string): Promise<{ runId: string; firingId: string }>;
+  openSecret(t: StoredTrigger): string | null;
+  resumeCheck(): Promise<void>;
+  start(): void;
+  stop(): Promise<void>;
+}
