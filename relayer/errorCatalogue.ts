@@ -106,7 +106,7 @@ export const ERROR_CATALOGUE = {
   invalid_chain_event: {
     status: 400,
     why: "A chain-event trigger's spec is wrong: a bad contract address, an event signature that does not parse, a topic0 that is not the event's hash, or more than three topic filters; `details.field` names the field.",
-    fix: "Correct the named field (docs/triggers-chain-events.md): a full event signature with `indexed`, topic filters as 32-byte topics or addresses.",
+    fix: "Correct the named field (docs/triggers.md, Chain events): a full event signature with `indexed`, topic filters as 32-byte topics or addresses.",
   },
   chain_not_configured: {
     status: 400,

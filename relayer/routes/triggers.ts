@@ -125,6 +125,9 @@ const TRIGGER_BODY_ERRORS = [
   "js_params_too_large",
   "too_many_entries",
   "chain_unavailable",
+  "invalid_chain_event",
+  "chain_not_configured",
+  "backfill_too_deep",
   "owner_only",
 ] as const;
 

@@ -10,12 +10,13 @@ import type { RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import type { RateLimiter } from "../rateLimit";
 import { newSecret, SecretBox } from "../webhooks/secrets";
-import type { Firing, FireOutcome, Trigger, TriggerKind } from "./model";
+import type { ChainEventSpec, Firing, FireOutcome, Trigger, TriggerKind } from "./model";
 import { type Clock, TriggerRunner, summaryOf } from "./runner";
 import { Scheduler } from "./schedule";
 import { type StoredTrigger, TriggerStore } from "./store";
 import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
 import { BOUNDS } from "./validate";
+import { ChainEventSource, validateChainEventSpec } from "./chainEvents";
 
 export function notFound(): ApiError {
   return new ApiError("trigger_not_found", "No trigger with this id in this account.");
@@ -31,6 +32,8 @@ export class TriggerService implements TriggerServiceApi {
   readonly secrets: SecretBox;
   readonly runner: TriggerRunner;
   readonly scheduler: Scheduler;
+  /** Chain-event triggers: one watcher per configured chain (chainEvents/), fed into this intake. */
+  readonly chainEvents: ChainEventSource;
   private readonly listeners = new Set<() => void>();
   private started = false;
 
@@ -72,6 +75,13 @@ export class TriggerService implements TriggerServiceApi {
       },
     );
     this.scheduler = new Scheduler(this.store, this, clock, logger, o.scheduleTickMs);
+    this.chainEvents = new ChainEventSource({
+      intake: this,
+      directory: this,
+      db,
+      chains: ctx.cfg.chains,
+      logger,
+    });
   }
 
   start(): void {
@@ -79,11 +89,13 @@ export class TriggerService implements TriggerServiceApi {
     this.started = true;
     this.runner.start();
     this.scheduler.start();
+    this.chainEvents.start();
   }
 
   /** Stops the scheduler and the runner (also one started alone, as tests do) and waits for runs. */
   async stop(): Promise<void> {
     this.started = false;
+    await this.chainEvents.stop();
     await this.scheduler.stop();
     await this.runner.stop();
   }
@@ -262,6 +274,7 @@ export class TriggerService implements TriggerServiceApi {
 
   async remove(auth: AuthContext, id: string): Promise<void> {
     if (!(await this.store.delete(auth.principal.accountId, id))) throw notFound();
+    await this.chainEvents.forget(id);
     this.changed();
   }
 
@@ -330,23 +343,17 @@ export class TriggerService implements TriggerServiceApi {
       );
   }
 
-  /** A chain-event trigger's first block: the one given, else the chain's head now. */
-  private async fromBlock(spec: { chainId: number; fromBlock: number | null }): Promise<number> {
-    if (spec.fromBlock !== null) return spec.fromBlock;
-    if (spec.chainId === this.ctx.chainId) return Number(await this.ctx.reader.send("eth_blockNumber", []));
-    const chain = this.ctx.cfg.chains.find((c) => c.chainId === spec.chainId)!;
-    const { JsonRpcProvider } = await import("ethers");
-    const p = new JsonRpcProvider(chain.rpcUrl, chain.chainId, { staticNetwork: true });
-    try {
-      return await p.getBlockNumber();
-    } catch {
-      throw new ApiError(
-        "chain_unavailable",
-        `Chain ${chain.chainId} (${chain.name}) did not answer; give chain_event.from_block or retry.`,
-      );
-    } finally {
-      p.destroy();
-    }
+  /**
+   * A chain-event trigger's spec with its first block (the one given, else the chain's head now),
+   * checked against the head by the chain-event source's rules (the backfill bound among them).
+   */
+  private async fromBlock(
+    spec: Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null },
+  ): Promise<number> {
+    const head = await this.chainEvents.head(spec.chainId);
+    const fromBlock = spec.fromBlock ?? head;
+    validateChainEventSpec({ ...spec, fromBlock }, this.ctx.cfg.chains, head);
+    return fromBlock;
   }
 }
 

@@ -6473,7 +6473,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries, invalid_chain_event, chain_not_configured, backfill_too_deep */
         400: {
           headers: {
             [name: string]: unknown;
@@ -6834,7 +6834,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_trigger, invalid_cid, invalid_pkp_id, invalid_address, too_many_entries, invalid_chain_event, chain_not_configured, backfill_too_deep */
         400: {
           headers: {
             [name: string]: unknown;

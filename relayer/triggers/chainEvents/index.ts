@@ -1,5 +1,5 @@
 /**
- * Chain-event triggers (docs/triggers-chain-events.md): what the trigger service uses of them. The
+ * Chain-event triggers (docs/triggers.md, "Chain events"): what the trigger service uses of them. The
  * source to start and stop, the spec checks it runs at creation, and the firing id rule.
  */
 export { ChainEventSource, type ChainEventSourceOptions } from "./source";
