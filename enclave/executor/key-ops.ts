@@ -31,6 +31,7 @@ import {
 import type { PolicyGate } from "./policy-gate";
 import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
 import type { InFlightLimit } from "./in-flight-limit";
+import type { KeyOperationKind, KeyOperationLog } from "./key-operation-log";
 import type { ExecutorLimits } from "./limits";
 import { keyOpArgsProblem } from "./worker/arg-limits";
 
@@ -86,6 +87,8 @@ export interface KeyOpServer {
   cryptoSlots?: InFlightLimit;
   /** The run's signing-policy check; absent: no policy applies to the run. */
   policy?: PolicyGate;
+  /** Where each completed operation is recorded for the audit log; absent: not recorded. */
+  operations?: KeyOperationLog;
 }
 
 type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
@@ -101,6 +104,8 @@ async function offMain(
   deriveKey: () => Uint8Array,
   req: CryptoRequest,
   inMain: () => unknown,
+  /** Called with the digest the thread signed, when it reports one (message and typed-data signatures). */
+  signed?: (digest: Uint8Array) => void,
 ): Promise<unknown> {
   const crypto = server.crypto;
   if (crypto === null) return inMain();
@@ -110,7 +115,21 @@ async function offMain(
   if (answer === null) return inMain();
   if (answer.failed !== undefined)
     throw { code: "decryption_failed", shortMessage: "Decryption failed.", details: answer.failed };
+  if (signed !== undefined && answer.digest instanceof Uint8Array) signed(answer.digest);
   return answer.value;
+}
+
+/** Records a completed operation (key-operation-log.ts) and passes its answer on. */
+async function recorded<T>(
+  s: KeyOpServer,
+  kind: KeyOperationKind,
+  id: string,
+  digest: string | null,
+  op: Promise<T> | T,
+): Promise<T> {
+  const value = await op;
+  s.operations?.recordKeyOperation(kind, id, digest);
+  return value;
 }
 
 /** What is to be signed, parsed; a parse failure is the enclave's error of that kind. */
@@ -160,7 +179,42 @@ function signDigestHex(s: KeyOpServer, id: string, digest: string): Promise<unkn
 
 /** Under a policy: check, then sign the digest the check was made on. */
 async function checkedSignature(s: KeyOpServer, id: string, facts: OperationFacts & { digest: string }) {
-  return signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest));
+  return recorded(
+    s,
+    facts.kind as KeyOperationKind,
+    id,
+    facts.digest,
+    signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest)),
+  );
+}
+
+/**
+ * A message or typed-data signature without a policy: the crypto thread hashes and signs, and reports
+ * the digest it signed; when the enclave here signs instead (no thread, or it could not answer), the
+ * digest is computed here from the same input.
+ */
+async function hashedOffMain(
+  s: KeyOpServer,
+  kind: "message" | "typedData",
+  id: string,
+  req: CryptoRequest,
+  inMain: () => unknown,
+  digestHere: () => string,
+): Promise<unknown> {
+  let digest: Uint8Array | null = null;
+  const value = await offMain(
+    s,
+    () => s.keys.pkpKeyForRun(id),
+    req,
+    inMain,
+    (d) => (digest = d),
+  );
+  if (s.operations !== undefined) {
+    let hex: string | null = digest === null ? null : "0x" + Buffer.from(digest).toString("hex");
+    if (hex === null) hex = digestHere();
+    s.operations.recordKeyOperation(kind, id, hex);
+  }
+  return value;
 }
 
 // A null-prototype table looked up with Object.hasOwn: the op name comes from the worker, and a name
@@ -172,18 +226,24 @@ const PKP_OPS: Record<string, PkpOp> = {
   pkpAddress: ({ keys }, id) => keys.pkpAddress(id),
   pkpPrivateKey: async (s, id) => {
     await allowed(s, id, plainOperation("keyExport"));
-    return s.keys.pkpPrivateKey(id);
+    return recorded(s, "keyExport", id, null, s.keys.pkpPrivateKey(id));
   },
   pkpSignDigest: (s, id, a) => {
     const digest = hexOf(strOrBytes(a, "digest"));
     if (!DIGEST.test(digest)) return s.keys.pkpSignDigest(id, digest); // the enclave's invalid_digest
     if (s.policy !== undefined) return checkedSignature(s, id, parseDigest(digest));
     const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpKeyForRun(id),
-      { op: "signDigest", digest: bytes },
-      () => s.keys.pkpSignDigest(id, digest),
+      "digest",
+      id,
+      digest,
+      offMain(
+        s,
+        () => s.keys.pkpKeyForRun(id),
+        { op: "signDigest", digest: bytes },
+        () => s.keys.pkpSignDigest(id, digest),
+      ),
     );
   },
   pkpSignMessage: (s, id, a) => {
@@ -194,11 +254,13 @@ const PKP_OPS: Record<string, PkpOp> = {
         id,
         parsed("invalid_message", () => parseMessage(message)),
       );
-    return offMain(
+    return hashedOffMain(
       s,
-      () => s.keys.pkpKeyForRun(id),
+      "message",
+      id,
       { op: "signMessage", message },
       () => s.keys.pkpSignMessage(id, message),
+      () => parsed("invalid_message", () => parseMessage(message)).digest,
     );
   },
   pkpSignTypedData: (s, id, a) => {
@@ -211,41 +273,61 @@ const PKP_OPS: Record<string, PkpOp> = {
         id,
         parsed("invalid_typed_data", () => parseTypedData(domain, types, value)),
       );
-    return offMain(
+    return hashedOffMain(
       s,
-      () => s.keys.pkpKeyForRun(id),
+      "typedData",
+      id,
       { op: "signTypedData", domain, types, value },
       () => s.keys.pkpSignTypedData(id, domain, types, value),
+      () => parsed("invalid_typed_data", () => parseTypedData(domain, types, value)).digest,
     );
   },
   /** A transaction the enclave serializes and hashes itself; answers the signed serialized transaction. */
   pkpSignTransaction: async (s, id, a) => {
     const facts = parsed("invalid_argument", () => parseTransaction(a.transaction));
-    return signIfAllowed(s, id, facts, async () => {
-      const signature = await signDigestHex(s, id, facts.digest);
-      const tx = facts.tx.clone();
-      tx.signature = Signature.from(signature as string);
-      return tx.serialized;
-    });
+    return recorded(
+      s,
+      "transaction",
+      id,
+      facts.digest,
+      signIfAllowed(s, id, facts, async () => {
+        const signature = await signDigestHex(s, id, facts.digest);
+        const tx = facts.tx.clone();
+        tx.signature = Signature.from(signature as string);
+        return tx.serialized;
+      }),
+    );
   },
   pkpEncrypt: async (s, id, a) => {
     const plaintext = strOrBytes(a, "plaintext");
     await allowed(s, id, plainOperation("encrypt"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpAesKeyForOp(id),
-      { op: "encrypt", plaintext },
-      () => s.keys.pkpEncrypt(id, plaintext),
+      "encrypt",
+      id,
+      null,
+      offMain(
+        s,
+        () => s.keys.pkpAesKeyForOp(id),
+        { op: "encrypt", plaintext },
+        () => s.keys.pkpEncrypt(id, plaintext),
+      ),
     );
   },
   pkpDecrypt: async (s, id, a) => {
     const ciphertext = str(a, "ciphertext");
     await allowed(s, id, plainOperation("decrypt"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpAesKeyForOp(id),
-      { op: "decrypt", ciphertext },
-      () => s.keys.pkpDecrypt(id, ciphertext),
+      "decrypt",
+      id,
+      null,
+      offMain(
+        s,
+        () => s.keys.pkpAesKeyForOp(id),
+        { op: "decrypt", ciphertext },
+        () => s.keys.pkpDecrypt(id, ciphertext),
+      ),
     );
   },
 };
