@@ -196,6 +196,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           cfg.instanceId ?? "default",
           cfg.audit,
           logger,
+          {},
+          // Cluster-wide on PostgreSQL: refusalsPerMinute per account whatever the number of instances.
+          shared
+            ? new SharedTokenBuckets(shared, "audit_refusals", cfg.audit.refusalsPerMinute ?? 60, 60_000)
+            : undefined,
         );
   if (audit) {
     // Path-B writes, from the registry's logs (the integrator's follower can replace registryLogsFrom).

@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import type { PendingEntry } from "./entries";
 import { AuditStore, type AuditStoreOptions, type CheckpointSigner } from "./store";
 import type { DataLayer } from "../db";
+import type { RateLimiter } from "../rateLimit";
 
 export interface AuditOptions {
   /** Default true. False: nothing is recorded (and GET /audit answers an empty log). */
@@ -52,6 +53,13 @@ export class AuditLog {
     private readonly opts: AuditOptions,
     private readonly logger: Logger,
     storeOpts: Pick<AuditStoreOptions, "now"> = {},
+    /**
+     * The refusal limit shared by every instance (a token bucket in PostgreSQL, refusalsPerMinute per
+     * account): asked only for a refusal this instance's own limit admitted, so a flood costs the
+     * database at most refusalsPerMinute statements per account and instance. Absent (one instance):
+     * the instance's limit is the whole limit.
+     */
+    private readonly sharedRefusals?: RateLimiter,
   ) {
     this.store = new AuditStore(db, signer, {
       checkpointEvery: opts.checkpointEvery,
@@ -68,9 +76,11 @@ export class AuditLog {
 
   /**
    * Whether a refusal of this account may be written now (a flood of refusals must not flood the log),
-   * and how many were skipped since the last one written.
+   * and how many were skipped since the last one written: first this instance's budget, then the
+   * cluster's (sharedRefusals), so N instances together write refusalsPerMinute per account, not N times
+   * as many. Skipped refusals are counted by the instance that skipped them, in its next one written.
    */
-  admitRefusal(account: string, now = Date.now()): { admit: boolean; suppressed: number } {
+  async admitRefusal(account: string, now = Date.now()): Promise<{ admit: boolean; suppressed: number }> {
     const limit = this.opts.refusalsPerMinute ?? 60;
     let b = this.refusalBudget.get(account);
     if (!b || now - b.windowStart >= 60_000) {
@@ -85,6 +95,15 @@ export class AuditLog {
     b.used++;
     const suppressed = b.suppressed;
     b.suppressed = 0;
+    if (this.sharedRefusals) {
+      try {
+        await this.sharedRefusals.take(account, `audit refusals of account ${account}`);
+      } catch (e) {
+        if ((e as { code?: unknown }).code !== "rate_limited") throw e;
+        b.suppressed += suppressed + 1;
+        return { admit: false, suppressed: 0 };
+      }
+    }
     return { admit: true, suppressed };
   }
 

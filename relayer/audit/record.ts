@@ -234,7 +234,7 @@ export async function recordRefusal(
     return;
   }
   if (!isRefusalCode(request.code)) return;
-  const { admit, suppressed } = log.admitRefusal(who.accountId);
+  const { admit, suppressed } = await log.admitRefusal(who.accountId);
   if (!admit) return;
   const data: RefusalData = {
     request_id: request.requestId,
