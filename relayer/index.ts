@@ -39,6 +39,7 @@ import { PolicyWindowStore } from "./policyWindows";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
+import { AuditAnchorer } from "./audit/anchor";
 import { AuditLog } from "./audit/log";
 import { AuditChainWrites, registryLogsFrom } from "./audit/chainWrites";
 
@@ -216,6 +217,15 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       logger,
     });
     audit.followChain(() => chainWrites.scanOnce());
+    if (cfg.audit.anchor) {
+      const anchorer = new AuditAnchorer(audit.store, sender, {
+        ...cfg.audit.anchor,
+        chainId,
+        instance: cfg.instanceId ?? "default",
+        logger,
+      });
+      audit.anchorWith(() => anchorer.anchorDue());
+    }
   }
   let stopListening: (() => Promise<void>) | null = null;
   if (shared && cfg.databaseUrl) {

@@ -10,6 +10,7 @@ import type { PendingEntry } from "./entries";
 import { AuditStore, type AuditStoreOptions, type CheckpointSigner } from "./store";
 import type { DataLayer } from "../db";
 import type { RateLimiter } from "../rateLimit";
+import type { AnchorOptions } from "./anchor";
 
 export interface AuditOptions {
   /** Default true. False: nothing is recorded (and GET /audit answers an empty log). */
@@ -30,6 +31,8 @@ export interface AuditOptions {
    * written either way, so a crash within it loses nothing (the next sweep chains them).
    */
   chainAfterMs?: number;
+  /** Anchor checkpoints on chain (anchor.ts); absent: never. */
+  anchor?: AnchorOptions;
 }
 
 export class AuditLog {
@@ -39,6 +42,7 @@ export class AuditLog {
   private sweepTimer: NodeJS.Timeout | null = null;
   private chainTimer: NodeJS.Timeout | null = null;
   private chainScan: (() => Promise<number>) | null = null;
+  private anchorScan: (() => Promise<number>) | null = null;
   private lastPrune = 0;
   private stopped = false;
   private readonly refusalBudget = new Map<
@@ -112,6 +116,11 @@ export class AuditLog {
     for (const a of accounts) this.schedule(a);
   }
 
+  /** Checkpoints anchored on chain on every sweep, after they are signed (anchor.ts). */
+  anchorWith(anchorDue: () => Promise<number>): void {
+    this.anchorScan = anchorDue;
+  }
+
   /** Path-B writes: read from the registry's logs on every sweep (chainWrites.ts). */
   followChain(scan: () => Promise<number>): void {
     this.chainScan = scan;
@@ -169,6 +178,10 @@ export class AuditLog {
     for (const a of await this.store.accountsPending()) this.waiting.add(a);
     await this.flush();
     await this.store.checkpointStale();
+    if (this.anchorScan)
+      await this.anchorScan().catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, "audit: anchoring failed; retried"),
+      );
     const days = this.opts.retentionDays ?? 0;
     if (days > 0 && now - this.lastPrune >= 60 * 60_000) {
       this.lastPrune = now;
