@@ -26,14 +26,23 @@ export interface AuditOptions {
   /** Refusals recorded per account per minute (default 60); the rest are counted in the next one. */
   refusalsPerMinute?: number;
   /**
-   * How long the chainer waits after an entry before chaining (default 0: the next turn of the event
-   * loop, behind the answer). A longer window chains more entries per transaction; the entries are
-   * written either way, so a crash within it loses nothing (the next sweep chains them).
+   * How long the chainer waits after an entry before chaining (default DEFAULT_CHAIN_AFTER_MS; 0: the
+   * next turn of the event loop, behind the answer). A longer window chains more entries per
+   * transaction; the entries are written either way, so a crash within it loses nothing (the next
+   * sweep chains them), and reads of the log chain what is pending first.
    */
   chainAfterMs?: number;
   /** Anchor checkpoints on chain (anchor.ts); absent: never. */
   anchor?: AnchorOptions;
 }
+
+/**
+ * The default chaining window: under load one chaining transaction per account every 100 ms instead
+ * of one per few requests (the log's main cost on the request path's CPU and database; measured with
+ * npm run bench:audit, docs/performance.md). Entries become visible in the chain within it; GET
+ * /core/v1/audit and the export chain what is pending before they read.
+ */
+export const DEFAULT_CHAIN_AFTER_MS = 100;
 
 export class AuditLog {
   readonly store: AuditStore;
@@ -129,7 +138,7 @@ export class AuditLog {
   private schedule(account: string): void {
     this.waiting.add(account);
     if (this.stopped) return;
-    const after = this.opts.chainAfterMs ?? 0;
+    const after = this.opts.chainAfterMs ?? DEFAULT_CHAIN_AFTER_MS;
     if (after <= 0) {
       void this.kick();
       return;

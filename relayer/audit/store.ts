@@ -17,7 +17,7 @@ import type { Statement } from "better-sqlite3";
 import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
-import { GENESIS_HASH, checkpointDigest, entryHash } from "./format";
+import { GENESIS_HASH, checkpointDigest, entryHashOfCanonicalData } from "./format";
 
 export interface CheckpointSigner {
   /** The identity key's address (the attestation document's identity). */
@@ -154,12 +154,16 @@ export class AuditStore {
     if (on) return this.insertPending(on, [e]);
     return new Promise<void>((resolve, reject) => {
       this.queued.push({ e, resolve, reject });
-      if (!this.inserting) void this.insertQueued();
+      if (this.inserting) return;
+      this.inserting = true;
+      // SQLite answers synchronously, so without this every entry would be its own INSERT (and
+      // commit): the entries of requests that finish in the same turn of the event loop go together.
+      if (this.db.sqlite) setImmediate(() => void this.insertQueued());
+      else void this.insertQueued();
     });
   }
 
   private async insertQueued(): Promise<void> {
-    this.inserting = true;
     try {
       while (this.queued.length > 0) {
         const batch = this.queued.splice(0, INSERT_ROWS);
@@ -255,9 +259,9 @@ export class AuditStore {
     let signed = { seq: head.checkpoint_seq, ms: head.checkpoint_ms };
     const rows: unknown[][] = [];
     for (const p of pending) {
-      const data = JSON.parse(p.data) as AuditData;
-      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: p.time_ms, data };
-      const h = entryHash(next);
+      // p.data is the canonical JSON written by insertPending: hashed as it is, not parsed again.
+      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: Number(p.time_ms) };
+      const h = entryHashOfCanonicalData(next, p.data);
       rows.push([
         account,
         next.seq,
