@@ -13,7 +13,7 @@ import {
   verifyAuditExport,
   type AuditCheckpoint,
 } from "../../sdk/index";
-import { AuditAnchor__factory } from "../../typechain-types";
+import { deployAuditAnchor } from "../../scripts/deployAuditAnchor";
 import { DEV_KEYS } from "../helpers/anvil";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
@@ -25,10 +25,7 @@ describe("audit log: checkpoints anchored on chain", function () {
 
   before(async () => {
     s = await startStack({ executor: { poolSize: 1 }, audit: { checkpointEvery: 2, sweepMs: 100 } });
-    const deployer = new Wallet(DEV_KEYS[3], s.provider);
-    const anchor = await new AuditAnchor__factory(deployer).deploy();
-    await anchor.waitForDeployment();
-    contract = await anchor.getAddress();
+    contract = await deployAuditAnchor(new Wallet(DEV_KEYS[3], s.provider));
     s.relayerOptions.audit = { ...s.relayerOptions.audit, anchor: { contract, every: 2 } };
     await s.restartRelayer();
     a = await setupAccount(s);
