@@ -7,6 +7,7 @@
  * The result is `res.locals.principal` (the shape billing expects) and `res.locals.auth` (everything the
  * routes need: the key string for signing, the account projection, the key record, the mode).
  */
+import { markRefusedKey } from "./audit/refusedKey";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { Enclave } from "../enclave";
 import { isEnclaveError } from "../enclave";
@@ -134,13 +135,16 @@ export class Authenticator {
     if (found.status === "unknown")
       throw new ApiError("unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
-      throw new ApiError(
+      const refused = new ApiError(
         "api_key_expired",
         `The key expired at ${new Date(found.expiration * 1000).toISOString()}.`,
         {
           details: { expiration: found.expiration },
         },
       );
+      // The account's audit log records it (audit/refusals.ts) when the account is known here.
+      if (found.accountId === undefined) throw refused;
+      throw markRefusedKey(refused, { accountId: String(found.accountId), keyAddress: address, apiKey });
     }
     if (limit) {
       // Both limits in one database round trip on PostgreSQL (relayer/db/sharedLimits.ts).

@@ -41,6 +41,7 @@ import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
 import { Webhooks } from "./webhooks";
+import { AuditAnchorer } from "./audit/anchor";
 import { AuditLog } from "./audit/log";
 import { AuditChainWrites, registryLogsFrom } from "./audit/chainWrites";
 
@@ -203,6 +204,11 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           cfg.instanceId ?? "default",
           cfg.audit,
           logger,
+          {},
+          // Cluster-wide on PostgreSQL: refusalsPerMinute per account whatever the number of instances.
+          shared
+            ? new SharedTokenBuckets(shared, "audit_refusals", cfg.audit.refusalsPerMinute ?? 60, 60_000)
+            : undefined,
         );
   if (audit) {
     // Path-B writes, from the registry's logs (the integrator's follower can replace registryLogsFrom).
@@ -218,6 +224,15 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       logger,
     });
     audit.followChain(() => chainWrites.scanOnce());
+    if (cfg.audit.anchor) {
+      const anchorer = new AuditAnchorer(audit.store, sender, {
+        ...cfg.audit.anchor,
+        chainId,
+        instance: cfg.instanceId ?? "default",
+        logger,
+      });
+      audit.anchorWith(() => anchorer.anchorDue());
+    }
   }
   let stopListening: (() => Promise<void>) | null = null;
   if (shared && cfg.databaseUrl) {

@@ -6,7 +6,7 @@
  * break with its sequence. It shares no code with the service: the format is written out here again, and
  * a test checks that what the service exports verifies here.
  */
-import { getAddress, sha256, toUtf8Bytes, verifyMessage } from "ethers";
+import { JsonRpcProvider, getAddress, id, sha256, toBeHex, toUtf8Bytes, verifyMessage } from "ethers";
 import { canonicalJson } from "./attestation";
 
 export const AUDIT_EXPORT_FORMAT = "sigil-audit-export/v1";
@@ -37,6 +37,8 @@ export interface AuditCheckpoint {
   time_ms: number;
   signer: string;
   signature: string;
+  /** Present when the checkpoint was anchored on chain (verifyAuditAnchors checks it). */
+  anchor?: AuditCheckpointAnchor;
 }
 
 export interface AuditExportHeader {
@@ -254,4 +256,85 @@ export function verifyAuditExport(
       `A signed checkpoint covers entry ${beyond[beyond.length - 1]}, but the export ends at ${last}.`,
     );
   return out;
+}
+
+/** Where a checkpoint was anchored on chain (docs/audit-log.md, "Anchoring"), as the export carries it. */
+export interface AuditCheckpointAnchor {
+  chain_id: number;
+  contract: string;
+  tx_hash: string;
+  block_number: number;
+}
+
+export interface AuditAnchorVerification {
+  ok: boolean;
+  /** Anchored checkpoints checked against the chain (all of the export's, when ok). */
+  anchored: number;
+  /** The highest sequence an anchor on chain covers (0: none). */
+  anchoredThrough: number;
+  /** Present when ok is false: the checkpoint whose anchor does not hold. */
+  break?: { seq: number; reason: "anchor_missing" | "anchor_mismatch" | "wrong_chain"; message: string };
+}
+
+/** topic0 of AuditCheckpointAnchored(uint256 indexed accountId, uint64 indexed sequence, bytes32 headHash). */
+const ANCHORED_TOPIC = id("AuditCheckpointAnchored(uint256,uint64,bytes32)");
+
+/**
+ * Checks every anchored checkpoint of an export against the chain (an RPC URL of the chain the anchors
+ * name, or a provider): the transaction the checkpoint names succeeded, in the block it names, and holds
+ * an AuditCheckpointAnchored event from the anchor contract with exactly the checkpoint's account,
+ * sequence and head hash. Run it after verifyAuditExport, which checks the checkpoints themselves.
+ */
+export async function verifyAuditAnchors(
+  input: string | AuditLine[],
+  chain: { rpcUrl: string } | { provider: JsonRpcProvider },
+): Promise<AuditAnchorVerification> {
+  const lines = typeof input === "string" ? parseAuditExport(input) : input;
+  const anchored = lines.filter(
+    (l): l is AuditCheckpoint & { anchor: AuditCheckpointAnchor } =>
+      l?.type === "checkpoint" && typeof (l as { anchor?: unknown }).anchor === "object",
+  );
+  const out: AuditAnchorVerification = { ok: true, anchored: 0, anchoredThrough: 0 };
+  if (anchored.length === 0) return out;
+  const provider = "provider" in chain ? chain.provider : new JsonRpcProvider(chain.rpcUrl);
+  try {
+    const chainId = Number((await provider.getNetwork()).chainId);
+    for (const c of anchored) {
+      const fail = (reason: NonNullable<AuditAnchorVerification["break"]>["reason"], message: string) => ({
+        ...out,
+        ok: false,
+        break: { seq: c.seq, reason, message },
+      });
+      const a = c.anchor;
+      if (a.chain_id !== chainId)
+        return fail(
+          "wrong_chain",
+          `The checkpoint at ${c.seq} is anchored on chain ${a.chain_id}, not ${chainId}.`,
+        );
+      const receipt = typeof a.tx_hash === "string" ? await provider.getTransactionReceipt(a.tx_hash) : null;
+      if (receipt === null || receipt.status !== 1 || receipt.blockNumber !== a.block_number)
+        return fail(
+          "anchor_missing",
+          `The checkpoint at ${c.seq} names anchor transaction ${a.tx_hash}, which is not a successful transaction in block ${a.block_number}.`,
+        );
+      const topics = [ANCHORED_TOPIC, toBeHex(BigInt(c.account), 32), toBeHex(BigInt(c.seq), 32)];
+      const found = receipt.logs.some(
+        (l) =>
+          sameAddress(l.address, a.contract) &&
+          l.topics.length === 3 &&
+          l.topics.every((t, i) => t.toLowerCase() === topics[i]) &&
+          l.data.toLowerCase() === c.head_hash,
+      );
+      if (!found)
+        return fail(
+          "anchor_mismatch",
+          `The anchor transaction of the checkpoint at ${c.seq} does not emit its account, sequence and head hash from ${a.contract}.`,
+        );
+      out.anchored++;
+      out.anchoredThrough = Math.max(out.anchoredThrough, c.seq);
+    }
+    return out;
+  } finally {
+    if (!("provider" in chain)) provider.destroy();
+  }
 }

@@ -27,6 +27,7 @@ export {
 } from "./attestation";
 export {
   verifyAuditExport,
+  verifyAuditAnchors,
   parseAuditExport,
   auditEntryHash,
   auditCheckpointDigest,
@@ -41,6 +42,8 @@ export {
   type AuditBreakReason,
   type AuditVerification,
   type VerifyAuditOptions,
+  type AuditCheckpointAnchor,
+  type AuditAnchorVerification,
 } from "./audit";
 export {
   verifyTdxAttestation,

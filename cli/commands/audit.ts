@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs";
 import type { Command } from "commander";
-import { verifyAuditExport } from "sigil/sdk";
+import { verifyAuditAnchors, verifyAuditExport } from "sigil/sdk";
 import { UsageError } from "../api";
 import { contextOf } from "../context";
 import { fields } from "../output";
@@ -49,7 +49,11 @@ export function registerAudit(program: Command): void {
       "--identity <address>",
       "the identity address from the attestation you verified (`sigil attestation verify`); default: the file's own header, which proves less",
     )
-    .action((file: string, flags: { identity?: string }, cmd: Command) => {
+    .option(
+      "--rpc <url>",
+      "also check every anchored checkpoint against the chain at this RPC URL (docs/audit-log.md, Anchoring)",
+    )
+    .action(async (file: string, flags: { identity?: string; rpc?: string }, cmd: Command) => {
       const { out } = contextOf(cmd);
       let text: string;
       try {
@@ -58,8 +62,17 @@ export function registerAudit(program: Command): void {
         throw new UsageError(`${file} could not be read (${(e as Error).message}).`);
       }
       const v = verifyAuditExport(text, { identity: flags.identity });
+      const anchors =
+        v.ok && flags.rpc !== undefined ? await verifyAuditAnchors(text, { rpcUrl: flags.rpc }) : null;
+      if (anchors !== null && !anchors.ok) {
+        out.result({ ...v, ok: false, anchors }, () => "verified  no");
+        const b = anchors.break!;
+        out.error(`audit export's anchor broken at sequence ${b.seq}: ${b.reason}: ${b.message}`);
+        process.exitCode = EXIT_AUDIT_BROKEN;
+        return;
+      }
       if (v.ok) {
-        out.result(v, () =>
+        out.result(anchors === null ? v : { ...v, anchors }, () =>
           [
             fields([
               ["verified", "yes: the chain is whole and every checkpoint is signed by the identity"],
@@ -67,6 +80,11 @@ export function registerAudit(program: Command): void {
               ["identity", v.identity ?? ""],
               ["entries", `${v.entries} (${v.firstSeq ?? "-"} to ${v.lastSeq ?? "-"})`],
               ["signed through", String(v.signedThrough)],
+              ...(anchors === null
+                ? []
+                : ([
+                    ["anchored through", `${anchors.anchoredThrough} (${anchors.anchored} anchors on chain)`],
+                  ] as [string, string][])),
             ]),
             ...(flags.identity === undefined
               ? ["", "note: no --identity given: checked against the identity the file names itself"]

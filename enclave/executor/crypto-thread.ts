@@ -18,6 +18,8 @@ import { SIGNER_SCRIPT } from "./pool-paths";
 export interface CryptoAnswer {
   value?: unknown;
   failed?: string;
+  /** The digest a message or typed-data signature was made over (for the run's key-operation record). */
+  digest?: Uint8Array;
 }
 
 export interface CryptoRequest {
@@ -35,7 +37,7 @@ export class CryptoThreadClient {
       const resolve = typeof m?.id === "number" ? this.pending.get(m.id) : undefined;
       if (resolve === undefined) return;
       this.pending.delete(m.id as number);
-      resolve(m.ok === true ? { value: m.value, failed: m.failed } : null);
+      resolve(m.ok === true ? { value: m.value, failed: m.failed, digest: m.digest } : null);
     });
     port.on("close", () => this.fail());
     port.unref();

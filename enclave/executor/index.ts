@@ -8,6 +8,7 @@ import type { KeyCapabilities } from "../capabilities";
 import { ACTION_ERROR_CODES, ExecutorBusyError, ExecutorClosedError } from "./errors";
 import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
+import type { KeyOperationRecord } from "./key-operation-log";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
 import { FairQueue, mayTakeWorker, workerShare } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
@@ -128,6 +129,11 @@ export interface RunResult {
    * value that failed. The audit log records them.
    */
   policy_decisions?: RunPolicyDecision[];
+  /**
+   * What each key operation of the run did (present when it made any, failed runs included): kind, PKP,
+   * and for a signature the digest signed (key-operation-log.ts). The audit log records them.
+   */
+  key_operations?: KeyOperationRecord[];
 }
 
 /** One named signature of the older signEcdsa API (docs/actions.md, "Older API"). */
@@ -624,7 +630,13 @@ function refusal(code: string, message: string): RunResult {
 }
 
 function toResult(o: RunOutcome): RunResult {
-  const base = { logs: o.logs, execution_ms: o.executionMs, key_ops: o.keyOps, fetches: o.fetches };
+  const base = {
+    logs: o.logs,
+    execution_ms: o.executionMs,
+    key_ops: o.keyOps,
+    fetches: o.fetches,
+    ...(o.keyOperations !== undefined ? { key_operations: o.keyOperations } : {}),
+  };
   if (o.error !== null) {
     // Codes the enclave raised (e.g. decryption_failed) reach the action as is; as a run result they are
     // key_op_failed, with the enclave's code kept at the start of the message.

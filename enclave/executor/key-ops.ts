@@ -17,6 +17,7 @@
  * always over exactly what was checked. Transactions (`pkpSignTransaction`) are serialized and hashed
  * here in every case, so the signed transaction returned is the one the enclave built.
  */
+import { createHash } from "node:crypto";
 import { Signature } from "ethers";
 import type { KeyCapabilities } from "../capabilities";
 import {
@@ -31,6 +32,7 @@ import {
 import type { PolicyGate } from "./policy-gate";
 import type { CryptoAnswer, CryptoRequest, CryptoThreadClient } from "./crypto-thread";
 import type { InFlightLimit } from "./in-flight-limit";
+import type { KeyOperationKind, KeyOperationLog } from "./key-operation-log";
 import type { ExecutorLimits } from "./limits";
 import { SendError, type SendRun, type SendService } from "./send";
 import { keyOpArgsProblem } from "./worker/arg-limits";
@@ -94,6 +96,8 @@ export interface KeyOpServer {
   policy?: PolicyGate;
   /** `Actions.sendTransaction`: the executor's chains and the run's deadline; absent: no chain. */
   send?: { service: SendService; run: SendRun };
+  /** Where each completed operation is recorded for the audit log; absent: not recorded. */
+  operations?: KeyOperationLog;
 }
 
 type PkpOp = (server: KeyOpServer, id: string, args: Args) => unknown;
@@ -109,6 +113,8 @@ async function offMain(
   deriveKey: () => Uint8Array,
   req: CryptoRequest,
   inMain: () => unknown,
+  /** Called with the digest the thread signed, when it reports one (message and typed-data signatures). */
+  signed?: (digest: Uint8Array) => void,
 ): Promise<unknown> {
   const crypto = server.crypto;
   if (crypto === null) return inMain();
@@ -118,7 +124,21 @@ async function offMain(
   if (answer === null) return inMain();
   if (answer.failed !== undefined)
     throw { code: "decryption_failed", shortMessage: "Decryption failed.", details: answer.failed };
+  if (signed !== undefined && answer.digest instanceof Uint8Array) signed(answer.digest);
   return answer.value;
+}
+
+/** Records a completed operation (key-operation-log.ts) and passes its answer on. */
+async function recorded<T>(
+  s: KeyOpServer,
+  kind: KeyOperationKind,
+  id: string,
+  digest: string | null,
+  op: Promise<T> | T,
+): Promise<T> {
+  const value = await op;
+  s.operations?.recordKeyOperation(kind, id, digest);
+  return value;
 }
 
 /** What is to be signed, parsed; a parse failure is the enclave's error of that kind. */
@@ -168,7 +188,42 @@ function signDigestHex(s: KeyOpServer, id: string, digest: string): Promise<unkn
 
 /** Under a policy: check, then sign the digest the check was made on. */
 async function checkedSignature(s: KeyOpServer, id: string, facts: OperationFacts & { digest: string }) {
-  return signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest));
+  return recorded(
+    s,
+    facts.kind as KeyOperationKind,
+    id,
+    facts.digest,
+    signIfAllowed(s, id, facts, () => signDigestHex(s, id, facts.digest)),
+  );
+}
+
+/**
+ * A message or typed-data signature without a policy: the crypto thread hashes and signs, and reports
+ * the digest it signed; when the enclave here signs instead (no thread, or it could not answer), the
+ * digest is computed here from the same input.
+ */
+async function hashedOffMain(
+  s: KeyOpServer,
+  kind: "message" | "typedData",
+  id: string,
+  req: CryptoRequest,
+  inMain: () => unknown,
+  digestHere: () => string,
+): Promise<unknown> {
+  let digest: Uint8Array | null = null;
+  const value = await offMain(
+    s,
+    () => s.keys.pkpKeyForRun(id),
+    req,
+    inMain,
+    (d) => (digest = d),
+  );
+  if (s.operations !== undefined) {
+    let hex: string | null = digest === null ? null : "0x" + Buffer.from(digest).toString("hex");
+    if (hex === null) hex = digestHere();
+    s.operations.recordKeyOperation(kind, id, hex);
+  }
+  return value;
 }
 
 /**
@@ -179,14 +234,14 @@ async function signTransactionChecked(
   s: KeyOpServer,
   id: string,
   transaction: unknown,
-): Promise<{ raw: string; release: () => Promise<void> }> {
+): Promise<{ raw: string; digest: string; release: () => Promise<void> }> {
   const facts = parsed("invalid_argument", () => parseTransaction(transaction));
   const release = s.policy === undefined ? async () => undefined : await s.policy.check(id, facts);
   try {
     const signature = await signDigestHex(s, id, facts.digest);
     const tx = facts.tx.clone();
     tx.signature = Signature.from(signature as string);
-    return { raw: tx.serialized, release: async () => void (await release()) };
+    return { raw: tx.serialized, digest: facts.digest, release: async () => void (await release()) };
   } catch (e) {
     await release().catch(() => undefined);
     throw e;
@@ -202,18 +257,24 @@ const PKP_OPS: Record<string, PkpOp> = {
   pkpAddress: ({ keys }, id) => keys.pkpAddress(id),
   pkpPrivateKey: async (s, id) => {
     await allowed(s, id, plainOperation("keyExport"));
-    return s.keys.pkpPrivateKey(id);
+    return recorded(s, "keyExport", id, null, s.keys.pkpPrivateKey(id));
   },
   pkpSignDigest: (s, id, a) => {
     const digest = hexOf(strOrBytes(a, "digest"));
     if (!DIGEST.test(digest)) return s.keys.pkpSignDigest(id, digest); // the enclave's invalid_digest
     if (s.policy !== undefined) return checkedSignature(s, id, parseDigest(digest));
     const bytes = Uint8Array.from(Buffer.from(digest.slice(2), "hex"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpKeyForRun(id),
-      { op: "signDigest", digest: bytes },
-      () => s.keys.pkpSignDigest(id, digest),
+      "digest",
+      id,
+      digest,
+      offMain(
+        s,
+        () => s.keys.pkpKeyForRun(id),
+        { op: "signDigest", digest: bytes },
+        () => s.keys.pkpSignDigest(id, digest),
+      ),
     );
   },
   pkpSignMessage: (s, id, a) => {
@@ -224,11 +285,13 @@ const PKP_OPS: Record<string, PkpOp> = {
         id,
         parsed("invalid_message", () => parseMessage(message)),
       );
-    return offMain(
+    return hashedOffMain(
       s,
-      () => s.keys.pkpKeyForRun(id),
+      "message",
+      id,
       { op: "signMessage", message },
       () => s.keys.pkpSignMessage(id, message),
+      () => parsed("invalid_message", () => parseMessage(message)).digest,
     );
   },
   pkpSignTypedData: (s, id, a) => {
@@ -241,15 +304,21 @@ const PKP_OPS: Record<string, PkpOp> = {
         id,
         parsed("invalid_typed_data", () => parseTypedData(domain, types, value)),
       );
-    return offMain(
+    return hashedOffMain(
       s,
-      () => s.keys.pkpKeyForRun(id),
+      "typedData",
+      id,
       { op: "signTypedData", domain, types, value },
       () => s.keys.pkpSignTypedData(id, domain, types, value),
+      () => parsed("invalid_typed_data", () => parseTypedData(domain, types, value)).digest,
     );
   },
   /** A transaction the enclave serializes and hashes itself; answers the signed serialized transaction. */
-  pkpSignTransaction: async (s, id, a) => (await signTransactionChecked(s, id, a.transaction)).raw,
+  pkpSignTransaction: async (s, id, a) => {
+    const { raw, digest } = await signTransactionChecked(s, id, a.transaction);
+    s.operations?.recordKeyOperation("transaction", id, digest);
+    return raw;
+  },
   /**
    * Fill, simulate, sign (exactly as pkpSignTransaction, policies included) and broadcast on one of
    * the operator's chains (send/send.ts).
@@ -258,26 +327,43 @@ const PKP_OPS: Record<string, PkpOp> = {
     if (s.send === undefined)
       throw new SendError("chain_not_configured", "this service has no chain configured for sendTransaction");
     const from = (await s.keys.pkpAddress(id)) as string;
-    return s.send.service.send(a, from, (tx) => signTransactionChecked(s, id, tx), s.send.run);
+    const sign = async (tx: unknown) => {
+      const signed = await signTransactionChecked(s, id, tx);
+      s.operations?.recordKeyOperation("transaction", id, signed.digest);
+      return signed;
+    };
+    return s.send.service.send(a, from, sign, s.send.run);
   },
   pkpEncrypt: async (s, id, a) => {
     const plaintext = strOrBytes(a, "plaintext");
     await allowed(s, id, plainOperation("encrypt"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpAesKeyForOp(id),
-      { op: "encrypt", plaintext },
-      () => s.keys.pkpEncrypt(id, plaintext),
+      "encrypt",
+      id,
+      null,
+      offMain(
+        s,
+        () => s.keys.pkpAesKeyForOp(id),
+        { op: "encrypt", plaintext },
+        () => s.keys.pkpEncrypt(id, plaintext),
+      ),
     );
   },
   pkpDecrypt: async (s, id, a) => {
     const ciphertext = str(a, "ciphertext");
     await allowed(s, id, plainOperation("decrypt"));
-    return offMain(
+    return recorded(
       s,
-      () => s.keys.pkpAesKeyForOp(id),
-      { op: "decrypt", ciphertext },
-      () => s.keys.pkpDecrypt(id, ciphertext),
+      "decrypt",
+      id,
+      null,
+      offMain(
+        s,
+        () => s.keys.pkpAesKeyForOp(id),
+        { op: "decrypt", ciphertext },
+        () => s.keys.pkpDecrypt(id, ciphertext),
+      ),
     );
   },
 };
@@ -286,24 +372,37 @@ const PKP_OPS: Record<string, PkpOp> = {
 function chainSigner(s: KeyOpServer, id: string): ChainSigner {
   const bytes = (h: string) => Uint8Array.from(Buffer.from(h.slice(2), "hex"));
   return {
+    // Ed25519 signs the message itself: the audit log names it by its SHA-256.
     ed25519: async (message) =>
-      (await offMain(
+      (await recorded(
         s,
-        () => s.keys.pkpEd25519SeedForOp(id),
-        { op: "signEd25519", message },
-        () => s.keys.pkpSignEd25519(id, message),
+        "ed25519",
+        id,
+        "0x" + createHash("sha256").update(message).digest("hex"),
+        offMain(
+          s,
+          () => s.keys.pkpEd25519SeedForOp(id),
+          { op: "signEd25519", message },
+          () => s.keys.pkpSignEd25519(id, message),
+        ),
       )) as string,
     schnorr: async (digest, tweak, merkleRoot) =>
-      (await offMain(
+      (await recorded(
         s,
-        () => s.keys.pkpKeyForRun(id),
-        {
-          op: "signSchnorr",
-          digest: bytes(digest),
-          tweak,
-          merkleRoot: merkleRoot === null ? null : bytes(merkleRoot),
-        },
-        () => s.keys.pkpSignSchnorr(id, digest, { tweak, merkleRoot }),
+        "schnorr",
+        id,
+        digest,
+        offMain(
+          s,
+          () => s.keys.pkpKeyForRun(id),
+          {
+            op: "signSchnorr",
+            digest: bytes(digest),
+            tweak,
+            merkleRoot: merkleRoot === null ? null : bytes(merkleRoot),
+          },
+          () => s.keys.pkpSignSchnorr(id, digest, { tweak, merkleRoot }),
+        ),
       )) as string,
   };
 }

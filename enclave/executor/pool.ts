@@ -15,6 +15,7 @@ import { InFlightLimit } from "./in-flight-limit";
 import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import { sendDeadline, type SendService } from "./send";
+import { KeyOperationLog, type KeyOperationRecord } from "./key-operation-log";
 import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
 import type { ExecutorLimits } from "./limits";
@@ -123,6 +124,8 @@ export interface RunOutcome {
   executionMs: number;
   keyOps: number;
   fetches: number;
+  /** What each key operation did, both sides' (key-operation-log.ts); absent when the run made none. */
+  keyOperations?: KeyOperationRecord[];
 }
 
 interface ActiveRun {
@@ -139,6 +142,8 @@ interface ActiveRun {
   releaseAsked: boolean;
   /** This run's share of the crypto thread. */
   cryptoSlots: InFlightLimit;
+  /** Its key operations, as each side served them (key-operation-log.ts). */
+  operations: KeyOperationLog;
 }
 
 interface Slot {
@@ -418,6 +423,7 @@ export class WorkerPool {
       done: false,
       releaseAsked: false,
       cryptoSlots: new InFlightLimit(CRYPTO_IN_FLIGHT_PER_RUN),
+      operations: new KeyOperationLog(),
     };
   }
 
@@ -686,8 +692,11 @@ export class WorkerPool {
         break;
       case "done": {
         // Key operations the worker served itself (the run's own PKP) count towards the result too.
-        if (Number.isSafeInteger(m.localKeyOps) && (m.localKeyOps as number) > 0)
-          run.keyOps += Math.min(m.localKeyOps as number, run.job.limits.maxKeyOps);
+        if (Number.isSafeInteger(m.localKeyOps) && (m.localKeyOps as number) > 0) {
+          const served = Math.min(m.localKeyOps as number, run.job.limits.maxKeyOps);
+          run.keyOps += served;
+          run.operations.addWorkerRecords(m.keyOperations, served, run.job.runKey?.pkpId ?? null);
+        }
         this.finishRun(slot, run, readDone(m));
         const next = slot.next;
         slot.next = null;
@@ -755,6 +764,7 @@ export class WorkerPool {
       cryptoSlots: run.cryptoSlots,
       policy: run.job.policy,
       send,
+      operations: run.operations,
     };
     // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
     // if the run ends first.
@@ -788,6 +798,7 @@ export class WorkerPool {
       executionMs: Math.round((performance.now() - run.startedAt) * 1000) / 1000,
       keyOps: run.keyOps,
       fetches: run.fetches,
+      ...(run.operations.records.length > 0 ? { keyOperations: run.operations.records } : {}),
     });
   }
 

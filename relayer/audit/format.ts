@@ -43,6 +43,20 @@ export function entryHash(e: ChainedFields): string {
   );
 }
 
+/**
+ * entryHash for an entry whose data is already its canonical JSON (as audit_pending stores it): the same
+ * text, assembled around it instead of parsed and serialized again (the chainer's cost per entry).
+ * Keys in canonical order: account, data, format, kind, prev_hash, seq, time_ms.
+ */
+export function entryHashOfCanonicalData(e: Omit<ChainedFields, "data">, canonicalData: string): string {
+  if (!Number.isSafeInteger(e.seq) || !Number.isSafeInteger(e.time_ms))
+    throw new TypeError("entryHashOfCanonicalData: seq and time_ms must be integers");
+  return sha256Hex(
+    `{"account":${JSON.stringify(e.account)},"data":${canonicalData},"format":${JSON.stringify(ENTRY_FORMAT)},` +
+      `"kind":${JSON.stringify(e.kind)},"prev_hash":${JSON.stringify(e.prev_hash)},"seq":${e.seq},"time_ms":${e.time_ms}}`,
+  );
+}
+
 export interface CheckpointFields {
   account: string;
   seq: number;

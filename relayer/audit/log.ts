@@ -9,6 +9,8 @@ import type { Logger } from "pino";
 import type { PendingEntry } from "./entries";
 import { AuditStore, type AuditStoreOptions, type CheckpointSigner } from "./store";
 import type { DataLayer } from "../db";
+import type { RateLimiter } from "../rateLimit";
+import type { AnchorOptions } from "./anchor";
 
 export interface AuditOptions {
   /** Default true. False: nothing is recorded (and GET /audit answers an empty log). */
@@ -24,12 +26,23 @@ export interface AuditOptions {
   /** Refusals recorded per account per minute (default 60); the rest are counted in the next one. */
   refusalsPerMinute?: number;
   /**
-   * How long the chainer waits after an entry before chaining (default 0: the next turn of the event
-   * loop, behind the answer). A longer window chains more entries per transaction; the entries are
-   * written either way, so a crash within it loses nothing (the next sweep chains them).
+   * How long the chainer waits after an entry before chaining (default DEFAULT_CHAIN_AFTER_MS; 0: the
+   * next turn of the event loop, behind the answer). A longer window chains more entries per
+   * transaction; the entries are written either way, so a crash within it loses nothing (the next
+   * sweep chains them), and reads of the log chain what is pending first.
    */
   chainAfterMs?: number;
+  /** Anchor checkpoints on chain (anchor.ts); absent: never. */
+  anchor?: AnchorOptions;
 }
+
+/**
+ * The default chaining window: under load one chaining transaction per account every 100 ms instead
+ * of one per few requests (the log's main cost on the request path's CPU and database; measured with
+ * npm run bench:audit, docs/performance.md). Entries become visible in the chain within it; GET
+ * /core/v1/audit and the export chain what is pending before they read.
+ */
+export const DEFAULT_CHAIN_AFTER_MS = 100;
 
 export class AuditLog {
   readonly store: AuditStore;
@@ -38,6 +51,7 @@ export class AuditLog {
   private sweepTimer: NodeJS.Timeout | null = null;
   private chainTimer: NodeJS.Timeout | null = null;
   private chainScan: (() => Promise<number>) | null = null;
+  private anchorScan: (() => Promise<number>) | null = null;
   private lastPrune = 0;
   private stopped = false;
   private readonly refusalBudget = new Map<
@@ -52,6 +66,13 @@ export class AuditLog {
     private readonly opts: AuditOptions,
     private readonly logger: Logger,
     storeOpts: Pick<AuditStoreOptions, "now"> = {},
+    /**
+     * The refusal limit shared by every instance (a token bucket in PostgreSQL, refusalsPerMinute per
+     * account): asked only for a refusal this instance's own limit admitted, so a flood costs the
+     * database at most refusalsPerMinute statements per account and instance. Absent (one instance):
+     * the instance's limit is the whole limit.
+     */
+    private readonly sharedRefusals?: RateLimiter,
   ) {
     this.store = new AuditStore(db, signer, {
       checkpointEvery: opts.checkpointEvery,
@@ -68,9 +89,11 @@ export class AuditLog {
 
   /**
    * Whether a refusal of this account may be written now (a flood of refusals must not flood the log),
-   * and how many were skipped since the last one written.
+   * and how many were skipped since the last one written: first this instance's budget, then the
+   * cluster's (sharedRefusals), so N instances together write refusalsPerMinute per account, not N times
+   * as many. Skipped refusals are counted by the instance that skipped them, in its next one written.
    */
-  admitRefusal(account: string, now = Date.now()): { admit: boolean; suppressed: number } {
+  async admitRefusal(account: string, now = Date.now()): Promise<{ admit: boolean; suppressed: number }> {
     const limit = this.opts.refusalsPerMinute ?? 60;
     let b = this.refusalBudget.get(account);
     if (!b || now - b.windowStart >= 60_000) {
@@ -85,12 +108,26 @@ export class AuditLog {
     b.used++;
     const suppressed = b.suppressed;
     b.suppressed = 0;
+    if (this.sharedRefusals) {
+      try {
+        await this.sharedRefusals.take(account, `audit refusals of account ${account}`);
+      } catch (e) {
+        if ((e as { code?: unknown }).code !== "rate_limited") throw e;
+        b.suppressed += suppressed + 1;
+        return { admit: false, suppressed: 0 };
+      }
+    }
     return { admit: true, suppressed };
   }
 
   /** Entries written by another path (the chain follower's transaction): chained behind it like any. */
   chainSoon(accounts: Iterable<string>): void {
     for (const a of accounts) this.schedule(a);
+  }
+
+  /** Checkpoints anchored on chain on every sweep, after they are signed (anchor.ts). */
+  anchorWith(anchorDue: () => Promise<number>): void {
+    this.anchorScan = anchorDue;
   }
 
   /** Path-B writes: read from the registry's logs on every sweep (chainWrites.ts). */
@@ -101,7 +138,7 @@ export class AuditLog {
   private schedule(account: string): void {
     this.waiting.add(account);
     if (this.stopped) return;
-    const after = this.opts.chainAfterMs ?? 0;
+    const after = this.opts.chainAfterMs ?? DEFAULT_CHAIN_AFTER_MS;
     if (after <= 0) {
       void this.kick();
       return;
@@ -150,6 +187,10 @@ export class AuditLog {
     for (const a of await this.store.accountsPending()) this.waiting.add(a);
     await this.flush();
     await this.store.checkpointStale();
+    if (this.anchorScan)
+      await this.anchorScan().catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, "audit: anchoring failed; retried"),
+      );
     const days = this.opts.retentionDays ?? 0;
     if (days > 0 && now - this.lastPrune >= 60 * 60_000) {
       this.lastPrune = now;

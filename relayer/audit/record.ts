@@ -50,31 +50,51 @@ export function writeEvents(logs: readonly RawLog[], registry: string): WriteEve
 }
 
 /**
- * The run's key operations as its result reports them: the signing policy's decisions when the run
- * carries them (`policy_decisions`: { rule, allowed, operation kind, digest?, value? } each), else the
- * signatures it returned through the older signEcdsa API (each with the digest it signed).
+ * The run's key operations as its result reports them: every operation it made (`key_operations`: kind,
+ * PKP, and for a signature the digest signed, whichever side served it), each with the rule of the
+ * signing-policy decision that allowed it when a policy decided; then every operation a policy refused
+ * (`policy_decisions` that did not allow: the rule and the value that failed), which made nothing.
  */
 export function keyOperationsOf(result: unknown): KeyOperation[] {
   const r = result as {
     policy_decisions?: Array<Record<string, unknown>>;
-    signatures?: Record<string, { dataSigned?: unknown; publicKey?: unknown }>;
+    key_operations?: Array<Record<string, unknown>>;
   };
   const str = (v: unknown) => (typeof v === "string" ? v : undefined);
-  if (Array.isArray(r.policy_decisions)) {
-    return r.policy_decisions.map((d) => ({
-      operation: str(d.operation) ?? str(d.kind) ?? "unknown",
-      allowed: d.allowed === true,
+  const lower = (v: unknown) => str(v)?.toLowerCase();
+  const decisions = Array.isArray(r.policy_decisions) ? r.policy_decisions : [];
+  // The allowed decisions, by what they allowed, in order: each names the rule of one operation made.
+  const rules = new Map<string, string[]>();
+  const keyOf = (kind: unknown, pkp: unknown, digest: unknown) =>
+    `${str(kind)}|${lower(pkp)}|${lower(digest) ?? ""}`;
+  for (const d of decisions) {
+    if (d.allowed !== true || str(d.rule) === undefined) continue;
+    const k = keyOf(d.operation, d.pkp, d.digest);
+    const list = rules.get(k);
+    if (list) list.push(str(d.rule) as string);
+    else rules.set(k, [str(d.rule) as string]);
+  }
+  const made: KeyOperation[] = (Array.isArray(r.key_operations) ? r.key_operations : []).map((op) => {
+    const rule = rules.get(keyOf(op.kind, op.pkp, op.digest))?.shift();
+    return {
+      operation: str(op.kind) ?? "unknown",
+      allowed: true,
+      ...(lower(op.pkp) !== undefined ? { pkp: lower(op.pkp) } : {}),
+      ...(lower(op.digest) !== undefined ? { digest: lower(op.digest) } : {}),
+      ...(rule !== undefined ? { rule } : {}),
+    };
+  });
+  const refused: KeyOperation[] = decisions
+    .filter((d) => d.allowed !== true)
+    .map((d) => ({
+      operation: str(d.operation) ?? "unknown",
+      allowed: false,
       ...(str(d.rule) !== undefined ? { rule: str(d.rule) } : {}),
-      ...(str(d.pkp) !== undefined ? { pkp: str(d.pkp) } : {}),
-      ...(str(d.digest) !== undefined ? { digest: str(d.digest) } : {}),
+      ...(lower(d.pkp) !== undefined ? { pkp: lower(d.pkp) } : {}),
+      ...(lower(d.digest) !== undefined ? { digest: lower(d.digest) } : {}),
       ...(d.value !== undefined && d.value !== null ? { value: String(d.value) } : {}),
     }));
-  }
-  return Object.values(r.signatures ?? {}).map((s) => ({
-    operation: "sign_ecdsa",
-    allowed: true,
-    ...(str(s.dataSigned) !== undefined ? { digest: str(s.dataSigned) } : {}),
-  }));
+  return [...made, ...refused];
 }
 
 export async function recordExecution(
@@ -214,7 +234,7 @@ export async function recordRefusal(
     return;
   }
   if (!isRefusalCode(request.code)) return;
-  const { admit, suppressed } = log.admitRefusal(who.accountId);
+  const { admit, suppressed } = await log.admitRefusal(who.accountId);
   if (!admit) return;
   const data: RefusalData = {
     request_id: request.requestId,

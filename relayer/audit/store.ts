@@ -17,7 +17,7 @@ import type { Statement } from "better-sqlite3";
 import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
-import { GENESIS_HASH, checkpointDigest, entryHash } from "./format";
+import { GENESIS_HASH, checkpointDigest, entryHashOfCanonicalData } from "./format";
 
 export interface CheckpointSigner {
   /** The identity key's address (the attestation document's identity). */
@@ -53,6 +53,16 @@ export interface StoredCheckpoint {
   time_ms: number;
   signer: string;
   signature: string;
+  /** Where the checkpoint was anchored on chain (anchor.ts), when it was. */
+  anchor?: CheckpointAnchor;
+}
+
+/** The transaction that emitted a checkpoint's AuditCheckpointAnchored event. */
+export interface CheckpointAnchor {
+  chain_id: number;
+  contract: string;
+  tx_hash: string;
+  block_number: number;
 }
 
 export interface AuditFilter {
@@ -144,12 +154,16 @@ export class AuditStore {
     if (on) return this.insertPending(on, [e]);
     return new Promise<void>((resolve, reject) => {
       this.queued.push({ e, resolve, reject });
-      if (!this.inserting) void this.insertQueued();
+      if (this.inserting) return;
+      this.inserting = true;
+      // SQLite answers synchronously, so without this every entry would be its own INSERT (and
+      // commit): the entries of requests that finish in the same turn of the event loop go together.
+      if (this.db.sqlite) setImmediate(() => void this.insertQueued());
+      else void this.insertQueued();
     });
   }
 
   private async insertQueued(): Promise<void> {
-    this.inserting = true;
     try {
       while (this.queued.length > 0) {
         const batch = this.queued.splice(0, INSERT_ROWS);
@@ -245,9 +259,9 @@ export class AuditStore {
     let signed = { seq: head.checkpoint_seq, ms: head.checkpoint_ms };
     const rows: unknown[][] = [];
     for (const p of pending) {
-      const data = JSON.parse(p.data) as AuditData;
-      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: p.time_ms, data };
-      const h = entryHash(next);
+      // p.data is the canonical JSON written by insertPending: hashed as it is, not parsed again.
+      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: Number(p.time_ms) };
+      const h = entryHashOfCanonicalData(next, p.data);
       rows.push([
         account,
         next.seq,
@@ -398,12 +412,79 @@ export class AuditStore {
       time_ms: number;
       signer: string;
       signature: string;
+      anchor_chain_id: number | null;
+      anchor_contract: string | null;
+      anchor_tx: string | null;
+      anchor_block: number | null;
     }>(
       this.db,
-      "SELECT seq, head_hash, time_ms, signer, signature FROM audit_checkpoints WHERE account_id = ? AND seq >= ? ORDER BY seq",
+      "SELECT seq, head_hash, time_ms, signer, signature, anchor_chain_id, anchor_contract, anchor_tx, anchor_block FROM audit_checkpoints WHERE account_id = ? AND seq >= ? ORDER BY seq",
       [account, fromSeq],
     );
-    return rows.map((r) => ({ account, ...r }));
+    return rows.map((r) => ({
+      account,
+      seq: Number(r.seq),
+      head_hash: r.head_hash,
+      time_ms: Number(r.time_ms),
+      signer: r.signer,
+      signature: r.signature,
+      ...(r.anchor_contract !== null && r.anchor_tx !== null && r.anchor_tx.startsWith("0x")
+        ? {
+            anchor: {
+              chain_id: Number(r.anchor_chain_id),
+              contract: r.anchor_contract,
+              tx_hash: r.anchor_tx,
+              block_number: Number(r.anchor_block),
+            },
+          }
+        : {}),
+    }));
+  }
+
+  /**
+   * Claims the checkpoints to anchor now (anchor.ts): per account, the newest checkpoint once `every`
+   * checkpoints were signed after the last one anchored or claimed. A claim marks the row
+   * (`claimed:<instance>`), so that of several instances only one sends it.
+   */
+  async claimAnchors(
+    every: number,
+    instance: string,
+  ): Promise<Array<{ account: string; seq: number; head_hash: string }>> {
+    const due = await this.exec<{ account_id: string; seq: number }>(
+      this.db,
+      `SELECT c.account_id, MAX(c.seq) AS seq FROM audit_checkpoints c
+        WHERE c.anchor_tx IS NULL AND c.seq > COALESCE((SELECT MAX(a.seq) FROM audit_checkpoints a
+          WHERE a.account_id = c.account_id AND a.anchor_tx IS NOT NULL), 0)
+        GROUP BY c.account_id HAVING COUNT(*) >= ?`,
+      [every],
+    );
+    const claimed: Array<{ account: string; seq: number; head_hash: string }> = [];
+    for (const d of due) {
+      const [row] = await this.exec<{ head_hash: string }>(
+        this.db,
+        "UPDATE audit_checkpoints SET anchor_tx = ? WHERE account_id = ? AND seq = ? AND anchor_tx IS NULL RETURNING head_hash",
+        ["claimed:" + instance, d.account_id, d.seq],
+      );
+      if (row) claimed.push({ account: d.account_id, seq: Number(d.seq), head_hash: row.head_hash });
+    }
+    return claimed;
+  }
+
+  /** Records where a claimed checkpoint was anchored, or (null) gives the claim back for a later try. */
+  async recordAnchor(account: string, seq: number, anchor: CheckpointAnchor | null): Promise<void> {
+    if (anchor === null) {
+      await this.exec(
+        this.db,
+        "UPDATE audit_checkpoints SET anchor_tx = NULL WHERE account_id = ? AND seq = ? AND anchor_tx LIKE 'claimed:%'",
+        [account, seq],
+      );
+      return;
+    }
+    await this.exec(
+      this.db,
+      "UPDATE audit_checkpoints SET anchor_chain_id = ?, anchor_contract = ?, anchor_tx = ?, anchor_block = ? WHERE account_id = ? AND seq = ?",
+      [anchor.chain_id, anchor.contract, anchor.tx_hash, anchor.block_number, account, seq],
+    );
   }
 
   /** The first sequence still kept (1 unless pruned), or null when the account has no entries. */

@@ -26,7 +26,7 @@ import { parseRegistryLog } from "./abi";
 import type { SignedForwardRequest } from "./batch";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI, FeeOracle } from "./fees";
 import { BalanceMonitor, type GasWalletStatus } from "./send/balanceMonitor";
-import { Broadcaster, isUnfunded } from "./send/broadcast";
+import { Broadcaster, isUnfunded, unfunded } from "./send/broadcast";
 import { ForwarderNonces } from "./send/nonces";
 import { BatchQueue, DEFAULT_MAX_BATCH, settleFromReceipt, transactionFor } from "./send/queue";
 import { waitForReceipt, type Receipt } from "./send/receipts";
@@ -106,6 +106,9 @@ export interface SenderOptions {
 }
 
 export const DEFAULT_SYNC_SEND_CONCURRENCY = 1;
+
+/** No gas wallet can pay (WalletPool.pick found none). */
+const unfundedNoWallet = () => unfunded("every gas wallet");
 const DEADLINE_SECONDS = 600;
 const SILENT = { warn: () => undefined, info: () => undefined };
 
@@ -477,6 +480,31 @@ export class Sender {
         reason: outcome.kind === "skipped" ? "stale_nonce" : "reverted",
       },
     });
+  }
+
+  /**
+   * One plain call from a gas wallet to `to` (not a registry write: the audit log's anchors,
+   * relayer/audit/anchor.ts), through the same wallets, nonce order, fees and receipt wait as path-A
+   * transactions. Resolves with the mined receipt; a reverted one is an error.
+   */
+  async sendCall(to: string, data: string, gasLimit: bigint): Promise<WriteResult> {
+    const wallet = this.pool.pick();
+    if (wallet === null) throw unfundedNoWallet();
+    wallet.load++;
+    try {
+      const sent = await this.broadcaster.broadcast(wallet, data, gasLimit, to);
+      let receipt: Receipt;
+      try {
+        receipt = sent.receipt ?? (await waitForReceipt(this.o, sent.hash));
+      } catch (err) {
+        wallet.nonce = null; // as in sendBatch: the wallet's next nonce is unknown
+        throw err;
+      }
+      if (receipt.status !== 1) throw new Error(`the call to ${to} reverted (${sent.hash})`);
+      return receipt.result;
+    } finally {
+      wallet.load--;
+    }
   }
 
   /**

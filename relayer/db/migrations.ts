@@ -671,6 +671,21 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     },
   },
+  {
+    version: 19,
+    description: "audit log: where a checkpoint was anchored on chain (optional, relayer/audit/anchor.ts)",
+    async up({ kind, db, run }) {
+      // Null until anchored. anchor_tx is first set to a claim ("claimed:<instance>") by the instance
+      // that sends the anchor, so two instances never anchor the same checkpoint.
+      for (const [name, type] of [
+        ["anchor_chain_id", ms(kind)],
+        ["anchor_contract", "text"],
+        ["anchor_tx", "text"],
+        ["anchor_block", ms(kind)],
+      ] as const)
+        await run(db.schema.alterTable("audit_checkpoints").addColumn(name, type));
+    },
+  },
 ];
 
 /**

@@ -13,7 +13,8 @@ import type { AccountProjection, KeyRecord } from "./projection";
 
 export type KeyLookup =
   | { status: "live"; account: AccountProjection; key: KeyRecord }
-  | { status: "expired"; expiration: number }
+  /** `accountId` when known here (the key's account is loaded; the chain's answer does not say it). */
+  | { status: "expired"; expiration: number; accountId?: number }
   | { status: "unknown" };
 
 /** What `GET /pkps/:id` shows. */

@@ -257,7 +257,7 @@ export class PermissionCache {
     if (!key) return { status: "unknown" };
     // Same rule as the registry: expired from the second `expiration` on.
     if (key.expiration !== 0 && nowSeconds >= key.expiration)
-      return { status: "expired", expiration: key.expiration };
+      return { status: "expired", expiration: key.expiration, accountId };
     return { status: "live", account, key };
   }
 

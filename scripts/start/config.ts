@@ -46,6 +46,9 @@ export const CONFIG_VARIABLES = [
   "SIGIL_ISOLATE_ACCOUNTS",
   "SIGIL_AUDIT_LOG",
   "SIGIL_AUDIT_RETENTION_DAYS",
+  "SIGIL_AUDIT_ANCHOR",
+  "SIGIL_AUDIT_ANCHOR_CONTRACT",
+  "SIGIL_AUDIT_ANCHOR_EVERY",
   "SIGIL_IPFS_GATEWAYS",
   "SIGIL_FETCH_ALLOW_HOSTS",
   "SIGIL_FETCH",
@@ -152,6 +155,8 @@ export interface SigilConfig {
   /** The verifiable audit log (docs/audit-log.md): on unless false; entries kept this many days (absent: forever). */
   auditLog: boolean;
   auditRetentionDays?: number;
+  /** Anchor every Nth audit checkpoint in the AuditAnchor contract (docs/audit-log.md, "Anchoring"). */
+  auditAnchor?: { contract: string; every: number };
   ipfsGateways?: string[];
   fetchAllowHosts?: string[];
   /** Actions' fetch: false = off; allowAddresses = non-public addresses the operator allows. */
@@ -506,6 +511,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     36_500,
     "the number of days audit-log entries are kept (unset: forever)",
   );
+  let auditAnchor: { contract: string; every: number } | undefined;
+  if (bool("SIGIL_AUDIT_ANCHOR") === true) {
+    const contract = get("SIGIL_AUDIT_ANCHOR_CONTRACT");
+    if (contract === undefined || !ADDRESS.test(contract))
+      problems.push(
+        "SIGIL_AUDIT_ANCHOR_CONTRACT: set it to the AuditAnchor contract's address (0x and 40 hex digits) when SIGIL_AUDIT_ANCHOR is true.",
+      );
+    else
+      auditAnchor = {
+        contract,
+        every:
+          int("SIGIL_AUDIT_ANCHOR_EVERY", 1, 1_000_000, "anchor every this many checkpoints of an account") ??
+          1,
+      };
+  }
   const ipfsGateways = list("SIGIL_IPFS_GATEWAYS");
   for (const g of ipfsGateways ?? []) {
     try {
@@ -683,6 +703,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     isolateAccounts,
     auditLog,
     auditRetentionDays,
+    auditAnchor,
     ipfsGateways,
     fetchAllowHosts,
     fetchEnabled,

@@ -239,7 +239,11 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       },
       ipfsGateways: config.ipfsGateways,
       webhooks: { allowAddresses: config.webhookAllowAddresses ?? [] },
-      audit: { enabled: config.auditLog, retentionDays: config.auditRetentionDays },
+      audit: {
+        enabled: config.auditLog,
+        retentionDays: config.auditRetentionDays,
+        ...(config.auditAnchor ? { anchor: config.auditAnchor } : {}),
+      },
       pinQuotaBytes: config.pinQuotaBytes,
       rateLimits: config.rateLimits,
       operatorToken: config.operatorToken,

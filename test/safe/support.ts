@@ -103,6 +103,8 @@ export async function safeWorld(): Promise<SafeWorld> {
 
 export interface SigilWorld extends SafeWorld {
   enclave: Enclave;
+  /** The relayer's data folder (its SQLite database: the audit log's tables among them). */
+  dataDir: string;
   relayer: RunningRelayer;
   api: Api;
   stopAll(): Promise<void>;
@@ -145,6 +147,7 @@ export async function sigilWorld(opts: { pollIntervalMs?: number } = {}): Promis
     deploymentsFile,
     dir,
     enclave: stack.enclave,
+    dataDir: stack.dataDir,
     relayer: stack.relayer,
     api: new Api(stack.url),
     stopAll: async () => {

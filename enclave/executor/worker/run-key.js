@@ -46,8 +46,10 @@ function toHex(bytes) {
  * @param curve the signer thread's client: request(op, key, digest?) resolves with its answer, or null
  *   when it cannot answer (then the operation goes to the main thread)
  * @param noteDecision called with the policy decision of each signature made here under a policy
+ * @param recordKeyOperation called with (kind, pkpId, digest) for each signature made here
+ *   (key-operation-log.js)
  */
-function makeRunKey(grant, epochs, curve, noteDecision = () => {}) {
+function makeRunKey(grant, epochs, curve, noteDecision = () => {}, recordKeyOperation = () => {}) {
   const { pkpId, slot, epoch, notAfterMs, policies = null } = grant;
   let key = grant.key instanceof ArrayBuffer ? new Uint8Array(grant.key) : new Uint8Array(0);
   if (
@@ -98,11 +100,12 @@ function makeRunKey(grant, epochs, curve, noteDecision = () => {}) {
    * when they do not (the main thread's gate then decides and words the refusal).
    */
   const checkedSign = async (digest, facts) => {
-    if (policies === null) return sign(digest);
-    const decision = evaluateGrants(policies, facts, new Date());
-    if (!decision.allowed) return undefined;
+    const decision = policies === null ? null : evaluateGrants(policies, facts, new Date());
+    if (decision !== null && !decision.allowed) return undefined;
     const signature = await sign(digest);
-    if (signature !== undefined) noteDecision({ ...decision, pkp: pkpId });
+    if (signature === undefined) return undefined;
+    if (decision !== null) noteDecision({ ...decision, pkp: pkpId });
+    recordKeyOperation(facts.kind, pkpId, digest);
     return signature;
   };
   const hex = (bytes) => "0x" + Buffer.from(bytes).toString("hex");
@@ -145,7 +148,8 @@ function makeRunKey(grant, epochs, curve, noteDecision = () => {}) {
       case "pkpSignTypedData": {
         if (policies !== null) return undefined; // its facts are parsed on the enclave side only
         const digest = typedDataDigest(args.domain, args.types, args.value);
-        return digest === null ? undefined : sign(digest); // null: the enclave words the refusal
+        // null: the enclave words the refusal
+        return digest === null ? undefined : checkedSign(digest, { kind: "typedData" });
       }
       default:
         return undefined;

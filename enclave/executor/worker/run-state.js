@@ -10,6 +10,7 @@
 const { platformError } = require("./values");
 const { keyOpArgsProblem } = require("./arg-limits");
 const { compileFetchPolicy } = require("./fetch-policy");
+const { makeKeyOperationLog } = require("./key-operation-log");
 
 class RunState {
   constructor(msg, post, hostTimers) {
@@ -36,6 +37,8 @@ class RunState {
     this.keyOps = 0;
     this.localKeyOps = 0;
     this.runKey = null; // set by the worker when the run came with its own PKP's key
+    // What each key operation served here did (the audit log's record), sent with the result.
+    this.keyOperations = makeKeyOperationLog(this.limits.maxKeyOps);
     this.nextCallId = 1;
     this.pendingCalls = new Map(); // callId -> {resolve, reject}
     this.pendingTimers = new Set();

@@ -238,8 +238,12 @@ async function execute(msg) {
   const run = new RunState(msg, post, timers);
   run.importDetails = importDetails(msg.imports);
   if (msg.runKey)
-    run.runKey = makeRunKey(msg.runKey, epochs, curve, (decision) =>
-      post({ type: "decision", runId: run.runId, decision }),
+    run.runKey = makeRunKey(
+      msg.runKey,
+      epochs,
+      curve,
+      (decision) => post({ type: "decision", runId: run.runId, decision }),
+      run.keyOperations.recordKeyOperation,
     );
   current = run;
   let error = null;
@@ -375,6 +379,7 @@ async function execute(msg) {
     signaturesJson: error === null && run.signatures !== null ? JSON.stringify(run.signatures) : undefined,
     error,
     localKeyOps: run.localKeyOps,
+    keyOperations: run.keyOperations.records,
   });
   // The answer is on its way; the next run still waits one macrotask turn, so that a rejection this
   // run left unhandled is reported while no run is current (the handler below then ignores it) and is

@@ -62,18 +62,19 @@ function compute(req, key) {
       const { signature, recid } = secp.ecdsaSign(req.digest, key);
       return { signature, recid };
     }
-    // Operations the main thread has authorized (key-ops.ts): the action's answer, as `value`.
+    // Operations the main thread has authorized (key-ops.ts): the action's answer, as `value`, and for
+    // a message or typed data the digest signed (the run's key-operation record).
     case "signDigest":
       return secp === null || !isDigest(req.digest) ? null : { value: signatureHex(req.digest, key) };
     case "signMessage": {
       if (secp === null) return null;
       const digest = lazyDigests().messageDigest(req.message);
-      return digest === null ? null : { value: signatureHex(digest, key) };
+      return digest === null ? null : { value: signatureHex(digest, key), digest };
     }
     case "signTypedData": {
       if (secp === null) return null;
       const digest = lazyDigests().typedDataDigest(req.domain, req.types, req.value);
-      return digest === null ? null : { value: signatureHex(digest, key) };
+      return digest === null ? null : { value: signatureHex(digest, key), digest };
     }
     // Ed25519 (the key is the PKP's Ed25519 seed) and BIP-340 Schnorr, plain or Taproot-tweaked.
     case "signEd25519":

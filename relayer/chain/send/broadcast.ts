@@ -70,6 +70,8 @@ export class Broadcaster {
     wallet: GasWallet,
     data: string,
     gasLimit: bigint,
+    /** The contract called: the forwarder for every path-A write, another only for sendCall (sender.ts). */
+    to: string = this.o.forwarder,
   ): Promise<{ hash: string; receipt: Receipt | null }> {
     return wallet.lock.run(async () => {
       let last: unknown;
@@ -84,7 +86,7 @@ export class Broadcaster {
         const signedTx = await wallet.signer.signTransaction({
           ...fees,
           chainId: this.o.chainId,
-          to: this.o.forwarder,
+          to,
           data,
           gasLimit,
           nonce,
