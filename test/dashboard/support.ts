@@ -10,6 +10,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import type { Browser, Page } from "playwright-core";
 import { createBilling, SimulatedProcessor, type PaymentProcessor } from "../../relayer/billing";
+import type { RelayerOptions } from "../../relayer/config";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
 import { startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, screenshot, seriousViolations, type WatchedPage } from "./browser";
@@ -22,7 +23,12 @@ export interface DashboardRig {
 
 /** Builds the dashboard if stale, then starts the stack (its ledger in a temp folder) and Chromium. */
 export async function startDashboardRig(
-  opts: { processor?: PaymentProcessor; signupCreditCents?: number } = {},
+  opts: {
+    processor?: PaymentProcessor;
+    signupCreditCents?: number;
+    /** The relayer's own options for this suite (e.g. a quicker trigger poll). */
+    relayer?: Partial<RelayerOptions>;
+  } = {},
 ): Promise<DashboardRig> {
   if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`)))
     throw new Error("dashboard build failed");
@@ -33,7 +39,7 @@ export async function startDashboardRig(
     signupCreditCents: opts.signupCreditCents ?? 100,
     chargeFlushMs: 0,
   });
-  const stack = await startStack({ billing });
+  const stack = await startStack({ ...opts.relayer, billing });
   const browser = await launchBrowser();
   return {
     stack,

@@ -1,0 +1,241 @@
+/**
+ * The Triggers page in a real Chromium on the real stack (anvil, contracts, executor, the trigger
+ * service running its runs): a schedule trigger made through the form (a bad cron refused inline
+ * first, the next three times previewed), a webhook trigger with an HMAC whose secret is shown once,
+ * accepted by the hook, and gone after a reload; "fire now" followed to a succeeded run in the
+ * history; disable; a bad contract address refused inline; delete. Each view passes axe.
+ */
+import { createHmac } from "node:crypto";
+import { expect } from "chai";
+import type { Browser, Page } from "playwright-core";
+import type { Stack } from "../helpers/stack";
+import { accountWithKey } from "../triggers/helpers";
+import { openPage, type WatchedPage } from "./browser";
+import { check, guardSteps, signIn, startDashboardRig, visit, type DashboardRig } from "./support";
+
+/** The fields of a trigger answer these steps read (`schedule` or `webhook` by kind). */
+interface TriggerJson {
+  id: string;
+  name: string;
+  kind: string;
+  enabled: boolean;
+  cid: string;
+  run_as: { key_address: string };
+  schedule: { cron: string };
+  webhook: { url: string; hmac: unknown };
+}
+
+const HEARTBEAT = `async function main(p) {
+  return { sig: await Actions.signMessage({ pkpId: p.trigger.pkp_ids[0], message: "heartbeat" }) };
+}`;
+
+describe("dashboard: the Triggers page, in Chromium", function () {
+  this.timeout(240_000);
+  let rig: DashboardRig;
+  let stack: Stack;
+  let browser: Browser;
+  let tab: WatchedPage;
+  let a: Awaited<ReturnType<typeof accountWithKey>>;
+  let heartbeatId: string;
+  let hookId: string;
+
+  const api = (method: string, route: string, body?: unknown) =>
+    stack.api(method, `/core/v1${route}`, { key: a.accountKey, ...(body ? { body } : {}) });
+  const triggers = async () => (await api("GET", "/triggers")).body.items as TriggerJson[];
+
+  /** The form's common part: name, action, the one PKP, the usage key. */
+  async function fillCommon(page: Page, name: string) {
+    await page.getByLabel("Name", { exact: true }).fill(name);
+    await page.getByLabel("Action (CID)").selectOption(a.cid);
+    await page.getByRole("checkbox", { name: /^p1 / }).check();
+    await page.getByLabel("Runs as usage key").selectOption(a.keyAddress);
+  }
+
+  before(async () => {
+    rig = await startDashboardRig({ relayer: { triggers: { pollMs: 50 } } });
+    ({ stack, browser } = rig);
+    a = await accountWithKey(stack, HEARTBEAT);
+    tab = await openPage(browser, stack.url);
+    await signIn(tab, a.accountKey);
+  });
+
+  after(async () => {
+    await rig?.close();
+  });
+
+  guardSteps(() => ({ tab }));
+
+  it("a bad cron is refused inline; the fixed one previews three times and makes a schedule trigger", async () => {
+    const { page } = tab;
+    await visit(tab, "triggers", "Triggers");
+    await page.getByText("No triggers yet.").waitFor();
+    await check(page, "triggers-empty");
+    await page.getByRole("button", { name: "New trigger" }).click();
+    await page.getByTestId("trigger-form").waitFor();
+    await fillCommon(page, "heartbeat");
+
+    const cron = page.getByLabel("Cron (five fields, UTC)");
+    await cron.fill("*/5 * * * * *");
+    // The client's preview says what is wrong at once; the service's refusal lands under the field.
+    await page
+      .getByTestId("cron-preview")
+      .getByText(/this has 6/)
+      .waitFor();
+    await page.getByRole("button", { name: "Create trigger" }).click();
+    const cronError = page.locator(".field-error", {
+      hasText: "`schedule.cron` must have exactly five fields",
+    });
+    await cronError.waitFor();
+    expect(await cron.getAttribute("aria-invalid")).to.equal("true");
+    expect(await triggers()).to.deep.equal([]);
+
+    await cron.fill("*/5 * * * *");
+    await cronError.waitFor({ state: "detached" });
+    const preview = await page.getByTestId("cron-preview").innerText();
+    expect(preview.match(/\d\d:\d\d UTC/g), preview).to.have.length(3);
+    // The JSON preview is what is sent.
+    const sent = JSON.parse((await page.getByTestId("trigger-preview").textContent()) ?? "");
+    expect(sent).to.deep.include({
+      name: "heartbeat",
+      kind: "schedule",
+      cid: a.cid,
+      pkp_ids: [a.pkpId],
+      run_as: { key_address: a.keyAddress },
+      schedule: { cron: "*/5 * * * *", missed: "skip" },
+    });
+    await check(page, "triggers-new");
+    await page.getByRole("button", { name: "Create trigger" }).click();
+    await page.getByRole("heading", { level: 2, name: "heartbeat" }).waitFor();
+
+    const [t] = await triggers();
+    expect(t).to.deep.include({ name: "heartbeat", kind: "schedule", enabled: true, cid: a.cid });
+    expect(t.schedule.cron).to.equal("*/5 * * * *");
+    expect(t.run_as.key_address).to.equal(a.keyAddress);
+    heartbeatId = t.id;
+    expect(await page.evaluate("location.hash")).to.equal(`#/triggers/${t.id}`);
+    await page.getByText("No runs yet.").waitFor();
+    await check(page, "triggers-detail");
+  });
+
+  it("a webhook trigger's HMAC secret is shown once, works at the hook, and is gone after a reload", async () => {
+    const { page } = tab;
+    await visit(tab, "triggers/new", "Triggers");
+    await page.getByRole("radio", { name: "Webhook" }).check();
+    await fillCommon(page, "deploy hook");
+    await page.getByRole("checkbox", { name: /Require an HMAC/ }).check();
+    await page.getByRole("button", { name: "Create trigger" }).click();
+    const secret = (await page.getByTestId("shown-once-value").innerText()).trim();
+    expect(secret).to.match(/^whsec_/);
+    await check(page, "triggers-secret");
+
+    const t = (await triggers()).find((x) => x.name === "deploy hook")!;
+    expect(t.webhook.hmac).to.deep.equal({ header: "x-sigil-signature", prefix: "sha256=", encoding: "hex" });
+    hookId = t.id;
+    // The secret on the page is the one the hook checks: a delivery signed with it is accepted.
+    const body = JSON.stringify({ ref: "main" });
+    const signed = await fetch(t.webhook.url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-sigil-signature": "sha256=" + createHmac("sha256", secret).update(body).digest("hex"),
+      },
+      body,
+    });
+    expect(signed.status).to.equal(202);
+
+    await page.getByLabel("I have saved it").check();
+    await page.getByRole("button", { name: "Continue" }).click();
+    await page.getByRole("heading", { level: 2, name: "deploy hook" }).waitFor();
+    await page.getByTestId("webhook-url").getByText(t.webhook.url).waitFor();
+    await page.reload();
+    await page.getByRole("heading", { level: 2, name: "deploy hook" }).waitFor();
+    expect(await page.getByTestId("shown-once-value").count()).to.equal(0);
+    expect(await page.content()).to.not.contain(secret);
+    expect(await page.evaluate("JSON.stringify({ ...sessionStorage, ...localStorage })")).to.not.contain(
+      secret,
+    );
+    // The signed delivery's run is in this trigger's history.
+    await page.locator("[data-testid=trigger-runs] tr[data-status=succeeded]").waitFor({ timeout: 30_000 });
+  });
+
+  it("lists both triggers: kind, what fires them, the key's name and address, state", async () => {
+    const { page } = tab;
+    await visit(tab, "triggers", "Triggers");
+    const rows = page.locator("[data-testid=triggers-table] tbody tr");
+    await rows.nth(1).waitFor();
+    const heartbeat = page.locator(`tr[data-trigger-id="${heartbeatId}"]`);
+    expect(await heartbeat.innerText()).to.match(
+      /Schedule[\s\S]*\*\/5 \* \* \* \*[\s\S]*next [\s\S]*trigger-key/,
+    );
+    const hook = page.locator(`tr[data-trigger-id="${hookId}"]`);
+    expect(await hook.innerText()).to.match(/Webhook[\s\S]*\/hooks\/v1\/hk_[\s\S]*HMAC in x-sigil-signature/);
+    expect(await hook.getByTestId("trigger-state").innerText()).to.equal("enabled");
+    await check(page, "triggers");
+  });
+
+  it("fire now: the run succeeds in the history, with its logs and response", async () => {
+    const { page } = tab;
+    await page.getByRole("link", { name: "heartbeat" }).click();
+    await page.getByRole("heading", { level: 2, name: "heartbeat" }).waitFor();
+    await page.getByRole("button", { name: "Fire now" }).click();
+    const row = page.locator("[data-testid=trigger-runs] tbody tr[data-status=succeeded]");
+    await row.waitFor({ timeout: 30_000 });
+    expect(await row.innerText()).to.match(/manual:[0-9a-f-]{36}/);
+    await row.getByText("Logs and response").click();
+    expect(await row.locator("pre").nth(1).innerText()).to.match(/"sig"/);
+
+    const runs = await api("GET", `/triggers/${heartbeatId}/runs`);
+    expect(runs.body.items.map((r: { status: string }) => r.status)).to.deep.equal(["succeeded"]);
+    // The status filter asks the service for that status only.
+    await page.getByLabel("Status", { exact: true }).selectOption("failed");
+    await page.getByText("No failed runs.").waitFor();
+    await page.getByLabel("Status", { exact: true }).selectOption("");
+    await row.waitFor();
+    await check(page, "triggers-run");
+  });
+
+  it("disable: the page and the service say disabled", async () => {
+    const { page } = tab;
+    await page.getByRole("button", { name: "Disable" }).click();
+    await page.getByRole("button", { name: "Enable" }).waitFor();
+    expect(await page.getByTestId("trigger-settings").getByTestId("trigger-state").innerText()).to.equal(
+      "disabled",
+    );
+    expect((await api("GET", `/triggers/${heartbeatId}`)).body.enabled).to.equal(false);
+  });
+
+  it("a chain-event trigger with a bad contract address is refused next to that field", async () => {
+    const { page } = tab;
+    await visit(tab, "triggers/new", "Triggers");
+    await page.getByRole("radio", { name: "Chain event" }).check();
+    await fillCommon(page, "sweep");
+    expect(await page.getByLabel("Chain id").inputValue()).to.equal("31337");
+    await page.getByLabel("Contract address").fill("0x1234");
+    // The address helper: an indexed address as a topic filter.
+    await page.getByLabel("Address to turn into a topic").fill(a.keyAddress);
+    await page.getByRole("button", { name: "Use as topic 2" }).click();
+    expect(await page.getByLabel("Topic 2 filter").inputValue()).to.equal(
+      "0x" + "0".repeat(24) + a.keyAddress.slice(2).toLowerCase(),
+    );
+    await page.getByRole("button", { name: "Create trigger" }).click();
+    const error = page.locator(".field-error", {
+      hasText: "`chain_event.address` must be a contract address",
+    });
+    await error.waitFor();
+    expect(await page.getByLabel("Contract address").getAttribute("aria-invalid")).to.equal("true");
+    expect((await triggers()).map((t) => t.name)).to.not.include("sweep");
+    await check(page, "triggers-invalid");
+  });
+
+  it("delete asks first, then the trigger is gone from the page and the service", async () => {
+    const { page } = tab;
+    await visit(tab, `triggers/${heartbeatId}`, "Triggers");
+    await page.getByRole("heading", { level: 2, name: "heartbeat" }).waitFor();
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    await page.getByRole("button", { name: "Delete trigger" }).click();
+    await page.locator(`tr[data-trigger-id="${hookId}"]`).waitFor();
+    expect(await page.locator(`tr[data-trigger-id="${heartbeatId}"]`).count()).to.equal(0);
+    const gone = await api("GET", `/triggers/${heartbeatId}`);
+    expect([gone.status, gone.body.error.code]).to.deep.equal([404, "trigger_not_found"]);
+  });
+});
