@@ -191,9 +191,23 @@ const UTC_TIME = new Intl.DateTimeFormat("en-GB", {
   minute: "2-digit",
 });
 
-/** A time as the page shows it: "Fri 27 Nov 2026, 09:05 UTC". */
+const UTC_SECONDS = new Intl.DateTimeFormat("en-GB", {
+  timeZone: "UTC",
+  day: "numeric",
+  month: "short",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+});
+
+/** A time as the page shows it: "Fri, 27 Nov 2026, 09:05 UTC". */
 export function utc(iso: string | number | Date): string {
   return `${UTC_TIME.format(new Date(iso))} UTC`;
+}
+
+/** A run's moment, to the second (runs of one minute are told apart): "27 Nov, 09:05:03". */
+export function utcSeconds(iso: string | number | Date): string {
+  return UTC_SECONDS.format(new Date(iso));
 }
 
 /**

@@ -3,7 +3,9 @@
  * service running its runs): a schedule trigger made through the form (a bad cron refused inline
  * first, the next three times previewed), a webhook trigger with an HMAC whose secret is shown once,
  * accepted by the hook, and gone after a reload; "fire now" followed to a succeeded run in the
- * history; disable; a bad contract address refused inline; delete. Each view passes axe.
+ * history; disable; a bad contract address refused inline, then the chain-event trigger made; the
+ * usage key revoked on the Usage keys page, after which a firing fails with the refusal; delete. Each
+ * view passes axe.
  */
 import { createHmac } from "node:crypto";
 import { expect } from "chai";
@@ -23,6 +25,7 @@ interface TriggerJson {
   run_as: { key_address: string };
   schedule: { cron: string };
   webhook: { url: string; hmac: unknown };
+  chain_event: Record<string, unknown>;
 }
 
 const HEARTBEAT = `async function main(p) {
@@ -158,11 +161,17 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     await page.locator("[data-testid=trigger-runs] tr[data-status=succeeded]").waitFor({ timeout: 30_000 });
   });
 
-  it("lists both triggers: kind, what fires them, the key's name and address, state", async () => {
+  it("lists both triggers: kind, what fires them, the key's name and address, state; no overflow at 390 px", async () => {
     const { page } = tab;
     await visit(tab, "triggers", "Triggers");
     const rows = page.locator("[data-testid=triggers-table] tbody tr");
     await rows.nth(1).waitFor();
+    await page.setViewportSize({ width: 390, height: 900 });
+    const overflow = (await page.evaluate(
+      "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+    )) as number;
+    expect(overflow, "horizontal overflow at 390 px").to.be.at.most(0);
+    await page.setViewportSize({ width: 1366, height: 900 });
     const heartbeat = page.locator(`tr[data-trigger-id="${heartbeatId}"]`);
     expect(await heartbeat.innerText()).to.match(
       /Schedule[\s\S]*\*\/5 \* \* \* \*[\s\S]*next [\s\S]*trigger-key/,
@@ -225,6 +234,41 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     expect(await page.getByLabel("Contract address").getAttribute("aria-invalid")).to.equal("true");
     expect((await triggers()).map((t) => t.name)).to.not.include("sweep");
     await check(page, "triggers-invalid");
+
+    // Fixed (the registry is a contract on this chain), it is made: "when this contract emits
+    // Transfer to my address, sign a sweep".
+    const registry = (await stack.api("GET", "/core/v1/config")).body.registry_address as string;
+    await page.getByLabel("Contract address").fill(registry);
+    await error.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Create trigger" }).click();
+    await page.getByRole("heading", { level: 2, name: "sweep" }).waitFor();
+    const sweep = (await triggers()).find((t) => t.name === "sweep")!;
+    expect(sweep.chain_event).to.deep.include({
+      chain_id: 31337,
+      address: registry.toLowerCase(),
+      topics: [null, "0x" + "0".repeat(24) + a.keyAddress.slice(2).toLowerCase()],
+    });
+    expect(await page.getByTestId("trigger-settings").innerText()).to.contain("chain 31337");
+  });
+
+  it("revoking the usage key on the Usage keys page: the list says so and the next firing fails with the refusal", async () => {
+    const { page } = tab;
+    await visit(tab, "keys", "Usage keys");
+    await page.getByRole("button", { name: "Revoke", exact: true }).click();
+    await page.getByRole("button", { name: "Revoke key" }).click();
+    await page.getByText("No usage keys yet.").waitFor();
+
+    await visit(tab, "triggers", "Triggers");
+    await page
+      .locator(`tr[data-trigger-id="${hookId}"]`)
+      .getByText("not a key of this account now")
+      .waitFor();
+    await page.getByRole("link", { name: "deploy hook" }).click();
+    await page.getByRole("heading", { level: 2, name: "deploy hook" }).waitFor();
+    await page.getByRole("button", { name: "Fire now" }).click();
+    const failed = page.locator("[data-testid=trigger-runs] tbody tr[data-status=failed]");
+    await failed.waitFor({ timeout: 30_000 });
+    expect(await failed.innerText()).to.contain("unknown_api_key");
   });
 
   it("delete asks first, then the trigger is gone from the page and the service", async () => {

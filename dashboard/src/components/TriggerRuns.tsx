@@ -8,7 +8,7 @@ import { useEffect, useState } from "react";
 import type { Sigil, TriggerRun, TriggerRunStatus } from "../../../sdk";
 import { ErrorNote, Empty, Loading } from "./ui";
 import { useLoad } from "../useLoad";
-import { utc } from "../triggerForm";
+import { utcSeconds } from "../triggerForm";
 
 const PAGE_SIZE = 20;
 const STATUSES: TriggerRunStatus[] = ["queued", "running", "succeeded", "failed", "skipped"];
@@ -169,7 +169,7 @@ function Times({ run }: { run: TriggerRun }) {
   const t = (label: string, v: string | null | undefined) =>
     v ? (
       <div>
-        <span className="muted">{label}</span> {utc(v).replace(/ UTC$/, "")}
+        <span className="muted">{label}</span> {utcSeconds(v)}
       </div>
     ) : null;
   return (

@@ -83,6 +83,8 @@ export default function Triggers({ session, hash }: { session: Session; hash: st
       ) : null}
       {v.view === "detail" ? (
         <TriggerDetail
+          // Another trigger's hash is another view: nothing of the previous one (its answer, an edit) stays.
+          key={v.id}
           session={session}
           id={v.id}
           choices={choices.data}
