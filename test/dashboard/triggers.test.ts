@@ -3,7 +3,7 @@
  * service running its runs): a schedule trigger made through the form (a bad cron refused inline
  * first, the next three times previewed), a webhook trigger with an HMAC whose secret is shown once,
  * accepted by the hook, and gone after a reload; "fire now" followed to a succeeded run in the
- * history; disable; a bad contract address refused inline, then the chain-event trigger made; the
+ * history; an edit of the cron; disable; a bad contract address refused inline, then the chain-event trigger made; the
  * usage key revoked on the Usage keys page, after which a firing fails with the refusal; delete. Each
  * view passes axe.
  */
@@ -201,6 +201,20 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     await page.getByLabel("Status", { exact: true }).selectOption("");
     await row.waitFor();
     await check(page, "triggers-run");
+  });
+
+  it("edit: the form starts from the trigger, sends no kind, and the new cron is saved", async () => {
+    const { page } = tab;
+    await page.getByRole("button", { name: "Edit", exact: true }).click();
+    const cron = page.getByLabel("Cron (five fields, UTC)");
+    expect(await cron.inputValue()).to.equal("*/5 * * * *");
+    await cron.fill("0 * * * *");
+    const sent = JSON.parse((await page.getByTestId("trigger-preview").textContent()) ?? "");
+    expect(sent).to.not.have.property("kind");
+    expect(sent.schedule).to.deep.equal({ cron: "0 * * * *", missed: "skip" });
+    await page.getByRole("button", { name: "Save trigger" }).click();
+    await page.getByTestId("trigger-settings").getByText("0 * * * *", { exact: true }).waitFor();
+    expect((await api("GET", `/triggers/${heartbeatId}`)).body.schedule.cron).to.equal("0 * * * *");
   });
 
   it("disable: the page and the service say disabled", async () => {
