@@ -26,6 +26,8 @@ export async function startDashboardRig(
   opts: {
     processor?: PaymentProcessor;
     signupCreditCents?: number;
+    /** The ledger's prices, when a suite needs others than the defaults (e.g. free writes). */
+    prices?: Parameters<typeof createBilling>[0]["prices"];
     /** The relayer's own options for this suite (e.g. a quicker trigger poll). */
     relayer?: Partial<RelayerOptions>;
   } = {},
@@ -37,6 +39,7 @@ export async function startDashboardRig(
     dbPath: path.join(ledgerDir, "ledger.sqlite"),
     processor: opts.processor ?? new SimulatedProcessor(),
     signupCreditCents: opts.signupCreditCents ?? 100,
+    ...(opts.prices ? { prices: opts.prices } : {}),
     chargeFlushMs: 0,
   });
   const stack = await startStack({ ...opts.relayer, billing });

@@ -297,3 +297,65 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     expect([gone.status, gone.body.error.code]).to.deep.equal([404, "trigger_not_found"]);
   });
 });
+
+describe("dashboard: a trigger paused for want of credits, in Chromium", function () {
+  this.timeout(240_000);
+  let rig: DashboardRig;
+  let tab: WatchedPage;
+
+  before(async () => {
+    // No sign-up credit; setting up is free, a run is not (it reserves its 30 s worst case).
+    rig = await startDashboardRig({
+      signupCreditCents: 0,
+      prices: { write_cents: 0, pin_cents_per_100kb: 0, execution_cents_per_second: 1 },
+      relayer: { triggers: { pollMs: 50 } },
+    });
+    tab = await openPage(rig.browser, rig.stack.url);
+  });
+  after(async () => {
+    await rig?.close();
+  });
+  guardSteps(() => ({ tab }));
+
+  it("says paused with a link to Billing; its skipped run names why; fire now is refused inline", async () => {
+    const { stack } = rig;
+    const a = await accountWithKey(stack, HEARTBEAT);
+    const t = await stack.api("POST", "/core/v1/triggers", {
+      key: a.accountKey,
+      body: {
+        name: "broke",
+        kind: "webhook",
+        cid: a.cid,
+        pkp_ids: [a.pkpId],
+        run_as: { key_address: a.keyAddress },
+      },
+    });
+    expect(t.status, JSON.stringify(t.body)).to.equal(201);
+    const fired = await stack.api("POST", `/core/v1/triggers/${t.body.id}/fire`, {
+      key: a.accountKey,
+      body: {},
+    });
+    expect(fired.status, JSON.stringify(fired.body)).to.equal(202);
+
+    const { page } = tab;
+    await signIn(tab, a.accountKey);
+    await visit(tab, "triggers", "Triggers");
+    const row = page.locator(`tr[data-trigger-id="${t.body.id}"]`);
+    await row.getByText("paused: out of credits").waitFor({ timeout: 30_000 });
+    expect(await row.innerText()).to.match(/skipped insufficient_credits/);
+    await check(page, "triggers-paused");
+
+    await row.getByRole("link", { name: "broke" }).click();
+    await page.getByRole("heading", { level: 2, name: "broke" }).waitFor();
+    await page
+      .locator("[data-testid=trigger-runs] tr[data-status=skipped]")
+      .getByText("insufficient_credits")
+      .waitFor();
+    await page.getByRole("button", { name: "Fire now" }).click();
+    await page.getByRole("alert").filter({ hasText: "insufficient_credits" }).waitFor();
+    expect(await page.getByRole("alert").filter({ hasText: "HTTP 402" }).count()).to.equal(1);
+
+    await page.getByTestId("trigger-settings").getByRole("link", { name: "Add credits" }).click();
+    await page.getByRole("heading", { level: 1, name: "Billing" }).waitFor();
+  });
+});

@@ -120,7 +120,9 @@ export function TriggerRuns({
                   ) : null}
                   {r.error ? (
                     <div>
-                      <code>{r.error.code}</code> {r.error.message ?? ""}
+                      {/* A skipped run's error repeats its skip reason: the code is shown once. */}
+                      {r.error.code !== r.skip_reason ? <code>{r.error.code}</code> : null}{" "}
+                      {r.error.message ?? ""}
                     </div>
                   ) : null}
                 </td>

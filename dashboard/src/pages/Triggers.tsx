@@ -263,7 +263,7 @@ function TriggerList({
                   {last ? (
                     <>
                       {last.status}
-                      {last.error ? (
+                      {last.error && last.error.code !== last.skip_reason ? (
                         <>
                           {" "}
                           <code>{last.error.code}</code>
