@@ -8,6 +8,7 @@
  * view passes axe.
  */
 import { createHmac } from "node:crypto";
+import { AxeBuilder } from "@axe-core/playwright";
 import { expect } from "chai";
 import type { Browser, Page } from "playwright-core";
 import type { Stack } from "../helpers/stack";
@@ -45,6 +46,14 @@ describe("dashboard: the Triggers page, in Chromium", function () {
   const api = (method: string, route: string, body?: unknown) =>
     stack.api(method, `/core/v1${route}`, { key: a.accountKey, ...(body ? { body } : {}) });
   const triggers = async () => (await api("GET", "/triggers")).body.items as TriggerJson[];
+
+  /** Like the walk-through's pages: no axe violation of any impact, not only serious ones. */
+  async function axeAll(page: Page, name: string) {
+    const all = (await new AxeBuilder({ page }).analyze()).violations.map(
+      (v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`,
+    );
+    expect(all, `axe on ${name}, any impact`).to.deep.equal([]);
+  }
 
   /** The form's common part: name, action, the one PKP, the usage key. */
   async function fillCommon(page: Page, name: string) {
@@ -107,6 +116,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
       schedule: { cron: "*/5 * * * *", missed: "skip" },
     });
     await check(page, "triggers-new");
+    await axeAll(page, "triggers-new");
     await page.getByRole("button", { name: "Create trigger" }).click();
     await page.getByRole("heading", { level: 2, name: "heartbeat" }).waitFor();
 
@@ -118,6 +128,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     expect(await page.evaluate("location.hash")).to.equal(`#/triggers/${t.id}`);
     await page.getByText("No runs yet.").waitFor();
     await check(page, "triggers-detail");
+    await axeAll(page, "triggers-detail");
   });
 
   it("a webhook trigger's HMAC secret is shown once, works at the hook, and is gone after a reload", async () => {
@@ -130,6 +141,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     const secret = (await page.getByTestId("shown-once-value").innerText()).trim();
     expect(secret).to.match(/^whsec_/);
     await check(page, "triggers-secret");
+    await axeAll(page, "triggers-secret");
 
     const t = (await triggers()).find((x) => x.name === "deploy hook")!;
     expect(t.webhook.hmac).to.deep.equal({ header: "x-sigil-signature", prefix: "sha256=", encoding: "hex" });
@@ -180,6 +192,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     expect(await hook.innerText()).to.match(/Webhook[\s\S]*\/hooks\/v1\/hk_[\s\S]*HMAC in x-sigil-signature/);
     expect(await hook.getByTestId("trigger-state").innerText()).to.equal("enabled");
     await check(page, "triggers");
+    await axeAll(page, "triggers");
   });
 
   it("fire now: the run succeeds in the history, with its logs and response", async () => {
@@ -201,6 +214,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     await page.getByLabel("Status", { exact: true }).selectOption("");
     await row.waitFor();
     await check(page, "triggers-run");
+    await axeAll(page, "triggers-run");
   });
 
   it("edit: the form starts from the trigger, sends no kind, and the new cron is saved", async () => {
@@ -248,6 +262,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     expect(await page.getByLabel("Contract address").getAttribute("aria-invalid")).to.equal("true");
     expect((await triggers()).map((t) => t.name)).to.not.include("sweep");
     await check(page, "triggers-invalid");
+    await axeAll(page, "triggers-invalid");
 
     // Fixed (the registry is a contract on this chain), it is made: "when this contract emits
     // Transfer to my address, sign a sweep".

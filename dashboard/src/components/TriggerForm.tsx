@@ -138,7 +138,10 @@ export function TriggerForm({
             )
           }
         </Field>
-        <fieldset className="nested" aria-describedby="trigger-pkps-error">
+        <fieldset
+          className="nested"
+          aria-describedby={fieldError("pkp_ids") ? "trigger-pkps-error" : undefined}
+        >
           <legend>PKPs it may use</legend>
           {choices.pkps.length === 0 ? <p className="muted">This account has no PKPs.</p> : null}
           {choices.pkps.map((p) => (
