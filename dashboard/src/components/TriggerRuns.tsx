@@ -4,7 +4,7 @@
  * disclosure. While a run on the page is queued or running the page asks again every two seconds, so a
  * "fire now" is followed to its end without a click.
  */
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import type { Sigil, TriggerRun, TriggerRunStatus } from "../../../sdk";
 import { ErrorNote, Empty, Loading } from "./ui";
 import { useLoad } from "../useLoad";
@@ -20,17 +20,20 @@ const BADGE: Record<TriggerRunStatus, string> = {
   skipped: "badge badge-refused",
 };
 
-type Untyped = (path: string, init?: unknown) => Promise<unknown>;
-
-/** One page of runs (the SDK's `runs` iterates them all; the history shows one page at a time). */
-function runsPage(sigil: Sigil, id: string, page: number, status: TriggerRunStatus | "") {
-  const get = sigil.get as unknown as Untyped;
-  return get("/core/v1/triggers/{id}/runs", {
+/** One page of a trigger's runs, newest first (the SDK's `runs` iterates them all). */
+export function runsPage(
+  sigil: Sigil,
+  id: string,
+  page: number,
+  status: TriggerRunStatus | "",
+  pageSize = PAGE_SIZE,
+): Promise<{ items: TriggerRun[]; total: number }> {
+  return sigil.get("/core/v1/triggers/{id}/runs", {
     params: {
       path: { id },
-      query: { page_number: page, page_size: PAGE_SIZE, ...(status ? { status } : {}) },
+      query: { page_number: page, page_size: pageSize, ...(status ? { status } : {}) },
     },
-  }) as Promise<{ items: TriggerRun[]; total: number }>;
+  });
 }
 
 export function TriggerRuns({
@@ -46,7 +49,12 @@ export function TriggerRuns({
   const [page, setPage] = useState(0);
   const runs = useLoad(() => runsPage(sigil, triggerId, page, status));
   const { reload } = runs;
-  useEffect(reload, [reload, status, page, reloadKey]);
+  // useLoad read the first page on mount; a new filter, page or firing reads again.
+  const mounted = useRef(false);
+  useEffect(() => {
+    if (mounted.current) reload();
+    mounted.current = true;
+  }, [reload, status, page, reloadKey]);
   const unfinished = runs.data?.items.some((r) => r.status === "queued" || r.status === "running") ?? false;
   useEffect(() => {
     if (!unfinished) return;

@@ -10,7 +10,7 @@ import type { Trigger } from "../../../sdk";
 import { collect, listPinnedActions, type Session } from "../api";
 import { ConfirmButton, CopyButton, Empty, ErrorNote, Loading, ShownOnce, short } from "../components/ui";
 import { TriggerForm, type FormChoices } from "../components/TriggerForm";
-import { TriggerRuns } from "../components/TriggerRuns";
+import { runsPage, TriggerRuns } from "../components/TriggerRuns";
 import { useToast } from "../components/Toasts";
 import { emptyForm, formOf, KIND_LABELS, utc } from "../triggerForm";
 import { useAction, useLoad } from "../useLoad";
@@ -207,10 +207,7 @@ function TriggerList({
     const triggers = await collect(sigil.triggers.list());
     // Each trigger's newest run: one small read each (an account has at most 50 triggers).
     const last = await Promise.all(
-      triggers.map(async (t) => {
-        for await (const r of sigil.triggers.runs(t.id)) return r;
-        return null;
-      }),
+      triggers.map(async (t) => (await runsPage(sigil, t.id, 0, "", 1)).items[0] ?? null),
     );
     return triggers.map((t, i) => ({ t, last: last[i] }));
   });
