@@ -4,7 +4,7 @@
  * service is shown next to the field its `details.field` names (or above the buttons when it names
  * none), and the form keeps what was typed.
  */
-import { useState, type ReactNode } from "react";
+import { useState } from "react";
 import type { Trigger } from "../../../sdk";
 import type { PinnedAction, ShownError } from "../api";
 import {
@@ -209,12 +209,7 @@ export function TriggerForm({
       <fieldset>
         <legend>Limits and retry</legend>
         <div className="row wrap">
-          <NumberField
-            label="Runs per minute"
-            hint="1 to 600"
-            name="limits.runs_per_minute"
-            {...{ fieldError }}
-          >
+          <Field label="Runs per minute" hint="1 to 600" error={fieldError("limits.runs_per_minute")}>
             {(p) => (
               <input
                 {...p}
@@ -223,13 +218,8 @@ export function TriggerForm({
                 onChange={(e) => edit("runsPerMinute", e.target.value, "limits.runs_per_minute")}
               />
             )}
-          </NumberField>
-          <NumberField
-            label="Queued runs at most"
-            hint="1 to 1000"
-            name="limits.max_queued_runs"
-            {...{ fieldError }}
-          >
+          </Field>
+          <Field label="Queued runs at most" hint="1 to 1000" error={fieldError("limits.max_queued_runs")}>
             {(p) => (
               <input
                 {...p}
@@ -238,7 +228,7 @@ export function TriggerForm({
                 onChange={(e) => edit("maxQueuedRuns", e.target.value, "limits.max_queued_runs")}
               />
             )}
-          </NumberField>
+          </Field>
           <Field label="Concurrency" error={fieldError("limits.concurrency")}>
             {(p) => (
               <select
@@ -253,7 +243,7 @@ export function TriggerForm({
               </select>
             )}
           </Field>
-          <NumberField label="Attempts in all" hint="1 to 10" name="retry.max_attempts" {...{ fieldError }}>
+          <Field label="Attempts in all" hint="1 to 10" error={fieldError("retry.max_attempts")}>
             {(p) => (
               <input
                 {...p}
@@ -262,12 +252,11 @@ export function TriggerForm({
                 onChange={(e) => edit("maxAttempts", e.target.value, "retry.max_attempts")}
               />
             )}
-          </NumberField>
-          <NumberField
+          </Field>
+          <Field
             label="First retry after (ms)"
             hint="Doubled each time; 100 ms to 1 h"
-            name="retry.backoff_ms"
-            {...{ fieldError }}
+            error={fieldError("retry.backoff_ms")}
           >
             {(p) => (
               <input
@@ -277,7 +266,7 @@ export function TriggerForm({
                 onChange={(e) => edit("backoffMs", e.target.value, "retry.backoff_ms")}
               />
             )}
-          </NumberField>
+          </Field>
         </div>
       </fieldset>
 
@@ -333,26 +322,6 @@ interface KindProps {
   f: TriggerFormState;
   edit: Edit;
   fieldError: (name: string) => string | undefined;
-}
-
-function NumberField({
-  label,
-  hint,
-  name,
-  fieldError,
-  children,
-}: {
-  label: string;
-  hint: string;
-  name: string;
-  fieldError: (name: string) => string | undefined;
-  children: Parameters<typeof Field>[0]["children"];
-}) {
-  return (
-    <Field label={label} hint={hint} error={fieldError(name)}>
-      {children}
-    </Field>
-  );
 }
 
 function ScheduleFields({ f, edit, fieldError }: KindProps) {
@@ -517,7 +486,7 @@ function ChainEventFields({ f, edit, fieldError }: KindProps) {
           )}
         </Field>
       ))}
-      <HelperRow>
+      <div className="row wrap">
         <Field label="Address to turn into a topic" hint="An indexed address argument, e.g. Transfer's `to`">
           {(p) => (
             <input
@@ -544,7 +513,7 @@ function ChainEventFields({ f, edit, fieldError }: KindProps) {
             Use as topic {i + 1}
           </button>
         ))}
-      </HelperRow>
+      </div>
       <Field
         label="From block"
         hint="Empty: the chain's head when the trigger is made"
@@ -561,8 +530,4 @@ function ChainEventFields({ f, edit, fieldError }: KindProps) {
       </Field>
     </>
   );
-}
-
-function HelperRow({ children }: { children: ReactNode }) {
-  return <div className="row wrap">{children}</div>;
 }
