@@ -3,7 +3,7 @@
  * service running its runs): a schedule trigger made through the form (a bad cron refused inline
  * first, the next three times previewed), a webhook trigger with an HMAC whose secret is shown once,
  * accepted by the hook, and gone after a reload; "fire now" followed to a succeeded run in the
- * history; an edit of the cron; disable; a bad contract address refused inline, then the chain-event trigger made; the
+ * history; the history paged; an edit of the cron; disable; a bad contract address refused inline, then the chain-event trigger made; the
  * usage key revoked on the Usage keys page, after which a firing fails with the refusal; delete. Each
  * view passes axe.
  */
@@ -42,6 +42,8 @@ describe("dashboard: the Triggers page, in Chromium", function () {
   let a: Awaited<ReturnType<typeof accountWithKey>>;
   let heartbeatId: string;
   let hookId: string;
+  let hookUrl: string;
+  let hookSecret: string;
 
   const api = (method: string, route: string, body?: unknown) =>
     stack.api(method, `/core/v1${route}`, { key: a.accountKey, ...(body ? { body } : {}) });
@@ -64,7 +66,8 @@ describe("dashboard: the Triggers page, in Chromium", function () {
   }
 
   before(async () => {
-    rig = await startDashboardRig({ relayer: { triggers: { pollMs: 50 } } });
+    // Credit for the runs of these steps: each reserves its 30 s worst case before it runs.
+    rig = await startDashboardRig({ signupCreditCents: 10_000, relayer: { triggers: { pollMs: 50 } } });
     ({ stack, browser } = rig);
     a = await accountWithKey(stack, HEARTBEAT);
     tab = await openPage(browser, stack.url);
@@ -138,7 +141,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     await fillCommon(page, "deploy hook");
     await page.getByRole("checkbox", { name: /Require an HMAC/ }).check();
     await page.getByRole("button", { name: "Create trigger" }).click();
-    const secret = (await page.getByTestId("shown-once-value").innerText()).trim();
+    const secret = (hookSecret = (await page.getByTestId("shown-once-value").innerText()).trim());
     expect(secret).to.match(/^whsec_/);
     await check(page, "triggers-secret");
     await axeAll(page, "triggers-secret");
@@ -146,6 +149,7 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     const t = (await triggers()).find((x) => x.name === "deploy hook")!;
     expect(t.webhook.hmac).to.deep.equal({ header: "x-sigil-signature", prefix: "sha256=", encoding: "hex" });
     hookId = t.id;
+    hookUrl = t.webhook.url;
     // The secret on the page is the one the hook checks: a delivery signed with it is accepted.
     const body = JSON.stringify({ ref: "main" });
     const signed = await fetch(t.webhook.url, {
@@ -215,6 +219,49 @@ describe("dashboard: the Triggers page, in Chromium", function () {
     await row.waitFor();
     await check(page, "triggers-run");
     await axeAll(page, "triggers-run");
+  });
+
+  it("pages the history: 21 runs are 20 newest first, then the oldest one", async () => {
+    const { page } = tab;
+    for (let i = 0; i < 20; i++) {
+      const body = JSON.stringify({ n: i });
+      const r = await fetch(hookUrl, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-sigil-signature": "sha256=" + createHmac("sha256", hookSecret).update(body).digest("hex"),
+        },
+        body,
+      });
+      expect(r.status).to.equal(202);
+    }
+    const until = Date.now() + 60_000;
+    for (;;) {
+      const runs = (await api("GET", `/triggers/${hookId}/runs?page_size=100`)).body;
+      const done = runs.items.filter((r: { status: string }) => r.status === "succeeded").length;
+      if (runs.total === 21 && done === 21) break;
+      if (Date.now() > until)
+        throw new Error(`runs: ${JSON.stringify(runs.items.map((r: { status: string }) => r.status))}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    const all = (await api("GET", `/triggers/${hookId}/runs?page_size=100`)).body.items as Array<{
+      id: string;
+    }>;
+    await visit(tab, `triggers/${hookId}`, "Triggers");
+    await page.getByText("Page 1 of 2").waitFor();
+    const ids = () =>
+      page
+        .locator("[data-testid=trigger-runs] tbody tr")
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-run-id")));
+    expect(await ids()).to.deep.equal(all.slice(0, 20).map((r) => r.id));
+    await page.getByRole("button", { name: "Older runs" }).click();
+    await page.getByText("Page 2 of 2").waitFor();
+    expect(await ids()).to.deep.equal([all[20].id]);
+    await page.getByRole("button", { name: "Newer runs" }).click();
+    await page.getByText("Page 1 of 2").waitFor();
+    // Back to the schedule trigger for the next steps.
+    await visit(tab, `triggers/${heartbeatId}`, "Triggers");
+    await page.getByRole("heading", { level: 2, name: "heartbeat" }).waitFor();
   });
 
   it("edit: the form starts from the trigger, sends no kind, and the new cron is saved", async () => {
