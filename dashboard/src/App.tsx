@@ -22,6 +22,8 @@ import { forgetRuns } from "./recentRuns";
 const Actions = lazy(() => import("./pages/Actions"));
 // The audit log's page carries the export verifier: loaded when opened.
 const Activity = lazy(() => import("./pages/Activity"));
+// Triggers carries a cron parser (croner) for its schedule preview: loaded when opened.
+const Triggers = lazy(() => import("./pages/Triggers"));
 
 interface PageDef {
   id: string;
@@ -36,6 +38,8 @@ const PAGES: PageDef[] = [
   { id: "groups", title: "Groups", accountOnly: false, owner: true },
   { id: "keys", title: "Usage keys", accountOnly: true, owner: true },
   { id: "actions", title: "Actions", accountOnly: false, owner: false },
+  // The account key manages triggers; the owner's wallet session reads them.
+  { id: "triggers", title: "Triggers", accountOnly: true, owner: true },
   { id: "billing", title: "Billing", accountOnly: true, owner: true },
   // Listed for a usage key too: the page says whose log it is when the service refuses it.
   { id: "activity", title: "Activity", accountOnly: false, owner: true },
@@ -192,6 +196,12 @@ function PageBody({ id, session, hash }: { id: string; session: Session; hash: s
       return (
         <Suspense fallback={<Loading what="the action editor" />}>
           <Actions session={session} />
+        </Suspense>
+      );
+    case "triggers":
+      return (
+        <Suspense fallback={<Loading what="triggers" />}>
+          <Triggers session={session} hash={hash} />
         </Suspense>
       );
     case "billing":

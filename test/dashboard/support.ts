@@ -10,6 +10,7 @@ import * as path from "node:path";
 import { expect } from "chai";
 import type { Browser, Page } from "playwright-core";
 import { createBilling, SimulatedProcessor, type PaymentProcessor } from "../../relayer/billing";
+import type { RelayerOptions } from "../../relayer/config";
 import { ensureDashboardBuilt } from "../../scripts/start/dashboardBuild";
 import { startStack, type Stack } from "../helpers/stack";
 import { launchBrowser, screenshot, seriousViolations, type WatchedPage } from "./browser";
@@ -22,7 +23,14 @@ export interface DashboardRig {
 
 /** Builds the dashboard if stale, then starts the stack (its ledger in a temp folder) and Chromium. */
 export async function startDashboardRig(
-  opts: { processor?: PaymentProcessor; signupCreditCents?: number } = {},
+  opts: {
+    processor?: PaymentProcessor;
+    signupCreditCents?: number;
+    /** The ledger's prices, when a suite needs others than the defaults (e.g. free writes). */
+    prices?: Parameters<typeof createBilling>[0]["prices"];
+    /** The relayer's own options for this suite (e.g. a quicker trigger poll). */
+    relayer?: Partial<RelayerOptions>;
+  } = {},
 ): Promise<DashboardRig> {
   if (!ensureDashboardBuilt((m) => process.stderr.write(`  (${m})\n`)))
     throw new Error("dashboard build failed");
@@ -31,9 +39,10 @@ export async function startDashboardRig(
     dbPath: path.join(ledgerDir, "ledger.sqlite"),
     processor: opts.processor ?? new SimulatedProcessor(),
     signupCreditCents: opts.signupCreditCents ?? 100,
+    ...(opts.prices ? { prices: opts.prices } : {}),
     chargeFlushMs: 0,
   });
-  const stack = await startStack({ billing });
+  const stack = await startStack({ ...opts.relayer, billing });
   const browser = await launchBrowser();
   return {
     stack,

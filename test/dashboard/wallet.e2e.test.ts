@@ -1,7 +1,8 @@
 /**
  * The owner of a ChainSecured account in the dashboard, in a real Chromium on the real stack: signs in
  * with an injected EIP-1193 wallet (EIP-4361, one personal_sign), sees the account, and manages usage
- * keys as owner transactions the wallet sends. The wallet is anvil account 1, signing in the test
+ * keys as owner transactions the wallet sends; reads the account's triggers without being offered a
+ * change to them. The wallet is anvil account 1, signing in the test
  * process with its key on the real chain.
  */
 import * as fs from "node:fs";
@@ -157,6 +158,33 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     const sigil = createSigil({ baseUrl: stack.url, apiKey: usageKey });
     const r = await sigil.waitUntilExecutable({ cid: account.cid, pkp_id: account.pkpId, js_params: {} });
     expect(r.response).to.equal("hi from the owner's key");
+  });
+
+  it("reads the account's triggers (made with the account key) and offers no change to them", async () => {
+    const { page } = tab;
+    const made = await stack.api("POST", "/core/v1/triggers", {
+      key: account.accountKey,
+      body: {
+        name: "owner-visible heartbeat",
+        kind: "schedule",
+        cid: account.cid,
+        pkp_ids: [account.pkpId],
+        run_as: { key_address: addedKey },
+        schedule: { cron: "*/5 * * * *" },
+      },
+    });
+    expect(made.status, JSON.stringify(made.body)).to.equal(201);
+    await visit("triggers", "Triggers");
+    await page.getByTestId("triggers-read-only").waitFor();
+    const row = page.locator(`tr[data-trigger-id="${made.body.id}"]`);
+    expect(await row.innerText()).to.match(/owner-visible heartbeat[\s\S]*Schedule[\s\S]*from-the-wallet/);
+    expect(await page.getByRole("button", { name: "New trigger" }).count()).to.equal(0);
+    await row.getByRole("link", { name: "owner-visible heartbeat" }).click();
+    await page.getByTestId("trigger-settings").waitFor();
+    await page.getByRole("heading", { level: 2, name: "Run history" }).waitFor();
+    for (const name of ["Edit", "Disable", "Fire now", "Delete"])
+      expect(await page.getByRole("button", { name, exact: true }).count(), name).to.equal(0);
+    await check(page, "wallet-triggers");
   });
 
   it("revokes it as an owner transaction; the key then gets 401 unknown_api_key", async () => {

@@ -145,10 +145,13 @@ export function ShownOnce({
   value,
   onDone,
   heading = 2,
+  note = "This is the only time it is shown. Sigil keeps only a hash: store it in a password manager now.",
 }: {
   title: string;
   value: string;
   onDone: () => void;
+  /** What the service keeps of it, and where to store it (a key's hash; a webhook secret sealed). */
+  note?: string;
   /** 1 where it is the page's only content (the new account's key). */
   heading?: 1 | 2;
 }) {
@@ -157,7 +160,7 @@ export function ShownOnce({
   return (
     <section className="once" aria-label={title}>
       {heading === 1 ? <h1>{title}</h1> : <h2>{title}</h2>}
-      <p>This is the only time it is shown. Sigil keeps only a hash: store it in a password manager now.</p>
+      <p>{note}</p>
       <div className="row">
         <code className="secret" data-testid="shown-once-value">
           {value}
