@@ -175,6 +175,8 @@ export class Authenticator {
     siwe: { message: string; signature: string },
     sessionKey: string,
     method: string,
+    /** The endpoint changes only the service's own records (caller "owner"): a session may write. */
+    writes = false,
   ): Promise<AuthContext> {
     if (!this.siwe) throw new ApiError("siwe_invalid", "This service does not accept wallet sign-in.");
     const session = await this.siwe.verify(siwe.message, siwe.signature);
@@ -185,7 +187,7 @@ export class Authenticator {
       );
     // Signed out (on any instance): refused before anything else is looked at.
     await this.siwe.assertNotRevoked(session);
-    if (!OWNER_SESSION_METHODS.has(method.toUpperCase()))
+    if (!writes && !OWNER_SESSION_METHODS.has(method.toUpperCase()))
       throw new ApiError(
         "siwe_read_only",
         "A wallet sign-in may only read: the owner's changes are transactions the owner's wallet or Safe sends to the registry.",
@@ -253,6 +255,16 @@ export class Authenticator {
     };
   }
 
+  /**
+   * Middleware: the account key, or the owner's wallet session for writes too (caller "owner": the
+   * endpoint changes the service's own records, never the registry). A usage key gets 403 owner_only.
+   */
+  requireOwner(): RequestHandler {
+    return (req: Request, res: Response, next: NextFunction) => {
+      this.run(req, res, next, true, true);
+    };
+  }
+
   /** Re-checks a caller mid-request (executor key operations), the same way it was authenticated. */
   reauthenticate(auth: AuthContext): Promise<AuthContext> {
     return auth.apiKey === null
@@ -260,7 +272,13 @@ export class Authenticator {
       : this.authenticate(auth.apiKey, { rateLimit: false });
   }
 
-  private run(req: Request, res: Response, next: NextFunction, accountOnly: boolean): void {
+  private run(
+    req: Request,
+    res: Response,
+    next: NextFunction,
+    accountOnly: boolean,
+    sessionWrites = false,
+  ): void {
     let pending: Promise<AuthContext>;
     try {
       const siwe = siweHeaders((name) => req.get(name));
@@ -274,7 +292,7 @@ export class Authenticator {
         const verified = this.signed!.verifyRequest(req, rawBodyOf(req));
         const authenticateSigner = (address: string) =>
           siwe
-            ? this.authenticateOwnerSession(siwe, address, req.method)
+            ? this.authenticateOwnerSession(siwe, address, req.method, sessionWrites)
             : this.authenticateUsageKey(address, null);
         pending =
           typeof verified === "string" ? authenticateSigner(verified) : verified.then(authenticateSigner);

@@ -8,7 +8,10 @@ import type { RequestAuth } from "./transport";
 
 /** What a signed-in page or program holds: no owner key, only the session key and the signed message. */
 export interface OwnerSession {
-  /** The session key's private key (0x hex): signs requests, can only read, expires with the message. */
+  /**
+   * The session key's private key (0x hex): signs requests, expires with the message. It reads, and
+   * writes only the service's own records (triggers): never the registry.
+   */
   sessionKey: string;
   message: string;
   signature: string;

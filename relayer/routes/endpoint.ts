@@ -38,10 +38,13 @@ export type Body = Record<string, unknown>;
 
 /**
  * Who may call an endpoint. "key": the account key or a usage key (bearer or signed request; the handler
- * checks the usage key's scope, listed in `scopes`); "account": the account key only; "session": a wallet
- * sign-in's session key signs the request itself and the handler checks it; "public": no credential.
+ * checks the usage key's scope, listed in `scopes`); "account": the account key only (an owner's wallet
+ * session may read); "owner": the account key or the owner's wallet session, which may also write here,
+ * because these endpoints change the service's own records and never the registry (triggers); "session":
+ * a wallet sign-in's session key signs the request itself and the handler checks it; "public": no
+ * credential.
  */
-export type Caller = "public" | "key" | "account" | "session";
+export type Caller = "public" | "key" | "account" | "owner" | "session";
 
 /** What a JSON handler answers: the status (200 unless given) and the body. */
 export interface HandlerResult {

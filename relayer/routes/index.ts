@@ -74,7 +74,11 @@ export function relayerRouter(
   endpoints: ReadonlyArray<Endpoint<RelayerContext>>,
 ): DeclaredRouter {
   return declaredRouter(ctx, endpoints, {
-    guards: { key: [ctx.auth.requireKey()], account: [ctx.auth.requireAccountKey()] },
+    guards: {
+      key: [ctx.auth.requireKey()],
+      account: [ctx.auth.requireAccountKey()],
+      owner: [ctx.auth.requireOwner()],
+    },
     run: (e) => handler(ctx, (req, res) => e.handle(ctx, req, res), { secretFields: e.secretFields }),
   });
 }

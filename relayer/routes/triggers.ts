@@ -1,8 +1,9 @@
 /**
  * /core/v1/triggers: the account's triggers and their run history (docs/triggers.md). The account key
- * manages them; a usage key gets 403 owner_only (a trigger spends the account's credit as one of its
- * keys). An owner signed in with a wallet reads them, like everything else it reads: a wallet session
- * never writes (relayer/auth.ts).
+ * manages them, and so does the owner of a ChainSecured account through its wallet session (caller
+ * "owner"): a trigger is a record of this service, never a registry write, and it runs only as a usage
+ * key the chain already knows. A usage key gets 403 owner_only (a trigger spends the account's credit
+ * as one of its keys).
  */
 import type { Request } from "express";
 import { authOf } from "../auth";
@@ -143,7 +144,7 @@ const env = (ctx: RelayerContext, account: Parameters<typeof pkpOfAddress>[1]) =
 });
 
 const postTriggers = endpoint<RelayerContext>("POST", "/triggers", {
-  caller: "account",
+  caller: "owner",
   summary: "Create a trigger: a schedule, an inbound webhook or a chain event runs an action as a usage key",
   status: 201,
   body: triggerBody,
@@ -166,7 +167,7 @@ const postTriggers = endpoint<RelayerContext>("POST", "/triggers", {
 });
 
 const getTriggers = endpoint<RelayerContext>("GET", "/triggers", {
-  caller: "account",
+  caller: "owner",
   summary: "The account's triggers, oldest first",
   params: s.pagingParams,
   answer: s.page(triggerSchema),
@@ -188,7 +189,7 @@ const getTriggers = endpoint<RelayerContext>("GET", "/triggers", {
 });
 
 const getTrigger = endpoint<RelayerContext>("GET", "/triggers/:id", {
-  caller: "account",
+  caller: "owner",
   summary: "A trigger",
   params: [triggerId],
   answer: triggerSchema,
@@ -200,7 +201,7 @@ const getTrigger = endpoint<RelayerContext>("GET", "/triggers/:id", {
 });
 
 const postTrigger = endpoint<RelayerContext>("POST", "/triggers/:id", {
-  caller: "account",
+  caller: "owner",
   summary: "Update a trigger (any field but its kind; absent fields keep their value)",
   params: [triggerId],
   body: triggerBody,
@@ -222,7 +223,7 @@ const postTrigger = endpoint<RelayerContext>("POST", "/triggers/:id", {
 
 const toggle = (enabled: boolean) =>
   endpoint<RelayerContext>("POST", `/triggers/:id/${enabled ? "enable" : "disable"}`, {
-    caller: "account",
+    caller: "owner",
     summary: enabled ? "Enable a trigger" : "Disable a trigger (it fires nothing; its hook answers 404)",
     params: [triggerId],
     answer: triggerSchema,
@@ -235,7 +236,7 @@ const toggle = (enabled: boolean) =>
   });
 
 const deleteTrigger = endpoint<RelayerContext>("DELETE", "/triggers/:id", {
-  caller: "account",
+  caller: "owner",
   summary: "Delete a trigger and its run history",
   params: [triggerId],
   answer: s.out({ deleted: s.bool() }),
@@ -247,7 +248,7 @@ const deleteTrigger = endpoint<RelayerContext>("DELETE", "/triggers/:id", {
 });
 
 const postFire = endpoint<RelayerContext>("POST", "/triggers/:id/fire", {
-  caller: "account",
+  caller: "owner",
   summary: "Fire a trigger now, by hand (firing id manual:<uuid>); the run is queued",
   params: [triggerId],
   status: 202,
@@ -269,7 +270,7 @@ const postFire = endpoint<RelayerContext>("POST", "/triggers/:id/fire", {
 });
 
 const getRuns = endpoint<RelayerContext>("GET", "/triggers/:id/runs", {
-  caller: "account",
+  caller: "owner",
   summary: "A trigger's runs, newest first (filter with ?status=)",
   params: [
     ...s.pagingParams,
@@ -299,7 +300,7 @@ const getRuns = endpoint<RelayerContext>("GET", "/triggers/:id/runs", {
 });
 
 const getRun = endpoint<RelayerContext>("GET", "/triggers/:id/runs/:run_id", {
-  caller: "account",
+  caller: "owner",
   summary: "One run of a trigger",
   params: [triggerId, runId],
   answer: runSchema,

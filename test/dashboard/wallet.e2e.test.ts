@@ -1,8 +1,8 @@
 /**
  * The owner of a ChainSecured account in the dashboard, in a real Chromium on the real stack: signs in
  * with an injected EIP-1193 wallet (EIP-4361, one personal_sign), sees the account, and manages usage
- * keys as owner transactions the wallet sends; reads the account's triggers without being offered a
- * change to them. The wallet is anvil account 1, signing in the test
+ * keys as owner transactions the wallet sends; manages the account's triggers (the one change it makes
+ * through the service: a trigger is not a registry write). The wallet is anvil account 1, signing in the test
  * process with its key on the real chain.
  */
 import * as fs from "node:fs";
@@ -160,7 +160,7 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     expect(r.response).to.equal("hi from the owner's key");
   });
 
-  it("reads the account's triggers (made with the account key) and offers no change to them", async () => {
+  it("manages the account's triggers: sees one made with the account key and fires it", async () => {
     const { page } = tab;
     const made = await stack.api("POST", "/core/v1/triggers", {
       key: account.accountKey,
@@ -175,15 +175,20 @@ describe("dashboard: the owner signs in with a wallet (Chromium)", function () {
     });
     expect(made.status, JSON.stringify(made.body)).to.equal(201);
     await visit("triggers", "Triggers");
-    await page.getByTestId("triggers-read-only").waitFor();
     const row = page.locator(`tr[data-trigger-id="${made.body.id}"]`);
     expect(await row.innerText()).to.match(/owner-visible heartbeat[\s\S]*Schedule[\s\S]*from-the-wallet/);
-    expect(await page.getByRole("button", { name: "New trigger" }).count()).to.equal(0);
+    // A trigger is the service's own record, not a registry write: the owner's session manages it.
+    expect(await page.getByTestId("triggers-read-only").count()).to.equal(0);
+    await page.getByRole("button", { name: "New trigger" }).waitFor();
     await row.getByRole("link", { name: "owner-visible heartbeat" }).click();
     await page.getByTestId("trigger-settings").waitFor();
     await page.getByRole("heading", { level: 2, name: "Run history" }).waitFor();
-    for (const name of ["Edit", "Disable", "Fire now", "Delete"])
-      expect(await page.getByRole("button", { name, exact: true }).count(), name).to.equal(0);
+    for (const name of ["Edit", "Disable", "Delete"])
+      expect(await page.getByRole("button", { name, exact: true }).count(), name).to.equal(1);
+    await page.getByRole("button", { name: "Fire now", exact: true }).click();
+    await page
+      .locator("[data-testid=trigger-runs] tbody tr[data-status=succeeded]")
+      .waitFor({ timeout: 30_000 });
     await check(page, "wallet-triggers");
   });
 

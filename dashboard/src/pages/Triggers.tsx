@@ -1,9 +1,9 @@
 /**
  * Triggers: schedules, inbound webhooks and chain events that run an action as one of the account's
  * usage keys. Three views chosen by the hash: the list (`#/triggers`), a new trigger
- * (`#/triggers/new`) and one trigger with its run history (`#/triggers/<id>`). The account key manages
- * them; the owner signed in with a wallet reads them (the service takes no trigger change from a wallet
- * session). A webhook secret lives in this component's state only: shown once, gone on reload.
+ * (`#/triggers/new`) and one trigger with its run history (`#/triggers/<id>`). The account key and
+ * the owner signed in with a wallet manage them (for a wallet session, triggers are the one change the
+ * service takes: they are its own records, not registry writes). A webhook secret lives in this component's state only: shown once, gone on reload.
  */
 import { useState } from "react";
 import type { Trigger } from "../../../sdk";
@@ -33,7 +33,7 @@ function useChoices(session: Session) {
   const { sigil } = session;
   return useLoad(async (): Promise<FormChoices & { chainId: number }> => {
     const [pinned, pkps, keys, config] = await Promise.all([
-      // The owner's wallet session may not list pins: the form is not shown to it anyway.
+      // The owner's wallet session may not list pins: its form takes the action's CID as typed.
       session.kind === "account" ? listPinnedActions(sigil).then((p) => p.items) : Promise.resolve([]),
       collect(sigil.pkps()),
       collect(sigil.usageKeys()),
@@ -48,7 +48,9 @@ export default function Triggers({ session, hash }: { session: Session; hash: st
   const choices = useChoices(session);
   // The webhook secret of the trigger just made (or given an HMAC): this tab, this view, once.
   const [secret, setSecret] = useState<{ id: string; value: string } | null>(null);
-  const readOnly = session.kind !== "account";
+  // The account key and the owner's wallet session manage triggers (a trigger is a record of the
+  // service, never a registry write: docs/triggers.md); the page is not offered to usage keys.
+  const readOnly = session.kind !== "account" && session.kind !== "owner";
 
   if (secret)
     return (
@@ -67,8 +69,7 @@ export default function Triggers({ session, hash }: { session: Session; hash: st
       <ErrorNote error={choices.error} />
       {readOnly ? (
         <p className="muted" data-testid="triggers-read-only">
-          Signed in with a wallet, this page only reads: creating or changing a trigger needs the account key
-          (or <code>npx sigil triggers</code>).
+          This key only reads triggers: the account key or the owner's wallet manages them.
         </p>
       ) : null}
       {v.view === "list" ? (
