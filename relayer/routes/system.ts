@@ -7,9 +7,17 @@ import * as s from "./schemas";
 
 const config = endpoint<RelayerContext>("GET", "/config", {
   caller: "public",
-  summary: "Chain id, contract addresses, limits, prices",
+  summary: "Chain id, contract addresses, the chains the service reaches, limits, prices",
   answer: s.out({
     chain_id: s.int(),
+    chains: s.arr(
+      s.out({
+        chain_id: s.int(),
+        name: s.str(),
+        confirmations: s.int("Blocks a log waits under before a chain-event trigger fires on it"),
+      }),
+      "The chains chain-event triggers and sendTransaction may name (the registry's first); never their RPC URLs",
+    ),
     registry_address: s.address,
     forwarder_address: s.address,
     deploy_block: s.int(),
@@ -44,6 +52,12 @@ const config = endpoint<RelayerContext>("GET", "/config", {
   handle: async (ctx) => ({
     body: {
       chain_id: ctx.chainId,
+      // Never the RPC URLs: a hosted endpoint's URL often carries its key.
+      chains: ctx.cfg.chains.map((c) => ({
+        chain_id: c.chainId,
+        name: c.name,
+        confirmations: c.confirmations,
+      })),
       registry_address: ctx.cfg.registryAddress,
       forwarder_address: ctx.cfg.forwarderAddress,
       deploy_block: ctx.cfg.deployBlock,

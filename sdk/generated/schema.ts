@@ -8012,7 +8012,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Chain id, contract addresses, limits, prices */
+    /** Chain id, contract addresses, the chains the service reaches, limits, prices */
     get: {
       parameters: {
         query?: never;
@@ -8030,6 +8030,13 @@ export interface paths {
           content: {
             "application/json": {
               chain_id: number;
+              /** @description The chains chain-event triggers and sendTransaction may name (the registry's first); never their RPC URLs */
+              chains: {
+                chain_id: number;
+                name: string;
+                /** @description Blocks a log waits under before a chain-event trigger fires on it */
+                confirmations: number;
+              }[];
               /** @description EIP-55 checksummed address */
               registry_address: string;
               /** @description EIP-55 checksummed address */

@@ -526,6 +526,10 @@ describe("relayer: bad input", function () {
         billing_enabled: false,
       });
     });
+    it("GET config lists the chains the service reaches, without their RPC URLs", async () => {
+      const r = await s.api("GET", "/core/v1/config");
+      expect(r.body.chains).to.deep.equal([{ chain_id: 31337, name: "registry", confirmations: 0 }]);
+    });
   });
 
   describe("routing", () => {

@@ -23,6 +23,8 @@ export interface FormChoices {
   pinned: PinnedAction[];
   pkps: Array<{ pkp_id: string; name?: string | null }>;
   keys: Array<{ id: string; name?: string | null }>;
+  /** The chains the service reaches (GET /config), for a chain-event trigger's chain. */
+  chains?: Array<{ chain_id: number; name: string; confirmations: number }>;
 }
 
 export function TriggerForm({
@@ -111,7 +113,9 @@ export function TriggerForm({
         )}
         {f.kind === "schedule" ? <ScheduleFields f={f} edit={edit} fieldError={fieldError} /> : null}
         {f.kind === "webhook" ? <WebhookFields f={f} edit={edit} fieldError={fieldError} /> : null}
-        {f.kind === "chain_event" ? <ChainEventFields f={f} edit={edit} fieldError={fieldError} /> : null}
+        {f.kind === "chain_event" ? (
+          <ChainEventFields f={f} edit={edit} fieldError={fieldError} chains={choices.chains ?? []} />
+        ) : null}
       </fieldset>
 
       <fieldset>
@@ -417,7 +421,12 @@ function WebhookFields({ f, edit, fieldError }: KindProps) {
   );
 }
 
-function ChainEventFields({ f, edit, fieldError }: KindProps) {
+function ChainEventFields({
+  f,
+  edit,
+  fieldError,
+  chains,
+}: KindProps & { chains: NonNullable<FormChoices["chains"]> }) {
   const [helper, setHelper] = useState("");
   const helperTopic = addressTopic(helper);
   return (
@@ -425,16 +434,31 @@ function ChainEventFields({ f, edit, fieldError }: KindProps) {
       <div className="row wrap">
         <Field
           label="Chain id"
-          hint="A chain the service is configured for"
+          hint={
+            chains.length
+              ? "Configured: " +
+                chains.map((c) => `${c.chain_id} (${c.name}, ${c.confirmations} confirmations)`).join(", ")
+              : "A chain the service is configured for"
+          }
           error={fieldError("chain_event.chain_id")}
         >
           {(p) => (
-            <input
-              {...p}
-              inputMode="numeric"
-              value={f.chainId}
-              onChange={(e) => edit("chainId", e.target.value, "chain_event.chain_id")}
-            />
+            <>
+              <input
+                {...p}
+                inputMode="numeric"
+                list="trigger-chains"
+                value={f.chainId}
+                onChange={(e) => edit("chainId", e.target.value, "chain_event.chain_id")}
+              />
+              <datalist id="trigger-chains">
+                {chains.map((c) => (
+                  <option key={c.chain_id} value={c.chain_id}>
+                    {c.name}
+                  </option>
+                ))}
+              </datalist>
+            </>
           )}
         </Field>
         <Field label="Contract address" error={fieldError("chain_event.address")}>

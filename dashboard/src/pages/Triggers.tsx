@@ -39,7 +39,7 @@ function useChoices(session: Session) {
       collect(sigil.usageKeys()),
       sigil.config(),
     ]);
-    return { pinned, pkps, keys, chainId: config.chain_id };
+    return { pinned, pkps, keys, chainId: config.chain_id, chains: config.chains };
   });
 }
 
