@@ -7,15 +7,9 @@ import { Wallet } from "ethers";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { DEV_KEYS } from "../helpers/anvil";
 import { startStack, type Stack } from "../helpers/stack";
+import { eventually } from "../../testkit/eventually";
+import { scopes } from "../contracts/fixtures";
 import { createTrigger, waitForRun } from "./helpers";
-
-async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("triggers: the owner revokes the usage key on chain (path B)", function () {
   this.timeout(120_000);
@@ -37,19 +31,12 @@ describe("triggers: the owner revokes the usage key on chain (path B)", function
     const ak = s.enclave.generateAccountKey();
     await (await registry.createAccount("path-b", ak.address)).wait();
     const uk = s.enclave.generateUsageKey();
-    const scopes = {
-      canCreateGroups: false,
-      canDeleteGroups: false,
-      canCreatePkps: false,
-      manageIpfsIdsInGroups: [],
-      addPkpToGroups: [],
-      removePkpFromGroups: [],
-      executeInGroups: [0],
-    };
-    await (await registry.addKey(uk.address, uk.keyHash, "trigger", "", 0, scopes)).wait();
+    await (await registry.addKey(uk.address, uk.keyHash, "trigger", "", 0, scopes({ Execute: [0] }))).wait();
     const pkpRc = await (await registry.createPkp("p", "")).wait();
     const pkpId: string = registry.interface.parseLog(pkpRc!.logs[0])!.args.pkpId;
-    await until(async () => (await s.api("GET", "/core/v1/pkps", { key: uk.apiKey })).status === 200, 10_000);
+    await eventually(async () => (await s.api("GET", "/core/v1/pkps", { key: uk.apiKey })).status === 200, {
+      timeoutMs: 10_000,
+    });
     const pinned = await s.api("POST", "/core/v1/actions", {
       key: uk.apiKey,
       body: { code: "async function main() { return 'ok'; }" },
@@ -57,14 +44,14 @@ describe("triggers: the owner revokes the usage key on chain (path B)", function
     expect(pinned.status, JSON.stringify(pinned.body)).to.equal(201);
     const gRc = await (await registry.createGroup("g", "", [pkpId], [pinned.body.cid])).wait();
     const groupId = registry.interface.parseLog(gRc!.logs[0])!.args.groupId;
-    await until(
+    await eventually(
       async () => (await s.api("GET", `/core/v1/groups/${groupId}`, { key: uk.apiKey })).status === 200,
-      10_000,
+      { timeoutMs: 10_000 },
     );
     const a = { accountKey: ak.apiKey, cid: pinned.body.cid as string, pkpId, keyAddress: uk.address };
-    await until(
+    await eventually(
       async () => (await s.api("GET", "/core/v1/triggers", { key: ak.apiKey })).status === 200,
-      10_000,
+      { timeoutMs: 10_000 },
     );
     const t = await createTrigger(s, a, { kind: "webhook" });
 
@@ -73,7 +60,9 @@ describe("triggers: the owner revokes the usage key on chain (path B)", function
     expect(ok.status, JSON.stringify(ok)).to.equal("succeeded");
 
     await (await registry.removeKey(uk.address)).wait();
-    await until(async () => (await s.api("GET", "/core/v1/pkps", { key: uk.apiKey })).status === 401, 10_000);
+    await eventually(async () => (await s.api("GET", "/core/v1/pkps", { key: uk.apiKey })).status === 401, {
+      timeoutMs: 10_000,
+    });
     const next = await s.api("POST", `/core/v1/triggers/${t.id}/fire`, { key: ak.apiKey, body: {} });
     const run = await waitForRun(s, ak.apiKey, t.id, next.body.run_id);
     expect([run.status, run.error.code, run.attempt]).to.deep.equal(["failed", "unknown_api_key", 1]);
