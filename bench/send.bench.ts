@@ -12,8 +12,7 @@
  * transactions one at a time (docs/actions.md, "EVM send"), so it is mostly round trips.
  */
 import { JsonRpcProvider, Wallet, getAddress, parseEther, ethers } from "ethers";
-import { ActionExecutor, Enclave } from "../enclave";
-import type { GroupPolicy } from "../enclave/policy";
+import { ActionExecutor, Enclave, type GroupPolicy } from "../enclave";
 import { DEV_KEYS, startChain } from "../testkit/anvil";
 
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
