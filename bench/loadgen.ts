@@ -11,9 +11,11 @@
  *    has no truthy `has_error`); anything else fails the run.
  *  - "tally": like "http" with `total`, but any status counts: the reply tallies the statuses (a flood that
  *    expects most calls refused). It also stops starting requests once `deadlineMs` has passed.
+ *  - "bareServer": starts a bare HTTP server in this process that answers every call 429 (a control).
  *  - "rawTx": one loop per list of pre-signed transactions; each is sent with `eth_sendRawTransaction`
  *    and its receipt polled (2 ms doubling to 50 ms) before the next; a reverted transaction fails the run.
  */
+import * as http from "node:http";
 import { keepAliveAgent, postBytes } from "./httpPost";
 
 export interface HttpRequestSpec {
@@ -47,10 +49,18 @@ export type LoadCommand =
       deadlineMs: number;
     }
   | { id: number; kind: "rawTx"; rpcUrl: string; txsPerClient: string[][] }
+  | { id: number; kind: "bareServer" }
   | { id: number; kind: "exit" };
 
 export type LoadReply =
-  | { id: number; ok: true; latenciesMs: number[]; wallMs: number; statuses?: Record<number, number> }
+  | {
+      id: number;
+      ok: true;
+      latenciesMs: number[];
+      wallMs: number;
+      statuses?: Record<number, number>;
+      port?: number;
+    }
   | { id: number; ok: false; error: string };
 
 const agent = keepAliveAgent();
@@ -145,8 +155,34 @@ async function runRawTx(cmd: Extract<LoadCommand, { kind: "rawTx" }>): Promise<n
   return lat;
 }
 
+/**
+ * A bare HTTP server in this process, on 127.0.0.1, answering every POST 429 with a small JSON body:
+ * a flood sent to it costs the machine what a flood costs (this generator, the kernel, a server that
+ * refuses), but nothing of the relayer's. The triggers benchmark's control.
+ */
+let bare: http.Server | null = null;
+async function startBareServer(): Promise<number> {
+  if (!bare) {
+    bare = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(429, { "content-type": "application/json", "retry-after": "5" });
+        res.end('{"error":{"code":"trigger_queue_full"}}');
+      });
+    });
+    await new Promise<void>((resolve) => bare!.listen(0, "127.0.0.1", resolve));
+  }
+  return (bare.address() as { port: number }).port;
+}
+
 process.on("message", async (cmd: LoadCommand) => {
+  if (cmd.kind === "bareServer") {
+    const port = await startBareServer();
+    process.send!({ id: cmd.id, ok: true, latenciesMs: [], wallMs: 0, port } satisfies LoadReply);
+    return;
+  }
   if (cmd.kind === "exit") {
+    bare?.close();
     agent.destroy();
     process.disconnect();
     return;

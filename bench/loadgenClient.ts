@@ -97,6 +97,11 @@ export class LoadGenerator {
     return this.run({ kind: "http", clients, total, requests });
   }
 
+  /** Starts the generator's bare HTTP server (every call answered 429) and answers its port. */
+  async bareServer(): Promise<number> {
+    return (await this.send({ kind: "bareServer" })).port!;
+  }
+
   /** One loop per request spec, `perClient` requests each. */
   httpPerClient(requests: HttpRequestSpec[], perClient: number): Promise<Stats> {
     return this.run({ kind: "http", clients: requests.length, perClient, requests });

@@ -11,6 +11,9 @@
  * process (which only drives the two generators between phases and waits for them during one); the
  * other account's clients in one forked load generator (bench/loadgen.ts), the flood in another, each
  * with its own event loop, both over HTTP to 127.0.0.1. Every loop is bounded in count and in time.
+ * Each round has three phases: without a flood, during the same flood sent to a bare server in the
+ * flood generator's process (the control: what a flood costs this machine without the relayer), and
+ * during the flood of the trigger.
  *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
@@ -78,9 +81,24 @@ async function main(): Promise<void> {
     // Warm the executor and the connections before anything is measured.
     await victims.http(VICTIM_CLIENTS, VICTIM_RUNS / 2, victimRun);
 
-    const rows: Array<{ before: Stats; during: Stats; flood: Stats; statuses: Record<number, number> }> = [];
+    // The control: the same flood at a bare server in the flood generator's process (what the flood
+    // costs this machine without touching the relayer: the generator's CPU, the kernel's, a refusal).
+    const bareUrl = `http://127.0.0.1:${await flooder.bareServer()}/hooks/v1/bare`;
+    const bareHook: HttpRequestSpec = { url: bareUrl, body: {}, expectStatus: 429 };
+
+    const rows: Array<{
+      before: Stats;
+      during: Stats;
+      control: Stats;
+      flood: Stats;
+      statuses: Record<number, number>;
+    }> = [];
     for (let round = 0; round < ROUNDS; round++) {
       const before = await victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun);
+      const [control] = await Promise.all([
+        victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
+        flooder.tally(FLOOD_CLIENTS, FLOOD, bareHook, PHASE_DEADLINE_MS),
+      ]);
       const t = await s.api("POST", "/core/v1/triggers", {
         key: flooded.accountKey,
         body: {
@@ -98,10 +116,10 @@ async function main(): Promise<void> {
         victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
         flooder.tally(FLOOD_CLIENTS, FLOOD, hook, PHASE_DEADLINE_MS),
       ]);
-      rows.push({ before, during, flood: flood.stats, statuses: flood.statuses });
+      rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
       if (RUNNER_ON) await settle(s, flooded.accountKey, t.body.id);
       console.log(
-        `round ${round + 1}: without ${fmt(before)}\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
+        `round ${round + 1}: without ${fmt(before)}\n         control ${fmt(control)} (flood at a bare server)\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
           `         flood   ${JSON.stringify(flood.statuses)} in ${(flood.stats.n / flood.stats.rps).toFixed(2)} s, ` +
           `hook p50 ${flood.stats.p50.toFixed(1)} ms p95 ${flood.stats.p95.toFixed(1)} ms\n` +
           `         ratio p95 during / without: ${(during.p95 / before.p95).toFixed(2)}, p50: ${(during.p50 / before.p50).toFixed(2)}`,
@@ -118,6 +136,9 @@ async function main(): Promise<void> {
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
     );
     console.log(`svc_action p95 ratio during / without, per round: ${ratios.join(", ")} (goal ≈ 1, ≤ 1.5)`);
+    console.log(
+      `control (the same flood at a bare server, not the relayer) / without: ${rows.map((r) => (r.control.p95 / r.before.p95).toFixed(2)).join(", ")}`,
+    );
   } finally {
     await victims.stop();
     await flooder.stop();
