@@ -17,7 +17,7 @@
  *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
- * intake only).
+ * intake only), BENCH_TRIGGER_WORKERS (4).
  */
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
@@ -30,6 +30,8 @@ const VICTIM_RUNS = env("BENCH_VICTIM_RUNS", 240);
 const FLOOD = env("BENCH_FLOOD", 1_000);
 const FLOOD_CLIENTS = env("BENCH_FLOOD_CLIENTS", 50);
 const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
+/** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
+const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -57,6 +59,7 @@ async function main(): Promise<void> {
   const s = await startStack({
     triggers: {
       run: RUNNER_ON,
+      workers: TRIGGER_WORKERS,
       pollMs: 50,
       hookPerIpPerMinute: 1_000_000,
       hookPerTriggerPerMinute: 1_000_000,
@@ -130,7 +133,7 @@ async function main(): Promise<void> {
     const other = rows.reduce((a, r) => a + r.flood.n, 0) - accepted - refused;
     const ratios = rows.map((r) => (r.during.p95 / r.before.p95).toFixed(2));
     console.log(
-      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? "on" : "off"}`,
+      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}`,
     );
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
