@@ -9,9 +9,13 @@
  *    back, either until `total` requests have started in all (shared counter) or `perClient` each.
  *    A request counts only if its status is `expectStatus` (and, with `rejectHasError`, the JSON answer
  *    has no truthy `has_error`); anything else fails the run.
+ *  - "tally": like "http" with `total`, but any status counts: the reply tallies the statuses (a flood that
+ *    expects most calls refused). It also stops starting requests once `deadlineMs` has passed.
+ *  - "bareServer": starts a bare HTTP server in this process that answers every call 429 (a control).
  *  - "rawTx": one loop per list of pre-signed transactions; each is sent with `eth_sendRawTransaction`
  *    and its receipt polled (2 ms doubling to 50 ms) before the next; a reverted transaction fails the run.
  */
+import * as http from "node:http";
 import { keepAliveAgent, postBytes } from "./httpPost";
 
 export interface HttpRequestSpec {
@@ -36,11 +40,28 @@ export type LoadCommand =
       total?: number;
       perClient?: number;
     }
+  | {
+      id: number;
+      kind: "tally";
+      clients: number;
+      request: HttpRequestSpec;
+      total: number;
+      deadlineMs: number;
+    }
   | { id: number; kind: "rawTx"; rpcUrl: string; txsPerClient: string[][] }
+  | { id: number; kind: "bareServer" }
   | { id: number; kind: "exit" };
 
 export type LoadReply =
-  { id: number; ok: true; latenciesMs: number[]; wallMs: number } | { id: number; ok: false; error: string };
+  | {
+      id: number;
+      ok: true;
+      latenciesMs: number[];
+      wallMs: number;
+      statuses?: Record<number, number>;
+      port?: number;
+    }
+  | { id: number; ok: false; error: string };
 
 const agent = keepAliveAgent();
 const post = (url: string, data: Buffer, headers?: Record<string, string>) =>
@@ -74,6 +95,30 @@ async function runHttp(cmd: Extract<LoadCommand, { kind: "http" }>): Promise<num
     }),
   );
   return lat;
+}
+
+/** `clients` loops POST the request until `total` have started or `deadlineMs` passed; every status counted. */
+async function runTally(
+  cmd: Extract<LoadCommand, { kind: "tally" }>,
+): Promise<{ lat: number[]; statuses: Record<number, number> }> {
+  const data = Buffer.from(JSON.stringify(cmd.request.body));
+  const headers = cmd.request.headers ?? {};
+  const lat: number[] = [];
+  const statuses: Record<number, number> = {};
+  const stopAt = performance.now() + cmd.deadlineMs;
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: cmd.clients }, async () => {
+      while (started < cmd.total && performance.now() < stopAt) {
+        started++;
+        const t = performance.now();
+        const res = await post(cmd.request.url, data, headers);
+        lat.push(performance.now() - t);
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+      }
+    }),
+  );
+  return { lat, statuses };
 }
 
 let rpcId = 1;
@@ -110,14 +155,51 @@ async function runRawTx(cmd: Extract<LoadCommand, { kind: "rawTx" }>): Promise<n
   return lat;
 }
 
+/**
+ * A bare HTTP server in this process, on 127.0.0.1, answering every POST 429 with a small JSON body:
+ * a flood sent to it costs the machine what a flood costs (this generator, the kernel, a server that
+ * refuses), but nothing of the relayer's. The triggers benchmark's control.
+ */
+let bare: http.Server | null = null;
+async function startBareServer(): Promise<number> {
+  if (!bare) {
+    bare = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(429, { "content-type": "application/json", "retry-after": "5" });
+        res.end('{"error":{"code":"trigger_queue_full"}}');
+      });
+    });
+    await new Promise<void>((resolve) => bare!.listen(0, "127.0.0.1", resolve));
+  }
+  return (bare.address() as { port: number }).port;
+}
+
 process.on("message", async (cmd: LoadCommand) => {
+  if (cmd.kind === "bareServer") {
+    const port = await startBareServer();
+    process.send!({ id: cmd.id, ok: true, latenciesMs: [], wallMs: 0, port } satisfies LoadReply);
+    return;
+  }
   if (cmd.kind === "exit") {
+    bare?.close();
     agent.destroy();
     process.disconnect();
     return;
   }
   try {
     const t0 = performance.now();
+    if (cmd.kind === "tally") {
+      const { lat, statuses } = await runTally(cmd);
+      process.send!({
+        id: cmd.id,
+        ok: true,
+        latenciesMs: lat,
+        wallMs: performance.now() - t0,
+        statuses,
+      } satisfies LoadReply);
+      return;
+    }
     const latenciesMs = cmd.kind === "http" ? await runHttp(cmd) : await runRawTx(cmd);
     process.send!({ id: cmd.id, ok: true, latenciesMs, wallMs: performance.now() - t0 } satisfies LoadReply);
   } catch (err) {

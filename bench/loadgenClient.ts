@@ -59,13 +59,32 @@ export class LoadGenerator {
   }
 
   private async run(cmd: Record<string, unknown>): Promise<Stats> {
+    const reply = await this.send(cmd);
+    return stats(reply.latenciesMs, reply.wallMs);
+  }
+
+  private async send(cmd: Record<string, unknown>): Promise<Extract<LoadReply, { ok: true }>> {
     const id = this.nextId++;
     const reply = await new Promise<LoadReply>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.child.send({ ...cmd, id } as LoadCommand);
     });
     if (!reply.ok) throw new Error(`load generator: ${reply.error}`);
-    return stats(reply.latenciesMs, reply.wallMs);
+    return reply;
+  }
+
+  /**
+   * `clients` loops until `total` requests have started or `deadlineMs` passed, whatever each answers:
+   * the latencies and a count of each status (a flood most of whose calls are refused).
+   */
+  async tally(
+    clients: number,
+    total: number,
+    request: HttpRequestSpec,
+    deadlineMs: number,
+  ): Promise<{ stats: Stats; statuses: Record<number, number> }> {
+    const reply = await this.send({ kind: "tally", clients, total, request, deadlineMs });
+    return { stats: stats(reply.latenciesMs, reply.wallMs), statuses: reply.statuses ?? {} };
   }
 
   /** `clients` loops POSTing back to back until `total` requests are done. */
@@ -76,6 +95,11 @@ export class LoadGenerator {
   /** `clients` loops until `total` requests are done, client i sending `requests[i % requests.length]`. */
   httpSpread(clients: number, total: number, requests: HttpRequestSpec[]): Promise<Stats> {
     return this.run({ kind: "http", clients, total, requests });
+  }
+
+  /** Starts the generator's bare HTTP server (every call answered 429) and answers its port. */
+  async bareServer(): Promise<number> {
+    return (await this.send({ kind: "bareServer" })).port!;
   }
 
   /** One loop per request spec, `perClient` requests each. */

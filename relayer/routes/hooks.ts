@@ -2,8 +2,9 @@
  * POST /hooks/v1/:hook_id: the public URL of a webhook trigger (docs/triggers.md, "Inbound webhooks").
  * The only way to start work without a credential, so every refusal comes before any work and costs
  * the account nothing: the source's rate (per IP) first, then the body read raw up to its limit, then
- * the one lookup of the hook, the trigger's own rate, the HMAC when the trigger asks for one (compared
- * in constant time), and the trigger's queue. An unknown, disabled or deleted hook answers the same 404.
+ * the one lookup of the hook (remembered for a second by this instance), the trigger's own rate, the
+ * HMAC when the trigger asks for one (compared in constant time), and the trigger's queue (refused in
+ * memory while this instance knows it is full). An unknown, disabled or deleted hook answers the same 404.
  */
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, Response } from "express";
@@ -99,7 +100,7 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
     const raw = (req.res?.locals.hookBody as Buffer | undefined) ?? Buffer.alloc(0);
     const hookId = String(req.params.hook_id);
     if (!/^hk_[A-Za-z0-9_-]{32}$/.test(hookId)) throw notFound();
-    const t = await ctx.triggers.store.byHookId(hookId);
+    const t = await ctx.triggers.byHookId(hookId);
     if (!t || !t.enabled || !t.webhook) throw notFound();
     await ctx.triggers.hookTriggerLimit.take(`htr:${t.id}`, `trigger ${t.id}`);
     if (t.webhook.hmac) {
@@ -117,8 +118,9 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
       // Not JSON (a form post, say): the action still has the raw bytes.
       body = null;
     }
-    const delivery = req.get("x-request-id") ?? req.get("x-github-delivery") ?? req.get("x-delivery-id");
-    const firingId = `webhook:${delivery && /^[\x21-\x7e]{1,128}$/.test(delivery) ? delivery : randomUUID()}`;
+    const header = req.get("x-request-id") ?? req.get("x-github-delivery") ?? req.get("x-delivery-id");
+    const delivery = header && /^[\x21-\x7e]{1,128}$/.test(header) ? header : null;
+    const firingId = `webhook:${delivery ?? randomUUID()}`;
     const out = await ctx.triggers.fire(
       {
         triggerId: t.id,
@@ -132,6 +134,7 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
         },
       },
       t,
+      { fresh: delivery === null },
     );
     return { status: 202, body: { run_id: out.runId, firing_id: firingId } };
   },

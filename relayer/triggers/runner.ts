@@ -112,6 +112,8 @@ export interface RunnerHooks {
   runFailed(t: StoredTrigger, runId: string, error: { code: string; message: string }): Promise<void>;
   /** Accounts whose triggers are paused and whose balance came back: resume them. */
   resumePaid(): Promise<void>;
+  /** A run of this trigger left its queue on this instance (the intake's queue-full hint is stale). */
+  claimed?(triggerId: string): void;
 }
 
 export class TriggerRunner {
@@ -195,6 +197,7 @@ export class TriggerRunner {
     for (;;) {
       const row = await this.store.claim(this.instanceId, this.clock(), this.leaseMs);
       if (!row) break;
+      this.hooks.claimed?.(row.trigger_id);
       ran++;
       await this.execute(row);
     }
@@ -206,6 +209,7 @@ export class TriggerRunner {
     while (!this.stopped && this.inFlight < this.workers) {
       const row = await this.store.claim(this.instanceId, this.clock(), this.leaseMs);
       if (!row) return;
+      this.hooks.claimed?.(row.trigger_id);
       this.inFlight++;
       const p = this.execute(row).finally(() => {
         this.inFlight--;

@@ -17,6 +17,14 @@ import { type StoredTrigger, TriggerStore } from "./store";
 import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
 import { BOUNDS } from "./validate";
 import { ChainEventSource, validateChainEventSpec } from "./chainEvents";
+import { HookLookups, QueueFullHints } from "./intakeHints";
+
+/**
+ * How long this instance trusts what it remembers of the intake (docs/triggers.md, "Security bounds"):
+ * a hook's trigger, and a trigger's full queue. Changes on this instance forget both at once; a change or
+ * a claimed run on another instance is seen within this time.
+ */
+export const INTAKE_HINT_MS = 1_000;
 
 export function notFound(): ApiError {
   return new ApiError("trigger_not_found", "No trigger with this id in this account.");
@@ -35,6 +43,9 @@ export class TriggerService implements TriggerServiceApi {
   /** Chain-event triggers: one watcher per configured chain (chainEvents/), fed into this intake. */
   readonly chainEvents: ChainEventSource;
   private readonly listeners = new Set<() => void>();
+  /** In-memory refusals of a flooded trigger and its hook lookups (re-checked by the database). */
+  private readonly queueFull = new QueueFullHints(INTAKE_HINT_MS);
+  private readonly hookLookups = new HookLookups(INTAKE_HINT_MS);
   private started = false;
 
   constructor(
@@ -63,6 +74,7 @@ export class TriggerService implements TriggerServiceApi {
             error_message: error.message,
           }),
         resumePaid: () => this.resumePaid(),
+        claimed: (triggerId) => this.queueFull.room(triggerId),
       },
       clock,
       logger,
@@ -112,6 +124,8 @@ export class TriggerService implements TriggerServiceApi {
   }
 
   private changed(): void {
+    this.queueFull.clear();
+    this.hookLookups.clear();
     for (const l of this.listeners) {
       try {
         l();
@@ -127,19 +141,22 @@ export class TriggerService implements TriggerServiceApi {
    * Stores a firing once and wakes the runner. A disabled or deleted trigger is not found; a paused
    * one (empty balance) answers insufficient_credits; a full queue or the per-minute limit answers 429
    * trigger_queue_full. None of these refusals stores anything or costs the account anything.
+   *
+   * While this instance knows the trigger's queue is full (QueueFullHints), a `fresh` firing (its id just
+   * made, so it cannot be stored yet) is refused without a statement; any other is looked up first, so a
+   * re-delivery still answers its run. The database decides every firing it stores.
    */
-  async fire(firing: Firing, trigger?: StoredTrigger): Promise<FireOutcome> {
+  async fire(firing: Firing, trigger?: StoredTrigger, opts: { fresh?: boolean } = {}): Promise<FireOutcome> {
     const t = trigger ?? (await this.store.byId(firing.triggerId));
     if (!t || !t.enabled) throw notFound();
-    if (t.paused)
-      throw new ApiError(
-        "insufficient_credits",
-        "The account's triggers are paused until its balance is topped up.",
-        {
-          details: { paused: t.paused },
-        },
-      );
+    if (t.paused) throw pausedError(t.paused);
     const now = this.clock();
+    const fullAt = this.queueFull.limitIfFull(t.id, now);
+    if (fullAt !== null) {
+      const known = opts.fresh ? null : await this.store.runByFiring(t.id, firing.firingId);
+      if (known) return { runId: known.run_id, created: false };
+      throw refusal("queue_full", fullAt);
+    }
     const r = await this.store.fire(
       {
         triggerId: t.id,
@@ -151,16 +168,21 @@ export class TriggerService implements TriggerServiceApi {
       now,
     );
     if ("missing" in r) throw notFound();
-    if ("refused" in r)
-      throw new ApiError(
-        "trigger_queue_full",
-        r.refused === "queue_full"
-          ? `The trigger already has ${r.limit} runs queued (limits.max_queued_runs).`
-          : `The trigger already fired ${r.limit} runs in the last minute (limits.runs_per_minute).`,
-        { retryAfter: r.refused === "queue_full" ? 5 : 60, details: { reason: r.refused, limit: r.limit } },
-      );
+    if ("paused" in r) throw pausedError(r.paused);
+    if ("refused" in r) {
+      if (r.refused === "queue_full") this.queueFull.markFull(t.id, r.limit, now);
+      throw refusal(r.refused, r.limit);
+    }
     if (r.created) this.runner.wake();
     return { runId: r.runId, created: r.created };
+  }
+
+  /**
+   * The trigger behind a public hook id, from this instance's memory for up to INTAKE_HINT_MS (a flood
+   * of calls to one hook reads its row once a second, not once a call).
+   */
+  byHookId(hookId: string): Promise<StoredTrigger | null> {
+    return this.hookLookups.get(hookId, this.clock(), (id) => this.store.byHookId(id));
   }
 
   // --- the account's triggers -------------------------------------------------------------------
@@ -285,6 +307,7 @@ export class TriggerService implements TriggerServiceApi {
     const out = await this.fire(
       { triggerId: t.id, firingId, firedAt: this.clock(), input: { kind: "manual" } },
       t,
+      { fresh: true },
     );
     return { runId: out.runId, firingId };
   }
@@ -355,6 +378,27 @@ export class TriggerService implements TriggerServiceApi {
     validateChainEventSpec({ ...spec, fromBlock }, this.ctx.cfg.chains, head);
     return fromBlock;
   }
+}
+
+function pausedError(reason: string): ApiError {
+  return new ApiError(
+    "insufficient_credits",
+    "The account's triggers are paused until its balance is topped up.",
+    {
+      details: { paused: reason },
+    },
+  );
+}
+
+/** 429 trigger_queue_full: the same answer whether the database or this instance's hint refused. */
+function refusal(reason: "queue_full" | "rate", limit: number): ApiError {
+  return new ApiError(
+    "trigger_queue_full",
+    reason === "queue_full"
+      ? `The trigger already has ${limit} runs queued (limits.max_queued_runs).`
+      : `The trigger already fired ${limit} runs in the last minute (limits.runs_per_minute).`,
+    { retryAfter: reason === "queue_full" ? 5 : 60, details: { reason, limit } },
+  );
 }
 
 function requireSpec(kind: TriggerKind, input: TriggerInput): void {

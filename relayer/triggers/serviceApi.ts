@@ -41,8 +41,13 @@ export interface TriggerServiceApi extends TriggerIntake, TriggerDirectory {
   readonly hookTriggerLimit: RateLimiter;
   /** The runner of this instance (tests start it alone). */
   readonly runner: { start(): void; wake(): void };
-  /** A firing (the trigger, when the caller already read it, saves a lookup). */
-  fire(firing: Firing, trigger?: StoredTrigger): Promise<FireOutcome>;
+  /**
+   * A firing (the trigger, when the caller already read it, saves a lookup; `fresh`: its id was just
+   * made, so it cannot be stored yet and a known-full queue refuses it without a statement).
+   */
+  fire(firing: Firing, trigger?: StoredTrigger, opts?: { fresh?: boolean }): Promise<FireOutcome>;
+  /** The trigger behind a public hook id (remembered briefly by this instance). */
+  byHookId(hookId: string): Promise<StoredTrigger | null>;
   get(auth: AuthContext, id: string): Promise<StoredTrigger>;
   create(auth: AuthContext, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }>;
   update(

@@ -131,7 +131,10 @@ const TRIGGER_COLUMNS = [
 export type FireRefusal = "queue_full" | "rate";
 
 export type FireResult =
-  { runId: string; created: boolean } | { refused: FireRefusal; limit: number } | { missing: true };
+  | { runId: string; created: boolean }
+  | { refused: FireRefusal; limit: number }
+  | { paused: string }
+  | { missing: true };
 
 export interface NewRun {
   triggerId: string;
@@ -275,18 +278,26 @@ export class TriggerStore {
   }
 
   /**
-   * Stores a firing once, under the trigger's lock: a known firing id answers its run; else the queue
-   * and the per-minute rate are checked and the run is inserted `queued`.
+   * Stores a firing once, under the trigger's lock: a disabled or deleted trigger is missing and a
+   * paused one answers why (the row as it is now, whatever the caller read before); a known firing id
+   * answers its run; else the queue and the per-minute rate are checked and the run is inserted `queued`.
    */
   async fire(run: NewRun, nowMs: number): Promise<FireResult> {
     return this.db.transaction(async (tx) => {
       const lock = tx.kind === "postgres" ? " FOR UPDATE" : "";
-      const trig = await exec<{ max_queued_runs: unknown; runs_per_minute: unknown; account_id: string }>(
+      const trig = await exec<{
+        max_queued_runs: unknown;
+        runs_per_minute: unknown;
+        account_id: string;
+        enabled: unknown;
+        paused: string | null;
+      }>(
         tx,
-        `SELECT max_queued_runs, runs_per_minute, account_id FROM triggers WHERE trigger_id = ?${lock}`,
+        `SELECT max_queued_runs, runs_per_minute, account_id, enabled, paused FROM triggers WHERE trigger_id = ?${lock}`,
         [run.triggerId],
       );
-      if (trig.length === 0) return { missing: true as const };
+      if (trig.length === 0 || num(trig[0].enabled) !== 1) return { missing: true as const };
+      if (trig[0].paused !== null) return { paused: trig[0].paused };
       const known = await exec<{ run_id: string }>(
         tx,
         "SELECT run_id FROM trigger_runs WHERE trigger_id = ? AND firing_id = ?",

@@ -127,6 +127,21 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
     expect(b).to.deep.equal({ runId: (a as { runId: string }).runId, created: false });
   });
 
+  it("reads the row under the lock: a disabled trigger's firing is missing, a paused one answers why", async () => {
+    // What a caller read before (another instance's stale copy) does not matter: the row decides.
+    const store = new TriggerStore(await open());
+    const t = trigger();
+    await store.insert(t);
+    await store.update({ ...t, enabled: false });
+    expect(await store.fire(run(t.id, "m:1"), T0)).to.deep.equal({ missing: true });
+    await store.update({ ...t, enabled: true });
+    await store.setPaused(t.accountId, "insufficient_credits", T0);
+    expect(await store.fire(run(t.id, "m:2"), T0)).to.deep.equal({ paused: "insufficient_credits" });
+    await store.setPaused(t.accountId, null, T0);
+    expect(await store.fire(run(t.id, "m:3"), T0)).to.have.property("created", true);
+    expect((await store.runs(t.id, { limit: 10, offset: 0 })).total).to.equal(1);
+  });
+
   it("refuses past max_queued_runs, and past runs_per_minute", async () => {
     const store = new TriggerStore(await open());
     const t = trigger({ limits: { runsPerMinute: 5, maxQueuedRuns: 3, concurrency: "parallel" } });
