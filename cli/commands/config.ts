@@ -28,12 +28,23 @@ export function registerConfig(program: Command): void {
 
 /**
  * One aligned row per setting: a nested object ({"limits": {"max_page_size": 100, …}}) becomes rows
- * named "limits max page size", instead of one line of JSON that wraps across the terminal.
+ * named "limits max page size", and each object of a list ({"chains": [{"chain_id": 1, …}]}) one row
+ * "chains 1" of its fields, instead of one line of JSON that wraps across the terminal.
  */
 function flatten(obj: Record<string, unknown>, prefix = ""): [string, unknown][] {
+  const words = (k: string) => k.replace(/_/g, " ");
   return Object.entries(obj).flatMap(([k, v]): [string, unknown][] => {
-    const name = prefix + k.replace(/_/g, " ");
-    return v !== null && typeof v === "object" && !Array.isArray(v)
+    const name = prefix + words(k);
+    if (Array.isArray(v))
+      return v.map((item, i): [string, unknown] => [
+        `${name} ${i + 1}`,
+        item !== null && typeof item === "object"
+          ? Object.entries(item as Record<string, unknown>)
+              .map(([ik, iv]) => `${words(ik)} ${String(iv)}`)
+              .join(", ")
+          : item,
+      ]);
+    return v !== null && typeof v === "object"
       ? flatten(v as Record<string, unknown>, `${name} `)
       : [[name, v]];
   });

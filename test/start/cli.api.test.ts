@@ -297,6 +297,7 @@ describe("start: CLI commands against the real service", function () {
     expect(r.stdout).to.match(/^api key +set \(from SIGIL_API_KEY\)$/m);
     expect(r.stdout).to.match(/^prices write cents +1$/m);
     expect(r.stdout).to.match(/^limits max page size +100$/m);
+    expect(r.stdout).to.match(/^chains 1 +chain id 31337, name \S+, confirmations \d+$/m);
     expect(r.stdout).not.to.contain("{");
     expect(r.stdout).not.to.contain(accountKey);
   });
