@@ -400,29 +400,18 @@ function TriggerDetail({
               <button type="button" className="small" disabled={!choices} onClick={() => setEditing(true)}>
                 Edit
               </button>
-              {t.enabled ? (
-                <button
-                  type="button"
-                  className="small"
-                  disabled={act.pending}
-                  onClick={() =>
-                    void act.run(() => sigil.triggers.disable(t.id)).then(after("Trigger disabled."))
-                  }
-                >
-                  Disable
-                </button>
-              ) : (
-                <button
-                  type="button"
-                  className="small"
-                  disabled={act.pending}
-                  onClick={() =>
-                    void act.run(() => sigil.triggers.enable(t.id)).then(after("Trigger enabled."))
-                  }
-                >
-                  Enable
-                </button>
-              )}
+              <button
+                type="button"
+                className="small"
+                disabled={act.pending}
+                onClick={() =>
+                  void act
+                    .run(() => (t.enabled ? sigil.triggers.disable(t.id) : sigil.triggers.enable(t.id)))
+                    .then(after(t.enabled ? "Trigger disabled." : "Trigger enabled."))
+                }
+              >
+                {t.enabled ? "Disable" : "Enable"}
+              </button>
               <button
                 type="button"
                 className="small"
