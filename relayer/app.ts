@@ -8,6 +8,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 import { requestContext } from "./http/context";
+import { logRequest } from "./http/requestLog";
 import { dashboardRoutes } from "./http/dashboard";
 import { errorHandler } from "./http/errorHandler";
 import { auditRefusals } from "./audit/refusals";
@@ -39,22 +40,16 @@ export function buildApp(ctx: RelayerContext): Express {
   app.use(requestContext);
   app.use((req: Request, res: Response, next: NextFunction) => {
     res.on("finish", () => {
-      const route = req.route?.path ? req.baseUrl + req.route.path : "unmatched";
-      const ms = Number(process.hrtime.bigint() - (res.locals.startedAt as bigint)) / 1e6;
-      ctx.metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
-      ctx.metrics.httpDuration.observe({ method: req.method, route }, ms / 1000);
-      const line = {
-        request_id: res.locals.requestId,
-        correlation_id: res.locals.correlationId,
+      logRequest(ctx, {
+        requestId: res.locals.requestId,
+        correlationId: res.locals.correlationId,
         method: req.method,
-        route,
+        route: req.route?.path ? req.baseUrl + req.route.path : "unmatched",
         status: res.statusCode,
-        ms: Math.round(ms * 10) / 10,
+        ms: Number(process.hrtime.bigint() - (res.locals.startedAt as bigint)) / 1e6,
         code: res.locals.errorCode,
-        account_id: (res.locals.principal as { accountId?: string } | undefined)?.accountId,
-      };
-      if (res.statusCode >= 500) ctx.logger.error(line, "request");
-      else ctx.logger.info(line, "request");
+        accountId: (res.locals.principal as { accountId?: string } | undefined)?.accountId,
+      });
     });
     next();
   });

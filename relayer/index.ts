@@ -24,6 +24,7 @@ import { IdempotencyStore } from "./idempotency";
 import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
+import { withHookFastPath } from "./triggers/hookFastPath";
 import {
   type DataLayer,
   SharedConcurrencyCap,
@@ -370,7 +371,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   pruneTimer.unref();
 
   const app = buildApp(ctx);
-  const server = http.createServer(app);
+  // The hooks' refusals that need no body and no database are answered before the app sees them.
+  const server = http.createServer(withHookFastPath(ctx, app));
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

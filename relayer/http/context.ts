@@ -4,14 +4,24 @@
  * string, else the request id) so a caller can join our logs with theirs (design §8, docs/background.md).
  */
 import { randomUUID } from "node:crypto";
-import type { NextFunction, Request, Response } from "express";
+import type { IncomingMessage } from "node:http";
+import type { Express, NextFunction, Request, Response } from "express";
 
 const CORRELATION_ID = /^[\x21-\x7e]{1,128}$/;
 
-export function requestContext(req: Request, res: Response, next: NextFunction): void {
+/** A request's ids: a fresh request id, and the client's correlation id when it is sane, else the request id. */
+export function requestIds(offeredCorrelationId: string | undefined): {
+  requestId: string;
+  correlationId: string;
+} {
   const requestId = randomUUID();
-  const offered = req.get("x-correlation-id");
+  const offered = offeredCorrelationId;
   const correlationId = offered !== undefined && CORRELATION_ID.test(offered) ? offered : requestId;
+  return { requestId, correlationId };
+}
+
+export function requestContext(req: Request, res: Response, next: NextFunction): void {
+  const { requestId, correlationId } = requestIds(req.get("x-correlation-id"));
   res.locals.requestId = requestId;
   res.locals.correlationId = correlationId;
   res.locals.startedAt = process.hrtime.bigint();
@@ -23,4 +33,14 @@ export function requestContext(req: Request, res: Response, next: NextFunction):
 /** Client address for per-IP limits (the socket's; a proxy deployment would configure `trust proxy`). */
 export function clientIp(req: Request): string {
   return req.ip ?? req.socket.remoteAddress ?? "unknown";
+}
+
+/**
+ * The same address for a request `app` has not seen yet (relayer/triggers/hookFastPath.ts): the request
+ * gets the app's request prototype, as the app itself gives it first thing, so `req.ip` reads it with
+ * the app's `trust proxy` setting and both readings agree.
+ */
+export function clientIpBeforeExpress(app: Express, req: IncomingMessage): string {
+  Object.setPrototypeOf(req, app.request);
+  return clientIp(req as Request);
 }

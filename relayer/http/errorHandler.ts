@@ -42,10 +42,23 @@ export function toApiError(err: unknown): ApiError | undefined {
   return undefined;
 }
 
+/** The Retry-After header's value for an error that carries one (whole seconds, at least 1). */
+export function retryAfterHeader(err: ApiError): string | undefined {
+  return err.retryAfter === undefined ? undefined : String(Math.max(1, Math.ceil(err.retryAfter)));
+}
+
+/** The body of every error answer. */
+export function errorBody(
+  err: ApiError,
+  requestId: unknown,
+): { error: ReturnType<ApiError["toJSON"]>; request_id: unknown } {
+  return { error: err.toJSON(), request_id: requestId };
+}
+
 export function sendError(res: Response, err: ApiError): void {
-  if (err.retryAfter !== undefined)
-    res.setHeader("Retry-After", String(Math.max(1, Math.ceil(err.retryAfter))));
-  res.status(err.status).json({ error: err.toJSON(), request_id: res.locals.requestId });
+  const retryAfter = retryAfterHeader(err);
+  if (retryAfter !== undefined) res.setHeader("Retry-After", retryAfter);
+  res.status(err.status).json(errorBody(err, res.locals.requestId));
 }
 
 export function errorHandler(logger: Logger) {

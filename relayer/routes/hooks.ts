@@ -5,6 +5,8 @@
  * the one lookup of the hook (remembered for a second by this instance), the trigger's own rate, the
  * HMAC when the trigger asks for one (compared in constant time), and the trigger's queue (refused in
  * memory while this instance knows it is full). An unknown, disabled or deleted hook answers the same 404.
+ * The refusals that need neither the body nor the database are answered before this app sees the
+ * request (triggers/hookFastPath.ts), identically.
  */
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, Response } from "express";
@@ -12,6 +14,7 @@ import getRawBody from "raw-body";
 import { type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { clientIp } from "../http/context";
+import { deliveryIdOf, HOOK_ID, isIpTaken } from "../triggers/hookRequest";
 import { notFound } from "../triggers/service";
 import { endpoint } from "./endpoint";
 import * as s from "./schemas";
@@ -61,8 +64,13 @@ export function hmacMatches(
 /** Reads the body as bytes up to the configured limit (413 past it), before anything parses it. */
 function rawBody(ctx: RelayerContext) {
   return (req: Request, res: Response, next: NextFunction) => {
-    // The source's rate first: a flood from one address is refused before its bodies are read.
-    Promise.resolve(ctx.triggers.hookIpLimit.take(`hip:${clientIp(req)}`, `address ${clientIp(req)}`))
+    // The source's rate first: a flood from one address is refused before its bodies are read. Taken
+    // once: the fast path (triggers/hookFastPath.ts) may have taken it before handing the request on.
+    Promise.resolve(
+      isIpTaken(req)
+        ? undefined
+        : ctx.triggers.hookIpLimit.take(`hip:${clientIp(req)}`, `address ${clientIp(req)}`),
+    )
       .then(() =>
         getRawBody(req, { length: req.headers["content-length"], limit: ctx.cfg.triggers.hookBodyBytes }),
       )
@@ -99,7 +107,7 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
   async handle(ctx, req) {
     const raw = (req.res?.locals.hookBody as Buffer | undefined) ?? Buffer.alloc(0);
     const hookId = String(req.params.hook_id);
-    if (!/^hk_[A-Za-z0-9_-]{32}$/.test(hookId)) throw notFound();
+    if (!HOOK_ID.test(hookId)) throw notFound();
     const t = await ctx.triggers.byHookId(hookId);
     if (!t || !t.enabled || !t.webhook) throw notFound();
     await ctx.triggers.hookTriggerLimit.take(`htr:${t.id}`, `trigger ${t.id}`);
@@ -118,8 +126,7 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
       // Not JSON (a form post, say): the action still has the raw bytes.
       body = null;
     }
-    const header = req.get("x-request-id") ?? req.get("x-github-delivery") ?? req.get("x-delivery-id");
-    const delivery = header && /^[\x21-\x7e]{1,128}$/.test(header) ? header : null;
+    const delivery = deliveryIdOf(req.headers);
     const firingId = `webhook:${delivery ?? randomUUID()}`;
     const out = await ctx.triggers.fire(
       {

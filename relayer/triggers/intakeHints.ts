@@ -7,9 +7,11 @@
  * - QueueFullHints: "this trigger's queue was full": a firing of it is answered 429 without a
  *   statement until a run of it is claimed on this instance (room again), the trigger changes, or
  *   `ttlMs` passes (runs claimed on other instances: the database is asked again at least that often).
- * - HookLookups: the trigger behind a hook id, for `ttlMs`; forgotten on any change on this instance.
- *   Another instance's change (disabled, deleted, HMAC) is seen within `ttlMs`; meanwhile a firing is
- *   still stored only if the database's row is enabled and unpaused.
+ * - HookLookups: the trigger behind a hook id, or that there is none, for `ttlMs`; forgotten on any
+ *   change on this instance. Another instance's change (disabled, deleted, HMAC) is seen within `ttlMs`;
+ *   meanwhile a firing is still stored only if the database's row is enabled and unpaused. An id with no
+ *   trigger cannot gain one (ids are random and never reused), so remembering "none" refuses nothing
+ *   the database would accept.
  */
 import type { StoredTrigger } from "./store";
 
@@ -47,24 +49,29 @@ export class QueueFullHints {
 }
 
 export class HookLookups {
-  private readonly entries = new Map<string, { trigger: StoredTrigger; untilMs: number }>();
+  private readonly entries = new Map<string, { trigger: StoredTrigger | null; untilMs: number }>();
 
   constructor(private readonly ttlMs: number) {}
 
-  /** The trigger behind the hook id, from memory while fresh, else from `load` (null is not kept). */
+  /**
+   * What this instance remembers of the hook id without asking the database: its trigger, null when
+   * it has none, undefined when nothing fresh is remembered.
+   */
+  peek(hookId: string, nowMs: number): StoredTrigger | null | undefined {
+    const e = this.entries.get(hookId);
+    return e && nowMs < e.untilMs ? e.trigger : undefined;
+  }
+
+  /** The trigger behind the hook id, from memory while fresh, else from `load`. */
   async get(
     hookId: string,
     nowMs: number,
     load: (hookId: string) => Promise<StoredTrigger | null>,
   ): Promise<StoredTrigger | null> {
-    const e = this.entries.get(hookId);
-    if (e && nowMs < e.untilMs) return e.trigger;
+    const known = this.peek(hookId, nowMs);
+    if (known !== undefined) return known;
     const t = await load(hookId);
-    if (!t) {
-      // Unknown ids are not remembered: random ids cannot grow the map (the per-IP limit bounds them).
-      this.entries.delete(hookId);
-      return null;
-    }
+    // Bounded: a flood of random ids (each refused by the per-IP limit past its rate) only churns it.
     if (this.entries.size >= 10_000) this.entries.clear();
     this.entries.set(hookId, { trigger: t, untilMs: nowMs + this.ttlMs });
     return t;

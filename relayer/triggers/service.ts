@@ -151,11 +151,11 @@ export class TriggerService implements TriggerServiceApi {
     if (!t || !t.enabled) throw notFound();
     if (t.paused) throw pausedError(t.paused);
     const now = this.clock();
-    const fullAt = this.queueFull.limitIfFull(t.id, now);
-    if (fullAt !== null) {
+    const full = this.knownFull(t.id);
+    if (full !== null) {
       const known = opts.fresh ? null : await this.store.runByFiring(t.id, firing.firingId);
       if (known) return { runId: known.run_id, created: false };
-      throw refusal("queue_full", fullAt);
+      throw full;
     }
     const r = await this.store.fire(
       {
@@ -183,6 +183,23 @@ export class TriggerService implements TriggerServiceApi {
    */
   byHookId(hookId: string): Promise<StoredTrigger | null> {
     return this.hookLookups.get(hookId, this.clock(), (id) => this.store.byHookId(id));
+  }
+
+  /**
+   * What byHookId would answer from this instance's memory alone: the trigger, null (no trigger has
+   * this hook id), or undefined (not remembered: only the database can say). Never a statement.
+   */
+  rememberedHook(hookId: string): StoredTrigger | null | undefined {
+    return this.hookLookups.peek(hookId, this.clock());
+  }
+
+  /**
+   * The 429 a fresh firing of this trigger gets while this instance knows its queue is full
+   * (QueueFullHints), else null (only the database can say). Never a statement.
+   */
+  knownFull(triggerId: string): ApiError | null {
+    const limit = this.queueFull.limitIfFull(triggerId, this.clock());
+    return limit === null ? null : refusal("queue_full", limit);
   }
 
   // --- the account's triggers -------------------------------------------------------------------

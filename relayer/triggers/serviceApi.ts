@@ -3,6 +3,7 @@
  * context names it without importing the service (which runs actions through the context).
  */
 import type { AuthContext } from "../auth";
+import type { ApiError } from "../errors";
 import type { RateLimiter } from "../rateLimit";
 import type {
   ChainEventSpec,
@@ -48,6 +49,10 @@ export interface TriggerServiceApi extends TriggerIntake, TriggerDirectory {
   fire(firing: Firing, trigger?: StoredTrigger, opts?: { fresh?: boolean }): Promise<FireOutcome>;
   /** The trigger behind a public hook id (remembered briefly by this instance). */
   byHookId(hookId: string): Promise<StoredTrigger | null>;
+  /** byHookId from this instance's memory only: the trigger, null (none), undefined (ask the database). */
+  rememberedHook(hookId: string): StoredTrigger | null | undefined;
+  /** The 429 of a fresh firing while this instance knows the trigger's queue is full, else null. */
+  knownFull(triggerId: string): ApiError | null;
   get(auth: AuthContext, id: string): Promise<StoredTrigger>;
   create(auth: AuthContext, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }>;
   update(

@@ -1,7 +1,7 @@
 /**
  * The intake's in-memory hints (relayer/triggers/intakeHints.ts): a flooded trigger is refused without
  * a database transaction, yet never more than max_queued_runs are queued, a run claimed on this
- * instance lets the next firing in at once, a re-delivery still answers its run, and a trigger changed
+ * instance lets the next firing in at once, a hook's trigger (or that it has none) is read once a second, a re-delivery still answers its run, and a trigger changed
  * behind this instance's back (its remembered row stale) stores nothing the database would refuse.
  */
 import { expect } from "chai";
@@ -31,7 +31,7 @@ describe("triggers: the intake's in-memory hints", function () {
       expect(h.limitIfFull("t1", 1)).to.equal(null);
     });
 
-    it("a hook's trigger is read once while fresh; an unknown hook is read every time", async () => {
+    it("a hook's trigger, or that it has none, is read once while fresh", async () => {
       const lookups = new HookLookups(1_000);
       const row = { id: "trg_1" } as StoredTrigger;
       let reads = 0;
@@ -44,10 +44,16 @@ describe("triggers: the intake's in-memory hints", function () {
       expect(reads).to.equal(1);
       expect(await lookups.get("hk_known", 1_000, load)).to.equal(row);
       expect(reads).to.equal(2);
+      expect(lookups.peek("hk_unknown", 0)).to.equal(undefined);
       expect(await lookups.get("hk_unknown", 0, load)).to.equal(null);
-      expect(await lookups.get("hk_unknown", 0, load)).to.equal(null);
+      expect(await lookups.get("hk_unknown", 999, load)).to.equal(null);
+      expect(lookups.peek("hk_unknown", 999)).to.equal(null);
+      expect(lookups.peek("hk_known", 1_999)).to.equal(row);
+      expect(reads).to.equal(3);
+      expect(await lookups.get("hk_unknown", 1_000, load)).to.equal(null);
       expect(reads).to.equal(4);
       lookups.clear();
+      expect(lookups.peek("hk_known", 1_001)).to.equal(undefined);
       await lookups.get("hk_known", 1_001, load);
       expect(reads).to.equal(5);
     });
