@@ -56,47 +56,74 @@ function hookFastPath(ctx: RelayerContext, app: Express) {
     const hookId = m[1];
     const ip = clientIpBeforeExpress(app, req);
     const answer = (err: ApiError) => refuse(ctx, req, res, err, started);
-    take(ctx.triggers.hookIpLimit, `hip:${ip}`, `address ${ip}`, (taken) => {
-      if (taken !== true) {
-        // A refusal is answered; a failure of a shared limit's database goes to the app, which asks
-        // again and answers it as it answers every failure.
-        if (taken === false) app(req, res);
-        else answer(taken);
-        return;
-      }
-      markIpTaken(req);
-      const refusal = refusalFromMemory(ctx, req, hookId);
-      if (refusal === null) {
-        app(req, res);
-        return;
-      }
-      if (refusal.code === "trigger_not_found") {
-        answer(refusal);
-        return;
-      }
-      const t = ctx.triggers.rememberedHook(hookId)!;
-      take(ctx.triggers.hookTriggerLimit, `htr:${t.id}`, `trigger ${t.id}`, (ok) => {
-        // The trigger's token was not taken when the shared limit failed: the app takes it.
-        if (ok === false) app(req, res);
-        else answer(ok === true ? refusal : ok);
-      });
-    });
+    // A bug here must not take the process down (the listener's throw would): the app answers instead.
+    const guarded =
+      <A extends unknown[]>(step: (...args: A) => void) =>
+      (...args: A) => {
+        try {
+          step(...args);
+        } catch (err) {
+          ctx.logger.error({ err: String(err) }, "hooks' fast path failed; the app answers");
+          if (!res.headersSent) app(req, res);
+        }
+      };
+    take(
+      ctx.triggers.hookIpLimit,
+      `hip:${ip}`,
+      `address ${ip}`,
+      guarded((taken) => {
+        if (taken !== true) {
+          // A refusal is answered; a failure of a shared limit's database goes to the app, which asks
+          // again and answers it as it answers every failure.
+          if (taken === false) app(req, res);
+          else answer(taken);
+          return;
+        }
+        markIpTaken(req);
+        const known = refusalFromMemory(ctx, req, hookId);
+        if (known === null) {
+          app(req, res);
+          return;
+        }
+        if (known.triggerId === null) {
+          answer(known.refusal);
+          return;
+        }
+        const id = known.triggerId;
+        take(
+          ctx.triggers.hookTriggerLimit,
+          `htr:${id}`,
+          `trigger ${id}`,
+          guarded((ok) => {
+            // The trigger's token was not taken when the shared limit failed: the app takes it.
+            if (ok === false) app(req, res);
+            else answer(ok === true ? known.refusal : ok);
+          }),
+        );
+      }),
+    );
     return true;
   };
 }
 
 /**
  * The answer this instance can give from memory (the same as routes/hooks.ts would give after reading
- * the body), or null: the app decides. The trigger's own limit is taken by the caller, between the two.
+ * the body), or null: the app decides. A refusal of a trigger names it: its own limit is taken by the
+ * caller, between the two, as on the app's path.
  */
-function refusalFromMemory(ctx: RelayerContext, req: IncomingMessage, hookId: string): ApiError | null {
-  if (!HOOK_ID.test(hookId)) return notFound();
+function refusalFromMemory(
+  ctx: RelayerContext,
+  req: IncomingMessage,
+  hookId: string,
+): { refusal: ApiError; triggerId: string | null } | null {
+  if (!HOOK_ID.test(hookId)) return { refusal: notFound(), triggerId: null };
   const t = ctx.triggers.rememberedHook(hookId);
   if (t === undefined) return null;
-  if (t === null || !t.enabled || !t.webhook) return notFound();
+  if (t === null || !t.enabled || !t.webhook) return { refusal: notFound(), triggerId: null };
   // Asked of the app, in its order: the signature (needs the body), a re-delivery's run, the pause.
   if (t.webhook.hmac || deliveryIdOf(req.headers) !== null || t.paused) return null;
-  return ctx.triggers.knownFull(t.id);
+  const full = ctx.triggers.knownFull(t.id);
+  return full === null ? null : { refusal: full, triggerId: t.id };
 }
 
 /**
