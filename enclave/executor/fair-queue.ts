@@ -26,6 +26,12 @@ export class FairQueue<T> {
     return this.queues.has(account);
   }
 
+  /** Whether any account that is `eligible` has something waiting. */
+  anyEligible(eligible: (account: string) => boolean): boolean {
+    for (const account of this.queues.keys()) if (eligible(account)) return true;
+    return false;
+  }
+
   push(account: string, item: T): void {
     const q = this.queues.get(account);
     if (q === undefined) this.queues.set(account, { items: [item], servedAt: 0 });
@@ -78,6 +84,94 @@ export class FairQueue<T> {
     this.queues.clear();
     this.count = 0;
     return all;
+  }
+}
+
+/**
+ * How urgent a run is. An interactive run answers a caller who waits for it (an HTTP request);
+ * background work (a triggered run: a schedule, a webhook, a chain event) has nobody waiting on the line,
+ * so it gives way to interactive runs of any account (docs/actions.md, "Scheduling between accounts").
+ */
+export type Priority = "interactive" | "background";
+
+/**
+ * While background work waits, at least one dispatch in this many goes to it (when some of it may start):
+ * interactive runs go first, yet a stream of them never starves the background.
+ */
+export const BACKGROUND_EVERY = 4;
+
+/**
+ * Two classes of work, each a FairQueue (per-account fairness inside a class is FairQueue's, unchanged):
+ * an eligible interactive item is taken before any background item, except that after
+ * `backgroundEvery - 1` interactive dispatches while an eligible background item was waiting (since
+ * background was last served), the next dispatch is background's if an eligible background item waits. `load` counts an account's work of
+ * both classes (the caller's holdings), so the share of workers an account may hold is unchanged.
+ */
+export class PriorityFairQueue<T> {
+  private readonly interactive = new FairQueue<T>();
+  private readonly background = new FairQueue<T>();
+  /** Interactive dispatches since background was last served, while eligible background work waited. */
+  private passedOver = 0;
+
+  constructor(
+    private readonly priorityOf: (item: T) => Priority,
+    private readonly backgroundEvery: number = BACKGROUND_EVERY,
+  ) {
+    if (!Number.isInteger(backgroundEvery) || backgroundEvery < 1)
+      throw new RangeError("backgroundEvery must be a positive integer");
+  }
+
+  get size(): number {
+    return this.interactive.size + this.background.size;
+  }
+
+  /** Accounts with something waiting, in either class (each once). */
+  *accounts(): IterableIterator<string> {
+    yield* this.interactive.accounts();
+    for (const a of this.background.accounts()) if (!this.interactive.has(a)) yield a;
+  }
+
+  has(account: string): boolean {
+    return this.interactive.has(account) || this.background.has(account);
+  }
+
+  push(account: string, item: T): void {
+    this.classOf(item).push(account, item);
+  }
+
+  unshift(account: string, item: T): void {
+    this.classOf(item).unshift(account, item);
+  }
+
+  /** The next item by the rule above; FairQueue.take's choice between accounts within the class. */
+  take(
+    eligible: (account: string) => boolean,
+    load: (account: string) => number,
+  ): { account: string; item: T } | undefined {
+    const backgroundsTurn = this.passedOver >= this.backgroundEvery - 1;
+    const [first, second] = backgroundsTurn
+      ? [this.background, this.interactive]
+      : [this.interactive, this.background];
+    let next = first.take(eligible, load);
+    let from = first;
+    if (next === undefined) {
+      next = second.take(eligible, load);
+      from = second;
+    }
+    if (next === undefined) return undefined;
+    // Counted only when background work could have gone instead (a run at its account's share does
+    // not make interactive runs wait for its turn); forgotten once no background work waits.
+    if (from === this.background || this.background.size === 0) this.passedOver = 0;
+    else if (this.background.anyEligible(eligible)) this.passedOver++;
+    return next;
+  }
+
+  drain(): T[] {
+    return [...this.interactive.drain(), ...this.background.drain()];
+  }
+
+  private classOf(item: T): FairQueue<T> {
+    return this.priorityOf(item) === "background" ? this.background : this.interactive;
   }
 }
 

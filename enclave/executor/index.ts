@@ -10,7 +10,7 @@ import { DEFAULT_LIMITS, mergeLimits, type ExecutorLimits } from "./limits";
 import { WorkerPool, type PoolJob, type RunKeyGrant, type RunOutcome } from "./pool";
 import type { KeyOperationRecord } from "./key-operation-log";
 import { checkFetchPolicy, mergeFetchPolicy, type FetchPolicy } from "./fetch-policy";
-import { FairQueue, mayTakeWorker, workerShare } from "./fair-queue";
+import { PriorityFairQueue, mayTakeWorker, workerShare, type Priority } from "./fair-queue";
 import { ModuleLoader, type ModuleOptions } from "./modules/loader";
 import { ModuleError } from "./modules/errors";
 import { mayImport, transformAction } from "./modules/transform";
@@ -37,6 +37,12 @@ export interface RunRequest {
    * between accounts (docs/actions.md, "Scheduling between accounts"). Absent: one anonymous account.
    */
   account?: string | number;
+  /**
+   * "background" for work nobody waits on the line for (the relayer's triggered runs): an interactive
+   * run of any account is dispatched before it, and it keeps at least one dispatch in BACKGROUND_EVERY
+   * while both wait (fair-queue.ts, PriorityFairQueue). Absent: "interactive".
+   */
+  priority?: Priority;
   /** Action source: defines `async function main(params)` and/or calls `Actions.setResponse`. */
   code: string;
   /** CID of the code (computed by the caller): binds the action identity key and authorization. */
@@ -206,8 +212,8 @@ export class ActionExecutor {
   private readonly unhandledRejections: UnhandledRejectionMode;
   private readonly fetchPolicy: FetchPolicy | false;
   private readonly modules: ModuleLoader | null;
-  /** Runs waiting for a worker, one queue per account (fair-queue.ts). */
-  private readonly queue = new FairQueue<PoolJob>();
+  /** Runs waiting for a worker: interactive before background, one queue per account (fair-queue.ts). */
+  private readonly queue = new PriorityFairQueue<PoolJob>((job) => job.priority);
   /** Per account: its runs on a worker or queued behind a run in a worker (dispatched, not finished). */
   private readonly held = new Map<string, number>();
   /** The jobs counted in `held`. */
@@ -329,6 +335,7 @@ export class ActionExecutor {
     return new Promise<RunResult>((resolve, reject) => {
       const job: PoolJob = {
         account,
+        priority: req.priority ?? "interactive",
         code: imports.prepared?.code ?? req.code,
         imports: imports.prepared
           ? { modules: imports.prepared.modules, actionDeps: imports.prepared.actionDeps }
@@ -577,6 +584,8 @@ function checkRequestShape(req: RunRequest): void {
     if (p.authorize !== undefined && typeof p.authorize !== "function")
       throw new TypeError("run(req): runPkp.authorize must be a function");
   }
+  if (req.priority !== undefined && req.priority !== "interactive" && req.priority !== "background")
+    throw new TypeError('run(req): priority must be "interactive" or "background"');
   if (req.unhandledRejections !== undefined) checkRejectionMode(req.unhandledRejections);
   checkFetchPolicy(req.fetch, "run(req)");
   if (req.requestHeaders !== undefined) {

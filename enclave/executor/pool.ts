@@ -21,6 +21,7 @@ import type { GroupPolicy } from "../policy";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 import type { FetchPolicy } from "./fetch-policy";
+import type { Priority } from "./fair-queue";
 
 export { SIGNER_SCRIPT, WORKER_SCRIPT };
 
@@ -64,6 +65,8 @@ export interface PoolJob {
    * operations are shared fairly between accounts (fair-queue.ts).
    */
   account: string;
+  /** Interactive runs are dispatched before background ones (fair-queue.ts, PriorityFairQueue). */
+  priority: Priority;
   code: string;
   /** The run's imported modules, verified and transformed (modules/loader.ts); absent: none. */
   imports?: { modules: PreparedImports["modules"]; actionDeps: number[] };

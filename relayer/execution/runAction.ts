@@ -81,6 +81,9 @@ export async function runAction(ctx: RelayerContext, auth: AuthContext, req: Run
     result = await ctx.executor.run({
       // Runs and key operations are shared fairly between accounts (docs/actions.md).
       account: auth.principal.accountId,
+      // A triggered run has nobody waiting on the line: any account's interactive runs go before it
+      // (docs/triggers.md, "Performance"), and it keeps a guaranteed share of dispatches.
+      priority: req.triggerId !== undefined ? "background" : "interactive",
       code,
       cid,
       jsParams: req.jsParams,

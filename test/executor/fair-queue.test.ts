@@ -1,9 +1,17 @@
 /**
  * The choice between accounts (enclave/executor/fair-queue.ts): one queue per account, the account
- * holding the least goes first, ties round-robin; and the share of workers one account may hold.
+ * holding the least goes first, ties round-robin; interactive work before background work (triggered
+ * runs), which keeps one dispatch in BACKGROUND_EVERY; and the share of workers one account may hold.
  */
 import { expect } from "chai";
-import { FairQueue, mayTakeWorker, workerShare } from "../../enclave/executor/fair-queue";
+import fc from "fast-check";
+import {
+  BACKGROUND_EVERY,
+  FairQueue,
+  PriorityFairQueue,
+  mayTakeWorker,
+  workerShare,
+} from "../../enclave/executor/fair-queue";
 
 describe("executor: fair queue between accounts", function () {
   const all = () => true;
@@ -64,6 +72,123 @@ describe("executor: fair queue between accounts", function () {
     expect(q.drain().sort()).to.deep.equal(["a1", "b1"]);
     expect(q.size).to.equal(0);
     expect([...q.accounts()]).to.deep.equal([]);
+  });
+
+  describe("PriorityFairQueue: interactive before background", function () {
+    /** Items named by class: "t…" and "u…" are background, anything else interactive. */
+    const priorityOf = (item: string) => (/^[tu]/.test(item) ? "background" : "interactive");
+
+    function takeAllP(q: PriorityFairQueue<string>): string[] {
+      const out: string[] = [];
+      for (let next = q.take(all, none); next !== undefined; next = q.take(all, none)) out.push(next.item);
+      return out;
+    }
+
+    it("interleaves one background dispatch in four while both wait, round-robin inside each class", function () {
+      expect(BACKGROUND_EVERY).to.equal(4);
+      const q = new PriorityFairQueue<string>(priorityOf);
+      for (let i = 1; i <= 3; i++) q.push("trig", `t${i}`);
+      for (let i = 1; i <= 6; i++) q.push("a", `a${i}`);
+      for (let i = 1; i <= 3; i++) q.push("b", `b${i}`);
+      q.push("trig2", "u1");
+      expect(q.size).to.equal(13);
+      expect([...q.accounts()].sort()).to.deep.equal(["a", "b", "trig", "trig2"]);
+      expect(takeAllP(q)).to.deep.equal([
+        ...["a1", "b1", "a2", "t1"],
+        ...["b2", "a3", "b3", "u1"],
+        ...["a4", "a5", "a6", "t2"],
+        "t3",
+      ]);
+      expect(q.size).to.equal(0);
+    });
+
+    it("background work goes at once when no interactive run waits; an interactive run arriving goes first", function () {
+      const q = new PriorityFairQueue<string>(priorityOf);
+      for (let i = 1; i <= 10; i++) q.push("trig", `t${i}`);
+      expect(q.take(all, none)?.item).to.equal("t1");
+      expect(q.take(all, none)?.item).to.equal("t2");
+      q.push("a", "a1");
+      // The account holding more (the trigger's, say, with runs in workers) changes nothing across classes.
+      expect(q.take(all, (acc) => (acc === "a" ? 5 : 0))?.item).to.equal("a1");
+      expect(q.take(all, none)?.item).to.equal("t3");
+    });
+
+    it("background's turn waits for an eligible background run, and is then served first", function () {
+      const q = new PriorityFairQueue<string>(priorityOf, 2);
+      q.push("trig", "t1");
+      for (let i = 1; i <= 4; i++) q.push("a", `a${i}`);
+      const notTrig = (acc: string) => acc !== "trig";
+      expect(q.take(all, none)?.item).to.equal("a1");
+      // Background's turn, but its account may not start now (at its share, say): interactive goes on.
+      expect(q.take(notTrig, none)?.item).to.equal("a2");
+      expect(q.take(notTrig, none)?.item).to.equal("a3");
+      expect(q.take(all, none)?.item).to.equal("t1");
+      expect(q.take(all, none)?.item).to.equal("a4");
+    });
+
+    it("a background item put back keeps its class and its turn at the head of its account", function () {
+      const q = new PriorityFairQueue<string>(priorityOf);
+      q.push("trig", "t2");
+      q.unshift("trig", "t1");
+      q.push("a", "a1");
+      expect(takeAllP(q)).to.deep.equal(["a1", "t1", "t2"]);
+      q.push("a", "a2");
+      q.push("trig", "t3");
+      expect(q.drain().sort()).to.deep.equal(["a2", "t3"]);
+      expect(q.size).to.equal(0);
+    });
+
+    it("property: background is never passed over more than N-1 times in a row, nor served while interactive waits out of turn", function () {
+      const op = fc.oneof(
+        fc.record({ push: fc.constantFrom("a", "b", "c"), background: fc.boolean() }),
+        fc.record({ take: fc.constant(true), blocked: fc.constantFrom(null, "a", "b", "c", "t1", "t2") }),
+      );
+      fc.assert(
+        fc.property(fc.integer({ min: 1, max: 6 }), fc.array(op, { maxLength: 300 }), (every, ops) => {
+          const q = new PriorityFairQueue<string>(priorityOf, every);
+          let n = 0;
+          /** Interactive dispatches in a row while an eligible background item waited. */
+          let passedOver = 0;
+          const waiting = { interactive: new Map<string, number>(), background: new Map<string, number>() };
+          for (const o of ops) {
+            if ("push" in o) {
+              const account = o.background ? (o.push === "a" ? "t1" : "t2") : o.push;
+              const cls = o.background ? "background" : "interactive";
+              q.push(account, `${o.background ? "t" : "i"}${n++}`);
+              waiting[cls].set(account, (waiting[cls].get(account) ?? 0) + 1);
+              continue;
+            }
+            const eligible = (acc: string) => acc !== o.blocked;
+            const has = (cls: "interactive" | "background") =>
+              [...waiting[cls]].some(([acc, k]) => k > 0 && eligible(acc));
+            const [bgWaits, fgWaits] = [has("background"), has("interactive")];
+            const next = q.take(eligible, none);
+            if (!bgWaits && !fgWaits) {
+              expect(next).to.equal(undefined);
+              continue;
+            }
+            expect(next).to.not.equal(undefined);
+            const cls = priorityOf(next!.item);
+            expect(eligible(next!.account)).to.equal(true);
+            waiting[cls].set(next!.account, waiting[cls].get(next!.account)! - 1);
+            const backgroundLeft = [...waiting.background.values()].reduce((x, y) => x + y, 0);
+            if (cls === "background") {
+              // Served while interactive work could go: only on its turn.
+              if (fgWaits) expect(passedOver).to.be.at.least(every - 1);
+              passedOver = 0;
+            } else if (backgroundLeft === 0) {
+              passedOver = 0;
+            } else if (bgWaits) {
+              passedOver++;
+              expect(passedOver, "interactive dispatches in a row past waiting background").to.be.at.most(
+                every - 1,
+              );
+            }
+          }
+        }),
+        { numRuns: 300 },
+      );
+    });
   });
 
   describe("workerShare", function () {

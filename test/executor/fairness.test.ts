@@ -64,6 +64,25 @@ describe("executor: fair scheduling between accounts", function () {
     }
   });
 
+  it("an interactive run of another account starts before triggered (background) runs queued ahead of it", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 1, reserveWorkers: 0 });
+    try {
+      await ex.ready();
+      const { log, request } = starts();
+      const hold = settle(ex.run(request("x", "hold", `await sleep(300); return 1;`)));
+      await waitFor(() => log.length === 1);
+      const background = [1, 2, 3].map((i) =>
+        settle(ex.run(request("trig", `trig-${i}`, `return 1;`, { priority: "background" }))),
+      );
+      const interactive = settle(ex.run(request("b", "b", `return 1;`)));
+      await Promise.all([hold, ...background, interactive]);
+      // Without classes, round-robin between the two accounts would have started trig-1 first.
+      expect(log).to.deep.equal(["hold", "b", "trig-1", "trig-2", "trig-3"]);
+    } finally {
+      await ex.close();
+    }
+  });
+
   it("without a reserve, the first worker the flood frees goes to the waiting account", async function () {
     const ex = new ActionExecutor({ keys, poolSize: 2, reserveWorkers: 0 });
     try {
