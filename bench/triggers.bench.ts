@@ -15,10 +15,18 @@
  * flood generator's process (the control: what a flood costs this machine without the relayer), and
  * during the flood of the trigger.
  *
+ * Then the intake's own cost, in CPU rather than latency (so the machine's load matters less): the
+ * relayer process's CPU time (process.cpuUsage: user + system, every thread) per call while the same
+ * flood hits a known-full trigger through the relayer's server (the hooks' fast path answers) and
+ * through the same Express app on a server of its own (the app answers every call), alternated
+ * round by round; the ratio app / fast path is what the fast path saves a refused call.
+ *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
  * intake only), BENCH_TRIGGER_WORKERS (4).
  */
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { startStack, setupAccount, type Stack } from "../testkit/stack";
@@ -142,6 +150,54 @@ async function main(): Promise<void> {
     console.log(
       `control (the same flood at a bare server, not the relayer) / without: ${rows.map((r) => (r.control.p95 / r.before.p95).toFixed(2)).join(", ")}`,
     );
+
+    // The intake's CPU per call: the relayer's server (fast path first) against its app alone.
+    const appOnly = http.createServer(s.relayer.app);
+    appOnly.keepAliveTimeout = 5_000;
+    await new Promise<void>((resolve) => appOnly.listen(0, "127.0.0.1", resolve));
+    try {
+      const t = await s.api("POST", "/core/v1/triggers", {
+        key: flooded.accountKey,
+        body: {
+          name: "flood-cpu",
+          kind: "webhook",
+          cid: flooded.cid,
+          pkp_ids: [flooded.pkpId],
+          run_as: { key_address: k.body.id },
+          limits: { max_queued_runs: 20, runs_per_minute: 600, concurrency: "parallel" },
+        },
+      });
+      const fastUrl: string = t.body.webhook.url;
+      const path = new URL(fastUrl).pathname;
+      const appUrl = `http://127.0.0.1:${(appOnly.address() as AddressInfo).port}${path}`;
+      const cpuPerCall = async (url: string) => {
+        const before = process.cpuUsage();
+        const r = await flooder.tally(
+          FLOOD_CLIENTS,
+          FLOOD,
+          { url, body: {}, expectStatus: 429 },
+          PHASE_DEADLINE_MS,
+        );
+        const d = process.cpuUsage(before);
+        return { us: (d.user + d.system) / r.stats.n, statuses: r.statuses };
+      };
+      await cpuPerCall(fastUrl); // fills the queue; warms both paths' code
+      await cpuPerCall(appUrl);
+      const cpu: Array<{ fast: number; app: number }> = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const fast = await cpuPerCall(fastUrl);
+        const app = await cpuPerCall(appUrl);
+        cpu.push({ fast: fast.us, app: app.us });
+        console.log(
+          `cpu round ${round + 1}: relayer CPU per hook call: fast path ${fast.us.toFixed(0)} µs ${JSON.stringify(fast.statuses)}, app alone ${app.us.toFixed(0)} µs ${JSON.stringify(app.statuses)}`,
+        );
+      }
+      console.log(
+        `relayer CPU per refused hook call, app alone / fast path, per round: ${cpu.map((c) => (c.app / c.fast).toFixed(2)).join(", ")}`,
+      );
+    } finally {
+      await new Promise((resolve) => appOnly.close(resolve));
+    }
   } finally {
     await victims.stop();
     await flooder.stop();
