@@ -7,7 +7,7 @@
  * each test has per-IP budgets of its own and the per-IP refusal is tested on the fast path's own
  * reading of the address.
  */
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import * as http from "node:http";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
@@ -158,6 +158,31 @@ describe("triggers: the hooks' fast path", function () {
     const refused = await Promise.all(Array.from({ length: 20 }, () => call(s.url, path, freshIp())));
     expect(refused.map((r) => r.status)).to.deep.equal(Array(20).fill(429));
     expect(statements - before, "statements during 20 refusals").to.equal(0);
+  });
+
+  it("what needs the body or the database goes to the app: an HMAC's 401 before a full queue, a re-delivery's run", async () => {
+    const t = await createTrigger(s, a, {
+      kind: "webhook",
+      webhook: { hmac: true },
+      limits: { max_queued_runs: 1, runs_per_minute: 600, concurrency: "parallel" },
+    });
+    const path = new URL(t.webhook.url as string).pathname;
+    const signed = {
+      "x-sigil-signature": "sha256=" + createHmac("sha256", t.webhook_secret).update("{}").digest("hex"),
+    };
+    const first = await call(s.url, path, freshIp(), { ...signed, "x-github-delivery": "d-1" });
+    expect(first.status).to.equal(202);
+    expect((await call(s.url, path, freshIp(), signed)).status).to.equal(429);
+    // The queue is known full, yet a wrong signature is judged first, as the app does.
+    expectSame(
+      await both(path, freshIp(), { "x-sigil-signature": "sha256=00" }),
+      401,
+      "webhook_signature_invalid",
+    );
+    // A re-delivery of the stored firing is answered its run, not the full queue's 429.
+    const again = await call(s.url, path, freshIp(), { ...signed, "x-github-delivery": "d-1" });
+    expect(again.status).to.equal(202);
+    expect(again.body.run_id).to.equal(first.body.run_id);
   });
 
   it("a refusal is answered before its body arrives; the connection then serves the next request", async () => {
