@@ -3,9 +3,9 @@
  * the app's answer (the same relayer's app, served alone on a second server, is asked the same), what
  * needs the body or the database (an HMAC, a re-delivery) is left to the app, a known-full trigger is
  * refused without a database statement and before its body has arrived, a trigger with room again is
- * accepted, and a keep-alive connection carries a refused and an accepted call. Every call names its client address in X-Forwarded-For (the stack trusts one proxy hop), so
- * each test has per-IP budgets of its own and the per-IP refusal is tested on the fast path's own
- * reading of the address.
+ * accepted, and a keep-alive connection carries a refused and an accepted call. Every call names its
+ * client address in X-Forwarded-For (the stack trusts one proxy hop), so each test has per-IP budgets
+ * of its own and the per-IP refusal is tested on the fast path's own reading of the address.
  */
 import { createHmac, randomBytes } from "node:crypto";
 import * as http from "node:http";
