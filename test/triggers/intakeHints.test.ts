@@ -1,8 +1,9 @@
 /**
  * The intake's in-memory hints (relayer/triggers/intakeHints.ts): a flooded trigger is refused without
  * a database transaction, yet never more than max_queued_runs are queued, a run claimed on this
- * instance lets the next firing in at once, a hook's trigger (or that it has none) is read once a second, a re-delivery still answers its run, and a trigger changed
- * behind this instance's back (its remembered row stale) stores nothing the database would refuse.
+ * instance lets the next firing in at once, a hook's trigger (or that it has none) is read once a
+ * second, a re-delivery still answers its run, and a trigger changed behind this instance's back (its
+ * remembered row stale) stores nothing the database would refuse.
  */
 import { expect } from "chai";
 import type { DataLayer } from "../../relayer/db";
