@@ -19,7 +19,7 @@ const post = (url: string, body: unknown, headers: Record<string, string> = {}) 
   postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
 
 /** An account with a PKP, a one-signature action in a group, and a usage key that may run it. */
-async function setup(s: Stack): Promise<HttpRequestSpec> {
+export async function setup(s: Stack): Promise<HttpRequestSpec> {
   const acct = JSON.parse((await post(`${s.url}/core/v1/new_account`, {})).body);
   const auth = { "x-api-key": acct.api_key as string };
   const pkp = JSON.parse((await post(`${s.url}/core/v1/pkps/create`, {}, auth)).body).pkp_id as string;
