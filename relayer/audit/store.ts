@@ -9,7 +9,12 @@
  *    and accounts never wait for each other. A pending row is deleted in the transaction that chains it,
  *    so each is chained exactly once; a crash before the commit leaves it pending for the next pass.
  *  - `audit_checkpoints`: the head (sequence, hash) at least every `checkpointEvery` entries or
- *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it.
+ *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it
+ *    (on SQLite's writer thread, in the next one: the thread holds no key, sqliteWriter.ts).
+ *
+ * On SQLite in a file, the request path's INSERTs and the chaining run on a writer thread with its own
+ * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"); the reads, and the rare writes of
+ * exports, sweeps and retention, stay on the data layer's connection.
  *
  * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
  */
