@@ -1,7 +1,7 @@
 /**
  * Where the audit log's cost goes, without the noise of a whole stack (npm run bench:audit measures
- * the whole request; on a shared, loaded machine its ratio swings by ±0.3 between runs): the main
- * thread's CPU per entry for writing entries as 50 concurrent requests do (record: the canonical JSON
+ * the whole request; on a shared, loaded machine its ratio swings by ±0.3 between runs): the process's
+ * CPU per entry (the main thread's and, on SQLite in a file, the log's writer thread's: sqliteWriter.ts) for writing entries as 50 concurrent requests do (record: the canonical JSON
  * and the INSERT into audit_pending, before the answer) and for chaining them behind the answers, on
  * SQLite, with the chaining window at 0 (a pass per turn of the event loop) and at the default, in the
  * same run. Printed as µs of CPU per entry and as the ratio of the two windows.

@@ -8,13 +8,11 @@
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../../enclave";
 import type { AuditData, AuditKind } from "./entries";
+import { ENTRY_FORMAT } from "./entryHash";
 
-export const ENTRY_FORMAT = "sigil-audit-entry/v1";
+export { ENTRY_FORMAT, GENESIS_HASH, entryHashOfCanonicalData } from "./entryHash";
 export const CHECKPOINT_FORMAT = "sigil-audit-checkpoint/v1";
 export const EXPORT_FORMAT = "sigil-audit-export/v1";
-
-/** The previous hash of an account's first entry. */
-export const GENESIS_HASH = "0x" + "00".repeat(32);
 
 export function sha256Hex(text: string): string {
   return "0x" + createHash("sha256").update(text, "utf8").digest("hex");
@@ -40,20 +38,6 @@ export function entryHash(e: ChainedFields): string {
       time_ms: e.time_ms,
       data: e.data,
     }),
-  );
-}
-
-/**
- * entryHash for an entry whose data is already its canonical JSON (as audit_pending stores it): the same
- * text, assembled around it instead of parsed and serialized again (the chainer's cost per entry).
- * Keys in canonical order: account, data, format, kind, prev_hash, seq, time_ms.
- */
-export function entryHashOfCanonicalData(e: Omit<ChainedFields, "data">, canonicalData: string): string {
-  if (!Number.isSafeInteger(e.seq) || !Number.isSafeInteger(e.time_ms))
-    throw new TypeError("entryHashOfCanonicalData: seq and time_ms must be integers");
-  return sha256Hex(
-    `{"account":${JSON.stringify(e.account)},"data":${canonicalData},"format":${JSON.stringify(ENTRY_FORMAT)},` +
-      `"kind":${JSON.stringify(e.kind)},"prev_hash":${JSON.stringify(e.prev_hash)},"seq":${e.seq},"time_ms":${e.time_ms}}`,
   );
 }
 

@@ -229,5 +229,6 @@ export class AuditLog {
     this.sweepTimer = null;
     await this.flush().catch(() => undefined);
     this.stopped = true;
+    await this.store.close();
   }
 }

@@ -9,7 +9,12 @@
  *    and accounts never wait for each other. A pending row is deleted in the transaction that chains it,
  *    so each is chained exactly once; a crash before the commit leaves it pending for the next pass.
  *  - `audit_checkpoints`: the head (sequence, hash) at least every `checkpointEvery` entries or
- *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it.
+ *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it
+ *    (on SQLite's writer thread, in the next one: the thread holds no key, sqliteWriter.ts).
+ *
+ * On SQLite in a file, the request path's INSERTs and the chaining run on a writer thread with its own
+ * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"); the reads, and the rare writes of
+ * exports, sweeps and retention, stay on the data layer's connection.
  *
  * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
  */
@@ -18,6 +23,7 @@ import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
 import { GENESIS_HASH, checkpointDigest, entryHashOfCanonicalData } from "./format";
+import { SqliteWriterThread } from "./sqliteWriter";
 
 export interface CheckpointSigner {
   /** The identity key's address (the attestation document's identity). */
@@ -33,6 +39,11 @@ export interface AuditStoreOptions {
   checkpointMs?: number;
   /** Rows chained per transaction (default 200). */
   batch?: number;
+  /**
+   * SQLite in a file: write pending entries from a thread of their own (sqliteWriter.ts; default true).
+   * False: on the data layer's connection, in the main thread.
+   */
+  writerThread?: boolean;
   now?: () => number;
 }
 
@@ -94,8 +105,24 @@ interface HeadRow {
   checkpoint_ms: number;
 }
 
-/** Entries per INSERT statement when chaining (11 parameters each). */
+/** Entries per INSERT statement (11 parameters each when chaining). */
 const INSERT_ROWS = 50;
+/** Entries per transaction of the writer thread (which splits them into INSERTs of 50). */
+const WRITER_BATCH = 500;
+
+/** An audit_pending row's values, in the order of its INSERTs (here and in sqliteWriter-thread.js). */
+function pendingRow(e: PendingEntry): unknown[] {
+  return [
+    e.account,
+    e.kind,
+    e.timeMs,
+    canonicalJson(e.data),
+    e.principal,
+    e.cid,
+    pkpColumn(e.pkps),
+    e.outcome,
+  ];
+}
 
 /** The PKP column: every id between commas, so one LIKE '%,id,%' finds an entry naming it. */
 const pkpColumn = (pkps: string[]) => (pkps.length ? "," + pkps.join(",") + "," : "");
@@ -109,6 +136,9 @@ export class AuditStore {
   private readonly queued: Array<{ e: PendingEntry; resolve: () => void; reject: (err: unknown) => void }> =
     [];
   private inserting = false;
+  private readonly useWriterThread: boolean;
+  /** undefined until the first write (a store that is only read starts no thread). */
+  private writerThread: SqliteWriterThread | null | undefined;
 
   constructor(
     readonly db: DataLayer,
@@ -119,6 +149,22 @@ export class AuditStore {
     this.checkpointMs = opts.checkpointMs ?? 5 * 60_000;
     this.batch = opts.batch ?? 200;
     this.now = opts.now ?? Date.now;
+    this.useWriterThread = opts.writerThread !== false;
+  }
+
+  /**
+   * The log's writer on SQLite in a file (sqliteWriter.ts), started on the first write; null: this
+   * store's connection writes (PostgreSQL, SQLite in memory, or the thread was closed or failed).
+   */
+  private get writer(): SqliteWriterThread | null {
+    if (this.writerThread === undefined)
+      this.writerThread = this.useWriterThread ? SqliteWriterThread.forLayer(this.db) : null;
+    return this.writerThread?.running ? this.writerThread : null;
+  }
+
+  /** Stops the writer thread, once what was sent to it is written (before the database closes). */
+  async close(): Promise<void> {
+    await this.writerThread?.close();
   }
 
   /** `?` placeholders as the engine wants them. */
@@ -147,8 +193,9 @@ export class AuditStore {
   /**
    * The request path's only write: one row, no lock. Entries recorded while an earlier INSERT is on its
    * way go together in the next one (a group commit: one round trip and one WAL flush for many
-   * requests under load); each caller still returns only once its row is committed. `on`: inside the
-   * caller's own transaction instead (written at once, with it).
+   * requests under load); each caller still returns only once its row is committed, and the rows of
+   * one INSERT are committed together or not at all. `on`: inside the caller's own transaction instead
+   * (written at once, with it).
    */
   enqueue(e: PendingEntry, on?: Sql): Promise<void> {
     if (on) return this.insertPending(on, [e]);
@@ -156,9 +203,10 @@ export class AuditStore {
       this.queued.push({ e, resolve, reject });
       if (this.inserting) return;
       this.inserting = true;
-      // SQLite answers synchronously, so without this every entry would be its own INSERT (and
-      // commit): the entries of requests that finish in the same turn of the event loop go together.
-      if (this.db.sqlite) setImmediate(() => void this.insertQueued());
+      // SQLite on this connection answers synchronously, so without this every entry would be its own
+      // INSERT (and commit): the entries of requests that finish in the same turn of the event loop go
+      // together. The writer thread and PostgreSQL answer later: what arrives meanwhile waits its turn.
+      if (this.db.sqlite && !this.writer) setImmediate(() => void this.insertQueued());
       else void this.insertQueued();
     });
   }
@@ -166,12 +214,12 @@ export class AuditStore {
   private async insertQueued(): Promise<void> {
     try {
       while (this.queued.length > 0) {
-        const batch = this.queued.splice(0, INSERT_ROWS);
+        const batch = this.queued.splice(0, this.writer ? WRITER_BATCH : INSERT_ROWS);
         try {
-          await this.insertPending(
-            this.db,
-            batch.map((q) => q.e),
-          );
+          const entries = batch.map((q) => q.e);
+          const writer = this.writer;
+          if (writer) await writer.insert(entries.map(pendingRow));
+          else await this.insertPending(this.db, entries);
           for (const q of batch) q.resolve();
         } catch (err) {
           for (const q of batch) q.reject(err);
@@ -187,16 +235,7 @@ export class AuditStore {
       on,
       "INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
         entries.map(() => "(?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
-      entries.flatMap((e) => [
-        e.account,
-        e.kind,
-        e.timeMs,
-        canonicalJson(e.data),
-        e.principal,
-        e.cid,
-        pkpColumn(e.pkps),
-        e.outcome,
-      ]),
+      entries.flatMap(pendingRow),
     );
   }
 
@@ -213,10 +252,39 @@ export class AuditStore {
   async chain(account: string): Promise<number> {
     let total = 0;
     for (;;) {
-      const n = await this.db.transaction((tx) => this.chainBatch(tx, account));
+      const n = this.writer
+        ? await this.chainOnWriter(account)
+        : await this.db.transaction((tx) => this.chainBatch(tx, account));
       total += n;
       if (n < this.batch) return total;
     }
+  }
+
+  /**
+   * chainBatch on the writer thread (SQLite in a file): the thread chains, this thread signs the heads
+   * it says are due (the key stays here), and the thread stores the checkpoints in a second transaction.
+   * A crash between the two leaves those heads unsigned; the next pass then signs the head it reaches,
+   * since the last checkpoint is more than checkpointEvery entries behind it.
+   */
+  private async chainOnWriter(account: string): Promise<number> {
+    const writer = this.writer as SqliteWriterThread;
+    const { count, due } = await writer.chain(account, {
+      batch: this.batch,
+      checkpointEvery: this.checkpointEvery,
+      checkpointMs: this.checkpointMs,
+      now: this.now(),
+    });
+    if (due.length > 0) {
+      const rows = due.map((d) => {
+        const time_ms = this.now();
+        const signature = this.signer.sign(
+          checkpointDigest({ account, seq: d.seq, head_hash: d.hash, time_ms }),
+        );
+        return [account, d.seq, d.hash, time_ms, this.signer.address, signature];
+      });
+      await writer.storeCheckpoints(rows);
+    }
+    return count;
   }
 
   /** The account's head, locked for this transaction (created at the genesis on first use). */
@@ -325,7 +393,8 @@ export class AuditStore {
     const signature = this.signer.sign(checkpointDigest(fields));
     await this.exec(
       tx,
-      "INSERT INTO audit_checkpoints (account_id, seq, head_hash, time_ms, signer, signature) VALUES (?, ?, ?, ?, ?, ?)",
+      // DO NOTHING: the writer thread (SQLite) may have stored its checkpoint of this head meanwhile.
+      "INSERT INTO audit_checkpoints (account_id, seq, head_hash, time_ms, signer, signature) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, seq) DO NOTHING",
       [account, head.seq, head.hash, now, this.signer.address, signature],
     );
     await this.exec(tx, "UPDATE audit_heads SET checkpoint_seq = ?, checkpoint_ms = ? WHERE account_id = ?", [

@@ -73,6 +73,7 @@ describe("audit log: chain, checkpoints, offline verification", function () {
     );
   });
   afterEach(async () => {
+    await log.stop(); // its writer thread's connection closes before the file goes
     await db.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });

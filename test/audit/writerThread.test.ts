@@ -1,0 +1,201 @@
+/**
+ * The audit log's SQLite writer thread (relayer/audit/sqliteWriter.ts): entries recorded together are
+ * written in batches (one transaction each) by a thread with its own connection, and chained there. A
+ * batch keeps the order entries were recorded in, and its chain and checkpoints are the ones the main
+ * thread would write; an entry is committed (readable by another connection) when its `record` returns,
+ * so a crash right after leaves it pending for the next start; a batch that fails is written not at
+ * all, each of its callers is told, and nothing of it is lost or written twice.
+ */
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+import { expect } from "chai";
+import pino from "pino";
+import { Enclave } from "../../enclave";
+import { openDataLayer, type DataLayer } from "../../relayer/db";
+import { AuditLog } from "../../relayer/audit/log";
+import { exportLines } from "../../relayer/audit/export";
+import { entryHash, GENESIS_HASH } from "../../relayer/audit/format";
+import type { AuditKind, PendingEntry } from "../../relayer/audit/entries";
+import { verifyAuditExport } from "../../sdk/index";
+
+const ACCOUNT = "11";
+
+function refusal(i: number, account = ACCOUNT): PendingEntry {
+  return {
+    account,
+    kind: "refusal",
+    timeMs: 1_700_000_000_000 + i,
+    data: {
+      request_id: `r${i}`,
+      method: "POST",
+      route: "/core/v1/groups",
+      key_hash_prefix: "0x12345678",
+      principal: { kind: "usage_key", address: "0x" + "ab".repeat(20) },
+      code: "scope_denied",
+      suppressed: 0,
+    },
+    principal: "0x" + "ab".repeat(20),
+    cid: null,
+    pkps: [],
+    outcome: "refused",
+  };
+}
+
+interface Row {
+  seq: number;
+  prev_hash: string;
+  hash: string;
+  kind: string;
+  time_ms: number;
+  data: string;
+}
+
+describe("audit log: the SQLite writer thread", function () {
+  this.timeout(60_000);
+  let dir: string;
+  let file: string;
+  let db: DataLayer;
+  let enclave: Enclave;
+  const logs: AuditLog[] = [];
+  const identity = () => enclave.attestationIdentity().address;
+
+  function openLog(opts: { chainAfterMs?: number; checkpointEvery?: number } = {}, on = db): AuditLog {
+    const log = new AuditLog(
+      on,
+      { address: identity(), sign: (d) => enclave.signAuditCheckpoint(d) },
+      "test",
+      { checkpointEvery: opts.checkpointEvery ?? 50, checkpointMs: 3_600_000, sweepMs: 3_600_000, ...opts },
+      pino({ level: "silent" }),
+    );
+    logs.push(log);
+    return log;
+  }
+  /** Another connection to the file: what a restarted process would find. */
+  function peek<T>(sqlText: string, params: unknown[] = []): T[] {
+    const other = new BetterSqlite3(file, { readonly: true });
+    try {
+      return other.prepare(sqlText).all(...params) as T[];
+    } finally {
+      other.close();
+    }
+  }
+  const chainOf = (account = ACCOUNT) =>
+    peek<Row>(
+      "SELECT seq, prev_hash, hash, kind, time_ms, data FROM audit_entries WHERE account_id = ? ORDER BY seq",
+      [account],
+    );
+  async function exportText(log: AuditLog): Promise<string> {
+    let out = "";
+    for await (const l of exportLines(log.store, ACCOUNT, identity(), {}, Date.now())) out += l;
+    return out;
+  }
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-audit-writer-"));
+    file = path.join(dir, "relayer.sqlite");
+    db = await openDataLayer({ sqlitePath: file });
+    enclave = Enclave.fromRootKey(crypto.randomBytes(32));
+  });
+  afterEach(async () => {
+    for (const l of logs.splice(0)) await l.stop();
+    await db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("entries recorded together keep their order in the chain; its hashes and checkpoints are the format's", async () => {
+    const log = openLog({ chainAfterMs: 0 });
+    // 230 requests finishing at once, then 70 more while the first batches are on their way.
+    const first = Array.from({ length: 230 }, (_, i) => log.record(refusal(i)));
+    await new Promise((r) => setImmediate(r));
+    const second = Array.from({ length: 70 }, (_, i) => log.record(refusal(230 + i)));
+    await Promise.all([...first, ...second]);
+    await log.flush();
+    const chain = chainOf();
+    expect(chain.map((r) => r.seq)).to.deep.equal(Array.from({ length: 300 }, (_, i) => i + 1));
+    expect(chain.map((r) => (JSON.parse(r.data) as { request_id: string }).request_id)).to.deep.equal(
+      Array.from({ length: 300 }, (_, i) => `r${i}`),
+    );
+    let prev = GENESIS_HASH;
+    for (const r of chain) {
+      expect(r.prev_hash).to.equal(prev);
+      const fields = { account: ACCOUNT, seq: r.seq, prev_hash: r.prev_hash, kind: r.kind as AuditKind };
+      expect(entryHash({ ...fields, time_ms: r.time_ms, data: JSON.parse(r.data) })).to.equal(r.hash);
+      prev = r.hash;
+    }
+    // Exactly every 50 entries, though one pass chains up to 200.
+    const cps = peek<{ seq: number; head_hash: string }>(
+      "SELECT seq, head_hash FROM audit_checkpoints WHERE account_id = ? ORDER BY seq",
+      [ACCOUNT],
+    );
+    expect(cps.map((c) => c.seq)).to.deep.equal([50, 100, 150, 200, 250, 300]);
+    for (const c of cps) expect(c.head_hash).to.equal(chain[c.seq - 1].hash);
+    expect(peek<{ n: number }>("SELECT COUNT(*) AS n FROM audit_pending")[0].n).to.equal(0);
+    const v = verifyAuditExport(await exportText(log), { identity: identity() });
+    expect(v.ok, JSON.stringify(v.break)).to.equal(true);
+    expect(v.signedThrough).to.equal(300);
+  });
+
+  it("an entry is committed when record returns: a crash before chaining leaves it pending, and a restart chains it once", async () => {
+    const log = openLog({ chainAfterMs: 3_600_000 });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => log.record(refusal(i))));
+    // What another process finds right now, as after a kill -9 of this one: every entry, unchained.
+    expect(peek<{ n: number }>("SELECT COUNT(*) AS n FROM audit_pending")[0].n).to.equal(20);
+    expect(chainOf()).to.have.length(0);
+    // The restarted process: another data layer on the file, its first sweep chains them.
+    const db2 = await openDataLayer({ sqlitePath: file });
+    try {
+      const restarted = openLog({}, db2);
+      await restarted.sweep();
+      expect(chainOf().map((r) => (JSON.parse(r.data) as { request_id: string }).request_id)).to.deep.equal(
+        Array.from({ length: 20 }, (_, i) => `r${i}`),
+      );
+      // The first process's chainer, had it survived, finds nothing left: each entry is chained once.
+      await log.flush();
+      expect(chainOf()).to.have.length(20);
+      await restarted.stop();
+    } finally {
+      await db2.close();
+    }
+  });
+
+  it("a batch that fails is written not at all, its callers are told, and nothing is lost or written twice", async () => {
+    const log = openLog({ chainAfterMs: 0 });
+    await Promise.all([0, 1].map((i) => log.record(refusal(i))));
+    // r2 goes alone; the three recorded while it is on its way go together in the next batch, with one
+    // entry the table refuses (no kind: NOT NULL) among them.
+    const lead = log.record(refusal(2));
+    const broken = { ...refusal(99), kind: null as unknown as "refusal" };
+    const batch = [log.record(refusal(3)), log.record(broken), log.record(refusal(4))];
+    await lead;
+    const outcomes = await Promise.allSettled(batch);
+    expect(outcomes.map((o) => o.status)).to.deep.equal(["rejected", "rejected", "rejected"]);
+    expect(String((outcomes[0] as PromiseRejectedResult).reason)).to.match(/NOT NULL/);
+    await log.flush();
+    const ids = () => chainOf().map((r) => (JSON.parse(r.data) as { request_id: string }).request_id);
+    expect(ids()).to.deep.equal(["r0", "r1", "r2"]);
+    expect(peek<{ n: number }>("SELECT COUNT(*) AS n FROM audit_pending")[0].n).to.equal(0);
+    // The callers retry what they were refused (a request that failed is answered as failed, not lost).
+    await Promise.all([3, 4, 5].map((i) => log.record(refusal(i))));
+    await log.flush();
+    expect(ids()).to.deep.equal(["r0", "r1", "r2", "r3", "r4", "r5"]);
+    const v = verifyAuditExport(await exportText(log), { identity: identity() });
+    expect(v.ok, JSON.stringify(v.break)).to.equal(true);
+  });
+
+  it("writes from its own thread only for a database in a file: in memory, the main connection writes", async () => {
+    const mem = await openDataLayer({ sqlitePath: ":memory:" });
+    try {
+      const log = openLog({ chainAfterMs: 0 }, mem);
+      await Promise.all([0, 1, 2].map((i) => log.record(refusal(i))));
+      await log.flush();
+      const rows = (await mem.exec("SELECT seq FROM audit_entries ORDER BY seq")) as Array<{ seq: number }>;
+      expect(rows.map((r) => r.seq)).to.deep.equal([1, 2, 3]);
+      await log.stop();
+    } finally {
+      await mem.close();
+    }
+  });
+});
