@@ -47,7 +47,13 @@ async function main(): Promise<void> {
           { name: "no-night-messages", effect: "deny", operation: "message", prefix: "night" },
           { name: "no-export", effect: "deny", operation: "keyExport" },
           { name: "no-digests", effect: "deny", operation: "digest" },
-          { name: "mainnet-only", effect: "allow", operation: "transaction", chainIds: [1], value: { max: "0" } },
+          {
+            name: "mainnet-only",
+            effect: "allow",
+            operation: "transaction",
+            chainIds: [1],
+            value: { max: "0" },
+          },
         ],
       };
       const policyCid = JSON.parse((await post(`${s.url}/core/v1/policies`, { policy }, auth)).body).cid;
