@@ -262,6 +262,7 @@ async function main(): Promise<void> {
     let signedRatio: number | null = null;
     let policyRatio: number | null = null;
     let policyMedian: number | null = null;
+    let policyCpu: number | null = null;
     for (const clients of writesOnly ? [] : [1, 10, 50]) {
       const n = quick ? 100 : clients === 1 ? 300 : 1_500;
       const base = await gen.http(clients, n, echoOp);
@@ -301,16 +302,22 @@ async function main(): Promise<void> {
         // pairs than above, each pair's order alternated (plain first, then policy first: drift within
         // a pair hits both forms alike over the whole), and two figures, the ratio of the mean rates
         // and the median of the pairs' ratios (which one disturbed pair cannot move).
+        // Besides the rates: this process's CPU time per execution (the relayer, its workers and
+        // key threads; the clients are another process), which the machine's load moves far less
+        // than it moves a rate.
         const plainRuns: Stats[] = [];
         const policyRuns: Stats[] = [];
+        const cpuUs = { plain: 0, policy: 0 };
+        const measured = async (form: "plain" | "policy") => {
+          const before = process.cpuUsage();
+          const st = await gen.http(clients, SIGNED_RUN, form === "plain" ? exec(cids[1]) : execUnderPolicy);
+          const used = process.cpuUsage(before);
+          cpuUs[form] += used.user + used.system;
+          (form === "plain" ? plainRuns : policyRuns).push(st);
+        };
         for (let k = 0; k < POLICY_PAIRS; k++) {
-          if (k % 2 === 0) {
-            plainRuns.push(await gen.http(clients, SIGNED_RUN, exec(cids[1])));
-            policyRuns.push(await gen.http(clients, SIGNED_RUN, execUnderPolicy));
-          } else {
-            policyRuns.push(await gen.http(clients, SIGNED_RUN, execUnderPolicy));
-            plainRuns.push(await gen.http(clients, SIGNED_RUN, exec(cids[1])));
-          }
+          for (const form of k % 2 === 0 ? (["plain", "policy"] as const) : (["policy", "plain"] as const))
+            await measured(form);
         }
         plainRuns.forEach((r, k) => {
           console.log(row(`one signature, ${clients} clients, no policy ${k + 1}`, r, base));
@@ -324,12 +331,19 @@ async function main(): Promise<void> {
             `${(policyRatio * 100).toFixed(1)}% of the rate without a policy (ratio of the means); median pair ${(policyMedian * 100).toFixed(1)}% ` +
             `(pairs from ${(Math.min(...policyPairs) * 100).toFixed(0)}% to ${(Math.max(...policyPairs) * 100).toFixed(0)}%)`,
         );
+        const perRun = (us: number) => us / (POLICY_PAIRS * SIGNED_RUN);
+        policyCpu = cpuUs.policy / cpuUs.plain;
+        console.log(
+          `CPU of this process per execution: ${f(perRun(cpuUs.plain))} µs without a policy, ${f(perRun(cpuUs.policy))} µs under it ` +
+            `(${(policyCpu * 100).toFixed(1)}%)`,
+        );
       }
     }
 
     const policyGoal = () =>
       `- a five-rule signing policy ≥ 95% of the rate without one (one signature, 50 clients): ` +
-      `${policyRatio === null ? "?" : (policyRatio * 100).toFixed(1)}% (median pair ${policyMedian === null ? "?" : (policyMedian * 100).toFixed(1)}%) → ` +
+      `${policyRatio === null ? "?" : (policyRatio * 100).toFixed(1)}% (median pair ${policyMedian === null ? "?" : (policyMedian * 100).toFixed(1)}%; ` +
+      `CPU per execution ${policyCpu === null ? "?" : (policyCpu * 100).toFixed(1)}% of that without) → ` +
       `${policyRatio !== null && policyRatio >= 0.95 ? "met" : "NOT met"}`;
     if (executionsOnly) {
       // Issue 25's goals for executions over HTTP.
