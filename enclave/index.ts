@@ -60,6 +60,7 @@ export {
   POLICY_SCHEMA,
   OperationError,
   checkPolicy,
+  deepFreeze,
   evaluatePolicy,
   parseDigest,
   parseEd25519,

@@ -2,9 +2,10 @@
  * Signing-policy documents as the relayer handles them (docs/policies.md): a document is checked
  * against the schema before it is pinned, and read back by CID from the content store, which verifies
  * the bytes against the CID, so the policy the enclave enforces is exactly the one the group names.
- * Content is immutable: a parsed document is kept by CID.
+ * Content is immutable: a parsed document is kept by CID, frozen, and shared by every run of every
+ * group that names it (what the engine derives from it is then derived once: enclave/policy/freeze.js).
  */
-import { checkPolicy, parsePolicy, type Policy } from "../enclave";
+import { checkPolicy, deepFreeze, parsePolicy, type Policy } from "../enclave";
 import type { RelayerContext } from "./context";
 import { ApiError } from "./errors";
 
@@ -50,7 +51,8 @@ export async function loadPolicy(
         details: { cid, errors: checked.errors },
       },
     );
+  const policy = deepFreeze(checked.policy);
   if (parsed.size >= MAX_CACHED) parsed.clear();
-  parsed.set(cid, checked.policy);
-  return checked.policy;
+  parsed.set(cid, policy);
+  return policy;
 }

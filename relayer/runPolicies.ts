@@ -3,7 +3,8 @@
  * grant the run (relayer/policy.ts, grantingGroups), read from the permission cache as it is at each
  * key operation, so a policy set or cleared while the run is in flight applies to its next signature
  * (the cache also invalidates the run's handed-over key when the account changes). Documents come from
- * the content store (or the IPFS gateways), verified against their CID.
+ * the content store (or the IPFS gateways), verified against their CID, parsed once per CID and shared
+ * (relayer/policyDocuments.ts): per run only the group lookup is done again.
  */
 import { OPERATION_KINDS, type GroupPolicy, type Policy } from "../enclave";
 import type { PoliciesFor } from "../enclave";
@@ -38,14 +39,19 @@ export function policiesForRun(ctx: RelayerContext, auth: AuthContext, cid: stri
     const grants: GroupPolicy[] = [];
     for (const g of groups) {
       const policyCid = g.policy!;
-      let policy: Policy;
+      let policy: Policy | null;
       try {
-        policy = (await loadPolicy(ctx, policyCid)) ?? unavailable(policyCid);
+        policy = await loadPolicy(ctx, policyCid);
       } catch (err) {
         ctx.logger.warn({ group: g.id, cid: policyCid, err: String(err) }, "group policy unreadable");
-        policy = unavailable(policyCid);
+        policy = null;
       }
-      grants.push({ group: String(g.id), policy });
+      // The stored document (frozen, shared by CID) goes with its CID; a stand-in without one.
+      grants.push(
+        policy === null
+          ? { group: String(g.id), policy: unavailable(policyCid) }
+          : { group: String(g.id), policy, cid: policyCid },
+      );
     }
     return grants;
   };

@@ -18,6 +18,7 @@ import { sendDeadline, type SendService } from "./send";
 import { KeyOperationLog, type KeyOperationRecord } from "./key-operation-log";
 import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
+import { SentPolicies } from "./policy-handover";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 import type { FetchPolicy } from "./fetch-policy";
@@ -164,6 +165,8 @@ interface Slot {
   probeSentAt: number | null; // outstanding memory probe, if any
   /** The account whose job the worker was last given; null: none yet (a fresh worker). */
   account: string | null;
+  /** The policy documents this worker has been sent (policy-handover.ts). */
+  sentPolicies: SentPolicies;
 }
 
 export interface PoolOptions {
@@ -464,7 +467,9 @@ export class WorkerPool {
       offHeapMb: _o,
       ...workerLimits
     } = job.limits;
-    const runKey = job.runKey === null ? null : this.runKeyFor(job.runKey);
+    const granted = job.runKey === null ? null : this.runKeyFor(job.runKey);
+    // A policy document this worker was sent before goes as its CID alone (policy-handover.ts).
+    const runKey = granted === null ? null : { ...granted, ...slot.sentPolicies.wire(granted.policies) };
     slot.worker.postMessage(
       {
         type: "run",
@@ -598,6 +603,7 @@ export class WorkerPool {
       started,
       probeSentAt: null,
       account: null,
+      sentPolicies: new SentPolicies(),
     };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));

@@ -36,6 +36,11 @@ export declare function evaluatePolicy(policy: Policy, op: OperationFacts, now?:
 export interface GroupPolicy {
   group: string;
   policy: Policy | null;
+  /**
+   * The policy's CID when it is the stored document of that CID (frozen and shared: freeze.js), so that
+   * a worker is sent it once and then only its CID (worker/policy-cache.js); absent: sent each time.
+   */
+  cid?: string;
 }
 
 /**

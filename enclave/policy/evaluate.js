@@ -225,6 +225,49 @@ function checkBitcoin(r, op) {
   return MATCH;
 }
 
+/**
+ * What evaluation derives from a document alone, kept per document when the document is frozen (a
+ * shared, content-addressed copy: freeze.js): its deny and allow rules of each operation kind, and each
+ * message prefix as bytes. A document that is not frozen may still change, so it is read afresh.
+ */
+const derived = new WeakMap();
+const NO_RULES = Object.freeze({ deny: Object.freeze([]), allow: Object.freeze([]) });
+
+function sortRules(rules, kind) {
+  const deny = [];
+  const allow = [];
+  for (const r of rules) {
+    if (r.operation !== kind) continue;
+    if (r.effect === "deny") deny.push(r);
+    else if (r.effect === "allow") allow.push(r);
+  }
+  return { deny, allow };
+}
+
+function rulesOf(policy, kind) {
+  if (!Object.isFrozen(policy) || !Object.isFrozen(policy.rules)) return sortRules(policy.rules, kind);
+  let byKind = derived.get(policy);
+  if (byKind === undefined) {
+    byKind = new Map();
+    for (const r of policy.rules)
+      if (!byKind.has(r.operation)) byKind.set(r.operation, sortRules(policy.rules, r.operation));
+    derived.set(policy, byKind);
+  }
+  return byKind.get(kind) ?? NO_RULES;
+}
+
+const prefixBytes = new WeakMap();
+
+function prefixOf(r) {
+  if (!Object.isFrozen(r)) return Buffer.from(r.prefix, "utf8");
+  let bytes = prefixBytes.get(r);
+  if (bytes === undefined) {
+    bytes = Buffer.from(r.prefix, "utf8");
+    prefixBytes.set(r, bytes);
+  }
+  return bytes;
+}
+
 function startsWith(bytes, prefix) {
   if (prefix.length > bytes.length) return false;
   for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
@@ -243,7 +286,7 @@ function ruleMatches(r, op, now) {
     case "typedData":
       return checkTypedData(r, op);
     case "message":
-      if (r.prefix !== undefined && !startsWith(op.bytes, Buffer.from(r.prefix, "utf8")))
+      if (r.prefix !== undefined && !startsWith(op.bytes, prefixOf(r)))
         return miss(
           "prefix",
           preview(op.bytes),
@@ -270,15 +313,13 @@ function base(op) {
 
 /** One policy's decision on one operation. */
 function evaluatePolicy(policy, op, now = new Date()) {
-  const rules = policy.rules.filter((r) => r.operation === op.kind);
-  for (const r of rules) {
-    if (r.effect !== "deny") continue;
+  const { deny, allow } = rulesOf(policy, op.kind);
+  for (const r of deny) {
     if (ruleMatches(r, op, now).ok)
       return { allowed: false, rule: r.name, ...base(op), reason: `denied by rule "${r.name}"` };
   }
   let firstMiss = null;
-  for (const r of rules) {
-    if (r.effect !== "allow") continue;
+  for (const r of allow) {
     const m = ruleMatches(r, op, now);
     if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: `allowed by rule "${r.name}"` };
     firstMiss ??= { rule: r.name, m };

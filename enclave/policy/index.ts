@@ -9,3 +9,4 @@ export * from "./evaluate";
 export * from "./window";
 export type { Erc20Call, PermitGrant } from "./erc20";
 export * from "./stateless";
+export * from "./freeze";

@@ -35,7 +35,18 @@ const STATELESS_POLICY_FIELDS: ReadonlySet<string> = new Set<keyof Policy>([
   "rules",
 ]);
 
+/** Stateless or not, per shared (frozen, content-addressed: freeze.js) document, decided once. */
+const decided = new WeakMap<Policy, boolean>();
+
 function statelessPolicy(p: Policy): boolean {
+  const known = decided.get(p);
+  if (known !== undefined) return known;
+  const stateless = readStateless(p);
+  if (Object.isFrozen(p) && Object.isFrozen(p.rules)) decided.set(p, stateless);
+  return stateless;
+}
+
+function readStateless(p: Policy): boolean {
   return (
     Object.keys(p).every((k) => STATELESS_POLICY_FIELDS.has(k)) &&
     p.rules.every((r) => Object.keys(r).every((k) => STATELESS_RULE_FIELDS.has(k)))

@@ -25,6 +25,7 @@ const { makeSignerFactory } = require("./pkp-signer");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
+const { resolvePolicies } = require("./policy-cache");
 const { makeCurveClient } = require("./curve-client");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
@@ -426,6 +427,9 @@ function start(msg) {
 parentPort.on("message", (msg) => {
   switch (msg.type) {
     case "run":
+      // Policy documents are resolved as messages arrive, in the order the main thread sent them
+      // (policy-cache.js): a run queued here, even one taken back later, has had its documents read.
+      if (msg.runKey) msg.runKey.policies = resolvePolicies(msg.runKey.policies, msg.runKey.forgetPolicies);
       if (running) waiting.push(msg);
       else start(msg);
       break;
