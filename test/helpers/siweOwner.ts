@@ -10,6 +10,7 @@ import { Wallet } from "ethers";
 import { siweMessage, SESSION_KEY_RESOURCE } from "../../sdk/index";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
 import { OPERATOR_HEADERS, setupAccount, type Stack } from "./stack";
+import { eventually } from "../../testkit/eventually";
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -46,12 +47,15 @@ export function sendWithHost(
 
 /** Waits until the relayer at `baseUrl` has applied `block` (an owner's on-chain change reaches it by its poll). */
 export async function waitForBlock(baseUrl: string, block: number): Promise<void> {
-  for (;;) {
-    const r = await fetch(`${baseUrl}/health`, { headers: OPERATOR_HEADERS });
-    const health = (await r.json()) as { cache: { last_processed_block: number } };
-    if (health.cache.last_processed_block >= block) return;
-    await new Promise((done) => setTimeout(done, 20));
-  }
+  // Bounded, with a message naming the block: a stalled poller fails here, not in mocha's timeout.
+  await eventually(
+    async () => {
+      const r = await fetch(`${baseUrl}/health`, { headers: OPERATOR_HEADERS });
+      const health = (await r.json()) as { cache: { last_processed_block: number } };
+      return health.cache.last_processed_block >= block;
+    },
+    { timeoutMs: 60_000, intervalMs: 20, what: `${baseUrl} to process block ${block}` },
+  );
 }
 
 /** Makes an account owned by `ownerKey`'s wallet (transferred, then accepted on chain) and waits for the relayers at `urls`. */
