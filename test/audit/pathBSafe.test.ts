@@ -14,7 +14,7 @@ import { AuditStore } from "../../relayer/audit/store";
 import { openDataLayer } from "../../relayer/db";
 import { verifyAuditExport } from "../../sdk/index";
 import { AccountRegistry__factory } from "../../typechain-types";
-import { createSafeOwner, type SafeOwner } from "../../testkit/safeOwner";
+import { createSafeOwner, type SafeOwner } from "../helpers/safeOwner";
 import { sigilWorld, type SigilWorld } from "../safe/support";
 
 const GROUP_ID = 1; // the account's first group

@@ -10,7 +10,7 @@ import { expect } from "chai";
 import { ethers } from "ethers";
 import { computeCid } from "../../enclave";
 import { generateUsageKey } from "../../scripts/safe/lib";
-import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../../testkit/safeOwner";
+import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../helpers/safeOwner";
 import { AccountRegistry__factory } from "../../typechain-types";
 import { sigilWorld, type SigilWorld } from "../safe/support";
 

@@ -17,7 +17,7 @@ import {
   type Eip1193Provider,
 } from "sigil/sdk";
 import { encodeRegistryCall } from "../../scripts/safe/lib";
-import { createSafeOwner, SAFE_OWNER_KEYS } from "../../testkit/safeOwner";
+import { createSafeOwner, SAFE_OWNER_KEYS } from "../helpers/safeOwner";
 import { devKey, sigilWorld, type ApiResponse, type SigilWorld } from "../safe/support";
 
 const OWNER = devKey(6);

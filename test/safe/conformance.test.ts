@@ -23,7 +23,7 @@ import {
 } from "../../scripts/safe/lib";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
 import { emptyAccount, replayAccount } from "../../relayer/permissions/accountHistory";
-import { createSafeOwner, SAFE_OWNER_KEYS } from "../../testkit/safeOwner";
+import { createSafeOwner, SAFE_OWNER_KEYS } from "../helpers/safeOwner";
 import { devKey, sigilWorld, type SigilWorld } from "./support";
 
 // ------------------------------------------------------------------------------------------------

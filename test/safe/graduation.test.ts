@@ -14,7 +14,7 @@ import {
   type LocalUsageKey,
   type RegistryOp,
 } from "../../scripts/safe/lib";
-import { createSafeOwner, type SafeOwner } from "../../testkit/safeOwner";
+import { createSafeOwner, type SafeOwner } from "../helpers/safeOwner";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
 import { sigilWorld, type ApiResponse, type SigilWorld } from "./support";
 

@@ -14,7 +14,7 @@ import {
   propose,
   signProposal,
 } from "../../scripts/safe/lib";
-import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../../testkit/safeOwner";
+import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../helpers/safeOwner";
 import { sigilWorld, type SigilWorld } from "./support";
 
 const CODE = "async function main() { return 'alive'; }";

@@ -12,7 +12,7 @@ import { expect } from "chai";
 import { Wallet, ethers } from "ethers";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
 import { ensureSafeSuite, rpcProvider } from "../../scripts/safe/lib";
-import { createSafeOwner } from "../../testkit/safeOwner";
+import { createSafeOwner } from "../helpers/safeOwner";
 import { CHAIN_EVENT_TYPES } from "../../relayer/webhooks/eventTypes";
 import { DEV_KEYS } from "../helpers/anvil";
 import type { Stack } from "../helpers/stack";

@@ -11,9 +11,9 @@ import {
   proposeSignExecute,
   type RegistryOp,
   type SafeContext,
-} from "../scripts/safe/lib";
-import { AccountRegistry__factory } from "../typechain-types";
-import { devKey } from "./anvil";
+} from "../../scripts/safe/lib";
+import { AccountRegistry__factory } from "../../typechain-types";
+import { devKey } from "../../testkit/anvil";
 
 /** The owners' keys (anvil accounts 1-3) and the payer's (account 5) every Safe test uses by default. */
 export const SAFE_OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
