@@ -10,32 +10,18 @@
  */
 import { startStack, type Stack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
-import { keepAliveAgent, postBytes } from "./httpPost";
+import { UNLIMITED_RATES, benchAccount, closeBenchConnections, executionRequest } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 
-const agent = keepAliveAgent();
-const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
-
 /** An account with a PKP, a one-signature action in a group, and a usage key that may run it. */
 export async function setup(s: Stack): Promise<HttpRequestSpec> {
-  const acct = JSON.parse((await post(`${s.url}/core/v1/new_account`, {})).body);
-  const auth = { "x-api-key": acct.api_key as string };
-  const pkp = JSON.parse((await post(`${s.url}/core/v1/pkps/create`, {}, auth)).body).pkp_id as string;
-  const code = `async function main(p) { return await Actions.signMessage({ pkpId: "${pkp}", message: p.m }); }`;
-  const cid = JSON.parse((await post(`${s.url}/core/v1/actions`, { code }, auth)).body).cid as string;
-  await post(`${s.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: [cid] }, auth);
-  const usage = JSON.parse(
-    (await post(`${s.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)).body,
-  ).usage_api_key as string;
-  return {
-    url: `${s.url}/core/v1/svc_action`,
-    body: { cid, pkp_id: pkp, js_params: { m: "bench" } },
-    headers: { "x-api-key": usage },
-    expectStatus: 200,
-    rejectHasError: true,
-  };
+  const a = await benchAccount(
+    s.url,
+    (pkp) =>
+      `async function main(p) { return await Actions.signMessage({ pkpId: "${pkp}", message: p.m }); }`,
+  );
+  return executionRequest(s.url, a.usageKey, { cid: a.cid, pkp_id: a.pkpId, js_params: { m: "bench" } });
 }
 
 export interface AuditOverhead {
@@ -63,12 +49,7 @@ export async function auditOverhead(
       }
       const s = await startStack({
         databaseUrl,
-        rateLimits: {
-          perKeyPerMinute: 1e9,
-          perAccountPerMinute: 1e9,
-          newAccountPerIpPerHour: 1e9,
-          concurrentExecutionsPerAccount: 1000,
-        },
+        rateLimits: UNLIMITED_RATES,
         executor: { poolSize: 2 },
         audit: { enabled },
       });
@@ -130,7 +111,7 @@ async function main(): Promise<void> {
     for (const engine of engines) printAuditOverhead(await auditOverhead(gen, engine, quick));
   } finally {
     await gen.stop();
-    agent.destroy();
+    closeBenchConnections();
   }
 }
 

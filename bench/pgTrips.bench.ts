@@ -12,80 +12,34 @@
  *
  * `BENCH_QUICK=1` for a short run.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import { SimulatedProcessor, createBilling, type Billing } from "../relayer/billing";
 import { tallyPostgresStatements } from "../relayer/db";
-import { startStack, type Stack } from "../testkit/stack";
-import { keepAliveAgent, postBytes } from "./httpPost";
+import { benchAccount, executionRequest, startBenchStack, type BenchStack } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator } from "./loadgenClient";
 import { startBenchPostgres } from "./embeddedPostgres";
 
-const agent = keepAliveAgent();
-async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
-  return JSON.parse(r.body) as Record<string, unknown>;
-}
-
 type Setup = "bare" | "audit" | "billing + audit";
 
-interface Target {
-  stack: Stack;
-  billing?: Billing;
+interface Target extends BenchStack {
   hello: HttpRequestSpec;
-  dir: string;
 }
 
-const LIMITS = {
-  perKeyPerMinute: 1e9,
-  perAccountPerMinute: 1e9,
-  newAccountPerIpPerHour: 1e9,
-  perIpPerMinute: 1e9,
-  concurrentExecutionsPerAccount: 1000,
-};
-
 async function target(setup: Setup, databaseUrl: string): Promise<Target> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "sigil-bench-pgtrips-"));
-  const billing =
-    setup === "billing + audit"
-      ? await createBilling({
-          dbPath: path.join(dir, "billing.sqlite"),
-          databaseUrl,
-          processor: new SimulatedProcessor(),
-          signupCreditCents: 1_000_000_000,
-        })
-      : undefined;
-  const stack = await startStack({
+  const started = await startBenchStack({
+    tag: "pgtrips",
     databaseUrl,
-    billing,
-    rateLimits: LIMITS,
-    executor: { poolSize: 2 },
-    webhooks: { deliveryPollMs: 600_000 },
-    pollIntervalMs: 600_000,
-    audit: setup === "bare" ? { enabled: false } : { chainAfterMs: 600_000, sweepMs: 600_000 },
-  });
-  const acct = await post(`${stack.url}/core/v1/new_account`, {});
-  const auth = { "x-api-key": acct.api_key as string };
-  const pkp = (await post(`${stack.url}/core/v1/pkps/create`, {}, auth)).pkp_id as string;
-  const code = "async function main() { return 'hello world'; }";
-  const cid = (await post(`${stack.url}/core/v1/actions`, { code }, auth)).cid as string;
-  await post(`${stack.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: [cid] }, auth);
-  const usage = (
-    await post(`${stack.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)
-  ).usage_api_key as string;
-  return {
-    stack,
-    billing,
-    dir,
-    hello: {
-      url: `${stack.url}/core/v1/svc_action`,
-      body: { cid, js_params: {} },
-      headers: { "x-api-key": usage },
-      expectStatus: 200,
-      rejectHasError: true,
+    billing: setup === "billing + audit",
+    relayer: {
+      webhooks: { deliveryPollMs: 600_000 },
+      pollIntervalMs: 600_000,
+      audit: setup === "bare" ? { enabled: false } : { chainAfterMs: 600_000, sweepMs: 600_000 },
     },
+  });
+  const url = started.stack.url;
+  const a = await benchAccount(url, "async function main() { return 'hello world'; }");
+  return {
+    ...started,
+    hello: executionRequest(url, a.usageKey, { cid: a.cid, js_params: {} }),
   };
 }
 
@@ -154,9 +108,7 @@ async function main(): Promise<void> {
         const b = print(`${setup}, 50 clients`, many);
         summary.push(`| ${setup} | ${a.toFixed(2)} | ${b.toFixed(2)} |`);
       } finally {
-        await t.stack.close();
-        await t.billing?.close();
-        rmSync(t.dir, { recursive: true, force: true });
+        await t.close();
       }
     }
     console.log("\n| set-up | round trips per execution, 1 client | 50 clients |\n|---|---:|---:|");

@@ -15,81 +15,37 @@
  * 50-client execution row, three alternated pairs, each pair's ratio printed (the figure of
  * docs/performance.md; round trips per statement: `npm run bench:pgtrips`).
  */
-import { mkdtempSync, rmSync } from "node:fs";
 import * as os from "node:os";
-import * as path from "node:path";
-import { SimulatedProcessor, createBilling, type Billing } from "../relayer/billing";
 import { postgresStatementCount } from "../relayer/db";
-import { startStack, type Stack } from "../testkit/stack";
-import { keepAliveAgent, postBytes } from "./httpPost";
+import { benchAccount, executionRequest, postJson, startBenchStack, type BenchStack } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { startBenchPostgres } from "./embeddedPostgres";
 
-const agent = keepAliveAgent();
-async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await postBytes(agent, url, Buffer.from(JSON.stringify(body)), headers);
-  return JSON.parse(r.body) as Record<string, unknown>;
-}
-
-interface Target {
+interface Target extends BenchStack {
   engine: "sqlite" | "postgres";
-  stack: Stack;
-  billing: Billing;
   hello: HttpRequestSpec;
   writes: HttpRequestSpec[];
-  dir: string;
 }
 
-const LIMITS = {
-  perKeyPerMinute: 1e9,
-  perAccountPerMinute: 1e9,
-  newAccountPerIpPerHour: 1e9,
-  perIpPerMinute: 1e9,
-  concurrentExecutionsPerAccount: 1000,
-};
-
 async function target(engine: Target["engine"], databaseUrl: string | undefined): Promise<Target> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `sigil-bench-${engine}-`));
-  const billing = await createBilling({
-    dbPath: path.join(dir, "billing.sqlite"),
+  const started = await startBenchStack({
+    tag: engine,
     databaseUrl,
-    processor: new SimulatedProcessor(),
-    signupCreditCents: 1_000_000_000,
+    billing: true,
+    relayer: { pollIntervalMs: 1_000 },
   });
-  const stack = await startStack({
-    databaseUrl,
-    billing,
-    rateLimits: LIMITS,
-    executor: { poolSize: 2 },
-    pollIntervalMs: 1_000,
-  });
-  const acct = await post(`${stack.url}/core/v1/new_account`, {});
-  const auth = { "x-api-key": acct.api_key as string };
-  const pkp = (await post(`${stack.url}/core/v1/pkps/create`, {}, auth)).pkp_id as string;
-  const code = "async function main() { return 'hello world'; }";
-  const cid = (await post(`${stack.url}/core/v1/actions`, { code }, auth)).cid as string;
-  await post(`${stack.url}/core/v1/groups`, { name: "bench", pkps: [pkp], actions: [cid] }, auth);
-  const usage = (
-    await post(`${stack.url}/core/v1/add_usage_api_key`, { name: "bench", execute_in_groups: [0] }, auth)
-  ).usage_api_key as string;
+  const url = started.stack.url;
+  const a = await benchAccount(url, "async function main() { return 'hello world'; }");
   const writers: string[] = [];
   for (let i = 0; i < 8; i++)
-    writers.push((await post(`${stack.url}/core/v1/new_account`, {})).api_key as string);
+    writers.push((await postJson(`${url}/core/v1/new_account`, {})).api_key as string);
   return {
+    ...started,
     engine,
-    stack,
-    billing,
-    dir,
-    hello: {
-      url: `${stack.url}/core/v1/svc_action`,
-      body: { cid, js_params: {} },
-      headers: { "x-api-key": usage },
-      expectStatus: 200,
-      rejectHasError: true,
-    },
+    hello: executionRequest(url, a.usageKey, { cid: a.cid, js_params: {} }),
     writes: writers.map((k) => ({
-      url: `${stack.url}/core/v1/pkps/create`,
+      url: `${url}/core/v1/pkps/create`,
       body: {},
       headers: { "x-api-key": k },
       expectStatus: 201,
@@ -186,11 +142,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await gen.stop();
-    for (const t of targets) {
-      await t.stack.close();
-      await t.billing.close();
-      rmSync(t.dir, { recursive: true, force: true });
-    }
+    for (const t of targets) await t.close();
     await pg.stop();
   }
 }

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import * as net from "node:net";
 import * as path from "node:path";
+import { HDNodeWallet } from "ethers";
 
 export const ANVIL_BIN = path.join(__dirname, "..", "node_modules", ".bin", "anvil");
 /** anvil's first dev account (public, well known). */
@@ -17,6 +18,15 @@ export const DEV_KEYS = [
   "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
   "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
 ];
+
+/** anvil's deterministic funded account `i` (mnemonic "test test … junk"; 0 is DEV_KEY). */
+export function devKey(i: number): string {
+  return HDNodeWallet.fromPhrase(
+    "test test test test test test test test test test test junk",
+    undefined,
+    `m/44'/60'/0'/0/${i}`,
+  ).privateKey;
+}
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -39,9 +39,11 @@ export interface AuditReport {
   differences: Difference[];
 }
 
-const WRITE_CHARGES_SQL = `SELECT id, account_id, reference, amount_cents, operation FROM ledger_entries
+/** The columns of a write charge, as every reader of the ledger's write charges selects them. */
+export const WRITE_CHARGE_COLUMNS = "id, account_id, reference, amount_cents, operation";
+const WRITE_CHARGES_SQL = `SELECT ${WRITE_CHARGE_COLUMNS} FROM ledger_entries
        WHERE kind = 'debit' AND reference LIKE 'write:%' ORDER BY id`;
-type WriteChargeRow = {
+export type WriteChargeRow = {
   id: number;
   account_id: string;
   reference: string;
@@ -59,12 +61,13 @@ export async function readWriteChargesFrom(db: Sql): Promise<LedgerWriteCharge[]
   return toCharges((await db.exec(WRITE_CHARGES_SQL)) as WriteChargeRow[]);
 }
 
-function toCharges(rows: WriteChargeRow[]): LedgerWriteCharge[] {
+/** Rows of WRITE_CHARGE_COLUMNS as charges (PostgreSQL may answer its integers as strings). */
+export function toCharges(rows: WriteChargeRow[]): LedgerWriteCharge[] {
   return rows.map((r) => ({
-    entryId: r.id,
+    entryId: Number(r.id),
     accountId: r.account_id,
     reference: r.reference,
-    amountCents: r.amount_cents,
+    amountCents: Number(r.amount_cents),
     operation: r.operation,
   }));
 }

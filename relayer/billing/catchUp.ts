@@ -12,7 +12,13 @@
 import type { Logger } from "pino";
 import { blockRanges, DEFAULT_LOG_RANGE } from "../chain/logs/ranges";
 import type { DataLayer, Sql } from "../db";
-import { compareWriteCharges, type LedgerWriteCharge } from "./audit";
+import {
+  compareWriteCharges,
+  toCharges,
+  WRITE_CHARGE_COLUMNS,
+  type LedgerWriteCharge,
+  type WriteChargeRow,
+} from "./audit";
 import { replayForwardedWrites, type ChainWrite, type RpcClient } from "./chainWrites";
 import type { Ledger } from "./ledger";
 import { addKeySpend, normalizeAddress } from "./metering";
@@ -276,24 +282,11 @@ async function readChargesFor(
   for (let i = 0; i < all.length; i += IN_LIST) {
     const chunk = all.slice(i, i + IN_LIST);
     const rows = (await db.exec(
-      `SELECT id, account_id, reference, amount_cents, operation FROM ledger_entries
+      `SELECT ${WRITE_CHARGE_COLUMNS} FROM ledger_entries
        WHERE kind = 'debit' AND reference IN (${chunk.map((_, j) => ph(db, j + 1)).join(", ")})`,
       chunk,
-    )) as Array<{
-      id: number;
-      account_id: string;
-      reference: string;
-      amount_cents: number;
-      operation: string;
-    }>;
-    for (const r of rows)
-      out.push({
-        entryId: Number(r.id),
-        accountId: r.account_id,
-        reference: r.reference,
-        amountCents: Number(r.amount_cents),
-        operation: r.operation,
-      });
+    )) as WriteChargeRow[];
+    out.push(...toCharges(rows));
   }
   return out;
 }

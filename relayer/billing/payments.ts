@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { type DataLayer, prepare } from "../db";
+import { type DataLayer, prepare, type Sql } from "../db";
+import type { Schema } from "../db/schema";
 import { ApiError } from "../errors";
 import { intentNotFound, stateError, toApiError, validateAmount, validateIntentId } from "./paymentErrors";
 import type { Ledger } from "./ledger";
@@ -23,16 +24,13 @@ export const DEFAULT_MAXIMUM_PAYMENT_CENTS = 1_000_000;
  */
 export const CRASH_POINT_ENV = "SIGIL_BILLING_TEST_CRASH_POINT";
 
-interface IntentRow {
-  payment_intent_id: string;
-  account_id: string;
-  amount_cents: number;
-  currency: string;
-  status: string;
-  last_error: string | null;
-  status_event_at: number;
-  credited_cents: number | null;
-  credited_at: number | null;
+/** A payment intent's row as this module reads it (the table is declared in db/schema.ts). */
+type IntentRow = Omit<Schema["payment_intents"], "created_at" | "updated_at">;
+
+/** Records an intent the processor made (or one adopted from it); a row already there is kept. */
+function insertIntent(sql: Sql, intent: ProcessorIntent, accountId: string, now: number): Promise<number> {
+  const { id, amountCents, currency, status, lastError } = intent;
+  return sql.run(Q.insert, [id, accountId, amountCents, currency, status, lastError, now, now]);
 }
 
 export interface ConfirmResult {
@@ -174,16 +172,7 @@ export class Payments {
       }),
     );
     const now = Date.now();
-    await this.db.run(Q.insert, [
-      intent.id,
-      accountId,
-      intent.amountCents,
-      intent.currency,
-      intent.status,
-      intent.lastError,
-      now,
-      now,
-    ]);
+    await insertIntent(this.db, intent, accountId, now);
     this.logger?.info(
       { account_id: accountId, payment_intent_id: intent.id, amount_cents: amount },
       "payment intent created",
@@ -338,16 +327,7 @@ export class Payments {
           return { newlyCredited: false, outcome: "duplicate" };
         // Adopt intents we have no row for (a crash between the processor's create and our insert):
         // the processor's metadata, signed or fetched with our secret key, names the account.
-        await tx.run(Q.insert, [
-          intent.id,
-          accountId,
-          intent.amountCents,
-          intent.currency,
-          intent.status,
-          intent.lastError,
-          now,
-          now,
-        ]);
+        await insertIntent(tx, intent, accountId, now);
         const row = (await tx.first(Q.rowForUpdate[tx.kind], [intent.id])) as IntentRow;
         let result: { newlyCredited: boolean; outcome: Outcome };
         if (row.credited_at != null) {

@@ -2,17 +2,16 @@
  * Signed-request nonces shared by every instance through PostgreSQL: a signed request captured in
  * flight and replayed to another instance within the timestamp window is refused there too
  * (signature_replayed). One row per (key address, nonce), kept until the request's timestamp has left
- * the window. Claims and sweeps: ExpiringRows (relayer/db/expiringRows.ts).
+ * the window. Claims and sweeps: SpentNonces (relayer/db/spentNonces.ts).
  *
  * Without PostgreSQL (one process) the verifier keeps nonces in memory (relayer/http/signedRequest.ts).
  */
-import { type DataLayer, ExpiringRows } from "../db";
+import type { DataLayer } from "../db";
+import { SpentNonces } from "../db/spentNonces";
 
-export class SharedNonceStore {
-  private readonly rows: ExpiringRows;
-
+export class SharedNonceStore extends SpentNonces {
   constructor(db: DataLayer, onSweepError: (err: Error) => void = () => undefined) {
-    this.rows = new ExpiringRows(
+    super(
       db,
       // The timestamp window is inclusive: at `expires_s` itself the request is still accepted.
       {
@@ -25,18 +24,5 @@ export class SharedNonceStore {
       },
       onSweepError,
     );
-  }
-
-  /**
-   * Records `nonce` for `address` until unix second `expiresAt`; false if a live record already holds
-   * it (a replay). `now` is unix seconds.
-   */
-  claim(address: string, nonce: string, expiresAt: number, now: number): Promise<boolean> {
-    return this.rows.claim([address, nonce], expiresAt, now);
-  }
-
-  /** Deletes up to one batch of expired rows; returns how many. */
-  sweep(now: number): Promise<number> {
-    return this.rows.sweep(now);
   }
 }

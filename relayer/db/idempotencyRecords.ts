@@ -11,18 +11,10 @@
  */
 import type { Sql } from "./engine";
 import { prepare } from "./prepared";
+import type { Schema } from "./schema";
 
-export interface IdempotencyRow {
-  fingerprint: string;
-  /** 0 while the first request is still running (a claim); its HTTP status once it answered. */
-  status: number;
-  body: string;
-  created_ms: number;
-  owner: string;
-  heartbeat_ms: number;
-  /** JSON of the recorded forward requests ('' for none). */
-  writes: string;
-}
+/** A record as the idempotency layer reads it: the row of db/schema.ts without its (scope, key). */
+export type IdempotencyRow = Omit<Schema["idempotency"], "scope" | "key">;
 
 const Q = {
   claim: prepare("idem.claim2", (db, a) =>

@@ -2,10 +2,10 @@
  * Sign-in nonces (POST /core/v1/auth/siwe) spent in the data layer, so a sign-in message is accepted
  * once in all: on PostgreSQL across every instance, on the embedded SQLite file across restarts. One row
  * per (owner, nonce), kept until the message's Expiration Time (after which the message is refused as
- * siwe_expired anyway, so the row has nothing left to guard). Claims and sweeps: ExpiringRows.
+ * siwe_expired anyway, so the row has nothing left to guard). Claims and sweeps: SpentNonces.
  */
 import type { DataLayer } from "./engine";
-import { ExpiringRows } from "./expiringRows";
+import { SpentNonces } from "./spentNonces";
 
 /** What the SIWE verifier needs: spend a nonce once. */
 export interface SignInNonces {
@@ -13,11 +13,9 @@ export interface SignInNonces {
   claim(owner: string, nonce: string, expiresAt: number, now: number): Promise<boolean>;
 }
 
-export class SharedSignInNonces implements SignInNonces {
-  private readonly rows: ExpiringRows;
-
+export class SharedSignInNonces extends SpentNonces implements SignInNonces {
   constructor(db: DataLayer, onSweepError: (err: Error) => void = () => undefined) {
-    this.rows = new ExpiringRows(
+    super(
       db,
       // At its Expiration Time a message is refused: the row guards nothing from that second on.
       {
@@ -30,14 +28,5 @@ export class SharedSignInNonces implements SignInNonces {
       },
       onSweepError,
     );
-  }
-
-  claim(owner: string, nonce: string, expiresAt: number, now: number): Promise<boolean> {
-    return this.rows.claim([owner, nonce], expiresAt, now);
-  }
-
-  /** Deletes (a batch of) the rows expired at unix second `now`; returns how many. */
-  sweep(now: number): Promise<number> {
-    return this.rows.sweep(now);
   }
 }

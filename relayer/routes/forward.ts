@@ -118,6 +118,20 @@ const FORWARD_REQUEST_CHECKS = {
 
 const prepareBody = s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]);
 
+/** What a forwarded registry call may be refused with: the scope check, then the registry's reverts. */
+const REGISTRY_CALL_ERRORS = [
+  "missing_scope",
+  "group_not_found",
+  "pkp_not_found",
+  "pkp_already_in_group",
+  "pkp_not_in_group",
+  "action_already_in_group",
+  "action_not_in_group",
+  "too_many_members",
+  "too_many_groups",
+  "write_reverted",
+] as const;
+
 const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", {
   caller: "key",
   summary:
@@ -135,16 +149,7 @@ const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", 
     "invalid_request",
     "unknown_field",
     "forward_call_not_allowed",
-    "missing_scope",
-    "group_not_found",
-    "pkp_not_found",
-    "pkp_already_in_group",
-    "pkp_not_in_group",
-    "action_already_in_group",
-    "action_not_in_group",
-    "too_many_members",
-    "too_many_groups",
-    "write_reverted",
+    ...REGISTRY_CALL_ERRORS,
   ],
   async handle(ctx, _req, res, { data }: BodyOf<typeof prepareBody>) {
     const auth = authOf(res);
@@ -212,16 +217,7 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
     "api_key_expired",
     "rate_limited",
     "forward_nonce_mismatch",
-    "missing_scope",
-    "group_not_found",
-    "pkp_not_found",
-    "pkp_already_in_group",
-    "pkp_not_in_group",
-    "action_already_in_group",
-    "action_not_in_group",
-    "too_many_members",
-    "too_many_groups",
-    "write_reverted",
+    ...REGISTRY_CALL_ERRORS,
     "chain_unavailable",
     "gas_wallet_unfunded",
     "insufficient_credits",

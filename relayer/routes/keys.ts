@@ -105,10 +105,7 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
   body: s.keyCreate,
   answer: s.out(
     {
-      usage_api_key: {
-        oneOf: [s.str("The key (shown once)"), s.out({ sealed: s.str() }), { type: "null" }],
-      },
-      usage_api_key_withheld: { type: "boolean", const: true },
+      ...s.newUsageKeyFields("The key (shown once)"),
       ...s.usageKeyFields,
       tx_hash: s.txHash,
     },

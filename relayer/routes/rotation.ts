@@ -68,10 +68,7 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
   checks: { ...TARGET_CHECKS, overlap_seconds: readOverlap },
   answer: s.out(
     {
-      usage_api_key: {
-        oneOf: [s.str("The new key (shown once)"), s.out({ sealed: s.str() }), { type: "null" }],
-      },
-      usage_api_key_withheld: { type: "boolean", const: true },
+      ...s.newUsageKeyFields("The new key (shown once)"),
       ...s.usageKeyFields,
       previous_key: s.out({
         id: s.address,

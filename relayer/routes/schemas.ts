@@ -154,6 +154,16 @@ export const usageKeyFields: Record<string, Schema> = {
   ...scopeFields("listed"),
   created_at: nullable(int("Unix seconds (block time of registration)")),
 };
+/**
+ * A new usage key's value, answered once: in clear, sealed under the caller's key on an Idempotency-Key
+ * replay, or null with `usage_api_key_withheld` when it cannot be shown again.
+ */
+export function newUsageKeyFields(description: string): Record<string, Schema> {
+  return {
+    usage_api_key: { oneOf: [str(description), out({ sealed: str() }), { type: "null" }] },
+    usage_api_key_withheld: { type: "boolean", const: true },
+  };
+}
 export const usageKeyItem = out({
   ...usageKeyFields,
   state: { type: "string", enum: ["active", "expired", "revoked"] },

@@ -10,13 +10,13 @@ import type { RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import type { RateLimiter } from "../rateLimit";
 import { newSecret, SecretBox } from "../webhooks/secrets";
-import type { ChainEventSpec, Firing, FireOutcome, Trigger, TriggerKind } from "./model";
+import type { Firing, FireOutcome, Trigger, TriggerKind } from "./model";
 import { type Clock, TriggerRunner, summaryOf } from "./runner";
 import { Scheduler } from "./schedule";
 import { type StoredTrigger, TriggerStore } from "./store";
 import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
 import { BOUNDS } from "./validate";
-import { ChainEventSource, validateChainEventSpec } from "./chainEvents";
+import { ChainEventSource, startBlock, type RequestedChainEvent } from "./chainEvents";
 import { HookLookups, QueueFullHints } from "./intakeHints";
 
 /**
@@ -384,16 +384,12 @@ export class TriggerService implements TriggerServiceApi {
   }
 
   /**
-   * A chain-event trigger's spec with its first block (the one given, else the chain's head now),
-   * checked against the head by the chain-event source's rules (the backfill bound among them).
+   * A chain-event trigger's first block (the one given, else the chain's head now), checked against the
+   * head by the chain-event source's rule (the backfill bound among them); the rest of the spec was
+   * checked when the body was read.
    */
-  private async fromBlock(
-    spec: Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null },
-  ): Promise<number> {
-    const head = await this.chainEvents.head(spec.chainId);
-    const fromBlock = spec.fromBlock ?? head;
-    validateChainEventSpec({ ...spec, fromBlock }, this.ctx.cfg.chains, head);
-    return fromBlock;
+  private async fromBlock(spec: RequestedChainEvent): Promise<number> {
+    return startBlock(spec.fromBlock, await this.chainEvents.head(spec.chainId), "chain_event.");
   }
 }
 

@@ -4,12 +4,13 @@
  * say, with the field named in the refusal. On update, absent fields keep their value and the kind
  * cannot change. Bounds are documented in docs/triggers.md ("Fields").
  */
-import { EventFragment, getAddress } from "ethers";
+import { getAddress } from "ethers";
 import type { AuthContext } from "../auth";
-import { chainById, type ChainEndpoint } from "../chains";
+import type { ChainEndpoint } from "../chains";
 import { ApiError } from "../errors";
 import { invalid, isPkpAddress, parseCidField } from "../http/validate";
-import type { ChainEventSpec, TriggerKind, WebhookSpec } from "./model";
+import { readChainEventInput, type RequestedChainEvent } from "./chainEvents";
+import type { TriggerKind, WebhookSpec } from "./model";
 import type { TriggerInput } from "./serviceApi";
 import { validateCron } from "./schedule";
 
@@ -202,52 +203,16 @@ function readHmac(v: unknown): WebhookSpec["hmac"] {
   return { header: header.toLowerCase(), prefix, encoding };
 }
 
-function readChainEvent(
-  o: Record<string, unknown>,
-  chains: readonly ChainEndpoint[],
-): Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null } {
+/** The chain-event spec of a trigger body, read by the chain-event source's one parser. */
+function readChainEvent(o: Record<string, unknown>, chains: readonly ChainEndpoint[]): RequestedChainEvent {
   onlyKnown(o, "chain_event", ["chain_id", "address", "event", "topic0", "topics", "from_block"]);
-  const chainId = o.chain_id;
-  if (typeof chainId !== "number" || !Number.isSafeInteger(chainId) || !chainById(chains, chainId))
-    throw bad(
-      "chain_event.chain_id",
-      `must be a configured chain (${chains.map((c) => c.chainId).join(", ")}).`,
-    );
-  if (typeof o.address !== "string" || !/^0x[0-9a-fA-F]{40}$/.test(o.address))
-    throw invalid("chain_event.address", "a contract address", o.address, "invalid_address");
-  let event: string | null = null;
-  let topic0: string;
-  if (o.event !== undefined && o.event !== null) {
-    if (typeof o.event !== "string") throw bad("chain_event.event", "must be an event signature.");
-    let f: EventFragment;
-    try {
-      f = EventFragment.from(o.event.startsWith("event ") ? o.event : `event ${o.event}`);
-    } catch {
-      throw bad(
-        "chain_event.event",
-        'must be an event signature such as "Transfer(address indexed from, address indexed to, uint256 value)".',
-      );
-    }
-    event = f.format("full");
-    topic0 = f.topicHash;
-    if (o.topic0 !== undefined && o.topic0 !== null && String(o.topic0).toLowerCase() !== topic0)
-      throw bad("chain_event.topic0", "does not match the event's signature.");
-  } else {
-    if (typeof o.topic0 !== "string" || !/^0x[0-9a-fA-F]{64}$/.test(o.topic0))
-      throw bad("chain_event.topic0", "must be 0x + 64 hex digits (or give `event`).");
-    topic0 = o.topic0.toLowerCase();
-  }
-  const rawTopics = o.topics ?? [];
-  if (!Array.isArray(rawTopics) || rawTopics.length > 3)
-    throw bad("chain_event.topics", "must be an array of at most three topics (null = any).");
-  const topics = rawTopics.map((t, i) => {
-    if (t === null) return null;
-    if (typeof t !== "string" || !/^0x[0-9a-fA-F]{64}$/.test(t))
-      throw bad(`chain_event.topics[${i}]`, "must be 0x + 64 hex digits or null.");
-    return t.toLowerCase();
-  });
-  let fromBlock: number | null = null;
-  if (o.from_block !== undefined && o.from_block !== null)
-    fromBlock = intIn(o.from_block, "chain_event.from_block", { min: 0, max: Number.MAX_SAFE_INTEGER });
-  return { chainId, address: o.address.toLowerCase(), event, topic0, topics, fromBlock };
+  const input = {
+    chainId: o.chain_id,
+    address: o.address,
+    event: o.event,
+    topic0: o.topic0,
+    topics: o.topics,
+    fromBlock: o.from_block,
+  };
+  return readChainEventInput(input, chains, "chain_event.");
 }

@@ -44,19 +44,10 @@ export function describeLog(
   const expiration = (v: unknown) => (Number(v) === 0 ? null : Number(v));
   switch (ev.name) {
     case "KeyAdded":
-      return {
-        type: "key.added",
-        data: {
-          key_id: getAddress(a.key),
-          name: a.name,
-          description: a.description,
-          expiration: expiration(a.expiration),
-          ...scopes(a.scopes),
-        },
-      };
     case "KeyUpdated":
+      // Both carry the key's whole record: its name, description, expiry and scopes.
       return {
-        type: "key.updated",
+        type: ev.name === "KeyAdded" ? "key.added" : "key.updated",
         data: {
           key_id: getAddress(a.key),
           name: a.name,

@@ -12,13 +12,11 @@ import { computeCid } from "../../enclave";
 import { exportLines } from "../../relayer/audit/export";
 import { AuditStore } from "../../relayer/audit/store";
 import { openDataLayer } from "../../relayer/db";
-import { createSafe, encodeRegistryCall, proposeSignExecute, type RegistryOp } from "../../scripts/safe/lib";
 import { verifyAuditExport } from "../../sdk/index";
 import { AccountRegistry__factory } from "../../typechain-types";
-import { devKey, sigilWorld, type SigilWorld } from "../safe/support";
+import { createSafeOwner, type SafeOwner } from "../helpers/safeOwner";
+import { sigilWorld, type SigilWorld } from "../safe/support";
 
-const OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 const GROUP_ID = 1; // the account's first group
 
 interface Row {
@@ -32,16 +30,7 @@ interface Row {
 describe("audit log: path-B writes through a 2-of-3 Safe", function () {
   this.timeout(180_000);
   let w: SigilWorld;
-  let safe: string;
-
-  const safeTx = (op: RegistryOp) =>
-    proposeSignExecute(w.ctx, {
-      safe,
-      to: w.registry,
-      data: encodeRegistryCall(op).data,
-      ownerKeys: OWNER_KEYS.slice(0, 2),
-      executorKey: PAYER,
-    });
+  let safe: SafeOwner;
 
   const entriesOf = (accountId: string): Row[] => {
     const raw = new BetterSqlite3(path.join(w.dataDir, "relayer.sqlite"), { readonly: true });
@@ -58,10 +47,7 @@ describe("audit log: path-B writes through a 2-of-3 Safe", function () {
 
   before(async () => {
     w = await sigilWorld();
-    safe = await createSafe(w.ctx, PAYER, {
-      owners: OWNER_KEYS.map((k) => new ethers.Wallet(k).address),
-      threshold: 2,
-    });
+    safe = await createSafeOwner(w.ctx, w.registry);
   });
   after(async () => {
     await w?.stopAll();
@@ -69,16 +55,16 @@ describe("audit log: path-B writes through a 2-of-3 Safe", function () {
 
   it("each Safe transaction is one entry of the account, in sequence, principal the Safe; the export verifies", async () => {
     const txs = [
-      await safeTx({ op: "call", method: "createAccount", args: ["safe-audit", ethers.ZeroAddress] }),
+      await safe.tx({ op: "call", method: "createAccount", args: ["safe-audit", ethers.ZeroAddress] }),
     ];
     const registry = AccountRegistry__factory.connect(w.registry, w.chain.provider);
-    const accountId = String(await registry.accountOfOwner(safe));
-    txs.push(await safeTx({ op: "create-pkp", name: "p" }));
+    const accountId = String(await registry.accountOfOwner(safe.address));
+    txs.push(await safe.tx({ op: "create-pkp", name: "p" }));
     const pkpId = (await registry.listPkps(accountId, 0, 1))[0][0].id as string;
-    txs.push(await safeTx({ op: "create-group", name: "g", pkpIds: [pkpId], cids: [] }));
+    txs.push(await safe.tx({ op: "create-group", name: "g", pkpIds: [pkpId], cids: [] }));
     // The group changes on chain: an action is added to it.
     const cid = await computeCid(new TextEncoder().encode("async function main() { return 1; }"));
-    txs.push(await safeTx({ op: "add-action", groupId: GROUP_ID, cid }));
+    txs.push(await safe.tx({ op: "add-action", groupId: GROUP_ID, cid }));
 
     const deadline = Date.now() + 30_000;
     let rows = entriesOf(accountId);
@@ -89,7 +75,7 @@ describe("audit log: path-B writes through a 2-of-3 Safe", function () {
     expect(rows.map((r) => [r.seq, r.kind])).to.deep.equal(txs.map((_, i) => [i + 1, "chain_write"]));
     for (let i = 0; i < rows.length; i++) {
       const data = JSON.parse(rows[i].data);
-      expect(data.principal).to.deep.equal({ kind: "chain_sender", address: safe.toLowerCase() });
+      expect(data.principal).to.deep.equal({ kind: "chain_sender", address: safe.address.toLowerCase() });
       expect(data.tx_hash).to.equal(txs[i].txHash.toLowerCase());
       expect(data.block_number).to.equal(txs[i].blockNumber);
       // Each event is where the transaction's receipt has it.

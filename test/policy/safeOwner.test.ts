@@ -9,18 +9,11 @@
 import { expect } from "chai";
 import { ethers } from "ethers";
 import { computeCid } from "../../enclave";
-import {
-  createSafe,
-  encodeRegistryCall,
-  generateUsageKey,
-  proposeSignExecute,
-  type RegistryOp,
-} from "../../scripts/safe/lib";
+import { generateUsageKey } from "../../scripts/safe/lib";
+import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../helpers/safeOwner";
 import { AccountRegistry__factory } from "../../typechain-types";
-import { devKey, sigilWorld, type SigilWorld } from "../safe/support";
+import { sigilWorld, type SigilWorld } from "../safe/support";
 
-const OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 const ALLOWED = "login: 1";
 const OUTSIDE = "pay me";
 const GROUP_ID = 1; // the account's first group
@@ -51,19 +44,10 @@ interface Outcome {
 describe("signing policies, path B: a Safe owner sets and clears a group's policy", function () {
   this.timeout(180_000);
   let w: SigilWorld;
-  let safe: string;
+  let safe: SafeOwner;
   let pkpId: string;
   let usageKey: string;
   let policyCid: string;
-
-  const safeTx = (op: RegistryOp) =>
-    proposeSignExecute(w.ctx, {
-      safe,
-      to: w.registry,
-      data: encodeRegistryCall(op).data,
-      ownerKeys: OWNER_KEYS.slice(0, 2),
-      executorKey: PAYER,
-    });
 
   const run = async (): Promise<Record<string, Outcome>> => {
     const r = await w.api.post("/svc_action", usageKey, {
@@ -91,19 +75,11 @@ describe("signing policies, path B: a Safe owner sets and clears a group's polic
 
   before(async function () {
     w = await sigilWorld();
-    safe = await createSafe(w.ctx, PAYER, {
-      owners: OWNER_KEYS.map((k) => new ethers.Wallet(k).address),
-      threshold: 2,
-    });
-    await safeTx({ op: "call", method: "createAccount", args: ["safe-policy", ethers.ZeroAddress] });
-    await safeTx({ op: "create-pkp", name: "p" });
-    const registry = AccountRegistry__factory.connect(w.registry, w.chain.provider);
-    const accountId = await registry.accountOfOwner(safe);
-    pkpId = (await registry.listPkps(accountId, 0, 1))[0][0].id;
+    safe = await createSafeOwner(w.ctx, w.registry);
     const cid = await computeCid(new TextEncoder().encode(CODE));
-    await safeTx({ op: "create-group", name: "g", pkpIds: [pkpId], cids: [cid] });
+    ({ pkpId } = await safeAccountWithGroup(safe, w.registry, w.chain.provider, "safe-policy", [cid]));
     const key = generateUsageKey();
-    const added = await safeTx({
+    const added = await safe.tx({
       op: "add-key",
       key: key.address,
       keyHash: key.keyHash,
@@ -122,7 +98,9 @@ describe("signing policies, path B: a Safe owner sets and clears a group's polic
 
   it("the Safe is the account's owner and the group starts without a policy", async function () {
     const registry = AccountRegistry__factory.connect(w.registry, w.chain.provider);
-    expect((await registry.getAccount(await registry.accountOfOwner(safe))).owner).to.equal(safe);
+    expect((await registry.getAccount(await registry.accountOfOwner(safe.address))).owner).to.equal(
+      safe.address,
+    );
     const g = await w.api.get(`/groups/${GROUP_ID}`, usageKey);
     expect(g.status, JSON.stringify(g.body)).to.equal(200);
     expect(g.body.policy_cid).to.equal(null);
@@ -135,7 +113,7 @@ describe("signing policies, path B: a Safe owner sets and clears a group's polic
   });
 
   it("the Safe sets the policy on chain and the relayer follows it", async function () {
-    const { blockNumber } = await safeTx({ op: "set-group-policy", groupId: GROUP_ID, cid: policyCid });
+    const { blockNumber } = await safe.tx({ op: "set-group-policy", groupId: GROUP_ID, cid: policyCid });
     await waitForPolicy(blockNumber, policyCid);
   });
 
@@ -154,7 +132,7 @@ describe("signing policies, path B: a Safe owner sets and clears a group's polic
   });
 
   it("the Safe clears the policy on chain and both messages sign again", async function () {
-    const { blockNumber } = await safeTx({ op: "set-group-policy", groupId: GROUP_ID, cid: "" });
+    const { blockNumber } = await safe.tx({ op: "set-group-policy", groupId: GROUP_ID, cid: "" });
     await waitForPolicy(blockNumber, null);
     const out = await run();
     expect(out[ALLOWED].signature, JSON.stringify(out)).to.match(SIGNATURE);

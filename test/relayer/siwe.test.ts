@@ -16,12 +16,11 @@ import {
   SESSION_KEY_RESOURCE,
   type Eip1193Provider,
 } from "sigil/sdk";
-import { createSafe, encodeRegistryCall, proposeSignExecute } from "../../scripts/safe/lib";
+import { encodeRegistryCall } from "../../scripts/safe/lib";
+import { createSafeOwner, SAFE_OWNER_KEYS } from "../helpers/safeOwner";
 import { devKey, sigilWorld, type ApiResponse, type SigilWorld } from "../safe/support";
 
 const OWNER = devKey(6);
-const SAFE_OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 
 /** An EIP-1193 provider backed by one key: what a browser wallet answers for these calls. */
 function walletProvider(privateKey: string): Eip1193Provider {
@@ -116,20 +115,12 @@ describe("sign in with Ethereum (EIP-4361) as a ChainSecured account's owner", f
     await accept(OWNER, a.id);
     // A Safe-owned account.
     const b = await newAccount();
-    safe = await createSafe(w.ctx, PAYER, {
-      owners: SAFE_OWNER_KEYS.map((k) => new ethers.Wallet(k).address),
-      threshold: 2,
-    });
+    const safeOwner = await createSafeOwner(w.ctx, registry);
+    safe = safeOwner.address;
     expect((await w.api.post("/account/transfer_ownership", b.key, { new_owner: safe })).status).to.equal(
       200,
     );
-    const r = await proposeSignExecute(w.ctx, {
-      safe,
-      to: registry,
-      data: encodeRegistryCall({ op: "accept-ownership", accountId: b.id }).data,
-      ownerKeys: SAFE_OWNER_KEYS.slice(0, 2),
-      executorKey: PAYER,
-    });
+    const r = await safeOwner.tx({ op: "accept-ownership", accountId: b.id });
     await w.api.waitForBlock(r.blockNumber);
   });
 

@@ -15,16 +15,15 @@ import { ethers } from "ethers";
 import { computeCid } from "../../enclave";
 import {
   SafeCliError,
-  createSafe,
   decodeRegistryError,
   encodeRegistryCall,
   generateUsageKey,
-  proposeSignExecute,
   type RegistryOp,
   type ScopeFields,
 } from "../../scripts/safe/lib";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
 import { emptyAccount, replayAccount } from "../../relayer/permissions/accountHistory";
+import { createSafeOwner, SAFE_OWNER_KEYS } from "../helpers/safeOwner";
 import { devKey, sigilWorld, type SigilWorld } from "./support";
 
 // ------------------------------------------------------------------------------------------------
@@ -125,8 +124,6 @@ const REGISTRY_TO_API: Record<string, string> = {
 
 type Run = "A (relayer, API keys)" | "B (owner EOA)" | "B (Safe 2-of-3)";
 const RUNS: Run[] = ["A (relayer, API keys)", "B (owner EOA)", "B (Safe 2-of-3)"];
-const SAFE_OWNERS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 const EOA_OWNER = devKey(6);
 
 interface RunState {
@@ -182,18 +179,13 @@ describe("conformance: relayer (path A), owner EOA and Safe (path B) agree", fun
       s.accountId = await registry.accountOfOwner(from(EOA_OWNER));
       return s;
     }
-    const safe = await createSafe(w.ctx, PAYER, { owners: SAFE_OWNERS.map(from), threshold: 2 });
+    // Signed by the second and third owners: any two of the three will do.
+    const safe = await createSafeOwner(w.ctx, w.registry, { signerKeys: SAFE_OWNER_KEYS.slice(1) });
     s.ownerTx = async (op) => {
-      await proposeSignExecute(w.ctx, {
-        safe,
-        to: w.registry,
-        data: encodeRegistryCall(op).data,
-        ownerKeys: SAFE_OWNERS.slice(1),
-        executorKey: PAYER,
-      });
+      await safe.tx(op);
     };
     await s.ownerTx({ op: "call", method: "createAccount", args: ["conformance", ethers.ZeroAddress] });
-    s.accountId = await registry.accountOfOwner(safe);
+    s.accountId = await registry.accountOfOwner(safe.address);
     return s;
   }
 

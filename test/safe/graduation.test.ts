@@ -9,19 +9,15 @@
 import { expect } from "chai";
 import { ethers } from "ethers";
 import {
-  createSafe,
   decodeRegistryError,
-  encodeRegistryCall,
   generateUsageKey,
-  proposeSignExecute,
   type LocalUsageKey,
   type RegistryOp,
 } from "../../scripts/safe/lib";
+import { createSafeOwner, type SafeOwner } from "../helpers/safeOwner";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
-import { devKey, sigilWorld, type ApiResponse, type SigilWorld } from "./support";
+import { sigilWorld, type ApiResponse, type SigilWorld } from "./support";
 
-const OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 const ACTION_1 = "async function main() { return 'group one'; }";
 const ACTION_2 = "async function main() { return 'group two'; }";
 
@@ -36,6 +32,7 @@ describe("graduation to ChainSecured mode (docs/background.md §5.5)", function 
   let accountKey: string;
   let accountId: number;
   let broadKey: string;
+  let safeOwner: SafeOwner;
   let safe: string;
   let server: LocalUsageKey;
   let onboarding: LocalUsageKey;
@@ -47,13 +44,7 @@ describe("graduation to ChainSecured mode (docs/background.md §5.5)", function 
 
   /** One Safe transaction: propose, two owners sign, any funded key executes; the relayer then catches up. */
   async function safeTx(op: RegistryOp): Promise<{ blockNumber: number }> {
-    const r = await proposeSignExecute(w.ctx, {
-      safe,
-      to: w.registry,
-      data: encodeRegistryCall(op).data,
-      ownerKeys: OWNER_KEYS.slice(0, 2),
-      executorKey: PAYER,
-    });
+    const r = await safeOwner.tx(op);
     await w.api.waitForBlock(r.blockNumber);
     return r;
   }
@@ -94,10 +85,8 @@ describe("graduation to ChainSecured mode (docs/background.md §5.5)", function 
     ).to.equal(2);
 
     // 1. The governance wallet.
-    safe = await createSafe(w.ctx, PAYER, {
-      owners: OWNER_KEYS.map((k) => new ethers.Wallet(k).address),
-      threshold: 2,
-    });
+    safeOwner = await createSafeOwner(w.ctx, w.registry);
+    safe = safeOwner.address;
     // 2. The current owner authorizes transferOwnership(safe) with the account key.
     const transfer = await w.api.post("/account/transfer_ownership", accountKey, { new_owner: safe });
     expect(transfer.status).to.equal(200);
@@ -149,7 +138,7 @@ describe("graduation to ChainSecured mode (docs/background.md §5.5)", function 
     });
 
     it("a single Safe owner acting alone is nobody to the registry", async function () {
-      const wallet = new ethers.Wallet(OWNER_KEYS[0], w.chain.provider);
+      const wallet = new ethers.Wallet(safeOwner.ownerKeys[0], w.chain.provider);
       const err = await registry
         .connect(wallet)
         .createGroup.staticCall("solo", "", [], [])

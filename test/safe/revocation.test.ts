@@ -6,23 +6,17 @@
  * refusal) is measured over several rounds at the relayer's default poll interval and printed.
  */
 import { expect } from "chai";
-import { ethers } from "ethers";
 import { computeCid } from "../../enclave";
 import {
-  createSafe,
   encodeRegistryCall,
   executeProposal,
   generateUsageKey,
   propose,
-  proposeSignExecute,
   signProposal,
-  type RegistryOp,
 } from "../../scripts/safe/lib";
-import { AccountRegistry__factory } from "../../typechain-types";
-import { devKey, sigilWorld, type SigilWorld } from "./support";
+import { createSafeOwner, safeAccountWithGroup, type SafeOwner } from "../helpers/safeOwner";
+import { sigilWorld, type SigilWorld } from "./support";
 
-const OWNER_KEYS = [devKey(1), devKey(2), devKey(3)];
-const PAYER = devKey(5);
 const CODE = "async function main() { return 'alive'; }";
 const ROUNDS = 5;
 const CLIENTS = 2;
@@ -37,37 +31,20 @@ interface Sample {
 describe("revocation by a Safe while a client keeps executing", function () {
   this.timeout(180_000);
   let w: SigilWorld;
-  let safe: string;
+  let safe: SafeOwner;
   let pkpId: string;
   const lags: number[] = [];
   const rounds: { samples: Sample[]; minedBy: number; processedAt: number }[] = [];
 
-  const safeTx = (op: RegistryOp) =>
-    proposeSignExecute(w.ctx, {
-      safe,
-      to: w.registry,
-      data: encodeRegistryCall(op).data,
-      ownerKeys: OWNER_KEYS.slice(0, 2),
-      executorKey: PAYER,
-    });
-
   before(async function () {
     w = await sigilWorld({ pollIntervalMs: 250 }); // the relayer's default interval: the lag users get
-    safe = await createSafe(w.ctx, PAYER, {
-      owners: OWNER_KEYS.map((k) => new ethers.Wallet(k).address),
-      threshold: 2,
-    });
-    await safeTx({ op: "call", method: "createAccount", args: ["revocation", ethers.ZeroAddress] });
-    await safeTx({ op: "create-pkp", name: "p" });
-    const registry = AccountRegistry__factory.connect(w.registry, w.chain.provider);
-    const accountId = await registry.accountOfOwner(safe);
-    pkpId = (await registry.listPkps(accountId, 0, 1))[0][0].id;
+    safe = await createSafeOwner(w.ctx, w.registry);
     const cid = await computeCid(new TextEncoder().encode(CODE));
-    await safeTx({ op: "create-group", name: "g", pkpIds: [pkpId], cids: [cid] });
+    ({ pkpId } = await safeAccountWithGroup(safe, w.registry, w.chain.provider, "revocation", [cid]));
 
     for (let round = 0; round < ROUNDS; round++) {
       const key = generateUsageKey();
-      const added = await safeTx({
+      const added = await safe.tx({
         op: "add-key",
         key: key.address,
         keyHash: key.keyHash,
@@ -78,11 +55,11 @@ describe("revocation by a Safe while a client keeps executing", function () {
 
       // The revocation is fully signed up front so that only its execution overlaps the clients.
       let removal = await propose(w.ctx, {
-        safe,
+        safe: safe.address,
         to: w.registry,
         data: encodeRegistryCall({ op: "remove-key", key: key.address }).data,
       });
-      for (const k of OWNER_KEYS.slice(0, 2)) removal = await signProposal(w.ctx, removal, k);
+      for (const k of safe.signerKeys) removal = await signProposal(w.ctx, removal, k);
 
       const samples: Sample[] = [];
       let stop = false;
@@ -95,7 +72,7 @@ describe("revocation by a Safe while a client keeps executing", function () {
       };
       const clients = Array.from({ length: CLIENTS }, client);
       await new Promise((r) => setTimeout(r, 300)); // let the clients run with the live key first
-      const { blockNumber } = await executeProposal(w.ctx, removal, PAYER);
+      const { blockNumber } = await executeProposal(w.ctx, removal, safe.payerKey);
       const minedBy = performance.now(); // the receipt is back: the block is mined no later than this
       await w.api.waitForBlock(blockNumber);
       const processedAt = performance.now();

@@ -13,14 +13,9 @@ import type { Enclave } from "../../enclave";
 import type { RunningRelayer } from "../../relayer";
 import { ensureSafeSuite, rpcProvider, type SafeContext } from "../../scripts/safe/lib";
 
-/** anvil's deterministic funded accounts (mnemonic "test test … junk"), index 0..9. */
-export function devKey(i: number): string {
-  return ethers.HDNodeWallet.fromPhrase(
-    "test test test test test test test test test test test junk",
-    undefined,
-    `m/44'/60'/0'/0/${i}`,
-  ).privateKey;
-}
+import { devKey } from "../../testkit/anvil";
+
+export { devKey };
 
 export interface TestChain {
   rpcUrl: string;

@@ -66,7 +66,7 @@ describe("triggers: the API", function () {
           chain_event: { chain_id: 999_999, address: "0x" + "12".repeat(20), topic0: "0x" + "00".repeat(32) },
         },
         400,
-        "invalid_trigger",
+        "chain_not_configured",
       ],
       [{ ...base, limits: { max_queued_runs: 0 } }, 400, "invalid_trigger"],
       [{ ...base, js_params: { trigger: 1 } }, 400, "invalid_trigger"],

@@ -84,7 +84,7 @@ describe("triggers: a chain event through the API", function () {
     expect([r.status, r.body.error?.code, r.body.error?.details?.field]).to.deep.equal([
       400,
       "invalid_chain_event",
-      "from_block",
+      "chain_event.from_block",
     ]);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * Chain-event trigger specs as the service checks them at creation (chainEventSpecFrom,
- * validateChainEventSpec, parseEventSpec), how a log's arguments reach the action (EventDecoder), and
+ * Chain-event trigger specs as the service checks them at creation (chainEventSpecFrom: the request's
+ * fields by readChainEventInput, the start by startBlock; parseEventSpec), how a log's arguments reach the action (EventDecoder), and
  * which eth_getLogs queries a poll makes (planReads). No chain needed: these are the pure rules.
  */
 import { expect } from "chai";
@@ -11,7 +11,7 @@ import {
   MAX_BACKFILL_BLOCKS,
   chainEventSpecFrom,
   parseEventSpec,
-  validateChainEventSpec,
+  readChainEventInput,
   type ChainEventInput,
 } from "../../relayer/triggers/chainEvents";
 import { EventDecoder, type TriggerLog } from "../../relayer/triggers/chainEvents/decode";
@@ -52,8 +52,6 @@ describe("chain-event triggers: the spec, checked at creation", () => {
       topics: [null, zeroPadValue(ALICE.toLowerCase(), 32)],
       fromBlock: HEAD,
     });
-    // What was stored passes the same check again (the service may re-validate on update).
-    expect(() => validateChainEventSpec(spec, CHAINS, HEAD + 10)).to.not.throw();
   });
 
   it("takes the plain signature (same topic0; args left undecoded) and topic0 alone", () => {
@@ -91,8 +89,6 @@ describe("chain-event triggers: the spec, checked at creation", () => {
     const r = refusal(() => from({ topic0: approval }));
     expect(r).to.deep.include({ code: "invalid_chain_event", status: 400 });
     expect(r.details).to.deep.equal({ field: "topic0", expected: TRANSFER_TOPIC });
-    const stored: ChainEventSpec = { ...from({}), topic0: approval };
-    expect(refusal(() => validateChainEventSpec(stored, CHAINS, HEAD)).details.field).to.equal("topic0");
     for (const event of ["Transfer(", "Transfer(addres,uint256)", "", "Ping() anonymous", 7]) {
       const e = refusal(() => from({ event }));
       expect(e.code, String(event)).to.equal("invalid_chain_event");
@@ -105,13 +101,12 @@ describe("chain-event triggers: the spec, checked at creation", () => {
     const r = refusal(() => from({ topics: [null, null, null, null] }));
     expect(r).to.deep.include({ code: "invalid_chain_event", status: 400 });
     expect(r.details).to.deep.equal({ field: "topics", given: 4 });
-    expect(refusal(() => from({ topics: ["0x12"] })).details.field).to.equal("topics[1]");
+    // A filter is named by its place in the request's list: topics[0] filters the log's topic 1.
+    expect(refusal(() => from({ topics: ["0x12"] })).details.field).to.equal("topics[0]");
     expect(refusal(() => from({ topics: [null, ALICE.replace("C", "c")] })).details.field).to.equal(
-      "topics[2]",
+      "topics[1]",
     );
     expect(refusal(() => from({ topics: "any" })).details.field).to.equal("topics");
-    const stored: ChainEventSpec = { ...from({}), topics: [TRANSFER_TOPIC.toUpperCase()] };
-    expect(refusal(() => validateChainEventSpec(stored, CHAINS, HEAD)).details.field).to.equal("topics[1]");
   });
 
   it("refuses a chain the operator did not configure", () => {
@@ -129,6 +124,28 @@ describe("chain-event triggers: the spec, checked at creation", () => {
     expect(refusal(() => from({ fromBlock: HEAD + 2 })).details.field).to.equal("from_block");
     expect(refusal(() => from({ fromBlock: -1 })).details.field).to.equal("from_block");
     expect(refusal(() => from({ fromBlock: 1.5 })).details.field).to.equal("from_block");
+  });
+
+  it("names each refused field at its place in a trigger body when read from one", () => {
+    const body = (input: Partial<ChainEventInput>) =>
+      refusal(() =>
+        readChainEventInput(
+          { chainId: 31337, address: TOKEN, event: TRANSFER, ...input },
+          CHAINS,
+          "chain_event.",
+        ),
+      );
+    expect(body({ address: "0x1234" }).details.field).to.equal("chain_event.address");
+    expect(body({ event: "Transfer(" }).details.field).to.equal("chain_event.event");
+    expect(body({ topics: [null, "0x12"] }).details.field).to.equal("chain_event.topics[1]");
+    expect(body({ fromBlock: -1 }).details.field).to.equal("chain_event.from_block");
+    // The start is left to the service, which knows the chain's head only then.
+    const read = readChainEventInput(
+      { chainId: 31337, address: TOKEN, event: TRANSFER },
+      CHAINS,
+      "chain_event.",
+    );
+    expect(read.fromBlock).to.equal(null);
   });
 });
 

@@ -117,10 +117,30 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it("stores a firing once: the same firing id answers the first run with created false", async () => {
+  /** A store on a fresh database, holding `triggers`. */
+  const storeWith = async (...triggers: StoredTrigger[]) => {
     const store = new TriggerStore(await open());
+    for (const t of triggers) await store.insert(t);
+    return store;
+  };
+  /** Two instances' stores on one database (SQLite: one file, so one connection serves both). */
+  const twoInstances = async (): Promise<[TriggerStore, TriggerStore]> => {
+    const s1 = new TriggerStore(await open());
+    return [s1, new TriggerStore(engine === "postgres" ? await open() : s1.db)];
+  };
+  /** A scheduler on `store` whose clock is `clock.now`, firing through the store's intake rule. */
+  const clocked = (store: TriggerStore, clock: { now: number }) =>
+    new Scheduler(
+      store,
+      intakeOf(store, () => clock.now),
+      () => clock.now,
+      pino({ level: "silent" }),
+    );
+  const runsOf = (store: TriggerStore, id: string) => store.runs(id, { limit: 100, offset: 0 });
+
+  it("stores a firing once: the same firing id answers the first run with created false", async () => {
     const t = trigger();
-    await store.insert(t);
+    const store = await storeWith(t);
     const a = await store.fire(run(t.id, "manual:1"), T0);
     const b = await store.fire(run(t.id, "manual:1"), T0);
     expect(a).to.have.property("created", true);
@@ -129,9 +149,8 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
 
   it("reads the row under the lock: a disabled trigger's firing is missing, a paused one answers why", async () => {
     // What a caller read before (another instance's stale copy) does not matter: the row decides.
-    const store = new TriggerStore(await open());
     const t = trigger();
-    await store.insert(t);
+    const store = await storeWith(t);
     await store.update({ ...t, enabled: false });
     expect(await store.fire(run(t.id, "m:1"), T0)).to.deep.equal({ missing: true });
     await store.update({ ...t, enabled: true });
@@ -139,13 +158,12 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
     expect(await store.fire(run(t.id, "m:2"), T0)).to.deep.equal({ paused: "insufficient_credits" });
     await store.setPaused(t.accountId, null, T0);
     expect(await store.fire(run(t.id, "m:3"), T0)).to.have.property("created", true);
-    expect((await store.runs(t.id, { limit: 10, offset: 0 })).total).to.equal(1);
+    expect((await runsOf(store, t.id)).total).to.equal(1);
   });
 
   it("refuses past max_queued_runs, and past runs_per_minute", async () => {
-    const store = new TriggerStore(await open());
     const t = trigger({ limits: { runsPerMinute: 5, maxQueuedRuns: 3, concurrency: "parallel" } });
-    await store.insert(t);
+    const store = await storeWith(t);
     const outcomes = await Promise.all(
       Array.from({ length: 10 }, (_, i) => store.fire(run(t.id, `m:${i}`), T0)),
     );
@@ -163,8 +181,7 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
   });
 
   it("a run is claimed by one of two instances; after its lease expires the other takes it over", async () => {
-    const s1 = new TriggerStore(await open());
-    const s2 = new TriggerStore(engine === "postgres" ? await open() : s1.db);
+    const [s1, s2] = await twoInstances();
     const t = trigger();
     await s1.insert(t);
     await s1.fire(run(t.id, "m:1"), T0);
@@ -182,9 +199,8 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
   });
 
   it("a serial trigger's runs are claimed one at a time", async () => {
-    const store = new TriggerStore(await open());
     const t = trigger({ limits: { runsPerMinute: 60, maxQueuedRuns: 10, concurrency: "serial" } });
-    await store.insert(t);
+    const store = await storeWith(t);
     await store.fire(run(t.id, "m:1"), T0);
     await store.fire(run(t.id, "m:2"), T0);
     const first = await store.claim("i1", T0, 10_000);
@@ -195,21 +211,15 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
   });
 
   it("a schedule fires at its minutes, driven by the clock", async () => {
-    const store = new TriggerStore(await open());
-    let now = T0;
-    const scheduler = new Scheduler(
-      store,
-      intakeOf(store, () => now),
-      () => now,
-      pino({ level: "silent" }),
-    );
     const t = trigger();
-    await store.insert(t);
+    const store = await storeWith(t);
+    const clock = { now: T0 };
+    const scheduler = clocked(store, clock);
     for (let m = 0; m <= 16; m++) {
-      now = T0 + m * MIN;
+      clock.now = T0 + m * MIN;
       await scheduler.tick();
     }
-    const { items } = await store.runs(t.id, { limit: 100, offset: 0 });
+    const { items } = await runsOf(store, t.id);
     expect(items.map((r) => r.firing_id).sort()).to.deep.equal([
       "schedule:2026-03-01T10:05Z",
       "schedule:2026-03-01T10:10Z",
@@ -218,56 +228,35 @@ describeOnEngines("triggers: the store and the scheduler", (engine) => {
   });
 
   it("two instances ticking the same minutes fire each minute once", async () => {
-    const s1 = new TriggerStore(await open());
-    const s2 = new TriggerStore(engine === "postgres" ? await open() : s1.db);
-    let now = T0;
-    const quiet = pino({ level: "silent" });
-    const a = new Scheduler(
-      s1,
-      intakeOf(s1, () => now),
-      () => now,
-      quiet,
-    );
-    const b = new Scheduler(
-      s2,
-      intakeOf(s2, () => now),
-      () => now,
-      quiet,
-    );
+    const [s1, s2] = await twoInstances();
+    const clock = { now: T0 };
+    const [a, b] = [clocked(s1, clock), clocked(s2, clock)];
     const t = trigger({ schedule: { cron: "* * * * *", missed: "skip" } });
     await s1.insert(t);
     for (let m = 1; m <= 5; m++) {
-      now = T0 + m * MIN;
+      clock.now = T0 + m * MIN;
       await Promise.all([a.tick(), b.tick()]);
     }
-    const { items, total } = await s1.runs(t.id, { limit: 100, offset: 0 });
+    const { items, total } = await runsOf(s1, t.id);
     expect(total).to.equal(5);
     expect(new Set(items.map((r) => r.firing_id)).size).to.equal(5);
   });
 
   it("after downtime, skip fires nothing late and run_once fires the latest missed minute once", async () => {
-    const store = new TriggerStore(await open());
-    let now = T0;
-    const scheduler = new Scheduler(
-      store,
-      intakeOf(store, () => now),
-      () => now,
-      pino({ level: "silent" }),
-    );
     const skip = trigger();
     const once = trigger({ schedule: { cron: "*/5 * * * *", missed: "run_once" } });
-    await store.insert(skip);
-    await store.insert(once);
-    now = T0 + 42 * MIN; // down from 10:00 to 10:42: 10:05 … 10:40 were missed
+    const store = await storeWith(skip, once);
+    const clock = { now: T0 + 42 * MIN }; // down from 10:00 to 10:42: 10:05 … 10:40 were missed
+    const scheduler = clocked(store, clock);
     await scheduler.tick();
     await scheduler.tick();
-    expect((await store.runs(skip.id, { limit: 10, offset: 0 })).total).to.equal(0);
-    const ran = await store.runs(once.id, { limit: 10, offset: 0 });
+    expect((await runsOf(store, skip.id)).total).to.equal(0);
+    const ran = await runsOf(store, once.id);
     expect(ran.items.map((r) => r.firing_id)).to.deep.equal(["schedule:2026-03-01T10:40Z"]);
     // Both are on schedule again from the next minute on.
-    now = Date.parse("2026-03-01T10:45:10Z");
+    clock.now = Date.parse("2026-03-01T10:45:10Z");
     await scheduler.tick();
-    expect((await store.runs(skip.id, { limit: 10, offset: 0 })).total).to.equal(1);
-    expect((await store.runs(once.id, { limit: 10, offset: 0 })).total).to.equal(2);
+    expect((await runsOf(store, skip.id)).total).to.equal(1);
+    expect((await runsOf(store, once.id)).total).to.equal(2);
   });
 });

@@ -11,14 +11,8 @@ import { createHash } from "node:crypto";
 import { expect } from "chai";
 import { Wallet, ethers } from "ethers";
 import { AccountRegistry__factory, type AccountRegistry } from "../../typechain-types";
-import {
-  createSafe,
-  encodeRegistryCall,
-  ensureSafeSuite,
-  proposeSignExecute,
-  rpcProvider,
-  type RegistryOp,
-} from "../../scripts/safe/lib";
+import { ensureSafeSuite, rpcProvider } from "../../scripts/safe/lib";
+import { createSafeOwner } from "../helpers/safeOwner";
 import { CHAIN_EVENT_TYPES } from "../../relayer/webhooks/eventTypes";
 import { DEV_KEYS } from "../helpers/anvil";
 import type { Stack } from "../helpers/stack";
@@ -130,24 +124,14 @@ describe("webhooks: chain events, path A, path B and a Safe", function () {
         path.join(dir, "safe-deployments.json"),
       );
       const ctx = { rpcUrl: s.chain.rpcUrl, chainId: cid, suite };
-      const owners = [devKey(1), devKey(2), devKey(4)];
-      const safe = await createSafe(ctx, devKey(5), {
-        owners: owners.map((k) => new ethers.Wallet(k).address),
-        threshold: 2,
+      const safe = await createSafeOwner(ctx, s.deployment.registry, {
+        ownerKeys: [devKey(1), devKey(2), devKey(4)],
       });
-      await send(registry.transferOwnership(safe));
+      await send(registry.transferOwnership(safe.address));
       const endB = await s.provider.getBlockNumber();
       phases.b = await eventsThrough(endA, endB);
-      const safeTx = (op: RegistryOp) =>
-        proposeSignExecute(ctx, {
-          safe,
-          to: s.deployment.registry,
-          data: encodeRegistryCall(op).data,
-          ownerKeys: owners.slice(0, 2),
-          executorKey: devKey(5),
-        });
-      await safeTx({ op: "accept-ownership", accountId });
-      await safeTx({ op: "create-group", name: "from the safe", pkpIds: [pkpB], cids: [cidB] });
+      await safe.tx({ op: "accept-ownership", accountId });
+      await safe.tx({ op: "create-group", name: "from the safe", pkpIds: [pkpB], cids: [cidB] });
       phases.safe = await eventsThrough(endB, await s.provider.getBlockNumber());
     } finally {
       provider.destroy();

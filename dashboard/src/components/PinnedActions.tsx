@@ -4,7 +4,8 @@
  */
 import { useEffect, useRef } from "react";
 import { listPinnedActions, type Session } from "../api";
-import { CopyButton, Empty, ErrorNote, Loading, short } from "./ui";
+import { DataTable } from "./DataTable";
+import { CopyButton, ErrorNote, short } from "./ui";
 import { useLoad } from "../useLoad";
 
 const size = (bytes: number) =>
@@ -27,40 +28,38 @@ export function PinnedActions({
   return (
     <section className="card" aria-labelledby="pinned-title">
       <h2 id="pinned-title">Pinned actions</h2>
-      {list.loading && !list.data ? <Loading what="pinned actions" /> : null}
-      <ErrorNote error={list.error} />
-      {list.data && list.data.items.length === 0 ? <Empty>Nothing pinned yet.</Empty> : null}
-      {list.data && list.data.items.length > 0 ? (
-        <table data-testid="pinned-actions" className="reflow">
-          <caption className="sr-only">Pinned actions, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">CID</th>
-              <th scope="col">Size</th>
-              <th scope="col">Pinned</th>
-              <th scope="col">
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.items.map((a) => (
-              <tr key={a.cid}>
-                <td data-label="CID">
-                  <code title={a.cid}>{short(a.cid, 12)}</code> <CopyButton value={a.cid} label="CID" />
-                </td>
-                <td data-label="Size">{size(a.bytes)}</td>
-                <td data-label="Pinned">{new Date(a.pinned_at).toLocaleString()}</td>
-                <td>
-                  <button type="button" className="small" onClick={() => onRun(a.cid)}>
-                    Load <span className="sr-only">into the runner: {a.cid}</span>
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={list.data?.items}
+        loading={list.loading}
+        loadingWhat="pinned actions"
+        errorNote={<ErrorNote error={list.error} />}
+        empty="Nothing pinned yet."
+        caption="Pinned actions, newest first"
+        testId="pinned-actions"
+        rowKey={(a) => a.cid}
+        columns={[
+          {
+            header: "CID",
+            cell: (a) => (
+              <>
+                <code title={a.cid}>{short(a.cid, 12)}</code> <CopyButton value={a.cid} label="CID" />
+              </>
+            ),
+          },
+          { header: "Size", cell: (a) => size(a.bytes) },
+          { header: "Pinned", cell: (a) => new Date(a.pinned_at).toLocaleString() },
+          {
+            header: "Actions",
+            srOnlyHeader: true,
+            unlabelled: true,
+            cell: (a) => (
+              <button type="button" className="small" onClick={() => onRun(a.cid)}>
+                Load <span className="sr-only">into the runner: {a.cid}</span>
+              </button>
+            ),
+          },
+        ]}
+      />
     </section>
   );
 }

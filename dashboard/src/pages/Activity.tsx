@@ -23,7 +23,8 @@ import {
 import { AuditErrorNote } from "../components/AuditErrorNote";
 import { AuditExport } from "../components/AuditExport";
 import { AuditEntryDetail } from "../components/AuditEntryDetail";
-import { Empty, Field, Loading, short } from "../components/ui";
+import { DataTable } from "../components/DataTable";
+import { Field, short } from "../components/ui";
 import "../activity.css";
 
 const OUTCOME_BADGE: Record<AuditOutcome, string> = { ok: "succeeded", error: "failed", refused: "refused" };
@@ -150,72 +151,60 @@ export default function Activity({ session }: { session: Session }) {
         </button>
       </form>
 
-      <AuditErrorNote error={list.error} />
-      {list.loading && list.items.length === 0 ? <Loading what="activity" /> : null}
-      {!list.loading && !list.error && list.items.length === 0 ? (
-        <Empty>
-          {filtered
-            ? "No entry matches these filters."
-            : "No activity yet: runs, writes and refusals appear here as they happen."}
-        </Empty>
-      ) : null}
-      {list.items.length > 0 ? (
-        <table className="reflow" data-testid="activity-table">
-          <caption className="sr-only">Activity, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Seq</th>
-              <th scope="col">Time</th>
-              <th scope="col">Type</th>
-              <th scope="col">Outcome</th>
-              <th scope="col">Who</th>
-              <th scope="col">What</th>
-              <th scope="col">
-                <span className="sr-only">Details</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.items.map((e) => {
-              const outcome = outcomeOf(e);
-              return (
-                <tr key={e.seq} data-seq={e.seq} data-kind={e.kind}>
-                  <td data-label="Seq">{e.seq}</td>
-                  <td data-label="Time">
-                    <time dateTime={e.time}>{new Date(e.time_ms).toLocaleString()}</time>
-                  </td>
-                  <td data-label="Type">{KIND_LABELS[e.kind] ?? e.kind}</td>
-                  <td data-label="Outcome">
-                    <span className={`badge badge-${OUTCOME_BADGE[outcome]}`}>{outcome}</span>
-                  </td>
-                  <td data-label="Who">{shortAll(principalOf(e))}</td>
-                  <td data-label="What">
-                    <code>{shortAll(summaryOf(e))}</code>
-                  </td>
-                  <td data-label="Details">
-                    <button
-                      type="button"
-                      className="small"
-                      aria-label={`Details of entry ${e.seq}`}
-                      aria-pressed={selected?.seq === e.seq}
-                      onClick={() => setSelected(selected?.seq === e.seq ? null : e)}
-                    >
-                      Details
-                    </button>
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      ) : null}
-      {list.next ? (
-        <button type="button" disabled={list.loading} onClick={() => load(applied, list.next ?? undefined)}>
-          {list.loading ? "Loading older entries…" : "Older entries"}
-        </button>
-      ) : list.items.length > 0 ? (
-        <p className="muted">The oldest entry {filtered ? "that matches " : ""}is shown.</p>
-      ) : null}
+      <DataTable
+        // While the first page loads the list is not known yet (an earlier filter's rows are gone).
+        rows={list.loading && list.items.length === 0 ? undefined : list.items}
+        loading={list.loading}
+        loadingWhat="activity"
+        errorNote={<AuditErrorNote error={list.error} />}
+        empty={
+          list.error
+            ? null
+            : filtered
+              ? "No entry matches these filters."
+              : "No activity yet: runs, writes and refusals appear here as they happen."
+        }
+        caption="Activity, newest first"
+        testId="activity-table"
+        rowKey={(e) => e.seq}
+        rowAttributes={(e) => ({ "data-seq": e.seq, "data-kind": e.kind })}
+        columns={[
+          { header: "Seq", cell: (e) => e.seq },
+          {
+            header: "Time",
+            cell: (e) => <time dateTime={e.time}>{new Date(e.time_ms).toLocaleString()}</time>,
+          },
+          { header: "Type", cell: (e) => KIND_LABELS[e.kind] ?? e.kind },
+          {
+            header: "Outcome",
+            cell: (e) => <span className={`badge badge-${OUTCOME_BADGE[outcomeOf(e)]}`}>{outcomeOf(e)}</span>,
+          },
+          { header: "Who", cell: (e) => shortAll(principalOf(e)) },
+          { header: "What", cell: (e) => <code>{shortAll(summaryOf(e))}</code> },
+          {
+            header: "Details",
+            srOnlyHeader: true,
+            cell: (e) => (
+              <button
+                type="button"
+                className="small"
+                aria-label={`Details of entry ${e.seq}`}
+                aria-pressed={selected?.seq === e.seq}
+                onClick={() => setSelected(selected?.seq === e.seq ? null : e)}
+              >
+                Details
+              </button>
+            ),
+          },
+        ]}
+        nextPage={{
+          load: list.next ? () => load(applied, list.next ?? undefined) : undefined,
+          loading: list.loading,
+          label: "Older entries",
+          loadingLabel: "Loading older entries…",
+          endNote: <>The oldest entry {filtered ? "that matches " : ""}is shown.</>,
+        }}
+      />
 
       {selected ? <AuditEntryDetail entry={selected} onClose={() => setSelected(null)} /> : null}
 

@@ -9,7 +9,8 @@
 import { lazy, Suspense, useCallback, useState } from "react";
 import { billingApi, type Session } from "../api";
 import { PaymentReturn } from "../components/PaymentReturn";
-import { Empty, ErrorNote, Field, Loading, short } from "../components/ui";
+import { DataTable } from "../components/DataTable";
+import { ErrorNote, Field, Loading, short } from "../components/ui";
 import { readPaymentReturn } from "../paymentReturn";
 import { useAction, useLoad } from "../useLoad";
 
@@ -184,43 +185,42 @@ export function Billing({ session, hash }: { session: Session; hash: string }) {
         </Suspense>
       ) : null}
       <h2>History</h2>
-      {history.loading && !history.data ? <Loading what="history" /> : null}
-      <ErrorNote error={history.error} />
-      {history.data && history.data.items.length === 0 ? <Empty>No credits or charges yet.</Empty> : null}
-      {history.data && history.data.items.length > 0 ? (
-        <table className="reflow">
-          <caption className="sr-only">Billing history</caption>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">What</th>
-              <th scope="col">Amount</th>
-              <th scope="col">Balance after</th>
-            </tr>
-          </thead>
-          <tbody>
-            {history.data.items.map((h) => (
-              <tr key={h.id}>
-                <td data-label="When">{new Date(h.created_at * 1000).toLocaleString()}</td>
-                <td data-label="What">
-                  {operationLabel(h.operation)}
-                  {h.action_cid ? (
-                    <>
-                      {" "}
-                      <code title={h.action_cid}>{short(h.action_cid, 8)}</code>
-                    </>
-                  ) : null}
-                </td>
-                <td data-label="Amount">
-                  {h.type === "debit" ? "−" : "+"}
-                  {dollars(Math.abs(h.amount_cents))}
-                </td>
-                <td data-label="Balance after">{dollars(h.balance_after_cents)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={history.data?.items}
+        loading={history.loading}
+        loadingWhat="history"
+        errorNote={<ErrorNote error={history.error} />}
+        empty="No credits or charges yet."
+        caption="Billing history"
+        rowKey={(h) => h.id}
+        columns={[
+          { header: "When", cell: (h) => new Date(h.created_at * 1000).toLocaleString() },
+          {
+            header: "What",
+            cell: (h) => (
+              <>
+                {operationLabel(h.operation)}
+                {h.action_cid ? (
+                  <>
+                    {" "}
+                    <code title={h.action_cid}>{short(h.action_cid, 8)}</code>
+                  </>
+                ) : null}
+              </>
+            ),
+          },
+          {
+            header: "Amount",
+            cell: (h) => (
+              <>
+                {h.type === "debit" ? "−" : "+"}
+                {dollars(Math.abs(h.amount_cents))}
+              </>
+            ),
+          },
+          { header: "Balance after", cell: (h) => dollars(h.balance_after_cents) },
+        ]}
+      />
     </>
   );
 }

@@ -1,5 +1,6 @@
 import { useState } from "react";
 import { collect, listPinnedActions, type PinnedAction, type Session } from "../api";
+import { DataTable } from "../components/DataTable";
 import { ConfirmButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
 import { useToast } from "../components/Toasts";
 import { useAction, useLoad } from "../useLoad";
@@ -198,75 +199,71 @@ export function Groups({ session }: { session: Session }) {
         </details>
       ) : null}
       <ErrorNote error={remove.error} />
-      {data.data && data.data.groups.length === 0 ? <Empty>No groups yet.</Empty> : null}
-      {data.data && data.data.groups.length > 0 ? (
-        <table className="reflow">
-          <caption className="sr-only">Groups</caption>
-          <thead>
-            <tr>
-              <th scope="col">Id</th>
-              <th scope="col">Name</th>
-              <th scope="col">PKPs</th>
-              <th scope="col">Actions</th>
-              <th scope="col">Policy</th>
-              <th scope="col">
-                <span className="sr-only">Operations</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.data.groups.map((g) => (
-              <tr key={g.group_id} data-group-id={g.group_id}>
-                <td data-label="Id">{g.group_id}</td>
-                <td data-label="Name">{g.name || <span className="muted">unnamed</span>}</td>
-                <td data-label="PKPs">{g.pkp_count}</td>
-                <td data-label="Actions">{g.action_count}</td>
-                <td data-label="Policy" data-policy-cid={g.policy_cid ?? ""}>
-                  {g.policy_cid ? (
-                    <code title={g.policy_cid}>{short(g.policy_cid, 10)}</code>
-                  ) : (
-                    <span className="muted">none</span>
-                  )}
-                </td>
-                <td className="row">
-                  <button
-                    type="button"
-                    className="small"
-                    onClick={() => setEditing(editing === g.group_id ? null : g.group_id)}
-                  >
-                    {editing === g.group_id ? "Close" : "Edit"}
-                  </button>
-                  <ConfirmButton
-                    label="Delete"
-                    question={`Delete group ${g.name || g.group_id}? Keys that execute in it lose that right.`}
-                    confirmLabel="Delete group"
-                    disabled={remove.pending}
-                    onConfirm={() =>
-                      owner
-                        ? propose([
-                            ownerTx(
-                              `Delete group ${g.name || g.group_id}`,
-                              owner.chainId,
-                              owner.registry,
-                              "deleteGroup",
-                              [g.group_id],
-                            ),
-                          ])
-                        : void remove
-                            .run(() => sigil.deleteGroup(g.group_id))
-                            .then((r) => {
-                              if (!r) return;
-                              toast(`Group “${g.name || g.group_id}” deleted.`);
-                              data.reload();
-                            })
-                    }
-                  />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={data.data?.groups}
+        empty="No groups yet."
+        caption="Groups"
+        rowKey={(g) => g.group_id}
+        rowAttributes={(g) => ({ "data-group-id": g.group_id })}
+        columns={[
+          { header: "Id", cell: (g) => g.group_id },
+          { header: "Name", cell: (g) => g.name || <span className="muted">unnamed</span> },
+          { header: "PKPs", cell: (g) => g.pkp_count },
+          { header: "Actions", cell: (g) => g.action_count },
+          {
+            header: "Policy",
+            cellAttributes: (g) => ({ "data-policy-cid": g.policy_cid ?? "" }),
+            cell: (g) =>
+              g.policy_cid ? (
+                <code title={g.policy_cid}>{short(g.policy_cid, 10)}</code>
+              ) : (
+                <span className="muted">none</span>
+              ),
+          },
+          {
+            header: "Operations",
+            srOnlyHeader: true,
+            unlabelled: true,
+            className: "row",
+            cell: (g) => (
+              <>
+                <button
+                  type="button"
+                  className="small"
+                  onClick={() => setEditing(editing === g.group_id ? null : g.group_id)}
+                >
+                  {editing === g.group_id ? "Close" : "Edit"}
+                </button>
+                <ConfirmButton
+                  label="Delete"
+                  question={`Delete group ${g.name || g.group_id}? Keys that execute in it lose that right.`}
+                  confirmLabel="Delete group"
+                  disabled={remove.pending}
+                  onConfirm={() =>
+                    owner
+                      ? propose([
+                          ownerTx(
+                            `Delete group ${g.name || g.group_id}`,
+                            owner.chainId,
+                            owner.registry,
+                            "deleteGroup",
+                            [g.group_id],
+                          ),
+                        ])
+                      : void remove
+                          .run(() => sigil.deleteGroup(g.group_id))
+                          .then((r) => {
+                            if (!r) return;
+                            toast(`Group “${g.name || g.group_id}” deleted.`);
+                            data.reload();
+                          })
+                  }
+                />
+              </>
+            ),
+          },
+        ]}
+      />
       {editing !== null && data.data ? (
         <GroupEditor
           // A new policy (an owner transaction the list reload saw) remounts the editor with it.

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { collect, type Session } from "../api";
-import { CopyButton, Empty, ErrorNote, Field, Loading, short } from "../components/ui";
+import { DataTable } from "../components/DataTable";
+import { CopyButton, ErrorNote, Field, short } from "../components/ui";
 import { useAction, useLoad } from "../useLoad";
 import { useToast } from "../components/Toasts";
 import { PkpChainKeys } from "../components/PkpChainKeys";
@@ -65,53 +66,56 @@ export function Pkps({ session }: { session: Session }) {
           Created PKP <code>{short(created)}</code>.
         </p>
       ) : null}
-      {list.loading && !list.data ? <Loading what="PKPs" /> : null}
-      <ErrorNote error={list.error} />
-      {list.data && list.data.length === 0 ? <Empty>No PKPs yet: create one above.</Empty> : null}
-      {list.data && list.data.length > 0 ? (
-        <table className="reflow">
-          <caption className="sr-only">PKPs</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">PKP id</th>
-              <th scope="col">Address</th>
-              <th scope="col">Public key</th>
-              <th scope="col">Solana and Bitcoin</th>
-              <th scope="col">Groups</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.map((p) => (
-              <tr key={p.pkp_id} data-pkp-id={p.pkp_id} data-address={p.address}>
-                <td data-label="Name">{p.name || <span className="muted">unnamed</span>}</td>
-                <td data-label="PKP id">
-                  <code title={p.pkp_id}>{short(p.pkp_id)}</code>{" "}
-                  <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
-                </td>
-                <td data-label="Address">
-                  <code title={p.address}>{short(p.address)}</code>{" "}
-                  <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
-                </td>
-                <td data-label="Public key">
-                  <code title={p.public_key}>{short(p.public_key)}</code>{" "}
-                  <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
-                </td>
-                <td data-label="Solana and Bitcoin">
-                  <PkpChainKeys pkp={p} />
-                </td>
-                <td data-label="Groups">
-                  {p.groups.length ? (
-                    p.groups.map((g) => g.name || `#${g.group_id}`).join(", ")
-                  ) : (
-                    <span className="muted">none</span>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={list.data}
+        loading={list.loading}
+        loadingWhat="PKPs"
+        errorNote={<ErrorNote error={list.error} />}
+        empty="No PKPs yet: create one above."
+        caption="PKPs"
+        rowKey={(p) => p.pkp_id}
+        rowAttributes={(p) => ({ "data-pkp-id": p.pkp_id, "data-address": p.address })}
+        columns={[
+          { header: "Name", cell: (p) => p.name || <span className="muted">unnamed</span> },
+          {
+            header: "PKP id",
+            cell: (p) => (
+              <>
+                <code title={p.pkp_id}>{short(p.pkp_id)}</code>{" "}
+                <CopyButton value={p.pkp_id} label={`id of ${p.name || "PKP"}`} />
+              </>
+            ),
+          },
+          {
+            header: "Address",
+            cell: (p) => (
+              <>
+                <code title={p.address}>{short(p.address)}</code>{" "}
+                <CopyButton value={p.address} label={`address of ${p.name || "PKP"}`} />
+              </>
+            ),
+          },
+          {
+            header: "Public key",
+            cell: (p) => (
+              <>
+                <code title={p.public_key}>{short(p.public_key)}</code>{" "}
+                <CopyButton value={p.public_key} label={`public key of ${p.name || "PKP"}`} />
+              </>
+            ),
+          },
+          { header: "Solana and Bitcoin", cell: (p) => <PkpChainKeys pkp={p} /> },
+          {
+            header: "Groups",
+            cell: (p) =>
+              p.groups.length ? (
+                p.groups.map((g) => g.name || `#${g.group_id}`).join(", ")
+              ) : (
+                <span className="muted">none</span>
+              ),
+          },
+        ]}
+      />
     </>
   );
 }

@@ -7,17 +7,7 @@ export interface ForwardSigner {
     apiKey: string,
     req: { to: string; data: string; value?: bigint; gas: bigint; nonce: bigint; deadline: number },
     domain: { name: string; version: string; chainId: number; verifyingContract: string },
-  ): Promise<SignedForwardRequestLike> | SignedForwardRequestLike;
-}
-
-interface SignedForwardRequestLike {
-  from: string;
-  to: string;
-  value: bigint;
-  gas: bigint;
-  deadline: number | bigint;
-  data: string;
-  signature: string;
+  ): Promise<SignedForwardRequest> | SignedForwardRequest;
 }
 
 export interface WriteRequest {

@@ -1,9 +1,9 @@
 /**
  * What a chain-event trigger watches, checked once at creation and never trusted again: the event's
  * signature (parsed by ethers' own ABI parser), its topic0, up to three topic filters, the contract
- * address, the chain (one of the operator's) and how far back the backfill may start. The trigger service
- * calls `chainEventSpecFrom` (or `validateChainEventSpec` on a spec it built) so creation and the watcher
- * agree on one reading of a spec.
+ * address, the chain (one of the operator's) and how far back the backfill may start. This is the one
+ * reading of a spec: the trigger body's reader calls `readChainEventInput`, the service `startBlock` once
+ * it knows the chain's head (`chainEventSpecFrom` is both), so creation and the watcher agree.
  */
 import { EventFragment, getAddress, zeroPadValue } from "ethers";
 import { ApiError } from "../../errors";
@@ -37,12 +37,13 @@ function invalid(message: string, details: Record<string, unknown> = {}): ApiErr
  * Parses an event signature: a full fragment (`Transfer(address indexed from, address indexed to,
  * uint256 value)`, with or without the leading `event`) or the plain canonical form
  * (`Transfer(address,address,uint256)`). Anonymous events have no topic0 to match and are refused.
+ * `field` is the signature's place in the request, named in a refusal.
  */
-export function parseEventSpec(signature: string): ParsedEvent {
+export function parseEventSpec(signature: string, field = "event"): ParsedEvent {
   if (typeof signature !== "string" || signature.trim() === "" || signature.length > 1_000)
     throw invalid(
-      "`event` must be an event signature such as Transfer(address indexed from, address indexed to, uint256 value).",
-      { field: "event" },
+      `\`${field}\` must be an event signature such as Transfer(address indexed from, address indexed to, uint256 value).`,
+      { field },
     );
   const text = signature.trim();
   let fragment: EventFragment;
@@ -50,16 +51,12 @@ export function parseEventSpec(signature: string): ParsedEvent {
     fragment = EventFragment.from(/^event\s/.test(text) ? text : `event ${text}`);
   } catch (err) {
     throw invalid(
-      `\`event\` does not parse as an event signature: ${(err as Error).message.split(" (")[0]}.`,
-      {
-        field: "event",
-      },
+      `\`${field}\` does not parse as an event signature: ${(err as Error).message.split(" (")[0]}.`,
+      { field },
     );
   }
   if (fragment.anonymous)
-    throw invalid("Anonymous events carry no topic0 to match: name a non-anonymous event.", {
-      field: "event",
-    });
+    throw invalid("Anonymous events carry no topic0 to match: name a non-anonymous event.", { field });
   // A plain signature says nothing about `indexed`: the topic0 is still exact, the decoding is not.
   const indexedKnown = /\bindexed\b/.test(text) || fragment.inputs.every((p) => p.name !== "");
   return { fragment, full: fragment.format("full"), topic0: fragment.topicHash.toLowerCase(), indexedKnown };
@@ -85,21 +82,21 @@ export function configuredChain(chains: readonly ChainEndpoint[], chainId: numbe
   return chain;
 }
 
-/** A topic filter: 32 bytes of hex, or a 20-byte address (left-padded, as Solidity indexes addresses). */
-export function normalizeTopic(value: unknown, position: number): string | null {
+/**
+ * A topic filter: 32 bytes of hex, or a 20-byte address (left-padded, as Solidity indexes addresses).
+ * `field` is its place in the request (`topics[0]` filters the log's topic 1).
+ */
+export function normalizeTopic(value: unknown, field: string): string | null {
   if (value === null || value === undefined) return null;
   if (typeof value === "string" && ADDRESS.test(value)) {
     if (!isChecksumOk(value))
-      throw invalid(`topics[${position}] is an address with a wrong checksum: check it for a typo.`, {
-        field: `topics[${position}]`,
-      });
+      throw invalid(`\`${field}\` is an address with a wrong checksum: check it for a typo.`, { field });
     return zeroPadValue(value.toLowerCase(), 32);
   }
   if (typeof value === "string" && TOPIC.test(value.toLowerCase())) return value.toLowerCase();
-  throw invalid(
-    `topics[${position}] must be null (any), a 0x-prefixed 32-byte hex topic or a 20-byte address.`,
-    { field: `topics[${position}]` },
-  );
+  throw invalid(`\`${field}\` must be null (any), a 0x-prefixed 32-byte hex topic or a 20-byte address.`, {
+    field,
+  });
 }
 
 /** What a creation request says; the service maps its body's fields onto this. */
@@ -114,6 +111,90 @@ export interface ChainEventInput {
   fromBlock?: unknown;
 }
 
+/** A spec read from a request, before the chain's head is known: no from_block means the head then. */
+export type RequestedChainEvent = Omit<ChainEventSpec, "fromBlock"> & { fromBlock: number | null };
+
+/**
+ * Every rule of a spec that needs no chain head, in the order the fields are listed in the API: the
+ * chain is the operator's, the address a real contract's (EIP-55 checksum if mixed case), topic0 the
+ * named event's, at most three filters, a whole from_block. `at` prefixes the field names in refusals
+ * (`chain_event.` in a trigger body), so `details.field` is the field's path in the request. Throws
+ * ApiError invalid_chain_event or chain_not_configured.
+ */
+export function readChainEventInput(
+  input: ChainEventInput,
+  chains: readonly ChainEndpoint[],
+  at = "",
+): RequestedChainEvent {
+  const refuse = (field: string, why: string, details: Record<string, unknown> = {}) =>
+    invalid(`\`${at}${field}\` ${why}`, { field: at + field, ...details });
+  if (typeof input.chainId !== "number" || !Number.isSafeInteger(input.chainId))
+    throw refuse("chain_id", "must be an integer: one of the chains the operator configured.");
+  configuredChain(chains, input.chainId);
+  if (typeof input.address !== "string" || !ADDRESS.test(input.address) || BigInt(input.address) === 0n)
+    throw refuse("address", "must be a contract address: the emitting contract's 0x-prefixed 20 bytes.");
+  if (!isChecksumOk(input.address))
+    throw refuse("address", "has a wrong checksum (mixed case that is not EIP-55): check it for a typo.");
+  const parsed =
+    input.event === undefined || input.event === null
+      ? null
+      : parseEventSpec(input.event as string, `${at}event`);
+  let topic0 = parsed?.topic0;
+  if (input.topic0 !== undefined && input.topic0 !== null) {
+    if (typeof input.topic0 !== "string" || !TOPIC.test(input.topic0.toLowerCase()))
+      throw refuse("topic0", "must be a 0x-prefixed 32-byte hex topic.");
+    topic0 = input.topic0.toLowerCase();
+    if (parsed && parsed.topic0 !== topic0)
+      throw refuse("topic0", `is not the hash of ${parsed.fragment.format("sighash")} (${parsed.topic0}).`, {
+        expected: parsed.topic0,
+      });
+  }
+  if (topic0 === undefined) throw refuse("event", "or `topic0` must name the event.");
+  if (input.topics !== undefined && input.topics !== null && !Array.isArray(input.topics))
+    throw refuse("topics", "must be an array of up to three filters.");
+  const rawTopics = (input.topics as unknown[] | undefined) ?? [];
+  if (rawTopics.length > MAX_TOPIC_FILTERS)
+    throw refuse(
+      "topics",
+      `has ${rawTopics.length} filters: a log has at most ${MAX_TOPIC_FILTERS} topics after topic0.`,
+      { given: rawTopics.length },
+    );
+  const fromBlock = input.fromBlock ?? null;
+  if (
+    fromBlock !== null &&
+    (typeof fromBlock !== "number" || !Number.isSafeInteger(fromBlock) || fromBlock < 0)
+  )
+    throw refuse("from_block", "must be a non-negative block number.");
+  return {
+    chainId: input.chainId,
+    address: input.address.toLowerCase(),
+    event: parsed?.full ?? null,
+    topic0,
+    topics: rawTopics.map((t, i) => normalizeTopic(t, `${at}topics[${i}]`)),
+    fromBlock: fromBlock as number | null,
+  };
+}
+
+/**
+ * Where a spec starts reading, checked against the chain's head now: the one given, else the head; not
+ * after the head, at most MAX_BACKFILL_BLOCKS behind it. Throws invalid_chain_event or backfill_too_deep.
+ */
+export function startBlock(requested: number | null, head: number, at = ""): number {
+  const fromBlock = requested ?? head;
+  if (fromBlock > head + 1)
+    throw invalid(`\`${at}from_block\` ${fromBlock} is beyond the chain's head (${head}).`, {
+      field: `${at}from_block`,
+      head,
+    });
+  if (head - fromBlock > MAX_BACKFILL_BLOCKS)
+    throw new ApiError(
+      "backfill_too_deep",
+      `\`${at}from_block\` ${fromBlock} is ${head - fromBlock} blocks behind the head; a backfill reaches back at most ${MAX_BACKFILL_BLOCKS}.`,
+      { details: { from_block: fromBlock, head, max_blocks: MAX_BACKFILL_BLOCKS } },
+    );
+  return fromBlock;
+}
+
 /**
  * A validated, normalised spec from a creation request (`head`: the chain's head now, which the service
  * reads from the chain's configured RPC URL). Throws ApiError invalid_chain_event, chain_not_configured
@@ -124,97 +205,6 @@ export function chainEventSpecFrom(
   chains: readonly ChainEndpoint[],
   head: number,
 ): ChainEventSpec {
-  if (typeof input.chainId !== "number" || !Number.isSafeInteger(input.chainId))
-    throw invalid("`chain_id` must be an integer: one of the chains the operator configured.", {
-      field: "chain_id",
-    });
-  const parsed =
-    input.event === undefined || input.event === null ? null : parseEventSpec(input.event as string);
-  let topic0 = parsed?.topic0;
-  if (input.topic0 !== undefined && input.topic0 !== null) {
-    if (typeof input.topic0 !== "string" || !TOPIC.test(input.topic0.toLowerCase()))
-      throw invalid("`topic0` must be a 0x-prefixed 32-byte hex topic.", { field: "topic0" });
-    topic0 = input.topic0.toLowerCase();
-  }
-  if (topic0 === undefined) throw invalid("Name the event (`event`) or its `topic0`.", { field: "event" });
-  if (input.topics !== undefined && input.topics !== null && !Array.isArray(input.topics))
-    throw invalid("`topics` must be an array of up to three filters.", { field: "topics" });
-  const rawTopics = (input.topics as unknown[] | undefined) ?? [];
-  if (rawTopics.length > MAX_TOPIC_FILTERS)
-    throw invalid(`A log has at most ${MAX_TOPIC_FILTERS} topics after topic0: give at most three filters.`, {
-      field: "topics",
-      given: rawTopics.length,
-    });
-  if (typeof input.address !== "string" || !ADDRESS.test(input.address))
-    throw invalid("`address` must be the emitting contract's 0x-prefixed 20-byte address.", {
-      field: "address",
-    });
-  if (!isChecksumOk(input.address))
-    throw invalid("`address` has a wrong checksum (mixed case that is not EIP-55): check it for a typo.", {
-      field: "address",
-    });
-  const spec: ChainEventSpec = {
-    chainId: input.chainId,
-    address: input.address.toLowerCase(),
-    event: parsed?.full ?? null,
-    topic0,
-    topics: rawTopics.map((t, i) => normalizeTopic(t, i + 1)),
-    fromBlock: input.fromBlock === undefined || input.fromBlock === null ? head : (input.fromBlock as number),
-  };
-  validateChainEventSpec(spec, chains, head);
-  return spec;
-}
-
-/**
- * Checks a whole spec (the same rules as chainEventSpecFrom, on the stored shape): the chain is the
- * operator's, the address is a real one, topic0 is the named event's, the filters are at most three
- * 32-byte topics, and the backfill starts at most MAX_BACKFILL_BLOCKS behind `head` and not after it.
- */
-export function validateChainEventSpec(
-  spec: ChainEventSpec,
-  chains: readonly ChainEndpoint[],
-  head: number,
-): void {
-  configuredChain(chains, spec.chainId);
-  if (!/^0x[0-9a-f]{40}$/.test(spec.address) || BigInt(spec.address) === 0n)
-    throw invalid("`address` must be the emitting contract's lowercase 0x-prefixed 20-byte address.", {
-      field: "address",
-    });
-  if (!TOPIC.test(spec.topic0))
-    throw invalid("`topic0` must be a 0x-prefixed 32-byte hex topic.", { field: "topic0" });
-  if (spec.event !== null) {
-    const parsed = parseEventSpec(spec.event);
-    if (parsed.topic0 !== spec.topic0)
-      throw invalid(
-        `\`topic0\` is not the hash of ${parsed.fragment.format("sighash")} (${parsed.topic0}).`,
-        {
-          field: "topic0",
-          expected: parsed.topic0,
-        },
-      );
-  }
-  if (spec.topics.length > MAX_TOPIC_FILTERS)
-    throw invalid(`A log has at most ${MAX_TOPIC_FILTERS} topics after topic0: give at most three filters.`, {
-      field: "topics",
-      given: spec.topics.length,
-    });
-  spec.topics.forEach((t, i) => {
-    if (t !== null && !TOPIC.test(t))
-      throw invalid(`topics[${i + 1}] must be null or a lowercase 0x-prefixed 32-byte hex topic.`, {
-        field: `topics[${i + 1}]`,
-      });
-  });
-  if (!Number.isSafeInteger(spec.fromBlock) || spec.fromBlock < 0)
-    throw invalid("`from_block` must be a non-negative block number.", { field: "from_block" });
-  if (spec.fromBlock > head + 1)
-    throw invalid(`\`from_block\` ${spec.fromBlock} is beyond the chain's head (${head}).`, {
-      field: "from_block",
-      head,
-    });
-  if (head - spec.fromBlock > MAX_BACKFILL_BLOCKS)
-    throw new ApiError(
-      "backfill_too_deep",
-      `\`from_block\` ${spec.fromBlock} is ${head - spec.fromBlock} blocks behind the head; a backfill reaches back at most ${MAX_BACKFILL_BLOCKS}.`,
-      { details: { from_block: spec.fromBlock, head, max_blocks: MAX_BACKFILL_BLOCKS } },
-    );
+  const spec = readChainEventInput(input, chains);
+  return { ...spec, fromBlock: startBlock(spec.fromBlock, head) };
 }

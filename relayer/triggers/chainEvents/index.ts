@@ -9,8 +9,10 @@ export {
   chainEventSpecFrom,
   configuredChain,
   parseEventSpec,
-  validateChainEventSpec,
+  readChainEventInput,
+  startBlock,
   type ChainEventInput,
+  type RequestedChainEvent,
   type ParsedEvent,
 } from "./eventSpec";
 export { firingIdOf } from "./watcher";
