@@ -13,6 +13,7 @@ import { startStack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
 import { setup } from "./auditLog";
 import { LoadGenerator } from "./loadgenClient";
+import { UNLIMITED_RATES } from "./benchStack";
 
 /**
  * Every SQLite statement the process runs, counted and timed by its text (the statement's first words and
@@ -67,12 +68,7 @@ async function main(): Promise<void> {
   if (engine === "postgres") pg = await startBenchPostgres("sigil_audit_profile");
   const s = await startStack({
     databaseUrl: pg?.url,
-    rateLimits: {
-      perKeyPerMinute: 1e9,
-      perAccountPerMinute: 1e9,
-      newAccountPerIpPerHour: 1e9,
-      concurrentExecutionsPerAccount: 1000,
-    },
+    rateLimits: UNLIMITED_RATES,
     executor: { poolSize: 2 },
     audit: { enabled },
   });

@@ -21,6 +21,21 @@ export const UNLIMITED_RATES = {
   concurrentExecutionsPerAccount: 1000,
 };
 
+/**
+ * The five-rule signing policy the policy benchmarks put on a PKP's group (docs/policies.md): it allows
+ * the benchmark's message ("bench…") and denies or bounds everything else.
+ */
+export const FIVE_RULE_POLICY = {
+  version: 1,
+  rules: [
+    { name: "bench-messages", effect: "allow", operation: "message", prefix: "bench" },
+    { name: "no-night-messages", effect: "deny", operation: "message", prefix: "night" },
+    { name: "no-export", effect: "deny", operation: "keyExport" },
+    { name: "no-digests", effect: "deny", operation: "digest" },
+    { name: "mainnet-only", effect: "allow", operation: "transaction", chainIds: [1], value: { max: "0" } },
+  ],
+};
+
 const agent = keepAliveAgent();
 
 /** POST a JSON body; the answer's JSON body. */

@@ -13,6 +13,7 @@ import { Session } from "node:inspector/promises";
 import { startStack } from "../testkit/stack";
 import { keepAliveAgent, postBytes } from "./httpPost";
 import { LoadGenerator } from "./loadgenClient";
+import { UNLIMITED_RATES, FIVE_RULE_POLICY } from "./benchStack";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -22,12 +23,7 @@ async function main(): Promise<void> {
   const mode = process.env.POLICY_PROFILE_MODE === "plain" ? "plain" : "policy";
   const runs = Number(process.env.POLICY_PROFILE_RUNS ?? 8_000);
   const s = await startStack({
-    rateLimits: {
-      perKeyPerMinute: 1e9,
-      perAccountPerMinute: 1e9,
-      newAccountPerIpPerHour: 1e9,
-      concurrentExecutionsPerAccount: 1000,
-    },
+    rateLimits: UNLIMITED_RATES,
     executor: { poolSize: 2 },
   });
   const gen = LoadGenerator.start();
@@ -40,22 +36,7 @@ async function main(): Promise<void> {
       (await post(`${s.url}/core/v1/groups`, { name: "p", pkps: [pkp], actions: [cid] }, auth)).body,
     ).group_id as number;
     if (mode === "policy") {
-      const policy = {
-        version: 1,
-        rules: [
-          { name: "bench-messages", effect: "allow", operation: "message", prefix: "bench" },
-          { name: "no-night-messages", effect: "deny", operation: "message", prefix: "night" },
-          { name: "no-export", effect: "deny", operation: "keyExport" },
-          { name: "no-digests", effect: "deny", operation: "digest" },
-          {
-            name: "mainnet-only",
-            effect: "allow",
-            operation: "transaction",
-            chainIds: [1],
-            value: { max: "0" },
-          },
-        ],
-      };
+      const policy = FIVE_RULE_POLICY;
       const policyCid = JSON.parse((await post(`${s.url}/core/v1/policies`, { policy }, auth)).body).cid;
       await post(`${s.url}/core/v1/groups/${group}/policy`, { cid: policyCid }, auth);
     }

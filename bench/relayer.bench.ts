@@ -33,6 +33,7 @@ import { keepAliveAgent, postBytes } from "./httpPost";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { auditOverhead, printAuditOverhead } from "./auditLog";
+import { UNLIMITED_RATES, FIVE_RULE_POLICY } from "./benchStack";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -49,12 +50,7 @@ const header =
   "| run                                |     n |    req/s | p50 ms | p95 ms | p99 ms | vs baseline |\n|---|---|---|---|---|---|---|";
 
 const STACK_OPTIONS = {
-  rateLimits: {
-    perKeyPerMinute: 1e9,
-    perAccountPerMinute: 1e9,
-    newAccountPerIpPerHour: 1e9,
-    concurrentExecutionsPerAccount: 1000,
-  },
+  rateLimits: UNLIMITED_RATES,
   executor: { poolSize: 2 },
   gasWallets: 4,
 };
@@ -163,22 +159,7 @@ async function main(): Promise<void> {
     const signP = sign.replace(pkp, pkpP);
     const cidP = JSON.parse((await post(`${s.url}/core/v1/actions`, { code: signP }, auth)).body)
       .cid as string;
-    const fiveRules = {
-      version: 1,
-      rules: [
-        { name: "bench-messages", effect: "allow", operation: "message", prefix: "bench" },
-        { name: "no-night-messages", effect: "deny", operation: "message", prefix: "night" },
-        { name: "no-export", effect: "deny", operation: "keyExport" },
-        { name: "no-digests", effect: "deny", operation: "digest" },
-        {
-          name: "mainnet-only",
-          effect: "allow",
-          operation: "transaction",
-          chainIds: [1],
-          value: { max: "0" },
-        },
-      ],
-    };
+    const fiveRules = FIVE_RULE_POLICY;
     const policyCid = JSON.parse((await post(`${s.url}/core/v1/policies`, { policy: fiveRules }, auth)).body)
       .cid as string;
     const groupP = JSON.parse(

@@ -19,30 +19,12 @@ import { AuditLog } from "../../relayer/audit/log";
 import { exportLines } from "../../relayer/audit/export";
 import { entryHash, GENESIS_HASH } from "../../relayer/audit/format";
 import type { AuditKind, PendingEntry } from "../../relayer/audit/entries";
+import { refusalEntry } from "../helpers/auditEntries";
 import { verifyAuditExport } from "../../sdk/index";
 
 const ACCOUNT = "11";
 
-function refusal(i: number, account = ACCOUNT): PendingEntry {
-  return {
-    account,
-    kind: "refusal",
-    timeMs: 1_700_000_000_000 + i,
-    data: {
-      request_id: `r${i}`,
-      method: "POST",
-      route: "/core/v1/groups",
-      key_hash_prefix: "0x12345678",
-      principal: { kind: "usage_key", address: "0x" + "ab".repeat(20) },
-      code: "scope_denied",
-      suppressed: 0,
-    },
-    principal: "0x" + "ab".repeat(20),
-    cid: null,
-    pkps: [],
-    outcome: "refused",
-  };
-}
+const refusal = (i: number, account = ACCOUNT): PendingEntry => refusalEntry(i, account);
 
 interface Row {
   seq: number;
