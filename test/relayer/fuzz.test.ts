@@ -17,7 +17,7 @@
  *
  * How many: the default run (`npm test`, CI) sends 2,000 requests; a release run sends 10,000
  * (`SIGIL_FUZZ_RUNS=10000`). Every run draws a new seed, so the default runs together cover far more
- * than any one 10,000-request run, while each costs a fifth of the time: 2,000 is still about 25
+ * than any one 10,000-request run, while each costs a fifth of the time: 2,000 is still about 30
  * requests per operation of the document, and every assertion holds per request. The time limit grows
  * with the count (a minute of set-up plus 120 ms a request, several times what a request takes on a
  * heavily loaded 2-CPU machine), so neither count hits it on a busy machine.
