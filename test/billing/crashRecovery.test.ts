@@ -42,7 +42,15 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
     exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   }
 
-  async function startServer(opts: { crash?: boolean; reconcile?: boolean } = {}): Promise<Child> {
+  /**
+   * Spawns a billing server on the test's database. A spare loads its code at once but opens the
+   * database only when `start()` is called (fixtures/billingServer.ts, WAIT_FOR_GO): the server that
+   * recovers from a crash is spawned beside the doomed one, so its start costs no extra wait, and still
+   * opens the file only after the crash, as a restarted process would.
+   */
+  function spawnServer(opts: { crash?: boolean; reconcile?: boolean; spare?: boolean } = {}): {
+    start(): Promise<Child>;
+  } {
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       BILLING_DB: dbPath,
@@ -52,13 +60,15 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
       RECONCILE_ON_START: opts.reconcile ? "1" : "0",
     };
     delete env[CRASH_POINT_ENV];
+    delete env.WAIT_FOR_GO;
     if (opts.crash) env[CRASH_POINT_ENV] = "before_credit";
+    if (opts.spare) env.WAIT_FOR_GO = "1";
     const proc = spawn(
       process.execPath,
       ["-r", "ts-node/register/transpile-only", join(__dirname, "fixtures", "billingServer.ts")],
       {
         env,
-        stdio: ["ignore", "pipe", "pipe"],
+        stdio: [opts.spare ? "pipe" : "ignore", "pipe", "pipe"],
       },
     );
     children.add(proc);
@@ -68,13 +78,14 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       proc.once("exit", (code, signal) => resolve({ code, signal })),
     );
-    const port = await new Promise<number>((resolve, reject) => {
+    const port = new Promise<number>((resolve, reject) => {
       let buf = "";
       proc.stdout!.on("data", (d: Buffer) => {
         buf += d.toString();
         const lines = buf.split("\n");
         buf = lines.pop()!;
         for (const line of lines) {
+          if (opts.spare && line === "LOADED") continue; // the spare's "code loaded", not the server's output
           stdout.push(line);
           const m = line.match(/^READY (\d+)$/);
           if (m) resolve(Number(m[1]));
@@ -84,7 +95,17 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
         reject(new Error(`billing server exited early (${code ?? signal}): ${stderr}`)),
       );
     });
-    return { proc, url: `http://127.0.0.1:${port}`, stdout, exited };
+    port.catch(() => undefined); // a spare never started is killed in afterEach; start() still sees the error
+    return {
+      async start() {
+        if (opts.spare) proc.stdin!.write("GO\n");
+        return { proc, url: `http://127.0.0.1:${await port}`, stdout, exited };
+      },
+    };
+  }
+
+  async function startServer(opts: { crash?: boolean; reconcile?: boolean } = {}): Promise<Child> {
+    return spawnServer(opts).start();
   }
 
   async function stopServer(c: Child): Promise<void> {
@@ -135,15 +156,17 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
   }
 
   it("the crash really loses the credit window: after restart the balance is still 0 until something repairs it", async function () {
+    const restart = spawnServer({ spare: true });
     await paidIntentLostInCrash("confirm");
-    const s = await startServer();
+    const s = await restart.start();
     expect(await balanceAndHistory(s.url)).to.deep.equal({ balance: 0, entries: 0 });
     await stopServer(s);
   });
 
   it("repaired by the next confirm_payment: credited exactly once", async function () {
+    const restart = spawnServer({ spare: true });
     const { id } = await paidIntentLostInCrash("confirm");
-    const s = await startServer();
+    const s = await restart.start();
     const first = await httpCall(s.url, "POST", "/confirm_payment", {
       account: A,
       body: { payment_intent_id: id },
@@ -164,8 +187,9 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
   });
 
   it("repaired by the webhook: credited exactly once, and a later confirm does not credit again", async function () {
+    const restart = spawnServer({ spare: true });
     const { id, event } = await paidIntentLostInCrash("confirm");
-    const s = await startServer();
+    const s = await restart.start();
     const { payload, header } = stub.sign(event);
     const w = await httpCall(s.url, "POST", "/webhook", {
       rawBody: payload,
@@ -182,20 +206,23 @@ describe("billing: crash recovery (server in a child process, killed with SIGKIL
   });
 
   it("repaired by reconciliation at start-up: credited exactly once, and a second restart changes nothing", async function () {
+    const restart = spawnServer({ reconcile: true, spare: true });
+    const secondRestart = spawnServer({ reconcile: true, spare: true });
     await paidIntentLostInCrash("confirm");
-    const s = await startServer({ reconcile: true });
+    const s = await restart.start();
     expect(s.stdout[0]).to.equal(`RECONCILED ${JSON.stringify({ checked: 1, credited: 1, errors: 0 })}`);
     expect(await balanceAndHistory(s.url)).to.deep.equal({ balance: 3000, entries: 1 });
     await stopServer(s);
-    const again = await startServer({ reconcile: true });
+    const again = await secondRestart.start();
     expect(again.stdout[0]).to.equal(`RECONCILED ${JSON.stringify({ checked: 0, credited: 0, errors: 0 })}`);
     expect(await balanceAndHistory(again.url)).to.deep.equal({ balance: 3000, entries: 1 });
     await stopServer(again);
   });
 
   it("a webhook whose processing was killed is not remembered, so Stripe's redelivery of the same event credits once", async function () {
+    const restart = spawnServer({ spare: true });
     const { id, event } = await paidIntentLostInCrash("webhook");
-    const s = await startServer();
+    const s = await restart.start();
     const { payload, header } = stub.sign(event);
     const redelivered = await httpCall(s.url, "POST", "/webhook", {
       rawBody: payload,

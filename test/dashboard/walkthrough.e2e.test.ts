@@ -49,144 +49,160 @@ async function goTo(w: WatchedPage, hash: string, heading: string): Promise<void
 
 const MESSAGE = "hello from Sigil";
 
-for (const width of [1280, 390])
-  for (const theme of ["light", "dark"] as const)
-    describe(`dashboard: the README walk-through at ${width} px, ${theme} theme`, function () {
-      this.timeout(240_000);
-      const tag = `${width}-${theme}`;
-      let rig: DashboardRig;
-      let w: WatchedPage | undefined;
-      const s: { pkpAddress?: string; cid?: string; usageKey?: string } = {};
+// One service and one browser for the four walk-throughs: each signs up its own account in its own
+// browser context (fresh storage), so nothing one walk-through makes is visible to the next, and a
+// stack and a Chromium start once instead of four times.
+describe("dashboard: the README walk-through", function () {
+  this.timeout(240_000);
+  let rig: DashboardRig | undefined;
+  before(async function () {
+    rig = await startDashboardRig();
+  });
+  after(async () => {
+    await rig?.close();
+  });
 
-      before(async function () {
-        rig = await startDashboardRig();
-        w = await openPage(rig.browser, rig.stack.url);
-        await w.page.setViewportSize({ width, height: 900 });
-        await w.context.addInitScript(`localStorage.setItem("sigil.theme", "${theme}")`);
-      });
-      after(async () => {
-        await rig?.close();
-      });
-      guardSteps(() => ({ tab: w }));
+  for (const width of [1280, 390])
+    for (const theme of ["light", "dark"] as const)
+      describe(`at ${width} px, ${theme} theme`, function () {
+        const tag = `${width}-${theme}`;
+        let w: WatchedPage | undefined;
+        const s: { pkpAddress?: string; cid?: string; usageKey?: string } = {};
 
-      it("creates an account on the sign-in page and shows its key once", async () => {
-        const { page } = w!;
-        await page.goto("/");
-        expect(await page.evaluate("document.documentElement.dataset.theme")).to.equal(theme);
-        await axeClean(page, `${tag}-sign-in`);
-        await page.getByLabel("Account name").fill("my first account");
-        await page.getByRole("button", { name: "Create account" }).click();
-        await page.getByTestId("shown-once-value").waitFor();
-        await axeClean(page, `${tag}-account-key`);
-        await page.getByLabel("I have saved it").check();
-        await page.getByRole("button", { name: "Continue" }).click();
-        await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
-        await axeClean(page, `${tag}-overview`);
-      });
+        before(async function () {
+          w = await openPage(rig!.browser, rig!.stack.url);
+          await w.page.setViewportSize({ width, height: 900 });
+          await w.context.addInitScript(`localStorage.setItem("sigil.theme", "${theme}")`);
+        });
+        // The context stays open until the browser closes: this Chromium runs as one process
+        // (--single-process), and closing a context ends the browser with it.
+        guardSteps(() => ({ tab: w }));
 
-      it("creates a PKP", async () => {
-        const { page } = w!;
-        await goTo(w!, "pkps", "PKPs");
-        await page.getByLabel("New PKP name").fill("signer");
-        await page.getByRole("button", { name: "Create PKP" }).click();
-        await page.getByTestId("toasts").getByText("PKP “signer” created.").waitFor();
-        const row = page.locator("tr[data-pkp-id]");
-        await row.waitFor();
-        s.pkpAddress = (await row.getAttribute("data-address"))!;
-        await axeClean(page, `${tag}-pkps`);
-      });
+        it("creates an account on the sign-in page and shows its key once", async () => {
+          const { page } = w!;
+          await page.goto("/");
+          expect(await page.evaluate("document.documentElement.dataset.theme")).to.equal(theme);
+          await axeClean(page, `${tag}-sign-in`);
+          await page.getByLabel("Account name").fill("my first account");
+          await page.getByRole("button", { name: "Create account" }).click();
+          await page.getByTestId("shown-once-value").waitFor();
+          await axeClean(page, `${tag}-account-key`);
+          await page.getByLabel("I have saved it").check();
+          await page.getByRole("button", { name: "Continue" }).click();
+          await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
+          await axeClean(page, `${tag}-overview`);
+        });
 
-      it("runs the action in the editor as the owner, with no group, and shows what it cost", async () => {
-        const { page } = w!;
-        await goTo(w!, "actions", "Actions");
-        await page.getByTestId("live-cid").filter({ hasText: /^Qm/ }).waitFor();
-        await page
-          .getByLabel("PKP", { exact: true })
-          .selectOption({ label: `signer · ${short(s.pkpAddress!)}` });
-        await page.getByLabel("Params (JSON object)").fill(JSON.stringify({ message: MESSAGE }));
-        expect(await page.getByLabel("Time limit (seconds)").inputValue()).to.equal("5");
-        expect(await page.getByTestId("worst-case").textContent()).to.contain("at most 5 cents");
-        await page.getByRole("button", { name: "Run", exact: true }).click();
-        const result = page.getByTestId("run-result");
-        await result.waitFor();
-        expect(await result.getByTestId("run-status").textContent()).to.equal("Succeeded");
-        expect(await page.getByTestId("run-cost").textContent()).to.equal("1 cent");
-        const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
-        expect(verifyMessage(MESSAGE, response.signature)).to.equal(s.pkpAddress);
-        await axeClean(page, `${tag}-run-as-owner`);
-      });
+        it("creates a PKP", async () => {
+          const { page } = w!;
+          await goTo(w!, "pkps", "PKPs");
+          await page.getByLabel("New PKP name").fill("signer");
+          await page.getByRole("button", { name: "Create PKP" }).click();
+          await page.getByTestId("toasts").getByText("PKP “signer” created.").waitFor();
+          const row = page.locator("tr[data-pkp-id]");
+          await row.waitFor();
+          s.pkpAddress = (await row.getAttribute("data-address"))!;
+          await axeClean(page, `${tag}-pkps`);
+        });
 
-      it("pins the action", async () => {
-        const { page } = w!;
-        await page.getByRole("button", { name: "Pin action" }).click();
-        await page.getByTestId("pinned-cid").waitFor();
-        s.cid = (await page.getByTestId("pinned-cid").textContent())!;
-        expect(s.cid).to.match(/^Qm/);
-      });
+        it("runs the action in the editor as the owner, with no group, and shows what it cost", async () => {
+          const { page } = w!;
+          await goTo(w!, "actions", "Actions");
+          await page.getByTestId("live-cid").filter({ hasText: /^Qm/ }).waitFor();
+          await page
+            .getByLabel("PKP", { exact: true })
+            .selectOption({ label: `signer · ${short(s.pkpAddress!)}` });
+          await page.getByLabel("Params (JSON object)").fill(JSON.stringify({ message: MESSAGE }));
+          expect(await page.getByLabel("Time limit (seconds)").inputValue()).to.equal("5");
+          expect(await page.getByTestId("worst-case").textContent()).to.contain("at most 5 cents");
+          await page.getByRole("button", { name: "Run", exact: true }).click();
+          const result = page.getByTestId("run-result");
+          await result.waitFor();
+          expect(await result.getByTestId("run-status").textContent()).to.equal("Succeeded");
+          expect(await page.getByTestId("run-cost").textContent()).to.equal("1 cent");
+          const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
+          expect(verifyMessage(MESSAGE, response.signature)).to.equal(s.pkpAddress);
+          await axeClean(page, `${tag}-run-as-owner`);
+        });
 
-      it("creates a group with the PKP and the pinned action, picked by name", async () => {
-        const { page } = w!;
-        await goTo(w!, "groups", "Groups");
-        await page.getByLabel("Group name").fill("demo");
-        await page
-          .getByRole("group", { name: "PKPs in the group" })
-          .getByRole("checkbox", { name: /signer/ })
-          .check();
-        await page.getByRole("group", { name: "Pinned actions in the group" }).getByRole("checkbox").check();
-        await axeClean(page, `${tag}-group-form`);
-        await page.getByRole("button", { name: "Create group" }).click();
-        await page.getByTestId("toasts").getByText("Group “demo” created").waitFor();
-        await page.locator("tr[data-group-id]").waitFor();
-        await axeClean(page, `${tag}-groups`);
-      });
+        it("pins the action", async () => {
+          const { page } = w!;
+          await page.getByRole("button", { name: "Pin action" }).click();
+          await page.getByTestId("pinned-cid").waitFor();
+          s.cid = (await page.getByTestId("pinned-cid").textContent())!;
+          expect(s.cid).to.match(/^Qm/);
+        });
 
-      it("creates a usage key that may execute in the group, shown once", async () => {
-        const { page } = w!;
-        await goTo(w!, "keys", "Usage keys");
-        await page.getByRole("button", { name: "New usage key" }).click();
-        await page.getByLabel("Key name").fill("server");
-        await page.getByRole("group", { name: "Execute in" }).getByRole("checkbox", { name: /demo/ }).check();
-        await axeClean(page, `${tag}-usage-key-form`);
-        await page.getByRole("button", { name: "Create key" }).click();
-        const value = page.getByTestId("shown-once-value");
-        await value.waitFor();
-        s.usageKey = (await value.textContent())!;
-        expect(s.usageKey).to.match(/^uk_[0-9a-f]{64}$/);
-        await page.getByLabel("I have saved it").check();
-        await page.getByRole("button", { name: "Continue" }).click();
-        await page.getByTestId("scope-summary").filter({ hasText: "execute: demo" }).waitFor();
-        await axeClean(page, `${tag}-usage-keys`);
-      });
+        it("creates a group with the PKP and the pinned action, picked by name", async () => {
+          const { page } = w!;
+          await goTo(w!, "groups", "Groups");
+          await page.getByLabel("Group name").fill("demo");
+          await page
+            .getByRole("group", { name: "PKPs in the group" })
+            .getByRole("checkbox", { name: /signer/ })
+            .check();
+          await page
+            .getByRole("group", { name: "Pinned actions in the group" })
+            .getByRole("checkbox")
+            .check();
+          await axeClean(page, `${tag}-group-form`);
+          await page.getByRole("button", { name: "Create group" }).click();
+          await page.getByTestId("toasts").getByText("Group “demo” created").waitFor();
+          await page.locator("tr[data-group-id]").waitFor();
+          await axeClean(page, `${tag}-groups`);
+        });
 
-      it("the billing page shows the sign-up credit and the charges in words", async () => {
-        const { page } = w!;
-        await goTo(w!, "billing", "Billing");
-        await page.getByText("Sign-up credit").waitFor();
-        await axeClean(page, `${tag}-billing`);
-      });
+        it("creates a usage key that may execute in the group, shown once", async () => {
+          const { page } = w!;
+          await goTo(w!, "keys", "Usage keys");
+          await page.getByRole("button", { name: "New usage key" }).click();
+          await page.getByLabel("Key name").fill("server");
+          await page
+            .getByRole("group", { name: "Execute in" })
+            .getByRole("checkbox", { name: /demo/ })
+            .check();
+          await axeClean(page, `${tag}-usage-key-form`);
+          await page.getByRole("button", { name: "Create key" }).click();
+          const value = page.getByTestId("shown-once-value");
+          await value.waitFor();
+          s.usageKey = (await value.textContent())!;
+          expect(s.usageKey).to.match(/^uk_[0-9a-f]{64}$/);
+          await page.getByLabel("I have saved it").check();
+          await page.getByRole("button", { name: "Continue" }).click();
+          await page.getByTestId("scope-summary").filter({ hasText: "execute: demo" }).waitFor();
+          await axeClean(page, `${tag}-usage-keys`);
+        });
 
-      it("signs in with the usage key and runs the pinned action; the signature verifies with ethers", async () => {
-        const { page } = w!;
-        await page.getByRole("button", { name: "Sign out" }).click();
-        await page.getByLabel("Key", { exact: true }).fill(s.usageKey!);
-        await page.getByRole("button", { name: "Sign in", exact: true }).click();
-        await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
-        await goTo(w!, "actions", "Actions");
-        await page.getByRole("radio", { name: "a pinned action by CID" }).check();
-        await page.getByLabel("Action CID").fill(s.cid!);
-        await page
-          .getByLabel("PKP", { exact: true })
-          .selectOption({ label: `signer · ${short(s.pkpAddress!)}` });
-        await page.getByLabel("Params (JSON object)").fill(JSON.stringify({ message: MESSAGE }));
-        await page.getByRole("button", { name: "Run", exact: true }).click();
-        const result = page.getByTestId("run-result");
-        await result.waitFor();
-        expect(await result.getByTestId("run-status").textContent()).to.equal("Succeeded");
-        const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
-        expect(verifyMessage(MESSAGE, response.signature)).to.equal(s.pkpAddress);
-        await axeClean(page, `${tag}-run-as-usage-key`);
+        it("the billing page shows the sign-up credit and the charges in words", async () => {
+          const { page } = w!;
+          await goTo(w!, "billing", "Billing");
+          await page.getByText("Sign-up credit").waitFor();
+          await axeClean(page, `${tag}-billing`);
+        });
+
+        it("signs in with the usage key and runs the pinned action; the signature verifies with ethers", async () => {
+          const { page } = w!;
+          await page.getByRole("button", { name: "Sign out" }).click();
+          await page.getByLabel("Key", { exact: true }).fill(s.usageKey!);
+          await page.getByRole("button", { name: "Sign in", exact: true }).click();
+          await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
+          await goTo(w!, "actions", "Actions");
+          await page.getByRole("radio", { name: "a pinned action by CID" }).check();
+          await page.getByLabel("Action CID").fill(s.cid!);
+          await page
+            .getByLabel("PKP", { exact: true })
+            .selectOption({ label: `signer · ${short(s.pkpAddress!)}` });
+          await page.getByLabel("Params (JSON object)").fill(JSON.stringify({ message: MESSAGE }));
+          await page.getByRole("button", { name: "Run", exact: true }).click();
+          const result = page.getByTestId("run-result");
+          await result.waitFor();
+          expect(await result.getByTestId("run-status").textContent()).to.equal("Succeeded");
+          const response = JSON.parse((await page.getByTestId("run-response").textContent())!);
+          expect(verifyMessage(MESSAGE, response.signature)).to.equal(s.pkpAddress);
+          await axeClean(page, `${tag}-run-as-usage-key`);
+        });
       });
-    });
+});
 
 /** The dashboard's shortening of long hex (components/ui.tsx). */
 function short(hex: string, keep = 10): string {

@@ -83,11 +83,13 @@ describe("safe CLI", function () {
     ];
     expect((await safe([...args, "--sign-key", devKey(1)])).code).to.equal(0);
 
-    const early = await safe(["execute", file], devKey(5));
+    // Two refusals that leave the proposal as it was, so they run side by side (a CLI start is seconds).
+    const [early, outsider] = await Promise.all([
+      safe(["execute", file], devKey(5)),
+      safe(["sign", file], devKey(4)),
+    ]);
     expect(early.code).to.equal(2);
     expect(JSON.parse(early.stderr).error.code).to.equal("insufficient_signatures");
-
-    const outsider = await safe(["sign", file], devKey(4));
     expect(JSON.parse(outsider.stderr).error.code).to.equal("not_owner");
 
     expect((await safe(["sign", file], devKey(2))).code).to.equal(0);
