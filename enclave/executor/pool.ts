@@ -673,11 +673,11 @@ export class WorkerPool {
       return;
     }
     if (m.type === "released") {
-      const next = slot.next;
-      if (next === null || next.runId !== m.runId) return;
-      slot.next = null;
-      this.onRequeue(next.job);
+      const released = this.takeBackReleased(slot, m.runId);
+      if (released === null) return;
+      this.onRequeue(released.job);
       this.onIdle();
+      this.releaseStuck(performance.now());
       return;
     }
     const run = slot.run;
@@ -723,6 +723,34 @@ export class WorkerPool {
         break;
       }
     }
+  }
+
+  /**
+   * The run a "released" answer gives back, detached from the worker; null if it is not this worker's
+   * to give (an answer that crossed a kill, say). Usually the job still queued behind the run. But the
+   * worker posts the run's "done" and starts the job queued behind it one event-loop turn later, and a
+   * "release" read in between is honoured: "done" arrives first, the job has already become the
+   * worker's current run here (begin), and only then comes "released". That job never started (the
+   * worker starts nothing after releasing it) and nothing else would ever end it: left alone it waited
+   * out its whole wall time and failed with `timeout` (docs/performance.md, the 30-second stall).
+   */
+  private takeBackReleased(slot: Slot, runId: unknown): ActiveRun | null {
+    const next = slot.next;
+    if (next !== null && next.runId === runId) {
+      slot.next = null;
+      return next;
+    }
+    const run = slot.run;
+    if (run === null || run.runId !== runId || run.done || Atomics.load(slot.started, 0) === run.runId)
+      return null;
+    run.done = true; // never started: no result of its own, the executor runs the job again
+    run.cryptoSlots.close();
+    clearTimeout(run.timer);
+    slot.run = null;
+    slot.state = "idle";
+    this.idle.push(slot);
+    if (this.busyCount() === 0) this.stopWatchdog();
+    return run;
   }
 
   private appendLog(run: ActiveRun, text: string): void {

@@ -1,0 +1,50 @@
+/**
+ * Pipelining and a release crossing the run ahead's end (enclave/executor/pool.ts, releaseStuck and
+ * the "released" message): the main thread asks back a job queued behind a run while that run is, as
+ * far as it knows, still going; the worker has in fact just posted the run's "done" and takes the job
+ * back before starting it. The main thread reads "done" first, makes the queued job the worker's
+ * current run, then reads "released" for that very job. That job must go back to the executor and
+ * run; before the fix the answer was ignored and the job waited out its whole wall time ("timeout":
+ * the 30 s stall of trivial runs on a loaded machine).
+ *
+ * The interleaving is made deterministic with real workers: the run ahead blocks its worker in the
+ * serialisation of its response (a toJSON busy loop), which the worker does right before posting
+ * "done", so the release asked meanwhile is read by the worker after its "done" and before it starts
+ * the queued job.
+ */
+import { expect } from "chai";
+import { ActionExecutor } from "../../enclave/executor";
+import { expectHealthy, makeKeys, makeRunner } from "./helpers";
+
+describe("executor: a release crossing the end of the run ahead", function () {
+  this.timeout(30_000);
+  const keys = makeKeys();
+
+  it("the job released just after the run ahead's done runs at once, not at its wall-time limit", async function () {
+    const ex = new ActionExecutor({ keys, poolSize: 2, limits: { wallTimeMs: 3_000 } });
+    try {
+      await ex.ready();
+      const run = makeRunner(ex, keys);
+      // Frees the other worker while the run ahead is still serialising: the release is asked then.
+      const short = run(`await sleep(100); return "short";`);
+      await new Promise((r) => setTimeout(r, 10));
+      const ahead = run(
+        `return { toJSON() { const t = Date.now(); while (Date.now() - t < 400) {} return "ahead"; } };`,
+      );
+      await new Promise((r) => setTimeout(r, 10));
+      // Both workers busy: queued behind the run that started last (the run ahead).
+      const started = performance.now();
+      const queued = run(`return "queued";`);
+      expect(ex.stats()).to.include({ busy: 2, queued: 1 });
+      const q = await queued;
+      expect(q.error, JSON.stringify(q.error)).to.equal(undefined);
+      expect(q.response).to.equal("queued");
+      expect(performance.now() - started).to.be.below(2_000);
+      expect((await ahead).response).to.equal("ahead");
+      expect((await short).response).to.equal("short");
+      await expectHealthy(ex, run);
+    } finally {
+      await ex.close();
+    }
+  });
+});
