@@ -21,7 +21,10 @@ describe("executor: a release crossing the end of the run ahead", function () {
   const keys = makeKeys();
 
   it("the job released just after the run ahead's done runs at once, not at its wall-time limit", async function () {
-    const ex = new ActionExecutor({ keys, poolSize: 2, limits: { wallTimeMs: 3_000 } });
+    // Before the fix the stop was logged as: pipelined, release asked, never started in the worker.
+    const stops: unknown[] = [];
+    const logger = { warn: (fields: Record<string, unknown>) => stops.push(fields.executorStop) };
+    const ex = new ActionExecutor({ keys, poolSize: 2, limits: { wallTimeMs: 3_000 }, logger });
     try {
       await ex.ready();
       const run = makeRunner(ex, keys);
@@ -37,11 +40,12 @@ describe("executor: a release crossing the end of the run ahead", function () {
       const queued = run(`return "queued";`);
       expect(ex.stats()).to.include({ busy: 2, queued: 1 });
       const q = await queued;
-      expect(q.error, JSON.stringify(q.error)).to.equal(undefined);
+      expect(q.error, JSON.stringify({ error: q.error, stops })).to.equal(undefined);
       expect(q.response).to.equal("queued");
       expect(performance.now() - started).to.be.below(2_000);
       expect((await ahead).response).to.equal("ahead");
       expect((await short).response).to.equal("short");
+      expect(stops).to.deep.equal([]);
       await expectHealthy(ex, run);
     } finally {
       await ex.close();
