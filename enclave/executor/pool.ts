@@ -824,10 +824,17 @@ export class WorkerPool {
     run.done = true; // never started: no result of its own, the executor runs the job again
     run.cryptoSlots.close();
     clearTimeout(run.timer);
-    slot.run = null;
-    slot.state = "idle";
-    this.idle.push(slot);
-    if (this.busyCount() === 0) this.stopWatchdog();
+    // A job pipelined behind it meanwhile (on "done", the worker looked busy with it) starts at once in
+    // the worker, which runs nothing else: it is the current run now.
+    const queued = slot.next;
+    slot.next = null;
+    if (queued !== null) this.begin(slot, queued);
+    else {
+      slot.run = null;
+      slot.state = "idle";
+      this.idle.push(slot);
+      if (this.busyCount() === 0) this.stopWatchdog();
+    }
     return run;
   }
 

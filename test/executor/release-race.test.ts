@@ -14,7 +14,9 @@
  */
 import { expect } from "chai";
 import { ActionExecutor } from "../../enclave/executor";
-import { expectHealthy, makeKeys, makeRunner } from "./helpers";
+import { DEFAULT_LIMITS } from "../../enclave/executor/limits";
+import { WorkerPool, type PoolJob, type RunOutcome } from "../../enclave/executor/pool";
+import { TEST_CID, expectHealthy, makeKeys, makeRunner } from "./helpers";
 
 describe("executor: a release crossing the end of the run ahead", function () {
   this.timeout(30_000);
@@ -49,6 +51,74 @@ describe("executor: a release crossing the end of the run ahead", function () {
       await expectHealthy(ex, run);
     } finally {
       await ex.close();
+    }
+  });
+});
+
+describe("pool: a release crossing the end of the run ahead, with a job pipelined behind the released one", function () {
+  this.timeout(30_000);
+  const keys = makeKeys();
+
+  it("the released job is handed back and the job behind it becomes the worker's run and finishes", async function () {
+    const pool = new WorkerPool({
+      keys,
+      poolSize: 2,
+      heapMb: DEFAULT_LIMITS.heapMb,
+      epochs: new Int32Array(new SharedArrayBuffer(16)),
+    });
+    const outcomes = new Map<string, Promise<RunOutcome>>();
+    const finished = new Set<string>();
+    const job = (name: string, code: string, wallTimeMs: number): PoolJob => {
+      let resolve!: (o: RunOutcome) => void;
+      outcomes.set(name, new Promise<RunOutcome>((r) => (resolve = r)));
+      return {
+        account: "",
+        priority: "interactive",
+        code,
+        cid: TEST_CID,
+        paramsJson: "{}",
+        limits: { ...DEFAULT_LIMITS, wallTimeMs },
+        fetchPolicy: null,
+        lenientRejections: false,
+        requestHeaders: {},
+        authorizePkp: () => Promise.reject(new Error("no key operations here")),
+        runKey: null,
+        finish: (o) => {
+          finished.add(name);
+          resolve(o);
+        },
+      };
+    };
+    const requeued: string[] = [];
+    try {
+      await pool.ready();
+      const ahead = job(
+        "ahead",
+        `return { toJSON() { const t = Date.now(); while (Date.now() - t < 400) {} return "ahead"; } };`,
+        10_000,
+      );
+      const released = job("released", `return "released";`, 2_000);
+      const behind = job("behind", `return "behind";`, 2_000);
+      pool.onRequeue = (j) => requeued.push(j === released ? "released" : j === behind ? "behind" : "?");
+      // The executor's reaction to the run ahead's "done": the worker looks busy with the released job
+      // (it is its current run here by then), so the next job is pipelined behind it.
+      let behindSent = false;
+      pool.onIdle = () => {
+        if (behindSent || !finished.has("ahead") || !pool.canPipeline()) return;
+        behindSent = true;
+        pool.pipeline(behind);
+      };
+      pool.start(ahead);
+      pool.pipeline(released); // the other worker stays idle: the watchdog asks this job back at once
+      const a = await outcomes.get("ahead")!;
+      expect(a.responseJson).to.equal('"ahead"');
+      const b = await outcomes.get("behind")!;
+      expect(b.error, JSON.stringify(b.error)).to.equal(null);
+      expect(b.responseJson).to.equal('"behind"');
+      expect(requeued).to.deep.equal(["released"]);
+      expect(behindSent).to.equal(true);
+    } finally {
+      await pool.close({ code: "executor_closed", message: "test over" });
     }
   });
 });
