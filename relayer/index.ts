@@ -159,6 +159,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     modules: cfg.executorModules,
     // Actions.sendTransaction: the operator's chains, as the enclave's structural pairs.
     chains: cfg.chains.map(({ chainId: id, rpcUrl }) => ({ chainId: id, rpcUrl })),
+    // Runs stopped at their wall-time limit, and where each was (an executor stall shows here).
+    logger,
   });
   // Every table of the relayer in one database (relayer/relayerDatabase.ts); a data folder of an earlier
   // release is upgraded into it here, before anything reads it.

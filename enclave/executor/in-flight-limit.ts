@@ -30,6 +30,11 @@ export class InFlightLimit {
     }
   }
 
+  /** Tasks running and waiting now (pool.ts reports them when it stops a run for wall time). */
+  stats(): { running: number; waiting: number } {
+    return { running: this.running, waiting: this.waiting.length };
+  }
+
   /** Tasks still waiting are rejected without starting; later run() calls reject at once. */
   close(): void {
     this.closed = true;

@@ -185,6 +185,17 @@ export interface ExecutorOptions {
   chains?: readonly SendChain[];
   /** sendTransaction's RPC timeout and receipt polling (send/send.ts); tests shorten them. */
   send?: SendServiceOptions;
+  /**
+   * Where the executor reports, at warn level, each run it stopped at its wall-time limit and where
+   * that run was (pool.ts, WallTimeStop: started or not, queued behind another run, waiting on which
+   * key operation); a pino logger fits. Absent: not reported.
+   */
+  logger?: ExecutorLogger;
+}
+
+/** The part of a structured logger (pino's signature) the executor uses. */
+export interface ExecutorLogger {
+  warn(fields: Record<string, unknown>, message: string): void;
 }
 
 const KNOWN_CODES = new Set<string>(ACTION_ERROR_CODES);
@@ -261,6 +272,10 @@ export class ActionExecutor {
       this.queue.unshift(job.account, job);
     };
     this.pool.shouldRelease = (job) => this.shouldRelease(job.account);
+    const logger = opts.logger;
+    if (logger !== undefined)
+      this.pool.onWallTimeStop = (where) =>
+        logger.warn({ executorStop: where }, "executor: a run was stopped at its wall-time limit");
   }
 
   /** Resolves when every worker is warmed and locked down. */

@@ -132,10 +132,52 @@ export interface RunOutcome {
   keyOperations?: KeyOperationRecord[];
 }
 
+/**
+ * Where a run was when it was stopped at its wall-time limit: for the operator's log line (never the
+ * action's parameters or code, nor any key material). A run that never started in its worker, or one
+ * waiting on a key operation, points at the executor, not at the action.
+ */
+export interface WallTimeStop {
+  runId: number;
+  account: string;
+  cid: string;
+  wallTimeMs: number;
+  /** Posted to its worker behind another run (pipelining) rather than to an idle worker. */
+  pipelined: boolean;
+  /** A "release" was asked for it while it was queued behind that run. */
+  releaseAsked: boolean;
+  /** Milliseconds from being posted to the worker to becoming its current run here. */
+  queuedMs: number;
+  /** Whether the worker had claimed it (worker/sandbox-worker.js, start); false: never started. */
+  startedInWorker: boolean;
+  /** Milliseconds since the worker last answered a memory probe, if one is outstanding (a blocked loop). */
+  probeUnansweredMs: number | null;
+  /** Key operations the run had asked of the main thread, and where those not answered yet were. */
+  keyOps: {
+    asked: number;
+    /** Waiting for the account's turn in the main thread's scheduler (key-op-scheduler.ts). */
+    waitingForTurn: number;
+    /** Being served on the main thread (authorization, derivation, or a send). */
+    serving: number;
+    /** Of those, at the crypto thread or waiting for the run's share of it (crypto-thread.ts). */
+    cryptoThread: number;
+    cryptoWaiting: number;
+  };
+  /** Requests from the worker to the signer thread not answered yet (the run's own PKP). */
+  signerThread: number;
+}
+
 interface ActiveRun {
   job: PoolJob;
   runId: number;
   startedAt: number;
+  /** When it was posted to the worker (for a pipelined run, before startedAt). */
+  postedAt: number;
+  /** Posted behind another run on its worker (pipeline). */
+  pipelined: boolean;
+  /** Key operations submitted to the scheduler and not started, and started and not answered. */
+  keyOpsWaiting: number;
+  keyOpsServing: number;
   logs: string[];
   logBytes: number;
   keyOps: number;
@@ -157,9 +199,10 @@ interface Slot {
   /** A job posted to the worker behind its run (pipelining, see dispatch); not started yet. */
   next: ActiveRun | null;
   /**
-   * Shared with the worker: the id of the last run it started, which it claims by compare-and-swap
+   * Shared with the worker. [0]: the id of the last run it started, which it claims by compare-and-swap
    * before starting one; -1 once this side has given up on the worker (kill), after which it starts
-   * nothing. Tells kill() whether a job queued behind the run may already have started.
+   * nothing. Tells kill() whether a job queued behind the run may already have started. [1]: the
+   * worker's requests to the signer thread not answered yet (whereStopped).
    */
   started: Int32Array;
   probeSentAt: number | null; // outstanding memory probe, if any
@@ -273,6 +316,8 @@ export class WorkerPool {
    * failed to answer a probe.
    */
   private idleRssStale = true;
+  /** Told where each run stopped at its wall-time limit was (the executor logs it at warn level). */
+  onWallTimeStop: (where: WallTimeStop) => void = () => {};
   /** Called whenever a worker becomes idle, so the owner can hand it the next queued job. */
   onIdle: () => void = () => {};
   /** Gives back a job that was queued behind a run and never started (released, or its worker died). */
@@ -373,6 +418,7 @@ export class WorkerPool {
     const behind = this.pipelineSlot();
     if (behind === null) throw new Error("pipeline without a busy worker");
     const run = this.newRun(job);
+    run.pipelined = true;
     behind.next = run;
     this.postRun(behind, run);
   }
@@ -421,6 +467,10 @@ export class WorkerPool {
       job,
       runId: this.nextRunId++,
       startedAt: performance.now(),
+      postedAt: performance.now(),
+      pipelined: false,
+      keyOpsWaiting: 0,
+      keyOpsServing: 0,
       logs: [],
       logBytes: 0,
       keyOps: 0,
@@ -445,15 +495,43 @@ export class WorkerPool {
         run.timer = setTimeout(onTimer, Math.ceil(left));
         return;
       }
+      const where = this.whereStopped(slot, run);
       this.kill(slot, {
         code: "timeout",
         message: `the run exceeded ${job.limits.wallTimeMs} ms of wall time`,
       });
+      this.onWallTimeStop(where);
     };
     run.timer = setTimeout(onTimer, job.limits.wallTimeMs);
     slot.state = "busy";
     slot.run = run;
     slot.probeSentAt = null;
+  }
+
+  /** Where the run is, as this side and the worker's shared counters know it (see WallTimeStop). */
+  private whereStopped(slot: Slot, run: ActiveRun): WallTimeStop {
+    const now = performance.now();
+    const crypto = run.cryptoSlots.stats();
+    const ms = (x: number) => Math.round(x);
+    return {
+      runId: run.runId,
+      account: run.job.account,
+      cid: run.job.cid,
+      wallTimeMs: run.job.limits.wallTimeMs,
+      pipelined: run.pipelined,
+      releaseAsked: run.releaseAsked,
+      queuedMs: ms(run.startedAt - run.postedAt),
+      startedInWorker: Atomics.load(slot.started, 0) === run.runId,
+      probeUnansweredMs: slot.probeSentAt === null ? null : ms(now - slot.probeSentAt),
+      keyOps: {
+        asked: run.keyOps,
+        waitingForTurn: run.keyOpsWaiting,
+        serving: run.keyOpsServing,
+        cryptoThread: crypto.running,
+        cryptoWaiting: crypto.waiting,
+      },
+      signerThread: Atomics.load(slot.started, 1),
+    };
   }
 
   private postRun(slot: Slot, run: ActiveRun): void {
@@ -584,7 +662,7 @@ export class WorkerPool {
     // One port per action worker to the signer thread; without a signer, own-PKP operations go to the
     // main thread.
     const signerPort = connectSigner() ?? undefined;
-    const started = new Int32Array(new SharedArrayBuffer(4));
+    const started = new Int32Array(new SharedArrayBuffer(8));
     const worker = new Worker(WORKER_SCRIPT, {
       name: "sigil-action-worker",
       workerData: { epochs: this.epochs, signerPort, started },
@@ -673,11 +751,11 @@ export class WorkerPool {
       return;
     }
     if (m.type === "released") {
-      const next = slot.next;
-      if (next === null || next.runId !== m.runId) return;
-      slot.next = null;
-      this.onRequeue(next.job);
+      const released = this.takeBackReleased(slot, m.runId);
+      if (released === null) return;
+      this.onRequeue(released.job);
       this.onIdle();
+      this.releaseStuck(performance.now());
       return;
     }
     const run = slot.run;
@@ -723,6 +801,41 @@ export class WorkerPool {
         break;
       }
     }
+  }
+
+  /**
+   * The run a "released" answer gives back, detached from the worker; null if it is not this worker's
+   * to give (an answer that crossed a kill, say). Usually the job still queued behind the run. But the
+   * worker posts the run's "done" and starts the job queued behind it one event-loop turn later, and a
+   * "release" read in between is honoured: "done" arrives first, the job has already become the
+   * worker's current run here (begin), and only then comes "released". That job never started (the
+   * worker starts nothing after releasing it) and nothing else would ever end it: left alone it waited
+   * out its whole wall time and failed with `timeout` (docs/performance.md, the 30-second stall).
+   */
+  private takeBackReleased(slot: Slot, runId: unknown): ActiveRun | null {
+    const next = slot.next;
+    if (next !== null && next.runId === runId) {
+      slot.next = null;
+      return next;
+    }
+    const run = slot.run;
+    if (run === null || run.runId !== runId || run.done || Atomics.load(slot.started, 0) === run.runId)
+      return null;
+    run.done = true; // never started: no result of its own, the executor runs the job again
+    run.cryptoSlots.close();
+    clearTimeout(run.timer);
+    // A job pipelined behind it meanwhile (on "done", the worker looked busy with it) starts at once in
+    // the worker, which runs nothing else: it is the current run now.
+    const queued = slot.next;
+    slot.next = null;
+    if (queued !== null) this.begin(slot, queued);
+    else {
+      slot.run = null;
+      slot.state = "idle";
+      this.idle.push(slot);
+      if (this.busyCount() === 0) this.stopWatchdog();
+    }
+    return run;
   }
 
   private appendLog(run: ActiveRun, text: string): void {
@@ -777,14 +890,20 @@ export class WorkerPool {
     };
     // Counted above as it arrives (maxKeyOps), served when its account's turn comes; dropped unserved
     // if the run ends first.
+    run.keyOpsWaiting++;
     this.keyOps.submit(
       run.job.account,
       () =>
         new Promise<void>((slotFreed) => {
           freeSlot = slotFreed;
+          run.keyOpsWaiting--;
+          run.keyOpsServing++;
           void serveKeyOp(served, run.job.cid, run.job.authorizePkp, op, args ?? {})
             .then(reply)
-            .finally(slotFreed);
+            .finally(() => {
+              run.keyOpsServing--;
+              slotFreed();
+            });
         }),
       live,
     );

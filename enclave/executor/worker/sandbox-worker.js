@@ -43,9 +43,12 @@ const hostSetImmediate = setImmediate;
 installLibraryTimers(globalThis, timers, () => current);
 // Authorization epochs shared with the main thread (run-key.js): captured before lockdown, never endowed.
 const epochs = workerData && workerData.epochs instanceof Int32Array ? workerData.epochs : null;
-const curve = makeCurveClient(workerData && workerData.signerPort);
-// The id of the last run started, shared with the parent (pool.ts, kill): captured before lockdown.
+// Shared with the parent, captured before lockdown (pool.ts, Slot.started): [0] the id of the last run
+// started (kill), [1] requests to the signer thread not answered yet (whereStopped).
 const startedRuns = workerData && workerData.started instanceof Int32Array ? workerData.started : null;
+const curve = makeCurveClient(workerData && workerData.signerPort, (delta) => {
+  if (startedRuns !== null && startedRuns.length > 1) Atomics.add(startedRuns, 1, delta);
+});
 let lastStarted = 0;
 
 const post = (m) => parentPort.postMessage(m);
