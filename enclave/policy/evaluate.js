@@ -174,18 +174,24 @@ function checkSolana(r, op) {
         return miss("solana.programIds", bad, `program ${bad} is not an allowed program`);
     }
   }
-  if (s.maxLamports !== undefined) {
-    const above = op.solana.lamports > BigInt(s.maxLamports);
-    if (above !== deny)
-      return miss(
-        "solana.maxLamports",
-        op.solana.lamports.toString(),
-        deny
-          ? `System transfers of ${op.solana.lamports} lamports are not above ${s.maxLamports}`
-          : `System transfers of ${op.solana.lamports} lamports are above ${s.maxLamports}`,
-      );
-  }
-  return MATCH;
+  if (s.maxLamports === undefined) return MATCH;
+  return amountWithin(
+    "solana.maxLamports",
+    op.solana.lamports,
+    s.maxLamports,
+    deny,
+    (amount) => `System transfers of ${amount} lamports`,
+  );
+}
+
+/**
+ * A maximum amount of a rule: an allow rule matches an amount at most `max`, a deny rule one above it.
+ * `what(amount)` names the amount in the miss's message.
+ */
+function amountWithin(field, amount, max, deny, what) {
+  const above = amount > BigInt(max);
+  if (above === deny) return MATCH;
+  return miss(field, amount.toString(), `${what(amount)} are ${deny ? "not above" : "above"} ${max}`);
 }
 
 /**
@@ -211,18 +217,14 @@ function checkBitcoin(r, op) {
         return miss("bitcoin.outputScripts", bad.script, `output script ${bad.script} is not an allowed one`);
     }
   }
-  if (b.maxAmount !== undefined) {
-    const above = op.bitcoin.amount > BigInt(b.maxAmount);
-    if (above !== deny)
-      return miss(
-        "bitcoin.maxAmount",
-        op.bitcoin.amount.toString(),
-        deny
-          ? `outputs of ${op.bitcoin.amount} sat are not above ${b.maxAmount}`
-          : `outputs of ${op.bitcoin.amount} sat are above ${b.maxAmount}`,
-      );
-  }
-  return MATCH;
+  if (b.maxAmount === undefined) return MATCH;
+  return amountWithin(
+    "bitcoin.maxAmount",
+    op.bitcoin.amount,
+    b.maxAmount,
+    deny,
+    (amount) => `outputs of ${amount} sat`,
+  );
 }
 
 /**
