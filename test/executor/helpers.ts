@@ -54,11 +54,14 @@ export function makeRunner(executor: ActionExecutor, keys: KeyCapabilities): Run
  * `after`. `run` may be taken at once (it delegates to the runner made in `before`); `executor` is read
  * inside tests and hooks.
  */
-export function useExecutor(keys: KeyCapabilities): { readonly executor: ActionExecutor; run: Runner } {
+export function useExecutor(
+  keys: KeyCapabilities,
+  opts: { poolSize?: number } = {},
+): { readonly executor: ActionExecutor; run: Runner } {
   let executor: ActionExecutor | undefined;
   let runner: Runner | undefined;
   before(async function () {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
+    executor = new ActionExecutor({ keys, poolSize: opts.poolSize ?? 1 });
     await executor.ready();
     runner = makeRunner(executor, keys);
   });

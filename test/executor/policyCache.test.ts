@@ -12,12 +12,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { expect } from "chai";
 import { ContentStore } from "../../enclave";
-import { ActionExecutor } from "../../enclave/executor";
 import { MAX_SENT, SentPolicies } from "../../enclave/executor/policy-handover";
 import { deepFreeze, evaluatePolicy, type GroupPolicy, type Policy } from "../../enclave/policy";
 import type { PinnedCode } from "../../relayer/pinnedCode";
 import { loadPolicy, policyBytes } from "../../relayer/policyDocuments";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { expectOk, makeKeys, pkpIds, useExecutor } from "./helpers";
 const { resolvePolicies, UNRESOLVED } = require("../../enclave/executor/worker/policy-cache");
 const { makeRunKey } = require("../../enclave/executor/worker/run-key");
 
@@ -174,14 +173,7 @@ describe("signing policies: documents shared by CID", function () {
   describe("in the executor", () => {
     const keys = makeKeys();
     const { allowed: PKP } = pkpIds();
-    let executor: ActionExecutor;
-    let run: Runner;
-    before(async () => {
-      executor = new ActionExecutor({ keys, poolSize: 2 });
-      await executor.ready();
-      run = makeRunner(executor, keys);
-    });
-    after(() => executor.close());
+    const { run } = useExecutor(keys, { poolSize: 2 });
 
     /** One run under `grants` with the run's PKP handed over; how often the gate asked for policies. */
     const runUnder = async (grants: GroupPolicy[], messages: string[]) => {

@@ -8,9 +8,9 @@
 import { expect } from "chai";
 import fc from "fast-check";
 import { AbiCoder, Transaction, getAddress, verifyMessage } from "ethers";
-import { ActionExecutor, type RunRequest } from "../../enclave/executor";
+import { type RunRequest } from "../../enclave/executor";
 import type { GroupPolicy, Policy } from "../../enclave/policy";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { expectOk, makeKeys, pkpIds, useExecutor } from "./helpers";
 
 const USDC = getAddress("0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48");
 const ALICE = getAddress("0x00000000000000000000000000000000000a11ce");
@@ -39,15 +39,8 @@ describe("signing policies: enforcement in the executor", function () {
   const keys = makeKeys();
   const { allowed: PKP } = pkpIds();
   const address = keys.pkpAddress(PKP);
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async () => {
-    executor = new ActionExecutor({ keys, poolSize: 2 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-  after(() => executor.close());
+  const ex = useExecutor(keys, { poolSize: 2 });
+  const { run } = ex;
 
   /** A run of `code` whose PKP (the request's own, so also the run-key path) is under `grants`. */
   const underPolicy = (code: string, grants: GroupPolicy[] | null, extra: Partial<RunRequest> = {}) =>
@@ -216,7 +209,7 @@ describe("signing policies: enforcement in the executor", function () {
         authorizePkp: async (ref: string) => {
           if (ref === second) {
             current = [{ group: "7", policy: PAYOUTS }];
-            executor.invalidateRunKeys(1);
+            ex.executor.invalidateRunKeys(1);
           }
           return ref;
         },

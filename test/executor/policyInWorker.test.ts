@@ -9,9 +9,9 @@
  */
 import { expect } from "chai";
 import fc from "fast-check";
-import { ActionExecutor, type RunRequest } from "../../enclave/executor";
+import { type RunRequest } from "../../enclave/executor";
 import type { GroupPolicy, Policy, PolicyRule } from "../../enclave/policy";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { expectOk, makeKeys, pkpIds, useExecutor } from "./helpers";
 
 /** Signs each operation in turn; each answer is the signature or the refusal's code and message. */
 const SIGN_ALL = `
@@ -82,15 +82,8 @@ describe("signing policies: checked in the worker's trusted side", function () {
   this.timeout(300_000);
   const keys = makeKeys();
   const { allowed: PKP, second } = pkpIds();
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async () => {
-    executor = new ActionExecutor({ keys, poolSize: 2 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-  after(() => executor.close());
+  const ex = useExecutor(keys, { poolSize: 2 });
+  const { run } = ex;
 
   /** A run under `grants`, counting how often the policies were asked for (once per gate check). */
   const counted = async (code: string, grants: () => GroupPolicy[] | null, extra: Partial<RunRequest>) => {
@@ -195,7 +188,7 @@ describe("signing policies: checked in the worker's trusted side", function () {
         authorizePkp: async (ref: string) => {
           if (ref === second) {
             current = [{ group: "7", policy: noMessages }];
-            executor.invalidateRunKeys(1);
+            ex.executor.invalidateRunKeys(1);
           }
           return ref;
         },
