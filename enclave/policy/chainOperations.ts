@@ -12,6 +12,7 @@
 import { getCompiledTransactionMessageDecoder, type CompiledTransactionMessage } from "@solana/kit";
 import { Psbt, Transaction } from "bitcoinjs-lib";
 import { OperationError } from "./operationError";
+import { readDigest } from "./digest";
 
 export const SYSTEM_PROGRAM = "11111111111111111111111111111111";
 
@@ -55,7 +56,6 @@ export interface SchnorrFacts {
 }
 
 const HEX_BYTES = /^0x([0-9a-fA-F]{2})*$/;
-const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 
 function bytesOf(v: unknown, what: string): Uint8Array {
   if (v instanceof Uint8Array) return Uint8Array.from(v);
@@ -151,13 +151,7 @@ export function parseSolanaMessage(messageBytes: unknown, signer: string): Ed255
 }
 
 export function parseSchnorrDigest(digest: unknown): SchnorrFacts {
-  const hex =
-    digest instanceof Uint8Array && digest.length === 32
-      ? "0x" + Buffer.from(digest).toString("hex")
-      : digest;
-  if (typeof hex !== "string" || !DIGEST.test(hex))
-    throw new OperationError("the digest must be 32 bytes (0x followed by 64 hex characters)");
-  return { kind: "schnorr", digest: hex.toLowerCase(), bitcoin: null };
+  return { kind: "schnorr", digest: readDigest(digest), bitcoin: null };
 }
 
 /** A parsed Taproot key-path input: its sighash and outputs, and the PSBT to put the signature in. */

@@ -16,6 +16,7 @@ import {
 import { decodeErc20Call, decodePermits, type Erc20Call, type PermitGrant } from "./erc20";
 import type { OperationKind } from "./schema";
 import { OperationError } from "./operationError";
+import { readDigest } from "./digest";
 import type { Ed25519Facts, SchnorrFacts } from "./chainOperations";
 
 export { OperationError } from "./operationError";
@@ -63,8 +64,6 @@ export interface PlainFacts {
 
 export type OperationFacts =
   TransactionFacts | TypedDataFacts | MessageFacts | DigestFacts | PlainFacts | Ed25519Facts | SchnorrFacts;
-
-const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -167,13 +166,7 @@ export function parseMessage(message: unknown): MessageFacts {
 }
 
 export function parseDigest(digest: unknown): DigestFacts {
-  const hex =
-    digest instanceof Uint8Array && digest.length === 32
-      ? "0x" + Buffer.from(digest).toString("hex")
-      : digest;
-  if (typeof hex !== "string" || !DIGEST.test(hex))
-    throw new OperationError("the digest must be 32 bytes (0x followed by 64 hex characters)");
-  return { kind: "digest", digest: hex.toLowerCase() };
+  return { kind: "digest", digest: readDigest(digest) };
 }
 
 export function plainOperation(kind: PlainFacts["kind"]): PlainFacts {
