@@ -11,10 +11,9 @@ import { ethers } from "ethers";
 import { ed25519 } from "@noble/curves/ed25519";
 import { schnorr } from "@noble/curves/secp256k1";
 import * as ecc from "@bitcoinerlab/secp256k1";
-import { ActionExecutor } from "../../enclave/executor";
 import { cryptoThread } from "../../enclave/executor/crypto-thread";
 import { Enclave } from "../../enclave";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "./helpers";
+import { expectOk, makeKeys, pkpIds, useExecutor } from "./helpers";
 import {
   p2trScript,
   solanaTransferMessage,
@@ -43,15 +42,7 @@ describe("executor: Ed25519 and Schnorr signatures in actions", function () {
   const keys = makeKeys() as Enclave;
   const { allowed: PKP, refused } = pkpIds();
   const pub = keys.pkpPublicKeys(PKP);
-  let executor: ActionExecutor;
-  let run: Runner;
-
-  before(async () => {
-    executor = new ActionExecutor({ keys, poolSize: 1 });
-    await executor.ready();
-    run = makeRunner(executor, keys);
-  });
-  after(() => executor.close());
+  const { run } = useExecutor(keys);
 
   it("signEd25519 signs bytes and hex; the signature verifies with @noble/curves; counted as a key operation", async () => {
     const r = await run(

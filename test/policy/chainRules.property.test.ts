@@ -10,7 +10,6 @@ import fc from "fast-check";
 import { ethers } from "ethers";
 import { ed25519 } from "@noble/curves/ed25519";
 import {
-  ActionExecutor,
   Enclave,
   checkPolicy,
   evaluatePolicy,
@@ -21,7 +20,7 @@ import {
   type GroupPolicy,
   type Policy,
 } from "../../enclave";
-import { expectOk, makeKeys, makeRunner, pkpIds, type Runner } from "../executor/helpers";
+import { expectOk, makeKeys, pkpIds, useExecutor } from "../executor/helpers";
 import {
   MEMO_PROGRAM,
   SYSTEM_PROGRAM,
@@ -186,14 +185,7 @@ describe("signing policies: ed25519 (Solana) and schnorr (Taproot) rules", funct
   });
 
   describe("in the executor", () => {
-    let executor: ActionExecutor;
-    let run: Runner;
-    before(async () => {
-      executor = new ActionExecutor({ keys, poolSize: 1 });
-      await executor.ready();
-      run = makeRunner(executor, keys);
-    });
-    after(() => executor.close());
+    const { run } = useExecutor(keys);
 
     const grants = (policy: Policy): GroupPolicy[] => [{ group: "3", policy }];
     const underPolicy = (code: string, policy: Policy, jsParams: Record<string, unknown>) =>
