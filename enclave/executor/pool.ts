@@ -785,17 +785,7 @@ export class WorkerPool {
           run.operations.addWorkerRecords(m.keyOperations, served, run.job.runKey?.pkpId ?? null);
         }
         this.finishRun(slot, run, readDone(m));
-        const next = slot.next;
-        slot.next = null;
-        if (next !== null) {
-          // The worker has already moved on to the job queued behind: it is the current run now.
-          this.begin(slot, next);
-        } else {
-          slot.run = null;
-          slot.state = "idle";
-          this.idle.push(slot);
-          if (this.busyCount() === 0) this.stopWatchdog();
-        }
+        this.moveOn(slot);
         this.onIdle();
         this.releaseStuck(performance.now());
         break;
@@ -825,17 +815,26 @@ export class WorkerPool {
     run.cryptoSlots.close();
     clearTimeout(run.timer);
     // A job pipelined behind it meanwhile (on "done", the worker looked busy with it) starts at once in
-    // the worker, which runs nothing else: it is the current run now.
-    const queued = slot.next;
-    slot.next = null;
-    if (queued !== null) this.begin(slot, queued);
-    else {
-      slot.run = null;
-      slot.state = "idle";
-      this.idle.push(slot);
-      if (this.busyCount() === 0) this.stopWatchdog();
-    }
+    // the worker, which runs nothing else.
+    this.moveOn(slot);
     return run;
+  }
+
+  /**
+   * The worker's current run is over (done, or released unstarted): the job queued behind it, which the
+   * worker has already moved on to, becomes the current run; without one the worker is idle.
+   */
+  private moveOn(slot: Slot): void {
+    const next = slot.next;
+    slot.next = null;
+    if (next !== null) {
+      this.begin(slot, next);
+      return;
+    }
+    slot.run = null;
+    slot.state = "idle";
+    this.idle.push(slot);
+    if (this.busyCount() === 0) this.stopWatchdog();
   }
 
   private appendLog(run: ActiveRun, text: string): void {
