@@ -73,11 +73,13 @@ const create = (url: string, q: Request) =>
   call(url, "/core/v1/pkps/create", q.key, { name: q.name }, { "idempotency-key": q.idem });
 
 /**
- * The whole burst at once, and SIGKILL in the middle of it, timed so that the kill catches writes in
- * every state it can: a few answered first; then the chain stops mining on arrival, so the next
- * transaction waits in the pool; the process is frozen (SIGSTOP), that transaction mined, and the
- * process killed: its writes landed and were never answered. The writes queued behind them were
- * claimed and never sent. (Sent-and-not-mined and the other states: test/relayer/idempotencyCrash.)
+ * The burst in two waves, and SIGKILL in the middle of it, timed so that the kill catches writes in
+ * every state it can: a few answered first (the first wave); then the chain stops mining on arrival
+ * and the second wave is sent, so its transactions wait in the pool (sent only after mining stopped:
+ * had the whole burst gone at once, a fast machine could mine every write before mining stops); the
+ * process is frozen (SIGSTOP), those transactions mined, and the process killed: its writes landed and
+ * were never answered. The writes queued behind them were claimed and never sent. (Sent-and-not-mined
+ * and the other states: test/relayer/idempotencyCrash.)
  */
 async function burstWithKill(
   url: string,
@@ -86,11 +88,12 @@ async function burstWithKill(
   instance: { pid: number; kill(): Promise<void> },
 ): Promise<void> {
   const provider = new JsonRpcProvider(rpcUrl, undefined, { staticNetwork: true, batchMaxCount: 1 });
+  const FIRST_WAVE = 6;
   let answered = 0;
   let fourAnswers!: () => void;
   const enoughAnswered = new Promise<void>((r) => (fourAnswers = r));
-  const burst = Promise.all(
-    reqs.map(async (q) => {
+  const send = (wave: Request[]) =>
+    wave.map(async (q) => {
       try {
         const r = await create(url, q);
         q.before = { status: r.status, body: r.body };
@@ -98,11 +101,13 @@ async function burstWithKill(
       } catch {
         q.before = "connection_lost";
       }
-    }),
-  );
+    });
+  const firstWave = send(reqs.slice(0, FIRST_WAVE));
+  let secondWave: Array<Promise<void>> = [];
   try {
     await enoughAnswered;
     await provider.send("evm_setAutomine", [false]);
+    secondWave = send(reqs.slice(FIRST_WAVE));
     for (const givenUp = Date.now() + 30_000; ;) {
       const pool = (await provider.send("txpool_status", [])) as { pending: string };
       if (Number(BigInt(pool.pending)) >= 1) break;
@@ -113,7 +118,7 @@ async function burstWithKill(
     await provider.send("evm_mine", []);
     await instance.kill();
     await provider.send("evm_setAutomine", [true]);
-    await burst;
+    await Promise.all([...firstWave, ...secondWave]);
   } finally {
     provider.destroy();
   }
