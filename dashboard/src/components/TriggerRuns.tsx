@@ -6,7 +6,8 @@
  */
 import { useEffect, useRef, useState } from "react";
 import type { Sigil, TriggerRun, TriggerRunStatus } from "../../../sdk";
-import { ErrorNote, Empty, Loading } from "./ui";
+import { DataTable } from "./DataTable";
+import { ErrorNote } from "./ui";
 import { useLoad } from "../useLoad";
 import { utcSeconds } from "../triggerForm";
 
@@ -88,71 +89,35 @@ export function TriggerRuns({
           Refresh
         </button>
       </div>
-      {runs.loading && !runs.data ? <Loading what="runs" /> : null}
-      <ErrorNote error={runs.error} />
-      {runs.data && runs.data.items.length === 0 ? (
-        <Empty>{status ? `No ${status} runs.` : "No runs yet."}</Empty>
-      ) : null}
-      {runs.data && runs.data.items.length > 0 ? (
-        <table className="reflow" data-testid="trigger-runs">
-          <caption className="sr-only">Runs, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Firing</th>
-              <th scope="col">Times (UTC)</th>
-              <th scope="col">Status</th>
-              <th scope="col">Cost</th>
-              <th scope="col">Details</th>
-            </tr>
-          </thead>
-          <tbody>
-            {runs.data.items.map((r) => (
-              <tr key={r.id} data-run-id={r.id} data-status={r.status}>
-                <td data-label="Firing">
-                  <code>{r.firing_id}</code>
-                  <br />
-                  <small className="muted">
-                    {r.input_summary} · attempt {r.attempt}
-                  </small>
-                </td>
-                <td data-label="Times (UTC)">
-                  <Times run={r} />
-                </td>
-                <td data-label="Status">
-                  <span className={BADGE[r.status]}>{r.status}</span>
-                  {r.skip_reason ? (
-                    <>
-                      {" "}
-                      <code>{r.skip_reason}</code>
-                    </>
-                  ) : null}
-                  {r.error ? (
-                    <div>
-                      {/* A skipped run's error repeats its skip reason: the code is shown once. */}
-                      {r.error.code !== r.skip_reason ? <code>{r.error.code}</code> : null}{" "}
-                      {r.error.message ?? ""}
-                    </div>
-                  ) : null}
-                </td>
-                <td data-label="Cost">{`${r.charged_cents} ¢`}</td>
-                <td data-label="Details">
-                  {r.logs || r.response !== null ? (
-                    <details>
-                      <summary>Logs and response</summary>
-                      <h3 className="small-heading">Logs</h3>
-                      <pre className="code">{r.logs || "(none)"}</pre>
-                      <h3 className="small-heading">Response</h3>
-                      <pre className="code">{JSON.stringify(r.response ?? null, null, 2)}</pre>
-                    </details>
-                  ) : (
-                    <span className="muted">none</span>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={runs.data?.items}
+        loading={runs.loading}
+        loadingWhat="runs"
+        errorNote={<ErrorNote error={runs.error} />}
+        empty={status ? `No ${status} runs.` : "No runs yet."}
+        caption="Runs, newest first"
+        testId="trigger-runs"
+        rowKey={(r) => r.id}
+        rowAttributes={(r) => ({ "data-run-id": r.id, "data-status": r.status })}
+        columns={[
+          {
+            header: "Firing",
+            cell: (r) => (
+              <>
+                <code>{r.firing_id}</code>
+                <br />
+                <small className="muted">
+                  {r.input_summary} · attempt {r.attempt}
+                </small>
+              </>
+            ),
+          },
+          { header: "Times (UTC)", cell: (r) => <Times run={r} /> },
+          { header: "Status", cell: (r) => <RunStatus run={r} /> },
+          { header: "Cost", cell: (r) => `${r.charged_cents} ¢` },
+          { header: "Details", cell: (r) => <RunDetails run={r} /> },
+        ]}
+      />
       {total > PAGE_SIZE ? (
         <div className="row">
           <button type="button" className="small" disabled={page === 0} onClick={() => setPage(page - 1)}>
@@ -189,5 +154,40 @@ function Times({ run }: { run: TriggerRun }) {
       {t("finished", run.finished_at)}
       {run.next_attempt_at && run.status === "queued" ? t("next attempt", run.next_attempt_at) : null}
     </>
+  );
+}
+
+/** A run's status badge, with the skip reason or the error that explains it. */
+function RunStatus({ run: r }: { run: TriggerRun }) {
+  return (
+    <>
+      <span className={BADGE[r.status]}>{r.status}</span>
+      {r.skip_reason ? (
+        <>
+          {" "}
+          <code>{r.skip_reason}</code>
+        </>
+      ) : null}
+      {r.error ? (
+        <div>
+          {/* A skipped run's error repeats its skip reason: the code is shown once. */}
+          {r.error.code !== r.skip_reason ? <code>{r.error.code}</code> : null} {r.error.message ?? ""}
+        </div>
+      ) : null}
+    </>
+  );
+}
+
+/** A run's logs and response behind a disclosure, or "none". */
+function RunDetails({ run: r }: { run: TriggerRun }) {
+  if (!r.logs && r.response === null) return <span className="muted">none</span>;
+  return (
+    <details>
+      <summary>Logs and response</summary>
+      <h3 className="small-heading">Logs</h3>
+      <pre className="code">{r.logs || "(none)"}</pre>
+      <h3 className="small-heading">Response</h3>
+      <pre className="code">{JSON.stringify(r.response ?? null, null, 2)}</pre>
+    </details>
   );
 }

@@ -6,10 +6,11 @@
  * service takes: they are its own records, not registry writes). A webhook secret lives in this component's state only: shown once, gone on reload.
  */
 import { useState } from "react";
-import type { Trigger } from "../../../sdk";
+import type { Trigger, TriggerRun } from "../../../sdk";
 import { collect, listPinnedActions, type Session } from "../api";
-import { ConfirmButton, CopyButton, Empty, ErrorNote, Loading, ShownOnce, short } from "../components/ui";
+import { ConfirmButton, CopyButton, ErrorNote, Loading, ShownOnce, short } from "../components/ui";
 import { TriggerForm, type FormChoices } from "../components/TriggerForm";
+import { DataTable } from "../components/DataTable";
 import { runsPage, TriggerRuns } from "../components/TriggerRuns";
 import { useToast } from "../components/Toasts";
 import { emptyForm, formOf, KIND_LABELS, utc } from "../triggerForm";
@@ -219,69 +220,50 @@ function TriggerList({
           New trigger
         </button>
       )}
-      {list.loading && !list.data ? <Loading what="triggers" /> : null}
-      <ErrorNote error={list.error} />
-      {list.data && list.data.length === 0 ? (
-        <Empty>No triggers yet. A trigger runs an action on a schedule, a webhook or a chain event.</Empty>
+      <DataTable
+        rows={list.data}
+        loading={list.loading}
+        loadingWhat="triggers"
+        errorNote={<ErrorNote error={list.error} />}
+        empty="No triggers yet. A trigger runs an action on a schedule, a webhook or a chain event."
+        caption="Triggers"
+        testId="triggers-table"
+        rowKey={({ t }) => t.id}
+        rowAttributes={({ t }) => ({ "data-trigger-id": t.id })}
+        columns={[
+          { header: "Name", cell: ({ t }) => <a href={`#/triggers/${t.id}`}>{t.name}</a> },
+          { header: "Kind", cell: ({ t }) => KIND_LABELS[t.kind] },
+          { header: "Fired by", cell: ({ t }) => <FiresOn t={t} /> },
+          { header: "Action", cell: ({ t }) => <code title={t.cid}>{short(t.cid, 8)}</code> },
+          {
+            header: "Runs as",
+            cell: ({ t }) => <KeyName address={t.run_as.key_address} choices={choices} />,
+          },
+          { header: "State", cell: ({ t }) => <State t={t} /> },
+          { header: "Last run", cell: ({ last }) => <LastRun last={last} /> },
+        ]}
+      />
+    </>
+  );
+}
+
+/** A trigger's newest run in the list: its status, and the error or skip reason that explains it. */
+function LastRun({ last }: { last: TriggerRun | null }) {
+  if (!last) return <span className="muted">never</span>;
+  return (
+    <>
+      {last.status}
+      {last.error && last.error.code !== last.skip_reason ? (
+        <>
+          {" "}
+          <code>{last.error.code}</code>
+        </>
       ) : null}
-      {list.data && list.data.length > 0 ? (
-        <table className="reflow" data-testid="triggers-table">
-          <caption className="sr-only">Triggers</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Fired by</th>
-              <th scope="col">Action</th>
-              <th scope="col">Runs as</th>
-              <th scope="col">State</th>
-              <th scope="col">Last run</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.map(({ t, last }) => (
-              <tr key={t.id} data-trigger-id={t.id}>
-                <td data-label="Name">
-                  <a href={`#/triggers/${t.id}`}>{t.name}</a>
-                </td>
-                <td data-label="Kind">{KIND_LABELS[t.kind]}</td>
-                <td data-label="Fired by">
-                  <FiresOn t={t} />
-                </td>
-                <td data-label="Action">
-                  <code title={t.cid}>{short(t.cid, 8)}</code>
-                </td>
-                <td data-label="Runs as">
-                  <KeyName address={t.run_as.key_address} choices={choices} />
-                </td>
-                <td data-label="State">
-                  <State t={t} />
-                </td>
-                <td data-label="Last run">
-                  {last ? (
-                    <>
-                      {last.status}
-                      {last.error && last.error.code !== last.skip_reason ? (
-                        <>
-                          {" "}
-                          <code>{last.error.code}</code>
-                        </>
-                      ) : null}
-                      {last.skip_reason ? (
-                        <>
-                          {" "}
-                          <code>{last.skip_reason}</code>
-                        </>
-                      ) : null}
-                    </>
-                  ) : (
-                    <span className="muted">never</span>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+      {last.skip_reason ? (
+        <>
+          {" "}
+          <code>{last.skip_reason}</code>
+        </>
       ) : null}
     </>
   );

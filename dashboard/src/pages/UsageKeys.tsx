@@ -2,8 +2,9 @@ import { useRef, useState } from "react";
 import { Wallet, keccak256, toUtf8Bytes } from "ethers";
 import { chainOwnerOf, useOwnerTransactions } from "../useOwnerTransactions";
 import { collect, type Session } from "../api";
-import { ConfirmButton, Empty, ErrorNote, Field, Loading, ShownOnce, short } from "../components/ui";
+import { ConfirmButton, ErrorNote, Field, Loading, ShownOnce, short } from "../components/ui";
 import { ScopeEditor } from "../components/ScopeEditor";
+import { DataTable } from "../components/DataTable";
 import { emptyScopes, grantsAnything, scopeSummary, scopesOf, type Scopes } from "../scopes";
 import { useToast } from "../components/Toasts";
 import { CopyButton } from "../components/ui";
@@ -167,72 +168,73 @@ export function UsageKeys({ session }: { session: Session }) {
           </button>
         )
       ) : null}
-      {data.data && data.data.keys.length === 0 ? (
-        <Empty>No usage keys yet. A usage key is what you give a server.</Empty>
-      ) : null}
-      {data.data && data.data.keys.length > 0 ? (
-        <table className="reflow">
-          <caption className="sr-only">Usage keys</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Id</th>
-              <th scope="col">Permissions</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Spent / cap</th>
-              <th scope="col">
-                <span className="sr-only">Operations</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.data.keys.map((k) => (
-              <tr key={k.id} data-key-id={k.id}>
-                <td data-label="Name">{k.name || <span className="muted">unnamed</span>}</td>
-                <td data-label="Id">
-                  <code title={k.id}>{short(k.id)}</code>{" "}
-                  <CopyButton value={k.id} label={`id of ${k.name || "key"}`} />
-                </td>
-                <td data-label="Permissions" data-testid="scope-summary">
-                  {scopeSummary(scopesOf(k), names)}
-                </td>
-                <td data-label="Expires">
-                  {k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "never"}
-                </td>
-                <td data-label="Spent / cap">
-                  {k.spent_cents ?? 0}¢ / {k.spend_cap_cents === null ? "no cap" : `${k.spend_cap_cents}¢`}
-                </td>
-                <td className="row">
-                  <button
-                    type="button"
-                    className="small"
-                    onClick={() => setEditing(editing === k.id ? null : k.id)}
-                  >
-                    {editing === k.id ? "Close" : "Edit"}
-                  </button>
-                  <ConfirmButton
-                    label="Revoke"
-                    question={`Revoke ${k.name || k.id}? Every request made with it fails from now on.`}
-                    confirmLabel="Revoke key"
-                    disabled={revoke.pending}
-                    onConfirm={() =>
-                      owner
-                        ? ownerTxs.propose([ownerTxs.tx(`Revoke ${k.name || k.id}`, "removeKey", [k.id])])
-                        : void revoke
-                            .run(() => sigil.removeUsageKey({ id: k.id }))
-                            .then((r) => {
-                              if (!r) return;
-                              toast(`Usage key “${k.name || short(k.id)}” revoked.`);
-                              data.reload();
-                            })
-                    }
-                  />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <DataTable
+        rows={data.data?.keys}
+        empty="No usage keys yet. A usage key is what you give a server."
+        caption="Usage keys"
+        rowKey={(k) => k.id}
+        rowAttributes={(k) => ({ "data-key-id": k.id })}
+        columns={[
+          { header: "Name", cell: (k) => k.name || <span className="muted">unnamed</span> },
+          {
+            header: "Id",
+            cell: (k) => (
+              <>
+                <code title={k.id}>{short(k.id)}</code>{" "}
+                <CopyButton value={k.id} label={`id of ${k.name || "key"}`} />
+              </>
+            ),
+          },
+          {
+            header: "Permissions",
+            cellAttributes: () => ({ "data-testid": "scope-summary" }),
+            cell: (k) => scopeSummary(scopesOf(k), names),
+          },
+          {
+            header: "Expires",
+            cell: (k) => (k.expiration ? new Date(k.expiration * 1000).toISOString().slice(0, 10) : "never"),
+          },
+          {
+            header: "Spent / cap",
+            cell: (k) =>
+              `${k.spent_cents ?? 0}¢ / ${k.spend_cap_cents === null ? "no cap" : `${k.spend_cap_cents}¢`}`,
+          },
+          {
+            header: "Operations",
+            srOnlyHeader: true,
+            unlabelled: true,
+            className: "row",
+            cell: (k) => (
+              <>
+                <button
+                  type="button"
+                  className="small"
+                  onClick={() => setEditing(editing === k.id ? null : k.id)}
+                >
+                  {editing === k.id ? "Close" : "Edit"}
+                </button>
+                <ConfirmButton
+                  label="Revoke"
+                  question={`Revoke ${k.name || k.id}? Every request made with it fails from now on.`}
+                  confirmLabel="Revoke key"
+                  disabled={revoke.pending}
+                  onConfirm={() =>
+                    owner
+                      ? ownerTxs.propose([ownerTxs.tx(`Revoke ${k.name || k.id}`, "removeKey", [k.id])])
+                      : void revoke
+                          .run(() => sigil.removeUsageKey({ id: k.id }))
+                          .then((r) => {
+                            if (!r) return;
+                            toast(`Usage key “${k.name || short(k.id)}” revoked.`);
+                            data.reload();
+                          })
+                  }
+                />
+              </>
+            ),
+          },
+        ]}
+      />
       {ownerTxs.view}
       {editing && data.data
         ? (() => {
