@@ -156,12 +156,6 @@ export class Webhooks {
     this.scheduleScan(0);
   }
 
-  /** One scanning pass now (tests, and after our own writes); resolves when it is done. */
-  async scanNow(): Promise<void> {
-    while (this.scanning) await this.scanning.catch(() => undefined);
-    await this.scan();
-  }
-
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
