@@ -13,11 +13,15 @@ export interface RevertContext {
 }
 
 /**
- * Refusals the routes also make from the permission cache before writing (routes/groups.ts), built here
- * once so that a request answers the same code, message and details whether the cache or the registry
- * caught it.
+ * Refusals the routes also make from the permission cache before writing (routes/groups.ts,
+ * routes/rotation.ts), built here once so that a request answers the same code, message and details
+ * whether the cache or the registry caught it.
  */
-export const membershipRefusal = {
+export const registryRefusal = {
+  usageKeyExpired: (id: string, expiration: number) =>
+    new ApiError("usage_key_expired", `Usage key ${id} expired at ${expiration}.`, {
+      details: { id, expiration },
+    }),
   pkpNotFound: (pkpId: string) =>
     new ApiError("pkp_not_found", `PKP ${pkpId} does not exist in this account.`, {
       details: { pkp_id: pkpId },
@@ -93,9 +97,7 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
       });
     case "KeyExpired":
       if (same(a[0])) return new ApiError("api_key_expired", "The key has expired.");
-      return new ApiError("usage_key_expired", `Usage key ${a[0]} expired at ${a[1]}.`, {
-        details: { id: a[0], expiration: Number(a[1]) },
-      });
+      return registryRefusal.usageKeyExpired(a[0], Number(a[1]));
     case "ExpirationInPast":
       return new ApiError("expiration_in_past", `Expiration ${a[0]} is not in the future.`);
     case "UnknownGroup":
@@ -103,15 +105,15 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
         details: { group_id: Number(a[1]) },
       });
     case "PkpNotInAccount":
-      return membershipRefusal.pkpNotFound(a[0]);
+      return registryRefusal.pkpNotFound(a[0]);
     case "PkpAlreadyInGroup":
-      return membershipRefusal.pkpAlreadyInGroup(Number(a[0]), a[1]);
+      return registryRefusal.pkpAlreadyInGroup(Number(a[0]), a[1]);
     case "PkpNotInGroup":
-      return membershipRefusal.pkpNotInGroup(Number(a[0]), a[1]);
+      return registryRefusal.pkpNotInGroup(Number(a[0]), a[1]);
     case "ActionAlreadyInGroup":
-      return membershipRefusal.actionAlreadyInGroup(Number(a[0]), a[1]);
+      return registryRefusal.actionAlreadyInGroup(Number(a[0]), a[1]);
     case "ActionNotInGroup":
-      return membershipRefusal.actionNotInGroup(Number(a[0]), a[1]);
+      return registryRefusal.actionNotInGroup(Number(a[0]), a[1]);
     case "EmptyCid":
       return new ApiError("invalid_cid", "A CID is empty.");
     case "CidTooLong":

@@ -8,7 +8,7 @@ import { getAddress } from "ethers";
 import { authOf, type AuthContext } from "../auth";
 import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
-import { membershipRefusal } from "../chain/registryErrors";
+import { registryRefusal } from "../chain/registryErrors";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -187,17 +187,17 @@ function changeMembers(kind: "actions" | "pkps") {
     if (kind === "actions") {
       if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
       for (const cid of add)
-        if (group.actions.has(cidHash(cid))) throw membershipRefusal.actionAlreadyInGroup(id, cid);
+        if (group.actions.has(cidHash(cid))) throw registryRefusal.actionAlreadyInGroup(id, cid);
       for (const cid of remove)
-        if (!group.actions.has(cidHash(cid))) throw membershipRefusal.actionNotInGroup(id, cid);
+        if (!group.actions.has(cidHash(cid))) throw registryRefusal.actionNotInGroup(id, cid);
     } else {
       if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
       if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
       for (const p of add) {
-        if (!auth.account.pkps.has(p)) throw membershipRefusal.pkpNotFound(p);
-        if (group.pkps.has(p)) throw membershipRefusal.pkpAlreadyInGroup(id, p);
+        if (!auth.account.pkps.has(p)) throw registryRefusal.pkpNotFound(p);
+        if (group.pkps.has(p)) throw registryRefusal.pkpAlreadyInGroup(id, p);
       }
-      for (const p of remove) if (!group.pkps.has(p)) throw membershipRefusal.pkpNotInGroup(id, p);
+      for (const p of remove) if (!group.pkps.has(p)) throw registryRefusal.pkpNotInGroup(id, p);
     }
     const txs: string[] = [];
     const [addFn, removeFn] =
