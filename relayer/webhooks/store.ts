@@ -37,22 +37,6 @@ export interface DueDelivery {
   first_failure_ms: number | null;
 }
 
-const ENDPOINT_COLUMNS = [
-  "endpoint_id",
-  "account_id",
-  "url",
-  "event_types",
-  "description",
-  "enabled",
-  "secret_sealed",
-  "previous_secret_sealed",
-  "previous_secret_expires_ms",
-  "disabled_reason",
-  "disabled_ms",
-  "created_ms",
-  "updated_ms",
-] as const;
-
 const Q = {
   insertEndpoint: prepare("wh.insertEndpoint", (db, a) =>
     db.insertInto("webhook_endpoints").values({
@@ -80,7 +64,7 @@ const Q = {
   listEndpoints: prepare("wh.listEndpoints", (db, a) =>
     db
       .selectFrom("webhook_endpoints")
-      .select(ENDPOINT_COLUMNS)
+      .selectAll()
       .where("account_id", "=", a(0))
       .orderBy("created_ms")
       .orderBy("endpoint_id")
@@ -90,12 +74,12 @@ const Q = {
   getEndpoint: prepare("wh.getEndpoint", (db, a) =>
     db
       .selectFrom("webhook_endpoints")
-      .select(ENDPOINT_COLUMNS)
+      .selectAll()
       .where("endpoint_id", "=", a(0))
       .where("account_id", "=", a(1)),
   ),
   endpointById: prepare("wh.endpointById", (db, a) =>
-    db.selectFrom("webhook_endpoints").select(ENDPOINT_COLUMNS).where("endpoint_id", "=", a(0)),
+    db.selectFrom("webhook_endpoints").selectAll().where("endpoint_id", "=", a(0)),
   ),
   updateEndpoint: prepare("wh.updateEndpoint", (db, a) =>
     db
