@@ -34,7 +34,7 @@ import type { AuditLog } from "./audit/log";
 import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { recordWrite, writeEvents } from "./audit/record";
 import { clientIp } from "./http/context";
-import type { HandlerResult } from "./routes/endpoint";
+import type { Endpoint, HandlerResult } from "./routes/endpoint";
 
 export interface RelayerContext {
   cfg: RelayerConfig;
@@ -182,15 +182,13 @@ export async function landWrite(ctx: RelayerContext, w: LandingWrite): Promise<W
   return { ...result, events: registryEvents(result.logs, ctx.cfg.registryAddress) };
 }
 
-export interface HandlerOptions {
-  /**
-   * Fields of the answer that hold a secret (a new key). Every kept answer is sealed whole
-   * (idempotency.ts); "encrypt" keeps these fields inside the sealed answer (the sealing context holds
-   * the caller's own API key, so only the same caller reads them back on a replay); "drop" leaves them
-   * out (new_account: there is no caller key, only an IP, to bind them to).
-   */
-  secretFields?: { names: string[]; mode: "encrypt" | "drop" };
-}
+/**
+ * `secretFields`: fields of the answer that hold a secret (a new key). Every kept answer is sealed whole
+ * (idempotency.ts); "encrypt" keeps these fields inside the sealed answer (the sealing context holds the
+ * caller's own API key, so only the same caller reads them back on a replay); "drop" leaves them out
+ * (new_account: there is no caller key, only an IP, to bind them to).
+ */
+export type HandlerOptions = Pick<Endpoint<unknown>, "secretFields">;
 
 /**
  * Wraps a route: runs it, and for POST with an Idempotency-Key, keeps and replays its successful answer.

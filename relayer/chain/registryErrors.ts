@@ -12,6 +12,38 @@ export interface RevertContext {
   kind: "account" | "usage";
 }
 
+/**
+ * Refusals the routes also make from the permission cache before writing (routes/groups.ts,
+ * routes/rotation.ts), built here once so that a request answers the same code, message and details
+ * whether the cache or the registry caught it.
+ */
+export const registryRefusal = {
+  usageKeyExpired: (id: string, expiration: number) =>
+    new ApiError("usage_key_expired", `Usage key ${id} expired at ${expiration}.`, {
+      details: { id, expiration },
+    }),
+  pkpNotFound: (pkpId: string) =>
+    new ApiError("pkp_not_found", `PKP ${pkpId} does not exist in this account.`, {
+      details: { pkp_id: pkpId },
+    }),
+  pkpAlreadyInGroup: (groupId: number, pkpId: string) =>
+    new ApiError("pkp_already_in_group", `PKP ${pkpId} is already in group ${groupId}.`, {
+      details: { group_id: groupId, pkp_id: pkpId },
+    }),
+  pkpNotInGroup: (groupId: number, pkpId: string) =>
+    new ApiError("pkp_not_in_group", `PKP ${pkpId} is not in group ${groupId}.`, {
+      details: { group_id: groupId, pkp_id: pkpId },
+    }),
+  actionAlreadyInGroup: (groupId: number, cid: string) =>
+    new ApiError("action_already_in_group", `Action ${cid} is already in group ${groupId}.`, {
+      details: { group_id: groupId, cid },
+    }),
+  actionNotInGroup: (groupId: number, cid: string) =>
+    new ApiError("action_not_in_group", `Action ${cid} is not in group ${groupId}.`, {
+      details: { group_id: groupId, cid },
+    }),
+};
+
 export function decodeRevert(data: string): ErrorDescription | null {
   try {
     return registryInterface.parseError(data) ?? forwarderInterface.parseError(data);
@@ -31,21 +63,15 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
   const same = (x: unknown) => typeof x === "string" && getAddress(x) === getAddress(ctx.principal);
   switch (parsed.name) {
     case "NoAccount":
-      if (ctx.kind === "account") {
-        return new ApiError(
-          "account_chain_secured",
-          "The account's owner is no longer the service-managed address; the account key cannot write.",
-        );
-      }
-      return new ApiError("unknown_api_key", "The key is not a live key of any account.");
     case "NotOwner":
-      if (ctx.kind === "account") {
+      if (ctx.kind === "account")
         return new ApiError(
           "account_chain_secured",
           "The account's owner is no longer the service-managed address; the account key cannot write.",
         );
-      }
-      return new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
+      return parsed.name === "NoAccount"
+        ? new ApiError("unknown_api_key", "The key is not a live key of any account.")
+        : new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
     case "MissingScope": {
       const scope = SCOPE_NAMES[Number(a[2])] ?? `scope ${a[2]}`;
       const groupId = Number(a[3]);
@@ -54,9 +80,7 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
         groupId === 0
           ? `The key lacks the ${scope} scope.`
           : `The key lacks the ${scope} scope on group ${groupId}.`,
-        {
-          details: { scope, group_id: groupId },
-        },
+        { details: { scope, group_id: groupId } },
       );
     }
     case "AddressInUse":
@@ -73,9 +97,7 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
       });
     case "KeyExpired":
       if (same(a[0])) return new ApiError("api_key_expired", "The key has expired.");
-      return new ApiError("usage_key_expired", `Usage key ${a[0]} expired at ${a[1]}.`, {
-        details: { id: a[0], expiration: Number(a[1]) },
-      });
+      return registryRefusal.usageKeyExpired(a[0], Number(a[1]));
     case "ExpirationInPast":
       return new ApiError("expiration_in_past", `Expiration ${a[0]} is not in the future.`);
     case "UnknownGroup":
@@ -83,25 +105,15 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
         details: { group_id: Number(a[1]) },
       });
     case "PkpNotInAccount":
-      return new ApiError("pkp_not_found", `PKP ${a[0]} does not exist in this account.`, {
-        details: { pkp_id: a[0] },
-      });
+      return registryRefusal.pkpNotFound(a[0]);
     case "PkpAlreadyInGroup":
-      return new ApiError("pkp_already_in_group", `PKP ${a[1]} is already in group ${a[0]}.`, {
-        details: { group_id: Number(a[0]), pkp_id: a[1] },
-      });
+      return registryRefusal.pkpAlreadyInGroup(Number(a[0]), a[1]);
     case "PkpNotInGroup":
-      return new ApiError("pkp_not_in_group", `PKP ${a[1]} is not in group ${a[0]}.`, {
-        details: { group_id: Number(a[0]), pkp_id: a[1] },
-      });
+      return registryRefusal.pkpNotInGroup(Number(a[0]), a[1]);
     case "ActionAlreadyInGroup":
-      return new ApiError("action_already_in_group", `Action ${a[1]} is already in group ${a[0]}.`, {
-        details: { group_id: Number(a[0]), cid: a[1] },
-      });
+      return registryRefusal.actionAlreadyInGroup(Number(a[0]), a[1]);
     case "ActionNotInGroup":
-      return new ApiError("action_not_in_group", `Action ${a[1]} is not in group ${a[0]}.`, {
-        details: { group_id: Number(a[0]), cid: a[1] },
-      });
+      return registryRefusal.actionNotInGroup(Number(a[0]), a[1]);
     case "EmptyCid":
       return new ApiError("invalid_cid", "A CID is empty.");
     case "CidTooLong":

@@ -45,19 +45,14 @@ import type {
 } from "./send/types";
 import { WalletPool, type GasWallet } from "./send/walletPool";
 
-export { encodeExecute, encodeExecuteBatch } from "./batch";
+export { encodeExecute } from "./batch";
 export { isMethodUnsupported, pendingHash } from "./send/nodeErrors";
 export { requestGasFor, simulatedCall } from "./send/simulate";
-export { SYNC_SEND_SLOW_MS } from "./send/broadcast";
-export { DEFAULT_MAX_BATCH, MAX_BATCH_GAS } from "./send/queue";
-export type { GasWalletStatus } from "./send/balanceMonitor";
 export type {
   ForwardSigner,
   LandedWrite,
-  RawLog,
   RecordedForwardRequest,
   WriteJournal,
-  WriteRequest,
   WriteResult,
 } from "./send/types";
 

@@ -1,8 +1,7 @@
 /**
- * Request validation with precise messages: every refusal names the field, what was expected and what was
- * received, and unknown fields are refused (a typo such as `exeucte_in_groups` silently granting nothing
- * would be worse than an error). Ids have one format everywhere (reference gap 9, docs/background.md): group ids are JSON
- * numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
+ * Readers of request values with precise messages: every refusal names the field, what was expected and
+ * what was received. Ids have one format everywhere (reference gap 9, docs/background.md): group ids are
+ * JSON numbers, PKP ids 0x-prefixed 32-byte hex (lower case), addresses checksummed.
  */
 import { getAddress, isHexString, ZeroAddress } from "ethers";
 import { parseCid } from "../../enclave";
@@ -101,11 +100,8 @@ export function parsePage(query: Record<string, unknown>, maxPageSize: number, d
   const read = (name: string, def: number, min: number, max: number): number => {
     const raw = query[name];
     if (raw === undefined || raw === "") return def;
-    if (typeof raw !== "string" || !/^[0-9]{1,9}$/.test(raw)) {
-      throw invalid(name, `an integer from ${min} to ${max}`, raw, "invalid_pagination");
-    }
-    const n = Number(raw);
-    if (n < min || n > max)
+    const n = typeof raw === "string" && /^[0-9]{1,9}$/.test(raw) ? Number(raw) : NaN;
+    if (!(n >= min && n <= max))
       throw invalid(name, `an integer from ${min} to ${max}`, raw, "invalid_pagination");
     return n;
   };

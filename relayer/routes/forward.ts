@@ -30,37 +30,25 @@ import { recoverAddress } from "../http/ethSignatures";
 import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
-/** Registry calls a usage key may make through a forward request: the writes its scopes can allow. */
-export const FORWARDABLE_CALLS = [
-  "createPkp",
-  "createGroup",
-  "deleteGroup",
-  "addAction",
-  "removeAction",
-  "addActions",
-  "removeActions",
-  "addPkp",
-  "removePkp",
-  "addPkps",
-  "removePkps",
-  "setGroupPolicy",
-] as const;
-
-/** The operation names billing records, the same as for the bearer endpoints' writes. */
+/**
+ * The registry calls a usage key may make through a forward request (the writes its scopes can allow),
+ * each with the operation name billing records, the same as for the bearer endpoints' writes.
+ */
 const BILLED_AS: Record<string, string> = {
   createPkp: "create_pkp",
   createGroup: "create_group",
   deleteGroup: "delete_group",
   addAction: "group_actions_add",
-  addActions: "group_actions_add",
   removeAction: "group_actions_remove",
+  addActions: "group_actions_add",
   removeActions: "group_actions_remove",
   addPkp: "group_pkps_add",
-  addPkps: "group_pkps_add",
   removePkp: "group_pkps_remove",
+  addPkps: "group_pkps_add",
   removePkps: "group_pkps_remove",
   setGroupPolicy: "group_policy_set",
 };
+export const FORWARDABLE_CALLS = Object.keys(BILLED_AS);
 
 /** A signed forward request may be valid for at most this long (seconds). */
 export const MAX_FORWARD_DEADLINE_SECONDS = 3_600;
@@ -239,9 +227,7 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
       throw new ApiError(
         "forward_request_expired",
         `The forward request's deadline passed ${now - signed.deadline} s ago.`,
-        {
-          details: { deadline: signed.deadline, now },
-        },
+        { details: { deadline: signed.deadline, now } },
       );
     if (signed.deadline > now + MAX_FORWARD_DEADLINE_SECONDS)
       throw new ApiError(
@@ -249,20 +235,13 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
         `The deadline is more than ${MAX_FORWARD_DEADLINE_SECONDS} s away; sign a request valid for less time.`,
         { details: { deadline: signed.deadline, now, max_seconds: MAX_FORWARD_DEADLINE_SECONDS } },
       );
+    const { signature, ...request } = signed;
     const digest = TypedDataEncoder.hash(
       forwarderDomain(ctx),
       FORWARD_REQUEST_TYPES as Record<string, TypedDataField[]>,
-      {
-        from: signed.from,
-        to: signed.to,
-        value: signed.value,
-        gas: signed.gas,
-        nonce: signed.nonce,
-        deadline: signed.deadline,
-        data: signed.data,
-      },
+      request,
     );
-    if (recoverAddress(digest, signed.signature) !== signed.from)
+    if (recoverAddress(digest, signature) !== signed.from)
       throw new ApiError(
         "forward_signature_invalid",
         "The signature is not `from`'s over this request for this chain's forwarder (altered, or signed for another chain or forwarder).",
@@ -277,14 +256,17 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
       journal,
       send: (j) => ctx.sender.writeSigned(signed, "usage", j),
     });
-    const { pkpId, groupId } = createdIds(ctx, result.logs);
+    // What the write created, if anything: at most one PKP or one group per call.
+    const created = (name: string) => result.events.find((e) => e.name === name)?.args;
+    const pkp = created("PkpCreated");
+    const group = created("GroupCreated");
     return {
       body: {
         tx_hash: result.txHash,
         block_number: result.blockNumber,
         operation,
-        pkp_id: pkpId,
-        group_id: groupId,
+        pkp_id: pkp ? String(pkp.pkpId).toLowerCase() : null,
+        group_id: group ? Number(group.groupId) : null,
       },
     };
   },
@@ -308,7 +290,7 @@ function allowedCall(data: string): string {
   } catch {
     throw notAllowed("the calldata is not a registry call", "unknown_call");
   }
-  if (!(FORWARDABLE_CALLS as readonly string[]).includes(name))
+  if (!FORWARDABLE_CALLS.includes(name))
     throw notAllowed(
       `${name} is not a call a usage key may make (allowed: ${FORWARDABLE_CALLS.join(", ")})`,
       "call",
@@ -330,21 +312,6 @@ function uintField(v: unknown, field: string): bigint {
   throw new ApiError(
     "invalid_request",
     `\`${field}\` must be a non-negative integer (a decimal string for large values).`,
-    {
-      details: { field },
-    },
+    { details: { field } },
   );
-}
-
-/** The PKP or group a forwarded write created (from its receipt's registry events). */
-function createdIds(ctx: RelayerContext, logs: Array<{ address: string; topics: string[]; data: string }>) {
-  let pkpId: string | null = null;
-  let groupId: number | null = null;
-  for (const l of logs) {
-    if (l.address.toLowerCase() !== ctx.cfg.registryAddress.toLowerCase()) continue;
-    const ev = registryInterface.parseLog({ topics: l.topics, data: l.data });
-    if (ev?.name === "PkpCreated") pkpId = String(ev.args.pkpId).toLowerCase();
-    if (ev?.name === "GroupCreated") groupId = Number(ev.args.groupId);
-  }
-  return { pkpId, groupId };
 }

@@ -8,6 +8,7 @@ import { getAddress } from "ethers";
 import { authOf, type AuthContext } from "../auth";
 import { requireGroup, requireWriteScope } from "../policy";
 import { registryInterface, Scope } from "../chain/abi";
+import { registryRefusal } from "../chain/registryErrors";
 import { cidHash, type AccountProjection } from "../permissions/projection";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
@@ -185,37 +186,18 @@ function changeMembers(kind: "actions" | "pkps") {
     const group = requireGroup(auth.account, id);
     if (kind === "actions") {
       if (add.length || remove.length) requireWriteScope(auth, Scope.ManageActions, id);
-      for (const cid of add) {
-        if (group.actions.has(cidHash(cid)))
-          throw new ApiError("action_already_in_group", `Action ${cid} is already in group ${id}.`, {
-            details: { group_id: id, cid },
-          });
-      }
-      for (const cid of remove) {
-        if (!group.actions.has(cidHash(cid)))
-          throw new ApiError("action_not_in_group", `Action ${cid} is not in group ${id}.`, {
-            details: { group_id: id, cid },
-          });
-      }
+      for (const cid of add)
+        if (group.actions.has(cidHash(cid))) throw registryRefusal.actionAlreadyInGroup(id, cid);
+      for (const cid of remove)
+        if (!group.actions.has(cidHash(cid))) throw registryRefusal.actionNotInGroup(id, cid);
     } else {
       if (add.length) requireWriteScope(auth, Scope.AddPkp, id);
       if (remove.length) requireWriteScope(auth, Scope.RemovePkp, id);
       for (const p of add) {
-        if (!auth.account.pkps.has(p))
-          throw new ApiError("pkp_not_found", `PKP ${p} does not exist in this account.`, {
-            details: { pkp_id: p },
-          });
-        if (group.pkps.has(p))
-          throw new ApiError("pkp_already_in_group", `PKP ${p} is already in group ${id}.`, {
-            details: { group_id: id, pkp_id: p },
-          });
+        if (!auth.account.pkps.has(p)) throw registryRefusal.pkpNotFound(p);
+        if (group.pkps.has(p)) throw registryRefusal.pkpAlreadyInGroup(id, p);
       }
-      for (const p of remove) {
-        if (!group.pkps.has(p))
-          throw new ApiError("pkp_not_in_group", `PKP ${p} is not in group ${id}.`, {
-            details: { group_id: id, pkp_id: p },
-          });
-      }
+      for (const p of remove) if (!group.pkps.has(p)) throw registryRefusal.pkpNotInGroup(id, p);
     }
     const txs: string[] = [];
     const [addFn, removeFn] =

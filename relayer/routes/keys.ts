@@ -144,21 +144,17 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
     );
     firstEvent(out, "KeyAdded");
     await ctx.billing?.setKeySpendCap(auth.account.id.toString(), gen.address, spendCap);
-    const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address);
-    const item = rec
-      ? await keyItem(rec, ctx.billing)
-      : keyItem(
-          {
-            address: gen.address,
-            keyHash: gen.keyHash,
-            name,
-            description,
-            expiration,
-            createdAt: null,
-            scopes,
-          },
-          ctx.billing,
-        );
+    // The key as the cache has it, or as written if the cache has not caught up yet.
+    const rec = (await ctx.cache.account(auth.account.id)).keys.get(gen.address) ?? {
+      address: gen.address,
+      keyHash: gen.keyHash,
+      name,
+      description,
+      expiration,
+      createdAt: null,
+      scopes,
+    };
+    const item = await keyItem(rec, ctx.billing);
     return { status: 201, body: { usage_api_key: gen.apiKey, ...item, tx_hash: out.txHash } };
   },
 });

@@ -10,6 +10,7 @@
  */
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
+import { registryRefusal } from "../chain/registryErrors";
 import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { requireRotator } from "../policy";
@@ -100,11 +101,8 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
     const expiration = body.expiration ?? 0;
     // Same rule as the registry (which would refuse the write too): an expired key has nothing left
     // to hand over.
-    if (old.expiration !== 0 && now >= old.expiration) {
-      throw new ApiError("usage_key_expired", `Usage key ${old.address} expired at ${old.expiration}.`, {
-        details: { id: old.address, expiration: old.expiration },
-      });
-    }
+    if (old.expiration !== 0 && now >= old.expiration)
+      throw registryRefusal.usageKeyExpired(old.address, old.expiration);
     const accountId = auth.account.id.toString();
     const gen = ctx.enclave.generateUsageKey();
     // The cap goes in before the key exists on chain, so the new key is never usable uncapped. If the

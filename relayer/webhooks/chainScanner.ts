@@ -6,17 +6,14 @@
  * one transaction with the cursor's move. A crash mid-batch leaves the cursor where it was, and the
  * batch is scanned again: events already stored are recognised by their id and skipped.
  */
-import { randomBytes } from "node:crypto";
 import type { JsonRpcProvider, Log } from "ethers";
 import type { Logger } from "pino";
 import { parseRegistryLog } from "../chain/abi";
 import { blockTimes } from "../chain/logs/blockTimes";
 import { nextConfirmedRange } from "../chain/logs/ranges";
-import type { Sql } from "../db";
 import { openChainCursor, type OpenedCursor } from "./chainCursor";
 import { chainEventPayload, describeLog } from "./chainEvents";
-import { subscribes, type Subscription } from "./eventTypes";
-import type { WebhookStore } from "./store";
+import type { Subscriber, WebhookStore } from "./store";
 
 /** Blocks per scan: each scan's events, deliveries and cursor move are one database transaction. */
 const MAX_RANGE = 2_000;
@@ -34,10 +31,6 @@ export interface ChainScannerOptions {
 /** The account of a registry log: every registry event's first indexed argument (topic 1). */
 function accountOf(log: Log): string {
   return log.topics.length > 1 ? BigInt(log.topics[1]).toString() : "";
-}
-
-export function newDeliveryId(): string {
-  return "whd_" + randomBytes(12).toString("hex");
 }
 
 export class ChainScanner {
@@ -70,7 +63,8 @@ export class ChainScanner {
     let stored = 0;
     await store.db.transaction(async (tx) => {
       const cids = new Map<string, string>();
-      const subscriptions = new Map<string, Array<{ endpoint_id: string; sub: Subscription }>>();
+      // Each account's subscribers, read once per batch.
+      const subscribers = new Map<string, Subscriber[]>();
       for (const log of logs) {
         if (log.removed) continue;
         const ev = parseRegistryLog(log.topics, log.data);
@@ -89,9 +83,8 @@ export class ChainScanner {
         if (described === null) continue;
         const accountId = String(ev.args[0]);
         if (!watched.has(accountId)) continue;
-        const subs = await this.subscribers(tx, accountId, subscriptions);
-        const targets = subs.filter((s) => subscribes(s.sub, described.type)).map((s) => s.endpoint_id);
-        if (targets.length === 0) continue;
+        let subs = subscribers.get(accountId);
+        if (!subs) subscribers.set(accountId, (subs = await store.subscribers(accountId, tx)));
         const payload = chainEventPayload(
           ev,
           {
@@ -104,19 +97,7 @@ export class ChainScanner {
           },
           described,
         );
-        const added = await store.addEvent(
-          tx,
-          {
-            eventId: payload.id,
-            accountId,
-            type: payload.type,
-            payload: JSON.stringify(payload),
-            nowMs: Date.now(),
-          },
-          targets,
-          newDeliveryId,
-        );
-        if (added) stored++;
+        if (await store.addEvent(tx, accountId, payload, subs)) stored++;
       }
       await store.advanceCursor(tx, cursorName, to);
     });
@@ -152,21 +133,5 @@ export class ChainScanner {
         "webhook events: new registry, announcing its events from its deployment block (the event cursor of " +
           "an earlier registry is left alone); if its accounts were copied onto it by hand, see docs/webhooks.md",
       );
-  }
-
-  private async subscribers(
-    tx: Sql,
-    accountId: string,
-    memo: Map<string, Array<{ endpoint_id: string; sub: Subscription }>>,
-  ): Promise<Array<{ endpoint_id: string; sub: Subscription }>> {
-    let subs = memo.get(accountId);
-    if (!subs) {
-      subs = (await this.o.store.subscribers(accountId, tx)).map((r) => ({
-        endpoint_id: r.endpoint_id,
-        sub: JSON.parse(r.event_types) as Subscription,
-      }));
-      memo.set(accountId, subs);
-    }
-    return subs;
   }
 }

@@ -14,38 +14,17 @@ import { checkEndpointUrl, type UrlPolicy } from "./urlPolicy";
 export const MAX_ROTATION_GRACE_SECONDS = 7 * 24 * 3600;
 export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
 
-export interface EndpointView {
-  id: string;
-  url: string;
-  event_types: string[];
-  description: string;
-  enabled: boolean;
-  /** `webhook.disabled: …` when deliveries disabled the endpoint, else null. */
-  notice: string | null;
-  disabled_at: number | null;
-  previous_secret_expires_at: number | null;
-  created: number;
-  updated: number;
-}
-
-export interface DeliveryItem {
-  id: string;
-  event_id: string;
-  event_type: string;
-  status: "pending" | "succeeded" | "failed";
-  attempts: number;
-  next_attempt_at: number | null;
-  last_attempt_at: number | null;
-  last_status: number | null;
-  last_error: string | null;
-  created: number;
-}
-
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
 const DELIVERY_ID = /^whd_[0-9a-f]{24}$/;
 const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
+export type EndpointView = ReturnType<typeof endpointView>;
+export type DeliveryItem = ReturnType<typeof deliveryItem>;
 
-export function endpointView(r: EndpointRow, nowMs = Date.now()): EndpointView {
+/**
+ * An endpoint as the API shows it. The answer's shape is declared once, by its schema (`webhookFields`
+ * in routes/schemas.ts); the TypeScript type is this function's.
+ */
+export function endpointView(r: EndpointRow, nowMs = Date.now()) {
   const graceOn = r.previous_secret_sealed !== null && (r.previous_secret_expires_ms ?? 0) > nowMs;
   return {
     id: r.endpoint_id,
@@ -61,7 +40,8 @@ export function endpointView(r: EndpointRow, nowMs = Date.now()): EndpointView {
   };
 }
 
-function deliveryItem(d: DeliveryView): DeliveryItem {
+/** A delivery as the API shows it (schema: `deliveryItem` in routes/schemas.ts). */
+function deliveryItem(d: DeliveryView) {
   return {
     id: d.delivery_id,
     event_id: d.event_id,

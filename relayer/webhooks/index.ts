@@ -8,8 +8,8 @@ import type { JsonRpcProvider } from "ethers";
 import type { Logger } from "pino";
 import { makeAddressGuard, type AddressGuard } from "../../enclave";
 import type { DataLayer } from "../db";
-import { ChainScanner, newDeliveryId } from "./chainScanner";
-import { subscribes, type EventPayload, type EventType, type Subscription } from "./eventTypes";
+import { ChainScanner } from "./chainScanner";
+import type { EventType } from "./eventTypes";
 import { Deliverer } from "./deliverer";
 import { Endpoints } from "./endpoints";
 import { LedgerScanner } from "./ledgerScanner";
@@ -129,37 +129,22 @@ export class Webhooks {
     data: Record<string, unknown>;
   }): Promise<void> {
     const nowMs = Date.now();
-    const added = await this.store.db.transaction(async (tx) => {
-      const subs = (await this.store.subscribers(e.accountId, tx))
-        .filter((r) => subscribes(JSON.parse(r.event_types) as Subscription, e.type))
-        .map((r) => r.endpoint_id);
-      if (subs.length === 0) return false;
-      const payload: EventPayload = {
-        id: e.eventId,
-        type: e.type,
-        created: Math.floor(nowMs / 1000),
-        account_id: Number(e.accountId),
-        data: e.data,
-      };
-      return this.store.addEvent(
-        tx,
-        { eventId: e.eventId, accountId: e.accountId, type: e.type, payload: JSON.stringify(payload), nowMs },
-        subs,
-        newDeliveryId,
-      );
-    });
+    const payload = {
+      id: e.eventId,
+      type: e.type,
+      created: Math.floor(nowMs / 1000),
+      account_id: Number(e.accountId),
+      data: e.data,
+    };
+    const added = await this.store.db.transaction(async (tx) =>
+      this.store.addEvent(tx, e.accountId, payload, await this.store.subscribers(e.accountId, tx), nowMs),
+    );
     if (added) this.deliverer.wake();
   }
 
   start(): void {
     this.deliverer.start();
     this.scheduleScan(0);
-  }
-
-  /** One scanning pass now (tests, and after our own writes); resolves when it is done. */
-  async scanNow(): Promise<void> {
-    while (this.scanning) await this.scanning.catch(() => undefined);
-    await this.scan();
   }
 
   async stop(): Promise<void> {

@@ -10,8 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import { prepare } from "../db";
-import { newDeliveryId } from "./chainScanner";
-import { subscribes, type EventPayload, type EventType, type Subscription } from "./eventTypes";
+import type { EventType } from "./eventTypes";
 import type { WebhookStore } from "./store";
 
 export const LEDGER_CURSOR = "ledger";
@@ -67,30 +66,15 @@ export class LedgerScanner {
       for (const e of entries) {
         const described = this.describe(e);
         if (described === null) continue;
-        const subs = (await store.subscribers(e.account_id, tx))
-          .filter((r) => subscribes(JSON.parse(r.event_types) as Subscription, described.type))
-          .map((r) => r.endpoint_id);
-        if (subs.length === 0) continue;
-        const payload: EventPayload = {
+        const payload = {
           id: ledgerEventId(this.o.ledgerId, Number(e.id), described.type),
           type: described.type,
           created: Math.floor(Number(e.created_at) / 1000),
           account_id: Number(e.account_id),
           data: described.data,
         };
-        const added = await store.addEvent(
-          tx,
-          {
-            eventId: payload.id,
-            accountId: e.account_id,
-            type: payload.type,
-            payload: JSON.stringify(payload),
-            nowMs: Date.now(),
-          },
-          subs,
-          newDeliveryId,
-        );
-        if (added) stored++;
+        if (await store.addEvent(tx, e.account_id, payload, await store.subscribers(e.account_id, tx)))
+          stored++;
       }
       await store.advanceCursor(tx, LEDGER_CURSOR, Number(entries[entries.length - 1].id));
     });

@@ -8,15 +8,27 @@
  * changes nothing. Every write runs in a transaction: on SQLite the process shares one connection, and
  * a statement outside a transaction could land inside another caller's.
  */
+import { randomBytes } from "node:crypto";
 import type { DataLayer, Sql } from "../db";
 import { prepare } from "../db";
 import type { Schema } from "../db/schema";
+import { subscribes, type EventPayload, type Subscription } from "./eventTypes";
 
 export type EndpointRow = Schema["webhook_endpoints"];
 export type DeliveryRow = Schema["webhook_deliveries"];
 export interface DeliveryView extends DeliveryRow {
   type: string;
 }
+/** An enabled endpoint of an account, and the event types it hears. */
+export interface Subscriber {
+  endpoint_id: string;
+  sub: Subscription;
+}
+
+export function newDeliveryId(): string {
+  return "whd_" + randomBytes(12).toString("hex");
+}
+
 export interface DueDelivery {
   delivery_id: string;
   endpoint_id: string;
@@ -24,22 +36,6 @@ export interface DueDelivery {
   attempts: number;
   first_failure_ms: number | null;
 }
-
-const ENDPOINT_COLUMNS = [
-  "endpoint_id",
-  "account_id",
-  "url",
-  "event_types",
-  "description",
-  "enabled",
-  "secret_sealed",
-  "previous_secret_sealed",
-  "previous_secret_expires_ms",
-  "disabled_reason",
-  "disabled_ms",
-  "created_ms",
-  "updated_ms",
-] as const;
 
 const Q = {
   insertEndpoint: prepare("wh.insertEndpoint", (db, a) =>
@@ -68,7 +64,7 @@ const Q = {
   listEndpoints: prepare("wh.listEndpoints", (db, a) =>
     db
       .selectFrom("webhook_endpoints")
-      .select(ENDPOINT_COLUMNS)
+      .selectAll()
       .where("account_id", "=", a(0))
       .orderBy("created_ms")
       .orderBy("endpoint_id")
@@ -78,12 +74,12 @@ const Q = {
   getEndpoint: prepare("wh.getEndpoint", (db, a) =>
     db
       .selectFrom("webhook_endpoints")
-      .select(ENDPOINT_COLUMNS)
+      .selectAll()
       .where("endpoint_id", "=", a(0))
       .where("account_id", "=", a(1)),
   ),
   endpointById: prepare("wh.endpointById", (db, a) =>
-    db.selectFrom("webhook_endpoints").select(ENDPOINT_COLUMNS).where("endpoint_id", "=", a(0)),
+    db.selectFrom("webhook_endpoints").selectAll().where("endpoint_id", "=", a(0)),
   ),
   updateEndpoint: prepare("wh.updateEndpoint", (db, a) =>
     db
@@ -430,24 +426,32 @@ export class WebhookStore {
    * Stores an event and one pending delivery per subscribed endpoint, in the caller's transaction.
    * False when the event was already stored (another instance, or this one before a restart).
    */
+  /**
+   * Stores an event with one delivery per subscriber that hears its type. False when none does, or when
+   * the event is stored already: its id is derived from what happened, so a batch scanned again after a
+   * crash, or the same event raised by two instances, offers the same id.
+   */
   async addEvent(
     tx: Sql,
-    e: { eventId: string; accountId: string; type: string; payload: string; nowMs: number },
-    endpointIds: readonly string[],
-    newDeliveryId: () => string,
+    accountId: string,
+    payload: EventPayload,
+    subscribers: readonly Subscriber[],
+    nowMs = Date.now(),
   ): Promise<boolean> {
-    if ((await tx.run(Q.insertEvent, [e.eventId, e.accountId, e.type, e.payload, e.nowMs])) === 0)
-      return false;
-    for (const endpointId of endpointIds)
-      await tx.run(Q.insertDelivery, [newDeliveryId(), endpointId, e.eventId, e.accountId, e.nowMs]);
+    const targets = subscribers.filter((s) => subscribes(s.sub, payload.type));
+    if (targets.length === 0) return false;
+    const row = [payload.id, accountId, payload.type, JSON.stringify(payload), nowMs];
+    if ((await tx.run(Q.insertEvent, row)) === 0) return false;
+    for (const { endpoint_id } of targets)
+      await tx.run(Q.insertDelivery, [newDeliveryId(), endpoint_id, payload.id, accountId, nowMs]);
     return true;
   }
 
-  subscribers(
-    accountId: string,
-    on: Sql = this.db,
-  ): Promise<Array<{ endpoint_id: string; event_types: string }>> {
-    return on.all(Q.subscribers, [accountId]);
+  async subscribers(accountId: string, on: Sql = this.db): Promise<Subscriber[]> {
+    return (await on.all(Q.subscribers, [accountId])).map((r) => ({
+      endpoint_id: r.endpoint_id,
+      sub: JSON.parse(r.event_types) as Subscription,
+    }));
   }
 
   /** Accounts with at least one enabled endpoint: only their logs become events. */

@@ -55,11 +55,6 @@ export class Simulator {
     this.simulateV1 = o.mode !== "estimateGas";
   }
 
-  /** Whether eth_simulateV1 is still in use (false after a node answered without it). */
-  usesSimulateV1(): boolean {
-    return this.simulateV1;
-  }
-
   /** Returns the registry call's gas, or throws the decoded refusal. */
   async simulate(req: WriteRequest): Promise<bigint> {
     const call = {
