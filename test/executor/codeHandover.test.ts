@@ -101,7 +101,7 @@ describe("action code handed to a worker once per CID", function () {
       >;
       cache.receive(first);
       expect(first.code).to.equal(undefined);
-      expect(first.program).to.include({ code: "return 1;", source: wrap("return 1;") });
+      expect(first.program).to.deep.equal({ source: wrap("return 1;"), scanned: false });
       const later = { cid: "cidA", holdCode: false, forgetCode: false } as Record<string, unknown>;
       cache.receive(later);
       expect(later.program).to.equal(first.program);
@@ -111,14 +111,14 @@ describe("action code handed to a worker once per CID", function () {
       const cache = makeCodeCache(wrap);
       cache.receive({ cid: "cidA", code: "return 'a';", holdCode: true });
       cache.receive({ cid: "cidB", code: "return 'b';", holdCode: true });
-      const a: Record<string, { code: string }> = { cid: "cidA" } as never;
-      const b: Record<string, { code: string }> = { cid: "cidB" } as never;
+      const a: Record<string, { source: string }> = { cid: "cidA" } as never;
+      const b: Record<string, { source: string }> = { cid: "cidB" } as never;
       const c: Record<string, unknown> = { cid: "cidC" };
       cache.receive(a);
       cache.receive(b);
       cache.receive(c);
-      expect(a.program.code).to.equal("return 'a';");
-      expect(b.program.code).to.equal("return 'b';");
+      expect(a.program.source).to.equal(wrap("return 'a';"));
+      expect(b.program.source).to.equal(wrap("return 'b';"));
       expect(c.program).to.equal(null);
     });
 
@@ -126,16 +126,16 @@ describe("action code handed to a worker once per CID", function () {
       const cache = makeCodeCache(wrap);
       cache.receive({ cid: "cidA", code: "return 1;", holdCode: true });
       cache.receive({ cid: "cidA", code: "return 2;", holdCode: true });
-      const m: Record<string, { code: string }> = { cid: "cidA" } as never;
+      const m: Record<string, { source: string }> = { cid: "cidA" } as never;
       cache.receive(m);
-      expect(m.program.code).to.equal("return 2;");
-      const once: Record<string, { code: string }> = {
+      expect(m.program.source).to.equal(wrap("return 2;"));
+      const once: Record<string, { source: string }> = {
         cid: "once",
         code: "return 3;",
         holdCode: false,
       } as never;
       cache.receive(once);
-      expect(once.program.code).to.equal("return 3;");
+      expect(once.program.source).to.equal(wrap("return 3;"));
       const again: Record<string, unknown> = { cid: "once" };
       cache.receive(again);
       expect(again.program).to.equal(null);

@@ -6,9 +6,9 @@
  * arrives, in the order the main thread posted them, so what is held is exactly what the main thread
  * recorded.
  *
- * What is held per CID is a "program": the code, its wrapped source (one string, reused by every run of
- * the CID, so V8 hashes it once and finds its eval cache entry at once), and whether SES has already
- * evaluated that exact source here. Nothing of it is reachable from a Compartment: runs get a new
+ * What is held per CID is a "program": the code's wrapped source (one string, reused by every run of
+ * the CID, so V8 hashes it once and finds its eval cache entry at once; the code itself is not kept
+ * beside it), and whether SES has already evaluated that exact source here. Nothing of it is reachable from a Compartment: runs get a new
  * Compartment and a fresh global object each, as before.
  *
  * What "already evaluated" lets a run skip: SES's scan for direct `eval(` expressions, the one source
@@ -22,7 +22,7 @@ const SCANNED = Object.freeze({ __rejectSomeDirectEvalExpressions__: false });
 /** @param wrap (code) => the source the worker evaluates for it */
 function makeCodeCache(wrap) {
   const held = new Map();
-  const program = (code) => ({ code, source: wrap(code), scanned: false });
+  const program = (code) => ({ source: wrap(code), scanned: false });
   return {
     /**
      * Resolve a run message's code as it arrives: sets msg.program (null when the message carries no
