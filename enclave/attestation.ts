@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { hashMessage } from "ethers";
-import { deriveSecp256k1, LABELS } from "./derive";
+import { deriveSecp256k1, LABELS, type RootKey } from "./derive";
 import { addressOf, hex, publicKeyOf, signDigest } from "./secp";
 
 /** The `format` field of every attestation document of this version. */
@@ -22,7 +22,7 @@ export const ATTESTATION_FORMAT = "sigil-attestation/v1";
 
 const IDENTITY_ID = new TextEncoder().encode("root");
 
-function withIdentityKey<T>(root: Uint8Array, use: (k: Uint8Array) => T): T {
+function withIdentityKey<T>(root: RootKey, use: (k: Uint8Array) => T): T {
   const k = deriveSecp256k1(root, LABELS.identity, IDENTITY_ID);
   try {
     return use(k);
@@ -32,7 +32,7 @@ function withIdentityKey<T>(root: Uint8Array, use: (k: Uint8Array) => T): T {
 }
 
 /** The root key's public identity: address and uncompressed public key (0x04 ‖ x ‖ y) of the identity key. */
-export function identityOf(root: Uint8Array): { address: string; publicKey: string } {
+export function identityOf(root: RootKey): { address: string; publicKey: string } {
   return withIdentityKey(root, (k) => ({ address: addressOf(k), publicKey: hex(publicKeyOf(k)) }));
 }
 
@@ -76,7 +76,7 @@ export function attestationReportData(doc: Record<string, unknown>): Uint8Array 
 }
 
 /** The identity key's EIP-191 signature over the canonical JSON of `fields` (the document minus `signature`). */
-export function signAttestationFields(root: Uint8Array, fields: Record<string, unknown>): string {
+export function signAttestationFields(root: RootKey, fields: Record<string, unknown>): string {
   const digest = Buffer.from(hashMessage(canonicalJson(fields)).slice(2), "hex");
   return withIdentityKey(root, (k) => signDigest(k, digest));
 }
@@ -100,7 +100,7 @@ export function auditCheckpointMessage(digest: string): string {
 }
 
 /** The identity key's EIP-191 signature over auditCheckpointMessage(digest). */
-export function signAuditCheckpointDigest(root: Uint8Array, digest: string): string {
+export function signAuditCheckpointDigest(root: RootKey, digest: string): string {
   const message = Buffer.from(hashMessage(auditCheckpointMessage(digest)).slice(2), "hex");
   return withIdentityKey(root, (k) => signDigest(k, message));
 }

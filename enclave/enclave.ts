@@ -16,7 +16,15 @@ import {
 import { keccak256Bytes, registerNativeKeccakWithEthers } from "./keccak";
 import type { Provider, TypedDataDomain, TypedDataField } from "ethers";
 import { EnclaveError } from "./errors";
-import { deriveAesKey, deriveEd25519Seed, deriveRecordKey, deriveSecp256k1, ids, LABELS } from "./derive";
+import {
+  deriveAesKey,
+  deriveEd25519Seed,
+  deriveRecordKey,
+  deriveSecp256k1,
+  ids,
+  LABELS,
+  rootKeyObject,
+} from "./derive";
 import {
   ed25519PublicKey,
   ed25519Sign,
@@ -29,7 +37,7 @@ import { ApiKeyParser, decodeApiKey, generateKeyString } from "./apiKeys";
 import type { GeneratedApiKey, ParsedApiKey, ApiKeyKind } from "./apiKeys";
 import { addressOf, addressOfPublicKey, hex, publicKeyOf, signDigest } from "./secp";
 import { open, seal } from "./aesEnvelope";
-import { createHash } from "node:crypto";
+import { createHash, type KeyObject } from "node:crypto";
 import { parseCid } from "./cid";
 import { Lru } from "./lru";
 import { decodeRootKey } from "./rootKey";
@@ -135,7 +143,11 @@ const PKP_ID = /^0x[0-9a-fA-F]{64}$/;
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 
 export class Enclave implements KeyCapabilities {
-  readonly #root: Uint8Array;
+  /**
+   * The root key as a secret KeyObject made once (derive.ts, RootKey: each derivation would otherwise
+   * make a new one); the bytes it was made from are zeroed.
+   */
+  readonly #root: KeyObject;
   readonly #apiKeys = new ApiKeyParser();
   /** Public keys only: deriving a PKP's address on every list request would redo the EC multiplication. */
   readonly #pkpPublicKeys = new Lru<string, Uint8Array>(10_000);
@@ -154,7 +166,8 @@ export class Enclave implements KeyCapabilities {
   readonly #tee: TeeSource | null;
 
   private constructor(root: Uint8Array, tee: TeeSource | null = null) {
-    this.#root = root;
+    this.#root = rootKeyObject(root);
+    root.fill(0);
     this.#tee = tee;
   }
 

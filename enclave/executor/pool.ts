@@ -19,6 +19,7 @@ import { KeyOperationLog, type KeyOperationRecord } from "./key-operation-log";
 import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
 import { SentPolicies } from "./policy-handover";
+import { SentCode } from "./code-handover";
 import type { ExecutorLimits } from "./limits";
 import { SIGNER_SCRIPT, WORKER_SCRIPT } from "./pool-paths";
 import type { FetchPolicy } from "./fetch-policy";
@@ -210,6 +211,8 @@ interface Slot {
   account: string | null;
   /** The policy documents this worker has been sent (policy-handover.ts). */
   sentPolicies: SentPolicies;
+  /** The action code this worker holds, by CID (code-handover.ts). */
+  sentCode: SentCode;
 }
 
 export interface PoolOptions {
@@ -552,7 +555,8 @@ export class WorkerPool {
       {
         type: "run",
         runId: run.runId,
-        code: job.code,
+        // Sent once per worker and CID, then the CID alone (code-handover.ts).
+        ...slot.sentCode.wire(job.cid, job.code),
         imports: job.imports,
         cid: job.cid,
         paramsJson: job.paramsJson,
@@ -682,6 +686,7 @@ export class WorkerPool {
       probeSentAt: null,
       account: null,
       sentPolicies: new SentPolicies(),
+      sentCode: new SentCode(),
     };
     this.slots.add(slot);
     worker.on("message", (m) => this.onMessage(slot, m));

@@ -4,7 +4,18 @@ import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { ethers } from "ethers";
 import { Enclave, EnclaveError } from "../../enclave";
-import { deriveAesKey, deriveSecp256k1, hkdfBytes, ids, infoFor, LABELS } from "../../enclave/derive";
+import {
+  deriveAesKey,
+  deriveEd25519Seed,
+  deriveRecordKey,
+  deriveSecp256k1,
+  hkdfBytes,
+  ids,
+  infoFor,
+  LABELS,
+  rootKeyObject,
+  type Label,
+} from "../../enclave/derive";
 import { seal } from "../../enclave/aesEnvelope";
 
 /**
@@ -145,6 +156,28 @@ describe("enclave derivations", function () {
         expect("0x" + okm.toString("hex")).to.equal(v.okm48);
         const k = (BigInt("0x" + okm.toString("hex")) % (n - 1n)) + 1n;
         expect(ethers.toBeHex(k, 32)).to.equal(v.privateKey);
+      }
+    });
+
+    it("the root given as its KeyObject (as the Enclave holds it) derives the same bytes as the root's bytes", function () {
+      const rootObject = rootKeyObject(Uint8Array.from(root));
+      const idsByLabel: [Label, Uint8Array][] = [
+        ...PKP_IDS.map((p): [Label, Uint8Array] => [LABELS.pkpSigning, bytesOf(p)]),
+        ...CIDS.map((c): [Label, Uint8Array] => [LABELS.action, ids.action(c)]),
+        ...MASTER_KEYS.map((m): [Label, Uint8Array] => [LABELS.owner, bytesOf(m)]),
+        ...GAS_INDICES.map((i): [Label, Uint8Array] => [LABELS.gas, ids.gas(i)]),
+      ];
+      for (const [label, id] of idsByLabel) {
+        expect(hex(hkdfBytes(rootObject, label, id, 48))).to.equal(hex(hkdfBytes(root, label, id, 48)));
+        expect(hex(deriveSecp256k1(rootObject, label, id))).to.equal(hex(deriveSecp256k1(root, label, id)));
+      }
+      for (const v of expected.pkp) {
+        const id = bytesOf(v.pkpId);
+        expect(hex(hkdfBytes(rootObject, LABELS.pkpSigning, id, 48))).to.equal(v.okm48);
+        expect(hex(deriveSecp256k1(rootObject, LABELS.pkpSigning, id))).to.equal(v.privateKey);
+        expect(hex(deriveAesKey(rootObject, id))).to.equal(v.aesKey);
+        expect(hex(deriveEd25519Seed(rootObject, id))).to.equal(hex(deriveEd25519Seed(root, id)));
+        expect(hex(deriveRecordKey(rootObject, id))).to.equal(hex(deriveRecordKey(root, id)));
       }
     });
 

@@ -27,6 +27,7 @@ const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
 const { resolvePolicies } = require("./policy-cache");
 const { makeCurveClient } = require("./curve-client");
+const { makeCodeCache, evaluateOptions, noteEvaluated } = require("./code-cache");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
 const { compileModules, runModules, importDetails } = require("./imports");
@@ -200,6 +201,9 @@ function wrap(code) {
   return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
 }
 
+/** The code this worker was sent, by CID (code-cache.js). */
+const codeCache = makeCodeCache(wrap);
+
 function nextMacrotask() {
   return new Promise((resolve) => hostSetImmediate(resolve));
 }
@@ -302,12 +306,16 @@ async function execute(msg) {
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
-    const source = wrap(msg.code);
+    const program = msg.program;
+    if (program === null)
+      error = { code: "worker_crashed", message: "the worker holds no code for this run" };
+    const source = program === null ? "" : program.source;
     let fn;
     let modules = [];
     if (error === null) {
       try {
-        fn = compartment.evaluate(source);
+        fn = compartment.evaluate(source, evaluateOptions(program));
+        noteEvaluated(program);
         if (msg.imports) modules = compileModules(compartment, msg.imports);
         // `main` is read by the wrapper itself, behind a typeof check.
         const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
@@ -433,6 +441,7 @@ parentPort.on("message", (msg) => {
       // Policy documents are resolved as messages arrive, in the order the main thread sent them
       // (policy-cache.js): a run queued here, even one taken back later, has had its documents read.
       if (msg.runKey) msg.runKey.policies = resolvePolicies(msg.runKey.policies, msg.runKey.forgetPolicies);
+      codeCache.receive(msg); // likewise the code (code-cache.js)
       if (running) waiting.push(msg);
       else start(msg);
       break;
