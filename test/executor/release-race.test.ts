@@ -59,7 +59,13 @@ describe("pool: a release crossing the end of the run ahead, with a job pipeline
   this.timeout(30_000);
   const keys = makeKeys();
 
-  it("the released job is handed back and the job behind it becomes the worker's run and finishes", async function () {
+  /**
+   * One try at the interleaving. On a loaded machine the worker can answer the release before the run
+   * ahead's "done" (the main thread then never makes the released job the worker's run, and there is
+   * nothing to pipeline behind it): that try did not reproduce the race and says so, instead of waiting
+   * for a job that is never sent.
+   */
+  async function attempt(): Promise<"missed" | { requeued: string[]; behind: RunOutcome }> {
     const pool = new WorkerPool({
       keys,
       poolSize: 2,
@@ -102,23 +108,37 @@ describe("pool: a release crossing the end of the run ahead, with a job pipeline
       pool.onRequeue = (j) => requeued.push(j === released ? "released" : j === behind ? "behind" : "?");
       // The executor's reaction to the run ahead's "done": the worker looks busy with the released job
       // (it is its current run here by then), so the next job is pipelined behind it.
-      let behindSent = false;
+      let missed!: () => void;
+      const wasMissed = new Promise<"missed">((r) => (missed = () => r("missed")));
+      let decided = false;
       pool.onIdle = () => {
-        if (behindSent || !finished.has("ahead") || !pool.canPipeline()) return;
-        behindSent = true;
-        pool.pipeline(behind);
+        if (decided || !finished.has("ahead")) return;
+        decided = true;
+        if (pool.canPipeline()) pool.pipeline(behind);
+        else missed();
       };
       pool.start(ahead);
       pool.pipeline(released); // the other worker stays idle: the watchdog asks this job back at once
       const a = await outcomes.get("ahead")!;
       expect(a.responseJson).to.equal('"ahead"');
-      const b = await outcomes.get("behind")!;
-      expect(b.error, JSON.stringify(b.error)).to.equal(null);
-      expect(b.responseJson).to.equal('"behind"');
-      expect(requeued).to.deep.equal(["released"]);
-      expect(behindSent).to.equal(true);
+      const b = await Promise.race([outcomes.get("behind")!, wasMissed]);
+      return b === "missed" ? "missed" : { requeued, behind: b };
     } finally {
       await pool.close({ code: "executor_closed", message: "test over" });
     }
+  }
+
+  it("the released job is handed back and the job behind it becomes the worker's run and finishes", async function () {
+    for (let tries = 0; tries < 5; tries++) {
+      const result = await attempt();
+      if (result === "missed") continue;
+      expect(result.behind.error, JSON.stringify(result.behind.error)).to.equal(null);
+      expect(result.behind.responseJson).to.equal('"behind"');
+      expect(result.requeued).to.deep.equal(["released"]);
+      return;
+    }
+    // Five tries in a row on a machine too loaded to order the two answers as the race needs: nothing
+    // was shown either way (the executor-level test above covers the same fix end to end).
+    this.skip();
   });
 });
