@@ -5,6 +5,7 @@
  * (relayer/db/sharedLimits.ts), behind the same two interfaces.
  */
 import type { NextFunction, Request, Response } from "express";
+import type { RidingAdmission } from "./db/riding";
 import { ApiError } from "./errors";
 import { clientIp } from "./http/context";
 
@@ -41,6 +42,16 @@ export async function takeInOrder(takes: readonly LimitTake[]): Promise<void> {
 /** Admits one more execution of the account, or throws 429; the returned function releases it (once). */
 export interface ExecutionCap {
   enter(accountId: string): (() => void) | Promise<() => void>;
+  /**
+   * Optional: the same admission as statements that ride in another admission's round trip (the
+   * run's reservation, relayer/execution/admission.ts); absent where the cap is not in a database.
+   */
+  leaseAlong?(accountId: string): RidingLease;
+}
+
+/** A lease riding in another admission's round trip; `release` is set once it was admitted. */
+export interface RidingLease extends RidingAdmission {
+  readonly release: (() => void) | null;
 }
 
 export function rateLimited(capacity: number, what: string, retryAfter: number): ApiError {
