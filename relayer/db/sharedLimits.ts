@@ -9,9 +9,9 @@
  * see fewer free slots, never more.
  *
  * Cost (docs/performance.md, "PostgreSQL per request"): one statement per admitted request and limit,
- * one for several limits taken together (`takeAlong`: the per-key and per-account limits of an
- * authenticated request), one per execution admitted, and releases ride along with the next admission
- * or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
+ * one for several limits taken together (`takeAlong`: the per-IP, per-key and per-account limits of
+ * an authenticated request), one per execution admitted or none when it rides in the run's
+ * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
  * the database server empties them (docs/consistency.md).
  */
 import { randomUUID } from "node:crypto";
