@@ -13,9 +13,9 @@ export interface BenchPostgres {
   /** Connection URL of the run's database. */
   url: string;
   /**
-   * CPU time (ms, user + system) the server's processes have used so far: the postmaster and every
-   * backend alive now, found by the data folder on their command line (/proc; 0 where there is none).
-   * Backends that exited took their time with them, so read it while the pool's connections are open.
+   * CPU time (ms, user + system) the server's processes have used so far: the postmaster's own and its
+   * exited children's (reaped, so counted in its cutime and cstime), plus every live backend's; found
+   * by the data folder on the postmaster's command line (/proc; 0 where there is none).
    */
   cpuMs(): number;
   stop(): Promise<void>;
@@ -25,31 +25,42 @@ export interface BenchPostgres {
 const TICKS_PER_SECOND = 100;
 
 function serverCpuMs(dataDir: string): number {
-  let ticks = 0;
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((d) => /^[0-9]+$/.test(d));
   } catch {
     return 0;
   }
-  const ours = new Set<string>();
+  // stat's fields after the command name: [1] parent pid, [11] utime, [12] stime, [13] cutime, [14] cstime.
+  const stats = new Map<string, string[]>();
   for (const pid of pids) {
     try {
-      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(dataDir)) ours.add(pid);
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      stats.set(pid, stat.slice(stat.lastIndexOf(")") + 2).split(" "));
     } catch {
       // gone meanwhile
     }
   }
-  // Backends are the postmaster's children (their command line names no folder).
-  for (const pid of pids) {
+  let ticks = 0;
+  for (const [pid, f] of stats) {
+    let cmdline = "";
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      // fields[1] is the parent pid, fields[11] and [12] utime and stime (stat's fields 4, 14, 15).
-      if (ours.has(pid) || ours.has(fields[1])) ticks += Number(fields[11]) + Number(fields[12]);
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
     } catch {
-      // gone meanwhile
+      continue;
     }
+    // The postmaster: its command line names the folder and its parent's does not (not a wrapper).
+    const parent = stats.get(f[1]);
+    if (!cmdline.includes(dataDir) || !cmdline.split("\0")[0].endsWith("postgres")) continue;
+    if (parent) {
+      try {
+        if (readFileSync(`/proc/${f[1]}/cmdline`, "utf8").split("\0")[0].endsWith("postgres")) continue;
+      } catch {
+        // the parent is gone: this is the postmaster
+      }
+    }
+    ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    for (const [, child] of stats) if (child[1] === pid) ticks += Number(child[11]) + Number(child[12]);
   }
   return (ticks * 1000) / TICKS_PER_SECOND;
 }
