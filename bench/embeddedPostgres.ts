@@ -3,7 +3,7 @@
  * port, one database created for the run; `stop()` removes all of it. Run as root the server runs as
  * `postgres`, hence the world-writable parent folder.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "pg";
@@ -12,7 +12,57 @@ import { freePort } from "../testkit/anvil";
 export interface BenchPostgres {
   /** Connection URL of the run's database. */
   url: string;
+  /**
+   * CPU time (ms, user + system) the server's processes have used so far: the postmaster's own and its
+   * exited children's (reaped, so counted in its cutime and cstime), plus every live backend's; found
+   * by the data folder on the postmaster's command line (/proc; 0 where there is none).
+   */
+  cpuMs(): number;
   stop(): Promise<void>;
+}
+
+/** Clock ticks per second of /proc/<pid>/stat's times (Linux's USER_HZ, 100 on every current kernel). */
+const TICKS_PER_SECOND = 100;
+
+function serverCpuMs(dataDir: string): number {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((d) => /^[0-9]+$/.test(d));
+  } catch {
+    return 0;
+  }
+  // stat's fields after the command name: [1] parent pid, [11] utime, [12] stime, [13] cutime, [14] cstime.
+  const stats = new Map<string, string[]>();
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      stats.set(pid, stat.slice(stat.lastIndexOf(")") + 2).split(" "));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  let ticks = 0;
+  for (const [pid, f] of stats) {
+    let cmdline = "";
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    } catch {
+      continue;
+    }
+    // The postmaster: its command line names the folder and its parent's does not (not a wrapper).
+    const parent = stats.get(f[1]);
+    if (!cmdline.includes(dataDir) || !cmdline.split("\0")[0].endsWith("postgres")) continue;
+    if (parent) {
+      try {
+        if (readFileSync(`/proc/${f[1]}/cmdline`, "utf8").split("\0")[0].endsWith("postgres")) continue;
+      } catch {
+        // the parent is gone: this is the postmaster
+      }
+    }
+    ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    for (const [, child] of stats) if (child[1] === pid) ticks += Number(child[11]) + Number(child[12]);
+  }
+  return (ticks * 1000) / TICKS_PER_SECOND;
 }
 
 export async function startBenchPostgres(database = "sigil_bench"): Promise<BenchPostgres> {
@@ -38,6 +88,7 @@ export async function startBenchPostgres(database = "sigil_bench"): Promise<Benc
   await admin.end();
   return {
     url: `postgres://sigil:${password}@127.0.0.1:${port}/${database}`,
+    cpuMs: () => serverCpuMs(join(parent, "data")),
     async stop() {
       await pg.stop();
       rmSync(parent, { recursive: true, force: true });

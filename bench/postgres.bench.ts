@@ -56,23 +56,34 @@ async function target(engine: Target["engine"], databaseUrl: string | undefined)
 interface Measured {
   stats: Stats;
   statementsPerRequest: number;
+  /** CPU ms per request: this process (both relayers; only the measured one is busy) and the PG server. */
+  relayerCpuMs: number;
+  serverCpuMs: number;
 }
 
-async function measure(run: () => Promise<Stats>): Promise<Measured> {
+async function measure(run: () => Promise<Stats>, serverCpuMs: () => number): Promise<Measured> {
   const before = postgresStatementCount();
+  const cpu = process.cpuUsage();
+  const server = serverCpuMs();
   const stats = await run();
-  return { stats, statementsPerRequest: (postgresStatementCount() - before) / stats.n };
+  const used = process.cpuUsage(cpu);
+  return {
+    stats,
+    statementsPerRequest: (postgresStatementCount() - before) / stats.n,
+    relayerCpuMs: (used.user + used.system) / 1000 / stats.n,
+    serverCpuMs: (serverCpuMs() - server) / stats.n,
+  };
 }
 
 const f = (x: number) => x.toFixed(1);
 const header =
-  "| run                          | engine     |     n |   req/s | p50 ms | p95 ms | PG statements/req | p50 vs SQLite | req/s vs SQLite |\n|---|---|---|---|---|---|---|---|---|";
+  "| run                          | engine     |     n |   req/s | p50 ms | p95 ms | PG statements/req | CPU ms/req: relayer, PG server | p50 vs SQLite | req/s vs SQLite |\n|---|---|---|---|---|---|---|---|---|---|";
 function row(name: string, engine: string, m: Measured, base?: Measured): string {
   const s = m.stats;
   const vs = base
     ? `${(s.p50 / base.stats.p50).toFixed(2)}× | ${(s.rps / base.stats.rps).toFixed(2)}×`
     : "1.00× | 1.00×";
-  return `| ${name.padEnd(28)} | ${engine.padEnd(10)} | ${String(s.n).padStart(5)} | ${f(s.rps).padStart(7)} | ${f(s.p50).padStart(6)} | ${f(s.p95).padStart(6)} | ${m.statementsPerRequest.toFixed(2).padStart(17)} | ${vs} |`;
+  return `| ${name.padEnd(28)} | ${engine.padEnd(10)} | ${String(s.n).padStart(5)} | ${f(s.rps).padStart(7)} | ${f(s.p50).padStart(6)} | ${f(s.p95).padStart(6)} | ${m.statementsPerRequest.toFixed(2).padStart(17)} | ${m.relayerCpuMs.toFixed(2)}, ${m.serverCpuMs.toFixed(2)} | ${vs} |`;
 }
 
 /** The mean of alternated runs' figures (a 2-CPU machine drifts; alternation spreads the drift). */
@@ -87,6 +98,8 @@ function mean(ms: Measured[]): Measured {
       p99: avg((m) => m.stats.p99),
     },
     statementsPerRequest: avg((m) => m.statementsPerRequest),
+    relayerCpuMs: avg((m) => m.relayerCpuMs),
+    serverCpuMs: avg((m) => m.serverCpuMs),
   };
 }
 
@@ -129,7 +142,7 @@ async function main(): Promise<void> {
     for (const [name, run] of rowsOf) {
       const runs = new Map<string, Measured[]>(targets.map((t) => [t.engine, []]));
       for (let r = 0; r < rounds; r++)
-        for (const t of targets) runs.get(t.engine)!.push(await measure(() => run(t)));
+        for (const t of targets) runs.get(t.engine)!.push(await measure(() => run(t), pg.cpuMs));
       const base = mean(runs.get("sqlite")!);
       console.log(row(name, "sqlite", base));
       console.log(row(name, "postgres", mean(runs.get("postgres")!), base));

@@ -55,7 +55,12 @@ export function buildApp(ctx: RelayerContext): Express {
   });
 
   // Before anything that authenticates, parses or reads the chain (rateLimit.ts).
-  app.use("/core/v1", perIpLimit(ctx.ipLimit));
+  // A request whose key the cache holds has its IP's token taken with its key's and account's (one
+  // statement on PostgreSQL); any other, here.
+  app.use(
+    "/core/v1",
+    perIpLimit(ctx.ipLimit, (req) => ctx.auth.holdsRequestKey(req)),
+  );
 
   // Every endpoint is mounted through `mount`, from its declaration only, so the 405 table (`routes`)
   // and the OpenAPI document cannot miss one.

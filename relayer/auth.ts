@@ -16,7 +16,7 @@ export type { AccountMode } from "./policy";
 import type { PermissionCache } from "./permissions/permissionCache";
 import { ApiError } from "./errors";
 import { accountMode, type AccountMode } from "./policy";
-import { type RateLimiter, takeInOrder } from "./rateLimit";
+import { type LimitTake, type RateLimiter, claimIpToken, takeInOrder } from "./rateLimit";
 import { isSignedRequest, rawBodyOf, type SignedRequestVerifier } from "./http/signedRequest";
 import { siweHeaders, type SignOutOutcome, type SiweSession, type SiweVerifier } from "./http/siwe";
 
@@ -81,13 +81,40 @@ export class Authenticator {
     private readonly siwe?: SiweVerifier,
   ) {}
 
-  /** `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization). */
-  async authenticate(apiKey: string, opts: { rateLimit?: boolean } = {}): Promise<AuthContext> {
+  /**
+   * Whether the request's bearer key is one the cache holds now (a live usage key, or an account key
+   * of a loaded account), so that authenticating it costs no chain call: perIpLimit may then leave the
+   * IP's token to authentication, to be taken in one statement with the key's and the account's.
+   */
+  holdsRequestKey(req: Request): boolean {
+    if (this.signed !== undefined && isSignedRequest(req)) return false;
+    let parsed;
+    try {
+      parsed = this.enclave.parseApiKey(extractApiKey(req));
+    } catch {
+      return false;
+    }
+    return parsed.kind === "account"
+      ? this.cache.holdsMasterKey(parsed.address)
+      : this.cache.holdsLiveKey(parsed.address, Math.floor(Date.now() / 1000));
+  }
+
+  /**
+   * `rateLimit: false` for internal re-checks (the executor's per-key-operation authorization).
+   * `ipToken`: the IP's token perIpLimit left to authentication; taken first, with the key's and the
+   * account's when the cache still holds the key, else on its own before anything else.
+   */
+  async authenticate(
+    apiKey: string,
+    opts: { rateLimit?: boolean; ipToken?: LimitTake } = {},
+  ): Promise<AuthContext> {
     const limit = opts.rateLimit !== false;
+    let ipToken = opts.ipToken;
     let parsed;
     try {
       parsed = this.enclave.parseApiKey(apiKey);
     } catch (err) {
+      if (ipToken) await takeInOrder([ipToken]);
       if (isEnclaveError(err)) {
         // The enclave's details are fixed phrases (never key material): say which rule the key broke.
         const reason = err.details ?? "malformed key";
@@ -103,10 +130,21 @@ export class Authenticator {
       // Changes made through other instances first (cross-instance read-your-writes; null in one process).
       const behind = limit ? this.cache.freshen() : null;
       if (behind) await behind;
+      if (ipToken && !this.cache.holdsMasterKey(parsed.address)) {
+        await takeInOrder([ipToken]);
+        ipToken = undefined;
+      }
       const id = await this.cache.accountOfMasterKey(parsed.address);
-      if (!id) throw new ApiError("unknown_api_key", "No account has this account key.");
+      if (!id) {
+        if (ipToken) await takeInOrder([ipToken]);
+        throw new ApiError("unknown_api_key", "No account has this account key.");
+      }
       const account = await this.cache.account(id);
-      if (limit) await this.limits.perAccount.take(`a:${id}`, `account ${id}`);
+      if (limit)
+        await takeInOrder([
+          ...(ipToken ? [ipToken] : []),
+          { limiter: this.limits.perAccount, key: `a:${id}`, what: `account ${id}` },
+        ]);
       const mode = accountMode(this.enclave, account);
       return {
         principal: { accountId: String(id), keyAddress: parsed.address, kind: "account" },
@@ -117,21 +155,34 @@ export class Authenticator {
         signer: this.enclave.ownerAddress(parsed.address),
       };
     }
-    return this.authenticateUsageKey(parsed.address, apiKey, limit);
+    return this.authenticateUsageKey(parsed.address, apiKey, limit, ipToken);
   }
 
   /**
    * A usage key known by its address: a bearer key once parsed, or the signer of a signed request or
    * forward request (apiKey null). Same checks either way: registered, not removed, not expired.
    */
-  async authenticateUsageKey(address: string, apiKey: string | null, limit = true): Promise<AuthContext> {
+  async authenticateUsageKey(
+    address: string,
+    apiKey: string | null,
+    limit = true,
+    ipToken?: LimitTake,
+  ): Promise<AuthContext> {
     // Changes made through other instances first (cross-instance read-your-writes; null in one process).
     // Internal re-checks (limit false) skip it: they follow the request's own authorization.
     if (limit) {
       const behind = this.cache.freshen();
       if (behind) await behind;
     }
-    const found = await this.cache.lookupKey(address, Math.floor(Date.now() / 1000));
+    const now = Math.floor(Date.now() / 1000);
+    // The key no longer live in the cache (another instance's change just arrived): the IP's token
+    // first, on its own, before a lookup that may ask the chain.
+    if (ipToken && !this.cache.holdsLiveKey(address, now)) {
+      await takeInOrder([ipToken]);
+      ipToken = undefined;
+    }
+    const found = await this.cache.lookupKey(address, now);
+    if (found.status !== "live" && ipToken) await takeInOrder([ipToken]);
     if (found.status === "unknown")
       throw new ApiError("unknown_api_key", "The key is not registered, or it was removed.");
     if (found.status === "expired") {
@@ -147,8 +198,10 @@ export class Authenticator {
       throw markRefusedKey(refused, { accountId: String(found.accountId), keyAddress: address, apiKey });
     }
     if (limit) {
-      // Both limits in one database round trip on PostgreSQL (relayer/db/sharedLimits.ts).
+      // Both limits (and the IP's, when left to here) in one round trip on PostgreSQL
+      // (relayer/db/sharedLimits.ts).
       await takeInOrder([
+        ...(ipToken ? [ipToken] : []),
         { limiter: this.limits.perKey, key: `k:${address}`, what: `key ${address}` },
         {
           limiter: this.limits.perAccount,
@@ -272,6 +325,44 @@ export class Authenticator {
       : this.authenticate(auth.apiKey, { rateLimit: false });
   }
 
+  /**
+   * The request's credential, whichever kind it is. `ipToken` (perIpLimit left it here): a bearer
+   * key's authentication takes it along; any other way, or a malformed header, takes it first.
+   */
+  private async authenticateRequest(
+    req: Request,
+    sessionWrites: boolean,
+    ipToken: LimitTake | undefined,
+  ): Promise<AuthContext> {
+    const siwe = siweHeaders((name) => req.get(name));
+    const signed = this.signed !== undefined && isSignedRequest(req);
+    if (ipToken && !siwe && !signed) {
+      let apiKey: string;
+      try {
+        apiKey = extractApiKey(req);
+      } catch (err) {
+        await takeInOrder([ipToken]);
+        throw err;
+      }
+      return this.authenticate(apiKey, { ipToken });
+    }
+    if (ipToken) await takeInOrder([ipToken]);
+    if (siwe && !signed)
+      throw new ApiError(
+        "siwe_invalid",
+        "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
+      );
+    if (signed) {
+      const verified = this.signed!.verifyRequest(req, rawBodyOf(req));
+      const authenticateSigner = (address: string) =>
+        siwe
+          ? this.authenticateOwnerSession(siwe, address, req.method, sessionWrites)
+          : this.authenticateUsageKey(address, null);
+      return typeof verified === "string" ? authenticateSigner(verified) : verified.then(authenticateSigner);
+    }
+    return this.authenticate(extractApiKey(req));
+  }
+
   private run(
     req: Request,
     res: Response,
@@ -279,30 +370,7 @@ export class Authenticator {
     accountOnly: boolean,
     sessionWrites = false,
   ): void {
-    let pending: Promise<AuthContext>;
-    try {
-      const siwe = siweHeaders((name) => req.get(name));
-      const signed = this.signed !== undefined && isSignedRequest(req);
-      if (siwe && !signed)
-        throw new ApiError(
-          "siwe_invalid",
-          "Sigil-Siwe comes with a request signed by the session key it names (the Sigil-* signature headers).",
-        );
-      if (signed) {
-        const verified = this.signed!.verifyRequest(req, rawBodyOf(req));
-        const authenticateSigner = (address: string) =>
-          siwe
-            ? this.authenticateOwnerSession(siwe, address, req.method, sessionWrites)
-            : this.authenticateUsageKey(address, null);
-        pending =
-          typeof verified === "string" ? authenticateSigner(verified) : verified.then(authenticateSigner);
-      } else {
-        pending = this.authenticate(extractApiKey(req));
-      }
-    } catch (err) {
-      next(err);
-      return;
-    }
+    const pending = this.authenticateRequest(req, sessionWrites, claimIpToken(res));
     pending.then(
       (auth) => {
         auth.requestId = String(res.locals.requestId);

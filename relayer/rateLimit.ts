@@ -5,6 +5,7 @@
  * (relayer/db/sharedLimits.ts), behind the same two interfaces.
  */
 import type { NextFunction, Request, Response } from "express";
+import type { RidingAdmission } from "./db/riding";
 import { ApiError } from "./errors";
 import { clientIp } from "./http/context";
 
@@ -41,6 +42,16 @@ export async function takeInOrder(takes: readonly LimitTake[]): Promise<void> {
 /** Admits one more execution of the account, or throws 429; the returned function releases it (once). */
 export interface ExecutionCap {
   enter(accountId: string): (() => void) | Promise<() => void>;
+  /**
+   * Optional: the same admission as statements that ride in another admission's round trip (the
+   * run's reservation, relayer/execution/admission.ts); absent where the cap is not in a database.
+   */
+  leaseAlong?(accountId: string): RidingLease;
+}
+
+/** A lease riding in another admission's round trip; `release` is set once it was admitted. */
+export interface RidingLease extends RidingAdmission {
+  readonly release: (() => void) | null;
 }
 
 export function rateLimited(capacity: number, what: string, retryAfter: number): ApiError {
@@ -131,15 +142,35 @@ export class ConcurrencyCap implements ExecutionCap {
  * unknown key (which costs a chain call to refuse) or for a public route (GET /pkps/:id) is counted
  * before anything else runs. The client address is Express's `req.ip`, i.e. the socket's unless the
  * deployment configured `trustProxy` (docs/configuration.md).
+ *
+ * `defer(req)`: the request's key is one the permission cache already holds (nothing costly runs
+ * before its authentication). Then, where the limits live in a database that can take several in
+ * one statement, the IP's token is left to authentication, which takes it first in the same statement
+ * as the key's and the account's (claimIpToken). A deferred token nobody claimed (the request was
+ * answered before authentication: a malformed body, an unknown route) is taken once it closes.
  */
-export function perIpLimit(limiter: RateLimiter) {
-  return (req: Request, _res: Response, next: NextFunction): void => {
+export function perIpLimit(limiter: RateLimiter, defer?: (req: Request) => boolean) {
+  return (req: Request, res: Response, next: NextFunction): void => {
     const ip = limitedAddress(clientIp(req));
+    const take: LimitTake = { limiter, key: `ip:${ip}`, what: `ip ${ip}` };
+    if (limiter.takeAlong && defer?.(req)) {
+      const deferred: Deferred = { take, claimed: false };
+      res.locals[DEFERRED_IP] = deferred;
+      res.once("close", () => {
+        if (deferred.claimed) return;
+        deferred.claimed = true;
+        Promise.resolve()
+          .then(() => limiter.take(take.key, take.what))
+          .catch(() => undefined); // answered already: a refusal or a failure has no one to tell
+      });
+      next();
+      return;
+    }
     // `take` is synchronous in memory and asynchronous on the shared (PostgreSQL) buckets; either way
     // a refusal reaches the error handler as a typed 429 and a database failure as database_unavailable.
     let taken: void | Promise<void>;
     try {
-      taken = limiter.take(`ip:${ip}`, `ip ${ip}`);
+      taken = limiter.take(take.key, take.what);
     } catch (err) {
       next(err);
       return;
@@ -147,6 +178,33 @@ export function perIpLimit(limiter: RateLimiter) {
     if (taken instanceof Promise) taken.then(() => next(), next);
     else next();
   };
+}
+
+const DEFERRED_IP = "sigilDeferredIpToken";
+interface Deferred {
+  take: LimitTake;
+  claimed: boolean;
+}
+
+/**
+ * The IP's token perIpLimit left to authentication, if any: from now on the caller's to take (first,
+ * before the request's other limits or anything else). Undefined when it was taken already.
+ */
+export function claimIpToken(res: Response): LimitTake | undefined {
+  const deferred = res.locals[DEFERRED_IP] as Deferred | undefined;
+  if (!deferred || deferred.claimed) return undefined;
+  deferred.claimed = true;
+  return deferred.take;
+}
+
+/** For routes that do not authenticate (public, a wallet sign-in's own): the deferred IP token, taken now. */
+export function takeClaimedIpToken(_req: Request, res: Response, next: NextFunction): void {
+  const take = claimIpToken(res);
+  if (!take) {
+    next();
+    return;
+  }
+  takeInOrder([take]).then(() => next(), next);
 }
 
 /**

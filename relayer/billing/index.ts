@@ -1,6 +1,7 @@
 import type { RequestHandler } from "express";
 import type { Logger } from "pino";
 import { type DataLayer, openDataLayer } from "../db";
+import type { RidingAdmission } from "../db/riding";
 import { type HistoryItem, Ledger } from "./ledger";
 import {
   type ChargeResult,
@@ -79,8 +80,10 @@ export interface Billing {
    * flight are reserved"). Throws 403 spend_cap_reached or 402 insufficient_credits (naming what is
    * reserved and the largest timeout_ms that would fit), or 503 database_unavailable. Every
    * reservation ends with settleExecution (the run ran) or releaseExecution (it never did).
+   * `along`: the run's other admission (its execution lease) to make in the same round trip where
+   * both live in one PostgreSQL database (relayer/db/riding.ts); a reservation is then made only with it.
    */
-  reserveExecution(p: Principal, timeLimitMs: number): Promise<Reservation>;
+  reserveExecution(p: Principal, timeLimitMs: number, along?: RidingAdmission): Promise<Reservation>;
   /**
    * Charges a reserved run for its time (at most its reservation: the same limit) and releases the
    * rest. `requestId` and `actionCid` as for chargeExecution; idempotent on the request id.
@@ -259,7 +262,7 @@ export async function createBilling(opts: CreateBillingOptions): Promise<Billing
     chargeWrite: (p, operation, request) => metering.chargeWrite(p, operation, request),
     chargeExecution: (p, ms, requestId, timeLimitMs, actionCid) =>
       metering.chargeExecution(p, ms, requestId, timeLimitMs, actionCid),
-    reserveExecution: (p, timeLimitMs) => metering.reserveExecution(p, timeLimitMs),
+    reserveExecution: (p, timeLimitMs, along) => metering.reserveExecution(p, timeLimitMs, along),
     settleExecution: (r, ms, requestId, actionCid) => metering.settleExecution(r, ms, requestId, actionCid),
     releaseExecution: (r) => metering.releaseExecution(r),
     reservedCents: async (accountId) => (await metering.balanceView(accountId)).reserved_cents,

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Logger } from "pino";
 import { type DataLayer, type Sql, prepare } from "../db";
+import type { RidingAdmission } from "../db/riding";
 import { ApiError, isApiError } from "../errors";
 import type { Ledger } from "./ledger";
 import type { Principal } from "./principal";
@@ -214,8 +215,11 @@ export class Metering {
    * the key's cap and the account's balance, atomically with every other instance's reservations, or
    * refuses it (403 spend_cap_reached, 402 insufficient_credits) naming what is reserved and the
    * largest timeout_ms that would fit. Settle it with settleExecution, or releaseExecution if it never ran.
+   * `along` (PostgreSQL, the same database): another admission of the run, made in the same round
+   * trip only if the reservation fits; its refusal is thrown instead and the reservation undone. It
+   * does not ride for a free run (nothing reserved) or on SQLite: the caller then admits it on its own.
    */
-  async reserveExecution(p: Principal, timeLimitMs: number): Promise<Reservation> {
+  async reserveExecution(p: Principal, timeLimitMs: number, along?: RidingAdmission): Promise<Reservation> {
     // The executor accepts any positive limit (an operator may configure 1500.5 ms): so does this.
     if (!Number.isFinite(timeLimitMs) || timeLimitMs <= 0 || timeLimitMs > 2 ** 40)
       throw new Error(`a run's time limit must be a positive number of ms, got ${timeLimitMs}`);
@@ -238,7 +242,7 @@ export class Metering {
     }
     const extra = this.localExtra(p.accountId, key, now);
     const shrinks = this.waitingShrinks();
-    const { standing, reservation } = await reserve(this.db, {
+    const { standing, reservation, refusedAlong } = await reserve(this.db, {
       principal: p,
       keyAddress: key,
       cents: worst,
@@ -247,8 +251,11 @@ export class Metering {
       nowMs: now,
       extra,
       shrinks,
+      along,
     });
     for (const [id] of shrinks) this.shrinks.delete(id);
+    // The riding admission (the run's lease) refused: the reservation was undone with it.
+    if (refusedAlong) throw refusedAlong;
     if (!reservation) {
       const v = verdict(standing, extra, worst);
       throw this.refusal(v === "fits" ? "balance" : v, p.accountId, key, standing, extra, worst, {

@@ -28,7 +28,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { type DataLayer, type Sql, prepare } from "../db";
-import { isPostgresLayer } from "../db/engine";
+import { isPostgresLayer, sameDatabase } from "../db/engine";
+import type { RidingAdmission } from "../db/riding";
 import type { Principal } from "./principal";
 
 /** A run's reservation, as this instance holds it until a committed flush deletes its row. */
@@ -170,6 +171,26 @@ export interface ReserveRequest {
    * (SQLite) or round trip (PostgreSQL), instead of a commit of their own (see Metering.afterSettle).
    */
   shrinks?: ReadonlyArray<readonly [id: string, cents: number]>;
+  /**
+   * PostgreSQL: another admission of the same run (its execution lease) to make in the same round
+   * trip and transaction: only if this reservation fits, and this reservation stands only if that
+   * admits too (relayer/db/riding.ts). Ignored where it cannot ride (SQLite, another database).
+   */
+  along?: RidingAdmission;
+}
+
+/** reserve's answer: `refusedAlong` is the riding admission's refusal (the reservation fitted, then went with it). */
+export interface ReserveOutcome {
+  standing: Standing;
+  reservation: Reservation | null;
+  /** Whether `along` rode in this round trip (if not, the caller admits it on its own). */
+  rode: boolean;
+  refusedAlong?: Error;
+}
+
+/** Whether `along` can ride in a reservation's round trip on `db`. */
+export function canRide(db: DataLayer, along: RidingAdmission | undefined): along is RidingAdmission {
+  return along !== undefined && isPostgresLayer(db) && sameDatabase(db, along.db);
 }
 
 /**
@@ -177,10 +198,7 @@ export interface ReserveRequest {
  * account on any instance. Returns the standing it was checked against (before this reservation)
  * and the reservation, or null when it did not fit.
  */
-export async function reserve(
-  db: DataLayer,
-  r: ReserveRequest,
-): Promise<{ standing: Standing; reservation: Reservation | null }> {
+export async function reserve(db: DataLayer, r: ReserveRequest): Promise<ReserveOutcome> {
   const id = randomUUID();
   for (const v of [r.cents, r.expiresMs, r.nowMs, r.extra.account, r.extra.key])
     if (!Number.isSafeInteger(v)) throw new Error(`reservation: not a safe integer: ${v}`);
@@ -195,10 +213,34 @@ export async function reserve(
     state: "running",
   });
   if (isPostgresLayer(db)) {
-    const results = await db.script(reserveScript(id, r));
-    const row = (results[results.length - 1] as Array<Record<string, unknown>>)[0];
+    const along = canRide(db, r.along) ? r.along : undefined;
+    const own = reserveStatements(id, r);
+    const script = [...own];
+    if (along) {
+      script.push(
+        ...along.statements(`EXISTS (SELECT 1 FROM billing_reservations WHERE reservation_id = '${id}')`),
+      );
+      // The other admission refused: this reservation goes with it, in the same transaction, so no
+      // other instance ever counts it.
+      script.push(
+        `DELETE FROM billing_reservations WHERE reservation_id = '${id}' AND NOT ${along.admitted}`,
+      );
+    }
+    let results: unknown[][];
+    try {
+      results = await db.script(script.join(";\n"));
+    } catch (err) {
+      along?.abandon();
+      throw err;
+    }
+    const row = (results[own.length - 1] as Array<Record<string, unknown>>)[0];
     const standing = toStanding(row);
-    return { standing, reservation: Number(row.admitted) === 1 ? made() : null };
+    const fits = Number(row.admitted) === 1;
+    if (!along) return { standing, reservation: fits ? made() : null, rode: false };
+    const alongAdmitted = along.ran(results.slice(own.length, results.length - 1), fits);
+    if (fits && !alongAdmitted)
+      return { standing, reservation: null, rode: true, refusedAlong: along.refusal() };
+    return { standing, reservation: fits ? made() : null, rode: true };
   }
   return db.transaction(async (tx) => {
     for (const [sid, cents] of r.shrinks ?? []) await tx.run(Q.shrink, [sid, cents]);
@@ -206,9 +248,9 @@ export async function reserve(
     // at their expiry already).
     await tx.run(Q.deleteExpired, [r.principal.accountId, r.nowMs]);
     const standing = await readStanding(tx, r.principal.accountId, r.keyAddress, r.nowMs);
-    if (verdict(standing, r.extra, r.cents) !== "fits") return { standing, reservation: null };
+    if (verdict(standing, r.extra, r.cents) !== "fits") return { standing, reservation: null, rode: false };
     await tx.run(Q.insert, [id, r.principal.accountId, r.keyAddress, r.cents, r.expiresMs, r.nowMs]);
-    return { standing, reservation: made() };
+    return { standing, reservation: made(), rode: false };
   });
 }
 
@@ -237,11 +279,12 @@ function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: num
 }
 
 /**
- * The PostgreSQL admission in one round trip. The simple protocol has no parameters, so every value
- * is inlined, and each is checked first: the account id is digits, the key a lower-case address, the
- * id our own UUID, the rest safe integers (checked by the caller).
+ * The PostgreSQL admission's statements, for one round trip; the last answers the standing and
+ * whether the row went in. The simple protocol has no parameters, so every value is inlined, and each
+ * is checked first: the account id is digits, the key a lower-case address, the id our own UUID, the
+ * rest safe integers (checked by the caller).
  */
-function reserveScript(id: string, r: ReserveRequest): string {
+function reserveStatements(id: string, r: ReserveRequest): string[] {
   const a = r.principal.accountId;
   const k = r.keyAddress;
   if (!ACCOUNT_ID.test(a)) throw new Error(`reservation: not an account id: ${a}`);
@@ -270,7 +313,7 @@ function reserveScript(id: string, r: ReserveRequest): string {
            AND s.balance_cents - ${r.extra.account} - s.reserved_account_cents >= ${r.cents}
         RETURNING 1)
      SELECT s.*, (SELECT COUNT(*) FROM ins)::int AS admitted FROM s`,
-  ].join(";\n");
+  ];
 }
 
 /**

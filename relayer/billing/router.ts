@@ -3,6 +3,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ApiError, isApiError } from "../errors";
+import { takeClaimedIpToken } from "../rateLimit";
 import type { Ledger } from "./ledger";
 import type { Metering, Principal, Prices } from "./metering";
 import { CREDIT_PACKAGES, formatCents } from "./money";
@@ -313,7 +314,8 @@ export const BILLING_ENDPOINTS: readonly BillingEndpoint[] = [
  */
 export function buildRouter(deps: RouterDeps, requireAccountKey: RequestHandler): DeclaredRouter {
   return declaredRouter(deps, BILLING_ENDPOINTS, {
-    guards: { account: [requireAccountKey, requireAccountPrincipal] },
+    // Public routes take the IP token the relayer's perIpLimit may have left to authentication.
+    guards: { account: [requireAccountKey, requireAccountPrincipal], public: [takeClaimedIpToken] },
     run: (e) => runPlain(deps, e),
     onError: (err: unknown, req: Request, res: Response, next: NextFunction) =>
       renderError(err, req, res, next, deps.logger),

@@ -331,7 +331,8 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
   private closed = false;
 
   constructor(
-    url: string,
+    /** Where it connects: two layers on one URL share tables (sameDatabase). Never logged. */
+    readonly url: string,
     poolSize: number,
     private readonly pool = newPool(url, poolSize),
   ) {
@@ -403,4 +404,12 @@ export function isPostgresLayer(
   d: DataLayer,
 ): d is DataLayer & { session: PostgresLayer["session"]; script: PostgresLayer["script"] } {
   return d instanceof PostgresLayer;
+}
+
+/**
+ * Whether two layers reach the same tables: one layer, or two PostgreSQL pools on one URL (billing
+ * opens its own pool on the relayer's database). Two SQLite layers are never treated as one.
+ */
+export function sameDatabase(a: DataLayer, b: DataLayer): boolean {
+  return a === b || (a instanceof PostgresLayer && b instanceof PostgresLayer && a.url === b.url);
 }

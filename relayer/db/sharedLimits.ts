@@ -9,9 +9,9 @@
  * see fewer free slots, never more.
  *
  * Cost (docs/performance.md, "PostgreSQL per request"): one statement per admitted request and limit,
- * one for several limits taken together (`takeAlong`: the per-key and per-account limits of an
- * authenticated request), one per execution admitted, and releases ride along with the next admission
- * or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
+ * one for several limits taken together (`takeAlong`: the per-IP, per-key and per-account limits of
+ * an authenticated request), one per execution admitted or none when it rides in the run's
+ * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
  * the database server empties them (docs/consistency.md).
  */
 import { randomUUID } from "node:crypto";
@@ -19,6 +19,7 @@ import {
   type ExecutionCap,
   type LimitTake,
   type RateLimiter,
+  type RidingLease,
   rateLimited,
   tooManyConcurrent,
 } from "../rateLimit";
@@ -178,37 +179,72 @@ export class SharedConcurrencyCap implements ExecutionCap {
    * protocol has no parameters): the account id is checked to be digits, lease ids are our own UUIDs.
    */
   async enter(accountId: string): Promise<() => void> {
-    if (!/^[0-9]{1,30}$/.test(accountId)) throw new Error(`not an account id: ${accountId}`);
-    const leaseId = randomUUID();
-    const releasing = this.released;
-    this.released = [];
-    const script = [
-      `SELECT pg_advisory_xact_lock(hashtext('sigil:executions:${accountId}'))`,
-      `DELETE FROM execution_leases WHERE (account_id = '${accountId}' AND expires_ms < ${DB_NOW_MS})${
-        releasing.length ? ` OR lease_id IN (${quoted(releasing)})` : ""
-      }`,
-      `WITH live AS (SELECT COUNT(*)::int AS n FROM execution_leases WHERE account_id = '${accountId}'),
-            admitted AS (INSERT INTO execution_leases (lease_id, account_id, expires_ms)
-              SELECT '${leaseId}', '${accountId}', ${DB_NOW_MS} + ${this.leaseMs} FROM live WHERE live.n < ${this.cap}
-              RETURNING 1)
-       SELECT live.n, (SELECT COUNT(*) FROM admitted)::int AS admitted FROM live`,
-    ].join(";\n");
+    const lease = this.leaseAlong(accountId);
+    const statements = lease.statements("true");
     let results: unknown[][];
     try {
-      results = await (this.db as DataLayer & { script(s: string): Promise<unknown[][]> }).script(script);
+      results = await (this.db as DataLayer & { script(s: string): Promise<unknown[][]> }).script(
+        statements.join(";\n"),
+      );
     } catch (err) {
-      this.queueRelease(releasing); // not applied: they go out on their own
+      lease.abandon();
       throw err;
     }
-    const [{ n, admitted }] = results[2] as Array<{ n: number; admitted: number }>;
-    if (admitted !== 1) throw tooManyConcurrent(accountId, n, this.cap);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      // Not awaited: the answer does not wait for the bookkeeping. A lease that cannot be deleted
-      // expires on its own.
-      this.queueRelease([leaseId]);
+    if (!lease.ran(results, true)) throw lease.refusal();
+    return lease.release!;
+  }
+
+  /**
+   * The same admission as statements for another admission's round trip (the run's reservation):
+   * the lock and the count-and-insert only where `hostAdmitted` holds; this instance's releases are
+   * carried either way. Lock order: the host's lock, then this one; nothing takes them the other
+   * way round, so two such round trips never deadlock.
+   */
+  leaseAlong(accountId: string): RidingLease {
+    if (!/^[0-9]{1,30}$/.test(accountId)) throw new Error(`not an account id: ${accountId}`);
+    const leaseId = randomUUID();
+    let releasing: string[] = [];
+    let running = 0;
+    let release: (() => void) | null = null;
+    return {
+      db: this.db,
+      statements: (hostAdmitted) => {
+        releasing = this.released;
+        this.released = [];
+        const when = hostAdmitted === "true" ? "" : ` WHERE ${hostAdmitted}`;
+        return [
+          `SELECT pg_advisory_xact_lock(hashtext('sigil:executions:${accountId}'))${when}`,
+          `DELETE FROM execution_leases WHERE (account_id = '${accountId}' AND expires_ms < ${DB_NOW_MS})${
+            releasing.length ? ` OR lease_id IN (${quoted(releasing)})` : ""
+          }`,
+          `WITH live AS (SELECT COUNT(*)::int AS n FROM execution_leases WHERE account_id = '${accountId}'),
+            admitted AS (INSERT INTO execution_leases (lease_id, account_id, expires_ms)
+              SELECT '${leaseId}', '${accountId}', ${DB_NOW_MS} + ${this.leaseMs} FROM live
+               WHERE live.n < ${this.cap}${hostAdmitted === "true" ? "" : ` AND ${hostAdmitted}`}
+              RETURNING 1)
+       SELECT live.n, (SELECT COUNT(*) FROM admitted)::int AS admitted FROM live`,
+        ];
+      },
+      admitted: `EXISTS (SELECT 1 FROM execution_leases WHERE lease_id = '${leaseId}')`,
+      ran: (results) => {
+        const [{ n, admitted }] = results[2] as Array<{ n: number; admitted: number }>;
+        running = n;
+        if (admitted !== 1) return false;
+        let done = false;
+        release = () => {
+          if (done) return;
+          done = true;
+          // Not awaited: the answer does not wait for the bookkeeping. A lease that cannot be deleted
+          // expires on its own.
+          this.queueRelease([leaseId]);
+        };
+        return true;
+      },
+      refusal: () => tooManyConcurrent(accountId, running, this.cap),
+      abandon: () => this.queueRelease(releasing), // not applied: they go out on their own
+      get release() {
+        return release;
+      },
     };
   }
 

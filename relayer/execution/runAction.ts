@@ -15,6 +15,7 @@ import { cidHash } from "../permissions/projection";
 import { executionRefusal } from "../policy";
 import { policiesForRun } from "../runPolicies";
 import { recordExecution } from "../audit/record";
+import { admitRun } from "./admission";
 import { loadCode } from "./loadCode";
 
 export interface RunRequest {
@@ -57,19 +58,10 @@ export async function runAction(ctx: RelayerContext, auth: AuthContext, req: Run
   if (refusal) throw refusal;
   const code = req.code ?? (await loadCode(ctx, cid, auth));
   // Admission reserves the run's worst case (its limit at the price) until it is settled below:
-  // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md).
+  // concurrent runs cannot together spend past the key's cap or the balance (docs/billing.md); and
+  // takes one of the account's execution slots (relayer/execution/admission.ts).
   const timeLimitMs = req.timeoutMs ?? operatorTimeLimitMs(ctx);
-  const reservation = await ctx.billing?.reserveExecution(auth.principal, timeLimitMs);
-  const unreserve = async () => {
-    if (reservation) await ctx.billing?.releaseExecution(reservation);
-  };
-  let release: () => void;
-  try {
-    release = await ctx.executionCap.enter(auth.principal.accountId);
-  } catch (err) {
-    await unreserve();
-    throw err;
-  }
+  const { reservation, releaseLease: release, unreserve } = await admitRun(ctx, auth.principal, timeLimitMs);
   // Every PKP a key operation of the run was authorized for (the audit log's `pkps_used`).
   const pkpsUsed = new Set<string>();
   const used = <T extends string | { pkpId: string }>(granted: T): T => {

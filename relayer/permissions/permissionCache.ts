@@ -235,6 +235,19 @@ export class PermissionCache {
     });
   }
 
+  /** Whether a usage key is live in what the cache holds now: its account loaded, the key unexpired (no chain call). */
+  holdsLiveKey(address: string, nowSeconds: number): boolean {
+    const id = this.accounts.accountOfKey(address);
+    const key = id === undefined ? undefined : this.accounts.get(id)?.keys.get(address);
+    return key !== undefined && (key.expiration === 0 || nowSeconds < key.expiration);
+  }
+
+  /** Whether an account key's account is loaded in the cache now (no chain call to authenticate it). */
+  holdsMasterKey(address: string): boolean {
+    const id = this.accounts.accountOfMasterKey(address);
+    return id !== undefined && this.accounts.get(id) !== undefined;
+  }
+
   /** A usage key's state as of the cursor: live (with its account), expired, or unknown/removed. */
   async lookupKey(address: string, nowSeconds: number): Promise<KeyLookup> {
     let accountId = this.accounts.accountOfKey(address);

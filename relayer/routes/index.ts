@@ -5,6 +5,7 @@
  */
 import { BILLING_ENDPOINTS } from "../billing/router";
 import { handler, type RelayerContext } from "../context";
+import { takeClaimedIpToken } from "../rateLimit";
 import { ACCOUNT_ENDPOINTS } from "./accounts";
 import { ACTION_ENDPOINTS } from "./actions";
 import { ATTESTATION_ENDPOINTS } from "./attestation";
@@ -78,6 +79,9 @@ export function relayerRouter(
       key: [ctx.auth.requireKey()],
       account: [ctx.auth.requireAccountKey()],
       owner: [ctx.auth.requireOwner()],
+      // Routes that do not authenticate take the IP token perIpLimit may have left to authentication.
+      public: [takeClaimedIpToken],
+      session: [takeClaimedIpToken],
     },
     run: (e) => handler(ctx, (req, res) => e.handle(ctx, req, res), { secretFields: e.secretFields }),
   });

@@ -230,6 +230,87 @@ describeOnPostgres("relayer: two instances on one PostgreSQL", function () {
     });
   });
 
+  // A request whose key the cache holds has its IP's token taken with its key's and account's, in one
+  // statement (relayer/rateLimit.ts, perIpLimit): the limits stay as exact across instances.
+  describe("the per-IP limit with a key the cache holds", function () {
+    let s: Stack;
+    const instances: RunningRelayer[] = [];
+    let urls: string[];
+    let accountKey: string;
+    let warmedFrom: number;
+
+    before(async function () {
+      s = await startStack({ databaseUrl: await freshDatabaseUrl() });
+      // Behind a trusted proxy, so that each test names its own client address.
+      for (let i = 0; i < 2; i++) {
+        const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-relayer-ip-"));
+        instances.push(
+          await startRelayer({
+            ...s.relayerOptions,
+            dataDir,
+            port: 0,
+            trustProxy: "loopback",
+            rateLimits: {
+              ...s.relayerOptions.rateLimits,
+              perIpPerMinute: 5,
+              perAccountPerMinute: 8,
+              perKeyPerMinute: 100_000,
+            },
+          }),
+        );
+      }
+      urls = instances.map((r) => r.url);
+      accountKey = (await call(s.url, "POST", "/core/v1/new_account", { body: { account_name: "ip" } })).body
+        .api_key;
+      // Both instances load the account (a first request may need the chain): from an address of its own.
+      warmedFrom = Date.now();
+      let attempt = 0;
+      for (const [i, url] of urls.entries()) {
+        const deadline = Date.now() + 10_000;
+        let status = 0;
+        while (status !== 200 && Date.now() < deadline) {
+          const warm = { "x-forwarded-for": `198.51.${100 + i}.${++attempt % 250}` };
+          status = (await call(url, "GET", "/core/v1/account", { key: accountKey, headers: warm })).status;
+          if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(status, `instance ${i} never knew the account`).to.equal(200);
+      }
+    });
+    after(async function () {
+      for (const r of instances.splice(0)) await r.close();
+      await s?.close();
+    });
+
+    it("one address over both instances: exactly 5 admitted, then 429 scope ip, and the account is charged only for those 5", async function () {
+      const as = (ip: string) => ({ key: accountKey, headers: { "x-forwarded-for": ip } });
+      const answers: Answer[] = [];
+      for (let i = 0; i < 9; i++)
+        answers.push(await call(urls[i % 2], "GET", "/core/v1/account", as("203.0.113.10")));
+      expect(answers.map((r) => r.status)).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429, 429]);
+      expect(answers[5].body.error.details.scope).to.equal("ip");
+      // The account's 8 per minute: 2 taken by the warm-up, 5 above; the four refused by the IP took
+      // none, so 1 is left (plus what refilled since the warm-up: 8 per minute).
+      const refilled = Math.floor(((Date.now() - warmedFrom) * 8) / 60_000);
+      const other: Answer[] = [];
+      for (let i = 0; i < 3 + refilled; i++)
+        other.push(await call(urls[i % 2], "GET", "/core/v1/account", as("203.0.113.11")));
+      const admitted = other.findIndex((r) => r.status !== 200);
+      expect(admitted).to.be.within(1, 1 + refilled);
+      expect(other[admitted].status).to.equal(429);
+      expect(other[admitted].body.error.details.scope).to.equal("account");
+    });
+
+    it("a request answered before authentication still spends its address's token (once it closes)", async function () {
+      const as = { key: accountKey, headers: { "x-forwarded-for": "203.0.113.20" } };
+      for (let i = 0; i < 5; i++)
+        expect((await call(urls[i % 2], "GET", "/core/v1/no-such-route", as)).status).to.equal(404);
+      await new Promise((r) => setTimeout(r, 200)); // the tokens are taken after the answers
+      const r = await call(urls[0], "GET", "/core/v1/account", as);
+      expect(r.status).to.equal(429);
+      expect(r.body.error.details.scope).to.equal("ip");
+    });
+  });
+
   describe("the per-account concurrency cap", function () {
     const layers: DataLayer[] = [];
     before(async function () {

@@ -16,20 +16,20 @@ import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
 /**
- * Per execution: the per-IP bucket, the write mark, key and account buckets together, the admission,
- * the audit-log entry; and the release of its lease after the answer (sent on its own when no admission
- * of this instance follows within RELEASE_FLUSH_MS, as with one client here; under load it rides along
- * with the next).
+ * Per execution: the per-IP, key and account buckets together (the key is one the cache holds), the
+ * write mark, the lease, the audit-log entry; and the release of its lease after the answer (sent on
+ * its own when no admission of this instance follows within RELEASE_FLUSH_MS, as with one client
+ * here; under load it rides along with the next).
  */
-const EXECUTION_BUDGET = 6;
-/** Per path-A write: the per-IP bucket, the write mark, the account bucket, raising the mark, the audit-log entry. */
-const WRITE_BUDGET = 5;
+const EXECUTION_BUDGET = 5;
+/** Per path-A write: the per-IP and account buckets together, the write mark, raising the mark, the audit-log entry. */
+const WRITE_BUDGET = 4;
 /**
- * Per execution with billing: the above, plus the reservation (one round trip: the admission, with
- * the shrinks of this instance's settled rows riding along) and, when no admission followed within
- * SHRINK_RIDE_MS, the settled row's shrink on its own.
+ * Per execution with billing: the above, with the lease riding in the reservation's round trip (the
+ * admission, with the shrinks of this instance's settled rows riding along too) and, when no admission
+ * followed within SHRINK_RIDE_MS, the settled row's shrink on its own.
  */
-const BILLED_EXECUTION_BUDGET = 8;
+const BILLED_EXECUTION_BUDGET = 6;
 
 describeOnPostgres("relayer: PostgreSQL statements per request", function () {
   this.timeout(120_000);
