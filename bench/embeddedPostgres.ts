@@ -12,6 +12,8 @@ import { freePort } from "../testkit/anvil";
 export interface BenchPostgres {
   /** Connection URL of the run's database. */
   url: string;
+  /** The server's data folder (its postmaster.pid names the server's process: bench/threadCpu.ts). */
+  dataDir: string;
   stop(): Promise<void>;
 }
 
@@ -38,6 +40,7 @@ export async function startBenchPostgres(database = "sigil_bench"): Promise<Benc
   await admin.end();
   return {
     url: `postgres://sigil:${password}@127.0.0.1:${port}/${database}`,
+    dataDir: join(parent, "data"),
     async stop() {
       await pg.stop();
       rmSync(parent, { recursive: true, force: true });

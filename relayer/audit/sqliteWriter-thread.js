@@ -16,6 +16,7 @@
  *    this connection); answers `count` and `due`: the heads (seq, hash) a checkpoint is due at, exactly
  *    every `checkpointEvery` entries and by time, for the main thread to sign (it holds the key).
  *  - `{op: "checkpoints", rows}`: signed checkpoints stored, and the heads' last checkpoint moved to them.
+ *  - `{op: "cpu"}`: no transaction; the CPU time this thread has used, in ns (Linux; else null).
  */
 const { parentPort, workerData } = require("node:worker_threads");
 const BetterSqlite3 = require("better-sqlite3");
@@ -122,6 +123,15 @@ const storeCheckpoints = db.transaction((rows) => {
   }
 });
 
+/** Nanoseconds this thread has run on a CPU (Linux), or null: what the benchmarks report per thread. */
+function threadCpuNs() {
+  try {
+    return Number(require("node:fs").readFileSync("/proc/thread-self/schedstat", "utf8").split(" ")[0]);
+  } catch {
+    return null;
+  }
+}
+
 parentPort.on("message", (msg) => {
   if (msg.op === "close") {
     db.close();
@@ -136,6 +146,7 @@ parentPort.on("message", (msg) => {
     if (msg.op === "insert") insertPending.immediate(msg.rows);
     else if (msg.op === "chain") result = chain.immediate(msg);
     else if (msg.op === "checkpoints") storeCheckpoints.immediate(msg.rows);
+    else if (msg.op === "cpu") result = threadCpuNs();
     else throw new Error(`unknown operation ${msg.op}`);
     parentPort.postMessage({ id: msg.id, ok: true, result });
   } catch (err) {

@@ -83,6 +83,11 @@ export class SqliteWriterThread {
     await this.send({ op: "checkpoints", rows });
   }
 
+  /** Nanoseconds of CPU this thread has used (Linux), or null: for the benchmarks (bench/auditPath.ts). */
+  cpuNs(): Promise<number | null> {
+    return this.send({ op: "cpu" }) as Promise<number | null>;
+  }
+
   /** Closes the thread's connection and ends it (after the writes already sent). */
   async close(): Promise<void> {
     if (!this.running) return;

@@ -162,6 +162,11 @@ export class AuditStore {
     return this.writerThread?.running ? this.writerThread : null;
   }
 
+  /** The writer thread's CPU so far in ns (Linux), or null (no thread): for the benchmarks. */
+  async writerCpuNs(): Promise<number | null> {
+    return (await this.writer?.cpuNs()) ?? null;
+  }
+
   /** Stops the writer thread, once what was sent to it is written (before the database closes). */
   async close(): Promise<void> {
     await this.writerThread?.close();
