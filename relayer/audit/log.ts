@@ -81,10 +81,9 @@ export class AuditLog {
     });
   }
 
-  /** Written before the answer leaves; chained behind it. */
+  /** Written before the answer leaves; chained with it (SQLite's writer thread) or behind it. */
   async record(entry: PendingEntry): Promise<void> {
-    await this.store.enqueue(entry);
-    this.schedule(entry.account);
+    if (!(await this.store.enqueue(entry))) this.schedule(entry.account);
   }
 
   /**
@@ -204,6 +203,7 @@ export class AuditLog {
     if (this.chainTimer) clearTimeout(this.chainTimer);
     this.chainTimer = null;
     while (this.draining || this.waiting.size > 0) await this.kick();
+    await this.store.settled();
   }
 
   start(): void {

@@ -59,9 +59,18 @@ export class SqliteWriterThread {
     return this.exited === null;
   }
 
-  /** Inserts the rows into audit_pending in one transaction; resolves once it is committed. */
-  async insert(rows: unknown[][]): Promise<void> {
-    await this.send({ op: "insert", rows });
+  /**
+   * Chains the entries requests recorded (audit_pending rows) at once, in one transaction; resolves once
+   * it is committed, with the heads `{account, seq, hash}` a checkpoint is due at, in order, for the
+   * caller to sign and hand to `storeCheckpoints`.
+   */
+  record(
+    rows: unknown[][],
+    rules: { checkpointEvery: number; checkpointMs: number; now: number },
+  ): Promise<{ due: Array<{ account: string; seq: number; hash: string }> }> {
+    return this.send({ op: "record", rows, ...rules }) as Promise<{
+      due: Array<{ account: string; seq: number; hash: string }>;
+    }>;
   }
 
   /**
