@@ -225,11 +225,11 @@ export class AuditStore {
       this.queued.push({ e, resolve, reject });
       if (this.inserting) return;
       this.inserting = true;
-      // SQLite on this connection answers synchronously, so without this every entry would be its own
-      // INSERT (and commit): the entries of requests that finish in the same turn of the event loop go
-      // together. The writer thread and PostgreSQL answer later: what arrives meanwhile waits its turn.
-      if (this.db.sqlite && !this.writer) setImmediate(() => void this.insertQueued());
-      else void this.insertQueued();
+      // The entries of requests that finish in the same turn of the event loop go together (SQLite on
+      // this connection answers synchronously: without this every entry would be its own commit; the
+      // writer thread and PostgreSQL would take the first alone). What arrives while a batch is on its
+      // way waits for the next.
+      setImmediate(() => void this.insertQueued());
     });
   }
 
@@ -351,17 +351,38 @@ export class AuditStore {
       [account, this.batch],
     );
     const c = chainOnto(account, head, pending, this.rules());
-    // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
-    for (let i = 0; i < c.rows.length; i += INSERT_ROWS) {
-      const chunk = c.rows.slice(i, i + INSERT_ROWS);
+    if (pending.length > 0 && this.db.kind === "postgres") {
+      // One statement moves the rows and the head: the rows stay on the server, only their ids and new
+      // chain fields travel (not their data a second time), in one round trip whatever their number.
       await this.exec(
         tx,
-        `INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")}) VALUES ` +
-          chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
-        chunk.flat(),
+        `WITH moved AS (DELETE FROM audit_pending WHERE id = ANY(?::bigint[]) RETURNING *),
+              head AS (UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?)
+         INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")})
+         SELECT m.account_id, u.seq, u.prev_hash, u.hash, m.kind, m.time_ms, m.data, m.principal, m.cid, m.pkps, m.outcome
+           FROM moved m JOIN unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[]) AS u(id, seq, prev_hash, hash) ON u.id = m.id`,
+        [
+          pending.map((p) => p.id),
+          c.seq,
+          c.hash,
+          account,
+          pending.map((p) => p.id),
+          c.rows.map((r) => r[1]),
+          c.rows.map((r) => r[2]),
+          c.rows.map((r) => r[3]),
+        ],
       );
-    }
-    if (pending.length > 0) {
+    } else if (pending.length > 0) {
+      // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
+      for (let i = 0; i < c.rows.length; i += INSERT_ROWS) {
+        const chunk = c.rows.slice(i, i + INSERT_ROWS);
+        await this.exec(
+          tx,
+          `INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")}) VALUES ` +
+            chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+          chunk.flat(),
+        );
+      }
       const ids = pending.map((p) => p.id);
       await this.exec(tx, `DELETE FROM audit_pending WHERE id IN (${ids.map(() => "?").join(", ")})`, ids);
       await this.exec(tx, "UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?", [

@@ -165,6 +165,7 @@ describe("audit log: the SQLite writer thread", function () {
     // r2 goes alone; the three recorded while it is on its way go together in the next batch, with one
     // entry the table refuses (no kind: NOT NULL) among them.
     const lead = log.record(refusal(2));
+    await new Promise((r) => setImmediate(r)); // r2's batch (one turn's entries) is on its way
     const broken = { ...refusal(99), kind: null as unknown as "refusal" };
     const batch = [log.record(refusal(3)), log.record(broken), log.record(refusal(4))];
     await lead;
