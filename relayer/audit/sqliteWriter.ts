@@ -2,8 +2,9 @@
  * Writes the audit log's tables from a thread of their own on SQLite (sqliteWriter-thread.js,
  * docs/audit-log.md "What it costs"): a commit's occasional wait on the disk then stalls no request but
  * those whose entries it carries, and the main thread never waits on the log's writes. Each call is one
- * transaction, answered once committed. The thread never holds a key: it answers which heads are due a
- * checkpoint, and the store signs them here and hands the signatures back.
+ * transaction, answered once committed; recorded entries are chained in the transaction that writes
+ * them. The thread never holds a key: it answers which heads are due a checkpoint, and the store signs
+ * them here and hands the signatures back.
  *
  * Only for a database in a file (a second connection to it); an in-memory database, or PostgreSQL, has
  * no use for it (`forLayer` answers null) and the store writes on its own connection.

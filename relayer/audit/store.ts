@@ -12,9 +12,11 @@
  *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it
  *    (on SQLite's writer thread, in the next one: the thread holds no key, sqliteWriter.ts).
  *
- * On SQLite in a file, the request path's INSERTs and the chaining run on a writer thread with its own
- * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"); the reads, and the rare writes of
- * exports, sweeps and retention, stay on the data layer's connection.
+ * On SQLite in a file, the request path's writes and the chaining run on a writer thread with its own
+ * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"), which chains recorded entries in the
+ * transaction that writes them (it is the file's one writer of these tables: no pending step); the
+ * reads, and the rare writes of exports, sweeps, path-B entries and retention, stay on the data
+ * layer's connection.
  *
  * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
  */
