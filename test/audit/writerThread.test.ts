@@ -107,7 +107,9 @@ describe("audit log: the SQLite writer thread", function () {
       expect(entryHash({ ...fields, time_ms: r.time_ms, data: JSON.parse(r.data) })).to.equal(r.hash);
       prev = r.hash;
     }
-    // Exactly every 50 entries, though one pass chains up to 200.
+    // Exactly every 50 entries, though one batch chains 230: the 70 are chained before the heads the 230
+    // made due are signed and stored (the thread counts from the heads it reported due; without that,
+    // 231 and 281).
     const cps = peek<{ seq: number; head_hash: string }>(
       "SELECT seq, head_hash FROM audit_checkpoints WHERE account_id = ? ORDER BY seq",
       [ACCOUNT],
