@@ -26,8 +26,9 @@ export interface AuditOptions {
   /** Refusals recorded per account per minute (default 60); the rest are counted in the next one. */
   refusalsPerMinute?: number;
   /**
-   * How long the chainer waits after a pending entry before chaining it (default DEFAULT_CHAIN_AFTER_MS; 0: the
-   * next turn of the event loop, behind the answer). A longer window chains more entries per
+   * How long the chainer waits after a pending entry before chaining it (default
+   * DEFAULT_CHAIN_AFTER_MS; 0: the next turn of the event loop, behind the answer; SQLite in a file
+   * chains recorded entries as it writes them, store.ts). A longer window chains more entries per
    * transaction; the entries are written either way, so a crash within it loses nothing (the next
    * sweep chains them), and reads of the log chain what is pending first.
    */
