@@ -47,12 +47,24 @@ export function canonicalJson(value: unknown): string {
     if (!Number.isFinite(value)) throw new TypeError("canonicalJson: numbers must be finite");
     return JSON.stringify(value);
   }
-  if (Array.isArray(value)) return "[" + value.map(canonicalJson).join(",") + "]";
+  // Loops and string appends rather than entries/filter/map/join: the audit log serializes every
+  // entry with this on the request path (docs/audit-log.md, "What it costs").
+  if (Array.isArray(value)) {
+    let out = "[";
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? "" : ",") + canonicalJson(value[i]);
+    return out + "]";
+  }
   if (typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype) {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return "{" + entries.map(([k, v]) => JSON.stringify(k) + ":" + canonicalJson(v)).join(",") + "}";
+    const o = value as Record<string, unknown>;
+    // The default sort compares UTF-16 code units, as the rule says.
+    const keys = Object.keys(o).sort();
+    let out = "{";
+    for (const k of keys) {
+      const v = o[k];
+      if (v === undefined) continue;
+      out += (out.length === 1 ? "" : ",") + JSON.stringify(k) + ":" + canonicalJson(v);
+    }
+    return out + "}";
   }
   throw new TypeError(`canonicalJson: ${typeof value} is not a JSON value`);
 }

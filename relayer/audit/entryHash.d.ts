@@ -9,3 +9,36 @@ export declare function entryHashOfCanonicalData(
   e: { account: string; seq: number; prev_hash: string; kind: string; time_ms: number },
   canonicalData: string,
 ): string;
+
+/** A pending entry as the chainers read it (`data`: its canonical JSON). */
+export interface PendingRow {
+  kind: string;
+  time_ms: number | string;
+  data: string;
+  principal: string | null;
+  cid: string | null;
+  pkps: string;
+  outcome: string;
+}
+
+/** Chains pending entries onto an account's head (entryHash.js). */
+export declare function chainOnto(
+  account: string,
+  head: {
+    seq: number | string;
+    hash: string;
+    checkpoint_seq: number | string;
+    checkpoint_ms: number | string;
+  },
+  pending: readonly PendingRow[],
+  rules: { checkpointEvery: number; checkpointMs: number; now: number },
+): {
+  rows: unknown[][];
+  seq: number;
+  hash: string;
+  due: Array<{ seq: number; hash: string }>;
+  signed: { seq: number; ms: number };
+};
+
+/** The columns of an audit_entries row as chainOnto answers it. */
+export declare const ENTRY_COLUMNS: readonly string[];

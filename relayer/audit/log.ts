@@ -26,8 +26,9 @@ export interface AuditOptions {
   /** Refusals recorded per account per minute (default 60); the rest are counted in the next one. */
   refusalsPerMinute?: number;
   /**
-   * How long the chainer waits after an entry before chaining (default DEFAULT_CHAIN_AFTER_MS; 0: the
-   * next turn of the event loop, behind the answer). A longer window chains more entries per
+   * How long the chainer waits after a pending entry before chaining it (default
+   * DEFAULT_CHAIN_AFTER_MS; 0: the next turn of the event loop, behind the answer; SQLite in a file
+   * chains recorded entries as it writes them, store.ts). A longer window chains more entries per
    * transaction; the entries are written either way, so a crash within it loses nothing (the next
    * sweep chains them), and reads of the log chain what is pending first.
    */
@@ -81,10 +82,9 @@ export class AuditLog {
     });
   }
 
-  /** Written before the answer leaves; chained behind it. */
+  /** Written before the answer leaves; chained with it (SQLite's writer thread) or behind it. */
   async record(entry: PendingEntry): Promise<void> {
-    await this.store.enqueue(entry);
-    this.schedule(entry.account);
+    if (!(await this.store.enqueue(entry))) this.schedule(entry.account);
   }
 
   /**
@@ -204,6 +204,7 @@ export class AuditLog {
     if (this.chainTimer) clearTimeout(this.chainTimer);
     this.chainTimer = null;
     while (this.draining || this.waiting.size > 0) await this.kick();
+    await this.store.settled();
   }
 
   start(): void {

@@ -2,8 +2,9 @@
  * Writes the audit log's tables from a thread of their own on SQLite (sqliteWriter-thread.js,
  * docs/audit-log.md "What it costs"): a commit's occasional wait on the disk then stalls no request but
  * those whose entries it carries, and the main thread never waits on the log's writes. Each call is one
- * transaction, answered once committed. The thread never holds a key: it answers which heads are due a
- * checkpoint, and the store signs them here and hands the signatures back.
+ * transaction, answered once committed; recorded entries are chained in the transaction that writes
+ * them. The thread never holds a key: it answers which heads are due a checkpoint, and the store signs
+ * them here and hands the signatures back.
  *
  * Only for a database in a file (a second connection to it); an in-memory database, or PostgreSQL, has
  * no use for it (`forLayer` answers null) and the store writes on its own connection.
@@ -59,9 +60,18 @@ export class SqliteWriterThread {
     return this.exited === null;
   }
 
-  /** Inserts the rows into audit_pending in one transaction; resolves once it is committed. */
-  async insert(rows: unknown[][]): Promise<void> {
-    await this.send({ op: "insert", rows });
+  /**
+   * Chains the entries requests recorded (audit_pending rows) at once, in one transaction; resolves once
+   * it is committed, with the heads `{account, seq, hash}` a checkpoint is due at, in order, for the
+   * caller to sign and hand to `storeCheckpoints`.
+   */
+  record(
+    rows: unknown[][],
+    rules: { checkpointEvery: number; checkpointMs: number; now: number },
+  ): Promise<{ due: Array<{ account: string; seq: number; hash: string }> }> {
+    return this.send({ op: "record", rows, ...rules }) as Promise<{
+      due: Array<{ account: string; seq: number; hash: string }>;
+    }>;
   }
 
   /**
@@ -81,6 +91,11 @@ export class SqliteWriterThread {
   /** Stores signed checkpoints (account, seq, head_hash, time_ms, signer, signature), one transaction. */
   async storeCheckpoints(rows: unknown[][]): Promise<void> {
     await this.send({ op: "checkpoints", rows });
+  }
+
+  /** Nanoseconds of CPU this thread has used (Linux), or null: for the benchmarks (bench/auditPath.ts). */
+  cpuNs(): Promise<number | null> {
+    return this.send({ op: "cpu" }) as Promise<number | null>;
   }
 
   /** Closes the thread's connection and ends it (after the writes already sent). */

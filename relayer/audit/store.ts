@@ -12,9 +12,11 @@
  *    `checkpointMs`, signed by the enclave's identity key, written in the transaction that chained it
  *    (on SQLite's writer thread, in the next one: the thread holds no key, sqliteWriter.ts).
  *
- * On SQLite in a file, the request path's INSERTs and the chaining run on a writer thread with its own
- * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"); the reads, and the rare writes of
- * exports, sweeps and retention, stay on the data layer's connection.
+ * On SQLite in a file, the request path's writes and the chaining run on a writer thread with its own
+ * connection (sqliteWriter.ts, docs/audit-log.md "What it costs"), which chains recorded entries in the
+ * transaction that writes them (it is the file's one writer of these tables: no pending step); the
+ * reads, and the rare writes of exports, sweeps, path-B entries and retention, stay on the data
+ * layer's connection.
  *
  * SQL is written by hand here (placeholders adapted per engine): these tables belong to this module alone.
  */
@@ -22,7 +24,8 @@ import type { Statement } from "better-sqlite3";
 import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
-import { GENESIS_HASH, checkpointDigest, entryHashOfCanonicalData } from "./format";
+import { GENESIS_HASH, checkpointDigest } from "./format";
+import { ENTRY_COLUMNS, chainOnto, type PendingRow } from "./entryHash";
 import { SqliteWriterThread } from "./sqliteWriter";
 
 export interface CheckpointSigner {
@@ -133,8 +136,13 @@ export class AuditStore {
   private readonly batch: number;
   private readonly now: () => number;
   private readonly statements = new Map<string, Statement>();
-  private readonly queued: Array<{ e: PendingEntry; resolve: () => void; reject: (err: unknown) => void }> =
-    [];
+  private readonly queued: Array<{
+    e: PendingEntry;
+    resolve: (chained: boolean) => void;
+    reject: (err: unknown) => void;
+  }> = [];
+  /** Checkpoints the writer thread reported due, being signed and stored behind the answers. */
+  private signing: Promise<void> = Promise.resolve();
   private inserting = false;
   private readonly useWriterThread: boolean;
   /** undefined until the first write (a store that is only read starts no thread). */
@@ -162,9 +170,23 @@ export class AuditStore {
     return this.writerThread?.running ? this.writerThread : null;
   }
 
+  /** The writer thread's CPU so far in ns (Linux), or null (no thread): for the benchmarks. */
+  async writerCpuNs(): Promise<number | null> {
+    return (await this.writer?.cpuNs()) ?? null;
+  }
+
   /** Stops the writer thread, once what was sent to it is written (before the database closes). */
   async close(): Promise<void> {
+    await this.settled();
     await this.writerThread?.close();
+  }
+
+  /** Once the checkpoints due so far are signed and stored (AuditLog.flush waits for it). */
+  async settled(): Promise<void> {
+    for (let s = this.signing; ; s = this.signing) {
+      await s;
+      if (s === this.signing) return;
+    }
   }
 
   /** `?` placeholders as the engine wants them. */
@@ -191,23 +213,25 @@ export class AuditStore {
   }
 
   /**
-   * The request path's only write: one row, no lock. Entries recorded while an earlier INSERT is on its
-   * way go together in the next one (a group commit: one round trip and one WAL flush for many
-   * requests under load); each caller still returns only once its row is committed, and the rows of
-   * one INSERT are committed together or not at all. `on`: inside the caller's own transaction instead
-   * (written at once, with it).
+   * The request path's only write. On SQLite in a file the writer thread chains the entry at once (it
+   * is the database's one writer: nothing to wait for) and the promise answers true; elsewhere it is
+   * one row INSERTed into audit_pending, no lock, chained behind the answer (false). Entries recorded
+   * while an earlier batch is on its way go together in the next one (a group commit: one round trip
+   * and one WAL flush for many requests under load); each caller still returns only once its entry is
+   * committed, and the entries of one batch are committed together or not at all. `on`: inside the
+   * caller's own transaction instead (written to audit_pending at once, with it).
    */
-  enqueue(e: PendingEntry, on?: Sql): Promise<void> {
-    if (on) return this.insertPending(on, [e]);
-    return new Promise<void>((resolve, reject) => {
+  enqueue(e: PendingEntry, on?: Sql): Promise<boolean> {
+    if (on) return this.insertPending(on, [e]).then(() => false);
+    return new Promise<boolean>((resolve, reject) => {
       this.queued.push({ e, resolve, reject });
       if (this.inserting) return;
       this.inserting = true;
-      // SQLite on this connection answers synchronously, so without this every entry would be its own
-      // INSERT (and commit): the entries of requests that finish in the same turn of the event loop go
-      // together. The writer thread and PostgreSQL answer later: what arrives meanwhile waits its turn.
-      if (this.db.sqlite && !this.writer) setImmediate(() => void this.insertQueued());
-      else void this.insertQueued();
+      // The entries of requests that finish in the same turn of the event loop go together (SQLite on
+      // this connection answers synchronously: without this every entry would be its own commit; the
+      // writer thread and PostgreSQL would take the first alone). What arrives while a batch is on its
+      // way waits for the next.
+      setImmediate(() => void this.insertQueued());
     });
   }
 
@@ -218,9 +242,14 @@ export class AuditStore {
         try {
           const entries = batch.map((q) => q.e);
           const writer = this.writer;
-          if (writer) await writer.insert(entries.map(pendingRow));
-          else await this.insertPending(this.db, entries);
-          for (const q of batch) q.resolve();
+          if (writer) {
+            const { due } = await writer.record(entries.map(pendingRow), this.rules());
+            for (const q of batch) q.resolve(true);
+            if (due.length > 0) this.signBehind(writer, due);
+          } else {
+            await this.insertPending(this.db, entries);
+            for (const q of batch) q.resolve(false);
+          }
         } catch (err) {
           for (const q of batch) q.reject(err);
         }
@@ -228,6 +257,31 @@ export class AuditStore {
     } finally {
       this.inserting = false;
     }
+  }
+
+  private rules(): { checkpointEvery: number; checkpointMs: number; now: number } {
+    return { checkpointEvery: this.checkpointEvery, checkpointMs: this.checkpointMs, now: this.now() };
+  }
+
+  /** A checkpoint's row (account, seq, head_hash, time_ms, signer, signature), signed now. */
+  private signedCheckpoint(account: string, seq: number, headHash: string): unknown[] {
+    const time_ms = this.now();
+    const signature = this.signer.sign(checkpointDigest({ account, seq, head_hash: headHash, time_ms }));
+    return [account, seq, headHash, time_ms, this.signer.address, signature];
+  }
+
+  /**
+   * Signs and stores, behind the answers, the checkpoints the writer thread found due while chaining
+   * recorded entries; one after the other, in order. A failure leaves those heads unsigned until a
+   * later checkpoint (the next one due, or the one an export signs) covers them.
+   */
+  private signBehind(
+    writer: SqliteWriterThread,
+    due: Array<{ account: string; seq: number; hash: string }>,
+  ): void {
+    this.signing = this.signing
+      .then(() => writer.storeCheckpoints(due.map((d) => this.signedCheckpoint(d.account, d.seq, d.hash))))
+      .catch(() => undefined);
   }
 
   private async insertPending(on: Sql, entries: PendingEntry[]): Promise<void> {
@@ -268,22 +322,9 @@ export class AuditStore {
    */
   private async chainOnWriter(account: string): Promise<number> {
     const writer = this.writer as SqliteWriterThread;
-    const { count, due } = await writer.chain(account, {
-      batch: this.batch,
-      checkpointEvery: this.checkpointEvery,
-      checkpointMs: this.checkpointMs,
-      now: this.now(),
-    });
-    if (due.length > 0) {
-      const rows = due.map((d) => {
-        const time_ms = this.now();
-        const signature = this.signer.sign(
-          checkpointDigest({ account, seq: d.seq, head_hash: d.hash, time_ms }),
-        );
-        return [account, d.seq, d.hash, time_ms, this.signer.address, signature];
-      });
-      await writer.storeCheckpoints(rows);
-    }
+    const { count, due } = await writer.chain(account, { batch: this.batch, ...this.rules() });
+    if (due.length > 0)
+      await writer.storeCheckpoints(due.map((d) => this.signedCheckpoint(account, d.seq, d.hash)));
     return count;
   }
 
@@ -305,77 +346,71 @@ export class AuditStore {
   private async chainBatch(tx: Sql, account: string): Promise<number> {
     const head = await this.lockHead(tx, account);
     // Read after the head's lock: another writer's rows for this account are committed or not ours.
-    const pending = await this.exec<{
-      id: number;
-      kind: AuditKind;
-      time_ms: number;
-      data: string;
-      principal: string | null;
-      cid: string | null;
-      pkps: string;
-      outcome: string;
-    }>(
+    // p.data is the canonical JSON written by insertPending: hashed as it is, not parsed again.
+    const pending = await this.exec<PendingRow & { id: number }>(
       tx,
       "SELECT id, kind, time_ms, data, principal, cid, pkps, outcome FROM audit_pending WHERE account_id = ? ORDER BY id LIMIT ?",
       [account, this.batch],
     );
-    if (pending.length === 0) {
-      await this.checkpointIfDue(tx, account, head, false);
-      return 0;
-    }
-    let { seq, hash } = head;
-    let signed = { seq: head.checkpoint_seq, ms: head.checkpoint_ms };
-    const rows: unknown[][] = [];
-    for (const p of pending) {
-      // p.data is the canonical JSON written by insertPending: hashed as it is, not parsed again.
-      const next = { account, seq: seq + 1, prev_hash: hash, kind: p.kind, time_ms: Number(p.time_ms) };
-      const h = entryHashOfCanonicalData(next, p.data);
-      rows.push([
-        account,
-        next.seq,
-        hash,
-        h,
-        p.kind,
-        p.time_ms,
-        p.data,
-        p.principal,
-        p.cid,
-        p.pkps,
-        p.outcome,
-      ]);
-      seq = next.seq;
-      hash = h;
-      // Exactly every checkpointEvery entries, however many one pass chains.
-      if (seq - signed.seq >= this.checkpointEvery) {
-        const at = { seq, hash, checkpoint_seq: signed.seq, checkpoint_ms: signed.ms };
-        await this.checkpointIfDue(tx, account, at, true);
-        signed = { seq, ms: this.now() };
-      }
-    }
-    // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
-    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
-      const chunk = rows.slice(i, i + INSERT_ROWS);
+    const c = chainOnto(account, head, pending, this.rules());
+    if (pending.length > 0 && this.db.kind === "postgres") {
+      // One statement moves the rows and the head: the rows stay on the server, only their ids and new
+      // chain fields travel (not their data a second time), in one round trip whatever their number.
       await this.exec(
         tx,
-        "INSERT INTO audit_entries (account_id, seq, prev_hash, hash, kind, time_ms, data, principal, cid, pkps, outcome) VALUES " +
-          chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
-        chunk.flat(),
+        `WITH moved AS (DELETE FROM audit_pending WHERE id = ANY(?::bigint[]) RETURNING *),
+              head AS (UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?)
+         INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")})
+         SELECT m.account_id, u.seq, u.prev_hash, u.hash, m.kind, m.time_ms, m.data, m.principal, m.cid, m.pkps, m.outcome
+           FROM moved m JOIN unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[]) AS u(id, seq, prev_hash, hash) ON u.id = m.id`,
+        [
+          pending.map((p) => p.id),
+          c.seq,
+          c.hash,
+          account,
+          pending.map((p) => p.id),
+          c.rows.map((r) => r[1]),
+          c.rows.map((r) => r[2]),
+          c.rows.map((r) => r[3]),
+        ],
       );
+    } else if (pending.length > 0) {
+      // Many rows per statement: one round trip per INSERT_ROWS entries, not one per entry.
+      for (let i = 0; i < c.rows.length; i += INSERT_ROWS) {
+        const chunk = c.rows.slice(i, i + INSERT_ROWS);
+        await this.exec(
+          tx,
+          `INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")}) VALUES ` +
+            chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", "),
+          chunk.flat(),
+        );
+      }
+      const ids = pending.map((p) => p.id);
+      await this.exec(tx, `DELETE FROM audit_pending WHERE id IN (${ids.map(() => "?").join(", ")})`, ids);
+      await this.exec(tx, "UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?", [
+        c.seq,
+        c.hash,
+        account,
+      ]);
     }
-    const ids = pending.map((p) => p.id);
-    await this.exec(tx, `DELETE FROM audit_pending WHERE id IN (${ids.map(() => "?").join(", ")})`, ids);
-    await this.exec(tx, "UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?", [
-      seq,
-      hash,
-      account,
-    ]);
-    await this.checkpointIfDue(
-      tx,
-      account,
-      { seq, hash, checkpoint_seq: signed.seq, checkpoint_ms: signed.ms },
-      false,
-    );
+    for (const d of c.due) await this.storeCheckpoint(tx, this.signedCheckpoint(account, d.seq, d.hash));
     return pending.length;
+  }
+
+  /** A signed checkpoint stored, and the head's last checkpoint moved to it (never back). */
+  private async storeCheckpoint(tx: Sql, row: unknown[]): Promise<void> {
+    const [account, seq, , timeMs] = row;
+    await this.exec(
+      tx,
+      // DO NOTHING: the writer thread (SQLite) may have stored its checkpoint of this head meanwhile.
+      "INSERT INTO audit_checkpoints (account_id, seq, head_hash, time_ms, signer, signature) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, seq) DO NOTHING",
+      row,
+    );
+    await this.exec(
+      tx,
+      "UPDATE audit_heads SET checkpoint_seq = ?, checkpoint_ms = ? WHERE account_id = ? AND checkpoint_seq < ?",
+      [seq, timeMs, account, seq],
+    );
   }
 
   /**
@@ -389,19 +424,7 @@ export class AuditStore {
       head.seq - head.checkpoint_seq >= this.checkpointEvery ||
       now - head.checkpoint_ms >= this.checkpointMs;
     if (!due) return false;
-    const fields = { account, seq: head.seq, head_hash: head.hash, time_ms: now };
-    const signature = this.signer.sign(checkpointDigest(fields));
-    await this.exec(
-      tx,
-      // DO NOTHING: the writer thread (SQLite) may have stored its checkpoint of this head meanwhile.
-      "INSERT INTO audit_checkpoints (account_id, seq, head_hash, time_ms, signer, signature) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, seq) DO NOTHING",
-      [account, head.seq, head.hash, now, this.signer.address, signature],
-    );
-    await this.exec(tx, "UPDATE audit_heads SET checkpoint_seq = ?, checkpoint_ms = ? WHERE account_id = ?", [
-      head.seq,
-      now,
-      account,
-    ]);
+    await this.storeCheckpoint(tx, this.signedCheckpoint(account, Number(head.seq), head.hash));
     return true;
   }
 

@@ -246,7 +246,9 @@ describe("audit log: chain, checkpoints, offline verification", function () {
   it("retention prunes a prefix behind a checkpoint; what remains verifies; a range export verifies", async () => {
     await record(6); // checkpoint at 4
     clock += 120_000;
-    await record(6); // checkpoints at 8 (count) and at 12 (count)
+    // Each entry is chained as it is recorded (the SQLite writer thread): the first one after the pause
+    // finds the last checkpoint two minutes old, so a checkpoint at 7 (time), then at 11 (count).
+    await record(6);
     const removed = await log.store.prune(clock - 60_000);
     expect(removed).to.equal(4);
     const text = await exportText();
@@ -272,7 +274,7 @@ describe("audit log: chain, checkpoints, offline verification", function () {
       ),
     );
     const r = verifyAuditExport(ranged, { identity: identity() });
-    expect(r, JSON.stringify(r.break)).to.include({ ok: true, firstSeq: 9, lastSeq: 12 });
+    expect(r, JSON.stringify(r.break)).to.include({ ok: true, firstSeq: 8, lastSeq: 11 });
   });
 
   it("pending entries left by a dead writer are chained by the next sweep, once each", async () => {
