@@ -28,11 +28,12 @@ export class SentPolicies {
    */
   wire(grants: readonly GroupPolicy[] | null): { policies: WireGrant[] | null; forgetPolicies: boolean } {
     if (grants === null) return { policies: null, forgetPolicies: false };
-    const fresh = new Set(
-      grants.flatMap((g) => (g.cid !== undefined && !this.sent.has(g.cid) ? [g.cid] : [])),
-    );
+    // Usually every CID was sent before: then no set is made (this runs for every run under a policy).
+    let fresh: Set<string> | null = null;
+    for (const g of grants)
+      if (g.cid !== undefined && !this.sent.has(g.cid)) (fresh ??= new Set()).add(g.cid);
     let forgetPolicies = false;
-    if (this.sent.size + fresh.size > MAX_SENT) {
+    if (fresh !== null && this.sent.size + fresh.size > MAX_SENT) {
       this.sent.clear();
       forgetPolicies = true;
     }
