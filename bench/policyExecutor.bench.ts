@@ -1,0 +1,81 @@
+/**
+ * The signing-policy cost in the executor alone (no HTTP, no relayer): the one-signature action at 50
+ * concurrent callers, its PKP handed to the worker, under the bench's five-rule policy (a frozen
+ * document with its CID, as the relayer hands it over) and without one, in pairs of alternated order.
+ * Prints the CPU per run of the whole process and of the main thread alone (threadCpu.ts) under the
+ * policy as a share of that without, and the ratio of the rates (docs/policies.md, "What it costs").
+ *
+ *   npx ts-node --transpile-only bench/policyExecutor.bench.ts    (POLICY_PAIRS, POLICY_RUNS)
+ */
+import { ethers } from "ethers";
+import { ActionExecutor } from "../enclave/executor";
+import { Enclave } from "../enclave";
+import { deepFreeze, type GroupPolicy, type Policy } from "../enclave/policy";
+import { FIVE_RULE_POLICY } from "./benchStack";
+import { mainThreadCpuUs } from "./threadCpu";
+
+const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
+const CLIENTS = 50;
+
+async function main(): Promise<void> {
+  const keys = Enclave.fromRootKey("0x" + "5a".repeat(32));
+  const pkp = ethers.zeroPadValue(ethers.toBeHex(101), 32);
+  const ex = new ActionExecutor({ keys, poolSize: 2 });
+  await ex.ready();
+  const policy = deepFreeze(structuredClone(FIVE_RULE_POLICY) as Policy);
+  const grants: readonly GroupPolicy[] = deepFreeze([{ group: "2", policy, cid: "QmFiveRulePolicy" }]);
+  const code = `async function main(p) { return await Actions.signMessage({ pkpId: p.pkpId, message: p.m }); }`;
+  type Form = "plain" | "policy";
+  const batch = async (form: Form, n: number) => {
+    let left = n;
+    const caller = async () => {
+      while (left-- > 0) {
+        const r = await ex.run({
+          code,
+          cid: CID,
+          jsParams: { pkpId: pkp, m: "bench" },
+          authorizePkp: async (ref: string) => ref,
+          runPkp: { ref: pkp, scope: 1 },
+          policiesFor: () => (form === "plain" ? null : grants),
+        });
+        if (r.has_error) throw new Error(`the bench's run failed: ${JSON.stringify(r.error)}`);
+        if (form === "policy" && r.policy_decisions?.length !== 1) throw new Error("no policy decision");
+      }
+    };
+    await Promise.all(Array.from({ length: CLIENTS }, caller));
+  };
+  await batch("plain", 1_000);
+  await batch("policy", 1_000);
+  const runs = Number(process.env.POLICY_RUNS ?? 4_000);
+  const pairs = Number(process.env.POLICY_PAIRS ?? 6);
+  const cpu = { plain: 0, policy: 0 };
+  const main = { plain: 0, policy: 0 };
+  const ms = { plain: 0, policy: 0 };
+  for (let k = 0; k < pairs; k++)
+    for (const form of k % 2 === 0 ? (["plain", "policy"] as const) : (["policy", "plain"] as const)) {
+      const c0 = process.cpuUsage();
+      const m0 = mainThreadCpuUs();
+      const t0 = performance.now();
+      await batch(form, runs);
+      ms[form] += performance.now() - t0;
+      const c = process.cpuUsage(c0);
+      cpu[form] += c.user + c.system;
+      const m1 = mainThreadCpuUs();
+      main[form] += m0 === null || m1 === null ? NaN : m1 - m0;
+    }
+  const per = (us: number) => (us / (pairs * runs)).toFixed(1);
+  const pct = (a: number, b: number) => ((a / b) * 100).toFixed(1) + "%";
+  console.log(
+    `executor, one signature at ${CLIENTS} callers, five-rule policy / none (${pairs} pairs of ${runs}, order alternated):\n` +
+      `  CPU per run, process: ${per(cpu.plain)} µs without, ${per(cpu.policy)} µs under it (${pct(cpu.policy, cpu.plain)})\n` +
+      `  CPU per run, main thread: ${per(main.plain)} µs without, ${per(main.policy)} µs under it (${pct(main.policy, main.plain)})\n` +
+      `  rate: ${pct(ms.plain, ms.policy)} of the rate without`,
+  );
+  await ex.close();
+}
+
+if (require.main === module)
+  main().catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
