@@ -5,7 +5,7 @@
  * Prints the CPU per run of the whole process and of the main thread alone (threadCpu.ts) under the
  * policy as a share of that without, and the ratio of the rates (docs/policies.md, "What it costs").
  *
- *   npx ts-node --transpile-only bench/policyExecutor.bench.ts    (POLICY_PAIRS, POLICY_RUNS)
+ *   npx ts-node --transpile-only bench/policyExecutor.bench.ts   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
  */
 import { ethers } from "ethers";
 import { ActionExecutor } from "../enclave/executor";
@@ -15,7 +15,8 @@ import { FIVE_RULE_POLICY } from "./benchStack";
 import { mainThreadCpuUs } from "./threadCpu";
 
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
-const CLIENTS = 50;
+/** Concurrent callers (POLICY_CLIENTS; 50 by default). With one, every run pays its own wake-ups. */
+const CLIENTS = Number(process.env.POLICY_CLIENTS ?? 50);
 
 async function main(): Promise<void> {
   const keys = Enclave.fromRootKey("0x" + "5a".repeat(32));
