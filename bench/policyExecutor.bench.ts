@@ -5,7 +5,7 @@
  * Prints the CPU per run of the whole process and of the main thread alone (threadCpu.ts) under the
  * policy as a share of that without, and the ratio of the rates (docs/policies.md, "What it costs").
  *
- *   npx ts-node --transpile-only bench/policyExecutor.bench.ts   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
+ *   npm run bench:policy-executor   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
  */
 import { ethers } from "ethers";
 import { ActionExecutor } from "../enclave/executor";

@@ -34,13 +34,7 @@ import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { auditOverhead, printAuditOverhead } from "./auditLog";
 import { UNLIMITED_RATES, FIVE_RULE_POLICY } from "./benchStack";
-import { threadCpuNs } from "./threadCpu";
-
-/** The main thread's CPU so far, µs (it runs the relayer and calls this), or null (no /proc). */
-function mainThreadCpuUs(): number | null {
-  const ns = threadCpuNs();
-  return ns === null ? null : ns / 1000;
-}
+import { mainThreadCpuUs } from "./threadCpu";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>

@@ -16,6 +16,16 @@ export function threadCpuNs(): number | null {
   }
 }
 
+/**
+ * Microseconds of CPU of the main thread, called from it (a benchmark's main thread runs the relayer,
+ * its bottleneck; process.cpuUsage() counts every thread: workers, key threads, the audit writer), or
+ * null (no /proc).
+ */
+export function mainThreadCpuUs(): number | null {
+  const ns = threadCpuNs();
+  return ns === null ? null : ns / 1000;
+}
+
 /** Microseconds of CPU of this whole process (every thread), user and system. */
 export function processCpuUs(): number {
   const u = process.cpuUsage();
