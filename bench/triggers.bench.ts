@@ -23,7 +23,9 @@
  *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
- * intake only), BENCH_TRIGGER_WORKERS (4).
+ * intake only), BENCH_TRIGGER_WORKERS (4), BENCH_HOOKS_LISTENER=1 (the hooks on their own listener, a
+ * thread of their own: `triggers.hooksPort`; the triggers' URLs then point there, so the flood and the
+ * CPU rounds' "fast path" calls go to it).
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -41,6 +43,7 @@ const FLOOD_CLIENTS = env("BENCH_FLOOD_CLIENTS", 50);
 const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 /** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
 const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
+const HOOKS_LISTENER = process.env.BENCH_HOOKS_LISTENER === "1";
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -111,6 +114,7 @@ async function main(): Promise<void> {
       pollMs: 50,
       hookPerIpPerMinute: 1_000_000,
       hookPerTriggerPerMinute: 1_000_000,
+      ...(HOOKS_LISTENER ? { hooksPort: 0 } : {}),
     },
   });
   const victims = LoadGenerator.start();
@@ -194,7 +198,7 @@ async function main(): Promise<void> {
     const other = rows.reduce((a, r) => a + r.flood.n, 0) - accepted - refused;
     const ratios = rows.map((r) => (r.during.p95 / r.before.p95).toFixed(2));
     console.log(
-      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}`,
+      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}`,
     );
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
