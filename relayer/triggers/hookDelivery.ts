@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { deliveryIdOf, HOOK_ID, hmacMatches, safeHeaders } from "./hookRequest";
-import { notFound } from "./service";
+import { notFound } from "./intakeRefusals";
 
 export interface HookCall {
   hookId: string;

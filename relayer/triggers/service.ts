@@ -17,7 +17,7 @@ import { type StoredTrigger, TriggerStore } from "./store";
 import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
 import { BOUNDS } from "./validate";
 import { ChainEventSource, startBlock, type RequestedChainEvent } from "./chainEvents";
-import { HookLookups, QueueFullHints } from "./intakeHints";
+import { HookLookups, type IntakeWatcher, QueueFullHints } from "./intakeHints";
 import { notFound, refusal } from "./intakeRefusals";
 
 export { notFound } from "./intakeRefusals";
@@ -28,16 +28,6 @@ export { notFound } from "./intakeRefusals";
  * a claimed run on another instance is seen within this time.
  */
 export const INTAKE_HINT_MS = 1_000;
-
-/** A copy of the intake's hints kept elsewhere, told what this service's own copy learns. */
-export interface IntakeWatcher {
-  /** The database refused a firing of the trigger: its queue holds `limit` runs. */
-  full(triggerId: string, limit: number): void;
-  /** A run of the trigger was claimed here: its queue may have room. */
-  room(triggerId: string): void;
-  /** A trigger changed on this instance: forget every hint. */
-  forget(): void;
-}
 
 /** An id of the public URL: 24 random bytes, base64url (unguessable; says nothing about the trigger). */
 function newHookId(): string {

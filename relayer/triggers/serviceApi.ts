@@ -16,7 +16,7 @@ import type {
   TriggerLimits,
   WebhookSpec,
 } from "./model";
-import type { IntakeWatcher } from "./service";
+import type { IntakeWatcher } from "./intakeHints";
 import type { StoredTrigger, TriggerStore } from "./store";
 
 /** What a create or update body says (absent: undefined). */
