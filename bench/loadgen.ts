@@ -59,6 +59,8 @@ export type LoadReply =
       latenciesMs: number[];
       wallMs: number;
       statuses?: Record<number, number>;
+      /** This generator's CPU (user + system, µs) during a tally: what sending the flood cost. */
+      cpuUs?: number;
       port?: number;
     }
   | { id: number; ok: false; error: string };
@@ -190,13 +192,16 @@ process.on("message", async (cmd: LoadCommand) => {
   try {
     const t0 = performance.now();
     if (cmd.kind === "tally") {
+      const cpu0 = process.cpuUsage();
       const { lat, statuses } = await runTally(cmd);
+      const cpu = process.cpuUsage(cpu0);
       process.send!({
         id: cmd.id,
         ok: true,
         latenciesMs: lat,
         wallMs: performance.now() - t0,
         statuses,
+        cpuUs: cpu.user + cpu.system,
       } satisfies LoadReply);
       return;
     }

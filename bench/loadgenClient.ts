@@ -82,9 +82,13 @@ export class LoadGenerator {
     total: number,
     request: HttpRequestSpec,
     deadlineMs: number,
-  ): Promise<{ stats: Stats; statuses: Record<number, number> }> {
+  ): Promise<{ stats: Stats; statuses: Record<number, number>; cpuUs: number }> {
     const reply = await this.send({ kind: "tally", clients, total, request, deadlineMs });
-    return { stats: stats(reply.latenciesMs, reply.wallMs), statuses: reply.statuses ?? {} };
+    return {
+      stats: stats(reply.latenciesMs, reply.wallMs),
+      statuses: reply.statuses ?? {},
+      cpuUs: reply.cpuUs ?? 0,
+    };
   }
 
   /** `clients` loops POSTing back to back until `total` requests are done. */

@@ -23,10 +23,13 @@
  *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
- * intake only), BENCH_TRIGGER_WORKERS (4).
+ * intake only), BENCH_TRIGGER_WORKERS (4), BENCH_HOOKS_LISTENER=1 (the hooks on their own listener, a
+ * thread of their own: `triggers.hooksPort`; the triggers' URLs then point there, so the flood and the
+ * CPU rounds' "fast path" calls go to it).
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { startStack, setupAccount, type Stack } from "../testkit/stack";
@@ -40,6 +43,7 @@ const FLOOD_CLIENTS = env("BENCH_FLOOD_CLIENTS", 50);
 const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 /** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
 const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
+const HOOKS_LISTENER = process.env.BENCH_HOOKS_LISTENER === "1";
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -60,6 +64,45 @@ async function settle(s: Stack, key: string, triggerId: string): Promise<void> {
   throw new Error(`trigger ${triggerId} still has runs after ${PHASE_DEADLINE_MS} ms`);
 }
 
+/**
+ * What a phase cost this process (the relayer's): its main event loop's busy time (event-loop
+ * utilisation) and delay (how late a 10 ms timer fires: what a request waiting on the loop waits), and
+ * the CPU of every thread (the main loop, the executor's workers, the hooks' thread, libuv's pool).
+ */
+function phaseMeter() {
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
+  delay.enable();
+  return () => {
+    delay.disable();
+    const elu = performance.eventLoopUtilization(elu0);
+    const cpu = process.cpuUsage(cpu0);
+    return {
+      mainBusyMs: elu.active,
+      wallMs: elu.active + elu.idle,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      delayMeanMs: delay.mean / 1e6,
+      delayP99Ms: delay.percentile(99) / 1e6,
+      delayMaxMs: delay.max / 1e6,
+    };
+  };
+}
+type PhaseCost = ReturnType<ReturnType<typeof phaseMeter>>;
+
+const fmtCost = (c: PhaseCost) =>
+  `main loop busy ${c.mainBusyMs.toFixed(0)} of ${c.wallMs.toFixed(0)} ms, delay mean ${c.delayMeanMs.toFixed(1)} p99 ${c.delayP99Ms.toFixed(1)} max ${c.delayMaxMs.toFixed(1)} ms; process CPU ${c.cpuMs.toFixed(0)} ms`;
+
+/** The wall time the flooded trigger's runs took, from claim to finish (the runner's own record). */
+async function runTimeMs(s: Stack, key: string, triggerId: string): Promise<{ n: number; ms: number }> {
+  const r = await s.api("GET", `/core/v1/triggers/${triggerId}/runs?page_size=100`, { key });
+  const items = (r.body.items ?? []) as Array<{ started_at: string | null; finished_at: string | null }>;
+  let ms = 0;
+  for (const i of items)
+    if (i.started_at && i.finished_at) ms += Date.parse(i.finished_at) - Date.parse(i.started_at);
+  return { n: items.length, ms };
+}
+
 const fmt = (x: Stats) =>
   `p50 ${x.p50.toFixed(1)} ms, p95 ${x.p95.toFixed(1)} ms (n=${x.n}, ${x.rps.toFixed(0)}/s)`;
 
@@ -71,6 +114,7 @@ async function main(): Promise<void> {
       pollMs: 50,
       hookPerIpPerMinute: 1_000_000,
       hookPerTriggerPerMinute: 1_000_000,
+      ...(HOOKS_LISTENER ? { hooksPort: 0 } : {}),
     },
   });
   const victims = LoadGenerator.start();
@@ -105,11 +149,15 @@ async function main(): Promise<void> {
       statuses: Record<number, number>;
     }> = [];
     for (let round = 0; round < ROUNDS; round++) {
+      let meter = phaseMeter();
       const before = await victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun);
-      const [control] = await Promise.all([
+      const beforeCost = meter();
+      meter = phaseMeter();
+      const [control, controlFlood] = await Promise.all([
         victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
         flooder.tally(FLOOD_CLIENTS, FLOOD, bareHook, PHASE_DEADLINE_MS),
       ]);
+      const controlCost = meter();
       const t = await s.api("POST", "/core/v1/triggers", {
         key: flooded.accountKey,
         body: {
@@ -123,12 +171,21 @@ async function main(): Promise<void> {
       });
       if (t.status !== 201) throw new Error(`trigger: ${t.status} ${JSON.stringify(t.body)}`);
       const hook: HttpRequestSpec = { url: t.body.webhook.url, body: {}, expectStatus: 202 };
+      meter = phaseMeter();
       const [during, flood] = await Promise.all([
         victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
         flooder.tally(FLOOD_CLIENTS, FLOOD, hook, PHASE_DEADLINE_MS),
       ]);
+      const duringCost = meter();
       rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
       if (RUNNER_ON) await settle(s, flooded.accountKey, t.body.id);
+      const runs = RUNNER_ON ? await runTimeMs(s, flooded.accountKey, t.body.id) : { n: 0, ms: 0 };
+      console.log(
+        `         cost    without: ${fmtCost(beforeCost)}\n` +
+          `                 control: ${fmtCost(controlCost)}; flood generator CPU ${(controlFlood.cpuUs / 1000).toFixed(0)} ms\n` +
+          `                 during:  ${fmtCost(duringCost)}; flood generator CPU ${(flood.cpuUs / 1000).toFixed(0)} ms\n` +
+          `                 the flood's ${runs.n} runs: ${runs.ms} ms claimed to finished in all`,
+      );
       console.log(
         `round ${round + 1}: without ${fmt(before)}\n         control ${fmt(control)} (flood at a bare server)\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
           `         flood   ${JSON.stringify(flood.statuses)} in ${(flood.stats.n / flood.stats.rps).toFixed(2)} s, ` +
@@ -141,7 +198,7 @@ async function main(): Promise<void> {
     const other = rows.reduce((a, r) => a + r.flood.n, 0) - accepted - refused;
     const ratios = rows.map((r) => (r.during.p95 / r.before.p95).toFixed(2));
     console.log(
-      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}`,
+      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}`,
     );
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,

@@ -183,6 +183,16 @@ export interface TriggerOptions {
   clock?: () => number;
   /** Off: no runner and no scheduler on this instance (the API still stores triggers and firings). */
   run?: boolean;
+  /**
+   * The hooks' own listener (docs/triggers.md, "The hooks' own listener"): `POST /hooks/v1/<id>` also
+   * served on this port by a thread of its own, which refuses a flood without the main event loop
+   * (0: any free port). Default null: none, the hooks are served on the main port only.
+   */
+  hooksPort?: number | null;
+  /** Its address (default: the relayer's `host`). */
+  hooksHost?: string | null;
+  /** The URL base the triggers' answers announce for it (a proxy in front); default the address. */
+  hooksPublicUrl?: string | null;
 }
 
 export interface RelayerConfig {
@@ -318,6 +328,9 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
       scheduleTickMs: 5_000,
       resumeCheckMs: 5_000,
       run: true,
+      hooksPort: null,
+      hooksHost: null,
+      hooksPublicUrl: null,
       ...stripUndefined(opts.triggers ?? {}),
       clock: opts.triggers?.clock ?? Date.now,
     },

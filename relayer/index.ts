@@ -25,6 +25,7 @@ import { defaultLogger } from "./logger";
 import { createMetrics } from "./metrics";
 import { ConcurrencyCap, TokenBuckets } from "./rateLimit";
 import { withHookFastPath } from "./triggers/hookFastPath";
+import { HookListener } from "./triggers/hookListener";
 import {
   type DataLayer,
   SharedConcurrencyCap,
@@ -57,6 +58,8 @@ export interface RunningRelayer {
   app: Express;
   /** The trigger service: where a chain-event source hands its firings (TriggerIntake, TriggerDirectory). */
   triggers: TriggerServiceApi;
+  /** The hooks' own listener (`triggers.hooksPort`), or null: hooks on the main port only. */
+  hooks: HookListener | null;
   close(): Promise<void>;
 }
 
@@ -415,16 +418,19 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   writeCatchUp?.start();
 
   let closed = false;
-  return {
+  let hooks: HookListener | null = null;
+  const running: RunningRelayer = {
     url: `http://${hostForUrl}:${port}`,
     port,
     app,
     triggers: ctx.triggers,
+    hooks: null,
     async close() {
       if (closed) return;
       closed = true;
       clearInterval(pruneTimer);
       await writeCatchUp?.stop();
+      await hooks?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
@@ -441,4 +447,18 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       await database.close();
     },
   };
+  if (cfg.triggers.hooksPort !== null) {
+    try {
+      hooks = await HookListener.start(ctx, {
+        port: cfg.triggers.hooksPort,
+        host: cfg.triggers.hooksHost ?? cfg.host,
+        publicUrl: cfg.triggers.hooksPublicUrl,
+      });
+    } catch (err) {
+      await running.close();
+      throw err;
+    }
+    running.hooks = hooks;
+  }
+  return running;
 }

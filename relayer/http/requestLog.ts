@@ -1,7 +1,9 @@
 /**
  * What every answered request leaves behind: its count and duration in the metrics, and one log line
- * (an error line for a 5xx). Written by the app's request-log middleware (app.ts) and by the hooks'
- * fast path, which answers some requests before the app sees them (triggers/hookFastPath.ts).
+ * (an error line for a 5xx). Written by the app's request-log middleware (app.ts), by the hooks'
+ * fast path, which answers some requests before the app sees them (triggers/hookFastPath.ts), and by
+ * the hooks' own listener for the calls its thread hands over (triggers/hookListener.ts; its thread's
+ * refusals are counted in bulk there instead).
  */
 import type { RelayerContext } from "../context";
 

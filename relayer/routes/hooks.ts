@@ -8,58 +8,14 @@
  * The refusals that need neither the body nor the database are answered before this app sees the
  * request (triggers/hookFastPath.ts), identically.
  */
-import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, Response } from "express";
 import getRawBody from "raw-body";
 import { type RelayerContext } from "../context";
-import { ApiError } from "../errors";
 import { clientIp } from "../http/context";
-import { deliveryIdOf, HOOK_ID, isIpTaken } from "../triggers/hookRequest";
-import { notFound } from "../triggers/service";
+import { deliverHook } from "../triggers/hookDelivery";
+import { isIpTaken } from "../triggers/hookRequest";
 import { endpoint } from "./endpoint";
 import * as s from "./schemas";
-
-/** Headers the action never sees: credentials, cookies, and what proxies add about the client. */
-const STRIPPED = new Set([
-  "authorization",
-  "proxy-authorization",
-  "cookie",
-  "set-cookie",
-  "x-api-key",
-  "forwarded",
-  "via",
-  "x-real-ip",
-  "true-client-ip",
-  "cf-connecting-ip",
-  "x-amz-security-token",
-  "x-csrf-token",
-  "x-xsrf-token",
-]);
-
-/** The headers handed to the action (lower-case names; secret-bearing and proxy headers removed). */
-export function safeHeaders(headers: Request["headers"]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    const n = name.toLowerCase();
-    if (STRIPPED.has(n) || n.startsWith("x-forwarded-") || n.startsWith("proxy-")) continue;
-    if (value === undefined) continue;
-    out[n] = Array.isArray(value) ? value.join(", ") : value;
-  }
-  return out;
-}
-
-/** Does `given` carry the HMAC-SHA256 of `raw` under `secret` (after `prefix`, in `encoding`)? */
-export function hmacMatches(
-  raw: Buffer,
-  secret: string,
-  spec: { prefix: string; encoding: "hex" | "base64" },
-  given: string | undefined,
-): boolean {
-  if (given === undefined || !given.startsWith(spec.prefix)) return false;
-  const want = createHmac("sha256", secret).update(raw).digest();
-  const got = Buffer.from(given.slice(spec.prefix.length).trim(), spec.encoding);
-  return got.length === want.length && timingSafeEqual(got, want);
-}
 
 /** Reads the body as bytes up to the configured limit (413 past it), before anything parses it. */
 function rawBody(ctx: RelayerContext) {
@@ -105,45 +61,13 @@ const postHook = endpoint<RelayerContext>("POST", "/:hook_id", {
   ],
   before: [],
   async handle(ctx, req) {
-    const raw = (req.res?.locals.hookBody as Buffer | undefined) ?? Buffer.alloc(0);
-    const hookId = String(req.params.hook_id);
-    if (!HOOK_ID.test(hookId)) throw notFound();
-    const t = await ctx.triggers.byHookId(hookId);
-    if (!t || !t.enabled || !t.webhook) throw notFound();
-    await ctx.triggers.hookTriggerLimit.take(`htr:${t.id}`, `trigger ${t.id}`);
-    if (t.webhook.hmac) {
-      const secret = ctx.triggers.openSecret(t);
-      if (secret === null || !hmacMatches(raw, secret, t.webhook.hmac, req.get(t.webhook.hmac.header)))
-        throw new ApiError(
-          "webhook_signature_invalid",
-          `The ${t.webhook.hmac.header} header does not carry the HMAC-SHA256 of the body under this trigger's secret.`,
-        );
-    }
-    let body: unknown = null;
-    try {
-      body = raw.length ? JSON.parse(raw.toString("utf8")) : null;
-    } catch {
-      // Not JSON (a form post, say): the action still has the raw bytes.
-      body = null;
-    }
-    const delivery = deliveryIdOf(req.headers);
-    const firingId = `webhook:${delivery ?? randomUUID()}`;
-    const out = await ctx.triggers.fire(
-      {
-        triggerId: t.id,
-        firingId,
-        firedAt: Date.now(),
-        input: {
-          kind: "webhook",
-          body,
-          rawBase64: raw.toString("base64"),
-          headers: safeHeaders(req.headers),
-        },
-      },
-      t,
-      { fresh: delivery === null },
-    );
-    return { status: 202, body: { run_id: out.runId, firing_id: firingId } };
+    const out = await deliverHook(ctx, {
+      hookId: String(req.params.hook_id),
+      raw: (req.res?.locals.hookBody as Buffer | undefined) ?? Buffer.alloc(0),
+      headers: req.headers,
+      takeTriggerToken: true,
+    });
+    return { status: 202, body: { run_id: out.runId, firing_id: out.firingId } };
   },
 });
 

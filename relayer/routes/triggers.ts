@@ -133,8 +133,13 @@ const TRIGGER_BODY_ERRORS = [
 ] as const;
 
 /** Where the service is reached: its configured public URL, else the one this request came to. */
+/** Where a webhook trigger's URL points: the hooks' own listener when there is one, else this service. */
 function originOf(ctx: RelayerContext, req: Request): string {
-  return ctx.cfg.publicOrigins?.[0] ?? `${req.protocol}://${req.get("host") ?? "localhost"}`;
+  return (
+    ctx.triggers.hookOrigin ??
+    ctx.cfg.publicOrigins?.[0] ??
+    `${req.protocol}://${req.get("host") ?? "localhost"}`
+  );
 }
 
 const env = (ctx: RelayerContext, account: Parameters<typeof pkpOfAddress>[1]) => ({

@@ -30,13 +30,8 @@ import { clientIpBeforeExpress, requestIds } from "../http/context";
 import { errorBody, retryAfterHeader } from "../http/errorHandler";
 import { logRequest } from "../http/requestLog";
 import type { RateLimiter } from "../rateLimit";
-import { deliveryIdOf, HOOK_ID, markIpTaken } from "./hookRequest";
+import { deliveryIdOf, HOOK_ID, HOOK_PATH, HOOK_ROUTE as ROUTE, markIpTaken } from "./hookRequest";
 import { notFound } from "./service";
-
-/** The route's pattern, as the app's request log names it. */
-const ROUTE = "/hooks/v1/:hook_id";
-/** `/hooks/v1/<one segment>` and an optional query: what the app's router matches to ROUTE, unencoded. */
-const HOOK_PATH = /^\/hooks\/v1\/([^/?#%]+)(?:\?.*)?$/s;
 
 /** The request listener to serve: the fast path, then `app` for everything it does not answer. */
 export function withHookFastPath(ctx: RelayerContext, app: Express): RequestListener {

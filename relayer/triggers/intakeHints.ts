@@ -15,6 +15,16 @@
  */
 import type { StoredTrigger } from "./store";
 
+/** A copy of the intake's hints kept elsewhere, told what this service's own copy learns. */
+export interface IntakeWatcher {
+  /** The database refused a firing of the trigger: its queue holds `limit` runs. */
+  full(triggerId: string, limit: number): void;
+  /** A run of the trigger was claimed here: its queue may have room. */
+  room(triggerId: string): void;
+  /** A trigger changed on this instance: forget every hint. */
+  forget(): void;
+}
+
 export class QueueFullHints {
   private readonly full = new Map<string, { limit: number; untilMs: number }>();
 

@@ -17,7 +17,10 @@ import { type StoredTrigger, TriggerStore } from "./store";
 import type { TriggerInput, TriggerServiceApi } from "./serviceApi";
 import { BOUNDS } from "./validate";
 import { ChainEventSource, startBlock, type RequestedChainEvent } from "./chainEvents";
-import { HookLookups, QueueFullHints } from "./intakeHints";
+import { HookLookups, type IntakeWatcher, QueueFullHints } from "./intakeHints";
+import { notFound, refusal } from "./intakeRefusals";
+
+export { notFound } from "./intakeRefusals";
 
 /**
  * How long this instance trusts what it remembers of the intake (docs/triggers.md, "Security bounds"):
@@ -25,10 +28,6 @@ import { HookLookups, QueueFullHints } from "./intakeHints";
  * a claimed run on another instance is seen within this time.
  */
 export const INTAKE_HINT_MS = 1_000;
-
-export function notFound(): ApiError {
-  return new ApiError("trigger_not_found", "No trigger with this id in this account.");
-}
 
 /** An id of the public URL: 24 random bytes, base64url (unguessable; says nothing about the trigger). */
 function newHookId(): string {
@@ -46,6 +45,10 @@ export class TriggerService implements TriggerServiceApi {
   /** In-memory refusals of a flooded trigger and its hook lookups (re-checked by the database). */
   private readonly queueFull = new QueueFullHints(INTAKE_HINT_MS);
   private readonly hookLookups = new HookLookups(INTAKE_HINT_MS);
+  /** Who keeps a copy of those hints (the hooks' listener's thread, hookListener.ts). */
+  private readonly intakeWatchers = new Set<IntakeWatcher>();
+  /** Where webhook triggers' URLs point, when the hooks have a listener of their own (else the request's). */
+  hookOrigin: string | null = null;
   private started = false;
 
   constructor(
@@ -74,7 +77,10 @@ export class TriggerService implements TriggerServiceApi {
             error_message: error.message,
           }),
         resumePaid: () => this.resumePaid(),
-        claimed: (triggerId) => this.queueFull.room(triggerId),
+        claimed: (triggerId) => {
+          this.queueFull.room(triggerId);
+          for (const w of this.intakeWatchers) w.room(triggerId);
+        },
       },
       clock,
       logger,
@@ -123,9 +129,16 @@ export class TriggerService implements TriggerServiceApi {
     return () => this.listeners.delete(listener);
   }
 
+  /** Tells `w` of every change to the intake's hints from now on, until the answer is called. */
+  watchIntake(w: IntakeWatcher): () => void {
+    this.intakeWatchers.add(w);
+    return () => this.intakeWatchers.delete(w);
+  }
+
   private changed(): void {
     this.queueFull.clear();
     this.hookLookups.clear();
+    for (const w of this.intakeWatchers) w.forget();
     for (const l of this.listeners) {
       try {
         l();
@@ -170,7 +183,10 @@ export class TriggerService implements TriggerServiceApi {
     if ("missing" in r) throw notFound();
     if ("paused" in r) throw pausedError(r.paused);
     if ("refused" in r) {
-      if (r.refused === "queue_full") this.queueFull.markFull(t.id, r.limit, now);
+      if (r.refused === "queue_full") {
+        this.queueFull.markFull(t.id, r.limit, now);
+        for (const w of this.intakeWatchers) w.full(t.id, r.limit);
+      }
       throw refusal(r.refused, r.limit);
     }
     if (r.created) this.runner.wake();
@@ -404,15 +420,6 @@ function pausedError(reason: string): ApiError {
 }
 
 /** 429 trigger_queue_full: the same answer whether the database or this instance's hint refused. */
-function refusal(reason: "queue_full" | "rate", limit: number): ApiError {
-  return new ApiError(
-    "trigger_queue_full",
-    reason === "queue_full"
-      ? `The trigger already has ${limit} runs queued (limits.max_queued_runs).`
-      : `The trigger already fired ${limit} runs in the last minute (limits.runs_per_minute).`,
-    { retryAfter: reason === "queue_full" ? 5 : 60, details: { reason, limit } },
-  );
-}
 
 function requireSpec(kind: TriggerKind, input: TriggerInput): void {
   const need = {

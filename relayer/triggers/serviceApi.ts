@@ -16,6 +16,7 @@ import type {
   TriggerLimits,
   WebhookSpec,
 } from "./model";
+import type { IntakeWatcher } from "./intakeHints";
 import type { StoredTrigger, TriggerStore } from "./store";
 
 /** What a create or update body says (absent: undefined). */
@@ -53,6 +54,10 @@ export interface TriggerServiceApi extends TriggerIntake, TriggerDirectory {
   rememberedHook(hookId: string): StoredTrigger | null | undefined;
   /** The 429 of a fresh firing while this instance knows the trigger's queue is full, else null. */
   knownFull(triggerId: string): ApiError | null;
+  /** Tells the watcher of every change to the intake's hints (the hooks' listener keeps a copy). */
+  watchIntake(w: IntakeWatcher): () => void;
+  /** Where webhook triggers' URLs point when the hooks have a listener of their own, else null. */
+  hookOrigin: string | null;
   get(auth: AuthContext, id: string): Promise<StoredTrigger>;
   create(auth: AuthContext, input: TriggerInput): Promise<{ trigger: StoredTrigger; secret: string | null }>;
   update(

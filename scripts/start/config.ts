@@ -16,6 +16,8 @@ export const CONFIG_VARIABLES = [
   "SIGIL_HOST",
   "PORT",
   "SIGIL_PUBLIC_URLS",
+  "SIGIL_HOOKS_PORT",
+  "SIGIL_HOOKS_PUBLIC_URL",
   "SIGIL_RPC_URL",
   "SIGIL_ANVIL_PORT",
   "SIGIL_CHAIN_STATE_INTERVAL_SECONDS",
@@ -106,6 +108,13 @@ export interface SigilConfig {
    * absent = the URL `npm start` listens on.
    */
   publicUrls?: string[];
+  /**
+   * SIGIL_HOOKS_PORT: the inbound hooks also on a port of their own, served by a thread of their own
+   * (docs/triggers.md, "The hooks' own listener"); absent = the hooks on the main port only.
+   */
+  hooksPort: number | null;
+  /** SIGIL_HOOKS_PUBLIC_URL: the URL base the triggers announce for that port (a proxy in front). */
+  hooksPublicUrl: string | null;
   /** The external chain; absent = the embedded anvil chain in the data folder. */
   rpcUrl?: string;
   anvilPort: number;
@@ -337,6 +346,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   const host = get("SIGIL_HOST") ?? "127.0.0.1";
   const port = int("PORT", 0, 65535, "the HTTP port of the API; 0 picks a free one") ?? 8000;
   const publicUrls = list("SIGIL_PUBLIC_URLS");
+  const hooksPort =
+    int("SIGIL_HOOKS_PORT", 0, 65535, "the inbound hooks' own port; 0 picks a free one; unset: none") ?? null;
+  const hooksPublicUrl = get("SIGIL_HOOKS_PUBLIC_URL")?.trim() || null;
+  if (hooksPublicUrl !== null && !/^https?:\/\/[^/\s]+\/?$/.test(hooksPublicUrl))
+    problems.push(
+      `SIGIL_HOOKS_PUBLIC_URL: "${hooksPublicUrl}" is not an origin. Give the URL senders reach the hooks' port at, e.g. https://hooks.sigil.example.`,
+    );
   for (const u of publicUrls ?? []) {
     const problem = publicUrlProblem(u);
     if (problem)
@@ -677,6 +693,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     host,
     port,
     publicUrls,
+    hooksPort,
+    hooksPublicUrl,
     rpcUrl,
     anvilPort,
     chainStateIntervalSeconds,

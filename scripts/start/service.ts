@@ -248,6 +248,7 @@ export async function startSigil(config: SigilConfig, hooks: StartHooks = {}): P
       rateLimits: config.rateLimits,
       operatorToken: config.operatorToken,
       trustProxy: config.trustProxy,
+      triggers: { hooksPort: config.hooksPort, hooksPublicUrl: config.hooksPublicUrl },
       unknownTtlMs: config.unknownTtlMs,
       billing,
       logger,

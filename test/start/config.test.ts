@@ -34,6 +34,15 @@ describe("start: configuration", () => {
     expect(c.logFile).to.equal(path.join(cwd, ".sigil", "sigil.log"));
   });
 
+  it("reads the hooks' own port and its public URL (none by default: the hooks on the API's port)", () => {
+    const d = loadConfig({}, cwd);
+    expect([d.hooksPort, d.hooksPublicUrl]).to.deep.equal([null, null]);
+    const c = loadConfig({ SIGIL_HOOKS_PORT: "8001", SIGIL_HOOKS_PUBLIC_URL: "https://hooks.example" }, cwd);
+    expect([c.hooksPort, c.hooksPublicUrl]).to.deep.equal([8001, "https://hooks.example"]);
+    const problems = problemsOf({ SIGIL_HOOKS_PORT: "x", SIGIL_HOOKS_PUBLIC_URL: "hooks.example/path" }, cwd);
+    expect(problems.join("\n")).to.contain("SIGIL_HOOKS_PORT").and.contain("SIGIL_HOOKS_PUBLIC_URL");
+  });
+
   it("reads SIGIL_CHAINS (none by default) and names what is wrong in it", () => {
     expect(loadConfig({}, cwd).chains).to.deep.equal([]);
     const c = loadConfig(

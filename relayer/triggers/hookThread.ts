@@ -1,0 +1,349 @@
+/**
+ * The hooks' own listener, in a thread of its own (started by hookListener.ts): `POST /hooks/v1/<id>`
+ * on a port of its own, so that a flood of hook calls is parsed, read and refused on this thread's
+ * event loop and never waits in line with other accounts' requests on the relayer's main loop.
+ *
+ * It answers every refusal itself, in the app's order (routes/hooks.ts, hookDelivery.ts) and with the
+ * app's answers (status, headers, JSON body, request ids):
+ *
+ *  1. the source's per-IP rate: 429 rate_limited;
+ *  2. the body, read raw up to the limit: 413 payload_too_large past it;
+ *  3. a malformed hook id, or one whose trigger is unknown, disabled or deleted: 404 trigger_not_found;
+ *  4. the trigger's own rate: 429 rate_limited;
+ *  5. the HMAC, when the trigger asks for one: 401 webhook_signature_invalid;
+ *  6. a fresh delivery while the trigger's queue is known full: 429 trigger_queue_full.
+ *
+ * What it needs to know comes from the main thread as hints (the same hints the main thread keeps for
+ * itself, intakeHints.ts, pushed here as they change): the trigger behind a hook id (asked once, then
+ * remembered for INTAKE_HINT_MS), which queues are full, and "forget everything" on any change. Only a
+ * call it cannot refuse crosses to the main thread, with its body, and is answered there (a firing
+ * stored, or a refusal only the database knows). A stale hint refuses early at worst, as on the main
+ * thread: the database decides every firing it stores.
+ *
+ * The rate limits here are this thread's own in-memory buckets (the per-instance limits). With limits
+ * shared by every instance (PostgreSQL), the main thread also takes the shared tokens of the calls it is
+ * handed, so the cluster-wide bound holds for every call that can start work.
+ *
+ * Refused calls are not logged one line each: the thread counts them and hands the main thread the
+ * counts (metrics and one summary log line) about once a second.
+ */
+import * as http from "node:http";
+import { parentPort, workerData } from "node:worker_threads";
+import express from "express";
+import type { ApiError } from "../errors";
+import { clientIpBeforeExpress, requestIds } from "../http/context";
+import { errorBody, retryAfterHeader } from "../http/errorHandler";
+import { TokenBuckets } from "../rateLimit";
+import { ApiError as Err, isApiError } from "../errors";
+import { deliveryIdOf, HOOK_ID, HOOK_PATH, HOOK_ROUTE, hmacMatches } from "./hookRequest";
+import { notFound, refusal } from "./intakeRefusals";
+
+/** What the main thread starts the thread with. */
+export interface HookThreadConfig {
+  port: number;
+  host: string;
+  bodyBytes: number;
+  perIpPerMinute: number;
+  perTriggerPerMinute: number;
+  /** The app's `trust proxy` setting: the client's address is read the same way. */
+  trustProxy: unknown;
+  hintMs: number;
+}
+
+/** What the thread knows of a hook's trigger: null when there is none (or it is disabled, or deleted). */
+export type HookHint = {
+  triggerId: string;
+  paused: boolean;
+  hmac: { header: string; prefix: string; encoding: "hex" | "base64"; secret: string | null } | null;
+} | null;
+
+/** An answer the main thread wrote for a call it was handed. */
+export interface HandedAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export type ToThread =
+  | { type: "hint"; seq: number; hookId: string; hint: HookHint | "unknown" }
+  | { type: "full"; triggerId: string; limit: number }
+  | { type: "room"; triggerId: string }
+  | { type: "forget" }
+  | { type: "answer"; seq: number; answer: HandedAnswer }
+  | { type: "close" };
+
+export type FromThread =
+  | { type: "listening"; port: number }
+  | { type: "failed"; error: string }
+  | { type: "lookup"; seq: number; hookId: string }
+  | {
+      type: "deliver";
+      seq: number;
+      hookId: string;
+      ip: string;
+      headers: http.IncomingHttpHeaders;
+      raw: Uint8Array;
+      requestId: string;
+      correlationId: string;
+      /** Whether this thread took the trigger's token (not when the trigger could not be looked up). */
+      triggerTokenTaken: boolean;
+    }
+  | {
+      type: "refused";
+      counts: Array<[method: string, status: number, code: string, n: number]>;
+      ms: number[];
+    }
+  | { type: "closed" };
+
+const MINUTE = 60_000;
+/** How often the refusals' counts go to the main thread (and at most how many durations at once). */
+const REPORT_MS = 1_000;
+const REPORT_MAX = 10_000;
+
+function main(cfg: HookThreadConfig): void {
+  const port = parentPort!;
+  const send = (m: FromThread, transfer?: ArrayBuffer[]) => port.postMessage(m, transfer);
+  const ipLimit = new TokenBuckets(cfg.perIpPerMinute, MINUTE);
+  const triggerLimit = new TokenBuckets(cfg.perTriggerPerMinute, MINUTE);
+  // Only for reading the client's address as the app does (its `trust proxy`); it serves nothing.
+  const addressReader = express();
+  addressReader.set("trust proxy", cfg.trustProxy);
+
+  const hints = new Map<string, { hint: HookHint; untilMs: number }>();
+  const full = new Map<string, { limit: number; untilMs: number }>();
+  let nextSeq = 1;
+  const lookups = new Map<number, (hint: HookHint | "unknown") => void>();
+  const waitingLookup = new Map<string, Array<(hint: HookHint | "unknown") => void>>();
+  const handed = new Map<number, (answer: HandedAnswer) => void>();
+
+  const counts = new Map<string, number>();
+  let durations: number[] = [];
+  const report = () => {
+    if (counts.size === 0) return;
+    const out: Array<[string, number, string, number]> = [];
+    for (const [k, n] of counts) {
+      const [method, status, code] = JSON.parse(k) as [string, number, string];
+      out.push([method, status, code, n]);
+    }
+    send({ type: "refused", counts: out, ms: durations });
+    counts.clear();
+    durations = [];
+  };
+  const reporter = setInterval(report, REPORT_MS);
+
+  /** The hint for a hook id: remembered while fresh, else asked of the main thread (one ask at a time). */
+  const withHint = (hookId: string, then: (hint: HookHint | "unknown") => void) => {
+    const h = hints.get(hookId);
+    if (h && Date.now() < h.untilMs) return then(h.hint);
+    const queue = waitingLookup.get(hookId);
+    if (queue) return void queue.push(then);
+    waitingLookup.set(hookId, [then]);
+    const seq = nextSeq++;
+    lookups.set(seq, (hint) => {
+      const waiting = waitingLookup.get(hookId) ?? [];
+      waitingLookup.delete(hookId);
+      for (const w of waiting) w(hint);
+    });
+    send({ type: "lookup", seq, hookId });
+  };
+
+  const knownFull = (triggerId: string): number | null => {
+    const f = full.get(triggerId);
+    if (!f) return null;
+    if (Date.now() >= f.untilMs) {
+      full.delete(triggerId);
+      return null;
+    }
+    return f.limit;
+  };
+
+  port.on("message", (m: ToThread) => {
+    switch (m.type) {
+      case "hint": {
+        // Bounded as the main thread's own lookups are (intakeHints.ts).
+        if (hints.size >= 10_000) hints.clear();
+        if (m.hint !== "unknown") hints.set(m.hookId, { hint: m.hint, untilMs: Date.now() + cfg.hintMs });
+        const done = lookups.get(m.seq);
+        lookups.delete(m.seq);
+        done?.(m.hint);
+        break;
+      }
+      case "full":
+        if (full.size >= 10_000) full.clear();
+        full.set(m.triggerId, { limit: m.limit, untilMs: Date.now() + cfg.hintMs });
+        break;
+      case "room":
+        full.delete(m.triggerId);
+        break;
+      case "forget":
+        hints.clear();
+        full.clear();
+        break;
+      case "answer": {
+        const done = handed.get(m.seq);
+        handed.delete(m.seq);
+        done?.(m.answer);
+        break;
+      }
+      case "close":
+        clearInterval(reporter);
+        server.close(() => {
+          report();
+          send({ type: "closed" });
+          port.close();
+        });
+        server.closeAllConnections();
+        break;
+    }
+  });
+
+  const server = http.createServer((req, res) => {
+    const started = process.hrtime.bigint();
+    const offered = req.headers["x-correlation-id"];
+    const ids = requestIds(Array.isArray(offered) ? offered.join(", ") : offered);
+    const refuse = (err: ApiError) => {
+      writeError(req, res, err, ids);
+      const key = JSON.stringify([req.method ?? "", err.status, err.code]);
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+      durations.push(Number(process.hrtime.bigint() - started) / 1e6);
+      if (durations.length >= REPORT_MAX) report();
+    };
+    const m = req.method === "POST" ? HOOK_PATH.exec(req.url ?? "") : null;
+    if (!m) {
+      req.resume();
+      return refuse(new Err("route_not_found", "This listener serves only POST /hooks/v1/<hook id>."));
+    }
+    const hookId = m[1];
+    let ip: string;
+    try {
+      ip = clientIpBeforeExpress(addressReader, req);
+      ipLimit.take(`hip:${ip}`, `address ${ip}`);
+    } catch (err) {
+      req.resume();
+      return refuse(asApiError(err));
+    }
+    readBody(req, cfg.bodyBytes, (err, raw) => {
+      if (err) return refuse(err);
+      if (!HOOK_ID.test(hookId)) return refuse(notFound());
+      withHint(hookId, (hint) => {
+        if (hint === null) return refuse(notFound());
+        let triggerTokenTaken = false;
+        if (hint !== "unknown") {
+          try {
+            triggerLimit.take(`htr:${hint.triggerId}`, `trigger ${hint.triggerId}`);
+          } catch (e) {
+            return refuse(asApiError(e));
+          }
+          triggerTokenTaken = true;
+          if (hint.hmac) {
+            const given = req.headers[hint.hmac.header.toLowerCase()];
+            const value = Array.isArray(given) ? given.join(", ") : given;
+            if (hint.hmac.secret === null || !hmacMatches(raw!, hint.hmac.secret, hint.hmac, value))
+              return refuse(
+                new Err(
+                  "webhook_signature_invalid",
+                  `The ${hint.hmac.header} header does not carry the HMAC-SHA256 of the body under this trigger's secret.`,
+                ),
+              );
+          }
+          // A re-delivery is answered its first run, and a paused trigger its own refusal: both the
+          // database's to say (as on the main thread's path).
+          if (!hint.paused && deliveryIdOf(req.headers) === null) {
+            const limit = knownFull(hint.triggerId);
+            if (limit !== null) return refuse(refusal("queue_full", limit));
+          }
+        }
+        const seq = nextSeq++;
+        handed.set(seq, (answer) => {
+          res.writeHead(answer.status, answer.headers);
+          res.end(answer.body);
+        });
+        const bytes = new Uint8Array(raw!.buffer, raw!.byteOffset, raw!.byteLength).slice();
+        send(
+          {
+            type: "deliver",
+            seq,
+            hookId,
+            ip,
+            headers: req.headers,
+            raw: bytes,
+            requestId: ids.requestId,
+            correlationId: ids.correlationId,
+            triggerTokenTaken,
+          },
+          [bytes.buffer],
+        );
+      });
+    });
+  });
+  server.keepAliveTimeout = 5_000;
+  server.once("error", (err) => send({ type: "failed", error: err.message }));
+  server.listen(cfg.port, cfg.host, () => {
+    send({ type: "listening", port: (server.address() as { port: number }).port });
+  });
+}
+
+function asApiError(err: unknown): ApiError {
+  return isApiError(err) ? err : new Err("invalid_request", "The request could not be read.");
+}
+
+/**
+ * The body as bytes, up to `limit` (413 past it, before reading when the length is announced; a body
+ * that stops short is 400 invalid_request, as the app's raw-body reader answers).
+ */
+function readBody(
+  req: http.IncomingMessage,
+  limit: number,
+  then: (err: ApiError | null, raw?: Buffer) => void,
+): void {
+  const tooLarge = () => new Err("payload_too_large", "The request body is larger than the limit.");
+  const announced = req.headers["content-length"];
+  if (announced !== undefined && Number(announced) > limit) {
+    req.resume();
+    return then(tooLarge());
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let done = false;
+  const finish = (err: ApiError | null) => {
+    if (done) return;
+    done = true;
+    if (err) {
+      req.removeAllListeners("data");
+      req.resume();
+      return then(err);
+    }
+    then(null, Buffer.concat(chunks, size));
+  };
+  req.on("data", (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) return finish(tooLarge());
+    chunks.push(chunk);
+  });
+  req.on("end", () => finish(null));
+  req.on("aborted", () => finish(new Err("invalid_request", "The request body could not be read.")));
+  req.on("error", () => finish(new Err("invalid_request", "The request body could not be read.")));
+}
+
+/** The app's error answer (errorHandler.ts's sendError) with its request ids. */
+function writeError(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  err: ApiError,
+  ids: { requestId: string; correlationId: string },
+): void {
+  const body = JSON.stringify(errorBody(err, ids.requestId));
+  res.statusCode = err.status;
+  res.setHeader("X-Request-Id", ids.requestId);
+  res.setHeader("X-Correlation-Id", ids.correlationId);
+  const retryAfter = retryAfterHeader(err);
+  if (retryAfter !== undefined) res.setHeader("Retry-After", retryAfter);
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(body));
+  res.end(body);
+}
+
+export { HOOK_ROUTE };
+
+if (parentPort && (workerData as { hookThread?: HookThreadConfig } | null)?.hookThread)
+  main((workerData as { hookThread: HookThreadConfig }).hookThread);
