@@ -8,9 +8,7 @@
  *   npm run bench:policy-executor   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
  */
 import { ethers } from "ethers";
-import { ActionExecutor } from "../enclave/executor";
-import { Enclave } from "../enclave";
-import { deepFreeze, type GroupPolicy, type Policy } from "../enclave/policy";
+import { ActionExecutor, deepFreeze, Enclave, type GroupPolicy, type Policy } from "../enclave";
 import { FIVE_RULE_POLICY } from "./benchStack";
 import { mainThreadCpuUs } from "./threadCpu";
 
