@@ -12,7 +12,14 @@ import { registryInterface } from "../../scripts/safe/lib/registryCalls";
 import { openPage, type WatchedPage } from "./browser";
 import type { Stack } from "../helpers/stack";
 import { ANVIL_ACCOUNT_1, injectWallet } from "./injectedWallet";
-import { check, guardSteps, startDashboardRig, visit, type DashboardRig } from "./support";
+import {
+  check,
+  createExecuteOnlyUsageKey,
+  guardSteps,
+  startDashboardRig,
+  visit,
+  type DashboardRig,
+} from "./support";
 
 describe("dashboard: end to end in Chromium", function () {
   this.timeout(240_000);
@@ -187,19 +194,10 @@ describe("dashboard: end to end in Chromium", function () {
   it("creates a usage key that may only execute in that group, shown once, summarised as such", async () => {
     const { page } = owner;
     await visit(owner, "keys", "Usage keys");
-    await page.getByRole("button", { name: "New usage key" }).click();
-    await page.getByLabel("Key name").fill("server");
-    await page.getByRole("group", { name: "Execute in" }).getByRole("checkbox", { name: /demo/ }).check();
-    await check(page, "usage-key-create");
-    await page.getByRole("button", { name: "Create key" }).click();
-    const value = page.getByTestId("shown-once-value");
-    await value.waitFor();
-    s.usageKey = (await value.textContent())!;
-    expect(s.usageKey).to.match(/^uk_[0-9a-f]{64}$/);
-    await page.getByLabel("I have saved it").check();
-    await page.getByRole("button", { name: "Continue" }).click();
-    await page.getByTestId("scope-summary").filter({ hasText: "execute: demo" }).waitFor();
-    await check(page, "usage-keys");
+    s.usageKey = await createExecuteOnlyUsageKey(page, "demo", {
+      onForm: () => check(page, "usage-key-create"),
+      onList: () => check(page, "usage-keys"),
+    });
   });
 
   it("with the usage key: billing is hidden, and the action runs with a signature that verifies to the PKP", async () => {

@@ -68,6 +68,39 @@ export async function check(page: Page, name: string): Promise<void> {
   await screenshot(page, name);
 }
 
+/**
+ * The usage-keys page's whole "new key" flow for a key that may only execute in `group`: fills the
+ * form, creates it, reads the value shown once, confirms it was saved, and waits for the list's scope
+ * summary. `onForm` and `onList` run the caller's own checks (axe, screenshot) on the filled form and
+ * on the list afterwards. Returns the key.
+ */
+export async function createExecuteOnlyUsageKey(
+  page: Page,
+  group: string,
+  hooks: { onForm?: () => Promise<void>; onList?: () => Promise<void> } = {},
+): Promise<string> {
+  await page.getByRole("button", { name: "New usage key" }).click();
+  await page.getByLabel("Key name").fill("server");
+  await page
+    .getByRole("group", { name: "Execute in" })
+    .getByRole("checkbox", { name: new RegExp(group) })
+    .check();
+  await hooks.onForm?.();
+  await page.getByRole("button", { name: "Create key" }).click();
+  const value = page.getByTestId("shown-once-value");
+  await value.waitFor();
+  const key = (await value.textContent())!;
+  expect(key).to.match(/^uk_[0-9a-f]{64}$/);
+  await page.getByLabel("I have saved it").check();
+  await page.getByRole("button", { name: "Continue" }).click();
+  await page
+    .getByTestId("scope-summary")
+    .filter({ hasText: `execute: ${group}` })
+    .waitFor();
+  await hooks.onList?.();
+  return key;
+}
+
 /** Signs a tab in with a key through the sign-in page. */
 export async function signIn(w: WatchedPage, key: string): Promise<void> {
   await w.page.goto("/");

@@ -13,7 +13,7 @@ import { expect } from "chai";
 import { verifyMessage } from "ethers";
 import type { Page } from "playwright-core";
 import { openPage, SCREENSHOTS, type WatchedPage } from "./browser";
-import { guardSteps, startDashboardRig, type DashboardRig } from "./support";
+import { createExecuteOnlyUsageKey, guardSteps, startDashboardRig, type DashboardRig } from "./support";
 
 const SHOTS = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-walkthrough-"));
 /** The pictures the README and docs/dashboard.md show (the rest stay in the temp folder). */
@@ -155,22 +155,10 @@ describe("dashboard: the README walk-through", function () {
         it("creates a usage key that may execute in the group, shown once", async () => {
           const { page } = w!;
           await goTo(w!, "keys", "Usage keys");
-          await page.getByRole("button", { name: "New usage key" }).click();
-          await page.getByLabel("Key name").fill("server");
-          await page
-            .getByRole("group", { name: "Execute in" })
-            .getByRole("checkbox", { name: /demo/ })
-            .check();
-          await axeClean(page, `${tag}-usage-key-form`);
-          await page.getByRole("button", { name: "Create key" }).click();
-          const value = page.getByTestId("shown-once-value");
-          await value.waitFor();
-          s.usageKey = (await value.textContent())!;
-          expect(s.usageKey).to.match(/^uk_[0-9a-f]{64}$/);
-          await page.getByLabel("I have saved it").check();
-          await page.getByRole("button", { name: "Continue" }).click();
-          await page.getByTestId("scope-summary").filter({ hasText: "execute: demo" }).waitFor();
-          await axeClean(page, `${tag}-usage-keys`);
+          s.usageKey = await createExecuteOnlyUsageKey(page, "demo", {
+            onForm: () => axeClean(page, `${tag}-usage-key-form`),
+            onList: () => axeClean(page, `${tag}-usage-keys`),
+          });
         });
 
         it("the billing page shows the sign-up credit and the charges in words", async () => {
