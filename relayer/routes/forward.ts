@@ -132,13 +132,7 @@ const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", 
     domain: s.out({ name: s.str(), version: s.str(), chain_id: s.int(), verifying_contract: s.address }),
     types: s.out({ ForwardRequest: s.arr(s.out({ name: s.str(), type: s.str() })) }),
   }),
-  errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "forward_call_not_allowed",
-    ...REGISTRY_CALL_ERRORS,
-  ],
+  errors: ["forward_call_not_allowed", ...REGISTRY_CALL_ERRORS],
   async handle(ctx, _req, res, { data }: BodyOf<typeof prepareBody>) {
     const auth = authOf(res);
     if (auth.principal.kind !== "usage")
@@ -195,9 +189,6 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
     group_id: s.nullable(s.int()),
   }),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
     "forward_call_not_allowed",
     "forward_request_expired",
     "forward_signature_invalid",

@@ -111,15 +111,7 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
     },
     ["usage_api_key_withheld"],
   ),
-  errors: [
-    ...s.WRITE_ERRORS,
-    "owner_only",
-    "group_not_found",
-    "invalid_group_id",
-    "expiration_in_past",
-    "too_many_entries",
-    "string_too_long",
-  ],
+  errors: [...s.WRITE_ERRORS, "owner_only", "group_not_found"],
   secretFields: { names: ["usage_api_key"], mode: "encrypt" },
   async handle(ctx, _req, res, body: BodyOf<typeof s.keyCreate>) {
     const auth = authOf(res);

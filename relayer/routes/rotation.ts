@@ -85,8 +85,6 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
     "usage_key_not_found",
     "usage_key_expired",
     "invalid_usage_api_key",
-    "invalid_address",
-    "expiration_in_past",
     "overlap_too_long",
     "rotation_scopes_changed",
     "address_in_use",
