@@ -8,6 +8,7 @@
  * neither, and checks the scopes it copies against the ones the old key holds (a stale copy is refused:
  * 409 rotation_scopes_changed). Owner only (policy.ts, requireRotator); charged as one write.
  */
+import { structArgs } from "../../vocabulary/scopes";
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { registryRefusal } from "../chain/registryErrors";
@@ -15,7 +16,7 @@ import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { requireRotator } from "../policy";
 import { keyItem } from "../present";
-import { scopesArg, TARGET_CHECKS, targetKey } from "./keys";
+import { TARGET_CHECKS, targetKey } from "./keys";
 import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
@@ -119,7 +120,7 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
         old.name,
         old.description,
         expiration,
-        scopesArg(old.scopes),
+        structArgs(old.scopes),
       ]),
     );
     firstEvent(out, "KeyAdded");
