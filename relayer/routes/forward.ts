@@ -68,18 +68,6 @@ const forwarderDomain = (ctx: RelayerContext) => ({
   verifyingContract: ctx.cfg.forwarderAddress,
 });
 
-/** A signed forward request as its checks read it (uint256 values as bigints). */
-interface SignedForwardRequest {
-  from: string;
-  to: string;
-  value: bigint;
-  gas: bigint;
-  nonce: bigint;
-  deadline: number;
-  data: string;
-  signature: string;
-}
-
 function forwardAddress(v: unknown, field: string): string {
   if (typeof v !== "string" || !isAddress(v))
     throw new ApiError("invalid_request", `\`${field}\` must be a 0x address.`, { details: { field } });
@@ -102,6 +90,11 @@ const FORWARD_REQUEST_CHECKS = {
       });
     return v;
   },
+};
+
+/** A signed forward request as its checks read it (uint256 values as bigints). */
+type SignedForwardRequest = {
+  [K in keyof typeof FORWARD_REQUEST_CHECKS]: ReturnType<(typeof FORWARD_REQUEST_CHECKS)[K]>;
 };
 
 const prepareBody = s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]);
