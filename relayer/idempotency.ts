@@ -20,6 +20,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createHmac, randomBytes } from "node:crypto";
+import type { Enclave } from "../enclave";
 import type { RecordedForwardRequest, WriteJournal } from "./chain/sender";
 import { ApiError } from "./errors";
 import { type DataLayer, IdempotencyRecords } from "./db";
@@ -125,11 +126,8 @@ export function sealContextOf(scope: string, apiKey: string | null, idempotencyK
   return `sigil/idempotency/v2\n${scope}\n${apiKey ?? ""}\n${idempotencyKey}`;
 }
 
-/** The enclave's record sealing (enclave/index.ts Enclave.sealRecord / openRecord). */
-export interface RecordSealer {
-  sealRecord(context: string, plaintext: Uint8Array): string;
-  openRecord(context: string, envelope: string): Uint8Array;
-}
+/** The enclave's record sealing: all this module needs of the enclave. */
+export type RecordSealer = Pick<Enclave, "sealRecord" | "openRecord">;
 
 export interface RunOptions {
   /**

@@ -84,8 +84,8 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
     cacheBlock: () => cache?.lastProcessedBlock ?? 0,
     executor: () => executor?.stats() ?? null,
     gasWallets: () => ({
-      wallets: sender.gasWalletStatuses(),
-      thresholdWei: sender.lowBalanceThresholdWei(),
+      wallets: sender.balances.statuses(),
+      thresholdWei: sender.balances.thresholdWei(),
     }),
   });
   const onTransient = () => metrics.rpcFailures.inc();
@@ -365,7 +365,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   webhooks.start();
   audit?.start();
   ctx.triggers.start();
-  sender.startBalanceMonitor();
+  sender.balances.start();
   const pruneTimer = setInterval(() => {
     ctx.idempotency
       .prune()

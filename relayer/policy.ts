@@ -22,6 +22,7 @@
 import type { Enclave } from "../enclave";
 import { FLAG_SCOPES, GROUP_SCOPES } from "../vocabulary/scopes";
 import { SCOPE_NAMES, Scope } from "./chain/abi";
+import { registryRefusal } from "./chain/registryErrors";
 import type { AccountProjection, GroupRecord, KeyRecord } from "./permissions/projection";
 import { ApiError } from "./errors";
 
@@ -78,13 +79,8 @@ function perGroupIds(key: KeyRecord, scope: ScopeIndex): number[] {
 export function writeRefusal(caller: Caller, scope: ScopeIndex, groupId: number): ApiError | null {
   if (caller.principal.kind === "account") return apiModeRefusal(caller);
   if (caller.key && keyHasScope(caller.key, caller.account, scope, groupId)) return null;
-  const name = SCOPE_NAMES[scope];
-  const onGroup = PER_GROUP.has(scope) && groupId !== 0;
-  return new ApiError(
-    "missing_scope",
-    onGroup ? `The key lacks the ${name} scope on group ${groupId}.` : `The key lacks the ${name} scope.`,
-    { details: { scope: name, group_id: onGroup ? groupId : 0 } },
-  );
+  // An account-wide scope is refused as the registry refuses it: on group 0, whatever group was asked.
+  return registryRefusal.missingScope(SCOPE_NAMES[scope], PER_GROUP.has(scope) ? groupId : 0);
 }
 
 export function canWrite(caller: Caller, scope: ScopeIndex, groupId: number): boolean {
@@ -99,8 +95,7 @@ export function requireWriteScope(caller: Caller, scope: ScopeIndex, groupId: nu
 
 /** Owner-only operations (key management, ownership transfer): the account key in API mode only. */
 export function requireOwner(caller: Caller): void {
-  if (caller.principal.kind !== "account")
-    throw new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
+  if (caller.principal.kind !== "account") throw registryRefusal.ownerOnly();
   const refusal = apiModeRefusal(caller);
   if (refusal) throw refusal;
 }
@@ -141,10 +136,7 @@ function apiModeRefusal(caller: Caller): ApiError | null {
 /** The group, or 404 group_not_found (route pre-check: a precise answer before the scope check). */
 export function requireGroup(account: AccountProjection, groupId: number): GroupRecord {
   const g = account.groups.get(groupId);
-  if (!g)
-    throw new ApiError("group_not_found", `Group ${groupId} does not exist in this account.`, {
-      details: { group_id: groupId },
-    });
+  if (!g) throw registryRefusal.groupNotFound(groupId);
   return g;
 }
 

@@ -13,11 +13,25 @@ export interface RevertContext {
 }
 
 /**
- * Refusals the routes also make from the permission cache before writing (routes/groups.ts,
- * routes/rotation.ts), built here once so that a request answers the same code, message and details
- * whether the cache or the registry caught it.
+ * Refusals the relayer also makes from the permission cache before writing (the policy's pre-checks in
+ * policy.ts, routes/groups.ts, routes/rotation.ts), built here once so that a request answers the same
+ * code, message and details whether the cache or the registry caught it.
  */
 export const registryRefusal = {
+  /** `groupId` 0: an account-wide scope, or the wildcard a new group's initial members need. */
+  missingScope: (scope: string, groupId: number) =>
+    new ApiError(
+      "missing_scope",
+      groupId === 0
+        ? `The key lacks the ${scope} scope.`
+        : `The key lacks the ${scope} scope on group ${groupId}.`,
+      { details: { scope, group_id: groupId } },
+    ),
+  groupNotFound: (groupId: number) =>
+    new ApiError("group_not_found", `Group ${groupId} does not exist in this account.`, {
+      details: { group_id: groupId },
+    }),
+  ownerOnly: () => new ApiError("owner_only", "Only the account owner may do this; a usage key never can."),
   usageKeyExpired: (id: string, expiration: number) =>
     new ApiError("usage_key_expired", `Usage key ${id} expired at ${expiration}.`, {
       details: { id, expiration },
@@ -71,18 +85,9 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
         );
       return parsed.name === "NoAccount"
         ? new ApiError("unknown_api_key", "The key is not a live key of any account.")
-        : new ApiError("owner_only", "Only the account owner may do this; a usage key never can.");
-    case "MissingScope": {
-      const scope = SCOPE_NAMES[Number(a[2])] ?? `scope ${a[2]}`;
-      const groupId = Number(a[3]);
-      return new ApiError(
-        "missing_scope",
-        groupId === 0
-          ? `The key lacks the ${scope} scope.`
-          : `The key lacks the ${scope} scope on group ${groupId}.`,
-        { details: { scope, group_id: groupId } },
-      );
-    }
+        : registryRefusal.ownerOnly();
+    case "MissingScope":
+      return registryRefusal.missingScope(SCOPE_NAMES[Number(a[2])] ?? `scope ${a[2]}`, Number(a[3]));
     case "AddressInUse":
       return new ApiError("address_in_use", `Address ${a[0]} already owns an account or is a key.`, {
         details: { address: a[0] },
@@ -101,9 +106,7 @@ export function mapRevert(data: string | undefined, ctx: RevertContext): ApiErro
     case "ExpirationInPast":
       return new ApiError("expiration_in_past", `Expiration ${a[0]} is not in the future.`);
     case "UnknownGroup":
-      return new ApiError("group_not_found", `Group ${a[1]} does not exist in this account.`, {
-        details: { group_id: Number(a[1]) },
-      });
+      return registryRefusal.groupNotFound(Number(a[1]));
     case "PkpNotInAccount":
       return registryRefusal.pkpNotFound(a[0]);
     case "PkpAlreadyInGroup":

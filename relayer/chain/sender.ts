@@ -25,7 +25,7 @@ import { KeyedMutex } from "../mutex";
 import { parseRegistryLog } from "./abi";
 import type { SignedForwardRequest } from "./batch";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI, FeeOracle } from "./fees";
-import { BalanceMonitor, type GasWalletStatus } from "./send/balanceMonitor";
+import { BalanceMonitor } from "./send/balanceMonitor";
 import { Broadcaster, isUnfunded, unfunded } from "./send/broadcast";
 import { ForwarderNonces } from "./send/nonces";
 import { BatchQueue, DEFAULT_MAX_BATCH, settleFromReceipt, transactionFor } from "./send/queue";
@@ -119,7 +119,8 @@ export class Sender {
   private readonly forwarderNonces: ForwarderNonces;
   private readonly simulator: Simulator;
   private readonly broadcaster: Broadcaster;
-  private readonly balances: BalanceMonitor;
+  /** The gas wallets' balance readings: the relayer starts them, /health and the metrics read them. */
+  readonly balances: BalanceMonitor;
   private readonly queue: BatchQueue;
   private inFlight = 0;
   /** The newest block a receipt was seen in: a lower bound for where a request about to be sent lands. */
@@ -171,18 +172,8 @@ export class Sender {
     await this.pool.add(this.o.gasSigners);
   }
 
-  /** Starts the periodic balance readings (the relayer does; a sender in a test need not). */
-  startBalanceMonitor(): void {
-    this.balances.start();
-  }
-
   async stop(): Promise<void> {
     await this.balances.stop();
-  }
-
-  /** Reads every gas wallet's balance now (tests; the monitor does it every balancePollMs). */
-  refreshBalances(): Promise<void> {
-    return this.balances.refresh();
   }
 
   /** After a chain reset or reorganisation: every cached nonce may be wrong; re-read them from the chain. */
@@ -199,21 +190,6 @@ export class Sender {
 
   gasWalletAddresses(): string[] {
     return this.pool.addresses();
-  }
-
-  /** Each gas wallet's last balance reading, and whether it is low or cannot pay. */
-  gasWalletStatuses(): GasWalletStatus[] {
-    return this.balances.statuses();
-  }
-
-  /** The low-balance threshold in force (null before the first reading when it follows the fee). */
-  lowBalanceThresholdWei(): bigint | null {
-    return this.balances.thresholdWei();
-  }
-
-  /** Every gas wallet is low or cannot pay. */
-  gasWalletsAllLow(): boolean {
-    return this.balances.allLow();
   }
 
   /**

@@ -134,7 +134,7 @@ const transferOwnership = endpoint<RelayerContext>("POST", "/account/transfer_ow
     tx_hash: s.txHash,
     next_step: s.str(),
   }),
-  errors: [...s.WRITE_ERRORS, "owner_only", "invalid_address", "address_in_use"],
+  errors: [...s.WRITE_ERRORS, "owner_only", "address_in_use"],
   async handle(ctx, _req, res, { new_owner: newOwner }: BodyOf<typeof transferBody>) {
     const auth = authOf(res);
     requireOwner(auth);

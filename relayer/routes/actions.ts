@@ -40,15 +40,7 @@ const postActions = endpoint<RelayerContext>("POST", "/actions", {
     used_bytes: s.int(),
     quota_bytes: s.int(),
   }),
-  errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "code_too_large",
-    "not_authorized_to_pin",
-    "pin_quota_exceeded",
-    "insufficient_credits",
-    "spend_cap_reached",
-  ],
+  errors: ["not_authorized_to_pin", "pin_quota_exceeded", "insufficient_credits", "spend_cap_reached"],
   async handle(ctx, _req, res, { code }: BodyOf<typeof codeBody>) {
     const bytes = new TextEncoder().encode(code);
     const { cid, charged_cents } = await pinContent(ctx, authOf(res), bytes);
@@ -62,7 +54,7 @@ const postActionsCid = endpoint<RelayerContext>("POST", "/actions/cid", {
   summary: "Compute the CID of code without storing it",
   body: codeBody,
   answer: s.out({ cid: s.str() }),
-  errors: [...s.BODY_ERRORS, "invalid_request", "code_too_large"],
+  errors: [],
   async handle(_ctx, _req, _res, { code }: BodyOf<typeof codeBody>) {
     return { body: { cid: await computeCid(new TextEncoder().encode(code)) } };
   },
@@ -169,13 +161,7 @@ const postSvcAction = endpoint<RelayerContext>("POST", "/svc_action", {
   checks: { js_params: readJsParams, timeout_ms: readTimeoutMs },
   answer: s.ref("ExecutionResult"),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "invalid_cid",
-    "invalid_pkp_id",
     "pkp_not_found",
-    "code_too_large",
     "js_params_too_large",
     "not_authorized_to_execute",
     "account_chain_secured",

@@ -45,14 +45,16 @@ export type BodyValidator<C> = (body: unknown, c: C) => Record<string, unknown>;
 /** With the `u` flag, paired surrogates form one code point, so only unpaired ones match. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-const FORMATS: Record<string, Reader> = {
-  cid: parseCidField,
-  "pkp-id": parsePkpId,
+/** Each id format: its reader, and the code it refuses a value with (`bodyErrors` lists it). */
+const FORMATS: Record<string, { read: Reader; code: ErrorCode }> = {
+  cid: { read: parseCidField, code: "invalid_cid" },
+  "pkp-id": { read: parsePkpId, code: "invalid_pkp_id" },
   // An address is resolved against the account by the handler (it needs the account's PKPs).
-  "pkp-ref": (v, field) => (isPkpAddress(v) ? v : parsePkpId(v, field)),
-  "group-id": (v, field) => parseGroupId(v, field, true),
-  address: parseAddress,
-  expiration: readExpiration,
+  "pkp-ref": { read: (v, field) => (isPkpAddress(v) ? v : parsePkpId(v, field)), code: "invalid_pkp_id" },
+  "group-id": { read: (v, field) => parseGroupId(v, field, true), code: "invalid_group_id" },
+  address: { read: parseAddress, code: "invalid_address" },
+  // A value that is no unix time at all is invalid_request, which every body can answer anyway.
+  expiration: { read: readExpiration, code: "expiration_in_past" },
 };
 
 /** Unix seconds in the future; 0 stays 0 ("never", like null). */
@@ -74,9 +76,13 @@ function nullableInner(s: Schema): Schema | undefined {
   return alts.find((a) => a.type !== "null");
 }
 
+/** What a string over its `x-sigil-max-bytes` answers. */
+const tooLargeCode = (s: Schema): ErrorCode =>
+  (s["x-sigil-too-large"] as ErrorCode | undefined) ?? "string_too_long";
+
 function stringReader(s: Schema): Reader {
   const maxBytes = s["x-sigil-max-bytes"] as number | undefined;
-  const tooLarge = (s["x-sigil-too-large"] as ErrorCode | undefined) ?? "string_too_long";
+  const tooLarge = tooLargeCode(s);
   const nonBlank = s["x-sigil-non-blank"] === true;
   const values = s.enum as unknown[] | undefined;
   return (v, field) => {
@@ -126,7 +132,7 @@ function arrayReader(s: Schema): Reader {
 /** The reader of a value of this schema (a field's, or an array item's). */
 function readerOf(s: Schema): Reader {
   const format = s.format as string | undefined;
-  if (format !== undefined && FORMATS[format]) return FORMATS[format];
+  if (format !== undefined && FORMATS[format]) return FORMATS[format].read;
   switch (s.type) {
     case "string":
       return stringReader(s);
@@ -142,6 +148,31 @@ function readerOf(s: Schema): Reader {
     default:
       return (v) => v;
   }
+}
+
+/** The codes the reader of this schema (`readerOf`) refuses a value with, beyond invalid_request. */
+function valueErrors(s: Schema, codes: Set<ErrorCode>): void {
+  const format = FORMATS[s.format as string];
+  if (format) codes.add(format.code);
+  else if (s.type === "string" && s["x-sigil-max-bytes"] !== undefined) codes.add(tooLargeCode(s));
+  else if (s.type === "array") {
+    if (s.maxItems !== undefined) codes.add("too_many_entries");
+    valueErrors((s.items as Schema | undefined) ?? {}, codes);
+  }
+}
+
+/**
+ * Every code reading a body by this schema can answer, derived from the schema the reader is compiled
+ * from, so the endpoint's OpenAPI operation (endpoint.ts) cannot miss one or list one the body cannot
+ * cause. A field the declaration checks itself (`checked`) is read by its check, which is the
+ * declaration's to list.
+ */
+export function bodyErrors(schema: Schema, checked: readonly string[] = []): ErrorCode[] {
+  const codes = new Set<ErrorCode>(["invalid_request"]);
+  if (schema.additionalProperties === false) codes.add("unknown_field");
+  for (const [name, s] of Object.entries((schema.properties ?? {}) as Record<string, Schema>))
+    if (!checked.includes(name)) valueErrors(nullableInner(s) ?? s, codes);
+  return [...codes];
 }
 
 interface FieldPlan<C> {

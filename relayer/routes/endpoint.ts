@@ -7,7 +7,7 @@
 import express, { type Request, type RequestHandler, type Response } from "express";
 import type { ScopeEntry } from "../../vocabulary/scopes";
 import { catalogueEntry, type ErrorCode } from "../errors";
-import { compileBody, type FieldCheck } from "./bodySchema";
+import { bodyErrors, compileBody, type FieldCheck } from "./bodySchema";
 
 export type Schema = Record<string, unknown>;
 
@@ -83,7 +83,10 @@ export interface Endpoint<C> {
   answerMediaType?: string;
   /** A second success answer (e.g. 202 "processing", 503 "degraded") with its own schema. */
   alsoAnswers?: { status: number; description: string; schema: Schema };
-  /** The codes this endpoint itself can answer (the caller's and the guard's common ones are added). */
+  /**
+   * The codes this endpoint itself can answer. The caller's and the guard's common ones are added, and
+   * so are those its body implies (`BODY_ERRORS`, and what reading it by `body` can refuse: bodyErrors).
+   */
   errors: readonly ErrorCode[];
   /** A hand-written OpenAPI operation, for an answer that is not JSON (GET /metrics). */
   operation?: Record<string, unknown>;
@@ -215,6 +218,24 @@ const GUARD_ERRORS: readonly ErrorCode[] = [
   "database_unavailable",
 ];
 
+/** What any request with a body can be refused for before its route runs (body parser, Idempotency-Key). */
+export const BODY_ERRORS: readonly ErrorCode[] = [
+  "invalid_json",
+  "payload_too_large",
+  "unsupported_media_type",
+  "invalid_idempotency_key",
+  "idempotency_key_reused",
+  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
+  "idempotency_key_in_flight",
+];
+
+/** The codes a declaration's body implies: the body parser's, and its schema's unless it reads its own. */
+function impliedByBody(e: Endpoint<never>): readonly ErrorCode[] {
+  if (!e.body) return [];
+  if (e.ownBody !== undefined) return BODY_ERRORS;
+  return [...BODY_ERRORS, ...bodyErrors(e.body, Object.keys(e.checks ?? {}))];
+}
+
 const errorRef = { $ref: "#/components/schemas/Error" };
 const json = (schema: Schema) => ({ "application/json": { schema } });
 
@@ -229,7 +250,8 @@ export function operationOf(e: Endpoint<never>): Record<string, unknown> {
   };
   const byStatus = new Map<number, string[]>();
   const common = e.caller === "public" ? [] : CREDENTIAL_ERRORS;
-  for (const code of [...new Set([...common, ...GUARD_ERRORS, ...e.errors]), "internal_error"]) {
+  const codes = new Set([...common, ...GUARD_ERRORS, ...impliedByBody(e), ...e.errors]);
+  for (const code of [...codes, "internal_error" as const]) {
     const entry = catalogueEntry(code);
     if (!entry) throw new Error(`openapi: ${code} is in no error catalogue`);
     const codes = byStatus.get(entry.status) ?? [];

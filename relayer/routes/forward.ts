@@ -68,18 +68,6 @@ const forwarderDomain = (ctx: RelayerContext) => ({
   verifyingContract: ctx.cfg.forwarderAddress,
 });
 
-/** A signed forward request as its checks read it (uint256 values as bigints). */
-interface SignedForwardRequest {
-  from: string;
-  to: string;
-  value: bigint;
-  gas: bigint;
-  nonce: bigint;
-  deadline: number;
-  data: string;
-  signature: string;
-}
-
 function forwardAddress(v: unknown, field: string): string {
   if (typeof v !== "string" || !isAddress(v))
     throw new ApiError("invalid_request", `\`${field}\` must be a 0x address.`, { details: { field } });
@@ -102,6 +90,11 @@ const FORWARD_REQUEST_CHECKS = {
       });
     return v;
   },
+};
+
+/** A signed forward request as its checks read it (uint256 values as bigints). */
+type SignedForwardRequest = {
+  [K in keyof typeof FORWARD_REQUEST_CHECKS]: ReturnType<(typeof FORWARD_REQUEST_CHECKS)[K]>;
 };
 
 const prepareBody = s.obj({ data: s.str("Registry calldata (0x hex)") }, ["data"]);
@@ -132,13 +125,7 @@ const postForwardPrepare = endpoint<RelayerContext>("POST", "/forward/prepare", 
     domain: s.out({ name: s.str(), version: s.str(), chain_id: s.int(), verifying_contract: s.address }),
     types: s.out({ ForwardRequest: s.arr(s.out({ name: s.str(), type: s.str() })) }),
   }),
-  errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "forward_call_not_allowed",
-    ...REGISTRY_CALL_ERRORS,
-  ],
+  errors: ["forward_call_not_allowed", ...REGISTRY_CALL_ERRORS],
   async handle(ctx, _req, res, { data }: BodyOf<typeof prepareBody>) {
     const auth = authOf(res);
     if (auth.principal.kind !== "usage")
@@ -195,9 +182,6 @@ const postForward = endpoint<RelayerContext>("POST", "/forward", {
     group_id: s.nullable(s.int()),
   }),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
     "forward_call_not_allowed",
     "forward_request_expired",
     "forward_signature_invalid",

@@ -64,14 +64,7 @@ const postGroups = endpoint<RelayerContext>("POST", "/groups", {
   status: 201,
   body: createBody,
   answer: s.out({ ...s.groupFields, tx_hash: s.txHash }),
-  errors: [
-    ...s.WRITE_ERRORS,
-    "missing_scope",
-    "invalid_pkp_id",
-    "pkp_not_found",
-    "invalid_cid",
-    "too_many_groups",
-  ],
+  errors: [...s.WRITE_ERRORS, "missing_scope", "pkp_not_found", "too_many_groups"],
   async handle(ctx, _req, res, body: BodyOf<typeof createBody>) {
     const auth = authOf(res);
     const { name, description, actions: cids } = body;
@@ -147,7 +140,16 @@ const deleteGroupsId = endpoint<RelayerContext>("DELETE", "/groups/:id", {
   summary: "Delete a group (group:delete)",
   params: [s.idParam("id", s.int())],
   answer: s.out({ group_id: s.int(), deleted: { type: "boolean", const: true }, tx_hash: s.txHash }),
-  errors: [...s.WRITE_ERRORS, "missing_scope", "invalid_group_id", "group_not_found"],
+  // No body is declared, but its codes were listed before they were derived from the body: kept.
+  errors: [
+    ...s.BODY_ERRORS,
+    "invalid_request",
+    "unknown_field",
+    ...s.WRITE_ERRORS,
+    "missing_scope",
+    "invalid_group_id",
+    "group_not_found",
+  ],
   async handle(ctx, req, res) {
     const auth = authOf(res);
     const id = parseGroupId(req.params.id, "id");
@@ -233,7 +235,6 @@ const postGroupsIdActions = endpoint<RelayerContext>("POST", "/groups/:id/action
   errors: [
     ...s.WRITE_ERRORS,
     "missing_scope",
-    "invalid_cid",
     "group_not_found",
     "action_already_in_group",
     "action_not_in_group",
@@ -252,7 +253,6 @@ const postGroupsIdPkps = endpoint<RelayerContext>("POST", "/groups/:id/pkps", {
   errors: [
     ...s.WRITE_ERRORS,
     "missing_scope",
-    "invalid_pkp_id",
     "pkp_not_found",
     "group_not_found",
     "pkp_already_in_group",

@@ -98,6 +98,12 @@ export function targetKey(body: { usage_api_key?: string; id?: string }, auth: A
   return key;
 }
 
+/** The answer of an update (`s.keyAnswer`): the key as it is now, or its id if the cache is behind. */
+async function keyAsNow(ctx: RelayerContext, auth: AuthContext, address: string, txHash: string) {
+  const rec = (await ctx.cache.account(auth.account.id)).keys.get(address);
+  return { ...(rec ? await keyItem(rec, ctx.billing) : { id: address }), tx_hash: txHash };
+}
+
 const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key", {
   caller: "key",
   summary: "Create a usage key (value returned once as usage_api_key)",
@@ -111,15 +117,7 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
     },
     ["usage_api_key_withheld"],
   ),
-  errors: [
-    ...s.WRITE_ERRORS,
-    "owner_only",
-    "group_not_found",
-    "invalid_group_id",
-    "expiration_in_past",
-    "too_many_entries",
-    "string_too_long",
-  ],
+  errors: [...s.WRITE_ERRORS, "owner_only", "group_not_found"],
   secretFields: { names: ["usage_api_key"], mode: "encrypt" },
   async handle(ctx, _req, res, body: BodyOf<typeof s.keyCreate>) {
     const auth = authOf(res);
@@ -139,7 +137,7 @@ const postAddUsageApiKey = endpoint<RelayerContext>("POST", "/add_usage_api_key"
         name,
         description,
         expiration,
-        scopesArg(scopes),
+        structArgs(scopes),
       ]),
     );
     firstEvent(out, "KeyAdded");
@@ -253,14 +251,11 @@ const postUpdateUsageApiKey = endpoint<RelayerContext>("POST", "/update_usage_ap
         name,
         description,
         expiration,
-        scopesArg(scopes),
+        structArgs(scopes),
       ]),
     );
     await ctx.billing?.setKeySpendCap(auth.account.id.toString(), key.address, spendCap);
-    const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-    return {
-      body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
-    };
+    return { body: await keyAsNow(ctx, auth, key.address, out.txHash) };
   },
 });
 
@@ -292,10 +287,7 @@ const postUpdateUsageApiKeyMetadata = endpoint<RelayerContext>("POST", "/update_
       "update_usage_api_key_metadata",
       registryInterface.encodeFunctionData("updateKeyMetadata", [key.address, name, description]),
     );
-    const rec = (await ctx.cache.account(auth.account.id)).keys.get(key.address);
-    return {
-      body: { ...(rec ? await keyItem(rec, ctx.billing) : { id: key.address }), tx_hash: out.txHash },
-    };
+    return { body: await keyAsNow(ctx, auth, key.address, out.txHash) };
   },
 });
 
@@ -331,8 +323,3 @@ export const KEY_ENDPOINTS = [
   postUpdateUsageApiKeyMetadata,
   postRemoveUsageApiKey,
 ];
-
-/** KeyScopes as the registry's struct argument (addKey, updateKey, rotateKey). */
-export function scopesArg(s: KeyScopes) {
-  return structArgs(s);
-}

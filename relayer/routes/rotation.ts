@@ -8,6 +8,7 @@
  * neither, and checks the scopes it copies against the ones the old key holds (a stale copy is refused:
  * 409 rotation_scopes_changed). Owner only (policy.ts, requireRotator); charged as one write.
  */
+import { structArgs } from "../../vocabulary/scopes";
 import { authOf } from "../auth";
 import { registryInterface } from "../chain/abi";
 import { registryRefusal } from "../chain/registryErrors";
@@ -15,7 +16,7 @@ import { firstEvent, write, type RelayerContext } from "../context";
 import { ApiError } from "../errors";
 import { requireRotator } from "../policy";
 import { keyItem } from "../present";
-import { scopesArg, TARGET_CHECKS, targetKey } from "./keys";
+import { TARGET_CHECKS, targetKey } from "./keys";
 import { endpoint, type BodyOf } from "./endpoint";
 import * as s from "./schemas";
 
@@ -85,8 +86,6 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
     "usage_key_not_found",
     "usage_key_expired",
     "invalid_usage_api_key",
-    "invalid_address",
-    "expiration_in_past",
     "overlap_too_long",
     "rotation_scopes_changed",
     "address_in_use",
@@ -121,7 +120,7 @@ const postRotateUsageApiKey = endpoint<RelayerContext>("POST", "/rotate_usage_ap
         old.name,
         old.description,
         expiration,
-        scopesArg(old.scopes),
+        structArgs(old.scopes),
       ]),
     );
     firstEvent(out, "KeyAdded");

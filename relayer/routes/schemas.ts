@@ -200,29 +200,13 @@ export const pagingParams = [
   { name: "page_size", in: "query", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
 ];
 export const idParam = (name: string, schema: Schema) => ({ name, in: "path", required: true, schema });
-/** What any POST can be refused for before its route runs (body parser, Idempotency-Key). */
-export const BODY_ERRORS: ErrorCode[] = [
-  "invalid_json",
-  "payload_too_large",
-  "unsupported_media_type",
-  "invalid_idempotency_key",
-  "idempotency_key_reused",
-  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
-  "idempotency_key_in_flight",
-];
+/** Billing's declarations still name it; the operation adds it to any endpoint with a body. */
+export { BODY_ERRORS } from "./endpoint";
+/** What any write to the registry can be refused for (its body's codes are added from its schema). */
 export const WRITE_ERRORS: ErrorCode[] = [
-  "invalid_request",
-  "unknown_field",
-  "invalid_json",
-  "payload_too_large",
-  "unsupported_media_type",
   "chain_unavailable",
   "gas_wallet_unfunded",
   "write_reverted",
-  "idempotency_key_reused",
-  // A duplicate still waiting for the first request (on any instance sharing the database) after 30 s.
-  "idempotency_key_in_flight",
-  "invalid_idempotency_key",
   "account_chain_secured",
   "forward_request_required",
   "insufficient_credits",

@@ -35,10 +35,6 @@ const postAuthSiwe = endpoint<RelayerContext>("POST", "/auth/siwe", {
     access: { type: "string", enum: ["read"] },
   }),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "string_too_long",
     "siwe_invalid",
     "siwe_wrong_domain",
     "siwe_wrong_chain",
@@ -76,7 +72,7 @@ const postAuthSiweSignOut = endpoint<RelayerContext>("POST", "/auth/siwe/sign_ou
     session_key: s.address,
     expires_at: s.int("Unix seconds: when the session would have expired"),
   }),
-  errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "database_unavailable"],
+  errors: ["database_unavailable"],
   async handle(ctx, req) {
     const { session, outcome } = await ctx.auth.signOutOwnerSession(req);
     return {

@@ -144,7 +144,7 @@ const health = endpoint<RelayerContext>("GET", "/health", {
     // Every gas wallet low (or refused for insufficient funds): degraded, but still 200: reads and
     // executions work, and writes do until the balance runs out; a load balancer that pulled every
     // instance at once because all ran low would turn a funding warning into an outage.
-    const gasLow = ctx.sender.gasWalletsAllLow();
+    const gasLow = ctx.sender.balances.allLow();
     const reasons = [
       ...(head === null ? ["chain_unreachable"] : []),
       ...(pool.alive > 0 ? [] : ["executor_down"]),
@@ -177,8 +177,8 @@ const health = endpoint<RelayerContext>("GET", "/health", {
       executor: pool,
       gas_wallets: ctx.sender.gasWalletAddresses(),
       gas_wallet_balances: {
-        low_balance_threshold_wei: ctx.sender.lowBalanceThresholdWei()?.toString() ?? null,
-        wallets: ctx.sender.gasWalletStatuses().map((w) => ({
+        low_balance_threshold_wei: ctx.sender.balances.thresholdWei()?.toString() ?? null,
+        wallets: ctx.sender.balances.statuses().map((w) => ({
           address: w.address,
           balance_wei: w.balanceWei?.toString() ?? null,
           low: w.low,

@@ -50,10 +50,6 @@ const postWebhooks = endpoint<RelayerContext>("POST", "/webhooks", {
   checks: { event_types: eventTypes },
   answer: s.out({ ...s.webhookFields, secret: s.webhookSecret }),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "string_too_long",
     "owner_only",
     "webhook_url_invalid",
     "webhook_url_refused",
@@ -114,10 +110,6 @@ const postWebhooksId = endpoint<RelayerContext>("POST", "/webhooks/:id", {
   checks: { event_types: eventTypes },
   answer: s.ref("WebhookEndpoint"),
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
-    "string_too_long",
     "owner_only",
     "webhook_not_found",
     "webhook_url_invalid",
@@ -161,7 +153,7 @@ const postWebhooksIdRotateSecret = endpoint<RelayerContext>("POST", "/webhooks/:
     secret: s.webhookSecret,
     previous_secret_expires_at: s.nullable(s.int("Unix seconds")),
   }),
-  errors: [...s.BODY_ERRORS, "invalid_request", "unknown_field", "owner_only", "webhook_not_found"],
+  errors: ["owner_only", "webhook_not_found"],
   secretFields: { names: ["secret"], mode: "encrypt" },
   async handle(ctx, req, res, body: BodyOf<typeof rotateBody>) {
     return {
@@ -201,9 +193,6 @@ const resendDelivery = endpoint<RelayerContext>("POST", "/webhooks/:id/deliverie
   body: s.obj({}),
   answer: s.deliveryItem,
   errors: [
-    ...s.BODY_ERRORS,
-    "invalid_request",
-    "unknown_field",
     "owner_only",
     "webhook_not_found",
     "webhook_delivery_not_found",

@@ -4,11 +4,10 @@
  * context names the endpoint and its account, so a sealed secret copied onto another row does not open.
  */
 import { randomBytes } from "node:crypto";
+import type { Enclave } from "../../enclave";
 
-export interface RecordSealer {
-  sealRecord(context: string, plaintext: Uint8Array): string;
-  openRecord(context: string, envelope: string): Uint8Array;
-}
+/** The enclave's record sealing: all the secrets need of the enclave. */
+export type RecordSealer = Pick<Enclave, "sealRecord" | "openRecord">;
 
 /** `whsec_` + 32 random bytes in base64url (43 characters). */
 export function newSecret(): string {

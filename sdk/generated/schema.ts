@@ -60,7 +60,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -87,7 +87,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -306,7 +306,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_address */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_address, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -342,7 +342,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, address_in_use */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, address_in_use */
         409: {
           headers: {
             [name: string]: unknown;
@@ -441,7 +441,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -477,7 +477,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, no_pending_transfer */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, no_pending_transfer */
         409: {
           headers: {
             [name: string]: unknown;
@@ -638,7 +638,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id, expiration_in_past, too_many_entries, string_too_long */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, expiration_in_past, too_many_entries, invalid_group_id, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -683,7 +683,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -966,7 +966,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_address, string_too_long, expiration_in_past, too_many_entries, invalid_group_id, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1011,7 +1011,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, usage_key_expired */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, usage_key_expired */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1139,7 +1139,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_address, string_too_long, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1184,7 +1184,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1293,7 +1293,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_address, forward_request_required, invalid_usage_api_key */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1338,7 +1338,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1482,7 +1482,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_usage_api_key, invalid_address, expiration_in_past, overlap_too_long */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_address, expiration_in_past, forward_request_required, invalid_usage_api_key, overlap_too_long */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1527,7 +1527,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, usage_key_expired, rotation_scopes_changed, address_in_use */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, usage_key_expired, rotation_scopes_changed, address_in_use */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1645,7 +1645,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -1681,7 +1681,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2071,7 +2071,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_pkp_id, invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, string_too_long, too_many_entries, invalid_pkp_id, invalid_cid, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2116,7 +2116,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, too_many_groups */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, too_many_groups */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2300,7 +2300,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, forward_request_required, invalid_group_id */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2345,7 +2345,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2453,7 +2453,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, too_many_entries, invalid_cid, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2498,7 +2498,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, action_already_in_group, action_not_in_group, too_many_members */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, action_already_in_group, action_not_in_group, too_many_members */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2607,7 +2607,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_pkp_id */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, too_many_entries, invalid_pkp_id, forward_request_required */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2652,7 +2652,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured, pkp_already_in_group, pkp_not_in_group, too_many_members */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured, pkp_already_in_group, pkp_not_in_group, too_many_members */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2754,7 +2754,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
         400: {
           headers: {
             [name: string]: unknown;
@@ -2888,7 +2888,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field */
         400: {
           headers: {
             [name: string]: unknown;
@@ -3553,7 +3553,7 @@ export interface paths {
             "application/json": components["schemas"]["PolicyDecision"];
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_policy, invalid_cid */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, invalid_cid, invalid_policy */
         400: {
           headers: {
             [name: string]: unknown;
@@ -3696,7 +3696,7 @@ export interface paths {
             };
           };
         };
-        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_request, unknown_field, invalid_json, forward_request_required, invalid_group_id, invalid_cid, invalid_policy */
+        /** @description json_too_deep, header_too_long, invalid_query, invalid_idempotency_key, invalid_json, invalid_request, unknown_field, forward_request_required, invalid_group_id, invalid_cid, invalid_policy */
         400: {
           headers: {
             [name: string]: unknown;
@@ -3741,7 +3741,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description write_reverted, idempotency_key_reused, idempotency_key_in_flight, account_chain_secured */
+        /** @description idempotency_key_reused, idempotency_key_in_flight, write_reverted, account_chain_secured */
         409: {
           headers: {
             [name: string]: unknown;

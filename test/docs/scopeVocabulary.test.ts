@@ -3,7 +3,6 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { Interface } from "ethers";
 import { registryInterface, Scope, SCOPE_NAMES as RELAYER_SCOPE_NAMES } from "../../relayer/chain/abi";
-import { scopesArg } from "../../relayer/routes/keys";
 import { scopesFromStruct } from "../../relayer/permissions/projection";
 import { toKeyScopes } from "../../scripts/safe/lib/registryCalls";
 import {
@@ -14,6 +13,7 @@ import {
   listedScopes,
   SCOPE_NAMES,
   SCOPES,
+  structArgs,
 } from "../../vocabulary/scopes";
 
 /**
@@ -71,7 +71,7 @@ describe("scope vocabulary", () => {
       manage_ipfs_ids_in_groups: [3],
       execute_in_groups: [0],
     });
-    expect(scopesArg(scopesFromStruct(struct as never))).to.deep.equal([
+    expect(structArgs(scopesFromStruct(struct as never))).to.deep.equal([
       false,
       false,
       true,

@@ -10,8 +10,15 @@ import { expect } from "chai";
 import express from "express";
 import { ApiError } from "../../relayer/errors";
 import { sendError, toApiError } from "../../relayer/http/errorHandler";
-import { compileBody } from "../../relayer/routes/bodySchema";
-import { declaredRouter, endpoint, runPlain, type BodyOf } from "../../relayer/routes/endpoint";
+import { bodyErrors, compileBody } from "../../relayer/routes/bodySchema";
+import {
+  declaredRouter,
+  endpoint,
+  operationOf,
+  runPlain,
+  type BodyOf,
+  type Schema,
+} from "../../relayer/routes/endpoint";
 import * as s from "../../relayer/routes/schemas";
 
 const PKP = "0x" + "AB".repeat(32);
@@ -130,6 +137,59 @@ describe("relayer: a declared body is enforced without handler code", function (
     expect(() => read({}, null))
       .to.throw(ApiError)
       .with.property("code", "invalid_address");
+  });
+
+  it("the codes the body can answer are derived from it: exactly those refused above, checked fields aside", () => {
+    const codes = ["invalid_cid", "invalid_pkp_id", "invalid_request", "string_too_long", "too_many_entries"];
+    expect(bodyErrors(body, ["limit"]).sort()).to.deep.equal([...codes, "unknown_field"]);
+    // A field read by the declaration's own check is the check's to list (`pkps`: its two codes go).
+    expect(bodyErrors(body, ["limit", "pkps"]).sort()).to.deep.equal([
+      "invalid_cid",
+      "invalid_request",
+      "string_too_long",
+      "unknown_field",
+    ]);
+    // The operation lists them with the body parser's, though the declaration names none of them.
+    const e = endpoint<never>("POST", "/echo", {
+      caller: "public",
+      summary: "echo",
+      body,
+      checks: { limit: (v) => v },
+      answer: {},
+      errors: [],
+      handle: async () => ({ body: {} }),
+    });
+    const responses = operationOf(e).responses as Record<string, { description: string }>;
+    const listed = responses["400"].description.split(", ");
+    expect(listed).to.include.members([...codes, "unknown_field", "invalid_json"]);
+    expect(responses["413"].description.split(", ")).to.include("payload_too_large");
+  });
+
+  it("the formats' codes are derived too: addresses, group ids, expirations", () => {
+    const groups = (s.keyCreate as { properties: Record<string, Schema> }).properties.execute_in_groups;
+    const schema = s.obj({ owner: s.addressIn, execute_in_groups: groups, expiration: s.expirationIn });
+    const read = compileBody(schema);
+    const refusal = (sent: Record<string, unknown>) => {
+      try {
+        read(sent, null);
+      } catch (err) {
+        return (err as ApiError).code;
+      }
+      return "accepted";
+    };
+    const refused = [
+      refusal({ owner: "0x12" }),
+      refusal({ execute_in_groups: [-1] }),
+      refusal({ execute_in_groups: new Array(65).fill(1) }),
+      refusal({ expiration: 1 }),
+    ];
+    expect(refused).to.deep.equal([
+      "invalid_address",
+      "invalid_group_id",
+      "too_many_entries",
+      "expiration_in_past",
+    ]);
+    expect(bodyErrors(schema).sort()).to.deep.equal([...refused, "invalid_request", "unknown_field"].sort());
   });
 
   it("a check for a field the body does not declare is refused at registration", () => {

@@ -266,7 +266,7 @@ describe("gas wallets: a wallet that runs dry", function () {
     expect(senders).to.deep.equal([funded, funded, funded, funded]);
     // One refused offer (the first write's, retried on the funded wallet), then never the empty wallet.
     expect(sendAttempts).to.equal(5);
-    expect(sd.gasWalletStatuses().map((w) => w.dry)).to.deep.equal([true, false]);
+    expect(sd.balances.statuses().map((w) => w.dry)).to.deep.equal([true, false]);
   });
 
   it("is used again once a balance reading shows it was funded", async () => {
@@ -276,11 +276,11 @@ describe("gas wallets: a wallet that runs dry", function () {
     await sd.init();
     await write(sd, "mark-dry-1");
     await write(sd, "mark-dry-2"); // round robin reaches the empty wallet at least once in two writes
-    expect(sd.gasWalletStatuses()[0].dry).to.equal(true);
-    await sd.refreshBalances(); // baseline reading: still empty
+    expect(sd.balances.statuses()[0].dry).to.equal(true);
+    await sd.balances.refresh(); // baseline reading: still empty
     await setBalance(dry, parseEther("10"));
-    await sd.refreshBalances();
-    expect(sd.gasWalletStatuses()[0]).to.deep.include({
+    await sd.balances.refresh();
+    expect(sd.balances.statuses()[0]).to.deep.include({
       dry: false,
       balanceWei: parseEther("10"),
       low: false,

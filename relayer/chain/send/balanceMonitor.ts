@@ -85,6 +85,7 @@ export class BalanceMonitor {
     return this.threshold;
   }
 
+  /** Each gas wallet's last balance reading, and whether it is low or cannot pay. */
   statuses(): GasWalletStatus[] {
     return this.o.pool.all().map((w) => ({
       address: w.address,
