@@ -10,7 +10,7 @@
  * A bare signature's CPU in the main thread (Enclave.pkpSignMessage), measured in the same rounds, is
  * the unit the goals are written in.
  *
- *   npm run bench:executor-threads   (THREADS_RUNS per round, THREADS_ROUNDS)
+ *   npm run bench:executor-threads   (THREADS_RUNS per round, THREADS_ROUNDS, THREADS_KINDS)
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -23,6 +23,8 @@ const TRIVIAL = `async function main() { return 1; }`;
 const SIGN = `async function main(p) { return await Actions.signMessage({ pkpId: p.pkpId, message: "bench" }); }`;
 const RUNS = Number(process.env.THREADS_RUNS ?? 2_000);
 const ROUNDS = Number(process.env.THREADS_ROUNDS ?? 4);
+/** THREADS_KINDS=sign: the one-signature rows alone (for a CPU profile of that run). */
+const KINDS = process.env.THREADS_KINDS === "sign" ? (["sign"] as const) : (["trivial", "sign"] as const);
 
 /** Nanoseconds on a CPU of every thread of this process, by thread id. */
 function threadCpu(): Map<number, number> {
@@ -64,7 +66,7 @@ async function main(): Promise<void> {
     for (const [tid, ns] of d) into.set(tid, (into.get(tid) ?? 0) + ns);
   };
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? (["trivial", "sign"] as const) : (["sign", "trivial"] as const);
+    const order = round % 2 === 0 ? KINDS : [...KINDS].reverse();
     for (const kind of order) {
       const t0 = threadCpu();
       for (let i = 0; i < RUNS; i++) {
@@ -96,7 +98,7 @@ async function main(): Promise<void> {
         .map((h) => h.padStart(11))
         .join(""),
   );
-  for (const kind of ["trivial", "sign"] as const) {
+  for (const kind of KINDS) {
     const m = totals[kind];
     const main = us(m, (t) => t === process.pid);
     const own = started.map((s) => us(m, (t) => t === s));

@@ -192,6 +192,24 @@ export function bump() { count += 1; return count; }`),
     expect(reuses() - before).to.equal(2);
   });
 
+  it("makes the action's top-level declarations anew in each run of the same code in a reused Compartment", async function () {
+    // The wrapper evaluated by the first run is called again (compartment-keeper.js, `evaluated`); each
+    // call must start from the action's own source, never from what the last call left.
+    const counting = `let count = 0;
+    const seen = [];
+    async function main() {
+      count += 1;
+      seen.push(count);
+      main.calls = (main.calls ?? 0) + 1;
+      return [count, seen.length, main.calls];
+    }`;
+    await run(counting, { account: "d" });
+    const before = reuses();
+    for (let i = 0; i < 3; i++)
+      expect(expectOk(await run(counting, { account: "d" }))).to.deep.equal([1, 1, 1]);
+    expect(reuses() - before).to.equal(3);
+  });
+
   it("answers the run in progress from Lit, LitActions, LitAuth and LitHeaders in a reused Compartment", async function () {
     const probe = `async function main() {
       Lit.Actions.setResponse({ response: JSON.stringify({

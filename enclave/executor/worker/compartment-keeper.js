@@ -82,7 +82,8 @@ function restore(globalObject, template) {
 function makeCompartmentKeeper(make) {
   const fresh = () => {
     const made = make();
-    return { made, template: snapshot(made.compartment.globalThis), reused: false };
+    // evaluated: {program, fn}, the wrapper last evaluated in it (sandbox-worker.js reuses it).
+    return { made, template: snapshot(made.compartment.globalThis), reused: false, evaluated: null };
   };
   // account -> entry: the Compartment each account's last run gave back (a few accounts, the most
   // recently used; an account's entry is only ever handed to that account's runs).
@@ -91,7 +92,7 @@ function makeCompartmentKeeper(make) {
 
   return {
     /**
-     * The entry ({made, template, reused}) of the Compartment for a run of `account` (any value;
+     * The entry ({made, template, reused, evaluated}) of the Compartment for a run of `account` (any value;
      * compared as a Map key); `reused` tells whether a run used it before.
      */
     take(account) {

@@ -211,6 +211,16 @@ function wrap(code) {
   return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
 }
 
+/**
+ * The names the program reads but never declares, for the undeclared-name guard (undeclared-names.js),
+ * worked out once per program. `main` is read by the wrapper itself, behind a typeof check.
+ */
+function undeclaredOf(program) {
+  if (program.undeclared === undefined)
+    program.undeclared = Object.freeze((undeclaredReads(program.source) ?? []).filter((n) => n !== "main"));
+  return program.undeclared;
+}
+
 /** The code this worker was sent, by CID (code-cache.js). */
 const codeCache = makeCodeCache(wrap);
 
@@ -313,15 +323,21 @@ async function execute(msg) {
     let modules = [];
     if (error === null) {
       try {
-        fn = compartment.evaluate(source, evaluateOptions(program));
-        noteEvaluated(program);
+        // A Compartment used again keeps the wrapper it evaluated for this program: a function
+        // expression with no name, unreachable from the action, whose every call makes the action's
+        // declarations anew; evaluating the same source again would only make an equal one.
+        const evaluated = taken.evaluated;
+        if (evaluated !== null && evaluated.program === program) fn = evaluated.fn;
+        else {
+          fn = compartment.evaluate(source, evaluateOptions(program));
+          noteEvaluated(program);
+          taken.evaluated = { program, fn };
+        }
         if (msg.imports) modules = compileModules(compartment, msg.imports);
-        // `main` is read by the wrapper itself, behind a typeof check.
-        const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
         // Only the action's own names: modules are not analysed. Packages commonly feature-test with
         // `typeof process !== "undefined" && process.env…`, a name read both ways, which the guard
         // would turn into a ReferenceError at the typeof (docs/actions.md, ES module imports).
-        guardUndeclared(compartment.globalThis, undeclared);
+        guardUndeclared(compartment.globalThis, undeclaredOf(program));
       } catch (e) {
         const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
         const message = sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e);
