@@ -392,7 +392,15 @@ export class ActionExecutor {
     Atomics.add(this.epochs, epochSlot(scope), 1);
   }
 
-  stats(): { poolSize: number; alive: number; busy: number; queued: number; restarts: number } {
+  /** compartmentReuses: runs given the Compartment their account's previous run left (docs/actions.md). */
+  stats(): {
+    poolSize: number;
+    alive: number;
+    busy: number;
+    queued: number;
+    restarts: number;
+    compartmentReuses: number;
+  } {
     return { ...this.pool.stats(), queued: this.queue.size + this.pool.pipelined() };
   }
 

@@ -306,6 +306,8 @@ export class WorkerPool {
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
   private nextRunId = 1;
   private restartCount = 0;
+  /** Runs given the Compartment their account's previous run left (worker/compartment-keeper.js). */
+  private compartmentReuses = 0;
   private startupFailures = 0;
   private broken: Error | null = null;
   private closed = false;
@@ -352,14 +354,20 @@ export class WorkerPool {
     return new Promise((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
   }
 
-  stats(): { poolSize: number; alive: number; busy: number; restarts: number } {
+  stats(): { poolSize: number; alive: number; busy: number; restarts: number; compartmentReuses: number } {
     let alive = 0;
     let busy = 0;
     for (const s of this.slots) {
       if (s.state === "idle" || s.state === "busy") alive++;
       if (s.state === "busy") busy++;
     }
-    return { poolSize: this.poolSize, alive, busy, restarts: this.restartCount };
+    return {
+      poolSize: this.poolSize,
+      alive,
+      busy,
+      restarts: this.restartCount,
+      compartmentReuses: this.compartmentReuses,
+    };
   }
 
   /** Idle workers; with isolateAccounts, those that may take a job of `account`. */
@@ -559,6 +567,8 @@ export class WorkerPool {
         ...slot.sentCode.wire(job.cid, job.code),
         imports: job.imports,
         cid: job.cid,
+        // Runs of one account may use the Compartment its last run left (worker/compartment-keeper.js).
+        account: job.account,
         paramsJson: job.paramsJson,
         limits: workerLimits,
         fetchPolicy: job.fetchPolicy,
@@ -789,6 +799,8 @@ export class WorkerPool {
           run.keyOps += served;
           run.operations.addWorkerRecords(m.keyOperations, served, run.job.runKey?.pkpId ?? null);
         }
+        // Runs that were given the Compartment of their account's previous run (compartment-keeper.js).
+        if (m.compartmentReused === true) this.compartmentReuses++;
         this.finishRun(slot, run, readDone(m));
         this.moveOn(slot);
         this.onIdle();

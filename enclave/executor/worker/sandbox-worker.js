@@ -11,8 +11,9 @@
  *     DOMException classes, and Node's error classes. Nothing shared may stay writable: runs of
  *     different accounts follow each other on this worker (docs/actions.md, "Nothing shared is
  *     writable"; test/executor/reachability.test.ts checks it).
- * Then each run gets a fresh Compartment whose globals are those shared hardened endowments plus
- * per-run hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only.
+ * Then each run gets a Compartment whose globals are those shared hardened endowments plus per-run
+ * hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only: a new one,
+ * or the one the same account's last run left, put back as it was made (compartment-keeper.js).
  */
 const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade, makeEthers5, hardenEthersModules } = require("./ethers-facade");
@@ -31,6 +32,7 @@ const { makeCodeCache, evaluateOptions, noteEvaluated } = require("./code-cache"
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
 const { undeclaredReads, guardUndeclared } = require("./undeclared-names");
 const { compileModules, runModules, importDetails } = require("./imports");
+const { makeCompartmentKeeper } = require("./compartment-keeper");
 const { guardedRequest } = require("../../net/guarded-request");
 require("ses");
 
@@ -155,35 +157,43 @@ function lazyCapabilities(run) {
 }
 
 /**
- * A new Compartment with what every run's has (the shared globals), its evaluator already built. Every
- * run gets one of its own, never used before; nothing in it depends on the run or on the code.
+ * The globals that name the run in progress and that an action can neither delete nor replace (as in
+ * the reference runtime: an action, or a library it bundles, must not be able to swap the API it signs
+ * with): accessors made with the Compartment, answering `cell.run`, the run in progress (undefined
+ * between runs), so that a Compartment used again needs no new ones.
  */
-function newCompartment() {
-  const compartment = new Compartment({ ...shared });
-  Object.defineProperties(compartment.globalThis, sharedExtras);
-  compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
-  return compartment;
-}
-
-/** The next run's Compartment, made while the worker had nothing to do (see prepareSpare). */
-let spare = null;
-
-function takeCompartment() {
-  const compartment = spare ?? newCompartment();
-  spare = null;
-  return compartment;
+function defineRunScoped(globalObject, cell) {
+  const scoped = (name, read, enumerable) =>
+    Object.defineProperty(globalObject, name, {
+      get: harden({ [name]: () => (cell.run === null ? undefined : read(cell.run)) }[name]),
+      enumerable,
+      configurable: false,
+    });
+  // Enumerable, as the data properties they used to be.
+  scoped("Lit", (r) => r.lit, true);
+  scoped("LitActions", (r) => r.actions, true);
+  scoped("LitAuth", (r) => r.getAuth(), false);
+  scoped("LitHeaders", (r) => r.getHeaders(), false);
 }
 
 /**
- * Makes the next run's Compartment ahead, as soon as a run is over and none is waiting (its answer is
- * already posted): a run that arrives later starts without paying for it, and one that arrives
- * meanwhile waits no longer than it would have taken to make its own. A worker kept busy (a run
- * waiting behind the last one) makes it at the run's start, as before, so this costs throughput
- * nothing.
+ * A new Compartment with what every run's has (the shared globals, the run-scoped accessors), its
+ * evaluator already built, and the cell its accessors read. Nothing in it depends on a run or on code.
  */
-function prepareSpare() {
-  if (spare === null) spare = newCompartment();
+function newCompartment() {
+  const compartment = new Compartment({ ...shared });
+  const globalObject = compartment.globalThis;
+  Object.defineProperties(globalObject, sharedExtras);
+  const cell = { run: null };
+  defineRunScoped(globalObject, cell);
+  // `global`, as older runtimes had it (the reference keeps it for them).
+  globalObject.global = globalObject;
+  compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
+  return { compartment, cell };
 }
+
+/** A new Compartment, or the one the account's last run gave back (compartment-keeper.js). */
+const compartments = makeCompartmentKeeper(newCompartment);
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -199,6 +209,16 @@ function wrap(code) {
   // arguments[2]: the namespaces of the action's imports (modules/transform.ts rewrote its import
   // declarations into constants read from it).
   return `(async function () {\n${code}\n;if (typeof main === "function") arguments[0](await main(arguments[1]));\n})`;
+}
+
+/**
+ * The names the program reads but never declares, for the undeclared-name guard (undeclared-names.js),
+ * worked out once per program. `main` is read by the wrapper itself, behind a typeof check.
+ */
+function undeclaredOf(program) {
+  if (program.undeclared === undefined)
+    program.undeclared = Object.freeze((undeclaredReads(program.source) ?? []).filter((n) => n !== "main"));
+  return program.undeclared;
 }
 
 /** The code this worker was sent, by CID (code-cache.js). */
@@ -244,6 +264,7 @@ function unhandledRejectionError(run) {
 
 async function execute(msg) {
   const run = new RunState(msg, post, timers);
+  let taken = null; // the Compartment's entry (compartment-keeper.js)
   run.importDetails = importDetails(msg.imports);
   if (msg.runKey)
     run.runKey = makeRunKey(
@@ -265,13 +286,12 @@ async function execute(msg) {
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
-    const compartment = takeCompartment();
-    // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
-    Object.assign(compartment.globalThis, {
-      Actions: actions,
-      LitActions: actions,
+    taken = compartments.take(msg.account);
+    const { compartment, cell } = taken.made;
+    cell.run = {
+      actions,
       // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
-      Lit: Object.freeze({
+      lit: Object.freeze({
         Actions: actions,
         get Auth() {
           return getAuth();
@@ -280,9 +300,11 @@ async function execute(msg) {
           return getHeaders();
         },
       }),
-      params,
-      jsParams: params,
-    });
+      getAuth,
+      getHeaders,
+    };
+    // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
+    Object.assign(compartment.globalThis, { Actions: actions, params, jsParams: params });
     const globalObject = compartment.globalThis;
     defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
     // Enumerable, as the constructor's endowments they used to be.
@@ -290,19 +312,6 @@ async function execute(msg) {
     defineLazy(globalObject, "sleep", lazy.sleep, true);
     defineLazy(globalObject, "fetch", lazy.fetch, true);
     for (const name of TIMER_NAMES) defineLazy(globalObject, name, () => lazy.timer(name), true);
-    // The Lit namespace cannot be deleted or replaced, as in the reference runtime: an action (or a
-    // library it bundles) must not be able to swap the API it signs with.
-    for (const name of ["Lit", "LitActions"]) {
-      Object.defineProperty(globalObject, name, { writable: false, configurable: false });
-    }
-    Object.defineProperty(globalObject, "LitAuth", { get: getAuth, enumerable: false, configurable: false });
-    Object.defineProperty(globalObject, "LitHeaders", {
-      get: getHeaders,
-      enumerable: false,
-      configurable: false,
-    });
-    // `global`, as older runtimes had it (the reference keeps it for them).
-    globalObject.global = globalObject;
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
@@ -314,15 +323,21 @@ async function execute(msg) {
     let modules = [];
     if (error === null) {
       try {
-        fn = compartment.evaluate(source, evaluateOptions(program));
-        noteEvaluated(program);
+        // A Compartment used again keeps the wrapper it evaluated for this program: a function
+        // expression with no name, unreachable from the action, whose every call makes the action's
+        // declarations anew; evaluating the same source again would only make an equal one.
+        const evaluated = taken.evaluated;
+        if (evaluated !== null && evaluated.program === program) fn = evaluated.fn;
+        else {
+          fn = compartment.evaluate(source, evaluateOptions(program));
+          noteEvaluated(program);
+          taken.evaluated = { program, fn };
+        }
         if (msg.imports) modules = compileModules(compartment, msg.imports);
-        // `main` is read by the wrapper itself, behind a typeof check.
-        const undeclared = (undeclaredReads(source) ?? []).filter((n) => n !== "main");
         // Only the action's own names: modules are not analysed. Packages commonly feature-test with
         // `typeof process !== "undefined" && process.env…`, a name read both ways, which the guard
         // would turn into a ReferenceError at the typeof (docs/actions.md, ES module imports).
-        guardUndeclared(compartment.globalThis, undeclared);
+        guardUndeclared(compartment.globalThis, undeclaredOf(program));
       } catch (e) {
         const sesCode = Object.keys(SES_REJECTIONS).find((c) => String(e && e.message).includes(c));
         const message = sesCode ? SES_REJECTIONS[sesCode] : describeThrown(e);
@@ -384,6 +399,7 @@ async function execute(msg) {
   }
   run.end();
   current = null;
+  if (taken !== null) taken.made.cell.run = null;
   post({
     type: "done",
     runId: run.runId,
@@ -392,11 +408,14 @@ async function execute(msg) {
     error,
     localKeyOps: run.localKeyOps,
     keyOperations: run.keyOperations.records,
+    compartmentReused: taken !== null && taken.reused,
   });
   // The answer is on its way; the next run still waits one macrotask turn, so that a rejection this
   // run left unhandled is reported while no run is current (the handler below then ignores it) and is
   // never blamed on the next run.
   await nextMacrotask();
+  // Nothing of this run can run any more: its Compartment may serve the account's next run.
+  if (taken !== null) compartments.giveBack(taken, msg.account, error === null && !msg.imports);
 }
 
 /**
@@ -431,7 +450,7 @@ function start(msg) {
     .finally(() => {
       running = false;
       if (waiting.length > 0) start(waiting.shift());
-      else prepareSpare();
+      else compartments.prepareSpare();
     });
 }
 
@@ -475,7 +494,7 @@ process.on("unhandledRejection", (reason) => {
 });
 
 // Warm the compartment path once so the first real run is not the slow one.
-newCompartment().evaluate(wrap("return 1;"))(() => {}, {});
+newCompartment().compartment.evaluate(wrap("return 1;"))(() => {}, {});
 undeclaredReads(wrap("return 1;")); // loads the parser now, not during the first run
-spare = newCompartment();
+compartments.prepareSpare();
 post({ type: "ready" });
