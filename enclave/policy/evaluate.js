@@ -164,15 +164,12 @@ function checkSolana(r, op) {
     );
   const deny = r.effect === "deny";
   if (s.programIds !== undefined) {
-    const listed = (p) => s.programIds.includes(p);
-    if (deny) {
-      const hit = op.solana.programIds.find(listed);
-      if (hit === undefined) return miss("solana.programIds", "", "no listed program is called");
-    } else {
-      const bad = op.solana.programIds.find((p) => !listed(p));
-      if (bad !== undefined)
-        return miss("solana.programIds", bad, `program ${bad} is not an allowed program`);
-    }
+    const m = listedItems("solana.programIds", op.solana.programIds, (p) => s.programIds.includes(p), deny, {
+      noneListed: "no listed program is called",
+      value: (p) => p,
+      unlisted: (p) => `program ${p} is not an allowed program`,
+    });
+    if (!m.ok) return m;
   }
   if (s.maxLamports === undefined) return MATCH;
   return amountWithin(
@@ -182,6 +179,18 @@ function checkSolana(r, op) {
     deny,
     (amount) => `System transfers of ${amount} lamports`,
   );
+}
+
+/**
+ * A listed-set condition on the items of an operation (a Solana message's programs, a Taproot
+ * transaction's outputs): an allow rule matches when every item is listed, a deny rule when any is.
+ * `texts` words the miss: `noneListed` for a deny rule, `value(item)` and `unlisted(item)` for the
+ * first unlisted item of an allow rule.
+ */
+function listedItems(field, items, listed, deny, texts) {
+  if (deny) return items.some(listed) ? MATCH : miss(field, "", texts.noneListed);
+  const bad = items.find((item) => !listed(item));
+  return bad === undefined ? MATCH : miss(field, texts.value(bad), texts.unlisted(bad));
 }
 
 /**
@@ -208,14 +217,12 @@ function checkBitcoin(r, op) {
   const deny = r.effect === "deny";
   if (b.outputScripts !== undefined) {
     const listed = (o) => b.outputScripts.some((x) => x.toLowerCase() === o.script);
-    if (deny) {
-      if (!op.bitcoin.outputs.some(listed))
-        return miss("bitcoin.outputScripts", "", "no output pays a listed script");
-    } else {
-      const bad = op.bitcoin.outputs.find((o) => !listed(o));
-      if (bad !== undefined)
-        return miss("bitcoin.outputScripts", bad.script, `output script ${bad.script} is not an allowed one`);
-    }
+    const m = listedItems("bitcoin.outputScripts", op.bitcoin.outputs, listed, deny, {
+      noneListed: "no output pays a listed script",
+      value: (o) => o.script,
+      unlisted: (o) => `output script ${o.script} is not an allowed one`,
+    });
+    if (!m.ok) return m;
   }
   if (b.maxAmount === undefined) return MATCH;
   return amountWithin(
