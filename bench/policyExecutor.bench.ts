@@ -7,16 +7,19 @@
  *
  *   npm run bench:policy-executor   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
  */
+import * as os from "node:os";
 import { ethers } from "ethers";
 import { ActionExecutor, deepFreeze, Enclave, type GroupPolicy, type Policy } from "../enclave";
 import { FIVE_RULE_POLICY } from "./benchStack";
-import { mainThreadCpuUs } from "./threadCpu";
+import { cpuByThreadKind, cpuDelta, labelWorkerThreads, mainThreadCpuUs } from "./threadCpu";
 
 const CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o";
 /** Concurrent callers (POLICY_CLIENTS; 50 by default). With one, every run pays its own wake-ups. */
 const CLIENTS = Number(process.env.POLICY_CLIENTS ?? 50);
 
 async function main(): Promise<void> {
+  // Before the executor starts its threads: the CPU of each kind of thread is then printed apart.
+  labelWorkerThreads();
   const keys = Enclave.fromRootKey("0x" + "5a".repeat(32));
   const pkp = ethers.zeroPadValue(ethers.toBeHex(101), 32);
   const ex = new ActionExecutor({ keys, poolSize: 2 });
@@ -50,8 +53,10 @@ async function main(): Promise<void> {
   const cpu = { plain: 0, policy: 0 };
   const main = { plain: 0, policy: 0 };
   const ms = { plain: 0, policy: 0 };
+  const byKind = { plain: new Map<string, number>(), policy: new Map<string, number>() };
   for (let k = 0; k < pairs; k++)
     for (const form of k % 2 === 0 ? (["plain", "policy"] as const) : (["policy", "plain"] as const)) {
+      const k0 = cpuByThreadKind();
       const c0 = process.cpuUsage();
       const m0 = mainThreadCpuUs();
       const t0 = performance.now();
@@ -61,6 +66,8 @@ async function main(): Promise<void> {
       cpu[form] += c.user + c.system;
       const m1 = mainThreadCpuUs();
       main[form] += m0 === null || m1 === null ? NaN : m1 - m0;
+      for (const [kind, ns] of cpuDelta(k0, cpuByThreadKind()))
+        byKind[form].set(kind, (byKind[form].get(kind) ?? 0) + ns);
     }
   const per = (us: number) => (us / (pairs * runs)).toFixed(1);
   const pct = (a: number, b: number) => ((a / b) * 100).toFixed(1) + "%";
@@ -69,6 +76,21 @@ async function main(): Promise<void> {
       `  CPU per run, process: ${per(cpu.plain)} µs without, ${per(cpu.policy)} µs under it (${pct(cpu.policy, cpu.plain)})\n` +
       `  CPU per run, main thread: ${per(main.plain)} µs without, ${per(main.policy)} µs under it (${pct(main.policy, main.plain)})\n` +
       `  rate: ${pct(ms.plain, ms.policy)} of the rate without`,
+  );
+  // Per kind of thread (Linux): where the policy's CPU goes.
+  const kinds = [...new Set([...byKind.plain.keys(), ...byKind.policy.keys()])].sort();
+  for (const kind of kinds) {
+    const a = (byKind.plain.get(kind) ?? 0) / 1000;
+    const b = (byKind.policy.get(kind) ?? 0) / 1000;
+    console.log(
+      `  ${kind.padEnd(20)} ${per(a).padStart(7)} µs without, ${per(b).padStart(7)} µs under it (${((b - a) / (pairs * runs)).toFixed(1)} µs more)`,
+    );
+  }
+  console.log(
+    `  load average: ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
   );
   await ex.close();
 }
