@@ -50,7 +50,6 @@ function taskIds(): Set<string> {
 }
 
 export function labelWorkerThreads(): void {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const wt = require("node:worker_threads") as typeof import("node:worker_threads");
   const Original = wt.Worker;
   if ((Original as unknown as { labelled?: boolean }).labelled) return;

@@ -107,7 +107,7 @@ export interface RunKeyGrant {
   policies: readonly GroupPolicy[] | null;
 }
 
-/** The shape of a decision posted by the worker (the worker also runs hostile code: checked). */
+/** The shape of a decision the worker sends (the worker also runs hostile code: checked). */
 function isWorkerDecision(d: unknown): d is RunPolicyDecision {
   if (typeof d !== "object" || d === null) return false;
   const x = d as Record<string, unknown>;
@@ -732,6 +732,13 @@ export class WorkerPool {
 
   // ---- messages from a worker ----
 
+  /** Decisions the worker's trusted side made (checked: the worker also runs hostile code). */
+  private noteWorkerDecisions(run: ActiveRun, decisions: unknown): void {
+    const gate = run.job.policy;
+    if (gate === undefined || !Array.isArray(decisions)) return;
+    for (const d of decisions) if (isWorkerDecision(d)) gate.noteWorkerDecision(d);
+  }
+
   private onMessage(slot: Slot, m: { type: string; runId?: number; [k: string]: unknown }): void {
     if (slot.state === "dead") return;
     if (m.type === "ready") {
@@ -765,18 +772,16 @@ export class WorkerPool {
     }
     const run = slot.run;
     if (run === null || run.runId !== m.runId || run.done) return;
+    // Decisions of signatures the worker's trusted side checked against the run's policies and made
+    // itself (worker/run-key.js) ride on its next message (worker/policy-decisions.js): they come
+    // first, so the run's decisions keep their order with the gate's.
+    if (m.decisions !== undefined) this.noteWorkerDecisions(run, m.decisions);
     switch (m.type) {
       case "log":
         if (typeof m.text === "string") this.appendLog(run, m.text);
         break;
       case "fetch":
         run.fetches++;
-        break;
-      case "decision":
-        // A signature the worker's trusted side checked against the run's policies and made itself
-        // (worker/run-key.js): its decision joins the run's, for the result and the audit log.
-        if (run.job.policy !== undefined && isWorkerDecision(m.decision))
-          run.job.policy.noteWorkerDecision(m.decision);
         break;
       case "keyop":
         if (typeof m.callId !== "number" || typeof m.op !== "string") return;

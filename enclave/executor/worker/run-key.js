@@ -21,7 +21,7 @@
  * is stateless (enclave/policy/stateless.ts); it comes with those policies, and each message or digest
  * signature is checked here by the enclave's own engine (enclave/policy/evaluate.js) over the digest
  * computed here, the one then signed. An allowed signature's decision is reported to the main thread
- * (the run's policy_decisions); anything refused, and typed data, goes to the main thread's policy gate,
+ * (the run's policy_decisions) with the run's next message (policy-decisions.js); anything refused, and typed data, goes to the main thread's policy gate,
  * which decides afresh and words the refusal. The same epoch that cancels the key cancels the policies
  * with it: a policy change makes the main thread bump it, so the run's next signature is checked there
  * against the new policy.
