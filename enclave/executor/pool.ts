@@ -16,7 +16,7 @@ import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import { sendDeadline, type SendService } from "./send";
 import { KeyOperationLog, type KeyOperationRecord } from "./key-operation-log";
-import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
+import type { PolicyGate } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
 import { SentPolicies } from "./policy-handover";
 import { SentCode } from "./code-handover";
@@ -105,19 +105,6 @@ export interface RunKeyGrant {
    * handOver), read after the epoch above; null: no policy applies.
    */
   policies: readonly GroupPolicy[] | null;
-}
-
-/** The shape of a decision the worker sends (the worker also runs hostile code: checked). */
-function isWorkerDecision(d: unknown): d is RunPolicyDecision {
-  if (typeof d !== "object" || d === null) return false;
-  const x = d as Record<string, unknown>;
-  return (
-    x.allowed === true &&
-    typeof x.rule === "string" &&
-    typeof x.operation === "string" &&
-    typeof x.pkp === "string" &&
-    typeof x.reason === "string"
-  );
 }
 
 export interface RunOutcome {
@@ -732,11 +719,12 @@ export class WorkerPool {
 
   // ---- messages from a worker ----
 
-  /** Decisions the worker's trusted side made (checked: the worker also runs hostile code). */
+  /** Decisions the worker's trusted side made about the run's own PKP (worker/policy-decisions.js). */
   private noteWorkerDecisions(run: ActiveRun, decisions: unknown): void {
     const gate = run.job.policy;
-    if (gate === undefined || !Array.isArray(decisions)) return;
-    for (const d of decisions) if (isWorkerDecision(d)) gate.noteWorkerDecision(d);
+    const pkp = run.job.runKey?.pkpId;
+    if (gate === undefined || pkp === undefined || !Array.isArray(decisions)) return;
+    for (const d of decisions) gate.noteWorkerDecision(d, pkp);
   }
 
   private onMessage(slot: Slot, m: { type: string; runId?: number; [k: string]: unknown }): void {

@@ -320,6 +320,26 @@ function base(op) {
   return "digest" in op ? { operation: op.kind, digest: op.digest } : { operation: op.kind };
 }
 
+/**
+ * Why an allowed operation was allowed: by rule `rule`, or because group `group` has no policy. One
+ * place for both sides: a decision the worker made travels as what names it and is rebuilt on the main
+ * thread (allowedDecision).
+ */
+function allowedReason(rule, group) {
+  return rule === NO_POLICY ? `group ${group} has no policy` : `allowed by rule "${rule}"`;
+}
+
+/**
+ * The decision evaluateGrants gives when group `group`'s rule `rule` (or NO_POLICY) allowed an
+ * operation of kind `operation` over `digest` (undefined: one without a digest).
+ */
+function allowedDecision(rule, group, operation, digest) {
+  const reason = allowedReason(rule, group);
+  return digest === undefined
+    ? { allowed: true, rule, operation, reason, group }
+    : { allowed: true, rule, operation, digest, reason, group };
+}
+
 /** One policy's decision on one operation. */
 function evaluatePolicy(policy, op, now = new Date()) {
   const { deny, allow } = rulesOf(policy, op.kind);
@@ -330,7 +350,7 @@ function evaluatePolicy(policy, op, now = new Date()) {
   let firstMiss = null;
   for (const r of allow) {
     const m = ruleMatches(r, op, now);
-    if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: `allowed by rule "${r.name}"` };
+    if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: allowedReason(r.name) };
     firstMiss ??= { rule: r.name, m };
   }
   if (firstMiss !== null) {
@@ -353,14 +373,7 @@ function evaluatePolicy(policy, op, now = new Date()) {
 function evaluateGrants(grants, op, now = new Date()) {
   let firstRefusal = null;
   for (const g of grants) {
-    if (g.policy === null)
-      return {
-        allowed: true,
-        rule: NO_POLICY,
-        group: g.group,
-        ...base(op),
-        reason: `group ${g.group} has no policy`,
-      };
+    if (g.policy === null) return allowedDecision(NO_POLICY, g.group, op.kind, op.digest);
     const d = evaluatePolicy(g.policy, op, now);
     if (d.allowed) return { ...d, group: g.group };
     firstRefusal ??= { ...d, group: g.group };
@@ -382,4 +395,12 @@ function refusalMessage(d) {
   return `policy refused ${d.operation}: rule ${d.rule}${where}: ${d.reason}${failed}`;
 }
 
-module.exports = { DEFAULT_DENY, NO_POLICY, ruleMatches, evaluatePolicy, evaluateGrants, refusalMessage };
+module.exports = {
+  DEFAULT_DENY,
+  NO_POLICY,
+  ruleMatches,
+  evaluatePolicy,
+  evaluateGrants,
+  allowedDecision,
+  refusalMessage,
+};
