@@ -5,7 +5,7 @@
  * Prints the CPU per run of the whole process and of the main thread alone (threadCpu.ts) under the
  * policy as a share of that without, and the ratio of the rates (docs/policies.md, "What it costs").
  *
- *   npm run bench:policy-executor   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS)
+ *   npm run bench:policy-executor   (POLICY_PAIRS, POLICY_RUNS, POLICY_CLIENTS; 12 pairs of 2,000 by default)
  */
 import * as os from "node:os";
 import { ethers } from "ethers";
@@ -48,13 +48,17 @@ async function main(): Promise<void> {
   };
   await batch("plain", 1_000);
   await batch("policy", 1_000);
-  const runs = Number(process.env.POLICY_RUNS ?? 4_000);
-  const pairs = Number(process.env.POLICY_PAIRS ?? 6);
+  const runs = Number(process.env.POLICY_RUNS ?? 2_000);
+  const pairs = Number(process.env.POLICY_PAIRS ?? 12);
   const cpu = { plain: 0, policy: 0 };
   const main = { plain: 0, policy: 0 };
   const ms = { plain: 0, policy: 0 };
   const byKind = { plain: new Map<string, number>(), policy: new Map<string, number>() };
-  for (let k = 0; k < pairs; k++)
+  // Each pair's difference per kind of thread (µs per run): their median, which a pair disturbed by
+  // the machine's other work cannot move the way it moves the totals.
+  const pairDiffs = new Map<string, number[]>();
+  for (let k = 0; k < pairs; k++) {
+    const pair = { plain: new Map<string, number>(), policy: new Map<string, number>() };
     for (const form of k % 2 === 0 ? (["plain", "policy"] as const) : (["policy", "plain"] as const)) {
       const k0 = cpuByThreadKind();
       const c0 = process.cpuUsage();
@@ -66,9 +70,20 @@ async function main(): Promise<void> {
       cpu[form] += c.user + c.system;
       const m1 = mainThreadCpuUs();
       main[form] += m0 === null || m1 === null ? NaN : m1 - m0;
-      for (const [kind, ns] of cpuDelta(k0, cpuByThreadKind()))
+      for (const [kind, ns] of cpuDelta(k0, cpuByThreadKind())) {
         byKind[form].set(kind, (byKind[form].get(kind) ?? 0) + ns);
+        pair[form].set(kind, ns);
+      }
     }
+    for (const kind of new Set([...pair.plain.keys(), ...pair.policy.keys()])) {
+      const d = ((pair.policy.get(kind) ?? 0) - (pair.plain.get(kind) ?? 0)) / 1000 / runs;
+      pairDiffs.set(kind, [...(pairDiffs.get(kind) ?? []), d]);
+    }
+  }
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
   const per = (us: number) => (us / (pairs * runs)).toFixed(1);
   const pct = (a: number, b: number) => ((a / b) * 100).toFixed(1) + "%";
   console.log(
@@ -83,7 +98,7 @@ async function main(): Promise<void> {
     const a = (byKind.plain.get(kind) ?? 0) / 1000;
     const b = (byKind.policy.get(kind) ?? 0) / 1000;
     console.log(
-      `  ${kind.padEnd(20)} ${per(a).padStart(7)} µs without, ${per(b).padStart(7)} µs under it (${((b - a) / (pairs * runs)).toFixed(1)} µs more)`,
+      `  ${kind.padEnd(20)} ${per(a).padStart(7)} µs without, ${per(b).padStart(7)} µs under it (${((b - a) / (pairs * runs)).toFixed(1)} µs more; median pair ${median(pairDiffs.get(kind) ?? [0]).toFixed(1)})`,
     );
   }
   console.log(

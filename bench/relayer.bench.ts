@@ -295,6 +295,11 @@ async function main(): Promise<void> {
         // Of which the main thread's (null where the platform does not say: threadCpu.ts).
         const mainUs: Record<"plain" | "policy", number | null> = { plain: 0, policy: 0 };
         const byKind = { plain: new Map<string, number>(), policy: new Map<string, number>() };
+        // Each run's CPU per kind of thread, in order: the pairs' differences, and their median.
+        const runKinds = {
+          plain: [] as Array<Map<string, number>>,
+          policy: [] as Array<Map<string, number>>,
+        };
         const measured = async (form: "plain" | "policy") => {
           const kinds0 = cpuByThreadKind();
           const before = process.cpuUsage();
@@ -306,8 +311,9 @@ async function main(): Promise<void> {
           const m = mainUs[form];
           mainUs[form] =
             m === null || mainBefore === null || mainAfter === null ? null : m + mainAfter - mainBefore;
-          for (const [kind, ns] of cpuDelta(kinds0, cpuByThreadKind()))
-            byKind[form].set(kind, (byKind[form].get(kind) ?? 0) + ns);
+          const kinds = cpuDelta(kinds0, cpuByThreadKind());
+          runKinds[form].push(kinds);
+          for (const [kind, ns] of kinds) byKind[form].set(kind, (byKind[form].get(kind) ?? 0) + ns);
           (form === "plain" ? plainRuns : policyRuns).push(st);
         };
         for (let k = 0; k < POLICY_PAIRS; k++) {
@@ -343,7 +349,12 @@ async function main(): Promise<void> {
         for (const kind of [...new Set([...byKind.plain.keys(), ...byKind.policy.keys()])].sort()) {
           const a = perRun((byKind.plain.get(kind) ?? 0) / 1000);
           const b = perRun((byKind.policy.get(kind) ?? 0) / 1000);
-          console.log(`  ${kind}: ${f(a)} µs without, ${f(b)} µs under it (${(b - a).toFixed(1)} µs more)`);
+          const diffs = runKinds.policy.map(
+            (m, k) => ((m.get(kind) ?? 0) - (runKinds.plain[k].get(kind) ?? 0)) / 1000 / SIGNED_RUN,
+          );
+          console.log(
+            `  ${kind}: ${f(a)} µs without, ${f(b)} µs under it (${(b - a).toFixed(1)} µs more; median pair ${f(median(diffs))})`,
+          );
         }
         console.log(`  load average after the pairs: ${loadAvg()}`);
       }
