@@ -34,7 +34,7 @@ import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
 import { auditOverhead, printAuditOverhead } from "./auditLog";
 import { UNLIMITED_RATES, FIVE_RULE_POLICY } from "./benchStack";
-import { mainThreadCpuUs } from "./threadCpu";
+import { cpuByThreadKind, cpuDelta, labelWorkerThreads, mainThreadCpuUs } from "./threadCpu";
 
 const agent = keepAliveAgent();
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -133,6 +133,8 @@ async function main(): Promise<void> {
    * writes; the policy pairs do run), for before/after runs of the execution path on a noisy machine.
    */
   const executionsOnly = process.env.BENCH_EXECUTIONS_ONLY === "1";
+  // Before the stack starts its threads: the policy pairs print the CPU of each kind of thread apart.
+  labelWorkerThreads();
   const s = await startStack(STACK_OPTIONS);
   const echo = express();
   echo.post("/echo", express.json(), (req, res) => {
@@ -292,7 +294,14 @@ async function main(): Promise<void> {
         const cpuUs = { plain: 0, policy: 0 };
         // Of which the main thread's (null where the platform does not say: threadCpu.ts).
         const mainUs: Record<"plain" | "policy", number | null> = { plain: 0, policy: 0 };
+        const byKind = { plain: new Map<string, number>(), policy: new Map<string, number>() };
+        // Each run's CPU per kind of thread, in order: the pairs' differences, and their median.
+        const runKinds = {
+          plain: [] as Array<Map<string, number>>,
+          policy: [] as Array<Map<string, number>>,
+        };
         const measured = async (form: "plain" | "policy") => {
+          const kinds0 = cpuByThreadKind();
           const before = process.cpuUsage();
           const mainBefore = mainThreadCpuUs();
           const st = await gen.http(clients, SIGNED_RUN, form === "plain" ? exec(cids[1]) : execUnderPolicy);
@@ -302,6 +311,9 @@ async function main(): Promise<void> {
           const m = mainUs[form];
           mainUs[form] =
             m === null || mainBefore === null || mainAfter === null ? null : m + mainAfter - mainBefore;
+          const kinds = cpuDelta(kinds0, cpuByThreadKind());
+          runKinds[form].push(kinds);
+          for (const [kind, ns] of kinds) byKind[form].set(kind, (byKind[form].get(kind) ?? 0) + ns);
           (form === "plain" ? plainRuns : policyRuns).push(st);
         };
         for (let k = 0; k < POLICY_PAIRS; k++) {
@@ -333,6 +345,18 @@ async function main(): Promise<void> {
               `${f(perRun(cpuUs.plain - mainUs.plain))} µs without, ${f(perRun(cpuUs.policy - mainUs.policy))} µs under it ` +
               `(${(((cpuUs.policy - mainUs.policy) / (cpuUs.plain - mainUs.plain)) * 100).toFixed(1)}%)`,
           );
+        // Per kind of thread (Linux; threadCpu.ts): where a policy's CPU goes.
+        for (const kind of [...new Set([...byKind.plain.keys(), ...byKind.policy.keys()])].sort()) {
+          const a = perRun((byKind.plain.get(kind) ?? 0) / 1000);
+          const b = perRun((byKind.policy.get(kind) ?? 0) / 1000);
+          const diffs = runKinds.policy.map(
+            (m, k) => ((m.get(kind) ?? 0) - (runKinds.plain[k].get(kind) ?? 0)) / 1000 / SIGNED_RUN,
+          );
+          console.log(
+            `  ${kind}: ${f(a)} µs without, ${f(b)} µs under it (${(b - a).toFixed(1)} µs more; median pair ${f(median(diffs))})`,
+          );
+        }
+        console.log(`  load average after the pairs: ${loadAvg()}`);
       }
     }
 

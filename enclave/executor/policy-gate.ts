@@ -9,11 +9,14 @@
  */
 import { EnclaveError } from "../errors";
 import {
+  allowedDecision,
   evaluateGrants,
+  OPERATION_KINDS,
   refusalMessage,
   statelessGrants,
   type GroupPolicy,
   type OperationFacts,
+  type OperationKind,
   type PolicyDecision,
 } from "../policy";
 import {
@@ -30,6 +33,11 @@ import {
 export type PoliciesFor = (
   pkpId: string,
 ) => Promise<readonly GroupPolicy[] | null> | readonly GroupPolicy[] | null;
+
+const KINDS: ReadonlySet<string> = new Set(OPERATION_KINDS);
+function isOperationKind(x: unknown): x is OperationKind {
+  return typeof x === "string" && KINDS.has(x);
+}
 
 /** A decision as the run's result carries it: the PKP it was about, besides the engine's fields. */
 export type RunPolicyDecision = PolicyDecision & { pkp: string };
@@ -78,8 +86,17 @@ export class PolicyGate {
     return statelessGrants(grants) ? { policies: grants } : null;
   }
 
-  /** A decision the worker's trusted side made on a signature it made itself (worker/run-key.js). */
-  noteWorkerDecision(decision: RunPolicyDecision): void {
-    this.decisions.push(decision);
+  /**
+   * A decision the worker's trusted side made on a signature of the run's own PKP `pkp` that it made
+   * itself (worker/run-key.js), as it travels: [group, rule, operation, digest]
+   * (worker/policy-decisions.js). Checked, since the worker also runs hostile code; rebuilt with the
+   * engine's allowedDecision, so it equals the decision the gate would have recorded.
+   */
+  noteWorkerDecision(wire: unknown, pkp: string): void {
+    if (!Array.isArray(wire) || wire.length !== 4) return;
+    const [group, rule, operation, digest] = wire as unknown[];
+    if (typeof group !== "string" || typeof rule !== "string" || !isOperationKind(operation)) return;
+    if (digest !== undefined && typeof digest !== "string") return;
+    this.decisions.push({ ...allowedDecision(rule, group, operation, digest), pkp });
   }
 }

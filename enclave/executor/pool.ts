@@ -16,7 +16,7 @@ import { KeyOpScheduler } from "./key-op-scheduler";
 import { serveKeyOp, type KeyOpError } from "./key-ops";
 import { sendDeadline, type SendService } from "./send";
 import { KeyOperationLog, type KeyOperationRecord } from "./key-operation-log";
-import type { PolicyGate, RunPolicyDecision } from "./policy-gate";
+import type { PolicyGate } from "./policy-gate";
 import type { GroupPolicy } from "../policy";
 import { SentPolicies } from "./policy-handover";
 import { SentCode } from "./code-handover";
@@ -105,19 +105,6 @@ export interface RunKeyGrant {
    * handOver), read after the epoch above; null: no policy applies.
    */
   policies: readonly GroupPolicy[] | null;
-}
-
-/** The shape of a decision posted by the worker (the worker also runs hostile code: checked). */
-function isWorkerDecision(d: unknown): d is RunPolicyDecision {
-  if (typeof d !== "object" || d === null) return false;
-  const x = d as Record<string, unknown>;
-  return (
-    x.allowed === true &&
-    typeof x.rule === "string" &&
-    typeof x.operation === "string" &&
-    typeof x.pkp === "string" &&
-    typeof x.reason === "string"
-  );
 }
 
 export interface RunOutcome {
@@ -742,6 +729,14 @@ export class WorkerPool {
 
   // ---- messages from a worker ----
 
+  /** Decisions the worker's trusted side made about the run's own PKP (worker/policy-decisions.js). */
+  private noteWorkerDecisions(run: ActiveRun, decisions: unknown): void {
+    const gate = run.job.policy;
+    const pkp = run.job.runKey?.pkpId;
+    if (gate === undefined || pkp === undefined || !Array.isArray(decisions)) return;
+    for (const d of decisions) gate.noteWorkerDecision(d, pkp);
+  }
+
   private onMessage(slot: Slot, m: { type: string; runId?: number; [k: string]: unknown }): void {
     if (slot.state === "dead") return;
     if (m.type === "ready") {
@@ -775,18 +770,16 @@ export class WorkerPool {
     }
     const run = slot.run;
     if (run === null || run.runId !== m.runId || run.done) return;
+    // Decisions of signatures the worker's trusted side checked against the run's policies and made
+    // itself (worker/run-key.js) ride on its next message (worker/policy-decisions.js): they come
+    // first, so the run's decisions keep their order with the gate's.
+    if (m.decisions !== undefined) this.noteWorkerDecisions(run, m.decisions);
     switch (m.type) {
       case "log":
         if (typeof m.text === "string") this.appendLog(run, m.text);
         break;
       case "fetch":
         run.fetches++;
-        break;
-      case "decision":
-        // A signature the worker's trusted side checked against the run's policies and made itself
-        // (worker/run-key.js): its decision joins the run's, for the result and the audit log.
-        if (run.job.policy !== undefined && isWorkerDecision(m.decision))
-          run.job.policy.noteWorkerDecision(m.decision);
         break;
       case "keyop":
         if (typeof m.callId !== "number" || typeof m.op !== "string") return;

@@ -53,5 +53,16 @@ export declare function evaluateGrants(
   now?: Date,
 ): PolicyDecision;
 
+/**
+ * The decision evaluateGrants gives when group `group`'s rule `rule` (or NO_POLICY) allowed an
+ * operation of kind `operation` over `digest` (undefined: one without a digest).
+ */
+export declare function allowedDecision(
+  rule: string,
+  group: string,
+  operation: OperationKind,
+  digest: string | undefined,
+): PolicyDecision;
+
 /** The message of a `policy_denied` error: the rule, the group and the value that failed. */
 export declare function refusalMessage(d: PolicyDecision): string;

@@ -164,15 +164,12 @@ function checkSolana(r, op) {
     );
   const deny = r.effect === "deny";
   if (s.programIds !== undefined) {
-    const listed = (p) => s.programIds.includes(p);
-    if (deny) {
-      const hit = op.solana.programIds.find(listed);
-      if (hit === undefined) return miss("solana.programIds", "", "no listed program is called");
-    } else {
-      const bad = op.solana.programIds.find((p) => !listed(p));
-      if (bad !== undefined)
-        return miss("solana.programIds", bad, `program ${bad} is not an allowed program`);
-    }
+    const m = listedItems("solana.programIds", op.solana.programIds, (p) => s.programIds.includes(p), deny, {
+      noneListed: "no listed program is called",
+      value: (p) => p,
+      unlisted: (p) => `program ${p} is not an allowed program`,
+    });
+    if (!m.ok) return m;
   }
   if (s.maxLamports === undefined) return MATCH;
   return amountWithin(
@@ -182,6 +179,18 @@ function checkSolana(r, op) {
     deny,
     (amount) => `System transfers of ${amount} lamports`,
   );
+}
+
+/**
+ * A listed-set condition on the items of an operation (a Solana message's programs, a Taproot
+ * transaction's outputs): an allow rule matches when every item is listed, a deny rule when any is.
+ * `texts` words the miss: `noneListed` for a deny rule, `value(item)` and `unlisted(item)` for the
+ * first unlisted item of an allow rule.
+ */
+function listedItems(field, items, listed, deny, texts) {
+  if (deny) return items.some(listed) ? MATCH : miss(field, "", texts.noneListed);
+  const bad = items.find((item) => !listed(item));
+  return bad === undefined ? MATCH : miss(field, texts.value(bad), texts.unlisted(bad));
 }
 
 /**
@@ -208,14 +217,12 @@ function checkBitcoin(r, op) {
   const deny = r.effect === "deny";
   if (b.outputScripts !== undefined) {
     const listed = (o) => b.outputScripts.some((x) => x.toLowerCase() === o.script);
-    if (deny) {
-      if (!op.bitcoin.outputs.some(listed))
-        return miss("bitcoin.outputScripts", "", "no output pays a listed script");
-    } else {
-      const bad = op.bitcoin.outputs.find((o) => !listed(o));
-      if (bad !== undefined)
-        return miss("bitcoin.outputScripts", bad.script, `output script ${bad.script} is not an allowed one`);
-    }
+    const m = listedItems("bitcoin.outputScripts", op.bitcoin.outputs, listed, deny, {
+      noneListed: "no output pays a listed script",
+      value: (o) => o.script,
+      unlisted: (o) => `output script ${o.script} is not an allowed one`,
+    });
+    if (!m.ok) return m;
   }
   if (b.maxAmount === undefined) return MATCH;
   return amountWithin(
@@ -313,6 +320,26 @@ function base(op) {
   return "digest" in op ? { operation: op.kind, digest: op.digest } : { operation: op.kind };
 }
 
+/**
+ * Why an allowed operation was allowed: by rule `rule`, or because group `group` has no policy. One
+ * place for both sides: a decision the worker made travels as what names it and is rebuilt on the main
+ * thread (allowedDecision).
+ */
+function allowedReason(rule, group) {
+  return rule === NO_POLICY ? `group ${group} has no policy` : `allowed by rule "${rule}"`;
+}
+
+/**
+ * The decision evaluateGrants gives when group `group`'s rule `rule` (or NO_POLICY) allowed an
+ * operation of kind `operation` over `digest` (undefined: one without a digest).
+ */
+function allowedDecision(rule, group, operation, digest) {
+  const reason = allowedReason(rule, group);
+  return digest === undefined
+    ? { allowed: true, rule, operation, reason, group }
+    : { allowed: true, rule, operation, digest, reason, group };
+}
+
 /** One policy's decision on one operation. */
 function evaluatePolicy(policy, op, now = new Date()) {
   const { deny, allow } = rulesOf(policy, op.kind);
@@ -323,7 +350,7 @@ function evaluatePolicy(policy, op, now = new Date()) {
   let firstMiss = null;
   for (const r of allow) {
     const m = ruleMatches(r, op, now);
-    if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: `allowed by rule "${r.name}"` };
+    if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: allowedReason(r.name) };
     firstMiss ??= { rule: r.name, m };
   }
   if (firstMiss !== null) {
@@ -346,14 +373,7 @@ function evaluatePolicy(policy, op, now = new Date()) {
 function evaluateGrants(grants, op, now = new Date()) {
   let firstRefusal = null;
   for (const g of grants) {
-    if (g.policy === null)
-      return {
-        allowed: true,
-        rule: NO_POLICY,
-        group: g.group,
-        ...base(op),
-        reason: `group ${g.group} has no policy`,
-      };
+    if (g.policy === null) return allowedDecision(NO_POLICY, g.group, op.kind, op.digest);
     const d = evaluatePolicy(g.policy, op, now);
     if (d.allowed) return { ...d, group: g.group };
     firstRefusal ??= { ...d, group: g.group };
@@ -375,4 +395,12 @@ function refusalMessage(d) {
   return `policy refused ${d.operation}: rule ${d.rule}${where}: ${d.reason}${failed}`;
 }
 
-module.exports = { DEFAULT_DENY, NO_POLICY, ruleMatches, evaluatePolicy, evaluateGrants, refusalMessage };
+module.exports = {
+  DEFAULT_DENY,
+  NO_POLICY,
+  ruleMatches,
+  evaluatePolicy,
+  evaluateGrants,
+  allowedDecision,
+  refusalMessage,
+};

@@ -13,12 +13,20 @@ import * as path from "node:path";
 import { expect } from "chai";
 import { ContentStore } from "../../enclave";
 import { MAX_SENT, SentPolicies } from "../../enclave/executor/policy-handover";
-import { deepFreeze, evaluatePolicy, type GroupPolicy, type Policy } from "../../enclave/policy";
+import { PolicyGate } from "../../enclave/executor/policy-gate";
+import {
+  deepFreeze,
+  evaluateGrants,
+  evaluatePolicy,
+  type GroupPolicy,
+  type Policy,
+} from "../../enclave/policy";
 import type { PinnedCode } from "../../relayer/pinnedCode";
 import { loadPolicy, policyBytes } from "../../relayer/policyDocuments";
 import { expectOk, makeKeys, pkpIds, useExecutor } from "./helpers";
 const { resolvePolicies, UNRESOLVED } = require("../../enclave/executor/worker/policy-cache");
 const { makeRunKey } = require("../../enclave/executor/worker/run-key");
+const { carryDecisions } = require("../../enclave/executor/worker/policy-decisions");
 
 const LOGIN: Policy = {
   version: 1,
@@ -129,6 +137,39 @@ describe("signing policies: documents shared by CID", function () {
       };
       expect(makeRunKey(grant, epochs, { request: async () => null })).to.equal(null);
       expect(new Uint8Array(key).every((b) => b === 0)).to.equal(true);
+    });
+  });
+
+  describe("what the worker sends back (worker/policy-decisions.js)", () => {
+    it("a decision travels as [group, rule, operation, digest] and is rebuilt equal to the engine's", () => {
+      const sent: Array<Record<string, unknown>> = [];
+      const carrier = carryDecisions((m: Record<string, unknown>) => sent.push(m));
+      const pkp = "0x" + "ab".repeat(32);
+      const digest = "0x" + "cd".repeat(32);
+      const bytes = Buffer.from("login:1");
+      const grants = [
+        { group: "3", policy: PAY },
+        { group: "7", policy: LOGIN },
+      ];
+      const byRule = evaluateGrants(grants, { kind: "message", digest, bytes });
+      const byNoPolicy = evaluateGrants([{ group: "9", policy: null }], { kind: "digest", digest });
+      carrier.note(byRule);
+      carrier.note(byNoPolicy);
+      carrier.post({ type: "log" });
+      carrier.post({ type: "done" });
+      // Both ride on the next message, none on the one after.
+      expect(sent[0].decisions).to.have.length(2);
+      expect(sent[1]).to.not.have.property("decisions");
+      const gate = new PolicyGate(() => null);
+      for (const d of sent[0].decisions as unknown[]) gate.noteWorkerDecision(d, pkp);
+      expect(gate.decisions).to.deep.equal([
+        { ...byRule, pkp },
+        { ...byNoPolicy, pkp },
+      ]);
+      // What is not a decision (the worker also runs hostile code) is dropped.
+      for (const bad of [null, "x", ["7", "login", "sign-anything", digest], ["7", 1, "message", digest], []])
+        gate.noteWorkerDecision(bad, pkp);
+      expect(gate.decisions).to.have.length(2);
     });
   });
 

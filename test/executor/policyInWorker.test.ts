@@ -202,4 +202,36 @@ describe("signing policies: checked in the worker's trusted side", function () {
       [false, "(default deny)"],
     ]);
   });
+
+  it("a decision made in the worker reaches the main thread before anything that could carry its signature out", async () => {
+    const policy: Policy = {
+      version: 1,
+      rules: [{ name: "login", effect: "allow", operation: "message", prefix: "login:" }],
+    };
+    // The signature goes out in a log line, then the run never ends: it is killed at its time limit.
+    // Its decision rode on the log line (worker/policy-decisions.js): the killed run still has it.
+    const { r } = await counted(
+      `const s = await Actions.signMessage({ pkpId: params.pkpId, message: "login:1" });
+       console.log(s);
+       for (;;) {}`,
+      () => [{ group: "7", policy }],
+      { jsParams: { pkpId: PKP }, runPkp: { ref: PKP, scope: 1 }, limits: { wallTimeMs: 500 } },
+    );
+    expect(r.has_error).to.equal(true);
+    expect(r.logs).to.match(/^0x[0-9a-f]{130}/);
+    expect(r.policy_decisions).to.have.length(1);
+    expect(r.policy_decisions![0]).to.include({
+      allowed: true,
+      rule: "login",
+      operation: "message",
+      group: "7",
+    });
+    // The worker was replaced: the next run signs and decides as before.
+    const { r: next } = await counted(SIGN_ALL, () => [{ group: "7", policy }], {
+      jsParams: { pkpId: PKP, ops: [{ kind: "message", text: "login:2" }] },
+      runPkp: { ref: PKP, scope: 1 },
+    });
+    expectOk(next);
+    expect(next.policy_decisions).to.have.length(1);
+  });
 });

@@ -21,7 +21,7 @@
  * is stateless (enclave/policy/stateless.ts); it comes with those policies, and each message or digest
  * signature is checked here by the enclave's own engine (enclave/policy/evaluate.js) over the digest
  * computed here, the one then signed. An allowed signature's decision is reported to the main thread
- * (the run's policy_decisions); anything refused, and typed data, goes to the main thread's policy gate,
+ * (the run's policy_decisions) with the run's next message (policy-decisions.js); anything refused, and typed data, goes to the main thread's policy gate,
  * which decides afresh and words the refusal. The same epoch that cancels the key cancels the policies
  * with it: a policy change makes the main thread bump it, so the run's next signature is checked there
  * against the new policy.
@@ -45,7 +45,8 @@ function toHex(bytes) {
  * @param epochs the shared Int32Array of epochs (null: the grant is refused)
  * @param curve the signer thread's client: request(op, key, digest?) resolves with its answer, or null
  *   when it cannot answer (then the operation goes to the main thread)
- * @param noteDecision called with the policy decision of each signature made here under a policy
+ * @param noteDecision called with the policy decision (evaluateGrants') of each signature made here
+ *   under a policy
  * @param recordKeyOperation called with (kind, pkpId, digest) for each signature made here
  *   (key-operation-log.js)
  */
@@ -104,7 +105,7 @@ function makeRunKey(grant, epochs, curve, noteDecision = () => {}, recordKeyOper
     if (decision !== null && !decision.allowed) return undefined;
     const signature = await sign(digest);
     if (signature === undefined) return undefined;
-    if (decision !== null) noteDecision({ ...decision, pkp: pkpId });
+    if (decision !== null) noteDecision(decision);
     recordKeyOperation(facts.kind, pkpId, digest);
     return signature;
   };

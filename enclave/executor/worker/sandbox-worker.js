@@ -27,6 +27,7 @@ const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = requi
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
 const { makeRunKey } = require("./run-key");
 const { resolvePolicies } = require("./policy-cache");
+const { carryDecisions } = require("./policy-decisions");
 const { makeCurveClient } = require("./curve-client");
 const { makeCodeCache, evaluateOptions, noteEvaluated } = require("./code-cache");
 const { describeThrown, isPlatformError, platformErrorInfo } = require("./values");
@@ -263,17 +264,13 @@ function unhandledRejectionError(run) {
 }
 
 async function execute(msg) {
-  const run = new RunState(msg, post, timers);
+  // The run's messages carry the policy decisions of the signatures made here (policy-decisions.js).
+  const decisions = carryDecisions(post);
+  const run = new RunState(msg, decisions.post, timers);
   let taken = null; // the Compartment's entry (compartment-keeper.js)
   run.importDetails = importDetails(msg.imports);
   if (msg.runKey)
-    run.runKey = makeRunKey(
-      msg.runKey,
-      epochs,
-      curve,
-      (decision) => post({ type: "decision", runId: run.runId, decision }),
-      run.keyOperations.recordKeyOperation,
-    );
+    run.runKey = makeRunKey(msg.runKey, epochs, curve, decisions.note, run.keyOperations.recordKeyOperation);
   current = run;
   let error = null;
   let value;
@@ -400,7 +397,7 @@ async function execute(msg) {
   run.end();
   current = null;
   if (taken !== null) taken.made.cell.run = null;
-  post({
+  decisions.post({
     type: "done",
     runId: run.runId,
     responseJson: error === null ? responseJson : undefined,
