@@ -25,9 +25,12 @@
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
  * intake only), BENCH_TRIGGER_WORKERS (4), BENCH_HOOKS_LISTENER=1 (the hooks on their own listener, a
  * thread of their own: `triggers.hooksPort`; the triggers' URLs then point there, so the flood and the
- * CPU rounds' "fast path" calls go to it).
+ * CPU rounds' "fast path" calls go to it), BENCH_FLOOD_NICE=1 (the flood generator's process at the
+ * lowest priority, nice 19: on this shared machine the attacker's CPU competes with the relayer's, on a
+ * real deployment it is somebody else's machine; a labelled extra measurement, not the plain one).
  */
 import * as http from "node:http";
+import * as os from "node:os";
 import type { AddressInfo } from "node:net";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import type { HttpRequestSpec } from "./loadgen";
@@ -45,6 +48,7 @@ const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 /** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
 const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
 const HOOKS_LISTENER = process.env.BENCH_HOOKS_LISTENER === "1";
+const FLOOD_NICE = process.env.BENCH_FLOOD_NICE === "1";
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -149,6 +153,7 @@ async function main(): Promise<void> {
   });
   const victims = LoadGenerator.start();
   const flooder = LoadGenerator.start();
+  if (FLOOD_NICE) os.setPriority(flooder.pid!, 19);
   try {
     const victim = await setupAccount(s, "async function main() { return 1; }");
     const flooded = await setupAccount(s, "async function main() { return 2; }");
@@ -238,7 +243,7 @@ async function main(): Promise<void> {
     const other = rows.reduce((a, r) => a + r.flood.n, 0) - accepted - refused;
     const ratios = rows.map((r) => (r.during.p95 / r.before.p95).toFixed(2));
     console.log(
-      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}`,
+      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}${FLOOD_NICE ? "; flood generator at nice 19" : ""}`,
     );
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
