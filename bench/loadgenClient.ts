@@ -49,6 +49,11 @@ export class LoadGenerator {
     });
   }
 
+  /** The child's process id (a benchmark may lower its priority). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   static start(): LoadGenerator {
     // ts-node in the child too (transpile only, as `npm run bench:relayer` does).
     const child = fork(path.join(__dirname, "loadgen.ts"), [], {

@@ -25,13 +25,17 @@
  * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
  * intake only), BENCH_TRIGGER_WORKERS (4), BENCH_HOOKS_LISTENER=1 (the hooks on their own listener, a
  * thread of their own: `triggers.hooksPort`; the triggers' URLs then point there, so the flood and the
- * CPU rounds' "fast path" calls go to it).
+ * CPU rounds' "fast path" calls go to it), BENCH_FLOOD_NICE=1 (the flood generator's process at the
+ * lowest priority, nice 19: on this shared machine the attacker's CPU competes with the relayer's, on a
+ * real deployment it is somebody else's machine; a labelled extra measurement, not the plain one).
  */
 import * as http from "node:http";
+import * as os from "node:os";
 import type { AddressInfo } from "node:net";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
+import { threadCpuNs } from "./threadCpu";
 import { startStack, setupAccount, type Stack } from "../testkit/stack";
 
 const env = (name: string, def: number) => Number(process.env[name] ?? def);
@@ -44,6 +48,7 @@ const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 /** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
 const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
 const HOOKS_LISTENER = process.env.BENCH_HOOKS_LISTENER === "1";
+const FLOOD_NICE = process.env.BENCH_FLOOD_NICE === "1";
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -73,12 +78,16 @@ function phaseMeter() {
   const delay = monitorEventLoopDelay({ resolution: 10 });
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
+  const main0 = threadCpuNs();
   delay.enable();
   return () => {
     delay.disable();
     const elu = performance.eventLoopUtilization(elu0);
     const cpu = process.cpuUsage(cpu0);
+    const main1 = threadCpuNs();
     return {
+      /** The main thread's own CPU (null without /proc): the rest of cpuMs is the other threads'. */
+      mainCpuMs: main0 === null || main1 === null ? null : (main1 - main0) / 1e6,
       mainBusyMs: elu.active,
       wallMs: elu.active + elu.idle,
       cpuMs: (cpu.user + cpu.system) / 1000,
@@ -91,16 +100,41 @@ function phaseMeter() {
 type PhaseCost = ReturnType<ReturnType<typeof phaseMeter>>;
 
 const fmtCost = (c: PhaseCost) =>
-  `main loop busy ${c.mainBusyMs.toFixed(0)} of ${c.wallMs.toFixed(0)} ms, delay mean ${c.delayMeanMs.toFixed(1)} p99 ${c.delayP99Ms.toFixed(1)} max ${c.delayMaxMs.toFixed(1)} ms; process CPU ${c.cpuMs.toFixed(0)} ms`;
+  `main loop busy ${c.mainBusyMs.toFixed(0)} of ${c.wallMs.toFixed(0)} ms, delay mean ${c.delayMeanMs.toFixed(1)} p99 ${c.delayP99Ms.toFixed(1)} max ${c.delayMaxMs.toFixed(1)} ms; process CPU ${c.cpuMs.toFixed(0)} ms` +
+  (c.mainCpuMs === null
+    ? ""
+    : ` (main thread ${c.mainCpuMs.toFixed(0)}, other threads ${(c.cpuMs - c.mainCpuMs).toFixed(0)})`);
 
-/** The wall time the flooded trigger's runs took, from claim to finish (the runner's own record). */
-async function runTimeMs(s: Stack, key: string, triggerId: string): Promise<{ n: number; ms: number }> {
+/**
+ * The flooded trigger's runs (the runner's own record): how many, their wall time from claim to finish,
+ * and how many started while the flood lasted (`floodFrom`–`floodTo`, this machine's clock) and while
+ * the other account's phase did (to `phaseTo`), with the first and last start after the flood began.
+ */
+async function runsOf(
+  s: Stack,
+  key: string,
+  triggerId: string,
+  floodFrom: number,
+  floodTo: number,
+  phaseTo: number,
+): Promise<{ n: number; ms: number; inFlood: number; inPhase: number; firstMs: number; lastMs: number }> {
   const r = await s.api("GET", `/core/v1/triggers/${triggerId}/runs?page_size=100`, { key });
   const items = (r.body.items ?? []) as Array<{ started_at: string | null; finished_at: string | null }>;
   let ms = 0;
-  for (const i of items)
-    if (i.started_at && i.finished_at) ms += Date.parse(i.finished_at) - Date.parse(i.started_at);
-  return { n: items.length, ms };
+  let inFlood = 0;
+  let inPhase = 0;
+  let firstMs = Infinity;
+  let lastMs = -Infinity;
+  for (const i of items) {
+    if (!i.started_at) continue;
+    const started = Date.parse(i.started_at);
+    if (i.finished_at) ms += Date.parse(i.finished_at) - started;
+    if (started >= floodFrom && started <= floodTo) inFlood++;
+    if (started >= floodFrom && started <= phaseTo) inPhase++;
+    firstMs = Math.min(firstMs, started - floodFrom);
+    lastMs = Math.max(lastMs, started - floodFrom);
+  }
+  return { n: items.length, ms, inFlood, inPhase, firstMs, lastMs };
 }
 
 const fmt = (x: Stats) =>
@@ -119,6 +153,7 @@ async function main(): Promise<void> {
   });
   const victims = LoadGenerator.start();
   const flooder = LoadGenerator.start();
+  if (FLOOD_NICE) os.setPriority(flooder.pid!, 19);
   try {
     const victim = await setupAccount(s, "async function main() { return 1; }");
     const flooded = await setupAccount(s, "async function main() { return 2; }");
@@ -172,19 +207,29 @@ async function main(): Promise<void> {
       if (t.status !== 201) throw new Error(`trigger: ${t.status} ${JSON.stringify(t.body)}`);
       const hook: HttpRequestSpec = { url: t.body.webhook.url, body: {}, expectStatus: 202 };
       meter = phaseMeter();
+      const floodFrom = Date.now();
+      let floodTo = 0;
       const [during, flood] = await Promise.all([
         victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
-        flooder.tally(FLOOD_CLIENTS, FLOOD, hook, PHASE_DEADLINE_MS),
+        flooder.tally(FLOOD_CLIENTS, FLOOD, hook, PHASE_DEADLINE_MS).then((r) => {
+          floodTo = Date.now();
+          return r;
+        }),
       ]);
+      const phaseTo = Date.now();
       const duringCost = meter();
       rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
       if (RUNNER_ON) await settle(s, flooded.accountKey, t.body.id);
-      const runs = RUNNER_ON ? await runTimeMs(s, flooded.accountKey, t.body.id) : { n: 0, ms: 0 };
+      const runs = await runsOf(s, flooded.accountKey, t.body.id, floodFrom, floodTo, phaseTo);
       console.log(
         `         cost    without: ${fmtCost(beforeCost)}\n` +
           `                 control: ${fmtCost(controlCost)}; flood generator CPU ${(controlFlood.cpuUs / 1000).toFixed(0)} ms\n` +
           `                 during:  ${fmtCost(duringCost)}; flood generator CPU ${(flood.cpuUs / 1000).toFixed(0)} ms\n` +
-          `                 the flood's ${runs.n} runs: ${runs.ms} ms claimed to finished in all`,
+          `                 the flood's ${runs.n} runs: ${runs.ms} ms claimed to finished in all; ` +
+          `${runs.inFlood} started during the flood (${floodTo - floodFrom} ms), ${runs.inPhase} before the phase ended (${phaseTo - floodFrom} ms)` +
+          (runs.inPhase > 0
+            ? `, first ${runs.firstMs} ms, last ${runs.lastMs} ms after the flood began`
+            : ""),
       );
       console.log(
         `round ${round + 1}: without ${fmt(before)}\n         control ${fmt(control)} (flood at a bare server)\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
@@ -198,7 +243,7 @@ async function main(): Promise<void> {
     const other = rows.reduce((a, r) => a + r.flood.n, 0) - accepted - refused;
     const ratios = rows.map((r) => (r.during.p95 / r.before.p95).toFixed(2));
     console.log(
-      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}`,
+      `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}${FLOOD_NICE ? "; flood generator at nice 19" : ""}`,
     );
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
@@ -229,6 +274,7 @@ async function main(): Promise<void> {
       const appUrl = `http://127.0.0.1:${(appOnly.address() as AddressInfo).port}${path}`;
       const cpuPerCall = async (url: string) => {
         const before = process.cpuUsage();
+        const main0 = threadCpuNs();
         const r = await flooder.tally(
           FLOOD_CLIENTS,
           FLOOD,
@@ -236,17 +282,26 @@ async function main(): Promise<void> {
           PHASE_DEADLINE_MS,
         );
         const d = process.cpuUsage(before);
-        return { us: (d.user + d.system) / r.stats.n, statuses: r.statuses };
+        const main1 = threadCpuNs();
+        const us = (d.user + d.system) / r.stats.n;
+        const mainUs = main0 === null || main1 === null ? null : (main1 - main0) / 1000 / r.stats.n;
+        return { us, mainUs, genUs: r.cpuUs / r.stats.n, statuses: r.statuses };
       };
       await cpuPerCall(fastUrl); // fills the queue; warms both paths' code
       await cpuPerCall(appUrl);
+      const perCall = (c: { us: number; mainUs: number | null; genUs: number }) =>
+        `${c.us.toFixed(0)} µs` +
+        (c.mainUs === null
+          ? ""
+          : ` (main thread ${c.mainUs.toFixed(0)}, other threads ${(c.us - c.mainUs).toFixed(0)})`) +
+        `, generator ${c.genUs.toFixed(0)} µs`;
       const cpu: Array<{ fast: number; app: number }> = [];
       for (let round = 0; round < ROUNDS; round++) {
         const fast = await cpuPerCall(fastUrl);
         const app = await cpuPerCall(appUrl);
         cpu.push({ fast: fast.us, app: app.us });
         console.log(
-          `cpu round ${round + 1}: relayer CPU per hook call: fast path ${fast.us.toFixed(0)} µs ${JSON.stringify(fast.statuses)}, app alone ${app.us.toFixed(0)} µs ${JSON.stringify(app.statuses)}`,
+          `cpu round ${round + 1}: relayer CPU per hook call: ${HOOKS_LISTENER ? "listener" : "fast path"} ${perCall(fast)} ${JSON.stringify(fast.statuses)}, app alone ${perCall(app)} ${JSON.stringify(app.statuses)}`,
         );
       }
       console.log(

@@ -16,6 +16,7 @@ import { executionRefusal } from "../policy";
 import { policiesForRun } from "../runPolicies";
 import { recordExecution } from "../audit/record";
 import { admitRun } from "./admission";
+import { interactiveLoadOf } from "./interactiveLoad";
 import { loadCode } from "./loadCode";
 
 export interface RunRequest {
@@ -53,6 +54,16 @@ export function operatorTimeLimitMs(ctx: RelayerContext): number {
 }
 
 export async function runAction(ctx: RelayerContext, auth: AuthContext, req: RunRequest): Promise<RunAnswer> {
+  // An interactive run holds the triggers' runs back while it lasts (./interactiveLoad.ts).
+  const ended = req.triggerId === undefined ? interactiveLoadOf(ctx).begin() : undefined;
+  try {
+    return await runOnce(ctx, auth, req);
+  } finally {
+    ended?.();
+  }
+}
+
+async function runOnce(ctx: RelayerContext, auth: AuthContext, req: RunRequest): Promise<RunAnswer> {
   const cid = req.cid;
   const refusal = executionRefusal(auth, cid, cidHash(cid), req.pkpId);
   if (refusal) throw refusal;

@@ -6,7 +6,9 @@
  * It answers every refusal itself, in the app's order (routes/hooks.ts, hookDelivery.ts) and with the
  * app's answers (status, headers, JSON body, request ids):
  *
- *  1. the source's per-IP rate: 429 rate_limited;
+ *  0. a source its per-IP rate refused a moment ago, at the socket (without parsing HTTP:
+ *     hookSourceGate.ts): 429 rate_limited, and the connection closed;
+ *  1. the source's per-IP rate: 429 rate_limited (with `Connection: close`);
  *  2. the body, read raw up to the limit: 413 payload_too_large past it;
  *  3. a malformed hook id, or one whose trigger is unknown, disabled or deleted: 404 trigger_not_found;
  *  4. the trigger's own rate: 429 rate_limited;
@@ -28,6 +30,7 @@
  * counts (metrics and one summary log line) about once a second.
  */
 import * as http from "node:http";
+import * as net from "node:net";
 import { parentPort, workerData } from "node:worker_threads";
 import express from "express";
 import type { ApiError } from "../errors";
@@ -36,6 +39,7 @@ import { errorBody, retryAfterHeader } from "../http/errorHandler";
 import { TokenBuckets } from "../rateLimit";
 import { ApiError as Err, isApiError } from "../errors";
 import { deliveryIdOf, HOOK_ID, HOOK_PATH, HOOK_ROUTE, hmacMatches } from "./hookRequest";
+import { HookSourceGate } from "./hookSourceGate";
 import { notFound, refusal } from "./intakeRefusals";
 
 /** What the main thread starts the thread with. */
@@ -108,6 +112,8 @@ function main(cfg: HookThreadConfig): void {
   // Only for reading the client's address as the app does (its `trust proxy`); it serves nothing.
   const addressReader = express();
   addressReader.set("trust proxy", cfg.trustProxy);
+  // The socket's address is the client's only without a proxy in front (see hookSourceGate.ts).
+  const sourceGate = cfg.trustProxy ? null : new HookSourceGate();
 
   const hints = new Map<string, { hint: HookHint; untilMs: number }>();
   const full = new Map<string, { limit: number; untilMs: number }>();
@@ -187,6 +193,7 @@ function main(cfg: HookThreadConfig): void {
       }
       case "close":
         clearInterval(reporter);
+        front.close();
         server.close(() => {
           report();
           send({ type: "closed" });
@@ -217,10 +224,21 @@ function main(cfg: HookThreadConfig): void {
     let ip: string;
     try {
       ip = clientIpBeforeExpress(addressReader, req);
-      ipLimit.take(`hip:${ip}`, `address ${ip}`);
     } catch (err) {
       req.resume();
       return refuse(asApiError(err));
+    }
+    try {
+      ipLimit.take(`hip:${ip}`, `address ${ip}`);
+    } catch (err) {
+      req.resume();
+      const e = asApiError(err);
+      if (sourceGate !== null && e.code === "rate_limited") {
+        // Its next calls are refused at the socket: make a keep-alive client reconnect to get there.
+        sourceGate.overBudget(ip, e.retryAfter ?? 1);
+        res.setHeader("Connection", "close");
+      }
+      return refuse(e);
     }
     readBody(req, cfg.bodyBytes, (err, raw) => {
       if (err) return refuse(err);
@@ -277,9 +295,21 @@ function main(cfg: HookThreadConfig): void {
     });
   });
   server.keepAliveTimeout = 5_000;
-  server.once("error", (err) => send({ type: "failed", error: err.message }));
-  server.listen(cfg.port, cfg.host, () => {
-    send({ type: "listening", port: (server.address() as { port: number }).port });
+  // The socket is accepted here and handed to the HTTP server only when its source is not refused.
+  const front = net.createServer({ pauseOnConnect: true }, (socket) => {
+    const refusedFor = sourceGate?.refusedFor(socket.remoteAddress) ?? null;
+    if (refusedFor === null) {
+      server.emit("connection", socket);
+      socket.resume();
+      return;
+    }
+    HookSourceGate.refuse(socket, refusedFor);
+    const key = JSON.stringify(["", 429, "rate_limited"]);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  });
+  front.once("error", (err) => send({ type: "failed", error: err.message }));
+  front.listen(cfg.port, cfg.host, () => {
+    send({ type: "listening", port: (front.address() as { port: number }).port });
   });
 }
 

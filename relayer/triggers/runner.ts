@@ -12,7 +12,9 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { AuthContext } from "../auth";
 import type { RelayerContext } from "../context";
+import { interactiveLoadOf } from "../execution/interactiveLoad";
 import { runAction, type RunAnswer } from "../execution/runAction";
+import { BackgroundGate } from "./backgroundGate";
 import type { Firing, FiringInput } from "./model";
 import { backoffDelayMs, outcomeOf } from "./outcome";
 import type { RunRow, StoredTrigger, TriggerStore } from "./store";
@@ -125,6 +127,9 @@ export class TriggerRunner {
   private inFlight = 0;
   private active = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | null = null;
+  /** A wake when the first trigger the background class holds back may start again. */
+  private paceTimer: NodeJS.Timeout | null = null;
+  private readonly gate: BackgroundGate;
   private resumeTimer: NodeJS.Timeout | null = null;
   private pumping: Promise<void> | null = null;
   private again = false;
@@ -143,6 +148,7 @@ export class TriggerRunner {
     this.leaseMs = opts.leaseMs ?? 60_000;
     this.pollMs = opts.pollMs ?? 1_000;
     this.resumeCheckMs = opts.resumeCheckMs ?? 5_000;
+    this.gate = new BackgroundGate(interactiveLoadOf(ctx), this.workers);
   }
 
   start(): void {
@@ -168,6 +174,7 @@ export class TriggerRunner {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.paceTimer) clearTimeout(this.paceTimer);
     if (this.resumeTimer) clearTimeout(this.resumeTimer);
     await this.pumping?.catch(() => undefined);
     await Promise.allSettled([...this.active]);
@@ -205,10 +212,15 @@ export class TriggerRunner {
     return ran;
   }
 
+  /** Claims due runs while the background class has room (backgroundGate.ts) and starts them. */
   private async pump(): Promise<void> {
-    while (!this.stopped && this.inFlight < this.workers) {
-      const row = await this.store.claim(this.instanceId, this.clock(), this.leaseMs);
-      if (!row) return;
+    while (!this.stopped && this.inFlight < this.gate.slots()) {
+      const held = this.gate.held();
+      const row = await this.store.claim(this.instanceId, this.clock(), this.leaseMs, held.triggerIds);
+      if (!row) {
+        if (held.waitMs !== null) this.wakeIn(held.waitMs);
+        return;
+      }
       this.hooks.claimed?.(row.trigger_id);
       this.inFlight++;
       const p = this.execute(row).finally(() => {
@@ -218,6 +230,18 @@ export class TriggerRunner {
       });
       this.active.add(p);
     }
+  }
+
+  private wakeIn(ms: number): void {
+    if (this.paceTimer) clearTimeout(this.paceTimer);
+    this.paceTimer = setTimeout(
+      () => {
+        this.paceTimer = null;
+        this.wake();
+      },
+      Math.ceil(ms) + 1,
+    );
+    this.paceTimer.unref();
   }
 
   /** One attempt of a claimed run. Never throws: every ending is written to the run's row. */
@@ -233,6 +257,7 @@ export class TriggerRunner {
       });
       return;
     }
+    this.gate.runStarted(trigger.id, trigger.limits.runsPerMinute);
     const attempt = Number(row.attempt);
     if (attempt > trigger.retry.maxAttempts) {
       // Claimed again after its last attempt's instance died: out of attempts.

@@ -344,17 +344,24 @@ export class TriggerStore {
   /**
    * Claims one due run for `owner` until `nowMs + leaseMs`: a queued run whose time has come, or a
    * running one whose lease expired (its instance died), of an enabled, unpaused trigger; a serial
-   * trigger's only while none of its runs holds a live lease. Answers the run with `attempt` counted.
+   * trigger's only while none of its runs holds a live lease; none of the triggers in `held` (the
+   * runner's background class holds them back). Answers the run with `attempt` counted.
    */
-  async claim(owner: string, nowMs: number, leaseMs: number): Promise<RunRow | null> {
+  async claim(
+    owner: string,
+    nowMs: number,
+    leaseMs: number,
+    held: readonly string[] = [],
+  ): Promise<RunRow | null> {
     return this.db.transaction(async (tx) => {
+      const notHeld = held.length ? ` AND r.trigger_id NOT IN (${held.map(() => "?").join(", ")})` : "";
       const candidates = await exec<{ run_id: string; trigger_id: string; concurrency: string }>(
         tx,
         `SELECT r.run_id, r.trigger_id, t.concurrency FROM trigger_runs r JOIN triggers t ON t.trigger_id = r.trigger_id
           WHERE ((r.status = 'queued' AND r.next_attempt_ms <= ?) OR (r.status = 'running' AND r.lease_expires_ms < ?))
-            AND t.enabled = 1 AND t.paused IS NULL
+            AND t.enabled = 1 AND t.paused IS NULL${notHeld}
           ORDER BY r.next_attempt_ms, r.created_ms LIMIT 16`,
-        [nowMs, nowMs],
+        [nowMs, nowMs, ...held],
       );
       for (const c of candidates) {
         if (c.concurrency === "serial") {
