@@ -171,6 +171,12 @@ export interface TriggerOptions {
   /** Inbound hook calls per trigger and per source IP per minute (defaults 600 and 300). */
   hookPerTriggerPerMinute?: number;
   hookPerIpPerMinute?: number;
+  /**
+   * How long an instance trusts what it remembers of the intake (docs/triggers.md, "Security bounds"): a
+   * hook's trigger, and a trigger's full queue (default 1 s). Changes on this instance forget both at
+   * once; a change or a claimed run on another instance is seen within this time.
+   */
+  intakeHintMs?: number;
   /** Runs in flight per instance, lease length, poll interval (relayer/triggers/runner.ts). */
   workers?: number;
   leaseMs?: number;
@@ -322,6 +328,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
       hookBodyBytes: 64 * 1024,
       hookPerTriggerPerMinute: 600,
       hookPerIpPerMinute: 300,
+      intakeHintMs: 1_000,
       workers: 4,
       leaseMs: 60_000,
       pollMs: 1_000,

@@ -23,7 +23,6 @@ import { deliverHook } from "./hookDelivery";
 import { HOOK_ROUTE } from "./hookRequest";
 import type { FromThread, HandedAnswer, HookHint, HookThreadConfig, ToThread } from "./hookThread";
 import type { StoredTrigger } from "./store";
-import { INTAKE_HINT_MS } from "./service";
 
 const THREAD_SCRIPT = path.join(__dirname, `hookThread${path.extname(__filename)}`);
 
@@ -77,7 +76,7 @@ export class HookListener {
       perIpPerMinute: ctx.cfg.triggers.hookPerIpPerMinute,
       perTriggerPerMinute: ctx.cfg.triggers.hookPerTriggerPerMinute,
       trustProxy: ctx.cfg.trustProxy,
-      hintMs: INTAKE_HINT_MS,
+      hintMs: ctx.cfg.triggers.intakeHintMs,
     };
     // Under ts-node (tests, `npm start`) the thread compiles its TypeScript as the main thread does.
     const typescript = THREAD_SCRIPT.endsWith(".ts");

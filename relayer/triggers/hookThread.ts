@@ -17,7 +17,7 @@
  *
  * What it needs to know comes from the main thread as hints (the same hints the main thread keeps for
  * itself, intakeHints.ts, pushed here as they change): the trigger behind a hook id (asked once, then
- * remembered for INTAKE_HINT_MS), which queues are full, and "forget everything" on any change. Only a
+ * remembered for `triggers.intakeHintMs`), which queues are full, and "forget everything" on any change. Only a
  * call it cannot refuse crosses to the main thread, with its body, and is answered there (a firing
  * stored, or a refusal only the database knows). A stale hint refuses early at worst, as on the main
  * thread: the database decides every firing it stores.

@@ -22,13 +22,6 @@ import { notFound, refusal } from "./intakeRefusals";
 
 export { notFound } from "./intakeRefusals";
 
-/**
- * How long this instance trusts what it remembers of the intake (docs/triggers.md, "Security bounds"):
- * a hook's trigger, and a trigger's full queue. Changes on this instance forget both at once; a change or
- * a claimed run on another instance is seen within this time.
- */
-export const INTAKE_HINT_MS = 1_000;
-
 /** An id of the public URL: 24 random bytes, base64url (unguessable; says nothing about the trigger). */
 function newHookId(): string {
   return "hk_" + randomBytes(24).toString("base64url");
@@ -43,8 +36,8 @@ export class TriggerService implements TriggerServiceApi {
   readonly chainEvents: ChainEventSource;
   private readonly listeners = new Set<() => void>();
   /** In-memory refusals of a flooded trigger and its hook lookups (re-checked by the database). */
-  private readonly queueFull = new QueueFullHints(INTAKE_HINT_MS);
-  private readonly hookLookups = new HookLookups(INTAKE_HINT_MS);
+  private readonly queueFull: QueueFullHints;
+  private readonly hookLookups: HookLookups;
   /** Who keeps a copy of those hints (the hooks' listener's thread, hookListener.ts). */
   private readonly intakeWatchers = new Set<IntakeWatcher>();
   /** Where webhook triggers' URLs point, when the hooks have a listener of their own (else the request's). */
@@ -63,6 +56,8 @@ export class TriggerService implements TriggerServiceApi {
     this.store = new TriggerStore(db);
     this.secrets = new SecretBox(ctx.enclave);
     const o = ctx.cfg.triggers;
+    this.queueFull = new QueueFullHints(o.intakeHintMs);
+    this.hookLookups = new HookLookups(o.intakeHintMs);
     this.runner = new TriggerRunner(
       ctx,
       this.store,
@@ -194,7 +189,7 @@ export class TriggerService implements TriggerServiceApi {
   }
 
   /**
-   * The trigger behind a public hook id, from this instance's memory for up to INTAKE_HINT_MS (a flood
+   * The trigger behind a public hook id, from this instance's memory for up to `triggers.intakeHintMs` (a flood
    * of calls to one hook reads its row once a second, not once a call).
    */
   byHookId(hookId: string): Promise<StoredTrigger | null> {

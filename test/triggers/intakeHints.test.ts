@@ -72,7 +72,13 @@ describe("triggers: the intake's in-memory hints", function () {
         // deliverer's and the poller's timers share it: under load one landed in the window).
         webhooks: { deliveryPollMs: 600_000 },
         pollIntervalMs: 600_000,
-        triggers: { run: false, hookPerIpPerMinute: 100_000, hookPerTriggerPerMinute: 100_000 },
+        triggers: {
+          run: false,
+          hookPerIpPerMinute: 100_000,
+          hookPerTriggerPerMinute: 100_000,
+          // A counted window must not outlive the memory it tests (under load, calls can be a second apart).
+          intakeHintMs: 60_000,
+        },
       });
       a = await accountWithKey(s, "async function main() { return 1; }");
       service = s.relayer.triggers as TriggerService;
