@@ -259,16 +259,21 @@ const ADDRESS = /^0x[0-9a-f]{40}$/;
 /** Reservation ids are this module's own randomUUID()s. */
 const RESERVATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/** Shrinks' values are inlined into SQL: each id must be our own UUID, each amount a safe integer. */
+function checkShrinks(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): void {
+  for (const [sid, cents] of shrinks) {
+    if (!RESERVATION_ID.test(sid)) throw new Error(`reservation: not a reservation id: ${sid}`);
+    if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`reservation: not cents: ${cents}`);
+  }
+}
+
 /**
  * PostgreSQL: shrinks settled rows to their charges. Rows another transaction holds (a flush deleting
  * them) are skipped, never waited for, so this can run inside an admission without a deadlock; a row
  * skipped or already gone is deleted by the flush that commits its charge.
  */
 function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): string {
-  for (const [sid, cents] of shrinks) {
-    if (!RESERVATION_ID.test(sid)) throw new Error(`reservation: not a reservation id: ${sid}`);
-    if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`reservation: not cents: ${cents}`);
-  }
+  checkShrinks(shrinks);
   const ids = shrinks.map(([sid]) => `'${sid}'`).join(", ");
   const values = shrinks.map(([sid, cents]) => `('${sid}', ${cents})`).join(", ");
   return `UPDATE billing_reservations r SET cents = v.cents
@@ -279,40 +284,25 @@ function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: num
 }
 
 /**
- * The PostgreSQL admission's statements, for one round trip; the last answers the standing and
- * whether the row went in. The simple protocol has no parameters, so every value is inlined, and each
- * is checked first: the account id is digits, the key a lower-case address, the id our own UUID, the
- * rest safe integers (checked by the caller).
+ * The PostgreSQL admission, for one round trip: a call of `sigil_reserve` (migration 20, the function
+ * that shrinks this instance's settled rows, takes the account's lock, sweeps its expired rows, and
+ * checks and inserts the reservation, with its statements planned once per connection). It answers
+ * one row: the standing and whether the row went in. The simple protocol has no parameters, so every
+ * value is inlined, and each is checked first: the account id is digits, the key a lower-case
+ * address, the ids our own UUIDs, the rest safe integers (checked by the caller).
  */
 function reserveStatements(id: string, r: ReserveRequest): string[] {
   const a = r.principal.accountId;
   const k = r.keyAddress;
   if (!ACCOUNT_ID.test(a)) throw new Error(`reservation: not an account id: ${a}`);
   if (!ADDRESS.test(k)) throw new Error(`reservation: not a key address: ${k}`);
-  const live = `expires_ms > ${r.nowMs}`;
   const shrinks = r.shrinks ?? [];
+  checkShrinks(shrinks);
+  const ids = shrinks.map(([sid]) => `'${sid}'`).join(", ");
+  const cents = shrinks.map(([, c]) => String(c)).join(", ");
   return [
-    // Durability: see the head of this file.
-    `SET LOCAL synchronous_commit TO off`,
-    ...(shrinks.length > 0 ? [shrinkStatement(shrinks)] : []),
-    `SELECT pg_advisory_xact_lock(hashtext('sigil:reservations:${a}'))`,
-    // SKIP LOCKED: a row a flush is deleting right now is left to it (no waiting, no deadlock).
-    `DELETE FROM billing_reservations WHERE reservation_id IN (
-       SELECT reservation_id FROM billing_reservations
-        WHERE account_id = '${a}' AND expires_ms <= ${r.nowMs} FOR UPDATE SKIP LOCKED)`,
-    `WITH s AS (SELECT
-        COALESCE((SELECT balance_cents FROM accounts WHERE account_id = '${a}'), 0) AS balance_cents,
-        COALESCE((SELECT spent_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}'), 0) AS spent_cents,
-        (SELECT cap_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}') AS cap_cents,
-        COALESCE((SELECT SUM(cents) FROM billing_reservations WHERE account_id = '${a}' AND ${live}), 0) AS reserved_account_cents,
-        COALESCE((SELECT SUM(cents) FROM billing_reservations
-                   WHERE account_id = '${a}' AND key_address = '${k}' AND ${live}), 0) AS reserved_key_cents),
-     ins AS (INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
-        SELECT '${id}', '${a}', '${k}', ${r.cents}, ${r.expiresMs}, ${r.nowMs} FROM s
-         WHERE (s.cap_cents IS NULL OR s.spent_cents + ${r.extra.key} + s.reserved_key_cents + ${r.cents} <= s.cap_cents)
-           AND s.balance_cents - ${r.extra.account} - s.reserved_account_cents >= ${r.cents}
-        RETURNING 1)
-     SELECT s.*, (SELECT COUNT(*) FROM ins)::int AS admitted FROM s`,
+    `SELECT * FROM sigil_reserve('${id}', '${a}', '${k}', ${r.cents}, ${r.expiresMs}, ${r.nowMs},
+       ${r.extra.account}, ${r.extra.key}, ARRAY[${ids}]::text[], ARRAY[${cents}]::bigint[])`,
   ];
 }
 

@@ -211,23 +211,16 @@ export class SharedConcurrencyCap implements ExecutionCap {
       statements: (hostAdmitted) => {
         releasing = this.released;
         this.released = [];
-        const when = hostAdmitted === "true" ? "" : ` WHERE ${hostAdmitted}`;
+        // One call of sigil_lease (migration 20): the lock and the count-and-insert only where the
+        // host admitted, the releases and the sweep of expired leases either way.
         return [
-          `SELECT pg_advisory_xact_lock(hashtext('sigil:executions:${accountId}'))${when}`,
-          `DELETE FROM execution_leases WHERE (account_id = '${accountId}' AND expires_ms < ${DB_NOW_MS})${
-            releasing.length ? ` OR lease_id IN (${quoted(releasing)})` : ""
-          }`,
-          `WITH live AS (SELECT COUNT(*)::int AS n FROM execution_leases WHERE account_id = '${accountId}'),
-            admitted AS (INSERT INTO execution_leases (lease_id, account_id, expires_ms)
-              SELECT '${leaseId}', '${accountId}', ${DB_NOW_MS} + ${this.leaseMs} FROM live
-               WHERE live.n < ${this.cap}${hostAdmitted === "true" ? "" : ` AND ${hostAdmitted}`}
-              RETURNING 1)
-       SELECT live.n, (SELECT COUNT(*) FROM admitted)::int AS admitted FROM live`,
+          `SELECT * FROM sigil_lease('${accountId}', '${leaseId}', ${this.cap}, ${this.leaseMs},
+             ARRAY[${quoted(releasing)}]::text[], ${hostAdmitted})`,
         ];
       },
       admitted: `EXISTS (SELECT 1 FROM execution_leases WHERE lease_id = '${leaseId}')`,
       ran: (results) => {
-        const [{ n, admitted }] = results[2] as Array<{ n: number; admitted: number }>;
+        const [{ n, admitted }] = results[0] as Array<{ n: number; admitted: number }>;
         running = n;
         if (admitted !== 1) return false;
         let done = false;
