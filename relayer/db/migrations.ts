@@ -51,7 +51,7 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
      p_extra_account bigint, p_extra_key bigint, p_shrink_ids text[], p_shrink_cents bigint[])
    RETURNS TABLE (balance_cents bigint, spent_cents bigint, cap_cents bigint,
                   reserved_account_cents bigint, reserved_key_cents bigint, admitted int)
-   LANGUAGE plpgsql VOLATILE AS $fn$
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
    #variable_conflict use_column
    BEGIN
      -- The admission commits asynchronously (relayer/billing/reservations.ts, "Durability").
@@ -86,10 +86,18 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
      END IF;
      RETURN NEXT;
    END $fn$`,
+  // The reservation's undo where an admission riding with it refused (relayer/db/riding.ts).
+  `CREATE OR REPLACE FUNCTION sigil_unreserve(p_id text, p_drop boolean) RETURNS int
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   BEGIN
+     IF NOT p_drop THEN RETURN 0; END IF;
+     DELETE FROM billing_reservations WHERE reservation_id = p_id;
+     RETURN 1;
+   END $fn$`,
   `CREATE OR REPLACE FUNCTION sigil_lease(
      p_account text, p_lease text, p_cap int, p_lease_ms bigint, p_releases text[], p_go boolean)
    RETURNS TABLE (n int, admitted int)
-   LANGUAGE plpgsql VOLATILE AS $fn$
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
    #variable_conflict use_column
    DECLARE
      now_ms bigint;
