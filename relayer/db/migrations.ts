@@ -56,14 +56,14 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
    BEGIN
      -- The admission commits asynchronously (relayer/billing/reservations.ts, "Durability").
      PERFORM set_config('synchronous_commit', 'off', true);
-     -- This instance's settled rows shrink to their charges; rows a flush holds are left to it.
-     IF cardinality(p_shrink_ids) > 0 THEN
-       UPDATE billing_reservations r SET cents = v.cents
-         FROM unnest(p_shrink_ids, p_shrink_cents) AS v(id, cents)
-        WHERE r.reservation_id = v.id AND r.cents > v.cents
-          AND r.reservation_id IN (SELECT q.reservation_id FROM billing_reservations q
-                                    WHERE q.reservation_id = ANY (p_shrink_ids) FOR UPDATE SKIP LOCKED);
-     END IF;
+     -- This instance's settled rows shrink to their charges; rows a flush holds are left to it. One
+     -- primary-key update per row (a join with the arrays was planned for any number of rows: slower).
+     FOR i IN 1 .. COALESCE(cardinality(p_shrink_ids), 0) LOOP
+       UPDATE billing_reservations r SET cents = p_shrink_cents[i]
+        WHERE r.reservation_id = (SELECT q.reservation_id FROM billing_reservations q
+                                   WHERE q.reservation_id = p_shrink_ids[i] FOR UPDATE SKIP LOCKED)
+          AND r.cents > p_shrink_cents[i];
+     END LOOP;
      PERFORM pg_advisory_xact_lock(hashtext('sigil:reservations:' || p_account));
      DELETE FROM billing_reservations WHERE reservation_id IN (
        SELECT q.reservation_id FROM billing_reservations q
@@ -107,8 +107,11 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
        PERFORM pg_advisory_xact_lock(hashtext('sigil:executions:' || p_account));
      END IF;
      now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-     DELETE FROM execution_leases l
-      WHERE (l.account_id = p_account AND l.expires_ms < now_ms) OR l.lease_id = ANY (p_releases);
+     -- Two statements, not one with OR: each keeps one plan on its own index.
+     IF cardinality(p_releases) > 0 THEN
+       DELETE FROM execution_leases l WHERE l.lease_id = ANY (p_releases);
+     END IF;
+     DELETE FROM execution_leases l WHERE l.account_id = p_account AND l.expires_ms < now_ms;
      SELECT COUNT(*)::int INTO n FROM execution_leases l WHERE l.account_id = p_account;
      IF p_go AND n < p_cap THEN
        INSERT INTO execution_leases (lease_id, account_id, expires_ms) VALUES (p_lease, p_account, now_ms + p_lease_ms);
