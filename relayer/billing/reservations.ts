@@ -247,33 +247,6 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
   });
 }
 
-/** Reservation ids are this module's own randomUUID()s. */
-const RESERVATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/** Shrinks' values are inlined into SQL: each id must be our own UUID, each amount a safe integer. */
-function checkShrinks(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): void {
-  for (const [sid, cents] of shrinks) {
-    if (!RESERVATION_ID.test(sid)) throw new Error(`reservation: not a reservation id: ${sid}`);
-    if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`reservation: not cents: ${cents}`);
-  }
-}
-
-/**
- * PostgreSQL: shrinks settled rows to their charges. Rows another transaction holds (a flush deleting
- * them) are skipped, never waited for, so this can run inside an admission without a deadlock; a row
- * skipped or already gone is deleted by the flush that commits its charge.
- */
-function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): string {
-  checkShrinks(shrinks);
-  const ids = shrinks.map(([sid]) => `'${sid}'`).join(", ");
-  const values = shrinks.map(([sid, cents]) => `('${sid}', ${cents})`).join(", ");
-  return `UPDATE billing_reservations r SET cents = v.cents
-      FROM (VALUES ${values}) AS v(id, cents)
-     WHERE r.reservation_id = v.id AND r.cents > v.cents
-       AND r.reservation_id IN (SELECT reservation_id FROM billing_reservations
-                                 WHERE reservation_id IN (${ids}) FOR UPDATE SKIP LOCKED)`;
-}
-
 /**
  * The PostgreSQL admission, one round trip and one prepared statement: `sigil_reserve` (migration 20)
  * shrinks this instance's settled rows, takes the account's lock, sweeps its expired rows, and checks
@@ -311,8 +284,9 @@ function reserveParams(id: string, r: ReserveRequest): unknown[] {
 
 /**
  * Settled rows shrink to their charges, so others see the exact amounts before the flush. PostgreSQL:
- * all of them in one autocommitted statement (asynchronous commit, like an admission: a shrink lost
- * in a crash of the server leaves the worst case counting, a refusal a moment early at most).
+ * all of them in one autocommitted call of `sigil_shrink` (migration 20; asynchronous commit, like an
+ * admission: a shrink lost in a crash of the server leaves the worst case counting, a refusal a
+ * moment early at most), a prepared statement.
  */
 export async function shrinkSettled(
   db: DataLayer,
@@ -320,7 +294,11 @@ export async function shrinkSettled(
 ): Promise<void> {
   if (shrinks.length === 0) return;
   if (isPostgresLayer(db)) {
-    await db.script(`SET LOCAL synchronous_commit TO off;\n${shrinkStatement(shrinks)}`);
+    await db.exec(
+      "SELECT sigil_shrink($1::text[], $2::bigint[])",
+      [shrinks.map(([id]) => id), shrinks.map(([, cents]) => cents)],
+      { prepared: true },
+    );
     return;
   }
   for (const [id, cents] of shrinks) await db.run(Q.shrink, [id, cents]);

@@ -46,6 +46,23 @@ const ms = (kind: EngineKind) => (kind === "postgres" ? "bigint" : "integer");
  * the output columns share names with table columns.
  */
 const ADMISSION_FUNCTIONS: readonly string[] = [
+  // Settled rows shrink to their charges (only ever downwards); rows another transaction holds (a
+  // flush deleting them) are skipped, never waited for, so an admission carrying shrinks cannot
+  // deadlock with a flush. One primary-key update per row (a join with the arrays was planned for any
+  // number of rows: slower). Asynchronous commit, as the admission's: a shrink lost in a crash of the
+  // server leaves the worst case counting, a refusal a moment early at most.
+  `CREATE OR REPLACE FUNCTION sigil_shrink(p_ids text[], p_cents bigint[]) RETURNS int
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   BEGIN
+     PERFORM set_config('synchronous_commit', 'off', true);
+     FOR i IN 1 .. COALESCE(cardinality(p_ids), 0) LOOP
+       UPDATE billing_reservations r SET cents = p_cents[i]
+        WHERE r.reservation_id = (SELECT q.reservation_id FROM billing_reservations q
+                                   WHERE q.reservation_id = p_ids[i] FOR UPDATE SKIP LOCKED)
+          AND r.cents > p_cents[i];
+     END LOOP;
+     RETURN COALESCE(cardinality(p_ids), 0);
+   END $fn$`,
   `CREATE OR REPLACE FUNCTION sigil_reserve(
      p_id text, p_account text, p_key text, p_cents bigint, p_expires_ms bigint, p_now_ms bigint,
      p_extra_account bigint, p_extra_key bigint, p_shrink_ids text[], p_shrink_cents bigint[])
@@ -56,14 +73,8 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
    BEGIN
      -- The admission commits asynchronously (relayer/billing/reservations.ts, "Durability").
      PERFORM set_config('synchronous_commit', 'off', true);
-     -- This instance's settled rows shrink to their charges; rows a flush holds are left to it. One
-     -- primary-key update per row (a join with the arrays was planned for any number of rows: slower).
-     FOR i IN 1 .. COALESCE(cardinality(p_shrink_ids), 0) LOOP
-       UPDATE billing_reservations r SET cents = p_shrink_cents[i]
-        WHERE r.reservation_id = (SELECT q.reservation_id FROM billing_reservations q
-                                   WHERE q.reservation_id = p_shrink_ids[i] FOR UPDATE SKIP LOCKED)
-          AND r.cents > p_shrink_cents[i];
-     END LOOP;
+     -- This instance's settled rows shrink to their charges first.
+     PERFORM sigil_shrink(p_shrink_ids, p_shrink_cents);
      PERFORM pg_advisory_xact_lock(hashtext('sigil:reservations:' || p_account));
      DELETE FROM billing_reservations WHERE reservation_id IN (
        SELECT q.reservation_id FROM billing_reservations q
