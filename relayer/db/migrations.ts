@@ -34,6 +34,106 @@ export const MIGRATION_LOCK_KEY = "7265386312408375157";
 
 const ms = (kind: EngineKind) => (kind === "postgres" ? "bigint" : "integer");
 
+/**
+ * Migration 20 (PostgreSQL only): the two admissions of a run as PL/pgSQL functions
+ * (relayer/billing/reservations.ts and relayer/db/sharedLimits.ts call them, alone or one riding in
+ * the other's round trip: relayer/db/riding.ts). Sent as literal multi-statement scripts, their
+ * statements were parsed and planned afresh on every request (~0.5 ms of the server's CPU per
+ * execution, docs/performance.md); a function's statements are planned once per connection and then
+ * reused. Their logic is the scripts' own, statement for statement: VOLATILE functions take a fresh
+ * snapshot for each statement they run (READ COMMITTED), so a count after the advisory lock still sees
+ * every row committed before the lock was ours. `#variable_conflict use_column` and qualified columns:
+ * the output columns share names with table columns.
+ */
+const ADMISSION_FUNCTIONS: readonly string[] = [
+  // Settled rows shrink to their charges (only ever downwards); rows another transaction holds (a
+  // flush deleting them) are skipped, never waited for, so an admission carrying shrinks cannot
+  // deadlock with a flush. One primary-key update per row (a join with the arrays was planned for any
+  // number of rows: slower). Asynchronous commit, as the admission's: a shrink lost in a crash of the
+  // server leaves the worst case counting, a refusal a moment early at most.
+  `CREATE OR REPLACE FUNCTION sigil_shrink(p_ids text[], p_cents bigint[]) RETURNS int
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   BEGIN
+     PERFORM set_config('synchronous_commit', 'off', true);
+     FOR i IN 1 .. COALESCE(cardinality(p_ids), 0) LOOP
+       UPDATE billing_reservations r SET cents = p_cents[i]
+        WHERE r.reservation_id = (SELECT q.reservation_id FROM billing_reservations q
+                                   WHERE q.reservation_id = p_ids[i] FOR UPDATE SKIP LOCKED)
+          AND r.cents > p_cents[i];
+     END LOOP;
+     RETURN COALESCE(cardinality(p_ids), 0);
+   END $fn$`,
+  `CREATE OR REPLACE FUNCTION sigil_reserve(
+     p_id text, p_account text, p_key text, p_cents bigint, p_expires_ms bigint, p_now_ms bigint,
+     p_extra_account bigint, p_extra_key bigint, p_shrink_ids text[], p_shrink_cents bigint[])
+   RETURNS TABLE (balance_cents bigint, spent_cents bigint, cap_cents bigint,
+                  reserved_account_cents bigint, reserved_key_cents bigint, admitted int)
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
+   #variable_conflict use_column
+   BEGIN
+     -- The admission commits asynchronously (relayer/billing/reservations.ts, "Durability").
+     PERFORM set_config('synchronous_commit', 'off', true);
+     -- This instance's settled rows shrink to their charges first.
+     PERFORM sigil_shrink(p_shrink_ids, p_shrink_cents);
+     PERFORM pg_advisory_xact_lock(hashtext('sigil:reservations:' || p_account));
+     DELETE FROM billing_reservations WHERE reservation_id IN (
+       SELECT q.reservation_id FROM billing_reservations q
+        WHERE q.account_id = p_account AND q.expires_ms <= p_now_ms FOR UPDATE SKIP LOCKED);
+     balance_cents := COALESCE((SELECT a.balance_cents FROM accounts a WHERE a.account_id = p_account), 0);
+     SELECT k.spent_cents, k.cap_cents INTO spent_cents, cap_cents
+       FROM key_spend k WHERE k.key_address = p_key AND k.account_id = p_account;
+     spent_cents := COALESCE(spent_cents, 0);
+     SELECT COALESCE(SUM(q.cents), 0)::bigint,
+            COALESCE(SUM(q.cents) FILTER (WHERE q.key_address = p_key), 0)::bigint
+       INTO reserved_account_cents, reserved_key_cents
+       FROM billing_reservations q WHERE q.account_id = p_account AND q.expires_ms > p_now_ms;
+     IF (cap_cents IS NULL OR spent_cents + p_extra_key + reserved_key_cents + p_cents <= cap_cents)
+        AND balance_cents - p_extra_account - reserved_account_cents >= p_cents THEN
+       INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
+       VALUES (p_id, p_account, p_key, p_cents, p_expires_ms, p_now_ms);
+       admitted := 1;
+     ELSE
+       admitted := 0;
+     END IF;
+     RETURN NEXT;
+   END $fn$`,
+  // The reservation's undo where an admission riding with it refused (relayer/db/riding.ts).
+  `CREATE OR REPLACE FUNCTION sigil_unreserve(p_id text, p_drop boolean) RETURNS int
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   BEGIN
+     IF NOT p_drop THEN RETURN 0; END IF;
+     DELETE FROM billing_reservations WHERE reservation_id = p_id;
+     RETURN 1;
+   END $fn$`,
+  `CREATE OR REPLACE FUNCTION sigil_lease(
+     p_account text, p_lease text, p_cap int, p_lease_ms bigint, p_releases text[], p_go boolean)
+   RETURNS TABLE (n int, admitted int)
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
+   #variable_conflict use_column
+   DECLARE
+     now_ms bigint;
+   BEGIN
+     -- The lock and the count-and-insert only where the host admitted (p_go); releases go either way.
+     IF p_go THEN
+       PERFORM pg_advisory_xact_lock(hashtext('sigil:executions:' || p_account));
+     END IF;
+     now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+     -- Two statements, not one with OR: each keeps one plan on its own index.
+     IF cardinality(p_releases) > 0 THEN
+       DELETE FROM execution_leases l WHERE l.lease_id = ANY (p_releases);
+     END IF;
+     DELETE FROM execution_leases l WHERE l.account_id = p_account AND l.expires_ms < now_ms;
+     SELECT COUNT(*)::int INTO n FROM execution_leases l WHERE l.account_id = p_account;
+     IF p_go AND n < p_cap THEN
+       INSERT INTO execution_leases (lease_id, account_id, expires_ms) VALUES (p_lease, p_account, now_ms + p_lease_ms);
+       admitted := 1;
+     ELSE
+       admitted := 0;
+     END IF;
+     RETURN NEXT;
+   END $fn$`,
+];
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -684,6 +784,16 @@ export const MIGRATIONS: readonly Migration[] = [
         ["anchor_block", ms(kind)],
       ] as const)
         await run(db.schema.alterTable("audit_checkpoints").addColumn(name, type));
+    },
+  },
+  {
+    version: 20,
+    description:
+      "PostgreSQL: a run's admission (reservation, execution lease) as functions, planned once per connection",
+    async up({ kind, run }) {
+      // SQLite runs the admission as prepared statements in one transaction already: nothing to do.
+      if (kind !== "postgres") return;
+      for (const statement of ADMISSION_FUNCTIONS) await run(statement);
     },
   },
 ];

@@ -1,33 +1,37 @@
 /**
- * An admission that rides in another admission's round trip on PostgreSQL: its statements are
- * appended to the host's simple-protocol script, so both run in one implicit transaction and one
- * round trip (an execution's reservation carries its lease: relayer/execution/admission.ts).
+ * An admission that rides in another admission's round trip on PostgreSQL: its function call
+ * (migration 20) joins the host's statement as a LATERAL item, so both run in one statement, one
+ * implicit transaction and one round trip (an execution's reservation carries its lease:
+ * relayer/execution/admission.ts). The statement's text depends only on whether a rider is present,
+ * so it is a named prepared statement: parsed and planned once per pooled connection.
  *
- * The two stay all-or-nothing together: the rider's statements take effect only where the host
- * admitted (`hostAdmitted`, an SQL condition the host hands in), and the host undoes its own
- * admission, in the same transaction, where the rider's `admitted` condition is false. Each side
- * reads only its own results and throws only its own refusal, so the errors are those of two separate
+ * The two stay all-or-nothing together: the rider's call takes effect only where the host admitted
+ * (`hostAdmitted`, an SQL condition over the host's row that the host hands in), and the host undoes
+ * its own admission, in the same statement, where the rider's `admitted` condition is false. Each side
+ * reads only its own columns and throws only its own refusal, so the errors are those of two separate
  * admissions made one after the other.
  */
 import type { DataLayer } from "./engine";
 
 export interface RidingAdmission {
-  /** The database its statements belong to: it rides only in a script run there (sameDatabase). */
+  /** The database its call belongs to: it rides only in a statement run there (sameDatabase). */
   readonly db: DataLayer;
   /**
-   * Its statements, in effect only where `hostAdmitted` holds (evaluated after the host's own
-   * statements). Called at most once; from then on this instance's state assumes they will run.
+   * Its FROM item (`fn(…) AS alias(columns…)`, joined LATERAL after the host's), in effect only where
+   * `hostAdmitted` holds, and the values of its parameters, numbered from `$firstParam`. Called at
+   * most once; from then on this instance's state assumes the call will run.
    */
-  statements(hostAdmitted: string): string[];
-  /** An SQL condition, true after its statements exactly when it admitted. */
+  call(hostAdmitted: string, firstParam: number): { from: string; params: unknown[] };
+  /** An SQL condition over its FROM item's columns, true exactly when it admitted. */
   readonly admitted: string;
   /**
-   * The script committed: its statements' rows, in order, and whether the host had admitted. Returns
-   * whether it admitted too (always false when the host did not).
+   * The statement committed: its row (the host's columns and the rider's, whose names do not clash)
+   * and whether the host had admitted. Returns whether it admitted too (always false when the host
+   * did not).
    */
-  ran(results: unknown[][], hostAdmitted: boolean): boolean;
+  ran(row: Record<string, unknown>, hostAdmitted: boolean): boolean;
   /** The refusal to throw when the host admitted and this did not (after `ran` answered false). */
   refusal(): Error;
-  /** The script failed: puts back what `statements` took from this instance's state. */
+  /** The statement failed: puts back what `call` took from this instance's state. */
   abandon(): void;
 }

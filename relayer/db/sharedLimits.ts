@@ -152,7 +152,6 @@ export class SharedTokenBuckets implements RateLimiter {
 export const RELEASE_FLUSH_MS = 2;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const quoted = (ids: readonly string[]) => ids.map((id) => `'${id}'`).join(", ");
 
 export class SharedConcurrencyCap implements ExecutionCap {
   /** Leases released here whose DELETE has not been sent yet. */
@@ -171,36 +170,37 @@ export class SharedConcurrencyCap implements ExecutionCap {
   }
 
   /**
-   * One round trip: takes the account's admission lock (held to the end of the script, so one
-   * account's admissions take turns across instances; other accounts are not held up), deletes this
-   * instance's released leases and the account's expired ones, then counts the live leases and
-   * inserts ours if there is room. The script's statements each see what committed before they started,
-   * so the count sees every lease admitted before the lock was ours. Values are inlined (the simple
-   * protocol has no parameters): the account id is checked to be digits, lease ids are our own UUIDs.
+   * One round trip, one prepared statement: `sigil_lease` (migration 20) takes the account's admission
+   * lock (held to the end of the transaction, so one account's admissions take turns across
+   * instances; other accounts are not held up), deletes this instance's released leases and the
+   * account's expired ones, then counts the live leases and inserts ours if there is room. Each of the
+   * function's statements sees what committed before it started, so the count sees every lease
+   * admitted before the lock was ours.
    */
   async enter(accountId: string): Promise<() => void> {
     const lease = this.leaseAlong(accountId);
-    const statements = lease.statements("true");
-    let results: unknown[][];
+    const { from, params } = lease.call("true", 1);
+    let row: Record<string, unknown>;
     try {
-      results = await (this.db as DataLayer & { script(s: string): Promise<unknown[][]> }).script(
-        statements.join(";\n"),
-      );
+      [row] = (await this.db.exec(`SELECT * FROM ${from}`, params, { prepared: true })) as Array<
+        Record<string, unknown>
+      >;
     } catch (err) {
       lease.abandon();
       throw err;
     }
-    if (!lease.ran(results, true)) throw lease.refusal();
+    if (!lease.ran(row, true)) throw lease.refusal();
     return lease.release!;
   }
 
   /**
-   * The same admission as statements for another admission's round trip (the run's reservation):
+   * The same admission as a function call for another admission's statement (the run's reservation):
    * the lock and the count-and-insert only where `hostAdmitted` holds; this instance's releases are
    * carried either way. Lock order: the host's lock, then this one; nothing takes them the other
-   * way round, so two such round trips never deadlock.
+   * way round, so two such statements never deadlock.
    */
   leaseAlong(accountId: string): RidingLease {
+    // Account ids are digits (a caller passing anything else has a bug, caught here, before the database).
     if (!/^[0-9]{1,30}$/.test(accountId)) throw new Error(`not an account id: ${accountId}`);
     const leaseId = randomUUID();
     let releasing: string[] = [];
@@ -208,28 +208,19 @@ export class SharedConcurrencyCap implements ExecutionCap {
     let release: (() => void) | null = null;
     return {
       db: this.db,
-      statements: (hostAdmitted) => {
+      call: (hostAdmitted, first) => {
         releasing = this.released;
         this.released = [];
-        const when = hostAdmitted === "true" ? "" : ` WHERE ${hostAdmitted}`;
-        return [
-          `SELECT pg_advisory_xact_lock(hashtext('sigil:executions:${accountId}'))${when}`,
-          `DELETE FROM execution_leases WHERE (account_id = '${accountId}' AND expires_ms < ${DB_NOW_MS})${
-            releasing.length ? ` OR lease_id IN (${quoted(releasing)})` : ""
-          }`,
-          `WITH live AS (SELECT COUNT(*)::int AS n FROM execution_leases WHERE account_id = '${accountId}'),
-            admitted AS (INSERT INTO execution_leases (lease_id, account_id, expires_ms)
-              SELECT '${leaseId}', '${accountId}', ${DB_NOW_MS} + ${this.leaseMs} FROM live
-               WHERE live.n < ${this.cap}${hostAdmitted === "true" ? "" : ` AND ${hostAdmitted}`}
-              RETURNING 1)
-       SELECT live.n, (SELECT COUNT(*) FROM admitted)::int AS admitted FROM live`,
-        ];
+        const p = (i: number) => `$${first + i}`;
+        return {
+          from: `sigil_lease(${p(0)}::text, ${p(1)}::text, ${p(2)}::int, ${p(3)}::bigint, ${p(4)}::text[], ${hostAdmitted}) AS lease(lease_running, lease_admitted)`,
+          params: [accountId, leaseId, this.cap, this.leaseMs, releasing],
+        };
       },
-      admitted: `EXISTS (SELECT 1 FROM execution_leases WHERE lease_id = '${leaseId}')`,
-      ran: (results) => {
-        const [{ n, admitted }] = results[2] as Array<{ n: number; admitted: number }>;
-        running = n;
-        if (admitted !== 1) return false;
+      admitted: "lease.lease_admitted = 1",
+      ran: (row) => {
+        running = Number(row.lease_running);
+        if (Number(row.lease_admitted) !== 1) return false;
         let done = false;
         release = () => {
           if (done) return;

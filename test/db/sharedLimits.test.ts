@@ -168,7 +168,7 @@ describeOnPostgres("data layer: shared limits across two instances (postgres)", 
     expect(await outcome(caps[1].enter("33"))).to.equal("admitted");
   });
 
-  it("refuses an account id that is not digits (the admission script inlines it)", async function () {
+  it("refuses an account id that is not digits (a caller's bug, stopped before the database)", async function () {
     const cap = new SharedConcurrencyCap(layers[0], 1);
     let err: unknown;
     await cap.enter("1'; DROP TABLE execution_leases; --").catch((e: unknown) => (err = e));
