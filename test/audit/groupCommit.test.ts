@@ -4,7 +4,7 @@
  * transaction; with nothing else running it goes at once; a group that waited is written as one
  * transaction, in the order recorded; the wait is bounded even when more keeps coming; and stopping
  * the log writes what was waiting. On SQLite in a file (the writer thread) and in memory (the main
- * connection, as PostgreSQL's path).
+ * connection, as PostgreSQL's path); and in a running service, one request at a time never waits.
  */
 import * as crypto from "node:crypto";
 import * as fs from "node:fs";
@@ -17,6 +17,7 @@ import { Enclave } from "../../enclave";
 import { openDataLayer, type DataLayer } from "../../relayer/db";
 import { AuditLog } from "../../relayer/audit/log";
 import { refusalEntry } from "../helpers/auditEntries";
+import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
 const ACCOUNT = "12";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -145,5 +146,40 @@ describe("audit log: group commit", function () {
       logs.splice(logs.length - 1, 1);
       await memory.close();
     }
+  });
+});
+
+describe("audit log: group commit in a running service", function () {
+  this.timeout(180_000);
+  let s: Stack;
+
+  before(async () => {
+    // A window no request could miss: an execution that waited for it would take over 3 seconds.
+    s = await startStack({ executor: { poolSize: 2 }, audit: { groupCommitMs: 3_000 } });
+  });
+  after(async () => {
+    await s?.close();
+  });
+
+  it("one request at a time never waits for the window: the executor has no other run", async () => {
+    const a = await setupAccount(s, "async function main() { return 1; }");
+    const u = await s.api("POST", "/core/v1/add_usage_api_key", {
+      key: a.accountKey,
+      body: { name: "runner", execute_in_groups: [a.groupId] },
+    });
+    expect(u.status, JSON.stringify(u.body)).to.equal(201);
+    for (let i = 0; i < 3; i++) {
+      const t0 = performance.now();
+      const run = await s.api("POST", "/core/v1/svc_action", {
+        key: u.body.usage_api_key,
+        body: { cid: a.cid, js_params: {} },
+      });
+      expect(run.status, JSON.stringify(run.body)).to.equal(200);
+      expect(performance.now() - t0).to.be.below(2_500);
+    }
+    const listed = await fetch(`${s.url}/core/v1/audit?type=execution`, {
+      headers: { "x-api-key": a.accountKey },
+    }).then((r) => r.json() as Promise<{ items: unknown[] }>);
+    expect(listed.items).to.have.length(3);
   });
 });
