@@ -32,7 +32,8 @@ import { openDataLayer, type DataLayer } from "../relayer/db";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
 import { processCpuUs, threadCpuNs } from "./threadCpu";
 
-const CLIENTS = 50;
+/** Concurrent recorders (BENCH_AUDIT_CLIENTS; 50 by default): how many entries can share a transaction. */
+const CLIENTS = Number(process.env.BENCH_AUDIT_CLIENTS ?? 50);
 const PKP = "0x" + "cd".repeat(32);
 
 /** An authenticated usage key of account 1, as the auth middleware hands it to a route. */

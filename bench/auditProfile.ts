@@ -6,8 +6,17 @@
  *
  *   AUDIT=on node --cpu-prof --cpu-prof-dir=/tmp/prof-on -r ts-node/register/transpile-only bench/auditProfile.ts
  *
- * and compare with AUDIT=off. `npm run bench:audit` is the measurement; this only explains it.
+ * and compare with AUDIT=off. Or CPU_PROFILE=<file>: a profile of the main thread during the measured
+ * requests alone (not the stack's start), to diff by function with bench/cpuProfileDiff.ts:
+ *
+ *   AUDIT=off CPU_PROFILE=/tmp/off.cpuprofile npm run bench:audit-profile
+ *   AUDIT=on CPU_PROFILE=/tmp/on.cpuprofile npm run bench:audit-profile
+ *   npx ts-node --transpile-only bench/cpuProfileDiff.ts /tmp/off.cpuprofile /tmp/on.cpuprofile
+ *
+ * `npm run bench:audit` is the measurement; this only explains it.
  */
+import * as fs from "node:fs";
+import { Session } from "node:inspector";
 import BetterSqlite3 from "better-sqlite3";
 import { startStack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
@@ -59,6 +68,24 @@ function traceSqlite(): void {
   };
 }
 
+/** The main thread's CPU profile from `start` until the function it answers is called, to `file`. */
+async function profileTo(file: string): Promise<() => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))),
+    );
+  await post("Profiler.enable");
+  await post("Profiler.setSamplingInterval", { interval: 200 });
+  await post("Profiler.start");
+  return async () => {
+    const { profile } = (await post("Profiler.stop")) as { profile: unknown };
+    fs.writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_AUDIT_ENGINES !== "postgres") traceSqlite();
   const enabled = process.env.AUDIT !== "off";
@@ -77,9 +104,11 @@ async function main(): Promise<void> {
     const op = await setup(s);
     await gen.http(10, 500, op);
     tally.clear();
+    const stopProfile = process.env.CPU_PROFILE ? await profileTo(process.env.CPU_PROFILE) : null;
     const before = process.cpuUsage();
     const r = await gen.http(50, n, op);
     const cpu = process.cpuUsage(before);
+    await stopProfile?.();
     console.log(
       `audit ${enabled ? "on" : "off"} (${engine}): ${r.rps.toFixed(1)} req/s, p50 ${r.p50.toFixed(1)} ms, ` +
         `main process CPU ${((cpu.user + cpu.system) / r.n).toFixed(0)} µs per request`,

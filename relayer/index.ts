@@ -210,7 +210,9 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
           cfg.instanceId ?? "default",
           cfg.audit,
           logger,
-          {},
+          // Runs in the executor record an entry each when they end: an entry may wait a moment to
+          // share its transaction with theirs (group commit, relayer/audit/store.ts).
+          { moreSoon: () => executor.stats().busy > 0 },
           // Cluster-wide on PostgreSQL: refusalsPerMinute per account whatever the number of instances.
           shared
             ? new SharedTokenBuckets(shared, "audit_refusals", cfg.audit.refusalsPerMinute ?? 60, 60_000)

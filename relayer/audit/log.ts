@@ -33,6 +33,12 @@ export interface AuditOptions {
    * sweep chains them), and reads of the log chain what is pending first.
    */
   chainAfterMs?: number;
+  /**
+   * How long an entry may wait for others to share its transaction while runs are still in the
+   * executor (default 4 ms; 0: never; store.ts, DEFAULT_GROUP_COMMIT_MS). With one request at a time
+   * nothing waits.
+   */
+  groupCommitMs?: number;
   /** Anchor checkpoints on chain (anchor.ts); absent: never. */
   anchor?: AnchorOptions;
 }
@@ -66,7 +72,7 @@ export class AuditLog {
     readonly instance: string,
     private readonly opts: AuditOptions,
     private readonly logger: Logger,
-    storeOpts: Pick<AuditStoreOptions, "now"> = {},
+    storeOpts: Pick<AuditStoreOptions, "now" | "moreSoon"> = {},
     /**
      * The refusal limit shared by every instance (a token bucket in PostgreSQL, refusalsPerMinute per
      * account): asked only for a refusal this instance's own limit admitted, so a flood costs the
@@ -78,6 +84,7 @@ export class AuditLog {
     this.store = new AuditStore(db, signer, {
       checkpointEvery: opts.checkpointEvery,
       checkpointMs: opts.checkpointMs,
+      groupCommitMs: opts.groupCommitMs,
       ...storeOpts,
     });
   }

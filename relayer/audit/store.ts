@@ -47,8 +47,26 @@ export interface AuditStoreOptions {
    * False: on the data layer's connection, in the main thread.
    */
   writerThread?: boolean;
+  /**
+   * Group commit: how long (ms) a request's entry may wait for others to share its transaction while
+   * `moreSoon` says more are coming (default DEFAULT_GROUP_COMMIT_MS; 0: never wait).
+   */
+  groupCommitMs?: number;
+  /**
+   * Whether more entries are about to be recorded (the relayer: runs are in the executor, each of which
+   * records one when it ends). Absent: never wait.
+   */
+  moreSoon?: () => boolean;
   now?: () => number;
 }
+
+/**
+ * The group-commit window (docs/audit-log.md, "What it costs"): a transaction costs about the same
+ * for one entry as for fifty (the SQLite writer thread's round trip and commit, PostgreSQL's round trip
+ * and statement), and under load requests finish a couple of milliseconds apart, so without waiting
+ * each entry would be a transaction of its own. Its cost per entry, not the entry, was the log's.
+ */
+export const DEFAULT_GROUP_COMMIT_MS = 4;
 
 export interface StoredEntry {
   account: string;
@@ -112,6 +130,8 @@ interface HeadRow {
 const INSERT_ROWS = 50;
 /** Entries per transaction of the writer thread (which splits them into INSERTs of 50). */
 const WRITER_BATCH = 500;
+/** A group that reaches this many entries is sent without waiting for the rest of the window. */
+const GROUP_TARGET = 50;
 
 /** An audit_pending row's values, in the order of its INSERTs (here and in sqliteWriter-thread.js). */
 function pendingRow(e: PendingEntry): unknown[] {
@@ -138,12 +158,20 @@ export class AuditStore {
   private readonly statements = new Map<string, Statement>();
   private readonly queued: Array<{
     e: PendingEntry;
+    /** When it was queued (performance.now()): its group waits at most groupCommitMs from then. */
+    at: number;
     resolve: (chained: boolean) => void;
     reject: (err: unknown) => void;
   }> = [];
   /** Checkpoints the writer thread reported due, being signed and stored behind the answers. */
   private signing: Promise<void> = Promise.resolve();
   private inserting = false;
+  /** The group-commit timer, while the queued entries wait for others (see enqueue). */
+  private groupTimer: NodeJS.Timeout | null = null;
+  private readonly groupCommitMs: number;
+  private readonly moreSoon: () => boolean;
+  /** The batches being written, until the queue is empty (close waits for it). */
+  private writing: Promise<void> = Promise.resolve();
   private readonly useWriterThread: boolean;
   /** undefined until the first write (a store that is only read starts no thread). */
   private writerThread: SqliteWriterThread | null | undefined;
@@ -158,6 +186,8 @@ export class AuditStore {
     this.batch = opts.batch ?? 200;
     this.now = opts.now ?? Date.now;
     this.useWriterThread = opts.writerThread !== false;
+    this.groupCommitMs = opts.groupCommitMs ?? DEFAULT_GROUP_COMMIT_MS;
+    this.moreSoon = opts.moreSoon ?? (() => false);
   }
 
   /**
@@ -177,6 +207,11 @@ export class AuditStore {
 
   /** Stops the writer thread, once what was sent to it is written (before the database closes). */
   async close(): Promise<void> {
+    // Entries waiting for their group go now, and every batch is written before the thread stops.
+    while (this.inserting || this.queued.length > 0) {
+      if (!this.inserting) this.startBatches();
+      await this.writing;
+    }
     await this.settled();
     await this.writerThread?.close();
   }
@@ -224,38 +259,61 @@ export class AuditStore {
   enqueue(e: PendingEntry, on?: Sql): Promise<boolean> {
     if (on) return this.insertPending(on, [e]).then(() => false);
     return new Promise<boolean>((resolve, reject) => {
-      this.queued.push({ e, resolve, reject });
-      if (this.inserting) return;
-      this.inserting = true;
-      // The entries of requests that finish in the same turn of the event loop go together (SQLite on
-      // this connection answers synchronously: without this every entry would be its own commit; the
-      // writer thread and PostgreSQL would take the first alone). What arrives while a batch is on its
-      // way waits for the next.
-      setImmediate(() => void this.insertQueued());
+      this.queued.push({ e, at: performance.now(), resolve, reject });
+      this.sendWhenDue();
     });
+  }
+
+  /**
+   * Starts the next batch when it is due. Never while a batch is on its way: what arrives meanwhile
+   * goes in the next one. The entries of requests that finish in the same turn of the event loop go
+   * together (SQLite on this connection answers synchronously: without this every entry would be its
+   * own commit). And while more entries are about to be recorded (moreSoon: runs in the executor), the
+   * batch waits for them, up to groupCommitMs after its first entry or until it holds GROUP_TARGET: a
+   * transaction's fixed cost (a round trip to the writer thread or the server, a commit) is shared by
+   * many entries instead of paid by each. With nothing else running (one client) nothing waits.
+   */
+  private sendWhenDue(): void {
+    if (this.inserting || this.queued.length === 0) return;
+    const left = this.groupCommitMs - (performance.now() - this.queued[0].at);
+    if (this.queued.length < GROUP_TARGET && left > 0 && this.moreSoon()) {
+      this.groupTimer ??= setTimeout(() => this.startBatches(), left);
+      return;
+    }
+    this.startBatches();
+  }
+
+  private startBatches(): void {
+    if (this.groupTimer) clearTimeout(this.groupTimer);
+    this.groupTimer = null;
+    if (this.inserting) return;
+    this.inserting = true;
+    this.writing = new Promise<void>((resolve) =>
+      setImmediate(() => void this.insertQueued().finally(resolve)),
+    );
   }
 
   private async insertQueued(): Promise<void> {
     try {
-      while (this.queued.length > 0) {
-        const batch = this.queued.splice(0, this.writer ? WRITER_BATCH : INSERT_ROWS);
-        try {
-          const entries = batch.map((q) => q.e);
-          const writer = this.writer;
-          if (writer) {
-            const { due } = await writer.record(entries.map(pendingRow), this.rules());
-            for (const q of batch) q.resolve(true);
-            if (due.length > 0) this.signBehind(writer, due);
-          } else {
-            await this.insertPending(this.db, entries);
-            for (const q of batch) q.resolve(false);
-          }
-        } catch (err) {
-          for (const q of batch) q.reject(err);
+      // One batch; what arrived while it was on its way goes next, when due (sendWhenDue).
+      const batch = this.queued.splice(0, this.writer ? WRITER_BATCH : INSERT_ROWS);
+      try {
+        const entries = batch.map((q) => q.e);
+        const writer = this.writer;
+        if (writer) {
+          const { due } = await writer.record(entries.map(pendingRow), this.rules());
+          for (const q of batch) q.resolve(true);
+          if (due.length > 0) this.signBehind(writer, due);
+        } else {
+          await this.insertPending(this.db, entries);
+          for (const q of batch) q.resolve(false);
         }
+      } catch (err) {
+        for (const q of batch) q.reject(err);
       }
     } finally {
       this.inserting = false;
+      this.sendWhenDue();
     }
   }
 
