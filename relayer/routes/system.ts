@@ -174,7 +174,14 @@ const health = endpoint<RelayerContext>("GET", "/health", {
         last_poll_ok_ms_ago: ctx.cache.lastPollOkMs === null ? null : Date.now() - ctx.cache.lastPollOkMs,
         loaded_accounts: ctx.cache.loadedAccounts,
       },
-      executor: pool,
+      // The documented fields only (the executor's stats carry more, e.g. its Compartment reuses).
+      executor: {
+        poolSize: pool.poolSize,
+        alive: pool.alive,
+        busy: pool.busy,
+        queued: pool.queued,
+        restarts: pool.restarts,
+      },
       gas_wallets: ctx.sender.gasWalletAddresses(),
       gas_wallet_balances: {
         low_balance_threshold_wei: ctx.sender.balances.thresholdWei()?.toString() ?? null,
