@@ -16,6 +16,9 @@ import type { DueDelivery, EndpointRow, WebhookStore } from "./store";
 
 export const DISABLED_NOTICE = "webhook.disabled";
 
+/** How long a stop waits for attempts already sent before aborting them. */
+const STOP_GRACE_MS = 1_000;
+
 export interface DelivererOptions {
   store: WebhookStore;
   secrets: SecretBox;
@@ -57,8 +60,18 @@ export class Deliverer {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.ticking?.catch(() => undefined);
+    // An attempt already on the wire usually ends within moments: let it finish and be recorded, so a
+    // graceful stop neither sends it again nor undercounts the receiver's attempts. Only what is still
+    // waiting after the grace is aborted and released for the next instance.
+    const drained = Promise.all([...this.inFlight]);
+    let graceTimer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>(
+      (r) => (graceTimer = setTimeout(r, Math.min(this.o.timeoutMs, STOP_GRACE_MS))),
+    );
+    await Promise.race([drained, grace]);
+    clearTimeout(graceTimer);
     this.abort.abort();
-    await Promise.all([...this.inFlight]);
+    await drained;
   }
 
   private schedule(ms: number): void {

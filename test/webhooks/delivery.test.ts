@@ -72,12 +72,30 @@ describe("webhooks: delivery", function () {
     const hook = await register(s, key, r.url, ["pkp.created"]);
     await createPkp();
     await r.until(() => r.received.length >= 1);
+    // Restart between attempts: once the first failure is recorded and its retry is scheduled.
+    for (let i = 0; i < 100 && !((await deliveries(hook.id))[0]?.attempts >= 1); i++) await sleep(50);
     await s.restartRelayer();
     await r.until(() => r.received.length >= 3);
     await sleep(1_500);
     expect(r.received.length).to.equal(3);
     const [d] = await deliveries(hook.id);
     expect(d).to.include({ status: "succeeded", attempts: 3, last_status: 200 });
+  });
+
+  it("a graceful restart lets an attempt already sent finish and records it: the receiver is not sent it again", async () => {
+    const r = await receiver();
+    r.behaviour = () => "hang";
+    const hook = await register(s, key, r.url, ["pkp.created"]);
+    await createPkp();
+    await r.until(() => r.hanging.size >= 1);
+    const restarting = s.restartRelayer();
+    await sleep(200); // the stop is waiting on the attempt in flight
+    for (const res of r.hanging) res.writeHead(200).end("ok");
+    await restarting;
+    await sleep(1_500);
+    expect(r.received.length).to.equal(1);
+    const [d] = await deliveries(hook.id);
+    expect(d).to.include({ status: "succeeded", attempts: 1, last_status: 200 });
   });
 
   it("a receiver that never answers does not hold up API requests", async () => {
