@@ -18,6 +18,8 @@ export interface BenchPostgres {
    * by the data folder on the postmaster's command line (/proc; 0 where there is none).
    */
   cpuMs(): number;
+  /** The same by kind of server process (serverCpuByProcess). */
+  cpuByProcess(): Map<string, number>;
   stop(): Promise<void>;
 }
 
@@ -25,11 +27,23 @@ export interface BenchPostgres {
 const TICKS_PER_SECOND = 100;
 
 function serverCpuMs(dataDir: string): number {
+  let ms = 0;
+  for (const v of serverCpuByProcess(dataDir).values()) ms += v;
+  return ms;
+}
+
+/**
+ * The server's CPU (ms) by kind of process: "postmaster" (its own and its reaped children's), each
+ * background process by its title ("walwriter", "checkpointer", "autovacuum launcher", …) and every
+ * live client connection summed as "backends". Where the server's CPU goes that no statement shows.
+ */
+export function serverCpuByProcess(dataDir: string): Map<string, number> {
+  const out = new Map<string, number>();
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((d) => /^[0-9]+$/.test(d));
   } catch {
-    return 0;
+    return out;
   }
   // stat's fields after the command name: [1] parent pid, [11] utime, [12] stime, [13] cutime, [14] cstime.
   const stats = new Map<string, string[]>();
@@ -41,7 +55,8 @@ function serverCpuMs(dataDir: string): number {
       // gone meanwhile
     }
   }
-  let ticks = 0;
+  const add = (kind: string, ticks: number) =>
+    out.set(kind, (out.get(kind) ?? 0) + (ticks * 1000) / TICKS_PER_SECOND);
   for (const [pid, f] of stats) {
     let cmdline = "";
     try {
@@ -59,10 +74,25 @@ function serverCpuMs(dataDir: string): number {
         // the parent is gone: this is the postmaster
       }
     }
-    ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    for (const [, child] of stats) if (child[1] === pid) ticks += Number(child[11]) + Number(child[12]);
+    add("postmaster", Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]));
+    for (const [childPid, child] of stats) {
+      if (child[1] !== pid) continue;
+      add(processKind(childPid), Number(child[11]) + Number(child[12]));
+    }
   }
-  return (ticks * 1000) / TICKS_PER_SECOND;
+  return out;
+}
+
+/** A server child's kind from its title ("postgres: walwriter", "postgres: user db 127.0.0.1(5) idle"). */
+function processKind(pid: string): string {
+  let title = "";
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim();
+  } catch {
+    return "gone";
+  }
+  const rest = title.replace(/^postgres:\s*/, "");
+  return /\d+\.\d+\.\d+\.\d+|\[local\]/.test(rest) ? "backends" : rest;
 }
 
 /**
@@ -97,6 +127,7 @@ export async function startBenchPostgres(
   return {
     url: `postgres://sigil:${password}@127.0.0.1:${port}/${database}`,
     cpuMs: () => serverCpuMs(join(parent, "data")),
+    cpuByProcess: () => serverCpuByProcess(join(parent, "data")),
     async stop() {
       await pg.stop();
       rmSync(parent, { recursive: true, force: true });

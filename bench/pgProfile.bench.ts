@@ -7,12 +7,16 @@
  * execution (planning and execution, ms), beside the server's whole CPU per execution (/proc: what
  * the statements' own times leave out is parsing, the protocol, commits, and background processes).
  *
- * `BENCH_QUICK=1` for a short run.
+ * `BENCH_QUICK=1` for a short run; `BENCH_BILLING=0` without billing; `BENCH_AUDIT=0` with the audit log
+ * off; `BENCH_SIGN=1` for the one-signature action of `bench:audit` instead of hello world;
+ * `BENCH_PG_FLAGS=name=value,…` further server settings (e.g. `synchronous_commit=off`, to see what the
+ * commits' WAL flushes cost).
  */
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
 import { LoadGenerator } from "./loadgenClient";
-import { startBenchPostgres } from "./embeddedPostgres";
+import { serverCpuByProcess, startBenchPostgres } from "./embeddedPostgres";
+import { setup } from "./auditLog";
 
 interface StatementRow {
   query: string;
@@ -30,23 +34,39 @@ async function main(): Promise<void> {
     "shared_preload_libraries=pg_stat_statements",
     "pg_stat_statements.track_planning=on",
     "pg_stat_statements.track=all",
+    ...(process.env.BENCH_PG_FLAGS ? process.env.BENCH_PG_FLAGS.split(",") : []),
   ]);
   const gen = LoadGenerator.start();
   const admin = new Client({ connectionString: pg.url });
   await admin.connect();
   await admin.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-  const t = await startBenchStack({ tag: "pgprofile", databaseUrl: pg.url, billing: true });
+  const t = await startBenchStack({
+    tag: "pgprofile",
+    databaseUrl: pg.url,
+    billing: process.env.BENCH_BILLING !== "0",
+    relayer: { audit: { enabled: process.env.BENCH_AUDIT !== "0" } },
+  });
   try {
-    const a = await benchAccount(t.stack.url, "async function main() { return 'hello world'; }");
-    const hello = executionRequest(t.stack.url, a.usageKey, { cid: a.cid, js_params: {} });
+    const hello =
+      process.env.BENCH_SIGN === "1"
+        ? await setup(t.stack)
+        : await (async () => {
+            const a = await benchAccount(t.stack.url, "async function main() { return 'hello world'; }");
+            return executionRequest(t.stack.url, a.usageKey, { cid: a.cid, js_params: {} });
+          })();
     await gen.http(4, quick ? 50 : 500, hello);
     await admin.query("SELECT pg_stat_statements_reset()");
     const cpu0 = pg.cpuMs();
+    const byProcess0 = pg.cpuByProcess();
     const relayer0 = process.cpuUsage();
     const stats = await gen.http(50, n, hello);
     await new Promise((r) => setTimeout(r, 300)); // the window's releases and flushes are in
     const used = process.cpuUsage(relayer0);
     const serverMs = (pg.cpuMs() - cpu0) / n;
+    const byProcess = [...pg.cpuByProcess()]
+      .map(([kind, ms]) => [kind, (ms - (byProcess0.get(kind) ?? 0)) / n] as const)
+      .filter(([, ms]) => ms > 0)
+      .sort((a, b) => b[1] - a[1]);
     const { rows } = await admin.query<StatementRow>(
       `SELECT query, calls, plans, total_plan_time, total_exec_time, rows FROM pg_stat_statements
         WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_plan_time + total_exec_time DESC`,
@@ -66,6 +86,9 @@ async function main(): Promise<void> {
         `| ${(Number(r.calls) / n).toFixed(2)} | ${plan.toFixed(3)} | ${exec.toFixed(3)} | \`${text}\` |`,
       );
     }
+    console.log(
+      `\nthe server's CPU per execution by process: ${byProcess.map(([k, ms]) => `${k} ${(ms * 1000).toFixed(0)} µs`).join(", ")}`,
+    );
     console.log(
       `\nstatements' planning and execution together: ${sum.toFixed(3)} ms per execution of the server's ${serverMs.toFixed(3)} ms CPU`,
     );
