@@ -6,7 +6,8 @@
  * (the order flipping each pair), so drift in the machine's load hits both alike. The ratio is of the
  * mean rates. On PostgreSQL each stack has its own embedded server.
  *
- * `npm run bench:audit` runs it alone (SQLite, then PostgreSQL); bench:relayer prints it too.
+ * `npm run bench:audit` runs it alone (SQLite, then PostgreSQL; BENCH_AUDIT_ENGINES to choose;
+ * BENCH_AUDIT_GROUP_MS for another group-commit wait than the default); bench:relayer prints it too.
  */
 import { startStack, type Stack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
@@ -51,7 +52,7 @@ export async function auditOverhead(
         databaseUrl,
         rateLimits: UNLIMITED_RATES,
         executor: { poolSize: 2 },
-        audit: { enabled },
+        audit: { enabled, groupCommitMs: groupCommitMs() },
       });
       stacks.push(s);
       return s;
@@ -80,6 +81,12 @@ export async function auditOverhead(
     for (const s of stacks) await s.close();
     for (const pg of servers) await pg.stop();
   }
+}
+
+/** BENCH_AUDIT_GROUP_MS: the log's group-commit wait (absent: the relayer's default). */
+function groupCommitMs(): number | undefined {
+  const v = process.env.BENCH_AUDIT_GROUP_MS;
+  return v === undefined || v === "" ? undefined : Number(v);
 }
 
 const f = (x: number) => x.toFixed(1);
