@@ -61,7 +61,7 @@ export class HookListener {
       if (!this.exited) thread.postMessage(m);
     };
     this.stopWatching = ctx.triggers.watchIntake({
-      full: (triggerId, limit) => post({ type: "full", triggerId, limit }),
+      full: (triggerId, reason, limit) => post({ type: "full", triggerId, reason, limit }),
       room: (triggerId) => post({ type: "room", triggerId }),
       forget: () => post({ type: "forget" }),
     });

@@ -13,7 +13,9 @@
  *  3. a malformed hook id, or one whose trigger is unknown, disabled or deleted: 404 trigger_not_found;
  *  4. the trigger's own rate: 429 rate_limited;
  *  5. the HMAC, when the trigger asks for one: 401 webhook_signature_invalid;
- *  6. a fresh delivery while the trigger's queue is known full: 429 trigger_queue_full.
+ *  6. a fresh delivery while the trigger's queue is known full, or its minute's runs fired: 429
+ *     trigger_queue_full. A run claimed since makes room for one delivery: that one crosses, the rest
+ *     are still refused here (the same hints as the main thread's, intakeHints.ts).
  *
  * What it needs to know comes from the main thread as hints (the same hints the main thread keeps for
  * itself, intakeHints.ts, pushed here as they change): the trigger behind a hook id (asked once, then
@@ -40,6 +42,7 @@ import { TokenBuckets } from "../rateLimit";
 import { ApiError as Err, isApiError } from "../errors";
 import { deliveryIdOf, HOOK_ID, HOOK_PATH, HOOK_ROUTE, hmacMatches } from "./hookRequest";
 import { HookSourceGate } from "./hookSourceGate";
+import { type IntakeLimit, QueueFullHints } from "./intakeHints";
 import { notFound, refusal } from "./intakeRefusals";
 
 /** What the main thread starts the thread with. */
@@ -70,7 +73,7 @@ export interface HandedAnswer {
 
 export type ToThread =
   | { type: "hint"; seq: number; hookId: string; hint: HookHint | "unknown" }
-  | { type: "full"; triggerId: string; limit: number }
+  | { type: "full"; triggerId: string; reason: IntakeLimit; limit: number }
   | { type: "room"; triggerId: string }
   | { type: "forget" }
   | { type: "answer"; seq: number; answer: HandedAnswer }
@@ -116,7 +119,7 @@ function main(cfg: HookThreadConfig): void {
   const sourceGate = cfg.trustProxy ? null : new HookSourceGate();
 
   const hints = new Map<string, { hint: HookHint; untilMs: number }>();
-  const full = new Map<string, { limit: number; untilMs: number }>();
+  const full = new QueueFullHints(cfg.hintMs);
   let nextSeq = 1;
   const lookups = new Map<number, (hint: HookHint | "unknown") => void>();
   const waitingLookup = new Map<string, Array<(hint: HookHint | "unknown") => void>>();
@@ -153,16 +156,6 @@ function main(cfg: HookThreadConfig): void {
     send({ type: "lookup", seq, hookId });
   };
 
-  const knownFull = (triggerId: string): number | null => {
-    const f = full.get(triggerId);
-    if (!f) return null;
-    if (Date.now() >= f.untilMs) {
-      full.delete(triggerId);
-      return null;
-    }
-    return f.limit;
-  };
-
   port.on("message", (m: ToThread) => {
     switch (m.type) {
       case "hint": {
@@ -175,11 +168,10 @@ function main(cfg: HookThreadConfig): void {
         break;
       }
       case "full":
-        if (full.size >= 10_000) full.clear();
-        full.set(m.triggerId, { limit: m.limit, untilMs: Date.now() + cfg.hintMs });
+        full.markFull(m.triggerId, m.reason, m.limit, Date.now());
         break;
       case "room":
-        full.delete(m.triggerId);
+        full.room(m.triggerId);
         break;
       case "forget":
         hints.clear();
@@ -267,8 +259,9 @@ function main(cfg: HookThreadConfig): void {
           // A re-delivery is answered its first run, and a paused trigger its own refusal: both the
           // database's to say (as on the main thread's path).
           if (!hint.paused && deliveryIdOf(req.headers) === null) {
-            const limit = knownFull(hint.triggerId);
-            if (limit !== null) return refuse(refusal("queue_full", limit));
+            // The call that crosses takes the room a claimed run made (admit), if any.
+            const known = full.admit(hint.triggerId, Date.now());
+            if (known !== null) return refuse(refusal(known.reason, known.limit));
           }
         }
         const seq = nextSeq++;

@@ -150,20 +150,21 @@ export class TriggerService implements TriggerServiceApi {
    * one (empty balance) answers insufficient_credits; a full queue or the per-minute limit answers 429
    * trigger_queue_full. None of these refusals stores anything or costs the account anything.
    *
-   * While this instance knows the trigger's queue is full (QueueFullHints), a `fresh` firing (its id just
-   * made, so it cannot be stored yet) is refused without a statement; any other is looked up first, so a
-   * re-delivery still answers its run. The database decides every firing it stores.
+   * While this instance knows the trigger's queue is full or its minute's runs fired (QueueFullHints), a
+   * `fresh` firing (its id just made, so it cannot be stored yet) is refused without a statement; any
+   * other is looked up first, so a re-delivery still answers its run. A run claimed here since lets one
+   * firing through to the database. The database decides every firing it stores.
    */
   async fire(firing: Firing, trigger?: StoredTrigger, opts: { fresh?: boolean } = {}): Promise<FireOutcome> {
     const t = trigger ?? (await this.store.byId(firing.triggerId));
     if (!t || !t.enabled) throw notFound();
     if (t.paused) throw pausedError(t.paused);
     const now = this.clock();
-    const full = this.knownFull(t.id);
-    if (full !== null) {
-      const known = opts.fresh ? null : await this.store.runByFiring(t.id, firing.firingId);
-      if (known) return { runId: known.run_id, created: false };
-      throw full;
+    const known = this.queueFull.admit(t.id, now);
+    if (known !== null) {
+      const stored = opts.fresh ? null : await this.store.runByFiring(t.id, firing.firingId);
+      if (stored) return { runId: stored.run_id, created: false };
+      throw refusal(known.reason, known.limit);
     }
     const r = await this.store.fire(
       {
@@ -178,10 +179,10 @@ export class TriggerService implements TriggerServiceApi {
     if ("missing" in r) throw notFound();
     if ("paused" in r) throw pausedError(r.paused);
     if ("refused" in r) {
-      if (r.refused === "queue_full") {
-        this.queueFull.markFull(t.id, r.limit, now);
-        for (const w of this.intakeWatchers) w.full(t.id, r.limit);
-      }
+      // Either limit is remembered: a flood past the minute's runs is refused in memory, as one past
+      // the queue bound is (each would otherwise cost a statement on this thread per call).
+      this.queueFull.markFull(t.id, r.refused, r.limit, now);
+      for (const w of this.intakeWatchers) w.full(t.id, r.refused, r.limit);
       throw refusal(r.refused, r.limit);
     }
     if (r.created) this.runner.wake();
@@ -205,12 +206,13 @@ export class TriggerService implements TriggerServiceApi {
   }
 
   /**
-   * The 429 a fresh firing of this trigger gets while this instance knows its queue is full
-   * (QueueFullHints), else null (only the database can say). Never a statement.
+   * The 429 a fresh firing of this trigger gets while this instance knows its queue is full or its
+   * minute's runs fired, and no run claimed since made room (QueueFullHints), else null (only the
+   * database can say). Never a statement, and takes no room (the firing that follows does).
    */
   knownFull(triggerId: string): ApiError | null {
-    const limit = this.queueFull.limitIfFull(triggerId, this.clock());
-    return limit === null ? null : refusal("queue_full", limit);
+    const known = this.queueFull.refusalIf(triggerId, this.clock());
+    return known === null ? null : refusal(known.reason, known.limit);
   }
 
   // --- the account's triggers -------------------------------------------------------------------

@@ -52,7 +52,7 @@ export interface TriggerServiceApi extends TriggerIntake, TriggerDirectory {
   byHookId(hookId: string): Promise<StoredTrigger | null>;
   /** byHookId from this instance's memory only: the trigger, null (none), undefined (ask the database). */
   rememberedHook(hookId: string): StoredTrigger | null | undefined;
-  /** The 429 of a fresh firing while this instance knows the trigger's queue is full, else null. */
+  /** The 429 of a fresh firing while this instance knows the trigger's queue (or minute) is full, else null. */
   knownFull(triggerId: string): ApiError | null;
   /** Tells the watcher of every change to the intake's hints (the hooks' listener keeps a copy). */
   watchIntake(w: IntakeWatcher): () => void;

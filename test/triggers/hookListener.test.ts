@@ -10,6 +10,7 @@ import { spawnSync } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
 import { expect } from "chai";
 import type { HookListener } from "../../relayer/triggers/hookListener";
+import type { TriggerService } from "../../relayer/triggers/service";
 import { startStack, type Stack } from "../helpers/stack";
 import { accountWithKey, createTrigger, waitForRun } from "./helpers";
 
@@ -220,6 +221,48 @@ describe("triggers: the hooks' own listener", function () {
     await s.api("POST", `/core/v1/triggers/${t.id}/disable`, { key: a.accountKey, body: {} });
     expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(404);
   });
+  it("a run claimed from a full queue lets one call cross, not the burst; the minute's runs refused on the thread", async () => {
+    const t = await createTrigger(s, a, {
+      kind: "webhook",
+      limits: { max_queued_runs: 2, runs_per_minute: 600, concurrency: "parallel" },
+    });
+    for (let i = 0; i < 2; i++)
+      expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(202);
+    expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(429);
+    // Runs the queued runs (this trigger's two and any an earlier test left): two claims of this one.
+    expect(await (s.relayer.triggers as TriggerService).runner.drain()).to.be.at.least(2);
+    // The claims' "room" messages are posted before drain ends; give the thread a moment to take them.
+    await new Promise((r) => setTimeout(r, 100));
+    let handed = hooks.handed.calls;
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, () => call(hooks.origin, hookPath(t), freshIp())),
+    );
+    expect(burst.filter((r) => r.status === 202).length).to.equal(2);
+    expect(burst.filter((r) => r.status === 429).length).to.equal(10);
+    expect(hooks.handed.calls - handed, "calls that crossed after two claims").to.equal(2);
+
+    const minute = await createTrigger(s, a, {
+      kind: "webhook",
+      limits: { max_queued_runs: 10, runs_per_minute: 2, concurrency: "parallel" },
+    });
+    for (let i = 0; i < 2; i++)
+      expect((await call(hooks.origin, hookPath(minute), freshIp())).status).to.equal(202);
+    // The third crosses: the database refuses it, and tells the thread.
+    expect((await call(hooks.origin, hookPath(minute), freshIp())).status).to.equal(429);
+    handed = hooks.handed.calls;
+    for (let i = 0; i < 5; i++) {
+      const r = await call(hooks.origin, hookPath(minute), freshIp());
+      expect(r.status).to.equal(429);
+      expect(r.body.error).to.deep.include({
+        code: "trigger_queue_full",
+        details: { reason: "rate", limit: 2 },
+      });
+      expect(r.headers["retry-after"]).to.equal("60");
+    }
+    expect(hooks.handed.calls, "refusals past the minute's runs never cross").to.equal(handed);
+    await expectAppAnswer(hookPath(minute), 429, "trigger_queue_full");
+  });
+
   it("an accepted delivery crosses to the main thread once, answered 202 with its run, which runs once", async () => {
     const t = await createTrigger(s, a, { kind: "webhook" });
     const before = { ...hooks.handed };

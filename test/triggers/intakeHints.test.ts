@@ -17,19 +17,41 @@ describe("triggers: the intake's in-memory hints", function () {
   this.timeout(180_000);
 
   describe("QueueFullHints and HookLookups alone", () => {
-    it("a full queue is remembered until a run of it is claimed, a change, or its time runs out", () => {
+    it("a full queue is remembered until a change or its time runs out; each claimed run admits one firing", () => {
       const h = new QueueFullHints(1_000);
-      expect(h.limitIfFull("t1", 0)).to.equal(null);
-      h.markFull("t1", 20, 0);
-      expect(h.limitIfFull("t1", 999)).to.equal(20);
-      expect(h.limitIfFull("t2", 999)).to.equal(null);
-      expect(h.limitIfFull("t1", 1_000)).to.equal(null);
-      h.markFull("t1", 20, 0);
+      expect(h.refusalIf("t1", 0)).to.equal(null);
+      h.markFull("t1", "queue_full", 20, 0);
+      expect(h.refusalIf("t1", 999)).to.deep.equal({ reason: "queue_full", limit: 20 });
+      expect(h.admit("t1", 999)).to.deep.equal({ reason: "queue_full", limit: 20 });
+      expect(h.refusalIf("t2", 999)).to.equal(null);
+      expect(h.refusalIf("t1", 1_000)).to.equal(null);
+      // Two runs claimed: two firings go to the database (refusalIf takes nothing), the third does not.
+      h.markFull("t1", "queue_full", 20, 0);
       h.room("t1");
-      expect(h.limitIfFull("t1", 1)).to.equal(null);
-      h.markFull("t1", 20, 0);
+      h.room("t1");
+      expect(h.refusalIf("t1", 1)).to.equal(null);
+      expect(h.refusalIf("t1", 1)).to.equal(null);
+      expect(h.admit("t1", 1)).to.equal(null);
+      expect(h.admit("t1", 1)).to.equal(null);
+      expect(h.admit("t1", 1)).to.deep.equal({ reason: "queue_full", limit: 20 });
+      expect(h.refusalIf("t1", 1)).to.deep.equal({ reason: "queue_full", limit: 20 });
+      // Room never exceeds the queue, and a new refusal from the database takes what room there was.
+      for (let i = 0; i < 30; i++) h.room("t1");
+      for (let i = 0; i < 20; i++) expect(h.admit("t1", 1)).to.equal(null);
+      expect(h.admit("t1", 1)).to.not.equal(null);
+      h.room("t1");
+      h.markFull("t1", "queue_full", 20, 2);
+      expect(h.admit("t1", 2)).to.not.equal(null);
+      // A claim frees nothing of the minute's runs.
+      h.markFull("t3", "rate", 5, 0);
+      h.room("t3");
+      expect(h.admit("t3", 1)).to.deep.equal({ reason: "rate", limit: 5 });
+      h.room("t4"); // not known full: nothing is remembered
+      expect(h.refusalIf("t4", 1)).to.equal(null);
+      h.markFull("t1", "queue_full", 20, 0);
       h.clear();
-      expect(h.limitIfFull("t1", 1)).to.equal(null);
+      expect(h.refusalIf("t1", 1)).to.equal(null);
+      expect(h.refusalIf("t3", 1)).to.equal(null);
     });
 
     it("a hook's trigger, or that it has none, is read once while fresh", async () => {
@@ -142,6 +164,47 @@ describe("triggers: the intake's in-memory hints", function () {
       expect(await queued(t.id)).to.equal(0);
       const after = await Promise.all(Array.from({ length: 5 }, () => hook(t.webhook.url)));
       expect(after.map((r) => r.status).sort()).to.deep.equal([202, 202, 429, 429, 429]);
+      expect(await queued(t.id)).to.equal(2);
+    });
+
+    it("after a full queue's runs are claimed here, only as many calls as runs claimed take a transaction", async () => {
+      const t = await createTrigger(s, a, {
+        kind: "webhook",
+        limits: { max_queued_runs: 2, runs_per_minute: 600, concurrency: "parallel" },
+      });
+      for (let i = 0; i < 2; i++) expect((await hook(t.webhook.url)).status).to.equal(202);
+      expect((await hook(t.webhook.url)).status).to.equal(429);
+      expect(await service.runner.drain()).to.be.at.least(2);
+      const before = transactions;
+      const rs = await Promise.all(Array.from({ length: 20 }, () => hook(t.webhook.url)));
+      expect(rs.filter((r) => r.status === 202).length).to.equal(2);
+      expect(rs.filter((r) => r.status === 429).length).to.equal(18);
+      // Two firings stored; the other 18 calls of the burst refused from memory, not by the database.
+      expect(transactions - before, "transactions of the burst after two claims").to.equal(2);
+      expect(await queued(t.id)).to.equal(2);
+    });
+
+    it("past the minute's runs, refusals take no transaction either (the database's answer, remembered)", async () => {
+      const t = await createTrigger(s, a, {
+        kind: "webhook",
+        limits: { max_queued_runs: 10, runs_per_minute: 2, concurrency: "parallel" },
+      });
+      for (let i = 0; i < 2; i++) expect((await hook(t.webhook.url)).status).to.equal(202);
+      const first = await hook(t.webhook.url);
+      expect(first.status).to.equal(429);
+      const firstBody = await first.text();
+      const before = transactions;
+      const refused = await Promise.all(Array.from({ length: 20 }, () => hook(t.webhook.url)));
+      expect(refused.map((r) => r.status)).to.deep.equal(Array(20).fill(429));
+      expect(transactions - before, "refusals past the minute's runs").to.equal(0);
+      const body = (await refused[0].json()) as {
+        error: { code: string; message: string; details: unknown };
+      };
+      const dbBody = JSON.parse(firstBody) as { error: { code: string; message: string; details: unknown } };
+      expect(body.error).to.deep.equal(dbBody.error);
+      expect(body.error.code).to.equal("trigger_queue_full");
+      expect(body.error.details).to.deep.equal({ reason: "rate", limit: 2 });
+      expect(refused[0].headers.get("retry-after")).to.equal("60");
       expect(await queued(t.id)).to.equal(2);
     });
 
