@@ -49,6 +49,10 @@ const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 const TRIGGER_WORKERS = env("BENCH_TRIGGER_WORKERS", 4);
 const HOOKS_LISTENER = process.env.BENCH_HOOKS_LISTENER === "1";
 const FLOOD_NICE = process.env.BENCH_FLOOD_NICE === "1";
+/** A flood round before round 1, printed (labelled cold) and not counted: see the header. */
+const WARM_FLOOD = process.env.BENCH_WARM_FLOOD !== "0";
+/** The CPU rounds' trigger's runs_per_minute (= its max_queued_runs, 20: nothing drains; 600: as before). */
+const CPU_RUNS_PER_MINUTE = env("BENCH_CPU_RUNS_PER_MINUTE", 20);
 /** No phase may run longer than this (a stuck relayer ends the bench instead of hanging it). */
 const PHASE_DEADLINE_MS = 60_000;
 
@@ -183,7 +187,16 @@ async function main(): Promise<void> {
       flood: Stats;
       statuses: Record<number, number>;
     }> = [];
-    for (let round = 0; round < ROUNDS; round++) {
+    let coldRatio: number | null = null;
+    // What the hooks' thread handed the main thread (lookups, calls) since `from`: without the listener
+    // every hook call is the main thread's; with it only these are.
+    const handed = () => ({ ...(s.relayer.hooks?.handed ?? { lookups: 0, calls: 0 }) });
+    const crossed = (from: { lookups: number; calls: number }) =>
+      s.relayer.hooks
+        ? `; crossed to the main thread: ${s.relayer.hooks.handed.calls - from.calls} calls, ${s.relayer.hooks.handed.lookups - from.lookups} lookups`
+        : "";
+    for (let round = WARM_FLOOD ? -1 : 0; round < ROUNDS; round++) {
+      const label = round < 0 ? "warm-up (cold; not counted)" : `round ${round + 1}`;
       let meter = phaseMeter();
       const before = await victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun);
       const beforeCost = meter();
@@ -196,7 +209,7 @@ async function main(): Promise<void> {
       const t = await s.api("POST", "/core/v1/triggers", {
         key: flooded.accountKey,
         body: {
-          name: `flood-${round}`,
+          name: `flood-${round + 1}`,
           kind: "webhook",
           cid: flooded.cid,
           pkp_ids: [flooded.pkpId],
@@ -207,6 +220,7 @@ async function main(): Promise<void> {
       if (t.status !== 201) throw new Error(`trigger: ${t.status} ${JSON.stringify(t.body)}`);
       const hook: HttpRequestSpec = { url: t.body.webhook.url, body: {}, expectStatus: 202 };
       meter = phaseMeter();
+      const handed0 = handed();
       const floodFrom = Date.now();
       let floodTo = 0;
       const [during, flood] = await Promise.all([
@@ -218,13 +232,15 @@ async function main(): Promise<void> {
       ]);
       const phaseTo = Date.now();
       const duringCost = meter();
-      rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
+      const duringCrossed = crossed(handed0);
+      if (round >= 0) rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
+      else coldRatio = during.p95 / before.p95;
       if (RUNNER_ON) await settle(s, flooded.accountKey, t.body.id);
       const runs = await runsOf(s, flooded.accountKey, t.body.id, floodFrom, floodTo, phaseTo);
       console.log(
         `         cost    without: ${fmtCost(beforeCost)}\n` +
           `                 control: ${fmtCost(controlCost)}; flood generator CPU ${(controlFlood.cpuUs / 1000).toFixed(0)} ms\n` +
-          `                 during:  ${fmtCost(duringCost)}; flood generator CPU ${(flood.cpuUs / 1000).toFixed(0)} ms\n` +
+          `                 during:  ${fmtCost(duringCost)}; flood generator CPU ${(flood.cpuUs / 1000).toFixed(0)} ms${duringCrossed}\n` +
           `                 the flood's ${runs.n} runs: ${runs.ms} ms claimed to finished in all; ` +
           `${runs.inFlood} started during the flood (${floodTo - floodFrom} ms), ${runs.inPhase} before the phase ended (${phaseTo - floodFrom} ms)` +
           (runs.inPhase > 0
@@ -232,7 +248,7 @@ async function main(): Promise<void> {
             : ""),
       );
       console.log(
-        `round ${round + 1}: without ${fmt(before)}\n         control ${fmt(control)} (flood at a bare server)\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
+        `${label}: without ${fmt(before)}\n         control ${fmt(control)} (flood at a bare server)\n         during  ${fmt(during)} (${(during.n / during.rps).toFixed(2)} s)\n` +
           `         flood   ${JSON.stringify(flood.statuses)} in ${(flood.stats.n / flood.stats.rps).toFixed(2)} s, ` +
           `hook p50 ${flood.stats.p50.toFixed(1)} ms p95 ${flood.stats.p95.toFixed(1)} ms\n` +
           `         ratio p95 during / without: ${(during.p95 / before.p95).toFixed(2)}, p50: ${(during.p50 / before.p50).toFixed(2)}`,
@@ -248,7 +264,10 @@ async function main(): Promise<void> {
     console.log(
       `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
     );
-    console.log(`svc_action p95 ratio during / without, per round: ${ratios.join(", ")} (goal ≈ 1, ≤ 1.5)`);
+    console.log(
+      `svc_action p95 ratio during / without, per round: ${ratios.join(", ")} (goal ≈ 1, ≤ 1.5)` +
+        (coldRatio === null ? "" : `; the cold warm-up round, not counted: ${coldRatio.toFixed(2)}`),
+    );
     console.log(
       `control (the same flood at a bare server, not the relayer) / without: ${rows.map((r) => (r.control.p95 / r.before.p95).toFixed(2)).join(", ")}`,
     );
@@ -266,13 +285,14 @@ async function main(): Promise<void> {
           cid: flooded.cid,
           pkp_ids: [flooded.pkpId],
           run_as: { key_address: k.body.id },
-          limits: { max_queued_runs: 20, runs_per_minute: 600, concurrency: "parallel" },
+          limits: { max_queued_runs: 20, runs_per_minute: CPU_RUNS_PER_MINUTE, concurrency: "parallel" },
         },
       });
       const fastUrl: string = t.body.webhook.url;
       const path = new URL(fastUrl).pathname;
       const appUrl = `http://127.0.0.1:${(appOnly.address() as AddressInfo).port}${path}`;
       const cpuPerCall = async (url: string) => {
+        const handed0 = handed();
         const before = process.cpuUsage();
         const main0 = threadCpuNs();
         const r = await flooder.tally(
@@ -285,7 +305,7 @@ async function main(): Promise<void> {
         const main1 = threadCpuNs();
         const us = (d.user + d.system) / r.stats.n;
         const mainUs = main0 === null || main1 === null ? null : (main1 - main0) / 1000 / r.stats.n;
-        return { us, mainUs, genUs: r.cpuUs / r.stats.n, statuses: r.statuses };
+        return { us, mainUs, genUs: r.cpuUs / r.stats.n, statuses: r.statuses, crossed: crossed(handed0) };
       };
       await cpuPerCall(fastUrl); // fills the queue; warms both paths' code
       await cpuPerCall(appUrl);
@@ -301,7 +321,7 @@ async function main(): Promise<void> {
         const app = await cpuPerCall(appUrl);
         cpu.push({ fast: fast.us, app: app.us });
         console.log(
-          `cpu round ${round + 1}: relayer CPU per hook call: ${HOOKS_LISTENER ? "listener" : "fast path"} ${perCall(fast)} ${JSON.stringify(fast.statuses)}, app alone ${perCall(app)} ${JSON.stringify(app.statuses)}`,
+          `cpu round ${round + 1}: relayer CPU per hook call: ${HOOKS_LISTENER ? "listener" : "fast path"} ${perCall(fast)} ${JSON.stringify(fast.statuses)}${fast.crossed}, app alone ${perCall(app)} ${JSON.stringify(app.statuses)}`,
         );
       }
       console.log(
