@@ -169,6 +169,7 @@ export class HookListener {
     return {
       triggerId: t.id,
       paused: t.paused !== null,
+      maxQueuedRuns: t.limits.maxQueuedRuns,
       hmac: hmac ? { ...hmac, secret: this.ctx.triggers.openSecret(t) } : null,
     };
   }

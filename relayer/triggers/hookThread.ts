@@ -15,7 +15,11 @@
  *  5. the HMAC, when the trigger asks for one: 401 webhook_signature_invalid;
  *  6. a fresh delivery while the trigger's queue is known full, or its minute's runs fired: 429
  *     trigger_queue_full. A run claimed since makes room for one delivery: that one crosses, the rest
- *     are still refused here (the same hints as the main thread's, intakeHints.ts).
+ *     are still refused here (the same hints as the main thread's, intakeHints.ts). Before the database
+ *     has said "full", the fresh deliveries of a trigger handed over and not yet answered are held to
+ *     its max_queued_runs: past that many the queue is full once they are stored, so the next is
+ *     refused here too (without this, a flood's first burst crossed up to the flood's concurrency, and
+ *     more the busier the main thread was, before the database's first "full" came back).
  *
  * What it needs to know comes from the main thread as hints (the same hints the main thread keeps for
  * itself, intakeHints.ts, pushed here as they change): the trigger behind a hook id (asked once, then
@@ -61,6 +65,8 @@ export interface HookThreadConfig {
 export type HookHint = {
   triggerId: string;
   paused: boolean;
+  /** The trigger's queue bound (limits.max_queued_runs): fresh deliveries in flight are held to it. */
+  maxQueuedRuns: number;
   hmac: { header: string; prefix: string; encoding: "hex" | "base64"; secret: string | null } | null;
 } | null;
 
@@ -124,6 +130,8 @@ function main(cfg: HookThreadConfig): void {
   const lookups = new Map<number, (hint: HookHint | "unknown") => void>();
   const waitingLookup = new Map<string, Array<(hint: HookHint | "unknown") => void>>();
   const handed = new Map<number, (answer: HandedAnswer) => void>();
+  /** Per trigger: fresh deliveries handed to the main thread and not yet answered. */
+  const inFlight = new Map<string, number>();
 
   const counts = new Map<string, number>();
   let durations: number[] = [];
@@ -238,6 +246,7 @@ function main(cfg: HookThreadConfig): void {
       withHint(hookId, (hint) => {
         if (hint === null) return refuse(notFound());
         let triggerTokenTaken = false;
+        let freshOf: string | null = null;
         if (hint !== "unknown") {
           try {
             triggerLimit.take(`htr:${hint.triggerId}`, `trigger ${hint.triggerId}`);
@@ -259,13 +268,22 @@ function main(cfg: HookThreadConfig): void {
           // A re-delivery is answered its first run, and a paused trigger its own refusal: both the
           // database's to say (as on the main thread's path).
           if (!hint.paused && deliveryIdOf(req.headers) === null) {
+            if ((inFlight.get(hint.triggerId) ?? 0) >= hint.maxQueuedRuns)
+              return refuse(refusal("queue_full", hint.maxQueuedRuns));
             // The call that crosses takes the room a claimed run made (admit), if any.
             const known = full.admit(hint.triggerId, Date.now());
             if (known !== null) return refuse(refusal(known.reason, known.limit));
+            freshOf = hint.triggerId;
+            inFlight.set(freshOf, (inFlight.get(freshOf) ?? 0) + 1);
           }
         }
         const seq = nextSeq++;
         handed.set(seq, (answer) => {
+          if (freshOf !== null) {
+            const n = (inFlight.get(freshOf) ?? 1) - 1;
+            if (n > 0) inFlight.set(freshOf, n);
+            else inFlight.delete(freshOf);
+          }
           res.writeHead(answer.status, answer.headers);
           res.end(answer.body);
         });

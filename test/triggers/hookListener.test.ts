@@ -221,6 +221,29 @@ describe("triggers: the hooks' own listener", function () {
     await s.api("POST", `/core/v1/triggers/${t.id}/disable`, { key: a.accountKey, body: {} });
     expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(404);
   });
+  it("a burst at an empty queue: no more fresh deliveries in flight to the main thread than the queue holds", async () => {
+    const t = await createTrigger(s, a, {
+      kind: "webhook",
+      limits: { max_queued_runs: 3, runs_per_minute: 600, concurrency: "parallel" },
+    });
+    // The hint first (a lookup, answered 202), so that the burst meets a thread that knows the trigger.
+    expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(202);
+    const handed = hooks.handed.calls;
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, () => call(hooks.origin, hookPath(t), freshIp())),
+    );
+    expect(burst.filter((r) => r.status === 202).length).to.equal(2);
+    // (20 calls: within the trigger's own rate on this listener, PER_TRIGGER a minute.)
+    expect(burst.filter((r) => r.status === 429).length).to.equal(18);
+    for (const r of burst.filter((x) => x.status === 429))
+      expect(r.body.error).to.deep.include({
+        code: "trigger_queue_full",
+        details: { reason: "queue_full", limit: 3 },
+      });
+    // At most 3 in flight at once: the 2 stored, then at most 3 more until the database's "full" is back.
+    expect(hooks.handed.calls - handed, "calls that crossed in the burst").to.be.at.most(5);
+  });
+
   it("a run claimed from a full queue lets one call cross, not the burst; the minute's runs refused on the thread", async () => {
     const t = await createTrigger(s, a, {
       kind: "webhook",
