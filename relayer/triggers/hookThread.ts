@@ -36,7 +36,9 @@
  * counts (metrics and one summary log line) about once a second.
  */
 import * as http from "node:http";
+import * as fs from "node:fs";
 import * as net from "node:net";
+import * as os from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import express from "express";
 import type { ApiError } from "../errors";
@@ -113,7 +115,28 @@ const MINUTE = 60_000;
 const REPORT_MS = 1_000;
 const REPORT_MAX = 10_000;
 
+/**
+ * This thread's scheduling priority (nice): below the main thread's and the executor's. Under a flood
+ * the thread's CPU is the flood's; when the machine's CPUs are short, the other accounts' requests and
+ * runs go first and the flood's answers wait (its calls are refused either way). With CPU to spare it
+ * changes nothing.
+ */
+export const HOOK_THREAD_NICE = 10;
+
+/** Lowers this thread's priority alone (Linux: setpriority on the thread's id); elsewhere nothing. */
+function lowerThisThreadsPriority(): void {
+  try {
+    // "/proc/thread-self" names the calling thread: "<pid>/task/<tid>".
+    const tid = Number(fs.readlinkSync("/proc/thread-self").split("/").pop());
+    if (Number.isInteger(tid) && tid > 0 && tid !== process.pid)
+      os.setPriority(tid, Math.max(os.getPriority(tid), HOOK_THREAD_NICE));
+  } catch {
+    // No /proc, or not permitted: the thread runs at the process's priority.
+  }
+}
+
 function main(cfg: HookThreadConfig): void {
+  lowerThisThreadsPriority();
   const port = parentPort!;
   const send = (m: FromThread, transfer?: ArrayBuffer[]) => port.postMessage(m, transfer);
   const ipLimit = new TokenBuckets(cfg.perIpPerMinute, MINUTE);

@@ -7,9 +7,11 @@
  * crosses once and runs once; a change of the trigger is seen at once.
  */
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
 import { createHmac, randomBytes } from "node:crypto";
 import { expect } from "chai";
 import type { HookListener } from "../../relayer/triggers/hookListener";
+import { HOOK_THREAD_NICE } from "../../relayer/triggers/hookThread";
 import type { TriggerService } from "../../relayer/triggers/service";
 import { startStack, type Stack } from "../helpers/stack";
 import { accountWithKey, createTrigger, waitForRun } from "./helpers";
@@ -221,6 +223,18 @@ describe("triggers: the hooks' own listener", function () {
     await s.api("POST", `/core/v1/triggers/${t.id}/disable`, { key: a.accountKey, body: {} });
     expect((await call(hooks.origin, hookPath(t), freshIp())).status).to.equal(404);
   });
+  it("the listener's thread runs at a lower priority than the main thread (Linux)", function () {
+    /** Each thread's nice value (field 19 of /proc/<pid>/task/<tid>/stat), by thread id. */
+    const niceOf = (tid: string) =>
+      Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, "utf8").split(") ")[1].split(" ")[16]);
+    if (!fs.existsSync("/proc/self/task")) return this.skip();
+    const main = niceOf(String(process.pid));
+    if (main >= HOOK_THREAD_NICE) return this.skip(); // the whole process already runs that low
+    const lowered = fs.readdirSync("/proc/self/task").filter((tid) => niceOf(tid) === HOOK_THREAD_NICE);
+    expect(lowered.length, "threads at the hooks' nice").to.be.at.least(1);
+    expect(niceOf(String(process.pid))).to.equal(main);
+  });
+
   it("a burst at an empty queue: no more fresh deliveries in flight to the main thread than the queue holds", async () => {
     const t = await createTrigger(s, a, {
       kind: "webhook",
