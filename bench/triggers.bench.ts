@@ -42,7 +42,8 @@ const env = (name: string, def: number) => Number(process.env[name] ?? def);
 const ROUNDS = env("BENCH_ROUNDS", 3);
 const VICTIM_CLIENTS = env("BENCH_VICTIM_CLIENTS", 8);
 const VICTIM_RUNS = env("BENCH_VICTIM_RUNS", 240);
-const FLOOD = env("BENCH_FLOOD", 1_000);
+/** 1,000 calls for the default 240 victim runs, scaled with them, so that the flood lasts the phase. */
+const FLOOD = env("BENCH_FLOOD", Math.round((1_000 * VICTIM_RUNS) / 240));
 const FLOOD_CLIENTS = env("BENCH_FLOOD_CLIENTS", 50);
 const RUNNER_ON = process.env.BENCH_TRIGGER_RUN !== "0";
 /** Trigger runs in flight at once on the instance (`triggers.workers`, 4 by default). */
@@ -188,6 +189,7 @@ async function main(): Promise<void> {
       statuses: Record<number, number>;
     }> = [];
     let coldRatio: number | null = null;
+    let shortFloods = 0;
     // What the hooks' thread handed the main thread (lookups, calls) since `from`: without the listener
     // every hook call is the main thread's; with it only these are.
     const handed = () => ({ ...(s.relayer.hooks?.handed ?? { lookups: 0, calls: 0 }) });
@@ -223,8 +225,12 @@ async function main(): Promise<void> {
       const handed0 = handed();
       const floodFrom = Date.now();
       let floodTo = 0;
+      let victimsTo = 0;
       const [during, flood] = await Promise.all([
-        victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun),
+        victims.http(VICTIM_CLIENTS, VICTIM_RUNS, victimRun).then((r) => {
+          victimsTo = Date.now();
+          return r;
+        }),
         flooder.tally(FLOOD_CLIENTS, FLOOD, hook, PHASE_DEADLINE_MS).then((r) => {
           floodTo = Date.now();
           return r;
@@ -233,8 +239,12 @@ async function main(): Promise<void> {
       const phaseTo = Date.now();
       const duringCost = meter();
       const duringCrossed = crossed(handed0);
-      if (round >= 0) rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
-      else coldRatio = during.p95 / before.p95;
+      // A flood that ends before the victims' phase leaves part of "during" measuring no flood.
+      const floodShort = floodTo < victimsTo;
+      if (round >= 0) {
+        rows.push({ before, during, control, flood: flood.stats, statuses: flood.statuses });
+        if (floodShort) shortFloods++;
+      } else coldRatio = during.p95 / before.p95;
       if (RUNNER_ON) await settle(s, flooded.accountKey, t.body.id);
       const runs = await runsOf(s, flooded.accountKey, t.body.id, floodFrom, floodTo, phaseTo);
       console.log(
@@ -242,7 +252,7 @@ async function main(): Promise<void> {
           `                 control: ${fmtCost(controlCost)}; flood generator CPU ${(controlFlood.cpuUs / 1000).toFixed(0)} ms\n` +
           `                 during:  ${fmtCost(duringCost)}; flood generator CPU ${(flood.cpuUs / 1000).toFixed(0)} ms${duringCrossed}\n` +
           `                 the flood's ${runs.n} runs: ${runs.ms} ms claimed to finished in all; ` +
-          `${runs.inFlood} started during the flood (${floodTo - floodFrom} ms), ${runs.inPhase} before the phase ended (${phaseTo - floodFrom} ms)` +
+          `${runs.inFlood} started during the flood (${floodTo - floodFrom} ms; the victims' phase ${victimsTo - floodFrom} ms${floodShort ? ": the flood ended first" : ""}), ${runs.inPhase} before the phase ended (${phaseTo - floodFrom} ms)` +
           (runs.inPhase > 0
             ? `, first ${runs.firstMs} ms, last ${runs.lastMs} ms after the flood began`
             : ""),
@@ -262,7 +272,8 @@ async function main(): Promise<void> {
       `\nrelayer in this process; ${VICTIM_CLIENTS} clients of another account and ${FLOOD_CLIENTS} flood clients in two forked generators; runner ${RUNNER_ON ? `on, ${TRIGGER_WORKERS} workers` : "off"}; hooks ${HOOKS_LISTENER ? "on their own listener (a thread)" : "on the main port"}${FLOOD_NICE ? "; flood generator at nice 19" : ""}`,
     );
     console.log(
-      `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other`,
+      `flood: ${ROUNDS} x ${FLOOD} hook calls, ${accepted} accepted, ${refused} answered 429, ${other} other; ` +
+        `${shortFloods} of ${ROUNDS} floods ended before the victims' phase (part of "during" without a flood)`,
     );
     console.log(
       `svc_action p95 ratio during / without, per round: ${ratios.join(", ")} (goal ≈ 1, ≤ 1.5)` +
