@@ -19,15 +19,28 @@
  * relayer process's CPU time (process.cpuUsage: user + system, every thread) per call while the same
  * flood hits a known-full trigger through the relayer's server (the hooks' fast path answers) and
  * through the same Express app on a server of its own (the app answers every call), alternated
- * round by round; the ratio app / fast path is what the fast path saves a refused call.
+ * round by round; the ratio app / fast path is what the fast path saves a refused call. That trigger's
+ * runs_per_minute equals its max_queued_runs (20), so after its first fill it stays refused (its
+ * queue, then its minute) and every call of those rounds is a refusal: with 600, as before, the
+ * runner drained its queue at full speed (no other account runs then), and the rounds counted the
+ * runs that let in and the calls each claimed run let cross to the main thread as the cost of
+ * "refused" calls. Each phase and CPU round also prints what crossed to the main thread.
+ *
+ * Method: a first, uncounted flood round (printed, labelled cold): the first round was often the
+ * worst, and what is cold in it is one-time start-up (the hooks' thread's code not yet optimised, the
+ * flooded account's action never yet run in the executor's workers, the first hint), which no later
+ * flood pays again. The flood scales with the victims' phase, and each round says whether the flood
+ * lasted the whole phase (one that ends first leaves part of "during" measuring no flood).
  *
  * Knobs (environment): BENCH_ROUNDS (3), BENCH_VICTIM_CLIENTS (8), BENCH_VICTIM_RUNS (240 a phase),
- * BENCH_FLOOD (1,000 calls a round), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
+ * BENCH_FLOOD (1,000 calls a round per 240 victim runs), BENCH_FLOOD_CLIENTS (50), BENCH_TRIGGER_RUN=0 (the runner off:
  * intake only), BENCH_TRIGGER_WORKERS (4), BENCH_HOOKS_LISTENER=1 (the hooks on their own listener, a
  * thread of their own: `triggers.hooksPort`; the triggers' URLs then point there, so the flood and the
  * CPU rounds' "fast path" calls go to it), BENCH_FLOOD_NICE=1 (the flood generator's process at the
  * lowest priority, nice 19: on this shared machine the attacker's CPU competes with the relayer's, on a
- * real deployment it is somebody else's machine; a labelled extra measurement, not the plain one).
+ * real deployment it is somebody else's machine; a labelled extra measurement, not the plain one),
+ * BENCH_WARM_FLOOD=0 (no uncounted first flood: the method before), BENCH_CPU_RUNS_PER_MINUTE (20; 600
+ * is the CPU rounds' method before).
  */
 import * as http from "node:http";
 import * as os from "node:os";

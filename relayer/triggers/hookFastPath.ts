@@ -6,7 +6,8 @@
  *  - the source's per-IP limit exceeded: 429 rate_limited;
  *  - a malformed hook id: 404 trigger_not_found;
  *  - a hook this instance remembers as unknown, disabled or deleted: 404 trigger_not_found;
- *  - a fresh delivery to a trigger whose queue this instance knows is full: 429 trigger_queue_full
+ *  - a fresh delivery to a trigger whose queue (or minute's runs) this instance knows is full, with no
+ *    run claimed here since to make room: 429 trigger_queue_full
  *    (after the trigger's own limit, which may answer 429 rate_limited first, as on the app's path).
  *
  * Each answer is the app's, byte for byte but the ids and the date (same status, headers and JSON body:
