@@ -15,7 +15,7 @@
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
 import { LoadGenerator } from "./loadgenClient";
-import { serverCpuByProcess, startBenchPostgres } from "./embeddedPostgres";
+import { startBenchPostgres } from "./embeddedPostgres";
 import { setup } from "./auditLog";
 
 interface StatementRow {
