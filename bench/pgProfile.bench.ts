@@ -10,7 +10,8 @@
  * `BENCH_QUICK=1` for a short run; `BENCH_BILLING=0` without billing; `BENCH_AUDIT=0` with the audit log
  * off; `BENCH_SIGN=1` for the one-signature action of `bench:audit` instead of hello world;
  * `BENCH_PG_FLAGS=name=value,…` further server settings (e.g. `synchronous_commit=off`, to see what the
- * commits' WAL flushes cost).
+ * commits' WAL flushes cost); `BENCH_N` executions in the window (3,000); `BENCH_HOT_VACUUM_MS` the
+ * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts).
  */
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
@@ -29,7 +30,7 @@ interface StatementRow {
 
 async function main(): Promise<void> {
   const quick = process.env.BENCH_QUICK === "1";
-  const n = quick ? 300 : 3_000;
+  const n = Number(process.env.BENCH_N ?? (quick ? 300 : 3_000));
   const pg = await startBenchPostgres("sigil_profile", [
     "shared_preload_libraries=pg_stat_statements",
     "pg_stat_statements.track_planning=on",
@@ -44,7 +45,10 @@ async function main(): Promise<void> {
     tag: "pgprofile",
     databaseUrl: pg.url,
     billing: process.env.BENCH_BILLING !== "0",
-    relayer: { audit: { enabled: process.env.BENCH_AUDIT !== "0" } },
+    relayer: {
+      audit: { enabled: process.env.BENCH_AUDIT !== "0" },
+      ...(process.env.BENCH_HOT_VACUUM_MS ? { hotVacuumMs: Number(process.env.BENCH_HOT_VACUUM_MS) } : {}),
+    },
   });
   try {
     const hello =

@@ -10,6 +10,7 @@ import type { Billing } from "./billing";
 import { DEFAULT_MAX_PRIORITY_FEE_WEI } from "./chain/fees";
 import type { WebhookOptions } from "./webhooks";
 import type { AuditOptions } from "./audit/log";
+import { DEFAULT_HOT_VACUUM_MS } from "./db/hotTableVacuum";
 import { resolveChains, type ChainEndpoint } from "./chains";
 
 export interface RateLimitOptions {
@@ -108,6 +109,11 @@ export interface RelayerOptions {
    * the relayer's SQLite file and in-memory limits, as for a single instance.
    */
   databaseUrl?: string;
+  /**
+   * PostgreSQL: how often this instance vacuums the tables every request churns (relayer/db/
+   * hotTableVacuum.ts; default 2 s; 0: leave them to autovacuum).
+   */
+  hotVacuumMs?: number;
   /** From relayer/billing; when absent, nothing is metered. */
   billing?: Billing;
   logger?: Logger;
@@ -210,6 +216,7 @@ export interface RelayerConfig {
   deployBlock: number;
   dataDir: string;
   databaseUrl?: string;
+  hotVacuumMs: number;
   host: string;
   port: number;
   /** Origins (https://host[:port]) from RelayerOptions.publicUrls; null = the URL the relayer listens on. */
@@ -292,6 +299,7 @@ export function resolveConfig(opts: RelayerOptions): RelayerConfig {
     deployBlock: opts.deployBlock,
     dataDir: opts.dataDir,
     databaseUrl: opts.databaseUrl || undefined,
+    hotVacuumMs: opts.hotVacuumMs ?? DEFAULT_HOT_VACUUM_MS,
     host: opts.host ?? "127.0.0.1",
     port: opts.port ?? 8000,
     publicOrigins: opts.publicUrls === undefined ? null : publicOrigins(opts.publicUrls),

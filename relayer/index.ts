@@ -42,6 +42,7 @@ import { TriggerService } from "./triggers/service";
 import type { TriggerServiceApi } from "./triggers/serviceApi";
 import { ProfileStore } from "./profiles";
 import { openRelayerDatabase } from "./relayerDatabase";
+import { startHotTableVacuum } from "./db/hotTableVacuum";
 import { Webhooks } from "./webhooks";
 import { AuditAnchorer } from "./audit/anchor";
 import { AuditLog } from "./audit/log";
@@ -368,6 +369,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
   audit?.start();
   ctx.triggers.start();
   sender.balances.start();
+  const stopHotVacuum = startHotTableVacuum(db, cfg.hotVacuumMs, logger);
   const pruneTimer = setInterval(() => {
     ctx.idempotency
       .prune()
@@ -431,6 +433,7 @@ export async function startRelayer(opts: RelayerOptions): Promise<RunningRelayer
       if (closed) return;
       closed = true;
       clearInterval(pruneTimer);
+      await stopHotVacuum();
       await writeCatchUp?.stop();
       await hooks?.close();
       await new Promise<void>((resolve) => {
