@@ -66,7 +66,8 @@ function takeStatementFor(n: number): string {
 export interface SharedLimitOptions {
   batched?: boolean;
 }
-export const BATCHED_BY_DEFAULT = true;
+/** The default of `batched` for limits created from now on (`npm run bench:postgres` turns it off to compare). */
+export const sharedLimitDefaults = { batched: true };
 
 /** One request's takes, in order: the number of them taken (all, or those before its refusal). */
 type TakeItem = readonly LimitTake[];
@@ -129,7 +130,7 @@ export class SharedTokenBuckets implements RateLimiter {
     options: SharedLimitOptions = {},
   ) {
     this.refillPerMs = capacity / windowMs;
-    this.batched = options.batched ?? BATCHED_BY_DEFAULT;
+    this.batched = options.batched ?? sharedLimitDefaults.batched;
   }
 
   take(key: string, what: string): Promise<void> {
@@ -229,7 +230,7 @@ export class SharedConcurrencyCap implements ExecutionCap {
     if (!Number.isSafeInteger(cap) || !Number.isSafeInteger(leaseMs))
       throw new Error("cap and leaseMs must be integers");
     this.batcher =
-      (options.batched ?? BATCHED_BY_DEFAULT)
+      (options.batched ?? sharedLimitDefaults.batched)
         ? new StatementBatcher((items) => this.leaseBatch(items))
         : null;
   }
