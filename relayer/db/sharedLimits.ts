@@ -11,8 +11,12 @@
  * Cost (docs/performance.md, "PostgreSQL per request"): one statement per admitted request and limit,
  * one for several limits taken together (`takeAlong`: the per-IP, per-key and per-account limits of
  * an authenticated request), one per execution admitted or none when it rides in the run's
- * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
- * the database server empties them (docs/consistency.md).
+ * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches.
+ * Under concurrency (`batched`, the default) the requests of one instance share those statements: the
+ * takes waiting while one is on its way go together in one `sigil_take_batch` call, the leases in one
+ * `sigil_lease_batch` call (migration 22; relayer/db/batching.ts), each request answered as if sent
+ * alone in the batch's order. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash
+ * of the database server empties them (docs/consistency.md).
  */
 import { randomUUID } from "node:crypto";
 import {
