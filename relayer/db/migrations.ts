@@ -134,6 +134,107 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
    END $fn$`,
 ];
 
+/**
+ * Migration 22: the per-request admissions of several concurrent requests of one instance in one
+ * statement (relayer/db/batching.ts). Each processes its items in order, under the same locks as the
+ * single-item functions, taken in one global order (by lock key, rows by bucket name) so that two
+ * batches never wait on each other in a cycle.
+ */
+const BATCH_FUNCTIONS: readonly string[] = [
+  // Items: (p_accounts[i], p_leases[i]). One row per item, in order: the leases counted before it
+  // (its account's live leases plus those admitted before it in this batch) and whether it was admitted.
+  `CREATE OR REPLACE FUNCTION sigil_lease_batch(
+     p_accounts text[], p_leases text[], p_cap int, p_lease_ms bigint, p_releases text[])
+   RETURNS TABLE (n int, admitted int)
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   #variable_conflict use_column
+   DECLARE
+     now_ms bigint;
+     lock_key int;
+   BEGIN
+     FOR lock_key IN SELECT DISTINCT hashtext('sigil:executions:' || a) AS k FROM unnest(p_accounts) a ORDER BY k LOOP
+       PERFORM pg_advisory_xact_lock(lock_key);
+     END LOOP;
+     now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+     IF cardinality(p_releases) > 0 THEN
+       DELETE FROM execution_leases l WHERE l.lease_id = ANY (p_releases);
+     END IF;
+     DELETE FROM execution_leases l WHERE l.account_id = ANY (p_accounts) AND l.expires_ms < now_ms;
+     RETURN QUERY
+     WITH items AS (
+       SELECT u.a AS account_id, u.l AS lease_id, u.ord FROM unnest(p_accounts, p_leases) WITH ORDINALITY AS u(a, l, ord)),
+     base AS (
+       SELECT d.account_id, (SELECT COUNT(*) FROM execution_leases e WHERE e.account_id = d.account_id)::int AS live
+         FROM (SELECT DISTINCT i.account_id FROM items i) d),
+     ranked AS (
+       SELECT i.account_id, i.lease_id, i.ord, b.live,
+              (row_number() OVER (PARTITION BY i.account_id ORDER BY i.ord))::int AS rn
+         FROM items i JOIN base b ON b.account_id = i.account_id),
+     ins AS (
+       INSERT INTO execution_leases (lease_id, account_id, expires_ms)
+       SELECT r.lease_id, r.account_id, now_ms + p_lease_ms FROM ranked r WHERE r.live + r.rn <= p_cap
+       RETURNING 1)
+     SELECT (r.live + LEAST(r.rn - 1, GREATEST(p_cap - r.live, 0)))::int,
+            CASE WHEN r.live + r.rn <= p_cap THEN 1 ELSE 0 END
+       FROM ranked r ORDER BY r.ord;
+   END $fn$`,
+  // Token takes, flattened: entry j takes one token from bucket p_buckets[j] (capacity p_caps[j],
+  // refill p_rates[j] per ms) for item p_items[j]; an item's entries are consecutive, in its order, and
+  // each is taken only if the item's earlier ones were. One row per item, in order: how many of its
+  // tokens were taken (all of them, or those before its refusal). Every bucket's row is locked first,
+  // in bucket order (a bucket seen for the first time starts full); each is refilled once, the items
+  // are counted against it in order, and it is written once.
+  `CREATE OR REPLACE FUNCTION sigil_take_batch(
+     p_items int[], p_buckets text[], p_caps float8[], p_rates float8[])
+   RETURNS TABLE (item int, taken int)
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   #variable_conflict use_column
+   DECLARE
+     now_ms bigint := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+     v_names text[];
+     v_tokens float8[];
+     v_used boolean[];
+     j int;
+     k int;
+     refused boolean := false;
+   BEGIN
+     INSERT INTO rate_buckets (bucket, tokens, updated_ms)
+     SELECT DISTINCT ON (u.b) u.b, u.c, now_ms FROM unnest(p_buckets, p_caps) AS u(b, c) ORDER BY u.b
+     ON CONFLICT (bucket) DO NOTHING;
+     PERFORM 1 FROM rate_buckets r WHERE r.bucket = ANY (p_buckets) ORDER BY r.bucket FOR UPDATE;
+     now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+     SELECT array_agg(r.bucket ORDER BY r.bucket),
+            array_agg(LEAST(u.c, r.tokens + (now_ms - r.updated_ms) * u.rate) ORDER BY r.bucket),
+            array_agg(false ORDER BY r.bucket)
+       INTO v_names, v_tokens, v_used
+       FROM rate_buckets r
+       JOIN (SELECT DISTINCT ON (x.b) x.b, x.c, x.rate FROM unnest(p_buckets, p_caps, p_rates) AS x(b, c, rate)) u
+         ON u.b = r.bucket;
+     item := NULL;
+     FOR j IN 1 .. COALESCE(cardinality(p_items), 0) LOOP
+       IF item IS DISTINCT FROM p_items[j] THEN
+         IF item IS NOT NULL THEN RETURN NEXT; END IF;
+         item := p_items[j];
+         taken := 0;
+         refused := false;
+       END IF;
+       IF NOT refused THEN
+         k := array_position(v_names, p_buckets[j]);
+         IF v_tokens[k] >= 1 THEN
+           v_tokens[k] := v_tokens[k] - 1;
+           v_used[k] := true;
+           taken := taken + 1;
+         ELSE
+           refused := true;
+         END IF;
+       END IF;
+     END LOOP;
+     IF item IS NOT NULL THEN RETURN NEXT; END IF;
+     UPDATE rate_buckets r SET tokens = u.t, updated_ms = now_ms
+       FROM unnest(v_names, v_tokens, v_used) AS u(b, t, took) WHERE r.bucket = u.b AND u.took;
+   END $fn$`,
+];
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -794,6 +895,15 @@ export const MIGRATIONS: readonly Migration[] = [
       // SQLite runs the admission as prepared statements in one transaction already: nothing to do.
       if (kind !== "postgres") return;
       for (const statement of ADMISSION_FUNCTIONS) await run(statement);
+    },
+  },
+  {
+    version: 22,
+    description:
+      "PostgreSQL: concurrent requests' execution leases and rate-limit tokens admitted in batches",
+    async up({ kind, run }) {
+      if (kind !== "postgres") return;
+      for (const statement of BATCH_FUNCTIONS) await run(statement);
     },
   },
 ];

@@ -11,8 +11,12 @@
  * Cost (docs/performance.md, "PostgreSQL per request"): one statement per admitted request and limit,
  * one for several limits taken together (`takeAlong`: the per-IP, per-key and per-account limits of
  * an authenticated request), one per execution admitted or none when it rides in the run's
- * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash of
- * the database server empties them (docs/consistency.md).
+ * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches.
+ * Under concurrency (`batched`, the default) the requests of one instance share those statements: the
+ * takes waiting while one is on its way go together in one `sigil_take_batch` call, the leases in one
+ * `sigil_lease_batch` call (migration 22; relayer/db/batching.ts), each request answered as if sent
+ * alone in the batch's order. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash
+ * of the database server empties them (docs/consistency.md).
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -23,6 +27,7 @@ import {
   rateLimited,
   tooManyConcurrent,
 } from "../rateLimit";
+import { type BatchAnswer, StatementBatcher } from "./batching";
 import { type DataLayer, isPostgresLayer } from "./engine";
 import { SweepThrottle } from "./expiringRows";
 
@@ -57,12 +62,59 @@ function takeStatementFor(n: number): string {
   return s;
 }
 
+/**
+ * Whether concurrent requests of this instance share their admission statements (relayer/db/batching.ts,
+ * migration 22): the token takes of every limit on one database go together, and so do the execution
+ * leases of one cap. Off: one statement per request, as before migration 22.
+ */
+export interface SharedLimitOptions {
+  batched?: boolean;
+}
+/** The default of `batched` for limits created from now on (`npm run bench:postgres` turns it off to compare). */
+export const sharedLimitDefaults = { batched: true };
+
+/** One request's takes, in order: the number of them taken (all, or those before its refusal). */
+type TakeItem = readonly LimitTake[];
+const takeBatchers = new WeakMap<DataLayer, StatementBatcher<TakeItem, number>>();
+
+/** The batcher of every shared limit on `db`: one `sigil_take_batch` call for the waiting requests. */
+function takeBatcherOf(db: DataLayer): StatementBatcher<TakeItem, number> {
+  let b = takeBatchers.get(db);
+  if (!b) {
+    b = new StatementBatcher<TakeItem, number>(async (items) => {
+      const [ids, buckets, caps, rates] = [[], [], [], []] as [number[], string[], number[], number[]];
+      items.forEach((takes, i) => {
+        for (const t of takes) {
+          const l = t.limiter as SharedTokenBuckets;
+          ids.push(i);
+          buckets.push(l.bucketOf(t.key));
+          caps.push(l.capacity);
+          rates.push(l.refillPerMs);
+        }
+      });
+      const rows = (await db.exec(
+        "SELECT item, taken FROM sigil_take_batch($1::int[], $2::text[], $3::float8[], $4::float8[])",
+        [ids, buckets, caps, rates],
+        { prepared: true },
+      )) as Array<{ item: number; taken: number }>;
+      const answers: Array<BatchAnswer<number>> = items.map(() => ({
+        ok: false,
+        error: new Error("sigil_take_batch did not answer this request"),
+      }));
+      for (const r of rows) answers[Number(r.item)] = { ok: true, value: Number(r.taken) };
+      return answers;
+    });
+    takeBatchers.set(db, b);
+  }
+  return b;
+}
+
 /** Rows one sweep deletes at most, and how often (per limit and instance) a sweep may run. */
 const SWEEP_BATCH = 1_000;
 const SWEEP_EVERY_MS = 60_000;
 
 export class SharedTokenBuckets implements RateLimiter {
-  private readonly refillPerMs: number;
+  readonly refillPerMs: number;
   /** At most once per SWEEP_EVERY_MS per limit and instance, off the request's path; best effort. */
   private readonly sweeps = new SweepThrottle(
     SWEEP_EVERY_MS,
@@ -72,13 +124,17 @@ export class SharedTokenBuckets implements RateLimiter {
   );
 
   /** `capacity` requests per `windowMs`, refilled continuously; `name` separates this limit's rows. */
+  private readonly batched: boolean;
+
   constructor(
     private readonly db: DataLayer,
     private readonly name: string,
-    private readonly capacity: number,
+    readonly capacity: number,
     windowMs: number,
+    options: SharedLimitOptions = {},
   ) {
     this.refillPerMs = capacity / windowMs;
+    this.batched = options.batched ?? sharedLimitDefaults.batched;
   }
 
   take(key: string, what: string): Promise<void> {
@@ -96,6 +152,17 @@ export class SharedTokenBuckets implements RateLimiter {
   }
 
   private async takeAll(takes: readonly LimitTake[]): Promise<void> {
+    const taken = this.batched ? await takeBatcherOf(this.db).submit(takes) : await this.takeAlone(takes);
+    for (const t of takes) (t.limiter as SharedTokenBuckets).sweeps.poke();
+    const refused = taken < takes.length ? taken : -1;
+    if (refused >= 0) {
+      const t = takes[refused];
+      await (t.limiter as SharedTokenBuckets).refuse(t.key, t.what);
+    }
+  }
+
+  /** The takes in a statement of their own (unbatched): the number taken, as sigil_take_batch answers. */
+  private async takeAlone(takes: readonly LimitTake[]): Promise<number> {
     const params: unknown[] = [];
     for (const t of takes) {
       const l = t.limiter as SharedTokenBuckets;
@@ -104,15 +171,11 @@ export class SharedTokenBuckets implements RateLimiter {
     const [row] = (await this.db.exec(takeStatementFor(takes.length), params, { prepared: true })) as Array<
       Record<string, number>
     >;
-    for (const t of takes) (t.limiter as SharedTokenBuckets).sweeps.poke();
     const refused = takes.findIndex((_, i) => row[`t${i}`] !== 1);
-    if (refused >= 0) {
-      const t = takes[refused];
-      await (t.limiter as SharedTokenBuckets).refuse(t.key, t.what);
-    }
+    return refused < 0 ? takes.length : refused;
   }
 
-  private bucketOf(key: string): string {
+  bucketOf(key: string): string {
     return `${this.name}:${key}`;
   }
 
@@ -157,16 +220,49 @@ export class SharedConcurrencyCap implements ExecutionCap {
   /** Leases released here whose DELETE has not been sent yet. */
   private released: string[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
+  /** Null when unbatched: each admission is its own `sigil_lease` call. */
+  private readonly batcher: StatementBatcher<LeaseItem, LeaseAnswer> | null;
 
   constructor(
     private readonly db: DataLayer,
     private readonly cap: number,
     /** How long a lease counts if its instance never releases it (crash). */
     private readonly leaseMs = 10 * 60 * 1000,
+    options: SharedLimitOptions = {},
   ) {
     if (!isPostgresLayer(db)) throw new Error("SharedConcurrencyCap needs PostgreSQL");
     if (!Number.isSafeInteger(cap) || !Number.isSafeInteger(leaseMs))
       throw new Error("cap and leaseMs must be integers");
+    this.batcher =
+      (options.batched ?? sharedLimitDefaults.batched)
+        ? new StatementBatcher((items) => this.leaseBatch(items))
+        : null;
+  }
+
+  /**
+   * One `sigil_lease_batch` call (migration 22) for the admissions waiting on this instance: the same
+   * lock, deletions and count as `sigil_lease`, the items admitted in order while there is room, and
+   * this instance's releases carried along.
+   */
+  private async leaseBatch(items: readonly LeaseItem[]): Promise<Array<BatchAnswer<LeaseAnswer>>> {
+    const releasing = this.released;
+    this.released = [];
+    let rows: Array<{ n: number; admitted: number }>;
+    try {
+      rows = (await this.db.exec(
+        "SELECT n, admitted FROM sigil_lease_batch($1::text[], $2::text[], $3::int, $4::bigint, $5::text[])",
+        [items.map((i) => i.accountId), items.map((i) => i.leaseId), this.cap, this.leaseMs, releasing],
+        { prepared: true },
+      )) as Array<{ n: number; admitted: number }>;
+    } catch (err) {
+      this.queueRelease(releasing); // not applied: they go out on their own
+      throw err;
+    }
+    return items.map((_, i) => {
+      const r = rows[i];
+      if (!r) return { ok: false, error: new Error("sigil_lease_batch did not answer this admission") };
+      return { ok: true, value: { running: Number(r.n), admitted: Number(r.admitted) === 1 } };
+    });
   }
 
   /**
@@ -178,6 +274,13 @@ export class SharedConcurrencyCap implements ExecutionCap {
    * admitted before the lock was ours.
    */
   async enter(accountId: string): Promise<() => void> {
+    if (this.batcher) {
+      checkAccountId(accountId);
+      const leaseId = randomUUID();
+      const { running, admitted } = await this.batcher.submit({ accountId, leaseId });
+      if (!admitted) throw tooManyConcurrent(accountId, running, this.cap);
+      return this.releaser(leaseId);
+    }
     const lease = this.leaseAlong(accountId);
     const { from, params } = lease.call("true", 1);
     let row: Record<string, unknown>;
@@ -200,8 +303,7 @@ export class SharedConcurrencyCap implements ExecutionCap {
    * way round, so two such statements never deadlock.
    */
   leaseAlong(accountId: string): RidingLease {
-    // Account ids are digits (a caller passing anything else has a bug, caught here, before the database).
-    if (!/^[0-9]{1,30}$/.test(accountId)) throw new Error(`not an account id: ${accountId}`);
+    checkAccountId(accountId);
     const leaseId = randomUUID();
     let releasing: string[] = [];
     let running = 0;
@@ -221,14 +323,7 @@ export class SharedConcurrencyCap implements ExecutionCap {
       ran: (row) => {
         running = Number(row.lease_running);
         if (Number(row.lease_admitted) !== 1) return false;
-        let done = false;
-        release = () => {
-          if (done) return;
-          done = true;
-          // Not awaited: the answer does not wait for the bookkeeping. A lease that cannot be deleted
-          // expires on its own.
-          this.queueRelease([leaseId]);
-        };
+        release = this.releaser(leaseId);
         return true;
       },
       refusal: () => tooManyConcurrent(accountId, running, this.cap),
@@ -236,6 +331,18 @@ export class SharedConcurrencyCap implements ExecutionCap {
       get release() {
         return release;
       },
+    };
+  }
+
+  /** Gives the lease back, once. */
+  private releaser(leaseId: string): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      // Not awaited: the answer does not wait for the bookkeeping. A lease that cannot be deleted
+      // expires on its own.
+      this.queueRelease([leaseId]);
     };
   }
 
@@ -254,4 +361,18 @@ export class SharedConcurrencyCap implements ExecutionCap {
       .exec("DELETE FROM execution_leases WHERE lease_id = ANY($1::text[])", [ids], { prepared: true })
       .catch(() => undefined);
   }
+}
+
+interface LeaseItem {
+  accountId: string;
+  leaseId: string;
+}
+interface LeaseAnswer {
+  running: number;
+  admitted: boolean;
+}
+
+/** Account ids are digits (a caller passing anything else has a bug, caught here, before the database). */
+function checkAccountId(accountId: string): void {
+  if (!/^[0-9]{1,30}$/.test(accountId)) throw new Error(`not an account id: ${accountId}`);
 }
