@@ -16,7 +16,7 @@
  * docs/performance.md; round trips per statement: `npm run bench:pgtrips`). `BENCH_BILLING=0`: both
  * relayers without billing (the execution lease is then its own statement, batched across concurrent
  * requests on PostgreSQL instead of riding in the reservation). `BENCH_PG_BATCH=0`: PostgreSQL's
- * limits unbatched (one statement per request, as before migration 22).
+ * limits unbatched (one statement per request, as before migration 21).
  */
 import * as os from "node:os";
 import { postgresStatementCount } from "../relayer/db";

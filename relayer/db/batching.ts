@@ -63,3 +63,22 @@ export class StatementBatcher<I, A> {
     );
   }
 }
+
+/** PostgreSQL's SQLSTATE for a transaction it ended to break a deadlock (nothing of it was applied). */
+const DEADLOCK_DETECTED = "40P01";
+
+/**
+ * Runs a batched statement again when PostgreSQL ended it as a deadlock's victim (up to `tries` times
+ * in all): the statement is one transaction, so nothing of the failed try was applied. Batches lock in
+ * one fixed order and never deadlock with each other; an unbatched statement (an older release during a
+ * rolling upgrade) can, and its batch's requests should not fail for it (docs/consistency.md).
+ */
+export async function retryingDeadlocks<T>(fn: () => Promise<T>, tries = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= tries || (err as { code?: unknown }).code !== DEADLOCK_DETECTED) throw err;
+    }
+  }
+}

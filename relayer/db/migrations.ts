@@ -135,7 +135,7 @@ const ADMISSION_FUNCTIONS: readonly string[] = [
 ];
 
 /**
- * Migration 22: the per-request admissions of several concurrent requests of one instance in one
+ * Migration 21: the per-request admissions of several concurrent requests of one instance in one
  * statement (relayer/db/batching.ts). Each processes its items in order, under the same locks as the
  * single-item functions, taken in one global order (by lock key, rows by bucket name) so that two
  * batches never wait on each other in a cycle.
@@ -898,7 +898,7 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
-    version: 22,
+    version: 21,
     description:
       "PostgreSQL: concurrent requests' execution leases and rate-limit tokens admitted in batches",
     async up({ kind, run }) {

@@ -14,7 +14,7 @@
  * reservation (`leaseAlong`), and releases ride along with the next admission or go out in batches.
  * Under concurrency (`batched`, the default) the requests of one instance share those statements: the
  * takes waiting while one is on its way go together in one `sigil_take_batch` call, the leases in one
- * `sigil_lease_batch` call (migration 22; relayer/db/batching.ts), each request answered as if sent
+ * `sigil_lease_batch` call (migration 21; relayer/db/batching.ts), each request answered as if sent
  * alone in the batch's order. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash
  * of the database server empties them (docs/consistency.md).
  */
@@ -27,7 +27,7 @@ import {
   rateLimited,
   tooManyConcurrent,
 } from "../rateLimit";
-import { type BatchAnswer, StatementBatcher } from "./batching";
+import { type BatchAnswer, StatementBatcher, retryingDeadlocks } from "./batching";
 import { type DataLayer, isPostgresLayer } from "./engine";
 import { SweepThrottle } from "./expiringRows";
 
@@ -64,8 +64,8 @@ function takeStatementFor(n: number): string {
 
 /**
  * Whether concurrent requests of this instance share their admission statements (relayer/db/batching.ts,
- * migration 22): the token takes of every limit on one database go together, and so do the execution
- * leases of one cap. Off: one statement per request, as before migration 22.
+ * migration 21): the token takes of every limit on one database go together, and so do the execution
+ * leases of one cap. Off: one statement per request, as before migration 21.
  */
 export interface SharedLimitOptions {
   batched?: boolean;
@@ -92,10 +92,12 @@ function takeBatcherOf(db: DataLayer): StatementBatcher<TakeItem, number> {
           rates.push(l.refillPerMs);
         }
       });
-      const rows = (await db.exec(
-        "SELECT item, taken FROM sigil_take_batch($1::int[], $2::text[], $3::float8[], $4::float8[])",
-        [ids, buckets, caps, rates],
-        { prepared: true },
+      const rows = (await retryingDeadlocks(() =>
+        db.exec(
+          "SELECT item, taken FROM sigil_take_batch($1::int[], $2::text[], $3::float8[], $4::float8[])",
+          [ids, buckets, caps, rates],
+          { prepared: true },
+        ),
       )) as Array<{ item: number; taken: number }>;
       const answers: Array<BatchAnswer<number>> = items.map(() => ({
         ok: false,
@@ -240,7 +242,7 @@ export class SharedConcurrencyCap implements ExecutionCap {
   }
 
   /**
-   * One `sigil_lease_batch` call (migration 22) for the admissions waiting on this instance: the same
+   * One `sigil_lease_batch` call (migration 21) for the admissions waiting on this instance: the same
    * lock, deletions and count as `sigil_lease`, the items admitted in order while there is room, and
    * this instance's releases carried along.
    */

@@ -1,5 +1,5 @@
 /**
- * The shared limits' admissions batched across the concurrent requests of one instance (migration 22,
+ * The shared limits' admissions batched across the concurrent requests of one instance (migration 21,
  * relayer/db/batching.ts): the answers are those of the same requests sent one by one, in order (exact
  * caps on one instance and across two), a failed statement fails each request of its batch, and under
  * concurrency the batches really hold several requests (fewer statements than requests).
