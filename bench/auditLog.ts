@@ -44,7 +44,10 @@ export async function auditOverhead(
     const stackFor = async (enabled: boolean) => {
       let databaseUrl: string | undefined;
       if (engine === "postgres") {
-        const pg = await startBenchPostgres(enabled ? "sigil_audit_on" : "sigil_audit_off");
+        const pg = await startBenchPostgres(
+          enabled ? "sigil_audit_on" : "sigil_audit_off",
+          process.env.BENCH_PG_FLAGS ? process.env.BENCH_PG_FLAGS.split(",") : [],
+        );
         servers.push(pg);
         databaseUrl = pg.url;
       }
