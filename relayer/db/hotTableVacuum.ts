@@ -8,7 +8,7 @@
  * admission's scans (the account's expired leases, its live leases counted) walk them all. Autovacuum
  * visits a database once a minute by default (`autovacuum_naptime`), so at a few hundred executions a
  * second a table of a few dozen live rows carries tens of thousands of dead ones, and the service slows
- * down as it runs. Measured (docs/performance.md, "PostgreSQL: dead rows in the hot tables"): 12,000
+ * down as it runs. Measured (docs/performance.md, "Dead rows in the hot tables"): 12,000
  * one-signature executions at 50 clients, the server's CPU per execution 1.00 ms without these vacuums and
  * 0.64 ms with them; the two lease scans 0.42 ms → 0.04 ms per execution.
  *
