@@ -6,17 +6,10 @@
  * the log writes what was waiting. On SQLite in a file (the writer thread) and in memory (the main
  * connection, as PostgreSQL's path); and in a running service, one request at a time never waits.
  */
-import * as crypto from "node:crypto";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import BetterSqlite3 from "better-sqlite3";
 import { expect } from "chai";
-import pino from "pino";
-import { Enclave } from "../../enclave";
-import { openDataLayer, type DataLayer } from "../../relayer/db";
+import { openDataLayer } from "../../relayer/db";
 import { AuditLog } from "../../relayer/audit/log";
-import { refusalEntry } from "../helpers/auditEntries";
+import { auditFileFixture, refusalEntry } from "../helpers/auditEntries";
 import { setupAccount, startStack, type Stack } from "../helpers/stack";
 
 const ACCOUNT = "12";
@@ -24,51 +17,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("audit log: group commit", function () {
   this.timeout(60_000);
-  let dir: string;
-  let file: string;
-  let db: DataLayer;
-  let enclave: Enclave;
-  const logs: AuditLog[] = [];
+  const f = auditFileFixture("group");
 
-  function openLog(groupCommitMs: number, moreSoon: () => boolean, on = db): AuditLog {
-    const log = new AuditLog(
-      on,
-      { address: enclave.attestationIdentity().address, sign: (d) => enclave.signAuditCheckpoint(d) },
-      "test",
+  function openLog(groupCommitMs: number, moreSoon: () => boolean, on = f.db): AuditLog {
+    return f.openLog(
       { groupCommitMs, checkpointMs: 3_600_000, sweepMs: 3_600_000, chainAfterMs: 0 },
-      pino({ level: "silent" }),
       { moreSoon },
+      on,
     );
-    logs.push(log);
-    return log;
   }
   /** What another connection (a restarted process) finds committed: the request ids, in chain order. */
   function committed(): string[] {
-    const other = new BetterSqlite3(file, { readonly: true });
-    try {
-      return (
-        other
-          .prepare("SELECT data FROM audit_entries WHERE account_id = ? ORDER BY seq")
-          .all(ACCOUNT) as Array<{ data: string }>
-      ).map((r) => (JSON.parse(r.data) as { request_id: string }).request_id);
-    } finally {
-      other.close();
-    }
+    return f
+      .peek<{ data: string }>("SELECT data FROM audit_entries WHERE account_id = ? ORDER BY seq", [ACCOUNT])
+      .map((r) => (JSON.parse(r.data) as { request_id: string }).request_id);
   }
   /** Resolves to the time (performance.now()) the entry's record answered. */
   const answeredAt = (p: Promise<void>) => p.then(() => performance.now());
-
-  beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-audit-group-"));
-    file = path.join(dir, "relayer.sqlite");
-    db = await openDataLayer({ sqlitePath: file });
-    enclave = Enclave.fromRootKey(crypto.randomBytes(32));
-  });
-  afterEach(async () => {
-    for (const l of logs.splice(0)) await l.stop();
-    await db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
 
   it("while runs are in progress, entries recorded apart share one transaction, committed in order", async () => {
     const log = openLog(1_000, () => true);
@@ -143,7 +108,7 @@ describe("audit log: group commit", function () {
       expect(rows.map((r) => Number(r.seq))).to.deep.equal([1, 2]);
       await log.stop();
     } finally {
-      logs.splice(logs.length - 1, 1);
+      f.logs.splice(f.logs.length - 1, 1);
       await memory.close();
     }
   });

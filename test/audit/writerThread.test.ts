@@ -6,20 +6,13 @@
  * so a crash right after leaves it pending for the next start; a batch that fails is written not at
  * all, each of its callers is told, and nothing of it is lost or written twice.
  */
-import * as crypto from "node:crypto";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import BetterSqlite3 from "better-sqlite3";
 import { expect } from "chai";
-import pino from "pino";
-import { Enclave } from "../../enclave";
-import { openDataLayer, type DataLayer } from "../../relayer/db";
+import { openDataLayer } from "../../relayer/db";
 import { AuditLog } from "../../relayer/audit/log";
 import { exportLines } from "../../relayer/audit/export";
 import { entryHash, GENESIS_HASH } from "../../relayer/audit/format";
 import type { AuditKind, PendingEntry } from "../../relayer/audit/entries";
-import { refusalEntry } from "../helpers/auditEntries";
+import { auditFileFixture, refusalEntry } from "../helpers/auditEntries";
 import { verifyAuditExport } from "../../sdk/index";
 
 const ACCOUNT = "11";
@@ -37,32 +30,16 @@ interface Row {
 
 describe("audit log: the SQLite writer thread", function () {
   this.timeout(60_000);
-  let dir: string;
-  let file: string;
-  let db: DataLayer;
-  let enclave: Enclave;
-  const logs: AuditLog[] = [];
-  const identity = () => enclave.attestationIdentity().address;
+  const f = auditFileFixture("writer");
+  const identity = f.identity;
+  const peek = f.peek.bind(f);
 
-  function openLog(opts: { chainAfterMs?: number; checkpointEvery?: number } = {}, on = db): AuditLog {
-    const log = new AuditLog(
-      on,
-      { address: identity(), sign: (d) => enclave.signAuditCheckpoint(d) },
-      "test",
+  function openLog(opts: { chainAfterMs?: number; checkpointEvery?: number } = {}, on = f.db): AuditLog {
+    return f.openLog(
       { checkpointEvery: opts.checkpointEvery ?? 50, checkpointMs: 3_600_000, sweepMs: 3_600_000, ...opts },
-      pino({ level: "silent" }),
+      undefined,
+      on,
     );
-    logs.push(log);
-    return log;
-  }
-  /** Another connection to the file: what a restarted process would find. */
-  function peek<T>(sqlText: string, params: unknown[] = []): T[] {
-    const other = new BetterSqlite3(file, { readonly: true });
-    try {
-      return other.prepare(sqlText).all(...params) as T[];
-    } finally {
-      other.close();
-    }
   }
   const chainOf = (account = ACCOUNT) =>
     peek<Row>(
@@ -74,18 +51,6 @@ describe("audit log: the SQLite writer thread", function () {
     for await (const l of exportLines(log.store, ACCOUNT, identity(), {}, Date.now())) out += l;
     return out;
   }
-
-  beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sigil-audit-writer-"));
-    file = path.join(dir, "relayer.sqlite");
-    db = await openDataLayer({ sqlitePath: file });
-    enclave = Enclave.fromRootKey(crypto.randomBytes(32));
-  });
-  afterEach(async () => {
-    for (const l of logs.splice(0)) await l.stop();
-    await db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
 
   it("entries recorded together keep their order in the chain; its hashes and checkpoints are the format's", async () => {
     const log = openLog({ chainAfterMs: 0 });
@@ -131,7 +96,7 @@ describe("audit log: the SQLite writer thread", function () {
       Array.from({ length: 20 }, (_, i) => `r${i}`),
     );
     // The restarted process: another data layer on the file; its first sweep finds nothing to add.
-    const db2 = await openDataLayer({ sqlitePath: file });
+    const db2 = await openDataLayer({ sqlitePath: f.file });
     try {
       const restarted = openLog({}, db2);
       await restarted.sweep();
@@ -148,7 +113,7 @@ describe("audit log: the SQLite writer thread", function () {
     await Promise.all([0, 1].map((i) => log.record(refusal(i))));
     // Written to audit_pending on the main connection, as the chain follower's transaction writes
     // path-B entries, or as a process of the earlier design left them when it was killed.
-    for (const i of [2, 3, 4]) await db.transaction((tx) => log.store.enqueue(refusal(i), tx));
+    for (const i of [2, 3, 4]) await f.db.transaction((tx) => log.store.enqueue(refusal(i), tx));
     await Promise.all([5, 6].map((i) => log.record(refusal(i))));
     await log.sweep();
     const chain = chainOf();

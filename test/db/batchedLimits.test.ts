@@ -179,6 +179,32 @@ describeOnPostgres("data layer: shared limits batched across concurrent requests
     }
   });
 
+  it("a batch that PostgreSQL ends as a deadlock's victim is run again: its request is answered", async function () {
+    // An unbatched statement (an older release) locks a request's buckets in its own order, a batch in
+    // name order: here another transaction holds "dl-b" and then asks for "dl-a", which the batch holds
+    // while it waits for "dl-b". The batch waited first, so its deadlock check (deadlock_timeout, 1 s)
+    // ends it; run again, it waits for the other transaction's commit and takes both tokens.
+    const a = new SharedTokenBuckets(layers[0], "dl-a", 100, HOUR);
+    const b = new SharedTokenBuckets(layers[0], "dl-b", 100, HOUR);
+    const takes = () => [
+      { limiter: a, key: "k", what: "bucket a" },
+      { limiter: b, key: "k", what: "bucket b" },
+    ];
+    await takeInOrder(takes()); // both rows exist
+    let batched: Promise<void> | undefined;
+    await layers[1].transaction(async (tx) => {
+      await tx.exec("SELECT 1 FROM rate_buckets WHERE bucket = 'dl-b:k' FOR UPDATE");
+      batched = takeInOrder(takes());
+      await new Promise((r) => setTimeout(r, 300)); // the batch holds dl-a and waits for dl-b
+      await tx.exec("SELECT 1 FROM rate_buckets WHERE bucket = 'dl-a:k' FOR UPDATE");
+    });
+    await batched;
+    const rows = (await layers[0].exec(
+      "SELECT bucket, tokens FROM rate_buckets WHERE bucket IN ('dl-a:k', 'dl-b:k') ORDER BY bucket",
+    )) as Array<{ bucket: string; tokens: number }>;
+    expect(rows.map((r) => Math.round(Number(r.tokens)))).to.deep.equal([98, 98]);
+  });
+
   it("a batch whose statement fails answers each of its requests with the error", async function () {
     const url = await freshDatabaseUrl();
     const own = await openDataLayer({ databaseUrl: url, sqlitePath: "" });
