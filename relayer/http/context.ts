@@ -21,13 +21,20 @@ export function requestIds(offeredCorrelationId: string | undefined): {
 }
 
 export function requestContext(req: Request, res: Response, next: NextFunction): void {
-  const { requestId, correlationId } = requestIds(req.get("x-correlation-id"));
+  stampRequest(req, res);
+  next();
+}
+
+/** What requestContext does before it calls on: the ids in `res.locals` and the answer's headers. */
+export function stampRequest(req: Request, res: Response): void {
+  // The header as Node parsed it (lower-case name): what `req.get` reads, without its lookup.
+  const offered = req.headers["x-correlation-id"];
+  const { requestId, correlationId } = requestIds(Array.isArray(offered) ? offered[0] : offered);
   res.locals.requestId = requestId;
   res.locals.correlationId = correlationId;
   res.locals.startedAt = process.hrtime.bigint();
   res.setHeader("X-Request-Id", requestId);
   res.setHeader("X-Correlation-Id", correlationId);
-  next();
 }
 
 /** Client address for per-IP limits (the socket's; a proxy deployment would configure `trust proxy`). */

@@ -59,11 +59,13 @@ export function httpGuard(opts: GuardOptions): RequestHandler {
       next();
       return;
     }
-    readBody(req, bodyLimit(routePath(req), opts.maxBodyBytes)).then(
+    // Once per request: the body's limit and what it is handed on as both depend on it.
+    const path = routePath(req);
+    readBody(req, bodyLimit(path, opts.maxBodyBytes)).then(
       (raw) => {
         try {
           assertJsonDepth(raw, MAX_JSON_DEPTH);
-          handOn(req, raw);
+          handOn(req, path, raw);
           next();
         } catch (err) {
           next(err);
@@ -206,7 +208,7 @@ function isJsonType(req: Request): boolean {
   return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
 }
 
-function handOn(req: Request, raw: Buffer): void {
+function handOn(req: Request, path: string, raw: Buffer): void {
   // The bytes are decoded as UTF-8 (JSON's only interchange encoding); a body declared in another
   // charset would be misread, so it is refused as express.json refused it.
   const charset = /;\s*charset=("?)([^";]+)\1/i.exec(req.headers["content-type"] ?? "")?.[2].toLowerCase();
@@ -215,7 +217,6 @@ function handOn(req: Request, raw: Buffer): void {
   }
   // Signed requests cover the exact body bytes (relayer/http/signedRequest.ts reads them back).
   keepRawBody(req, undefined, raw);
-  const path = routePath(req);
   if (path === BILLING_WEBHOOK) {
     req.body = raw;
     return;
