@@ -1029,7 +1029,8 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 22,
-    description: "PostgreSQL: concurrent runs' reservations (each with its execution lease) admitted in batches",
+    description:
+      "PostgreSQL: concurrent runs' reservations (each with its execution lease) admitted in batches",
     async up({ kind, run }) {
       if (kind !== "postgres") return;
       for (const statement of RESERVE_BATCH_FUNCTIONS) await run(statement);
