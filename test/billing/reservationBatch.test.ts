@@ -38,7 +38,7 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
   const closers: Array<() => Promise<void>> = [];
 
   /** One instance: its billing pool and its relayer pool (the leases), both on the test's database. */
-  async function instance(cap: number, signupCreditCents: number) {
+  async function instance(cap: number, signupCreditCents = 1000) {
     const billing: Billing = await createBilling({
       dbPath: join(tmp.dir, "billing.sqlite"),
       databaseUrl,
@@ -107,6 +107,44 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
       }
       await release();
     });
+
+  it("two accounts in the same batches, each with its own key cap and lease cap: each gets exactly its own", async () => {
+    const [i1, i2] = [await instance(4), await instance(4)];
+    const B = "44";
+    const usageA = principalFor(A, "usage");
+    const usageB = principalFor(B, "usage");
+    for (const acct of [A, B]) await i1.billing.onAccountCreated(acct);
+    await i1.billing.setKeySpendCap(A, usageA.keyAddress, 3); // A: the cap binds (3 of 4 slots)
+    await i1.billing.setKeySpendCap(B, usageB.keyAddress, 10); // B: the lease cap binds (4 slots)
+    const admissions = Array.from({ length: 48 }, (_, k) =>
+      admitRun(k % 4 < 2 ? i1 : i2, k % 2 ? usageB : usageA, 1_000).then(
+        (a) => ({ account: k % 2 ? B : A, a }),
+        (e: unknown) => {
+          if (e instanceof ApiError) return { account: k % 2 ? B : A, code: e.code };
+          throw e;
+        },
+      ),
+    );
+    const answers = await Promise.all(admissions);
+    const admitted = (acct: string) => answers.filter((x) => x.account === acct && "a" in x);
+    const codes = (acct: string) =>
+      new Set(
+        answers.filter((x) => x.account === acct && "code" in x).map((x) => (x as { code: string }).code),
+      );
+    expect(admitted(A)).to.have.length(3);
+    expect(admitted(B)).to.have.length(4);
+    expect([...codes(A)]).to.deep.equal(["spend_cap_reached"]);
+    expect([...codes(B)]).to.deep.equal(["too_many_concurrent_executions"]);
+    expect(await count(i1.layer, `billing_reservations WHERE account_id = '${A}'`)).to.equal(3);
+    expect(await count(i1.layer, `billing_reservations WHERE account_id = '${B}'`)).to.equal(4);
+    expect(await count(i1.layer, "execution_leases")).to.equal(7);
+    for (const i of [i1, i2]) expect(reserveBatcherOf(i.billing.db).sizes.largest).to.be.greaterThan(1);
+    for (const x of answers)
+      if ("a" in x) {
+        x.a.releaseLease();
+        await x.a.unreserve();
+      }
+  });
 
   it("a lease refused inside a batch leaves no reservation row: 30 concurrent runs, 3 slots, 3 rows", async () => {
     const ctx = await instance(3, 1000);
