@@ -247,7 +247,10 @@ const BATCH_FUNCTIONS: readonly string[] = [
  * items before it inserted, so it gets the answer it would have had alone, sent just after them.
  */
 const RESERVE_BATCH_FUNCTIONS: readonly string[] = [
-  // The check and insert (the caller holds the account's reservation lock).
+  // The check and insert (the caller holds the account's reservation lock). The standing is read in
+  // one statement, so from one snapshot: a flush that commits a charge and deletes its reservation
+  // (one transaction) is seen wholly or not at all. (Migration 20's three reads took three
+  // snapshots: a flush committing between the balance read and the sums' missed the charge.)
   `CREATE OR REPLACE FUNCTION sigil_reserve_item(
      p_id text, p_account text, p_key text, p_cents bigint, p_expires_ms bigint, p_now_ms bigint,
      p_extra_account bigint, p_extra_key bigint)
@@ -256,14 +259,13 @@ const RESERVE_BATCH_FUNCTIONS: readonly string[] = [
    LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
    #variable_conflict use_column
    BEGIN
-     balance_cents := COALESCE((SELECT a.balance_cents FROM accounts a WHERE a.account_id = p_account), 0);
-     SELECT k.spent_cents, k.cap_cents INTO spent_cents, cap_cents
-       FROM key_spend k WHERE k.key_address = p_key AND k.account_id = p_account;
-     spent_cents := COALESCE(spent_cents, 0);
-     SELECT COALESCE(SUM(q.cents), 0)::bigint,
-            COALESCE(SUM(q.cents) FILTER (WHERE q.key_address = p_key), 0)::bigint
-       INTO reserved_account_cents, reserved_key_cents
-       FROM billing_reservations q WHERE q.account_id = p_account AND q.expires_ms > p_now_ms;
+     SELECT COALESCE((SELECT a.balance_cents FROM accounts a WHERE a.account_id = p_account), 0),
+            COALESCE(k.spent_cents, 0), k.cap_cents, s.account_cents, s.key_cents
+       INTO balance_cents, spent_cents, cap_cents, reserved_account_cents, reserved_key_cents
+       FROM (SELECT COALESCE(SUM(q.cents), 0)::bigint AS account_cents,
+                    COALESCE(SUM(q.cents) FILTER (WHERE q.key_address = p_key), 0)::bigint AS key_cents
+               FROM billing_reservations q WHERE q.account_id = p_account AND q.expires_ms > p_now_ms) s
+       LEFT JOIN key_spend k ON k.key_address = p_key AND k.account_id = p_account;
      IF (cap_cents IS NULL OR spent_cents + p_extra_key + reserved_key_cents + p_cents <= cap_cents)
         AND balance_cents - p_extra_account - reserved_account_cents >= p_cents THEN
        INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
