@@ -16,7 +16,9 @@
  * sweep of the account's expired rows; then the balance, the key's spend and the live reservations
  * read, and ours inserted only if it fits. Those reads start after the lock is ours (a VOLATILE
  * function takes a fresh snapshot per statement), so they see every reservation admitted before. A flush that replaces a reservation by its charge
- * commits both in one transaction, so any snapshot sees one or the other.
+ * commits both in one transaction, so any snapshot sees one or the other. Under concurrency the
+ * admissions of one instance go together in one `sigil_reserve_batch` call (migration 22,
+ * `reservationBatching`), each answered as if sent alone right after the ones before it.
  *
  * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it
  * is visible to every instance at once, as any commit, but does not wait for the write-ahead log to
