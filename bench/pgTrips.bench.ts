@@ -10,8 +10,10 @@
  * chaining pass are pushed out of the window, as in test/relayer/postgresStatements.test.ts; billing's
  * write-behind flush is counted (it runs every 50 ms under load: the figure is per execution).
  *
- * `BENCH_QUICK=1` for a short run.
+ * `BENCH_QUICK=1` for a short run. `BENCH_PG_RESERVE_BATCH=0`: the reservations unbatched (one
+ * `sigil_reserve` call per execution, as before migration 22).
  */
+import { reservationBatching } from "../relayer/billing/reservations";
 import { tallyPostgresStatements } from "../relayer/db";
 import { benchAccount, executionRequest, startBenchStack, type BenchStack } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
@@ -92,6 +94,7 @@ function print(title: string, t: Map<string, number>): number {
 
 async function main(): Promise<void> {
   const quick = process.env.BENCH_QUICK === "1";
+  if (process.env.BENCH_PG_RESERVE_BATCH === "0") reservationBatching.enabled = false;
   const sequential = quick ? 30 : 100;
   const concurrent = quick ? 300 : 1_500;
   const pg = await startBenchPostgres();

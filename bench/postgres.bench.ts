@@ -16,10 +16,12 @@
  * docs/performance.md; round trips per statement: `npm run bench:pgtrips`). `BENCH_BILLING=0`: both
  * relayers without billing (the execution lease is then its own statement, batched across concurrent
  * requests on PostgreSQL instead of riding in the reservation). `BENCH_PG_BATCH=0`: PostgreSQL's
- * limits unbatched (one statement per request, as before migration 21).
+ * limits unbatched (one statement per request, as before migration 21). `BENCH_PG_RESERVE_BATCH=0`:
+ * the reservations unbatched (one `sigil_reserve` call per execution, as before migration 22).
  */
 import * as os from "node:os";
 import { postgresStatementCount } from "../relayer/db";
+import { reservationBatching } from "../relayer/billing/reservations";
 import { sharedLimitDefaults } from "../relayer/db/sharedLimits";
 import { benchAccount, executionRequest, postJson, startBenchStack, type BenchStack } from "./benchStack";
 import type { HttpRequestSpec } from "./loadgen";
@@ -109,6 +111,7 @@ function mean(ms: Measured[]): Measured {
 
 async function main(): Promise<void> {
   if (process.env.BENCH_PG_BATCH === "0") sharedLimitDefaults.batched = false;
+  if (process.env.BENCH_PG_RESERVE_BATCH === "0") reservationBatching.enabled = false;
   const quick = process.env.BENCH_QUICK === "1";
   const pg = await startBenchPostgres();
   const targets: Target[] = [];

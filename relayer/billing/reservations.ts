@@ -16,7 +16,9 @@
  * sweep of the account's expired rows; then the balance, the key's spend and the live reservations
  * read, and ours inserted only if it fits. Those reads start after the lock is ours (a VOLATILE
  * function takes a fresh snapshot per statement), so they see every reservation admitted before. A flush that replaces a reservation by its charge
- * commits both in one transaction, so any snapshot sees one or the other.
+ * commits both in one transaction, so any snapshot sees one or the other. Under concurrency the
+ * admissions of one instance go together in one `sigil_reserve_batch` call (migration 22,
+ * `reservationBatching`), each answered as if sent alone right after the ones before it.
  *
  * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it
  * is visible to every instance at once, as any commit, but does not wait for the write-ahead log to
@@ -29,7 +31,8 @@
 import { randomUUID } from "node:crypto";
 import { type DataLayer, type Sql, prepare } from "../db";
 import { isPostgresLayer, sameDatabase } from "../db/engine";
-import type { RidingAdmission } from "../db/riding";
+import { type BatchAnswer, StatementBatcher, retryingDeadlocks } from "../db/batching";
+import type { BatchedLease, RidingAdmission } from "../db/riding";
 import type { Principal } from "./principal";
 
 /** A run's reservation, as this instance holds it until a committed flush deletes its row. */
@@ -214,6 +217,17 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
   });
   if (isPostgresLayer(db)) {
     const along = canRide(db, r.along) ? r.along : undefined;
+    if (reservationBatching.enabled && (!along || along.batchLease)) {
+      let row: Record<string, unknown>;
+      const lease = along?.batchLease?.();
+      try {
+        row = await reserveBatcherOf(db).submit({ id, r, lease });
+      } catch (err) {
+        along?.abandon();
+        throw err;
+      }
+      return outcomeOf(row, along, made);
+    }
     const own = reserveParams(id, r);
     const ride = along?.call("r.admitted = 1", own.length + 1);
     let row: Record<string, unknown>;
@@ -227,13 +241,7 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
       along?.abandon();
       throw err;
     }
-    const standing = toStanding(row);
-    const fits = Number(row.admitted) === 1;
-    if (!along) return { standing, reservation: fits ? made() : null, rode: false };
-    const alongAdmitted = along.ran(row, fits);
-    if (fits && !alongAdmitted)
-      return { standing, reservation: null, rode: true, refusedAlong: along.refusal() };
-    return { standing, reservation: fits ? made() : null, rode: true };
+    return outcomeOf(row, along, made);
   }
   return db.transaction(async (tx) => {
     for (const [sid, cents] of r.shrinks ?? []) await tx.run(Q.shrink, [sid, cents]);
@@ -245,6 +253,90 @@ export async function reserve(db: DataLayer, r: ReserveRequest): Promise<Reserve
     await tx.run(Q.insert, [id, r.principal.accountId, r.keyAddress, r.cents, r.expiresMs, r.nowMs]);
     return { standing, reservation: made(), rode: false };
   });
+}
+
+/** A PostgreSQL admission's answer row, as the caller gets it (the same from a batch as alone). */
+function outcomeOf(
+  row: Record<string, unknown>,
+  along: RidingAdmission | undefined,
+  made: () => Reservation,
+): ReserveOutcome {
+  const standing = toStanding(row);
+  const fits = Number(row.admitted) === 1;
+  if (!along) return { standing, reservation: fits ? made() : null, rode: false };
+  const alongAdmitted = along.ran(row, fits);
+  if (fits && !alongAdmitted)
+    return { standing, reservation: null, rode: true, refusedAlong: along.refusal() };
+  return { standing, reservation: fits ? made() : null, rode: true };
+}
+
+/**
+ * Whether concurrent PostgreSQL admissions of one instance share one statement (`sigil_reserve_batch`,
+ * migration 22; relayer/db/batching.ts): the reservations waiting while one is on its way go
+ * together, each with its riding lease, each answered as if sent alone in the batch's order. Off: one
+ * `sigil_reserve` call per admission (`npm run bench:postgres` turns it off to compare).
+ */
+export const reservationBatching = { enabled: true };
+
+interface BatchItem {
+  id: string;
+  r: ReserveRequest;
+  lease?: BatchedLease;
+}
+const reserveBatchers = new WeakMap<DataLayer, StatementBatcher<BatchItem, Record<string, unknown>>>();
+
+/** The batcher of `db`'s admissions (created on first use; its `sizes` tell how much it grouped). */
+export function reserveBatcherOf(db: DataLayer): StatementBatcher<BatchItem, Record<string, unknown>> {
+  let b = reserveBatchers.get(db);
+  if (!b) {
+    b = new StatementBatcher((items) => reserveBatch(db, items));
+    reserveBatchers.set(db, b);
+  }
+  return b;
+}
+
+/**
+ * One `sigil_reserve_batch` call for the waiting admissions: every item's shrinks and its lease's
+ * releases carried once, the items admitted in order; one row per item. A statement that fails
+ * fails every item (nothing of it was applied: one transaction), after its deadlock retries.
+ */
+async function reserveBatch(
+  db: DataLayer,
+  items: readonly BatchItem[],
+): Promise<Array<BatchAnswer<Record<string, unknown>>>> {
+  const col = <T>(f: (i: BatchItem) => T) => items.map(f);
+  const shrinks = items.flatMap((i) => i.r.shrinks ?? []);
+  const rows = (await retryingDeadlocks(() =>
+    db.exec(
+      `SELECT * FROM sigil_reserve_batch($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::text[],
+         $13::int[], $14::bigint[], $15::text[])`,
+      [
+        col((i) => i.id),
+        col((i) => i.r.principal.accountId),
+        col((i) => i.r.keyAddress),
+        col((i) => i.r.cents),
+        col((i) => i.r.expiresMs),
+        col((i) => i.r.nowMs),
+        col((i) => i.r.extra.account),
+        col((i) => i.r.extra.key),
+        shrinks.map(([sid]) => sid),
+        shrinks.map(([, cents]) => cents),
+        col((i) => i.lease?.leaseId ?? null),
+        col((i) => i.lease?.accountId ?? null),
+        col((i) => i.lease?.cap ?? null),
+        col((i) => i.lease?.leaseMs ?? null),
+        items.flatMap((i) => i.lease?.releases ?? []),
+      ],
+      { prepared: true },
+    ),
+  )) as Array<Record<string, unknown>>;
+  const answers: Array<BatchAnswer<Record<string, unknown>>> = items.map(() => ({
+    ok: false,
+    error: new Error("sigil_reserve_batch did not answer this admission"),
+  }));
+  for (const row of rows) answers[Number(row.item) - 1] = { ok: true, value: row };
+  return answers;
 }
 
 /**

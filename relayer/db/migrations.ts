@@ -235,6 +235,129 @@ const BATCH_FUNCTIONS: readonly string[] = [
    END $fn$`,
 ];
 
+/**
+ * Migration 22: the reservations of several concurrent runs of one instance in one statement, each
+ * with its execution lease riding (relayer/billing/reservations.ts, relayer/db/batching.ts). The check
+ * and insert of one reservation is `sigil_reserve_item`, the same for a reservation alone
+ * (`sigil_reserve`, whose body it replaces: unchanged behaviour) and in a batch. A batch shrinks every
+ * item's settled rows once, takes every reservation lock and then every execution lock its items
+ * need, each set in lock-key order (so batches never wait on each other in a cycle, and a lone
+ * admission, which takes its account's reservation lock before its execution lock, fits that order),
+ * sweeps the accounts' expired rows once, then admits the items in order: each sees the rows the
+ * items before it inserted, so it gets the answer it would have had alone, sent just after them.
+ */
+const RESERVE_BATCH_FUNCTIONS: readonly string[] = [
+  // The check and insert (the caller holds the account's reservation lock). The standing is read in
+  // one statement, so from one snapshot: a flush that commits a charge and deletes its reservation
+  // (one transaction) is seen wholly or not at all. (Migration 20's three reads took three
+  // snapshots: a flush committing between the balance read and the sums' missed the charge.)
+  `CREATE OR REPLACE FUNCTION sigil_reserve_item(
+     p_id text, p_account text, p_key text, p_cents bigint, p_expires_ms bigint, p_now_ms bigint,
+     p_extra_account bigint, p_extra_key bigint)
+   RETURNS TABLE (balance_cents bigint, spent_cents bigint, cap_cents bigint,
+                  reserved_account_cents bigint, reserved_key_cents bigint, admitted int)
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
+   #variable_conflict use_column
+   BEGIN
+     SELECT COALESCE((SELECT a.balance_cents FROM accounts a WHERE a.account_id = p_account), 0),
+            COALESCE(k.spent_cents, 0), k.cap_cents, s.account_cents, s.key_cents
+       INTO balance_cents, spent_cents, cap_cents, reserved_account_cents, reserved_key_cents
+       FROM (SELECT COALESCE(SUM(q.cents), 0)::bigint AS account_cents,
+                    COALESCE(SUM(q.cents) FILTER (WHERE q.key_address = p_key), 0)::bigint AS key_cents
+               FROM billing_reservations q WHERE q.account_id = p_account AND q.expires_ms > p_now_ms) s
+       LEFT JOIN key_spend k ON k.key_address = p_key AND k.account_id = p_account;
+     IF (cap_cents IS NULL OR spent_cents + p_extra_key + reserved_key_cents + p_cents <= cap_cents)
+        AND balance_cents - p_extra_account - reserved_account_cents >= p_cents THEN
+       INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
+       VALUES (p_id, p_account, p_key, p_cents, p_expires_ms, p_now_ms);
+       admitted := 1;
+     ELSE
+       admitted := 0;
+     END IF;
+     RETURN NEXT;
+   END $fn$`,
+  `CREATE OR REPLACE FUNCTION sigil_reserve(
+     p_id text, p_account text, p_key text, p_cents bigint, p_expires_ms bigint, p_now_ms bigint,
+     p_extra_account bigint, p_extra_key bigint, p_shrink_ids text[], p_shrink_cents bigint[])
+   RETURNS TABLE (balance_cents bigint, spent_cents bigint, cap_cents bigint,
+                  reserved_account_cents bigint, reserved_key_cents bigint, admitted int)
+   LANGUAGE plpgsql VOLATILE ROWS 1 AS $fn$
+   #variable_conflict use_column
+   BEGIN
+     -- The admission commits asynchronously (relayer/billing/reservations.ts, "Durability").
+     PERFORM set_config('synchronous_commit', 'off', true);
+     -- This instance's settled rows shrink to their charges first.
+     PERFORM sigil_shrink(p_shrink_ids, p_shrink_cents);
+     PERFORM pg_advisory_xact_lock(hashtext('sigil:reservations:' || p_account));
+     DELETE FROM billing_reservations WHERE reservation_id IN (
+       SELECT q.reservation_id FROM billing_reservations q
+        WHERE q.account_id = p_account AND q.expires_ms <= p_now_ms FOR UPDATE SKIP LOCKED);
+     RETURN QUERY SELECT * FROM sigil_reserve_item(p_id, p_account, p_key, p_cents, p_expires_ms, p_now_ms,
+                                                   p_extra_account, p_extra_key);
+   END $fn$`,
+  // Items: position i of every p_ array but the shrinks and releases (carried once for all). An
+  // item's lease (p_leases[i] not null: its id, account, cap and duration) is admitted with
+  // sigil_lease only where its reservation fitted, and the reservation is deleted again where the
+  // lease was refused. One row per item, in order (item: its 1-based position): the standing its
+  // reservation was checked against, whether it fitted, and its lease's count and verdict (null
+  // where no lease was tried).
+  `CREATE OR REPLACE FUNCTION sigil_reserve_batch(
+     p_ids text[], p_accounts text[], p_keys text[], p_cents bigint[], p_expires_ms bigint[],
+     p_now_ms bigint[], p_extra_account bigint[], p_extra_key bigint[],
+     p_shrink_ids text[], p_shrink_cents bigint[],
+     p_leases text[], p_lease_accounts text[], p_lease_caps int[], p_lease_ms bigint[], p_releases text[])
+   RETURNS TABLE (item int, balance_cents bigint, spent_cents bigint, cap_cents bigint,
+                  reserved_account_cents bigint, reserved_key_cents bigint, admitted int,
+                  lease_running int, lease_admitted int)
+   LANGUAGE plpgsql VOLATILE AS $fn$
+   #variable_conflict use_column
+   DECLARE
+     lock_key int;
+     r record;
+     l record;
+   BEGIN
+     PERFORM set_config('synchronous_commit', 'off', true);
+     PERFORM sigil_shrink(p_shrink_ids, p_shrink_cents);
+     FOR lock_key IN SELECT DISTINCT hashtext('sigil:reservations:' || a) AS k FROM unnest(p_accounts) a ORDER BY k LOOP
+       PERFORM pg_advisory_xact_lock(lock_key);
+     END LOOP;
+     FOR lock_key IN SELECT DISTINCT hashtext('sigil:executions:' || u.a) AS k
+                       FROM unnest(p_lease_accounts, p_leases) AS u(a, lease) WHERE u.lease IS NOT NULL ORDER BY k LOOP
+       PERFORM pg_advisory_xact_lock(lock_key);
+     END LOOP;
+     IF cardinality(p_releases) > 0 THEN
+       DELETE FROM execution_leases e WHERE e.lease_id = ANY (p_releases);
+     END IF;
+     -- The earliest clock of the batch: a row expired for every item (each counts only rows live at its own).
+     DELETE FROM billing_reservations WHERE reservation_id IN (
+       SELECT q.reservation_id FROM billing_reservations q
+        WHERE q.account_id = ANY (p_accounts)
+          AND q.expires_ms <= (SELECT min(x) FROM unnest(p_now_ms) x) FOR UPDATE SKIP LOCKED);
+     FOR i IN 1 .. COALESCE(cardinality(p_ids), 0) LOOP
+       SELECT * INTO r FROM sigil_reserve_item(p_ids[i], p_accounts[i], p_keys[i], p_cents[i],
+                                               p_expires_ms[i], p_now_ms[i], p_extra_account[i], p_extra_key[i]);
+       item := i;
+       balance_cents := r.balance_cents;
+       spent_cents := r.spent_cents;
+       cap_cents := r.cap_cents;
+       reserved_account_cents := r.reserved_account_cents;
+       reserved_key_cents := r.reserved_key_cents;
+       admitted := r.admitted;
+       lease_running := NULL;
+       lease_admitted := NULL;
+       IF r.admitted = 1 AND p_leases[i] IS NOT NULL THEN
+         SELECT * INTO l FROM sigil_lease(p_lease_accounts[i], p_leases[i], p_lease_caps[i], p_lease_ms[i], '{}'::text[], true);
+         lease_running := l.n;
+         lease_admitted := l.admitted;
+         IF l.admitted <> 1 THEN
+           DELETE FROM billing_reservations q WHERE q.reservation_id = p_ids[i];
+         END IF;
+       END IF;
+       RETURN NEXT;
+     END LOOP;
+   END $fn$`,
+];
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -904,6 +1027,15 @@ export const MIGRATIONS: readonly Migration[] = [
     async up({ kind, run }) {
       if (kind !== "postgres") return;
       for (const statement of BATCH_FUNCTIONS) await run(statement);
+    },
+  },
+  {
+    version: 22,
+    description:
+      "PostgreSQL: concurrent runs' reservations (each with its execution lease) admitted in batches",
+    async up({ kind, run }) {
+      if (kind !== "postgres") return;
+      for (const statement of RESERVE_BATCH_FUNCTIONS) await run(statement);
     },
   },
 ];

@@ -32,6 +32,23 @@ export interface RidingAdmission {
   ran(row: Record<string, unknown>, hostAdmitted: boolean): boolean;
   /** The refusal to throw when the host admitted and this did not (after `ran` answered false). */
   refusal(): Error;
+  /**
+   * An execution lease can also ride in a batch of reservations (`sigil_reserve_batch`, migration 22),
+   * which calls `sigil_lease` itself for each item: these are that call's arguments. Called at most
+   * once, instead of `call` (the same state is taken). The batch answers the lease's columns under the
+   * names `call`'s FROM item has, so `ran`, `refusal` and `abandon` work unchanged.
+   */
+  batchLease?(): BatchedLease;
   /** The statement failed: puts back what `call` took from this instance's state. */
   abandon(): void;
+}
+
+/** A lease's arguments for `sigil_lease` inside `sigil_reserve_batch` (the releases are carried once per batch). */
+export interface BatchedLease {
+  readonly accountId: string;
+  readonly leaseId: string;
+  readonly cap: number;
+  readonly leaseMs: number;
+  /** This instance's released leases whose DELETE rides with this admission. */
+  readonly releases: readonly string[];
 }

@@ -321,6 +321,11 @@ export class SharedConcurrencyCap implements ExecutionCap {
           params: [accountId, leaseId, this.cap, this.leaseMs, releasing],
         };
       },
+      batchLease: () => {
+        releasing = this.released;
+        this.released = [];
+        return { accountId, leaseId, cap: this.cap, leaseMs: this.leaseMs, releases: releasing };
+      },
       admitted: "lease.lease_admitted = 1",
       ran: (row) => {
         running = Number(row.lease_running);

@@ -1,0 +1,186 @@
+/**
+ * PostgreSQL: the reservations of concurrent runs of one instance go together in one
+ * `sigil_reserve_batch` call, each with its riding lease (relayer/billing/reservations.ts, migration
+ * 22). Each request must get what it would have had alone: exactly as many admitted as the balance or
+ * the cap allows (on one instance and across two), a refused lease leaving no reservation row, and a
+ * failed statement failing each of its requests with its error and applying nothing.
+ */
+import { expect } from "chai";
+import { join } from "node:path";
+import { type Billing, SimulatedProcessor, createBilling } from "../../relayer/billing";
+import { reserveBatcherOf } from "../../relayer/billing/reservations";
+import { type DataLayer, SharedConcurrencyCap, openDataLayer } from "../../relayer/db";
+import { ApiError } from "../../relayer/errors";
+import { admitRun } from "../../relayer/execution/admission";
+import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
+import { principalFor, tempDir } from "./harness";
+
+const A = "43";
+const owner = principalFor(A);
+
+async function outcome(p: Promise<unknown>): Promise<ApiError | "admitted"> {
+  try {
+    await p;
+    return "admitted";
+  } catch (e) {
+    if (e instanceof ApiError) return e;
+    throw e;
+  }
+}
+
+const count = async (db: DataLayer, table: string) =>
+  Number(((await db.exec(`SELECT COUNT(*) AS n FROM ${table}`)) as Array<{ n: number }>)[0].n);
+
+describeOnPostgres("billing: concurrent reservations admitted in batches (PostgreSQL)", function () {
+  this.timeout(60_000);
+  let tmp: ReturnType<typeof tempDir>;
+  let databaseUrl: string;
+  const closers: Array<() => Promise<void>> = [];
+
+  /** One instance: its billing pool and its relayer pool (the leases), both on the test's database. */
+  async function instance(cap: number, signupCreditCents = 1000) {
+    const billing: Billing = await createBilling({
+      dbPath: join(tmp.dir, "billing.sqlite"),
+      databaseUrl,
+      processor: new SimulatedProcessor(),
+      signupCreditCents,
+    });
+    closers.push(() => billing.close());
+    const layer = await openDataLayer({ databaseUrl, sqlitePath: "" });
+    closers.push(() => layer.close());
+    // Every pooled connection open first, so that the admissions really run side by side.
+    await Promise.all(
+      [billing.db, layer].flatMap((d) => Array.from({ length: 8 }, () => d.exec("SELECT pg_sleep(0.02)"))),
+    );
+    return { billing, executionCap: new SharedConcurrencyCap(layer, cap), layer };
+  }
+  type Instance = Awaited<ReturnType<typeof instance>>;
+
+  /** `n` admissions spread over `instances`, all at once; their outcomes, and the batches they went in. */
+  async function admitConcurrently(instances: Instance[], n: number) {
+    const before = instances.map((i) => ({ ...reserveBatcherOf(i.billing.db).sizes }));
+    const admissions = Array.from({ length: n }, (_, k) =>
+      admitRun(instances[k % instances.length], owner, 1_000),
+    );
+    const answers = await Promise.all(admissions.map(outcome));
+    const batches = instances.map((i, k) => {
+      const s = reserveBatcherOf(i.billing.db).sizes;
+      return { batches: s.batches - before[k].batches, items: s.items - before[k].items, largest: s.largest };
+    });
+    const release = async () => {
+      for (const a of await Promise.allSettled(admissions))
+        if (a.status === "fulfilled") {
+          a.value.releaseLease();
+          await a.value.unreserve();
+        }
+    };
+    return { answers, batches, release };
+  }
+
+  beforeEach(async () => {
+    tmp = tempDir();
+    databaseUrl = await freshDatabaseUrl();
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+    tmp.cleanup();
+  });
+
+  for (const instances of [1, 2])
+    it(`40 concurrent 1-cent runs against a 9-cent balance on ${instances} instance(s): exactly 9 admitted, in batches`, async () => {
+      const all = await Promise.all(Array.from({ length: instances }, () => instance(100, 9)));
+      await all[0].billing.onAccountCreated(A);
+      const { answers, batches, release } = await admitConcurrently(all, 40);
+      expect(answers.filter((a) => a === "admitted")).to.have.length(9);
+      for (const a of answers)
+        if (a !== "admitted") {
+          expect(a.code).to.equal("insufficient_credits");
+          // What a refusal sent alone after the 9 admitted would say: all 9 cents reserved.
+          expect(a.details?.reserved_cents).to.equal(9);
+        }
+      expect(await count(all[0].layer, "billing_reservations")).to.equal(9);
+      expect(await count(all[0].layer, "execution_leases")).to.equal(9);
+      for (const b of batches) {
+        expect(b.items).to.equal(40 / instances);
+        expect(b.batches, "fewer statements than admissions").to.be.lessThan(b.items);
+        expect(b.largest).to.be.greaterThan(1);
+      }
+      await release();
+    });
+
+  it("two accounts in the same batches, each with its own key cap and lease cap: each gets exactly its own", async () => {
+    const [i1, i2] = [await instance(4), await instance(4)];
+    const B = "44";
+    const usageA = principalFor(A, "usage");
+    const usageB = principalFor(B, "usage");
+    for (const acct of [A, B]) await i1.billing.onAccountCreated(acct);
+    await i1.billing.setKeySpendCap(A, usageA.keyAddress, 3); // A: the cap binds (3 of 4 slots)
+    await i1.billing.setKeySpendCap(B, usageB.keyAddress, 10); // B: the lease cap binds (4 slots)
+    const admissions = Array.from({ length: 48 }, (_, k) =>
+      admitRun(k % 4 < 2 ? i1 : i2, k % 2 ? usageB : usageA, 1_000).then(
+        (a) => ({ account: k % 2 ? B : A, a }),
+        (e: unknown) => {
+          if (e instanceof ApiError) return { account: k % 2 ? B : A, code: e.code };
+          throw e;
+        },
+      ),
+    );
+    const answers = await Promise.all(admissions);
+    const admitted = (acct: string) => answers.filter((x) => x.account === acct && "a" in x);
+    const codes = (acct: string) =>
+      new Set(
+        answers.filter((x) => x.account === acct && "code" in x).map((x) => (x as { code: string }).code),
+      );
+    expect(admitted(A)).to.have.length(3);
+    expect(admitted(B)).to.have.length(4);
+    expect([...codes(A)]).to.deep.equal(["spend_cap_reached"]);
+    expect([...codes(B)]).to.deep.equal(["too_many_concurrent_executions"]);
+    expect(await count(i1.layer, `billing_reservations WHERE account_id = '${A}'`)).to.equal(3);
+    expect(await count(i1.layer, `billing_reservations WHERE account_id = '${B}'`)).to.equal(4);
+    expect(await count(i1.layer, "execution_leases")).to.equal(7);
+    for (const i of [i1, i2]) expect(reserveBatcherOf(i.billing.db).sizes.largest).to.be.greaterThan(1);
+    for (const x of answers)
+      if ("a" in x) {
+        x.a.releaseLease();
+        await x.a.unreserve();
+      }
+  });
+
+  it("a lease refused inside a batch leaves no reservation row: 30 concurrent runs, 3 slots, 3 rows", async () => {
+    const ctx = await instance(3, 1000);
+    await ctx.billing.onAccountCreated(A);
+    const { answers, batches, release } = await admitConcurrently([ctx], 30);
+    expect(answers.filter((a) => a === "admitted")).to.have.length(3);
+    for (const a of answers) if (a !== "admitted") expect(a.code).to.equal("too_many_concurrent_executions");
+    expect(batches[0].largest).to.be.greaterThan(1);
+    // Before any flush: the refused leases' reservations were deleted in their batch's transaction.
+    expect(await count(ctx.layer, "billing_reservations")).to.equal(3);
+    expect(await count(ctx.layer, "execution_leases")).to.equal(3);
+    await release();
+  });
+
+  it("a batch whose statement fails answers each of its requests with that error and applies nothing", async () => {
+    const ctx = await instance(100, 1000);
+    await ctx.billing.onAccountCreated(A);
+    // A real failure of the statement: the function it calls is gone for a moment.
+    await ctx.layer.exec("ALTER FUNCTION sigil_reserve_batch RENAME TO sigil_reserve_batch_away");
+    const errors: unknown[] = [];
+    const before = { ...reserveBatcherOf(ctx.billing.db).sizes };
+    const admissions = Array.from({ length: 12 }, () => admitRun(ctx, owner, 1_000));
+    for (const a of await Promise.allSettled(admissions)) {
+      expect(a.status).to.equal("rejected");
+      if (a.status === "rejected") errors.push(a.reason);
+    }
+    const sizes = reserveBatcherOf(ctx.billing.db).sizes;
+    expect(sizes.items - before.items).to.equal(12);
+    expect(sizes.batches - before.batches).to.be.lessThan(12);
+    for (const e of errors) expect((e as { code?: string }).code).to.equal("42883"); // undefined_function
+    expect(await count(ctx.layer, "billing_reservations")).to.equal(0);
+    expect(await count(ctx.layer, "execution_leases")).to.equal(0);
+    // Back in place, the same instance admits again (no state was left half-taken).
+    await ctx.layer.exec("ALTER FUNCTION sigil_reserve_batch_away RENAME TO sigil_reserve_batch");
+    const again = await admitConcurrently([ctx], 5);
+    expect(again.answers.filter((a) => a === "admitted")).to.have.length(5);
+    await again.release();
+  });
+});
