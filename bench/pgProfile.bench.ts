@@ -54,6 +54,9 @@ async function main(): Promise<void> {
       ...(process.env.BENCH_HOT_VACUUM_MS ? { hotVacuumMs: Number(process.env.BENCH_HOT_VACUUM_MS) } : {}),
     },
   });
+  // BENCH_AUDIT_VACUUM_TRUNCATE=1: let VACUUM truncate audit_pending again (as before migration 23).
+  if (process.env.BENCH_AUDIT_VACUUM_TRUNCATE === "1")
+    await admin.query("ALTER TABLE audit_pending SET (vacuum_truncate = true)");
   try {
     const hello =
       process.env.BENCH_SIGN === "1"
