@@ -12,8 +12,7 @@
  *    handler sleeps on that thread when another connection holds the write lock).
  *
  * `npm run bench:audit-gap`; BENCH_AUDIT_ENGINES=sqlite (default) or postgres; BENCH_PAIRS (default 4);
- * BENCH_N requests per run (default 3,000); BENCH_AUDIT_RIDE=0: on PostgreSQL entries never ride on the
- * admission statements. It explains `bench:audit`; the ratio to quote is that one's.
+ * BENCH_N requests per run (default 3,000). It explains `bench:audit`; the ratio to quote is that one's.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -288,7 +287,7 @@ async function compare(gen: LoadGenerator, engine: "sqlite" | "postgres", pairs:
         databaseUrl: pg?.url,
         rateLimits: UNLIMITED_RATES,
         executor: { poolSize: 2 },
-        audit: { enabled, rideOnAdmissions: process.env.BENCH_AUDIT_RIDE !== "0" },
+        audit: { enabled },
       });
       stacks.push(s);
       return { s, pg, op: await setup(s) };

@@ -7,9 +7,7 @@
  * mean rates. On PostgreSQL each stack has its own embedded server.
  *
  * `npm run bench:audit` runs it alone (SQLite, then PostgreSQL; BENCH_AUDIT_ENGINES to choose;
- * BENCH_AUDIT_GROUP_MS for another group-commit wait than the default; BENCH_AUDIT_RIDE=0: on PostgreSQL
- * the entries never ride on the admission statements, each group is an INSERT of its own); bench:relayer
- * prints it too.
+ * BENCH_AUDIT_GROUP_MS for another group-commit wait than the default); bench:relayer prints it too.
  */
 import { startStack, type Stack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
@@ -57,11 +55,7 @@ export async function auditOverhead(
         databaseUrl,
         rateLimits: UNLIMITED_RATES,
         executor: { poolSize: 2 },
-        audit: {
-          enabled,
-          groupCommitMs: groupCommitMs(),
-          rideOnAdmissions: process.env.BENCH_AUDIT_RIDE !== "0",
-        },
+        audit: { enabled, groupCommitMs: groupCommitMs() },
       });
       stacks.push(s);
       return s;

@@ -8,11 +8,11 @@
  * the statements' own times leave out is parsing, the protocol, commits, and background processes).
  *
  * `BENCH_QUICK=1` for a short run; `BENCH_BILLING=0` without billing; `BENCH_AUDIT=0` with the audit log
- * off; `BENCH_AUDIT_RIDE=0` with its entries in INSERTs of their own, never riding on the admission
- * statements (relayer/db/passengers.ts); `BENCH_SIGN=1` for the one-signature action of `bench:audit` instead of hello world;
+ * off; `BENCH_SIGN=1` for the one-signature action of `bench:audit` instead of hello world;
  * `BENCH_PG_FLAGS=name=value,…` further server settings (e.g. `synchronous_commit=off`, to see what the
  * commits' WAL flushes cost); `BENCH_N` executions in the window (3,000); `BENCH_HOT_VACUUM_MS` the
- * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts).
+ * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts);
+ * `BENCH_AUDIT_VACUUM_TRUNCATE=1` lets VACUUM truncate `audit_pending` again, as before migration 23.
  */
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
@@ -47,10 +47,7 @@ async function main(): Promise<void> {
     databaseUrl: pg.url,
     billing: process.env.BENCH_BILLING !== "0",
     relayer: {
-      audit: {
-        enabled: process.env.BENCH_AUDIT !== "0",
-        rideOnAdmissions: process.env.BENCH_AUDIT_RIDE !== "0",
-      },
+      audit: { enabled: process.env.BENCH_AUDIT !== "0" },
       ...(process.env.BENCH_HOT_VACUUM_MS ? { hotVacuumMs: Number(process.env.BENCH_HOT_VACUUM_MS) } : {}),
     },
   });

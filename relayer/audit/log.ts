@@ -39,12 +39,6 @@ export interface AuditOptions {
    * nothing waits.
    */
   groupCommitMs?: number;
-  /**
-   * PostgreSQL: entries ride on the batched admission statements this instance sends anyway instead of
-   * an INSERT of their own when one leaves within the group-commit wait (default true; store.ts,
-   * relayer/db/passengers.ts).
-   */
-  rideOnAdmissions?: boolean;
   /** Anchor checkpoints on chain (anchor.ts); absent: never. */
   anchor?: AnchorOptions;
 }
@@ -91,7 +85,6 @@ export class AuditLog {
       checkpointEvery: opts.checkpointEvery,
       checkpointMs: opts.checkpointMs,
       groupCommitMs: opts.groupCommitMs,
-      rideOnAdmissions: opts.rideOnAdmissions,
       ...storeOpts,
     });
   }

@@ -23,7 +23,6 @@
 import type { Statement } from "better-sqlite3";
 import { canonicalJson } from "../../enclave";
 import type { DataLayer, Sql } from "../db";
-import { type Boarding, type PassengerSource, carryPassengers, stopCarrying } from "../db/passengers";
 import type { AuditData, AuditKind, PendingEntry } from "./entries";
 import { GENESIS_HASH, checkpointDigest } from "./format";
 import { ENTRY_COLUMNS, chainOnto, type PendingRow } from "./entryHash";
@@ -58,12 +57,6 @@ export interface AuditStoreOptions {
    * records one when it ends). Absent: never wait.
    */
   moreSoon?: () => boolean;
-  /**
-   * PostgreSQL: entries waiting for their group board the next batched admission statement this
-   * instance sends on the same database (relayer/db/passengers.ts; default true). False: each group is
-   * an INSERT of its own, as before (the benchmarks compare the two).
-   */
-  rideOnAdmissions?: boolean;
   now?: () => number;
 }
 
@@ -139,21 +132,6 @@ const INSERT_ROWS = 50;
 const WRITER_BATCH = 500;
 /** A group that reaches this many entries is sent without waiting for the rest of the window. */
 const GROUP_TARGET = 50;
-/** Entries one admission statement carries at most (the rest wait for the next, or their own INSERT). */
-const RIDE_ROWS = 50;
-
-/**
- * The CTE that writes riding entries (passengers.ts): one array parameter per audit_pending column, so
- * its text, and the carrier's, is the same whatever the number of entries (prepared once per connection).
- */
-function rideCte(first: number): string {
-  const p = (i: number, type: string) => `$${first + i}::${type}[]`;
-  return (
-    "audit_ride AS (INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome) " +
-    `SELECT * FROM unnest(${p(0, "text")}, ${p(1, "text")}, ${p(2, "bigint")}, ${p(3, "text")}, ` +
-    `${p(4, "text")}, ${p(5, "text")}, ${p(6, "text")}, ${p(7, "text")}))`
-  );
-}
 
 /** An audit_pending row's values, in the order of its INSERTs (here and in sqliteWriter-thread.js). */
 function pendingRow(e: PendingEntry): unknown[] {
@@ -172,7 +150,7 @@ function pendingRow(e: PendingEntry): unknown[] {
 /** The PKP column: every id between commas, so one LIKE '%,id,%' finds an entry naming it. */
 const pkpColumn = (pkps: string[]) => (pkps.length ? "," + pkps.join(",") + "," : "");
 
-export class AuditStore implements PassengerSource {
+export class AuditStore {
   readonly checkpointEvery: number;
   readonly checkpointMs: number;
   private readonly batch: number;
@@ -197,9 +175,6 @@ export class AuditStore implements PassengerSource {
   private readonly useWriterThread: boolean;
   /** undefined until the first write (a store that is only read starts no thread). */
   private writerThread: SqliteWriterThread | null | undefined;
-  /** How the request path's entries were written: INSERTs of their own, or riding on admissions. */
-  readonly writes = { inserts: 0, inserted: 0, rides: 0, rode: 0 };
-  private readonly riding: boolean;
 
   constructor(
     readonly db: DataLayer,
@@ -213,42 +188,6 @@ export class AuditStore implements PassengerSource {
     this.useWriterThread = opts.writerThread !== false;
     this.groupCommitMs = opts.groupCommitMs ?? DEFAULT_GROUP_COMMIT_MS;
     this.moreSoon = opts.moreSoon ?? (() => false);
-    this.riding = db.kind === "postgres" && opts.rideOnAdmissions !== false;
-    if (this.riding) carryPassengers(this);
-  }
-
-  /**
-   * The entries waiting for their group, on board an admission statement that leaves now
-   * (passengers.ts). They are answered once it commits, as if their own INSERT had; if it was rolled
-   * back they wait again (their group's window is over: they go at once, alone or on the next
-   * carrier); if its outcome is unknown they fail, as their own INSERT would have.
-   */
-  board(firstParam: number): Boarding | null {
-    if (!this.riding || this.queued.length === 0) return null;
-    const batch = this.queued.splice(0, RIDE_ROWS);
-    if (this.queued.length === 0 && this.groupTimer) {
-      clearTimeout(this.groupTimer);
-      this.groupTimer = null;
-    }
-    const rows = batch.map((q) => pendingRow(q.e));
-    return {
-      cte: rideCte(firstParam),
-      params: rows[0].map((_, c) => rows.map((r) => r[c])),
-      committed: () => {
-        this.writes.rides++;
-        this.writes.rode += batch.length;
-        for (const q of batch) q.resolve(false);
-      },
-      notApplied: () => {
-        // They waited their group's window already: they go at once (or on a carrier leaving first).
-        for (const q of batch) q.at = -Infinity;
-        this.queued.unshift(...batch);
-        this.sendWhenDue();
-      },
-      unknown: (err) => {
-        for (const q of batch) q.reject(err);
-      },
-    };
   }
 
   /**
@@ -268,7 +207,6 @@ export class AuditStore implements PassengerSource {
 
   /** Stops the writer thread, once what was sent to it is written (before the database closes). */
   async close(): Promise<void> {
-    stopCarrying(this);
     // Entries waiting for their group go now, and every batch is written before the thread stops.
     while (this.inserting || this.queued.length > 0) {
       if (!this.inserting) this.startBatches();
@@ -359,8 +297,6 @@ export class AuditStore implements PassengerSource {
     try {
       // One batch; what arrived while it was on its way goes next, when due (sendWhenDue).
       const batch = this.queued.splice(0, this.writer ? WRITER_BATCH : INSERT_ROWS);
-      // An admission statement may have carried them all meanwhile (board).
-      if (batch.length === 0) return;
       try {
         const entries = batch.map((q) => q.e);
         const writer = this.writer;
@@ -370,8 +306,6 @@ export class AuditStore implements PassengerSource {
           if (due.length > 0) this.signBehind(writer, due);
         } else {
           await this.insertPending(this.db, entries);
-          this.writes.inserts++;
-          this.writes.inserted += entries.length;
           for (const q of batch) q.resolve(false);
         }
       } catch (err) {

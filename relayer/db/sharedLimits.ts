@@ -15,9 +15,8 @@
  * Under concurrency (`batched`, the default) the requests of one instance share those statements: the
  * takes waiting while one is on its way go together in one `sigil_take_batch` call, the leases in one
  * `sigil_lease_batch` call (migration 21; relayer/db/batching.ts), each request answered as if sent
- * alone in the batch's order. Rows waiting to be written on the same database (the audit log's
- * entries) ride on those batches (relayer/db/passengers.ts). Both tables are UNLOGGED (migration 8): no
- * WAL flush per request for them; a crash of the database server empties them (docs/consistency.md).
+ * alone in the batch's order. Both tables are UNLOGGED (migration 8): no WAL flush per request; a crash
+ * of the database server empties them (docs/consistency.md).
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -31,7 +30,6 @@ import {
 import { type BatchAnswer, StatementBatcher, retryingDeadlocks } from "./batching";
 import { type DataLayer, isPostgresLayer } from "./engine";
 import { SweepThrottle } from "./expiringRows";
-import { execCarrying } from "./passengers";
 
 const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -94,12 +92,11 @@ function takeBatcherOf(db: DataLayer): StatementBatcher<TakeItem, number> {
           rates.push(l.refillPerMs);
         }
       });
-      // Rows waiting to be written on this database (the audit log's entries) ride along: passengers.ts.
       const rows = (await retryingDeadlocks(() =>
-        execCarrying(
-          db,
+        db.exec(
           "SELECT item, taken FROM sigil_take_batch($1::int[], $2::text[], $3::float8[], $4::float8[])",
           [ids, buckets, caps, rates],
+          { prepared: true },
         ),
       )) as Array<{ item: number; taken: number }>;
       const answers: Array<BatchAnswer<number>> = items.map(() => ({
@@ -254,10 +251,10 @@ export class SharedConcurrencyCap implements ExecutionCap {
     this.released = [];
     let rows: Array<{ n: number; admitted: number }>;
     try {
-      rows = (await execCarrying(
-        this.db,
+      rows = (await this.db.exec(
         "SELECT n, admitted FROM sigil_lease_batch($1::text[], $2::text[], $3::int, $4::bigint, $5::text[])",
         [items.map((i) => i.accountId), items.map((i) => i.leaseId), this.cap, this.leaseMs, releasing],
+        { prepared: true },
       )) as Array<{ n: number; admitted: number }>;
     } catch (err) {
       this.queueRelease(releasing); // not applied: they go out on their own
