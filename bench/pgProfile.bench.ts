@@ -11,7 +11,8 @@
  * off; `BENCH_SIGN=1` for the one-signature action of `bench:audit` instead of hello world;
  * `BENCH_PG_FLAGS=name=value,…` further server settings (e.g. `synchronous_commit=off`, to see what the
  * commits' WAL flushes cost); `BENCH_N` executions in the window (3,000); `BENCH_HOT_VACUUM_MS` the
- * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts).
+ * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts);
+ * `BENCH_AUDIT_VACUUM_TRUNCATE=1` lets VACUUM truncate `audit_pending` again, as before migration 23.
  */
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
@@ -50,6 +51,9 @@ async function main(): Promise<void> {
       ...(process.env.BENCH_HOT_VACUUM_MS ? { hotVacuumMs: Number(process.env.BENCH_HOT_VACUUM_MS) } : {}),
     },
   });
+  // BENCH_AUDIT_VACUUM_TRUNCATE=1: let VACUUM truncate audit_pending again (as before migration 23).
+  if (process.env.BENCH_AUDIT_VACUUM_TRUNCATE === "1")
+    await admin.query("ALTER TABLE audit_pending SET (vacuum_truncate = true)");
   try {
     const hello =
       process.env.BENCH_SIGN === "1"
