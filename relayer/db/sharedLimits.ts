@@ -30,6 +30,7 @@ import {
 import { type BatchAnswer, StatementBatcher, retryingDeadlocks } from "./batching";
 import { type DataLayer, isPostgresLayer } from "./engine";
 import { SweepThrottle } from "./expiringRows";
+import type { BatchedLease } from "./riding";
 
 const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -310,22 +311,23 @@ export class SharedConcurrencyCap implements ExecutionCap {
     let releasing: string[] = [];
     let running = 0;
     let release: (() => void) | null = null;
+    // This instance's releases go with the statement that carries this lease, alone or in a batch.
+    const lease = (): BatchedLease => {
+      releasing = this.released;
+      this.released = [];
+      return { accountId, leaseId, cap: this.cap, leaseMs: this.leaseMs, releases: releasing };
+    };
     return {
       db: this.db,
       call: (hostAdmitted, first) => {
-        releasing = this.released;
-        this.released = [];
+        const l = lease();
         const p = (i: number) => `$${first + i}`;
         return {
           from: `sigil_lease(${p(0)}::text, ${p(1)}::text, ${p(2)}::int, ${p(3)}::bigint, ${p(4)}::text[], ${hostAdmitted}) AS lease(lease_running, lease_admitted)`,
-          params: [accountId, leaseId, this.cap, this.leaseMs, releasing],
+          params: [l.accountId, l.leaseId, l.cap, l.leaseMs, l.releases],
         };
       },
-      batchLease: () => {
-        releasing = this.released;
-        this.released = [];
-        return { accountId, leaseId, cap: this.cap, leaseMs: this.leaseMs, releases: releasing };
-      },
+      batchLease: lease,
       admitted: "lease.lease_admitted = 1",
       ran: (row) => {
         running = Number(row.lease_running);
