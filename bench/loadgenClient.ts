@@ -13,9 +13,12 @@ export interface Stats {
   p50: number;
   p95: number;
   p99: number;
+  /** Every latency, sorted (ms): lets a benchmark pool several rounds' samples for one percentile. */
+  sortedMs?: readonly number[];
 }
 
-function pct(sorted: number[], p: number): number {
+/** The p-th percentile of sorted samples (nearest rank, as every row of the benchmarks reads it). */
+export function pct(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
@@ -27,6 +30,7 @@ export function stats(lat: number[], wallMs: number): Stats {
     p50: pct(lat, 50),
     p95: pct(lat, 95),
     p99: pct(lat, 99),
+    sortedMs: lat,
   };
 }
 
