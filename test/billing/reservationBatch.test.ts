@@ -204,6 +204,10 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
             items.map((i) => (i.leaseCap === undefined ? null : 60_000)),
           ],
         )) as Array<Record<string, unknown>>;
+        // The admission's asynchronous commit outlives the function (its own SET clause restores only plan_cache_mode).
+        const [{ synchronous_commit: syncCommit }] = (await s.exec("SHOW synchronous_commit")) as Array<{
+          synchronous_commit: string;
+        }>;
         const calls = (await s.exec(
           `SELECT funcname, calls FROM pg_stat_xact_user_functions
             WHERE funcname IN ('sigil_reserve_item', 'sigil_lease')`,
@@ -217,6 +221,7 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
         return {
           answers,
           perItemCalls: calls.reduce((n, c) => n + Number(c.calls), 0),
+          syncCommit,
           reservations: reservations.map((r) => r.reservation_id),
         };
       } finally {
@@ -244,6 +249,7 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
     }));
     const batch = await batchDirect(layer, items, setup);
     expect(batch.perItemCalls, "one-item function calls in the batch").to.equal(0);
+    expect(batch.syncCommit, "the batch commits asynchronously").to.equal("off");
     // The same items sent alone, in order, in one transaction: `sigil_reserve` (its own standing read
     // per item), then its lease where it fitted, the reservation deleted where the lease was refused.
     const oneByOne = await sessionOf(layer)(async (s) => {
