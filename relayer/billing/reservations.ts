@@ -18,7 +18,9 @@
  * function takes a fresh snapshot per statement), so they see every reservation admitted before. A flush that replaces a reservation by its charge
  * commits both in one transaction, so any snapshot sees one or the other. Under concurrency the
  * admissions of one instance go together in one `sigil_reserve_batch` call (migration 22,
- * `reservationBatching`), each answered as if sent alone right after the ones before it.
+ * `reservationBatching`), each answered as if sent alone right after the ones before it; since
+ * migration 27 the batch reads each account's standing and live leases once and checks its items
+ * against running totals.
  *
  * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it
  * is visible to every instance at once, as any commit, but does not wait for the write-ahead log to

@@ -358,6 +358,212 @@ const RESERVE_BATCH_FUNCTIONS: readonly string[] = [
    END $fn$`,
 ];
 
+/**
+ * Migration 27: `sigil_reserve_batch` reads what stands against its items once, instead of once per
+ * item. Migration 22's batch called `sigil_reserve_item` and `sigil_lease` for each item, each
+ * re-reading what the item before it had just read (the account's balance, the key's spend, the sum of
+ * the account's live reservations, the count of its live leases), and inserted one row per call: the
+ * admission's per-item work was most of the server's CPU per execution (docs/performance.md,
+ * "PostgreSQL: the server's CPU per execution"). Now, under the same locks, taken in the same order:
+ *
+ * - the standing of each (account, key) pair of the batch once, in one statement, so from one
+ *   snapshot, as `sigil_reserve_item` reads it for one item (a flush that commits a charge and deletes
+ *   its reservation is seen wholly or not at all);
+ * - the live leases of every account with a lease in the batch, counted once after one sweep;
+ * - the items checked in order against running totals (the rows of the items admitted before them
+ *   added), with the rule of `sigil_reserve_item` and `sigil_lease`, and a reservation whose lease is
+ *   refused never inserted (before, inserted and deleted again);
+ * - the admitted reservations and leases inserted in one statement each.
+ *
+ * Each item still gets the answer it would have had alone, sent just after the items before it: the
+ * locks keep every other admission out, and what others can commit meanwhile (a flush's charge with
+ * its reservation's delete, a top-up) only ever frees room, so each pair's read is its standing at one
+ * moment inside the batch, and the batch's own rows (added to every pair of their account) are the
+ * only ones inserted since. Each item counts only the reservations live at its own clock (`p_now_ms[i]`):
+ * when a live row expires between the batch's earliest and latest clock, or an item's own row would
+ * expire within the batch's clocks, the sums differ per item, and the batch takes migration 22's path,
+ * one `sigil_reserve_item` (and `sigil_lease`) per item, unchanged. The leases are counted at one clock
+ * for the batch, as `sigil_lease_batch` (migration 21) does.
+ */
+const RESERVE_BATCH_ONE_READ: readonly string[] = [
+  `CREATE OR REPLACE FUNCTION sigil_reserve_batch(
+     p_ids text[], p_accounts text[], p_keys text[], p_cents bigint[], p_expires_ms bigint[],
+     p_now_ms bigint[], p_extra_account bigint[], p_extra_key bigint[],
+     p_shrink_ids text[], p_shrink_cents bigint[],
+     p_leases text[], p_lease_accounts text[], p_lease_caps int[], p_lease_ms bigint[], p_releases text[])
+   RETURNS TABLE (item int, balance_cents bigint, spent_cents bigint, cap_cents bigint,
+                  reserved_account_cents bigint, reserved_key_cents bigint, admitted int,
+                  lease_running int, lease_admitted int)
+   LANGUAGE plpgsql VOLATILE
+   -- One plan per statement and connection: the custom plans PL/pgSQL would otherwise choose for
+   -- these array-driven statements were planned afresh at every call (0.6 ms for the standing's).
+   SET plan_cache_mode = force_generic_plan
+   AS $fn$
+   #variable_conflict use_column
+   DECLARE
+     n int := COALESCE(cardinality(p_ids), 0);
+     min_now bigint := (SELECT min(x) FROM unnest(p_now_ms) x);
+     max_now bigint := (SELECT max(x) FROM unnest(p_now_ms) x);
+     lock_key int;
+     r record;
+     l record;
+     -- The standing of each (account, key) pair of the batch, at position pk (s_pairs: a pair's name).
+     s_accounts text[];
+     s_keys text[];
+     s_balance bigint[];
+     s_spent bigint[];
+     s_cap bigint[];
+     s_reserved_account bigint[];
+     s_reserved_key bigint[];
+     s_pairs text[];
+     v_balance bigint;
+     v_spent bigint;
+     v_cap bigint;
+     v_account_cents bigint;
+     v_key_cents bigint;
+     v_straddling bigint;
+     -- Live reservations whose expiry falls within the batch's clocks (counted by some items only).
+     straddling bigint := 0;
+     -- Live leases per account with a lease in the batch.
+     l_accounts text[];
+     l_live int[];
+     lease_now bigint;
+     stands boolean[] := array_fill(false, ARRAY[n]);
+     leased boolean[] := array_fill(false, ARRAY[n]);
+     fits boolean;
+     pk int;
+     a int;
+   BEGIN
+     PERFORM set_config('synchronous_commit', 'off', true);
+     PERFORM sigil_shrink(p_shrink_ids, p_shrink_cents);
+     FOR lock_key IN SELECT DISTINCT hashtext('sigil:reservations:' || x) AS k FROM unnest(p_accounts) x ORDER BY k LOOP
+       PERFORM pg_advisory_xact_lock(lock_key);
+     END LOOP;
+     FOR lock_key IN SELECT DISTINCT hashtext('sigil:executions:' || u.a) AS k
+                       FROM unnest(p_lease_accounts, p_leases) AS u(a, lease) WHERE u.lease IS NOT NULL ORDER BY k LOOP
+       PERFORM pg_advisory_xact_lock(lock_key);
+     END LOOP;
+     IF cardinality(p_releases) > 0 THEN
+       DELETE FROM execution_leases e WHERE e.lease_id = ANY (p_releases);
+     END IF;
+     -- The earliest clock of the batch: a row expired for every item (each counts only rows live at its own).
+     DELETE FROM billing_reservations WHERE reservation_id IN (
+       SELECT q.reservation_id FROM billing_reservations q
+        WHERE q.account_id = ANY (p_accounts) AND q.expires_ms <= min_now FOR UPDATE SKIP LOCKED);
+
+     SELECT array_agg(d.a ORDER BY d.a, d.k), array_agg(d.k ORDER BY d.a, d.k)
+       INTO s_accounts, s_keys
+       FROM (SELECT DISTINCT u.a, u.k FROM unnest(p_accounts, p_keys) AS u(a, k)) d;
+     s_pairs := ARRAY(SELECT x.a || chr(31) || x.k FROM unnest(s_accounts, s_keys) AS x(a, k));
+     -- Each pair's standing in one statement (one snapshot), as sigil_reserve_item reads it, its sums
+     -- at the latest clock of the batch; rows live at the earliest but not at the latest counted apart.
+     FOR pk IN 1 .. cardinality(s_pairs) LOOP
+       SELECT COALESCE((SELECT c.balance_cents FROM accounts c WHERE c.account_id = s_accounts[pk]), 0),
+              COALESCE(ks.spent_cents, 0), ks.cap_cents, s.account_cents, s.key_cents, s.straddling
+         INTO v_balance, v_spent, v_cap, v_account_cents, v_key_cents, v_straddling
+         FROM (SELECT COALESCE(SUM(q.cents) FILTER (WHERE q.expires_ms > max_now), 0)::bigint AS account_cents,
+                      COALESCE(SUM(q.cents) FILTER (WHERE q.expires_ms > max_now AND q.key_address = s_keys[pk]), 0)::bigint AS key_cents,
+                      COUNT(*) FILTER (WHERE q.expires_ms <= max_now) AS straddling
+                 FROM billing_reservations q WHERE q.account_id = s_accounts[pk] AND q.expires_ms > min_now) s
+         LEFT JOIN key_spend ks ON ks.key_address = s_keys[pk] AND ks.account_id = s_accounts[pk];
+       s_balance[pk] := v_balance;
+       s_spent[pk] := v_spent;
+       s_cap[pk] := v_cap;
+       s_reserved_account[pk] := v_account_cents;
+       s_reserved_key[pk] := v_key_cents;
+       straddling := straddling + v_straddling;
+     END LOOP;
+
+     IF straddling > 0 OR EXISTS (SELECT 1 FROM unnest(p_expires_ms) x WHERE x <= max_now) THEN
+       -- Migration 22's path: each item reads its own standing at its own clock.
+       FOR i IN 1 .. n LOOP
+         SELECT * INTO r FROM sigil_reserve_item(p_ids[i], p_accounts[i], p_keys[i], p_cents[i],
+                                                 p_expires_ms[i], p_now_ms[i], p_extra_account[i], p_extra_key[i]);
+         item := i;
+         balance_cents := r.balance_cents;
+         spent_cents := r.spent_cents;
+         cap_cents := r.cap_cents;
+         reserved_account_cents := r.reserved_account_cents;
+         reserved_key_cents := r.reserved_key_cents;
+         admitted := r.admitted;
+         lease_running := NULL;
+         lease_admitted := NULL;
+         IF r.admitted = 1 AND p_leases[i] IS NOT NULL THEN
+           SELECT * INTO l FROM sigil_lease(p_lease_accounts[i], p_leases[i], p_lease_caps[i], p_lease_ms[i], '{}'::text[], true);
+           lease_running := l.n;
+           lease_admitted := l.admitted;
+           IF l.admitted <> 1 THEN
+             DELETE FROM billing_reservations q WHERE q.reservation_id = p_ids[i];
+           END IF;
+         END IF;
+         RETURN NEXT;
+       END LOOP;
+       RETURN;
+     END IF;
+
+     IF EXISTS (SELECT 1 FROM unnest(p_leases) x WHERE x IS NOT NULL) THEN
+       lease_now := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+       DELETE FROM execution_leases e
+        WHERE e.account_id IN (SELECT u.a FROM unnest(p_lease_accounts, p_leases) AS u(a, lease) WHERE u.lease IS NOT NULL)
+          AND e.expires_ms < lease_now;
+       SELECT array_agg(d.a ORDER BY d.a),
+              array_agg((SELECT COUNT(*) FROM execution_leases e WHERE e.account_id = d.a)::int ORDER BY d.a)
+         INTO l_accounts, l_live
+         FROM (SELECT DISTINCT u.a FROM unnest(p_lease_accounts, p_leases) AS u(a, lease) WHERE u.lease IS NOT NULL) d;
+     END IF;
+
+     FOR i IN 1 .. n LOOP
+       pk := array_position(s_pairs, p_accounts[i] || chr(31) || p_keys[i]);
+       item := i;
+       balance_cents := s_balance[pk];
+       spent_cents := s_spent[pk];
+       cap_cents := s_cap[pk];
+       reserved_account_cents := s_reserved_account[pk];
+       reserved_key_cents := s_reserved_key[pk];
+       -- sigil_reserve_item's rule.
+       fits := (s_cap[pk] IS NULL OR s_spent[pk] + p_extra_key[i] + s_reserved_key[pk] + p_cents[i] <= s_cap[pk])
+               AND s_balance[pk] - p_extra_account[i] - s_reserved_account[pk] >= p_cents[i];
+       admitted := CASE WHEN fits THEN 1 ELSE 0 END;
+       lease_running := NULL;
+       lease_admitted := NULL;
+       IF fits AND p_leases[i] IS NOT NULL THEN
+         -- sigil_lease's rule: the live leases before this one, admitted below the cap.
+         a := array_position(l_accounts, p_lease_accounts[i]);
+         lease_running := l_live[a];
+         IF l_live[a] < p_lease_caps[i] THEN
+           l_live[a] := l_live[a] + 1;
+           lease_admitted := 1;
+           leased[i] := true;
+         ELSE
+           lease_admitted := 0;
+           fits := false; -- the reservation goes with its refused lease
+         END IF;
+       END IF;
+       IF fits THEN
+         stands[i] := true;
+         FOR j IN 1 .. cardinality(s_accounts) LOOP
+           IF s_accounts[j] = p_accounts[i] THEN
+             s_reserved_account[j] := s_reserved_account[j] + p_cents[i];
+             IF s_keys[j] = p_keys[i] THEN
+               s_reserved_key[j] := s_reserved_key[j] + p_cents[i];
+             END IF;
+           END IF;
+         END LOOP;
+       END IF;
+       RETURN NEXT;
+     END LOOP;
+
+     INSERT INTO billing_reservations (reservation_id, account_id, key_address, cents, expires_ms, created_ms)
+     SELECT u.id, u.a, u.k, u.c, u.e, u.t
+       FROM unnest(p_ids, p_accounts, p_keys, p_cents, p_expires_ms, p_now_ms, stands) AS u(id, a, k, c, e, t, ok)
+      WHERE u.ok;
+     INSERT INTO execution_leases (lease_id, account_id, expires_ms)
+     SELECT u.lease, u.a, lease_now + u.ms
+       FROM unnest(p_leases, p_lease_accounts, p_lease_ms, leased) AS u(lease, a, ms, ok)
+      WHERE u.ok;
+   END $fn$`,
+];
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -1049,6 +1255,14 @@ export const MIGRATIONS: readonly Migration[] = [
       // backend processes, and the pages extended again at once (docs/audit-log.md, "What it costs").
       if (kind !== "postgres") return;
       await run("ALTER TABLE audit_pending SET (vacuum_truncate = false)");
+    },
+  },
+  {
+    version: 27,
+    description: "PostgreSQL: a batch of reservations reads its accounts' standing and live leases once",
+    async up({ kind, run }) {
+      if (kind !== "postgres") return;
+      for (const statement of RESERVE_BATCH_ONE_READ) await run(statement);
     },
   },
 ];

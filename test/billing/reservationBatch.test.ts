@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { type Billing, SimulatedProcessor, createBilling } from "../../relayer/billing";
 import { reserveBatcherOf } from "../../relayer/billing/reservations";
 import { type DataLayer, SharedConcurrencyCap, openDataLayer } from "../../relayer/db";
+import { isPostgresLayer } from "../../relayer/db/engine";
 import { ApiError } from "../../relayer/errors";
 import { admitRun } from "../../relayer/execution/admission";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
@@ -26,6 +27,21 @@ async function outcome(p: Promise<unknown>): Promise<ApiError | "admitted"> {
     if (e instanceof ApiError) return e;
     throw e;
   }
+}
+
+/** One item of a direct `sigil_reserve_batch` call; a lease capped at `leaseCap` rides where given. */
+interface DirectItem {
+  account: string;
+  key: string;
+  cents: number;
+  now: number;
+  leaseCap?: number;
+}
+
+/** The layer's dedicated-connection runner (these suites run on PostgreSQL only). */
+function sessionOf(layer: DataLayer) {
+  if (!isPostgresLayer(layer)) throw new Error("a PostgreSQL layer was expected");
+  return layer.session.bind(layer);
 }
 
 const count = async (db: DataLayer, table: string) =>
@@ -157,6 +173,154 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
     expect(await count(ctx.layer, "billing_reservations")).to.equal(3);
     expect(await count(ctx.layer, "execution_leases")).to.equal(3);
     await release();
+  });
+
+  /**
+   * `sigil_reserve_batch` called directly, in a transaction rolled back afterwards: its rows, and how
+   * many times it called the one-item functions (pg_stat_xact_user_functions counts this transaction's).
+   */
+  async function batchDirect(layer: DataLayer, items: DirectItem[], setup: string[] = []) {
+    return sessionOf(layer)(async (s) => {
+      await s.exec("BEGIN");
+      try {
+        await s.exec("SET LOCAL track_functions = 'all'");
+        for (const st of setup) await s.exec(st);
+        const rows = (await s.exec(
+          `SELECT * FROM sigil_reserve_batch($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+             $6::bigint[], $7::bigint[], $8::bigint[], '{}'::text[], '{}'::bigint[], $9::text[], $10::text[],
+             $11::int[], $12::bigint[], '{}'::text[])`,
+          [
+            items.map((_, k) => `r${k}`),
+            items.map((i) => i.account),
+            items.map((i) => i.key),
+            items.map((i) => i.cents),
+            items.map((i) => i.now + 60_000),
+            items.map((i) => i.now),
+            items.map(() => 0),
+            items.map(() => 0),
+            items.map((i, k) => (i.leaseCap === undefined ? null : `l${k}`)),
+            items.map((i) => (i.leaseCap === undefined ? null : i.account)),
+            items.map((i) => i.leaseCap ?? null),
+            items.map((i) => (i.leaseCap === undefined ? null : 60_000)),
+          ],
+        )) as Array<Record<string, unknown>>;
+        // The admission's asynchronous commit outlives the function (its own SET clause restores only plan_cache_mode).
+        const [{ synchronous_commit: syncCommit }] = (await s.exec("SHOW synchronous_commit")) as Array<{
+          synchronous_commit: string;
+        }>;
+        const calls = (await s.exec(
+          `SELECT funcname, calls FROM pg_stat_xact_user_functions
+            WHERE funcname IN ('sigil_reserve_item', 'sigil_lease')`,
+        )) as Array<{ funcname: string; calls: number }>;
+        const reservations = (await s.exec(
+          "SELECT reservation_id FROM billing_reservations WHERE reservation_id LIKE 'r%' ORDER BY reservation_id",
+        )) as Array<{ reservation_id: string }>;
+        const answers = rows.map((r) =>
+          Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])),
+        );
+        return {
+          answers,
+          perItemCalls: calls.reduce((n, c) => n + Number(c.calls), 0),
+          syncCommit,
+          reservations: reservations.map((r) => r.reservation_id),
+        };
+      } finally {
+        await s.exec("ROLLBACK");
+      }
+    });
+  }
+
+  it("a batch reads its accounts' standing once, not once per item (migration 27), with the answers of items sent one by one", async () => {
+    const { layer } = await instance(100, 0);
+    const now = Date.now();
+    const setup = [
+      `INSERT INTO accounts (account_id, balance_cents, created_at) VALUES ('${A}', 20, 0), ('44', 7, 0)`,
+      `INSERT INTO key_spend (key_address, account_id, spent_cents, cap_cents) VALUES ('0xk2', '${A}', 1, 5)`,
+      // A live reservation standing already, and a lease.
+      `INSERT INTO billing_reservations VALUES ('old', '${A}', '0xk1', 3, ${now + 60_000}, ${now})`,
+      `INSERT INTO execution_leases VALUES ('old', '${A}', ${now + 60_000})`,
+    ];
+    const items: DirectItem[] = Array.from({ length: 24 }, (_, k) => ({
+      account: k % 3 === 2 ? "44" : A,
+      key: k % 3 === 1 ? "0xk2" : k % 3 === 2 ? "0xk3" : "0xk1",
+      cents: 1 + (k % 4),
+      now,
+      leaseCap: k % 5 === 4 ? undefined : 6,
+    }));
+    const batch = await batchDirect(layer, items, setup);
+    expect(batch.perItemCalls, "one-item function calls in the batch").to.equal(0);
+    expect(batch.syncCommit, "the batch commits asynchronously").to.equal("off");
+    // The same items sent alone, in order, in one transaction: `sigil_reserve` (its own standing read
+    // per item), then its lease where it fitted, the reservation deleted where the lease was refused.
+    const oneByOne = await sessionOf(layer)(async (s) => {
+      await s.exec("BEGIN");
+      try {
+        for (const st of setup) await s.exec(st);
+        const answers: Array<Record<string, number | null>> = [];
+        for (const [k, i] of items.entries()) {
+          const [r] = (await s.exec("SELECT * FROM sigil_reserve($1, $2, $3, $4, $5, $6, 0, 0, '{}', '{}')", [
+            `r${k}`,
+            i.account,
+            i.key,
+            i.cents,
+            i.now + 60_000,
+            i.now,
+          ])) as Array<Record<string, unknown>>;
+          const answer: Record<string, number | null> = { item: k + 1 };
+          for (const [name, v] of Object.entries(r)) answer[name] = v === null ? null : Number(v);
+          answer.lease_running = null;
+          answer.lease_admitted = null;
+          if (answer.admitted === 1 && i.leaseCap !== undefined) {
+            const [l] = (await s.exec("SELECT * FROM sigil_lease($1, $2, $3, 60000, '{}', true)", [
+              i.account,
+              `l${k}`,
+              i.leaseCap,
+            ])) as Array<{ n: number; admitted: number }>;
+            answer.lease_running = Number(l.n);
+            answer.lease_admitted = Number(l.admitted);
+            if (answer.lease_admitted !== 1)
+              await s.exec("DELETE FROM billing_reservations WHERE reservation_id = $1", [`r${k}`]);
+          }
+          answers.push(answer);
+        }
+        const rows = (await s.exec(
+          "SELECT reservation_id FROM billing_reservations WHERE reservation_id LIKE 'r%' ORDER BY reservation_id",
+        )) as Array<{ reservation_id: string }>;
+        return { answers, reservations: rows.map((r) => r.reservation_id) };
+      } finally {
+        await s.exec("ROLLBACK");
+      }
+    });
+    expect(batch.answers).to.deep.equal(oneByOne.answers);
+    expect(batch.reservations).to.deep.equal(oneByOne.reservations);
+    // The mix did exercise every rule: admitted, the key's cap, the balance, a refused lease.
+    const a = batch.answers;
+    expect(a.some((r) => r.admitted === 1 && r.lease_admitted !== 0)).to.equal(true);
+    expect(a.some((r) => r.admitted === 0 && r.cap_cents !== null)).to.equal(true);
+    expect(a.some((r) => r.admitted === 0 && r.cap_cents === null)).to.equal(true);
+    expect(a.some((r) => r.admitted === 1 && r.lease_admitted === 0)).to.equal(true);
+  });
+
+  it("a reservation expiring between two items' clocks counts for the earlier item only", async () => {
+    const { layer } = await instance(100, 0);
+    const now = Date.now();
+    const setup = [
+      `INSERT INTO accounts (account_id, balance_cents, created_at) VALUES ('${A}', 10, 0)`,
+      // Live at the first item's clock, expired at the second's.
+      `INSERT INTO billing_reservations VALUES ('old', '${A}', '0xk1', 5, ${now + 5}, ${now})`,
+    ];
+    const { answers } = await batchDirect(
+      layer,
+      [
+        { account: A, key: "0xk1", cents: 4, now },
+        { account: A, key: "0xk1", cents: 4, now: now + 10 },
+      ],
+      setup,
+    );
+    expect(answers.map((r) => [r.admitted, r.reserved_account_cents])).to.deep.equal([
+      [1, 5], // the old row and nothing else
+      [1, 4], // the first item's row; the old one expired at this item's clock
+    ]);
   });
 
   it("a batch whose statement fails answers each of its requests with that error and applies nothing", async () => {
