@@ -114,40 +114,74 @@ const sharedExtras = Object.freeze(
 );
 
 /**
- * A global whose value is built on first use (per run, so the run that does not use it does not pay
- * for it). Reading it defines it as a plain data property; so does assigning it.
+ * The globals whose value is built on first read, per run (so the run that does not use one does not
+ * pay for it), and whether each is enumerable (as the constructor's endowments they used to be).
+ * Their accessors are made once with the Compartment and answer the run in progress (cell.run.lazy):
+ * reading one, or assigning it, turns it into a plain data property for the rest of the run, and the
+ * keeper puts the accessor back afterwards (compartment-keeper.js, restore), so a run that reads none
+ * of them defines and deletes nothing.
  */
-function defineLazy(globalObject, name, make, enumerable = false) {
-  const settle = (value) =>
-    Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
-  Object.defineProperty(globalObject, name, {
-    configurable: true,
-    enumerable,
-    get() {
-      const value = make();
-      settle(value);
-      return value;
-    },
-    set: settle,
-  });
-}
-
-/** The per-run globals that are built and hardened only when the action first reads them. */
-const TIMER_NAMES = ["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"];
+const LAZY_GLOBALS = Object.freeze([
+  ["crypto", false],
+  ["console", true],
+  ["sleep", true],
+  ["fetch", true],
+  ["setTimeout", true],
+  ["setInterval", true],
+  ["clearTimeout", true],
+  ["clearInterval", true],
+  ["queueMicrotask", true],
+]);
 
 /**
- * Makes the run's lazily built capabilities: console, sleep, fetch and the timers, each made and
+ * Defines the lazy globals on a new Compartment's global object: hardened accessors that build the
+ * value of the run in progress on first read (undefined between runs) and settle it as a data property.
+ */
+function defineLazyGlobals(globalObject, cell) {
+  for (const [name, enumerable] of LAZY_GLOBALS) {
+    const settle = (value) =>
+      Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
+    Object.defineProperty(globalObject, name, {
+      configurable: true,
+      enumerable,
+      get: harden(
+        {
+          [name]() {
+            if (cell.run === null) return undefined;
+            const value = cell.run.lazy.make(name);
+            settle(value);
+            return value;
+          },
+        }[name],
+      ),
+      set: harden(
+        {
+          [name](value) {
+            settle(value);
+          },
+        }[name],
+      ),
+    });
+  }
+}
+
+/** The timers among the lazy globals. */
+const TIMER_NAMES = new Set(["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"]);
+
+/**
+ * Makes the run's lazily built capabilities: console, sleep, fetch, crypto and the timers, each made and
  * hardened on first use (a one-signature run reads none of them; hardening them all cost more than the
  * rest of its set-up). Returned as memoised makers, so the global, the library facades (ethers v5
  * providers use the run's fetch and sleep) and the run see one object each.
  */
 function lazyCapabilities(run) {
-  let console, sleep, fetch, timers;
+  let console, sleep, fetch, crypto, timers;
   let timerParts;
-  return {
+  const caps = {
     console: () => (console ??= makeConsole(run, harden)),
     sleep: () => (sleep ??= makeSleep(run, harden)),
     fetch: () => (fetch ??= makeFetch(run, harden, host)),
+    crypto: () => (crypto ??= makeCrypto(run, harden)),
     timer: (name) => {
       // One set of timers per run (they share ids and the pending bound); each hardened when read.
       timerParts ??= makeTimers(run, (x) => x, describeThrown);
@@ -155,6 +189,9 @@ function lazyCapabilities(run) {
       return (timers[name] ??= harden(timerParts[name]));
     },
   };
+  /** The value of the lazy global `name` for this run (defineLazyGlobals). */
+  caps.make = (name) => (TIMER_NAMES.has(name) ? caps.timer(name) : caps[name]());
+  return caps;
 }
 
 /**
@@ -187,6 +224,7 @@ function newCompartment() {
   Object.defineProperties(globalObject, sharedExtras);
   const cell = { run: null };
   defineRunScoped(globalObject, cell);
+  defineLazyGlobals(globalObject, cell);
   // `global`, as older runtimes had it (the reference keeps it for them).
   globalObject.global = globalObject;
   compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
@@ -194,7 +232,10 @@ function newCompartment() {
 }
 
 /** A new Compartment, or the one the account's last run gave back (compartment-keeper.js). */
-const compartments = makeCompartmentKeeper(newCompartment);
+const compartments = makeCompartmentKeeper(
+  newCompartment,
+  LAZY_GLOBALS.map(([name]) => name),
+);
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -287,6 +328,7 @@ async function execute(msg) {
     const { compartment, cell } = taken.made;
     cell.run = {
       actions,
+      lazy,
       // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
       lit: Object.freeze({
         Actions: actions,
@@ -302,13 +344,6 @@ async function execute(msg) {
     };
     // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
     Object.assign(compartment.globalThis, { Actions: actions, params, jsParams: params });
-    const globalObject = compartment.globalThis;
-    defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
-    // Enumerable, as the constructor's endowments they used to be.
-    defineLazy(globalObject, "console", lazy.console, true);
-    defineLazy(globalObject, "sleep", lazy.sleep, true);
-    defineLazy(globalObject, "fetch", lazy.fetch, true);
-    for (const name of TIMER_NAMES) defineLazy(globalObject, name, () => lazy.timer(name), true);
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
