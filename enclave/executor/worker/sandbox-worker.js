@@ -21,7 +21,7 @@ const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
 const { installLibraryTimers } = require("./library-timers");
-const { makeActions } = require("./runtime-api");
+const { makeActionsSlot } = require("./runtime-api");
 const { makeSignerFactory } = require("./pkp-signer");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
@@ -225,10 +225,12 @@ function newCompartment() {
   const cell = { run: null };
   defineRunScoped(globalObject, cell);
   defineLazyGlobals(globalObject, cell);
+  // The Compartment's Actions object, bound to each run in turn (runtime-api.js).
+  const actions = makeActionsSlot(harden);
   // `global`, as older runtimes had it (the reference keeps it for them).
   globalObject.global = globalObject;
   compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
-  return { compartment, cell };
+  return { compartment, cell, actions };
 }
 
 /** A new Compartment, or the one the account's last run gave back (compartment-keeper.js). */
@@ -317,15 +319,15 @@ async function execute(msg) {
   let value;
   try {
     const params = JSON.parse(msg.paramsJson);
-    const actions = makeActions(run, harden, newSigner);
+    taken = compartments.take(msg.account);
+    const { compartment, cell } = taken.made;
+    const actions = taken.made.actions.bind(run, newSigner);
     const lazy = lazyCapabilities(run);
     run.fetch = lazy.fetch;
     run.sleep = lazy.sleep;
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
-    taken = compartments.take(msg.account);
-    const { compartment, cell } = taken.made;
     cell.run = {
       actions,
       lazy,
@@ -431,7 +433,10 @@ async function execute(msg) {
   }
   run.end();
   current = null;
-  if (taken !== null) taken.made.cell.run = null;
+  if (taken !== null) {
+    taken.made.cell.run = null;
+    taken.made.actions.unbind();
+  }
   decisions.post({
     type: "done",
     runId: run.runId,
