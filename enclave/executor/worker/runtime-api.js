@@ -218,13 +218,15 @@ function descriptors(harden) {
  * one account, one after another, and nothing of a run can run after it has ended
  * (compartment-keeper.js): a run can never reach an earlier run's members through it.
  *
- * `bind(run, newSigner)` makes it serve `run` and returns it; `unbind()` when the run has ended.
+ * `object` is the Actions object; `bind(run, newSigner)` makes it serve `run` and returns it; `unbind()`
+ * when the run has ended.
  */
 function makeActionsSlot(harden) {
   const actions = Object.freeze(Object.defineProperties({}, descriptors(harden)));
   const holder = { current: undefined };
   bindings.set(actions, holder);
   return {
+    object: actions,
     bind(run, newSigner) {
       holder.current = { members: actionMembers(run, newSigner), hardened: Object.create(null), harden };
       return actions;

@@ -225,8 +225,15 @@ function newCompartment() {
   const cell = { run: null };
   defineRunScoped(globalObject, cell);
   defineLazyGlobals(globalObject, cell);
-  // The Compartment's Actions object, bound to each run in turn (runtime-api.js).
+  // The Compartment's Actions object, bound to each run in turn (runtime-api.js), and its global: an
+  // enumerable data property, as the constructor's endowments; the keeper puts back one a run replaced.
   const actions = makeActionsSlot(harden);
+  Object.defineProperty(globalObject, "Actions", {
+    value: actions.object,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
   // `global`, as older runtimes had it (the reference keeps it for them).
   globalObject.global = globalObject;
   compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
@@ -234,10 +241,10 @@ function newCompartment() {
 }
 
 /** A new Compartment, or the one the account's last run gave back (compartment-keeper.js). */
-const compartments = makeCompartmentKeeper(
-  newCompartment,
-  LAZY_GLOBALS.map(([name]) => name),
-);
+const compartments = makeCompartmentKeeper(newCompartment, [
+  ...LAZY_GLOBALS.map(([name]) => name),
+  "Actions",
+]);
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -345,7 +352,7 @@ async function execute(msg) {
       getHeaders,
     };
     // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
-    Object.assign(compartment.globalThis, { Actions: actions, params, jsParams: params });
+    Object.assign(compartment.globalThis, { params, jsParams: params });
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
