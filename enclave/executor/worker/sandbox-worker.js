@@ -11,9 +11,10 @@
  *     DOMException classes, and Node's error classes. Nothing shared may stay writable: runs of
  *     different accounts follow each other on this worker (docs/actions.md, "Nothing shared is
  *     writable"; test/executor/reachability.test.ts checks it).
- * Then each run gets a Compartment whose globals are those shared hardened endowments plus per-run
- * hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only: a new one,
- * or the one the same account's last run left, put back as it was made (compartment-keeper.js).
+ * Then each run gets a Compartment whose globals are those shared hardened endowments plus hardened
+ * accessors and an Actions object made with the Compartment that answer the run in progress only
+ * (console, sleep, fetch, crypto, the timers, Actions, Lit): a new one, or the one the same account's
+ * last run left, put back as it was made (compartment-keeper.js).
  */
 const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade, makeEthers5, hardenEthersModules } = require("./ethers-facade");
