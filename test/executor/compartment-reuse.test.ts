@@ -19,6 +19,11 @@ import { expectOk, makeKeys, makeRunner, OTHER_CID, TEST_CID, type Runner } from
 /** What a run sees of the globals an earlier run may have touched: the same as on a new Compartment. */
 const CHECK = `async function main() {
   return {
+    // First, before this run reads them: the lazy globals and Actions as a new Compartment has them.
+    unread: ["console", "crypto", "sleep", "setTimeout"].every(
+      (n) => typeof Object.getOwnPropertyDescriptor(globalThis, n).get === "function"),
+    actions: Object.getOwnPropertyDescriptor(globalThis, "Actions").writable === true &&
+      typeof Actions.signMessage === "function",
     own: Object.getOwnPropertyNames(globalThis).filter((n) => /^(planted|pinned|secret|extra)/.test(n)),
     symbols: Object.getOwnPropertySymbols(globalThis).map(String).filter((s) => s !== "Symbol(Symbol.unscopables)"),
     ethers: typeof ethers.Wallet,
@@ -36,6 +41,8 @@ const CHECK = `async function main() {
 }`;
 
 const CLEAN = {
+  unread: true,
+  actions: true,
   own: ["extraAdded"],
   symbols: [],
   ethers: "function",
@@ -112,6 +119,27 @@ export function bump() { count += 1; return count; }`),
       what: "a replaced lazy global",
       code: `globalThis.console = "replaced"; globalThis.sleep = 1;`,
       reused: true,
+    },
+    {
+      what: "lazy globals read, and one deleted",
+      code: `console.log("x"); typeof crypto; setTimeout(() => {}, 0); delete globalThis.sleep;`,
+      reused: false,
+    },
+    {
+      what: "lazy globals read and replaced",
+      code: `console.log("x"); typeof crypto; globalThis.setTimeout = "replaced";`,
+      reused: true,
+    },
+    { what: "a replaced Actions", code: `globalThis.Actions = "replaced";`, reused: true },
+    {
+      what: "Actions redefined as an accessor",
+      code: `Object.defineProperty(globalThis, "Actions", { get() { return 1; }, configurable: true });`,
+      reused: true,
+    },
+    {
+      what: "a pinned Actions",
+      code: `Object.defineProperty(globalThis, "Actions", { value: 1, writable: false, configurable: false });`,
+      reused: false,
     },
     {
       what: "a replaced shared global",

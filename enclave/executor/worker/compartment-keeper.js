@@ -30,14 +30,19 @@
 /** How many accounts' Compartments a worker keeps for their next run (a Map in insertion order). */
 const KEPT_ACCOUNTS = 4;
 
-/** What a Compartment's global object looked like when it was made. */
-function snapshot(globalObject) {
+/**
+ * What a Compartment's global object looked like when it was made. `reinstallable`: the names of the
+ * properties restore may put back as they were made (the lazy globals, which a run turns into data
+ * properties when it reads or assigns them: sandbox-worker.js, defineLazyGlobals).
+ */
+function snapshot(globalObject, reinstallable = []) {
   const keys = Reflect.ownKeys(globalObject);
   return Object.freeze({
     keys,
     keySet: new Set(keys),
     descriptors: keys.map((k) => Reflect.getOwnPropertyDescriptor(globalObject, k)),
     proto: Reflect.getPrototypeOf(globalObject),
+    reinstall: Object.freeze(keys.flatMap((k, i) => (reinstallable.includes(k) ? [i] : []))),
   });
 }
 
@@ -54,16 +59,28 @@ function sameDescriptor(a, b) {
 }
 
 /**
- * Puts the global object back as `template` recorded it: deletes what was added, then checks that the
- * rest is untouched. False when that cannot be done (the Compartment must then not be used again). No
- * action code runs here: the global object is an ordinary object, and neither deleting a property nor
- * reading a descriptor calls an accessor.
+ * Puts the global object back as `template` recorded it: deletes what was added, redefines the
+ * reinstallable properties that a run changed (if it left them configurable) as they were made, then
+ * checks that the rest is untouched. False when that cannot be done (the Compartment must then not be
+ * used again). No action code runs here: the global object is an ordinary object, and neither deleting
+ * nor defining a property nor reading a descriptor calls an accessor.
  */
 function restore(globalObject, template) {
   if (!Object.isExtensible(globalObject) || Reflect.getPrototypeOf(globalObject) !== template.proto)
     return false;
   for (const key of Reflect.ownKeys(globalObject)) {
     if (!template.keySet.has(key) && !Reflect.deleteProperty(globalObject, key)) return false;
+  }
+  for (const i of template.reinstall) {
+    const key = template.keys[i];
+    const now = Reflect.getOwnPropertyDescriptor(globalObject, key);
+    if (sameDescriptor(now, template.descriptors[i])) continue;
+    // Deleted and defined again: it would come back out of order, which the check below refuses.
+    if (
+      (now !== undefined && !now.configurable) ||
+      !Reflect.defineProperty(globalObject, key, template.descriptors[i])
+    )
+      return false;
   }
   const keys = Reflect.ownKeys(globalObject);
   if (keys.length !== template.keys.length) return false;
@@ -78,12 +95,15 @@ function restore(globalObject, template) {
 /**
  * @param make () => {compartment, ...}: a new Compartment with everything a run's starts with; its
  *   global object as made is what restore puts back.
+ * @param reinstallable the names of its globals that restore may define again as they were made
+ *   (snapshot).
  */
-function makeCompartmentKeeper(make) {
+function makeCompartmentKeeper(make, reinstallable = []) {
   const fresh = () => {
     const made = make();
     // evaluated: {program, fn}, the wrapper last evaluated in it (sandbox-worker.js reuses it).
-    return { made, template: snapshot(made.compartment.globalThis), reused: false, evaluated: null };
+    const template = snapshot(made.compartment.globalThis, reinstallable);
+    return { made, template, reused: false, evaluated: null };
   };
   // account -> entry: the Compartment each account's last run gave back (a few accounts, the most
   // recently used; an account's entry is only ever handed to that account's runs).

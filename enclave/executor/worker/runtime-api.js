@@ -38,7 +38,7 @@ function readBytesOrString(args, field, fnName) {
  * `newSigner(pkpId, keyOp, version)` makes the ethers Signers of getSigner (pkp-signer.js).
  */
 function actionMembers(run, newSigner) {
-  const utf8 = new TextDecoder("utf-8", { fatal: false });
+  let utf8 = null; // made on the first decrypt that asks for text
 
   const pkpOp = (fnName, op, read) => async (args) => {
     const a = argsObject(args, fnName);
@@ -80,7 +80,9 @@ function actionMembers(run, newSigner) {
     const a = argsObject(args, "decrypt");
     const asBytes = a.as === "bytes";
     const bytes = await decryptBytes(a);
-    return asBytes ? bytes : utf8.decode(bytes);
+    if (asBytes) return bytes;
+    utf8 ??= new TextDecoder("utf-8", { fatal: false });
+    return utf8.decode(bytes);
   };
   const getPrivateKey = pkpOp("getPrivateKey", "pkpPrivateKey");
   /** A transaction the enclave serializes, checks and signs: answers the signed raw transaction. */
@@ -154,12 +156,15 @@ function actionMembers(run, newSigner) {
 /** Every member name, in the order the object lists them (the same for every run). */
 const MEMBER_NAMES = Object.freeze(Object.keys(actionMembers({ cid: "" })));
 
-/** Actions object -> {members, hardened}: the run each object belongs to, never reachable from an action. */
+/**
+ * Actions object -> its holder, whose `current` is the binding ({members, hardened, harden}) of the run
+ * the object serves now (undefined between runs); never reachable from an action.
+ */
 const bindings = new WeakMap();
 
 /**
- * The run whose Actions object `receiver` is (or inherits from, for an object made with
- * Object.create(Actions)); undefined for anything else.
+ * The binding of the run whose Actions object `receiver` is (or inherits from, for an object made with
+ * Object.create(Actions)); undefined for anything else, and between runs.
  */
 function bindingOf(receiver) {
   let o = receiver;
@@ -168,8 +173,8 @@ function bindingOf(receiver) {
     depth < 32 && o !== null && (typeof o === "object" || typeof o === "function");
     depth++
   ) {
-    const b = bindings.get(o);
-    if (b !== undefined) return b;
+    const holder = bindings.get(o);
+    if (holder !== undefined) return holder.current;
     o = Reflect.getPrototypeOf(o);
   }
   return undefined;
@@ -204,16 +209,32 @@ function descriptors(harden) {
 }
 
 /**
- * One run's `Actions` object. Its members are functions bound to that run, as before; what changed is
- * when each is made ready: on first read (the same function object from then on), so a run pays only
- * for the members it uses. The object itself is frozen and its accessors are shared and hardened, so
- * nothing about it is writable or shared with another run (docs/actions.md, "Nothing shared is
- * writable").
+ * The `Actions` object of one Compartment, serving one run at a time. Its members are functions bound
+ * to the run in progress: made when the run starts, each hardened on first read (the same function
+ * object from then on), so a run pays only for the members it uses. The object itself is frozen and
+ * its accessors are shared and hardened, so nothing about it is writable or shared with another run
+ * (docs/actions.md, "Nothing shared is writable"); it is made once per Compartment because defining its
+ * two dozen accessors cost more per run than the rest of the object. A Compartment serves only runs of
+ * one account, one after another, and nothing of a run can run after it has ended
+ * (compartment-keeper.js): a run can never reach an earlier run's members through it.
+ *
+ * `object` is the Actions object; `bind(run, newSigner)` makes it serve `run` and returns it; `unbind()`
+ * when the run has ended.
  */
-function makeActions(run, harden, newSigner) {
-  const actions = Object.defineProperties({}, descriptors(harden));
-  bindings.set(actions, { members: actionMembers(run, newSigner), hardened: Object.create(null), harden });
-  return Object.freeze(actions);
+function makeActionsSlot(harden) {
+  const actions = Object.freeze(Object.defineProperties({}, descriptors(harden)));
+  const holder = { current: undefined };
+  bindings.set(actions, holder);
+  return {
+    object: actions,
+    bind(run, newSigner) {
+      holder.current = { members: actionMembers(run, newSigner), hardened: Object.create(null), harden };
+      return actions;
+    },
+    unbind() {
+      holder.current = undefined;
+    },
+  };
 }
 
-module.exports = { makeActions };
+module.exports = { makeActionsSlot };

@@ -11,9 +11,10 @@
  *     DOMException classes, and Node's error classes. Nothing shared may stay writable: runs of
  *     different accounts follow each other on this worker (docs/actions.md, "Nothing shared is
  *     writable"; test/executor/reachability.test.ts checks it).
- * Then each run gets a Compartment whose globals are those shared hardened endowments plus per-run
- * hardened capabilities (console, sleep, fetch, crypto, Actions, Lit) bound to that run only: a new one,
- * or the one the same account's last run left, put back as it was made (compartment-keeper.js).
+ * Then each run gets a Compartment whose globals are those shared hardened endowments plus hardened
+ * accessors and an Actions object made with the Compartment that answer the run in progress only
+ * (console, sleep, fetch, crypto, the timers, Actions, Lit): a new one, or the one the same account's
+ * last run left, put back as it was made (compartment-keeper.js).
  */
 const { parentPort, workerData } = require("node:worker_threads");
 const { makeEthersFacade, makeEthers5, hardenEthersModules } = require("./ethers-facade");
@@ -21,7 +22,7 @@ const { RunState } = require("./run-state");
 const { makeConsole, makeSleep, makeFetch } = require("./endowments");
 const { makeTimers } = require("./timers");
 const { installLibraryTimers } = require("./library-timers");
-const { makeActions } = require("./runtime-api");
+const { makeActionsSlot } = require("./runtime-api");
 const { makeSignerFactory } = require("./pkp-signer");
 const { makeSharedWebGlobals, makeCrypto, makeRequestHeaders, makeAuth } = require("./web-globals");
 const { loadNodeErrors, hardenNodeErrors } = require("./node-errors");
@@ -114,40 +115,74 @@ const sharedExtras = Object.freeze(
 );
 
 /**
- * A global whose value is built on first use (per run, so the run that does not use it does not pay
- * for it). Reading it defines it as a plain data property; so does assigning it.
+ * The globals whose value is built on first read, per run (so the run that does not use one does not
+ * pay for it), and whether each is enumerable (as the constructor's endowments they used to be).
+ * Their accessors are made once with the Compartment and answer the run in progress (cell.run.lazy):
+ * reading one, or assigning it, turns it into a plain data property for the rest of the run, and the
+ * keeper puts the accessor back afterwards (compartment-keeper.js, restore), so a run that reads none
+ * of them defines and deletes nothing.
  */
-function defineLazy(globalObject, name, make, enumerable = false) {
-  const settle = (value) =>
-    Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
-  Object.defineProperty(globalObject, name, {
-    configurable: true,
-    enumerable,
-    get() {
-      const value = make();
-      settle(value);
-      return value;
-    },
-    set: settle,
-  });
-}
-
-/** The per-run globals that are built and hardened only when the action first reads them. */
-const TIMER_NAMES = ["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"];
+const LAZY_GLOBALS = Object.freeze([
+  ["crypto", false],
+  ["console", true],
+  ["sleep", true],
+  ["fetch", true],
+  ["setTimeout", true],
+  ["setInterval", true],
+  ["clearTimeout", true],
+  ["clearInterval", true],
+  ["queueMicrotask", true],
+]);
 
 /**
- * Makes the run's lazily built capabilities: console, sleep, fetch and the timers, each made and
+ * Defines the lazy globals on a new Compartment's global object: hardened accessors that build the
+ * value of the run in progress on first read (undefined between runs) and settle it as a data property.
+ */
+function defineLazyGlobals(globalObject, cell) {
+  for (const [name, enumerable] of LAZY_GLOBALS) {
+    const settle = (value) =>
+      Object.defineProperty(globalObject, name, { value, writable: true, enumerable, configurable: true });
+    Object.defineProperty(globalObject, name, {
+      configurable: true,
+      enumerable,
+      get: harden(
+        {
+          [name]() {
+            if (cell.run === null) return undefined;
+            const value = cell.run.lazy.make(name);
+            settle(value);
+            return value;
+          },
+        }[name],
+      ),
+      set: harden(
+        {
+          [name](value) {
+            settle(value);
+          },
+        }[name],
+      ),
+    });
+  }
+}
+
+/** The timers among the lazy globals. */
+const TIMER_NAMES = new Set(["setTimeout", "setInterval", "clearTimeout", "clearInterval", "queueMicrotask"]);
+
+/**
+ * Makes the run's lazily built capabilities: console, sleep, fetch, crypto and the timers, each made and
  * hardened on first use (a one-signature run reads none of them; hardening them all cost more than the
  * rest of its set-up). Returned as memoised makers, so the global, the library facades (ethers v5
  * providers use the run's fetch and sleep) and the run see one object each.
  */
 function lazyCapabilities(run) {
-  let console, sleep, fetch, timers;
+  let console, sleep, fetch, crypto, timers;
   let timerParts;
-  return {
+  const caps = {
     console: () => (console ??= makeConsole(run, harden)),
     sleep: () => (sleep ??= makeSleep(run, harden)),
     fetch: () => (fetch ??= makeFetch(run, harden, host)),
+    crypto: () => (crypto ??= makeCrypto(run, harden)),
     timer: (name) => {
       // One set of timers per run (they share ids and the pending bound); each hardened when read.
       timerParts ??= makeTimers(run, (x) => x, describeThrown);
@@ -155,6 +190,9 @@ function lazyCapabilities(run) {
       return (timers[name] ??= harden(timerParts[name]));
     },
   };
+  /** The value of the lazy global `name` for this run (defineLazyGlobals). */
+  caps.make = (name) => (TIMER_NAMES.has(name) ? caps.timer(name) : caps[name]());
+  return caps;
 }
 
 /**
@@ -187,14 +225,27 @@ function newCompartment() {
   Object.defineProperties(globalObject, sharedExtras);
   const cell = { run: null };
   defineRunScoped(globalObject, cell);
+  defineLazyGlobals(globalObject, cell);
+  // The Compartment's Actions object, bound to each run in turn (runtime-api.js), and its global: an
+  // enumerable data property, as the constructor's endowments; the keeper puts back one a run replaced.
+  const actions = makeActionsSlot(harden);
+  Object.defineProperty(globalObject, "Actions", {
+    value: actions.object,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
   // `global`, as older runtimes had it (the reference keeps it for them).
   globalObject.global = globalObject;
   compartment.evaluate("undefined"); // builds the evaluator (SES makes it on first use)
-  return { compartment, cell };
+  return { compartment, cell, actions };
 }
 
 /** A new Compartment, or the one the account's last run gave back (compartment-keeper.js). */
-const compartments = makeCompartmentKeeper(newCompartment);
+const compartments = makeCompartmentKeeper(newCompartment, [
+  ...LAZY_GLOBALS.map(([name]) => name),
+  "Actions",
+]);
 
 /** SES rejects these patterns in source text, even inside strings and comments: explain which. */
 const SES_REJECTIONS = {
@@ -276,17 +327,18 @@ async function execute(msg) {
   let value;
   try {
     const params = JSON.parse(msg.paramsJson);
-    const actions = makeActions(run, harden, newSigner);
+    taken = compartments.take(msg.account);
+    const { compartment, cell } = taken.made;
+    const actions = taken.made.actions.bind(run, newSigner);
     const lazy = lazyCapabilities(run);
     run.fetch = lazy.fetch;
     run.sleep = lazy.sleep;
     let auth, requestHeaders;
     const getAuth = () => (auth ??= makeAuth(run.cid, harden));
     const getHeaders = () => (requestHeaders ??= makeRequestHeaders(msg.requestHeaders, harden));
-    taken = compartments.take(msg.account);
-    const { compartment, cell } = taken.made;
     cell.run = {
       actions,
+      lazy,
       // Frozen (per run; its parts are hardened): Lit.Auth and Lit.Headers are built on first use.
       lit: Object.freeze({
         Actions: actions,
@@ -301,14 +353,7 @@ async function execute(msg) {
       getHeaders,
     };
     // Object.assign, as the Compartment constructor adds its endowments: enumerable data properties.
-    Object.assign(compartment.globalThis, { Actions: actions, params, jsParams: params });
-    const globalObject = compartment.globalThis;
-    defineLazy(globalObject, "crypto", () => makeCrypto(run, harden));
-    // Enumerable, as the constructor's endowments they used to be.
-    defineLazy(globalObject, "console", lazy.console, true);
-    defineLazy(globalObject, "sleep", lazy.sleep, true);
-    defineLazy(globalObject, "fetch", lazy.fetch, true);
-    for (const name of TIMER_NAMES) defineLazy(globalObject, name, () => lazy.timer(name), true);
+    Object.assign(compartment.globalThis, { params, jsParams: params });
     const fromParams = paramGlobals(params, compartment.globalThis);
     if (fromParams.error) error = fromParams.error;
     else Object.assign(compartment.globalThis, fromParams.globals);
@@ -396,7 +441,10 @@ async function execute(msg) {
   }
   run.end();
   current = null;
-  if (taken !== null) taken.made.cell.run = null;
+  if (taken !== null) {
+    taken.made.cell.run = null;
+    taken.made.actions.unbind();
+  }
   decisions.post({
     type: "done",
     runId: run.runId,
