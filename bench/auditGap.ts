@@ -280,8 +280,11 @@ async function compare(gen: LoadGenerator, engine: "sqlite" | "postgres", pairs:
   const servers: BenchPostgres[] = [];
   const stacks: Stack[] = [];
   try {
-    const stackFor = async (enabled: boolean) => {
-      const pg = engine === "postgres" ? await startBenchPostgres(`sigil_audit_gap_${enabled}`) : null;
+    // BENCH_AUDIT_AA=off|on: an A/A check, both stacks alike ("on" then only names the second one).
+    const aa = process.env.BENCH_AUDIT_AA;
+    const stackFor = async (role: boolean) => {
+      const enabled = aa === "on" || aa === "off" ? aa === "on" : role;
+      const pg = engine === "postgres" ? await startBenchPostgres(`sigil_audit_gap_${role}`) : null;
       if (pg) servers.push(pg);
       const s = await startStack({
         databaseUrl: pg?.url,
