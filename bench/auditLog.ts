@@ -8,8 +8,11 @@
  *
  * `npm run bench:audit` runs it alone (SQLite, then PostgreSQL; BENCH_AUDIT_ENGINES to choose;
  * BENCH_AUDIT_GROUP_MS for another group-commit wait than the default); bench:relayer prints it too.
+ * BENCH_AUDIT_AA=off|on: an A/A check (both stacks alike); BENCH_AUDIT_ON_FIRST=1 starts the "on" stack
+ * first; BENCH_AUDIT_PAIRS pairs (4); BENCH_AUDIT_PENDING_PK=1 audit_pending as before migration 24.
  */
 import * as os from "node:os";
+import { Client } from "pg";
 import { startStack, type Stack } from "../testkit/stack";
 import { startBenchPostgres, type BenchPostgres } from "./embeddedPostgres";
 import { UNLIMITED_RATES, benchAccount, closeBenchConnections, executionRequest } from "./benchStack";
@@ -62,6 +65,14 @@ export async function auditOverhead(
         audit: { enabled, groupCommitMs: groupCommitMs() },
       });
       stacks.push(s);
+      // BENCH_AUDIT_PENDING_PK=1: audit_pending's primary key (a second index) back, as before
+      // migration 24, to compare with it alternated in one shell.
+      if (databaseUrl && process.env.BENCH_AUDIT_PENDING_PK === "1") {
+        const admin = new Client({ connectionString: databaseUrl });
+        await admin.connect();
+        await admin.query("ALTER TABLE audit_pending ADD PRIMARY KEY (id)");
+        await admin.end();
+      }
       return s;
     };
     // BENCH_AUDIT_ON_FIRST=1 starts the "on" stack first: whether the order of the stacks' start moves
