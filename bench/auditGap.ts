@@ -280,8 +280,11 @@ async function compare(gen: LoadGenerator, engine: "sqlite" | "postgres", pairs:
   const servers: BenchPostgres[] = [];
   const stacks: Stack[] = [];
   try {
-    const stackFor = async (enabled: boolean) => {
-      const pg = engine === "postgres" ? await startBenchPostgres(`sigil_audit_gap_${enabled}`) : null;
+    // BENCH_AUDIT_AA=off|on: an A/A check, both stacks alike ("on" then only names the second one).
+    const aa = process.env.BENCH_AUDIT_AA;
+    const stackFor = async (role: boolean) => {
+      const enabled = aa === "on" || aa === "off" ? aa === "on" : role;
+      const pg = engine === "postgres" ? await startBenchPostgres(`sigil_audit_gap_${role}`) : null;
       if (pg) servers.push(pg);
       const s = await startStack({
         databaseUrl: pg?.url,
@@ -294,10 +297,13 @@ async function compare(gen: LoadGenerator, engine: "sqlite" | "postgres", pairs:
     };
     const off = await stackFor(false);
     const on = await stackFor(true);
+    // As bench:audit: warmed at 10 clients, then at the measured 50, and the first pair starts with
+    // the stack warmed last (the process's first run at 50 clients was slower than later ones).
     for (const x of [off, on]) await gen.http(10, 1_500, { ...x.op, rejectHasError: false });
+    for (const x of [off, on]) await gen.http(50, 1_500, { ...x.op, rejectHasError: false });
     const runs: Run[] = [];
     for (let k = 0; k < pairs; k++) {
-      const order = k % 2 === 0 ? [off, on] : [on, off];
+      const order = k % 2 === 0 ? [on, off] : [off, on];
       for (const x of order) runs.push(await measureRun(gen, x.op, x === on, n, x.pg));
     }
     console.log(

@@ -12,7 +12,8 @@
  * `BENCH_PG_FLAGS=name=value,…` further server settings (e.g. `synchronous_commit=off`, to see what the
  * commits' WAL flushes cost); `BENCH_N` executions in the window (3,000); `BENCH_HOT_VACUUM_MS` the
  * relayer's vacuum period of the hot tables (0: off; relayer/db/hotTableVacuum.ts);
- * `BENCH_AUDIT_VACUUM_TRUNCATE=1` lets VACUUM truncate `audit_pending` again, as before migration 23.
+ * `BENCH_AUDIT_VACUUM_TRUNCATE=1` lets VACUUM truncate `audit_pending` again, as before migration 23;
+ * `BENCH_AUDIT_PENDING_PK=1` gives `audit_pending` its primary key (a second index) back, as before 24.
  */
 import { Client } from "pg";
 import { benchAccount, executionRequest, startBenchStack } from "./benchStack";
@@ -54,6 +55,9 @@ async function main(): Promise<void> {
   // BENCH_AUDIT_VACUUM_TRUNCATE=1: let VACUUM truncate audit_pending again (as before migration 23).
   if (process.env.BENCH_AUDIT_VACUUM_TRUNCATE === "1")
     await admin.query("ALTER TABLE audit_pending SET (vacuum_truncate = true)");
+  // BENCH_AUDIT_PENDING_PK=1: audit_pending's primary key (its second index) back, as before migration 24.
+  if (process.env.BENCH_AUDIT_PENDING_PK === "1")
+    await admin.query("ALTER TABLE audit_pending ADD PRIMARY KEY (id)");
   try {
     const hello =
       process.env.BENCH_SIGN === "1"

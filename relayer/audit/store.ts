@@ -414,14 +414,16 @@ export class AuditStore {
     if (pending.length > 0 && this.db.kind === "postgres") {
       // One statement moves the rows and the head: the rows stay on the server, only their ids and new
       // chain fields travel (not their data a second time), in one round trip whatever their number.
+      // The DELETE names the account: audit_pending's one index is (account_id, id) (migration 24).
       await this.exec(
         tx,
-        `WITH moved AS (DELETE FROM audit_pending WHERE id = ANY(?::bigint[]) RETURNING *),
+        `WITH moved AS (DELETE FROM audit_pending WHERE account_id = ? AND id = ANY(?::bigint[]) RETURNING *),
               head AS (UPDATE audit_heads SET seq = ?, hash = ? WHERE account_id = ?)
          INSERT INTO audit_entries (${ENTRY_COLUMNS.join(", ")})
          SELECT m.account_id, u.seq, u.prev_hash, u.hash, m.kind, m.time_ms, m.data, m.principal, m.cid, m.pkps, m.outcome
            FROM moved m JOIN unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[]) AS u(id, seq, prev_hash, hash) ON u.id = m.id`,
         [
+          account,
           pending.map((p) => p.id),
           c.seq,
           c.hash,

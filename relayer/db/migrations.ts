@@ -1258,6 +1258,19 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 24,
+    description: "PostgreSQL: audit_pending keeps one index, (account_id, id), not also its primary key",
+    async up({ kind, run }) {
+      // Every query of the queue names the account (the chaining pass's read and its DELETE, the sweep's
+      // DISTINCT), so (account_id, id) serves them all; the primary key's index on id alone was a second
+      // index entry written, deleted and vacuumed for every entry of every request (docs/audit-log.md,
+      // "What it costs"). The ids still come from their sequence, unique as before. SQLite's id is the
+      // table's rowid, no index of its own: nothing to drop there.
+      if (kind !== "postgres") return;
+      await run("ALTER TABLE audit_pending DROP CONSTRAINT audit_pending_pkey");
+    },
+  },
+  {
     version: 27,
     description: "PostgreSQL: a batch of reservations reads its accounts' standing and live leases once",
     async up({ kind, run }) {
