@@ -19,7 +19,7 @@
  * commits both in one transaction, so any snapshot sees one or the other. Under concurrency the
  * admissions of one instance go together in one `sigil_reserve_batch` call (migration 22,
  * `reservationBatching`), each answered as if sent alone right after the ones before it; since
- * migration 27 the batch reads each account's standing and live leases once and checks its items
+ * migration 25 the batch reads each account's standing and live leases once and checks its items
  * against running totals.
  *
  * Durability. The admission commits with `synchronous_commit = off` (for that transaction only): it

@@ -359,7 +359,7 @@ const RESERVE_BATCH_FUNCTIONS: readonly string[] = [
 ];
 
 /**
- * Migration 27: `sigil_reserve_batch` reads what stands against its items once, instead of once per
+ * Migration 25: `sigil_reserve_batch` reads what stands against its items once, instead of once per
  * item. Migration 22's batch called `sigil_reserve_item` and `sigil_lease` for each item, each
  * re-reading what the item before it had just read (the account's balance, the key's spend, the sum of
  * the account's live reservations, the count of its live leases), and inserted one row per call: the
@@ -1271,7 +1271,7 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
-    version: 27,
+    version: 25,
     description: "PostgreSQL: a batch of reservations reads its accounts' standing and live leases once",
     async up({ kind, run }) {
       if (kind !== "postgres") return;

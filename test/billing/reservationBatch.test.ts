@@ -230,7 +230,7 @@ describeOnPostgres("billing: concurrent reservations admitted in batches (Postgr
     });
   }
 
-  it("a batch reads its accounts' standing once, not once per item (migration 27), with the answers of items sent one by one", async () => {
+  it("a batch reads its accounts' standing once, not once per item (migration 25), with the answers of items sent one by one", async () => {
     const { layer } = await instance(100, 0);
     const now = Date.now();
     const setup = [
