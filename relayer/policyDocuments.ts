@@ -28,6 +28,14 @@ const parsed = new Map<string, Policy>();
 const MAX_CACHED = 4096;
 
 /**
+ * The policy under `cid` if it was read before (the common case, per run: no promise and no await),
+ * else undefined (then loadPolicy).
+ */
+export function parsedPolicy(cid: string): Policy | undefined {
+  return parsed.get(cid);
+}
+
+/**
  * The policy stored under `cid` (the content store, else the IPFS gateways: a Safe may name a document
  * it published elsewhere; both verify the bytes against the CID), or null when neither has it. Content
  * that is not a valid policy is 400 invalid_policy (a group only names a CID: what it names is checked

@@ -12,7 +12,7 @@ import type { AuthContext } from "./auth";
 import type { RelayerContext } from "./context";
 import { cidHash } from "./permissions/projection";
 import { grantingGroups } from "./policy";
-import { loadPolicy } from "./policyDocuments";
+import { loadPolicy, parsedPolicy } from "./policyDocuments";
 
 /**
  * What a group whose policy document cannot be read or is not a valid policy allows: nothing (a policy
@@ -39,9 +39,9 @@ export function policiesForRun(ctx: RelayerContext, auth: AuthContext, cid: stri
     const grants: GroupPolicy[] = [];
     for (const g of groups) {
       const policyCid = g.policy!;
-      let policy: Policy | null;
+      let policy: Policy | null | undefined = parsedPolicy(policyCid);
       try {
-        policy = await loadPolicy(ctx, policyCid);
+        policy ??= await loadPolicy(ctx, policyCid);
       } catch (err) {
         ctx.logger.warn({ group: g.id, cid: policyCid, err: String(err) }, "group policy unreadable");
         policy = null;

@@ -97,6 +97,9 @@ export class PolicyGate {
     const [group, rule, operation, digest] = wire as unknown[];
     if (typeof group !== "string" || typeof rule !== "string" || !isOperationKind(operation)) return;
     if (digest !== undefined && typeof digest !== "string") return;
-    this.decisions.push({ ...allowedDecision(rule, group, operation, digest), pkp });
+    // The engine's fresh object, given its PKP (no copy: one per signature on the main thread).
+    const decision = allowedDecision(rule, group, operation, digest) as RunPolicyDecision;
+    decision.pkp = pkp;
+    this.decisions.push(decision);
   }
 }

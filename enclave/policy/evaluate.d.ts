@@ -54,6 +54,17 @@ export declare function evaluateGrants(
 ): PolicyDecision;
 
 /**
+ * Which grant allows the operation (`rule` NO_POLICY for a group without a policy), or null when none
+ * does: evaluateGrants' decision without its wording. `now` omitted: the clock is read only if a rule
+ * has a `time` condition.
+ */
+export declare function allowingGrant(
+  grants: readonly GroupPolicy[],
+  op: OperationFacts,
+  now?: Date,
+): { group: string; rule: string } | null;
+
+/**
  * The decision evaluateGrants gives when group `group`'s rule `rule` (or NO_POLICY) allowed an
  * operation of kind `operation` over `digest` (undefined: one without a digest).
  */

@@ -54,6 +54,17 @@ function withField(m, field, what) {
 
 const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
+/**
+ * The instant a decision is made at, read from the clock at most once and only if a rule has a `time`
+ * condition: most policies have none, and a Date costs more than their whole evaluation in the action
+ * worker (SES tames the constructor). `now` given: that instant.
+ */
+function instant(now) {
+  if (now !== undefined) return () => now;
+  let at = null;
+  return () => (at ??= new Date());
+}
+
 function checkTime(t, now) {
   const day = now.getUTCDay();
   if (t.days !== undefined && !t.days.includes(day))
@@ -285,9 +296,21 @@ function startsWith(bytes, prefix) {
 
 /** Whether one rule matches the operation (its kind is assumed to be the operation's). */
 function ruleMatches(r, op, now) {
+  return matches(r, op, () => now, false);
+}
+
+/**
+ * A miss that is not worded: what `matches` answers, when `quiet`, for the conditions the common
+ * operations meet (time, message prefix), where only whether the rule matches is read (a deny rule
+ * that does not match; an allow rule when another allows). Wording a miss builds its text per call.
+ */
+const QUIET_MISS = Object.freeze({ ok: false });
+
+/** ruleMatches with the decision's clock (instant), and without wording a miss when `quiet`. */
+function matches(r, op, clock, quiet) {
   if (r.time !== undefined) {
-    const t = checkTime(r.time, now);
-    if (t !== null) return t;
+    const t = checkTime(r.time, clock());
+    if (t !== null) return quiet ? QUIET_MISS : t;
   }
   switch (op.kind) {
     case "transaction":
@@ -296,11 +319,9 @@ function ruleMatches(r, op, now) {
       return checkTypedData(r, op);
     case "message":
       if (r.prefix !== undefined && !startsWith(op.bytes, prefixOf(r)))
-        return miss(
-          "prefix",
-          preview(op.bytes),
-          `the message does not start with ${JSON.stringify(r.prefix)}`,
-        );
+        return quiet
+          ? QUIET_MISS
+          : miss("prefix", preview(op.bytes), `the message does not start with ${JSON.stringify(r.prefix)}`);
       return MATCH;
     case "ed25519":
       return checkSolana(r, op);
@@ -340,16 +361,33 @@ function allowedDecision(rule, group, operation, digest) {
     : { allowed: true, rule, operation, digest, reason, group };
 }
 
+/**
+ * The name of the rule of `policy` that allows the operation, or null when the policy refuses it: the
+ * decision of evaluatePolicy without its wording (deny rules first, then the first allow rule that
+ * matches). What an allowed operation needs, and the common case, so nothing is worded here.
+ */
+function allowingRule(policy, op, clock) {
+  const { deny, allow } = rulesOf(policy, op.kind);
+  for (const r of deny) if (matches(r, op, clock, true).ok) return null;
+  for (const r of allow) if (matches(r, op, clock, true).ok) return r.name;
+  return null;
+}
+
 /** One policy's decision on one operation. */
-function evaluatePolicy(policy, op, now = new Date()) {
+function evaluatePolicy(policy, op, now) {
+  return decidePolicy(policy, op, instant(now));
+}
+
+function decidePolicy(policy, op, clock) {
   const { deny, allow } = rulesOf(policy, op.kind);
   for (const r of deny) {
-    if (ruleMatches(r, op, now).ok)
+    if (matches(r, op, clock, true).ok)
       return { allowed: false, rule: r.name, ...base(op), reason: `denied by rule "${r.name}"` };
   }
   let firstMiss = null;
   for (const r of allow) {
-    const m = ruleMatches(r, op, now);
+    // Only the first miss is reported: the others need not be worded.
+    const m = matches(r, op, clock, firstMiss !== null);
     if (m.ok) return { allowed: true, rule: r.name, ...base(op), reason: allowedReason(r.name) };
     firstMiss ??= { rule: r.name, m };
   }
@@ -366,15 +404,33 @@ function evaluatePolicy(policy, op, now = new Date()) {
 }
 
 /**
+ * Which grant allows the operation: `{group, rule}` (rule NO_POLICY for a group without a policy), or
+ * null when none does. evaluateGrants' decision without its wording: what the action worker's trusted
+ * side needs (worker/run-key.js; a refusal goes to the gate, which words it).
+ * `now`: the instant to decide at; omitted, the clock is read only if a rule has a `time` condition.
+ */
+function allowingGrant(grants, op, now) {
+  const clock = instant(now);
+  for (const g of grants) {
+    if (g.policy === null) return { group: g.group, rule: NO_POLICY };
+    const rule = allowingRule(g.policy, op, clock);
+    if (rule !== null) return { group: g.group, rule };
+  }
+  return null;
+}
+
+/**
  * The decision for a run granted by `grants`: allowed when one granting group allows it (a group with
  * no policy allows everything). A refusal reports the first group's refusal, and names that group.
  * With no granting group at all nothing grants the operation: refused.
+ * `now`: as allowingGrant's.
  */
-function evaluateGrants(grants, op, now = new Date()) {
+function evaluateGrants(grants, op, now) {
+  const clock = instant(now);
   let firstRefusal = null;
   for (const g of grants) {
     if (g.policy === null) return allowedDecision(NO_POLICY, g.group, op.kind, op.digest);
-    const d = evaluatePolicy(g.policy, op, now);
+    const d = decidePolicy(g.policy, op, clock);
     if (d.allowed) return { ...d, group: g.group };
     firstRefusal ??= { ...d, group: g.group };
   }
@@ -401,6 +457,7 @@ module.exports = {
   ruleMatches,
   evaluatePolicy,
   evaluateGrants,
+  allowingGrant,
   allowedDecision,
   refusalMessage,
 };

@@ -9,7 +9,9 @@ import { AbiCoder, Transaction, TypedDataEncoder, Wallet, getAddress, hashMessag
 import {
   DEFAULT_DENY,
   NO_POLICY,
+  allowingGrant,
   checkPolicy,
+  deepFreeze,
   evaluateGrants,
   evaluatePolicy,
   parseDigest,
@@ -527,6 +529,63 @@ describe("signing policies: the engine", () => {
         }),
         { numRuns: 500, seed: SEED },
       );
+    });
+
+    it("allowingGrant (the action worker's check, unworded) names the group and rule evaluateGrants allows by, and nothing when it refuses", () => {
+      const grants = fc
+        .tuple(fc.array(fc.option(policy, { nil: null }), { minLength: 1, maxLength: 4 }), fc.boolean())
+        .map(([ps, frozen]) =>
+          ps.map((p, i) => ({ group: String(i + 1), policy: p !== null && frozen ? deepFreeze(p) : p })),
+        );
+      fc.assert(
+        fc.property(grants, operation, when, (gs, op, now) => {
+          const d = evaluateGrants(gs, op, now);
+          const by = allowingGrant(gs, op, now);
+          expect(by).to.deep.equal(d.allowed ? { group: d.group, rule: d.rule } : null);
+        }),
+        { numRuns: 1000, seed: SEED },
+      );
+    });
+
+    it("without an instant, the clock is read for time conditions (and only then)", () => {
+      const today = new Date().getUTCDay();
+      const notToday: Policy = {
+        version: 1,
+        rules: [
+          { name: "other-day", effect: "allow", operation: "message", time: { days: [(today + 3) % 7] } },
+        ],
+      };
+      const anyDay: Policy = {
+        version: 1,
+        rules: [{ name: "any", effect: "allow", operation: "message", prefix: "a" }],
+      };
+      const op = parseMessage("abc");
+      expect(evaluateGrants([{ group: "1", policy: notToday }], op)).to.include({
+        allowed: false,
+        field: "time.days",
+      });
+      expect(allowingGrant([{ group: "1", policy: notToday }], op)).to.equal(null);
+      // A policy without a time condition never constructs a Date.
+      const RealDate = globalThis.Date;
+      let constructed = 0;
+      globalThis.Date = class extends RealDate {
+        constructor(...args: ConstructorParameters<DateConstructor>) {
+          super(...args);
+          constructed++;
+        }
+      } as DateConstructor;
+      try {
+        expect(allowingGrant([{ group: "1", policy: deepFreeze(anyDay) }], op)).to.deep.equal({
+          group: "1",
+          rule: "any",
+        });
+        expect(evaluateGrants([{ group: "1", policy: anyDay }], op).allowed).to.equal(true);
+        expect(constructed).to.equal(0);
+        allowingGrant([{ group: "1", policy: notToday }], op);
+        expect(constructed).to.equal(1);
+      } finally {
+        globalThis.Date = RealDate;
+      }
     });
   });
 });

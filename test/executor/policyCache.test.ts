@@ -16,6 +16,7 @@ import { MAX_SENT, SentPolicies } from "../../enclave/executor/policy-handover";
 import { PolicyGate } from "../../enclave/executor/policy-gate";
 import {
   deepFreeze,
+  allowingGrant,
   evaluateGrants,
   evaluatePolicy,
   type GroupPolicy,
@@ -151,10 +152,14 @@ describe("signing policies: documents shared by CID", function () {
         { group: "3", policy: PAY },
         { group: "7", policy: LOGIN },
       ];
-      const byRule = evaluateGrants(grants, { kind: "message", digest, bytes });
-      const byNoPolicy = evaluateGrants([{ group: "9", policy: null }], { kind: "digest", digest });
-      carrier.note(byRule);
-      carrier.note(byNoPolicy);
+      const message = { kind: "message" as const, digest, bytes };
+      const raw = { kind: "digest" as const, digest };
+      const noPolicy = [{ group: "9", policy: null }];
+      const byRule = evaluateGrants(grants, message);
+      const byNoPolicy = evaluateGrants(noPolicy, raw);
+      // The worker notes which grant allowed it (allowingGrant) with the operation's facts.
+      carrier.note(allowingGrant(grants, message), message);
+      carrier.note(allowingGrant(noPolicy, raw), raw);
       carrier.post({ type: "log" });
       carrier.post({ type: "done" });
       // Both ride on the next message, none on the one after.

@@ -21,13 +21,13 @@ function carryDecisions(post) {
   let pending = null;
   return {
     /**
-     * An allowed decision of a signature made here (evaluateGrants'); it goes with the next message
-     * posted, as what names it, [group, rule, operation, digest]: the main thread rebuilds the rest
-     * with the same engine (evaluate.js, allowedDecision), and copies four strings instead of seven
-     * fields.
+     * The decision to allow a signature made here: the group and rule that allowed it (evaluate.js,
+     * allowingGrant) and the operation's facts. It goes with the next message posted, as what names
+     * it, [group, rule, operation, digest]: the main thread rebuilds the rest with the same engine
+     * (evaluate.js, allowedDecision), and copies four strings instead of seven fields.
      */
-    note(decision) {
-      (pending ??= []).push([decision.group, decision.rule, decision.operation, decision.digest]);
+    note(allowedBy, facts) {
+      (pending ??= []).push([allowedBy.group, allowedBy.rule, facts.kind, facts.digest]);
     },
     /** Posts `m` (a fresh object), with the decisions not yet sent. */
     post(m) {

@@ -28,7 +28,7 @@
  */
 const { getAddress } = require("ethers");
 const { keccak, messageDigest, typedDataDigest, isPlainObject } = require("./digests");
-const { evaluateGrants } = require("../../policy/evaluate");
+const { allowingGrant } = require("../../policy/evaluate");
 
 const DIGEST = /^0x[0-9a-fA-F]{64}$/;
 const SERVED = new Set(["pkpPublicKey", "pkpAddress", "pkpSignDigest", "pkpSignMessage", "pkpSignTypedData"]);
@@ -45,8 +45,8 @@ function toHex(bytes) {
  * @param epochs the shared Int32Array of epochs (null: the grant is refused)
  * @param curve the signer thread's client: request(op, key, digest?) resolves with its answer, or null
  *   when it cannot answer (then the operation goes to the main thread)
- * @param noteDecision called with the policy decision (evaluateGrants') of each signature made here
- *   under a policy
+ * @param noteDecision called with (grant, facts) for each signature made here under a policy: which
+ *   group and rule allowed it (allowingGrant's answer) and what was signed
  * @param recordKeyOperation called with (kind, pkpId, digest) for each signature made here
  *   (key-operation-log.js)
  */
@@ -101,11 +101,12 @@ function makeRunKey(grant, epochs, curve, noteDecision = () => {}, recordKeyOper
    * when they do not (the main thread's gate then decides and words the refusal).
    */
   const checkedSign = async (digest, facts) => {
-    const decision = policies === null ? null : evaluateGrants(policies, facts, new Date());
-    if (decision !== null && !decision.allowed) return undefined;
+    // Only whether, and by which rule, it is allowed: a refusal is worded by the gate (above).
+    const allowedBy = policies === null ? null : allowingGrant(policies, facts);
+    if (policies !== null && allowedBy === null) return undefined;
     const signature = await sign(digest);
     if (signature === undefined) return undefined;
-    if (decision !== null) noteDecision(decision);
+    if (allowedBy !== null) noteDecision(allowedBy, facts);
     recordKeyOperation(facts.kind, pkpId, digest);
     return signature;
   };
