@@ -1,8 +1,12 @@
 /**
- * Migration 24 (docs/audit-log.md, "What it costs"): on PostgreSQL `audit_pending` keeps one index,
- * (account_id, id), which serves every query of the queue; its primary key's index on id alone was a
- * second index entry written, deleted and vacuumed for every entry. The chaining pass's DELETE names
- * the account, so the one index finds its rows (no scan of the queue's dead rows).
+ * `audit_pending` on PostgreSQL, the queue requests write their entries to before they answer
+ * (docs/audit-log.md, "What it costs"):
+ *  - migration 24: it keeps one index, (account_id, id), which serves every query of the queue; its
+ *    primary key's index on id alone was a second index entry written, deleted and vacuumed for every
+ *    entry. The chaining pass's DELETE names the account, so the one index finds its rows;
+ *  - migration 23: VACUUM never truncates it (its end is empty after every chaining pass); a truncation
+ *    took an exclusive lock the request path's INSERTs queued behind and made every backend process an
+ *    invalidation.
  */
 import { expect } from "chai";
 import { Client } from "pg";
@@ -11,7 +15,7 @@ import { AuditStore } from "../../relayer/audit/store";
 import type { PendingEntry } from "../../relayer/audit/entries";
 import { describeOnPostgres, freshDatabaseUrl } from "../helpers/postgres";
 
-describeOnPostgres("audit log: audit_pending's one index (postgres)", function () {
+describeOnPostgres("audit log: the audit_pending queue (postgres)", function () {
   this.timeout(60_000);
   let db: DataLayer;
   let c: Client;
@@ -62,5 +66,21 @@ describeOnPostgres("audit log: audit_pending's one index (postgres)", function (
       Array.from({ length: 10 }, (_, k) => 1_000 + 1 + 3 * k),
     );
     await store.close();
+  });
+
+  it("a table emptied by chaining keeps its pages through VACUUM", async () => {
+    await c.query(
+      `INSERT INTO audit_pending (account_id, kind, time_ms, data, principal, cid, pkps, outcome)
+       SELECT '1', 'refusal', g, repeat('x', 500), null, null, '', 'refused' FROM generate_series(1, 500) g`,
+    );
+    await c.query("DELETE FROM audit_pending");
+    await c.query("VACUUM audit_pending");
+    const size = async () =>
+      Number((await c.query<{ n: string }>("SELECT pg_relation_size('audit_pending') AS n")).rows[0].n);
+    expect(await size()).to.be.above(0);
+    // What the setting prevents: the same VACUUM with truncation allowed gives the empty pages back.
+    await c.query("ALTER TABLE audit_pending SET (vacuum_truncate = true)");
+    await c.query("VACUUM audit_pending");
+    expect(await size()).to.equal(0);
   });
 });
